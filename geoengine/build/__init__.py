@@ -1,0 +1,1 @@
+"""Building bundles: fetching region sources, running named stages, publishing atomically."""

@@ -1,0 +1,273 @@
+"""The build pipeline: named stages, a manifest, `--continue`, and atomic publication.
+
+A build works in `<out parent>/.<out name>.build/`. After each stage it records the stage in
+`progress.json` there, so `--continue` resumes after the last finished stage (when the inputs are
+unchanged). When every stage is done it writes `manifest.json`, moves the work folder to a fresh
+version folder `.<out name>.<build id>/`, and switches `out` (a symlink) to it with one atomic
+rename. A failed or interrupted build never touches the published bundle.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import json
+import os
+import platform
+import shutil
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from geoengine import __version__
+from geoengine.bundle import FORMAT, FORMAT_VERSION, STAGE_VERSIONS
+from geoengine.config import Settings
+from geoengine.errors import BuildError, InvalidRequest
+from geoengine.progress import NullProgress, Progress
+
+
+@dataclass
+class StageResult:
+    """What a stage made: `outputs` (paths relative to the bundle), `counts`, and free-form `info`."""
+
+    outputs: list[str] = field(default_factory=list)
+    counts: dict[str, int] = field(default_factory=dict)
+    info: dict = field(default_factory=dict)
+
+
+@dataclass
+class BuildInputs:
+    osm: Path
+    dem: list[Path] = field(default_factory=list)
+    places: Path | None = None
+    admin1: Path | None = None
+    region: str | None = None
+
+    def listed(self) -> list[tuple[str, Path]]:
+        items = [("osm", self.osm)]
+        items += [("dem", p) for p in self.dem]
+        if self.places:
+            items.append(("places", self.places))
+        if self.admin1:
+            items.append(("admin1", self.admin1))
+        return items
+
+
+@dataclass
+class BuildContext:
+    """Handed to each stage. `out` is the work folder; a stage writes only under `out / stage name`."""
+
+    out: Path
+    inputs: BuildInputs
+    settings: Settings
+    progress: Progress
+    results: dict[str, dict]  # manifest entries of stages finished so far (source first)
+
+    @property
+    def bbox(self) -> tuple[float, float, float, float] | None:
+        src = self.results.get("source", {})
+        bbox = src.get("info", {}).get("bbox")
+        return tuple(bbox) if bbox else None
+
+    def stage_dir(self, name: str) -> Path:
+        d = self.out / name
+        d.mkdir(parents=True, exist_ok=True)
+        return d
+
+
+@dataclass(frozen=True)
+class Stage:
+    name: str
+    run: Callable[[BuildContext], StageResult]
+    applies: Callable[[BuildContext], bool] = lambda ctx: True
+    describe: str = ""
+
+    @property
+    def version(self) -> int:
+        return STAGE_VERSIONS[self.name]
+
+
+def _write_json_atomic(path: Path, doc: dict) -> None:
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.write_text(json.dumps(doc, indent=2, sort_keys=False))
+    os.replace(tmp, path)
+
+
+def _versions() -> dict[str, str]:
+    import importlib.metadata as md
+
+    out = {"geoengine": __version__, "python": platform.python_version()}
+    for dist in ("numpy", "numba", "scipy", "osmium", "rtree", "rapidfuzz", "mapbox-vector-tile", "shapely"):
+        try:
+            out[dist] = md.version(dist)
+        except md.PackageNotFoundError:
+            pass
+    return out
+
+
+def resolve_inputs(
+    target: str,
+    settings: Settings,
+    *,
+    dem: list[str] | None = None,
+    places: str | None = None,
+    progress: Progress | None = None,
+) -> BuildInputs:
+    """A region name (fetched into the cache) or a path to an OSM extract, plus optional DEM/places."""
+    from geoengine.build.fetch import fetch_region, load_regions
+
+    path = Path(target).expanduser()
+    catalog = load_regions()
+    if path.suffix in (".pbf", ".osm", ".gz", ".bz2") or path.exists():
+        if not path.exists():
+            raise InvalidRequest.field("target", f"OSM extract {path} does not exist")
+        inputs = BuildInputs(osm=path.resolve())
+    elif target.lower() in catalog.regions:
+        files = fetch_region(target.lower(), settings, progress)
+        inputs = BuildInputs(
+            osm=files["osm"][0],
+            dem=files.get("dem", []),
+            places=(files.get("places") or [None])[0],
+            admin1=(files.get("admin1") or [None])[0],
+            region=target.lower(),
+        )
+    else:
+        known = ", ".join(sorted(catalog.regions))
+        raise InvalidRequest.field("target", f"'{target}' is neither an OSM extract file nor a known region ({known})")
+    if dem:
+        for d in dem:
+            if not Path(d).exists():
+                raise InvalidRequest.field("dem", f"DEM file {d} does not exist")
+        inputs.dem = [Path(d).resolve() for d in dem]
+    if places:
+        if not Path(places).exists():
+            raise InvalidRequest.field("places", f"places file {places} does not exist")
+        inputs.places = Path(places).resolve()
+    return inputs
+
+
+def default_out(inputs: BuildInputs, settings: Settings) -> Path:
+    name = inputs.region or inputs.osm.name.split(".")[0]
+    return Path(settings.bundles_dir) / name
+
+
+def build(
+    inputs: BuildInputs,
+    out: Path,
+    settings: Settings,
+    *,
+    resume: bool = False,
+    progress: Progress | None = None,
+    stages: list[Stage] | None = None,
+) -> Path:
+    """Run every applicable stage into a work folder and publish it at `out`. Returns `out`."""
+    from geoengine.build.fetch import sha256_file
+    from geoengine.build.stages import all_stages
+
+    progress = progress or NullProgress()
+    stages = stages if stages is not None else all_stages()
+    out = Path(out).expanduser().absolute()
+    out.parent.mkdir(parents=True, exist_ok=True)
+    work = out.parent / f".{out.name}.build"
+    lock_path = out.parent / f".{out.name}.lock"
+    with open(lock_path, "w") as lock:
+        try:
+            fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            raise BuildError(f"another build of {out} is running") from None
+        started = time.time()
+        input_docs = []
+        for role, p in inputs.listed():
+            input_docs.append({"role": role, "path": str(p), "size": p.stat().st_size, "sha256": sha256_file(p)})
+        plan = {
+            "inputs": [(d["role"], d["sha256"]) for d in input_docs],
+            "stage_versions": {s.name: s.version for s in stages},
+        }
+        state_path = work / "progress.json"
+        state = None
+        if resume and state_path.exists():
+            state = json.loads(state_path.read_text())
+            if state.get("plan") != json.loads(json.dumps(plan)):
+                progress.log(f"inputs or stage versions changed since the interrupted build of {out}; starting over")
+                state = None
+            else:
+                done = ", ".join(state["stages"]) or "none"
+                progress.log(f"continuing the build of {out}; finished stages: {done}")
+        if state is None:
+            if work.exists():
+                shutil.rmtree(work)
+            work.mkdir(parents=True)
+            state = {"plan": plan, "stages": {}}
+            _write_json_atomic(state_path, state)
+        ctx = BuildContext(out=work, inputs=inputs, settings=settings, progress=progress, results=state["stages"])
+        for stage in stages:
+            if stage.name in state["stages"]:
+                progress.log(f"[{stage.name}] already built, skipped")
+                continue
+            if not stage.applies(ctx):
+                progress.log(f"[{stage.name}] not applicable to these inputs, skipped")
+                continue
+            stage_path = work / stage.name
+            if stage_path.exists():
+                shutil.rmtree(stage_path)
+            t0 = time.time()
+            progress.task(stage.name)
+            try:
+                result = stage.run(ctx)
+            except (BuildError, InvalidRequest):
+                raise
+            except Exception as exc:
+                raise BuildError(f"stage '{stage.name}' failed: {type(exc).__name__}: {exc}") from exc
+            secs = round(time.time() - t0, 3)
+            counts = ", ".join(f"{k}={v:,}" for k, v in result.counts.items())
+            progress.done(counts)
+            state["stages"][stage.name] = {
+                "version": stage.version,
+                "outputs": result.outputs,
+                "counts": result.counts,
+                "info": result.info,
+                "seconds": secs,
+            }
+            _write_json_atomic(state_path, state)
+        source_info = state["stages"].get("source", {}).get("info", {})
+        manifest = {
+            "format": FORMAT,
+            "format_version": FORMAT_VERSION,
+            "geoengine_version": __version__,
+            "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+            "region": inputs.region,
+            "bbox": source_info.get("bbox"),
+            "center": source_info.get("center"),
+            "inputs": input_docs,
+            "stages": state["stages"],
+            "versions": _versions(),
+            "timings": {
+                "total_seconds": round(time.time() - started, 3),
+                **{name: s["seconds"] for name, s in state["stages"].items()},
+            },
+        }
+        _write_json_atomic(work / "manifest.json", manifest)
+        state_path.unlink()
+        return publish(work, out)
+
+
+def publish(work: Path, out: Path) -> Path:
+    """Move `work` to a new version folder and point `out` at it atomically."""
+    build_id = time.strftime("%Y%m%dT%H%M%S", time.gmtime()) + f"-{os.getpid()}"
+    version_dir = out.parent / f".{out.name}.{build_id}"
+    os.replace(work, version_dir)
+    old_target = None
+    if out.is_symlink():
+        old_target = out.parent / os.readlink(out)
+    elif out.exists():
+        # A real folder from elsewhere: move it aside, then take its place.
+        aside = out.parent / f".{out.name}.replaced-{build_id}"
+        os.replace(out, aside)
+        old_target = aside
+    link_tmp = out.parent / f".{out.name}.link-{build_id}"
+    os.symlink(version_dir.name, link_tmp)
+    os.replace(link_tmp, out)
+    if old_target is not None and old_target.exists() and old_target.resolve() != version_dir.resolve():
+        # Servers holding the old version keep their open (memory-mapped) files until they reopen.
+        shutil.rmtree(old_target, ignore_errors=True)
+    return out

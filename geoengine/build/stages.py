@@ -1,0 +1,15 @@
+"""The registry of build stages, in build order. Each entry names a module exposing `STAGE`."""
+
+from __future__ import annotations
+
+import importlib
+
+from geoengine.build.pipeline import Stage
+
+STAGE_MODULES: list[str] = [
+    "geoengine.build.source",
+]
+
+
+def all_stages() -> list[Stage]:
+    return [importlib.import_module(m).STAGE for m in STAGE_MODULES]

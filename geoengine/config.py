@@ -1,0 +1,107 @@
+"""One typed settings object. Every setting is read from a `GEOENGINE_*` environment variable;
+defaults live here and nowhere else. docs/settings.md documents each one (a test checks it).
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field, fields
+from pathlib import Path
+
+
+def _default_home() -> Path:
+    base = os.environ.get("XDG_DATA_HOME") or str(Path.home() / ".local" / "share")
+    return Path(base) / "geoengine"
+
+
+@dataclass(frozen=True)
+class Setting:
+    env: str
+    help: str
+
+
+# name -> (environment variable, help). The order is the order of the docs.
+SETTINGS: dict[str, Setting] = {
+    "home": Setting("GEOENGINE_HOME", "Folder for the download cache, bundles and state (default ~/.local/share/geoengine)."),
+    "cache_dir": Setting("GEOENGINE_CACHE", "Download cache of region sources (default $GEOENGINE_HOME/cache)."),
+    "bundles_dir": Setting("GEOENGINE_BUNDLES", "Where `geoengine build REGION` publishes bundles (default $GEOENGINE_HOME/bundles)."),
+    "state": Setting("GEOENGINE_STATE", "SQLite state database of API keys and quota counters (default $GEOENGINE_HOME/state.sqlite3)."),
+    "data_mirror": Setting("GEOENGINE_DATA_MIRROR", "A folder or http(s) base URL laid out like ../shared/data; fetch reads sources there instead of the public URLs."),
+    "region": Setting("GEOENGINE_REGION", "Region that `geoengine serve` builds when no bundle is given (default andorra)."),
+    "bundle": Setting("GEOENGINE_BUNDLE", "Bundle folder that the server opens (set by `geoengine serve --bundle`)."),
+    "gateway_host": Setting("GEOENGINE_GATEWAY_HOST", "Value that every request's X-Gateway-Host header must equal (default localhost)."),
+    "plans_file": Setting("GEOENGINE_PLANS_FILE", "TOML file that replaces the default plans (free, starter, unlimited); see docs/gateway.md."),
+    "max_body_bytes": Setting("GEOENGINE_MAX_BODY_BYTES", "Largest request body accepted; larger bodies get 413 (default 2097152)."),
+    "elevation_max_points": Setting("GEOENGINE_ELEVATION_MAX_POINTS", "Most points one POST /elevation may carry (default 2000)."),
+    "tile_cache_bytes": Setting("GEOENGINE_TILE_CACHE_BYTES", "Byte budget of the in-memory tile cache (default 268435456)."),
+    "tiles_dir": Setting("GEOENGINE_TILES_DIR", "Optional extra folder of .mbtiles/.pmtiles files served as tile sources."),
+    "public_url": Setting("GEOENGINE_PUBLIC_URL", "Public base URL used in tile URLs (default: taken from the request and proxy headers)."),
+    "request_timeout_s": Setting("GEOENGINE_REQUEST_TIMEOUT", "Seconds a routing computation may take before 504 (default 30)."),
+    "log_level": Setting("GEOENGINE_LOG_LEVEL", "Log level of the server (default info)."),
+}
+
+
+@dataclass(frozen=True)
+class Settings:
+    home: Path = field(default_factory=_default_home)
+    cache_dir: Path | None = None
+    bundles_dir: Path | None = None
+    state: Path | None = None
+    data_mirror: str | None = None
+    region: str = "andorra"
+    bundle: Path | None = None
+    gateway_host: str = "localhost"
+    plans_file: Path | None = None
+    max_body_bytes: int = 2 * 1024 * 1024
+    elevation_max_points: int = 2000
+    tile_cache_bytes: int = 256 * 1024 * 1024
+    tiles_dir: Path | None = None
+    public_url: str | None = None
+    request_timeout_s: float = 30.0
+    log_level: str = "info"
+
+    def __post_init__(self):
+        home = Path(self.home)
+        object.__setattr__(self, "home", home)
+        if self.cache_dir is None:
+            object.__setattr__(self, "cache_dir", home / "cache")
+        if self.bundles_dir is None:
+            object.__setattr__(self, "bundles_dir", home / "bundles")
+        if self.state is None:
+            object.__setattr__(self, "state", home / "state.sqlite3")
+
+    @classmethod
+    def from_env(cls, env: dict[str, str] | None = None, **overrides) -> Settings:
+        env = os.environ if env is None else env
+        kwargs = {}
+        types = {f.name: f.type for f in fields(cls)}
+        for name, setting in SETTINGS.items():
+            raw = env.get(setting.env)
+            if raw is None or raw == "":
+                continue
+            kind = types[name]
+            if "Path" in str(kind):
+                kwargs[name] = Path(raw).expanduser()
+            elif "int" in str(kind):
+                try:
+                    kwargs[name] = int(raw)
+                except ValueError as exc:
+                    raise ValueError(f"{setting.env} must be an integer, got {raw!r}") from exc
+            elif "float" in str(kind):
+                try:
+                    kwargs[name] = float(raw)
+                except ValueError as exc:
+                    raise ValueError(f"{setting.env} must be a number, got {raw!r}") from exc
+            else:
+                kwargs[name] = raw
+        kwargs.update({k: v for k, v in overrides.items() if v is not None})
+        return cls(**kwargs)
+
+    def to_env(self) -> dict[str, str]:
+        """The environment that reproduces these settings (for server worker processes)."""
+        out = {}
+        for name, setting in SETTINGS.items():
+            value = getattr(self, name)
+            if value is not None:
+                out[setting.env] = str(value)
+        return out
