@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import json
 import logging
-import mmap
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Protocol, runtime_checkable
@@ -89,9 +88,8 @@ class PMTilesSource:
 
         self.path = Path(path)
         self.id = self.path.stem
-        self._file = open(self.path, "rb")  # noqa: SIM115 - held for the mmap's lifetime
-        self._mmap = mmap.mmap(self._file.fileno(), 0, access=mmap.ACCESS_READ)
-        self.reader = Reader(MmapSource(self._mmap))
+        self._file = open(self.path, "rb")  # noqa: SIM115 - held for the source's lifetime
+        self.reader = Reader(MmapSource(self._file))
         h = self.reader.header()
         try:
             md = self.reader.metadata()
@@ -107,13 +105,23 @@ class PMTilesSource:
             center=(h["center_lon_e7"] / 1e7, h["center_lat_e7"] / 1e7, int(h["center_zoom"])),
             attribution=md.get("attribution") or "",
             description=md.get("description") or "",
-            vector_layers=list(md.get("vector_layers") or []),
+            vector_layers=_pm_vector_layers(md),
             path=str(self.path),
         )
 
     def get(self, z: int, x: int, y: int) -> bytes | None:
         data = self.reader.get(z, x, y)
         return None if data is None else bytes(data)
+
+
+def _pm_vector_layers(md: dict) -> list:
+    layers = md.get("vector_layers")
+    if layers is None and isinstance(md.get("json"), str):  # converted from MBTiles metadata
+        try:
+            layers = json.loads(md["json"]).get("vector_layers")
+        except (ValueError, AttributeError):
+            layers = None
+    return list(layers or [])
 
 
 def open_source(path: Path) -> TileSource:
