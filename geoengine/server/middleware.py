@@ -58,12 +58,13 @@ class GatewayMiddleware:
         record = self.keystore.authenticate(key.decode("latin-1"))
         if record is None:
             return await send_problem(send, status, "invalid or revoked API key", title)
-        try:
-            await anyio.to_thread.run_sync(self.keystore.consume, record, path)
-        except QuotaExceeded as exc:
-            return await send_problem(send, 429, exc.detail, exc.title, exc.headers)
-        except GeoengineError as exc:
-            return await send_problem(send, exc.status, exc.detail, exc.title, exc.headers)
+        if self.keystore.counts(record, path):  # tiles and unlimited plans skip the counting thread hop
+            try:
+                await anyio.to_thread.run_sync(self.keystore.consume, record, path)
+            except QuotaExceeded as exc:
+                return await send_problem(send, 429, exc.detail, exc.title, exc.headers)
+            except GeoengineError as exc:
+                return await send_problem(send, exc.status, exc.detail, exc.title, exc.headers)
         scope.setdefault("state", {})["key_id"] = record.id
         return await self.app(scope, receive, send)
 
