@@ -231,6 +231,12 @@ def serve_tileserver(folder: Path, mbtiles: Path, workdir: Path):
     main = folder / "node_modules" / "tileserver-gl-light" / "src" / "main.js"
     if not main.exists():
         return None, None, f"not installed ({main} missing)"
+    # npm hoists tileserver-gl-styles, but main.js looks for it under its own node_modules.
+    nested = folder / "node_modules" / "tileserver-gl-light" / "node_modules" / "tileserver-gl-styles"
+    hoisted = folder / "node_modules" / "tileserver-gl-styles"
+    if not nested.exists() and hoisted.exists():
+        nested.parent.mkdir(exist_ok=True)
+        nested.symlink_to(hoisted.resolve())
     port = free_port()
     proc = subprocess.Popen(["node", str(main), "--mbtiles", str(mbtiles), "--port", str(port), "--bind", "127.0.0.1",
                              "--silent"], cwd=workdir, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)

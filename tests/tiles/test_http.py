@@ -13,9 +13,22 @@ GZ = {"Accept-Encoding": "gzip"}
 ID = {"Accept-Encoding": "identity"}
 
 
-@pytest.fixture(scope="module")
-def client(andorra, api_client):
-    return api_client(andorra)
+@pytest.fixture(scope="module", params=["fast-path", "route"])
+def client(request, andorra, api_client, settings, keystore, api_key):
+    """The app as served (tile requests answered by TileFastPath before the router), and the same app
+    without that middleware (tile requests reach the raw Starlette route)."""
+    if request.param == "fast-path":
+        return api_client(andorra)
+    from starlette.testclient import TestClient
+
+    from geoengine.server.app import create_app
+    from geoengine.server.routes.tiles import TileFastPath
+
+    app = create_app(andorra, settings, keystore)
+    app.user_middleware = [m for m in app.user_middleware if m.cls is not TileFastPath]
+    c = TestClient(app, raise_server_exceptions=False)
+    c.headers.update({"X-Gateway-Key": api_key, "X-Gateway-Host": settings.gateway_host})
+    return c
 
 
 @pytest.fixture(scope="module")
@@ -151,6 +164,17 @@ def test_bad_coordinates_400(client, path, field):
 def test_unknown_source_404(client):
     r = client.get("/tiles/nowhere/0/0/0")
     assert r.status_code == 404 and r.json()["title"] == "Not found"
+
+
+def test_head(client, z14):
+    r = client.head(z14, headers=GZ)
+    assert r.status_code == 200 and r.content == b""
+    assert int(r.headers["content-length"]) > 0 and r.headers["content-encoding"] == "gzip"
+
+
+def test_gateway_still_guards_tiles(client, z14):
+    r = client.get(z14, headers={"X-Gateway-Key": "gk_bad_key"})
+    assert r.status_code == 403
 
 
 def test_cache_clear(client, andorra, z14):

@@ -1,14 +1,17 @@
 """GET /sources, GET /tiles/{source}, GET /tiles/{source}/{z}/{x}/{y}[.pbf|.mvt],
 POST /tiles/{source}/cache/clear.
 
-The tile endpoint is the hottest path of the service: it is a plain Starlette route (no FastAPI
-dependency solving or validation layer) that makes one engine call and answers with the stored bytes.
-A FastAPI route with the same path and parameters is declared after it for the OpenAPI document only.
+The tile endpoint is the hottest path of the service. `tile_answer` holds its whole behaviour (one
+engine call, then headers); `TileFastPath`, an ASGI middleware that app.py installs inside the gateway,
+answers tile requests with it before FastAPI's router, and a raw ASGI Starlette route does the same
+for apps without that middleware. A FastAPI route with the same path and parameters is declared after
+it for the OpenAPI document only.
 """
 
 from __future__ import annotations
 
 import gzip
+import json
 
 from fastapi import APIRouter, Depends, Path, Request
 from fastapi.routing import APIRoute
@@ -141,11 +144,11 @@ def _etag_matches(header: str, etag: str) -> bool:
     return False
 
 
-def _problem(exc: GeoengineError) -> Response:
-    import json
-
+def _problem(exc: GeoengineError) -> tuple[int, list, bytes]:
     body = json.dumps(exc.to_problem()).encode()
-    return Response(body, status_code=exc.status, media_type=PROBLEM_JSON, headers=exc.headers or None)
+    headers = [(b"content-type", PROBLEM_JSON.encode()), (b"content-length", str(len(body)).encode())]
+    headers += [(k.lower().encode(), str(v).encode()) for k, v in (exc.headers or {}).items()]
+    return exc.status, headers, body
 
 
 def _parse_int(name: str, text: str) -> int:
@@ -155,34 +158,84 @@ def _parse_int(name: str, text: str) -> int:
     return int(text)
 
 
-async def tile_endpoint(request: Request) -> Response:
-    p = request.path_params
+_CC = (b"cache-control", CACHE_CONTROL.encode())
+_VARY = (b"vary", b"Accept-Encoding")
+_PBF = (b"content-type", b"application/x-protobuf")
+_GZ = (b"content-encoding", b"gzip")
+
+
+def tile_answer(engine, source: str, z_text: str, x_text: str, y_text: str, accept_encoding: str | None,
+                if_none_match: str | None) -> tuple[int, list, bytes]:
+    """(status, raw headers, body) of a tile request: the whole behaviour of the endpoint."""
     try:
-        y_text = p["y"]
         if y_text.endswith((".pbf", ".mvt")):
             y_text = y_text[:-4]
-        z, x, y = _parse_int("z", p["z"]), _parse_int("x", p["x"]), _parse_int("y", y_text)
-        tile = request.app.state.engine.tiles.tile(p["source"], z, x, y)
+        z, x, y = _parse_int("z", z_text), _parse_int("x", x_text), _parse_int("y", y_text)
+        tile = engine.tiles.tile(source, z, x, y)
     except GeoengineError as exc:
         return _problem(exc)
-    headers = request.headers
     if tile is None:
-        return Response(status_code=204, headers={"Cache-Control": CACHE_CONTROL})
+        return 204, [_CC], b""
     data, etag = tile.data, tile.etag
     encoded = tile.gzip
-    if encoded and not _accepts_gzip(headers.get("accept-encoding")):
+    if encoded and not _accepts_gzip(accept_encoding):
         data, encoded = gzip.decompress(data), False
         etag = etag[:-1] + '-identity"'
-    out = {"Cache-Control": CACHE_CONTROL, "ETag": etag, "Vary": "Accept-Encoding"}
-    inm = headers.get("if-none-match")
-    if inm is not None and _etag_matches(inm, etag):
-        return Response(status_code=304, headers=out)
+    headers = [_CC, (b"etag", etag.encode()), _VARY]
+    if if_none_match is not None and _etag_matches(if_none_match, etag):
+        return 304, headers, b""
     if encoded:
-        out["Content-Encoding"] = "gzip"
-    return Response(data, headers=out, media_type="application/x-protobuf")
+        headers.append(_GZ)
+    headers += [_PBF, (b"content-length", str(len(data)).encode())]
+    return 200, headers, data
 
 
-router.routes.append(Route("/tiles/{source}/{z}/{x}/{y}", tile_endpoint, methods=["GET", "HEAD"],
+async def send_tile(scope, send, source: str, z_text: str, x_text: str, y_text: str) -> None:
+    accept = inm = None
+    for key, value in scope["headers"]:
+        if key == b"accept-encoding":
+            accept = value.decode("latin-1")
+        elif key == b"if-none-match":
+            inm = value.decode("latin-1")
+    engine = scope["app"].state.engine
+    status, headers, body = tile_answer(engine, source, z_text, x_text, y_text, accept, inm)
+    await send({"type": "http.response.start", "status": status, "headers": headers})
+    await send({"type": "http.response.body", "body": b"" if scope["method"] == "HEAD" else body})
+
+
+class _TileRoute:
+    """Raw ASGI endpoint of the tile route (no Request/Response objects)."""
+
+    async def __call__(self, scope, receive, send):
+        p = scope["path_params"]
+        await send_tile(scope, send, p["source"], p["z"], p["x"], p["y"])
+
+
+class TileFastPath:
+    """ASGI middleware answering `GET|HEAD /tiles/{source}/{z}/{x}/{y}` before the router.
+
+    FastAPI's router costs about 50 µs a request (measured), more than serving a cached tile. Installed
+    inside the gateway (which still authenticates every request), it hands tile requests straight to
+    `send_tile`; every other request goes on to the application unchanged.
+    """
+
+    def __init__(self, app):
+        self.app = app
+
+    async def __call__(self, scope, receive, send):
+        if scope["type"] == "http" and scope["method"] in ("GET", "HEAD"):
+            path = scope["path"]
+            root = scope.get("root_path", "")
+            if root and path.startswith(root):
+                path = path[len(root):]
+            if path.startswith("/tiles/"):
+                parts = path[7:].split("/")
+                if len(parts) == 4 and all(parts):
+                    return await send_tile(scope, send, *parts)
+        return await self.app(scope, receive, send)
+
+
+router.routes.append(Route("/tiles/{source}/{z}/{x}/{y}", _TileRoute(), methods=["GET", "HEAD"],
                            include_in_schema=False))
 
 
