@@ -176,3 +176,11 @@ def test_clipped_extract_degrades_gracefully(shared_data_dir):
         t = decode(data)
         named |= {f["properties"].get("name") for f in t.get("roads", {"features": []})["features"]}
     assert len(named - {None}) > 20
+
+
+def test_landcover_only_at_low_zoom(mbtiles):
+    def has_landcover(z):
+        rows = mbtiles.execute("SELECT tile_data FROM tiles WHERE zoom_level = ?", (z,))
+        return sum(len(decode(bytes(d)).get("landcover", {"features": []})["features"]) for (d,) in rows)
+
+    assert has_landcover(6) > 0 and has_landcover(8) == 0 and has_landcover(14) == 0
