@@ -26,13 +26,15 @@ class Tile:
     data: bytes
     etag: str  # quoted, e.g. "\"3f2a...\""
     gzip: bool
+    format: str = "pbf"  # the source's tile format: pbf, png, jpg, webp, ...
 
 
 _EMPTY = Tile(b"", "", False)  # cached "no tile at this coordinate"
 
 
-def make_tile(data: bytes) -> Tile:
-    return Tile(data, '"' + hashlib.blake2b(data, digest_size=10).hexdigest() + '"', data[:2] == b"\x1f\x8b")
+def make_tile(data: bytes, fmt: str = "pbf") -> Tile:
+    etag = '"' + hashlib.blake2b(data, digest_size=10).hexdigest() + '"'
+    return Tile(data, etag, data[:2] == b"\x1f\x8b", fmt)
 
 
 class TileCache:
@@ -130,7 +132,7 @@ class TileService:
         src = self.source(source)
         check_zxy(z, x, y)
         data = src.get(z, x, y) if src.info.minzoom <= z <= src.info.maxzoom else None
-        t = make_tile(data) if data else _EMPTY
+        t = make_tile(data, src.info.format) if data else _EMPTY
         self.cache.put(key, t)
         return t if t.data else None
 

@@ -91,6 +91,9 @@ class PMTilesSource:
         self._file = open(self.path, "rb")  # noqa: SIM115 - held for the source's lifetime
         self.reader = Reader(MmapSource(self._file))
         h = self.reader.header()
+        if h["tile_compression"].value not in (0, 1, 2):  # unknown, none, gzip
+            self._file.close()
+            raise ValueError(f"tile compression {h['tile_compression'].name} is not supported (only gzip or none)")
         try:
             md = self.reader.metadata()
         except (ValueError, json.JSONDecodeError):

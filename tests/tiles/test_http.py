@@ -219,3 +219,37 @@ def test_gzip_bytes_are_what_the_archive_stores(client, andorra, z14):
     stored = andorra.tiles.get("andorra", 14, int(x), int(y))
     r = client.get(z14, headers=ID)
     assert gzip.decompress(stored) == r.content
+
+
+def test_raster_source_content_type(andorra, settings, keystore, api_key, tmp_path):
+    """A non-vector archive in the extra folder is served with its own media type, uncompressed."""
+    import sqlite3
+    import zlib
+
+    from starlette.testclient import TestClient
+
+    import geoengine
+    from geoengine.server.app import create_app
+
+    def png1x1() -> bytes:
+        def chunk(kind, data):
+            return len(data).to_bytes(4, "big") + kind + data + zlib.crc32(kind + data).to_bytes(4, "big")
+        ihdr = (1).to_bytes(4, "big") * 2 + bytes([8, 0, 0, 0, 0])
+        return b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", ihdr) + chunk(b"IDAT", zlib.compress(b"\x00\x80")) + chunk(b"IEND", b"")
+
+    db = sqlite3.connect(tmp_path / "shade.mbtiles")
+    db.executescript("CREATE TABLE metadata (name TEXT, value TEXT); CREATE TABLE tiles (zoom_level INTEGER,"
+                     " tile_column INTEGER, tile_row INTEGER, tile_data BLOB);")
+    db.executemany("INSERT INTO metadata VALUES (?, ?)", [("name", "shade"), ("format", "png"), ("minzoom", "0"),
+                                                         ("maxzoom", "0")])
+    db.execute("INSERT INTO tiles VALUES (0, 0, 0, ?)", (png1x1(),))
+    db.commit()
+    db.close()
+    s = Settings(home=settings.home, gateway_host=settings.gateway_host, tiles_dir=tmp_path)
+    c = TestClient(create_app(geoengine.open(andorra.path, settings=s), s, keystore))
+    c.headers.update({"X-Gateway-Key": api_key, "X-Gateway-Host": s.gateway_host})
+    r = c.get("/tiles/shade/0/0/0", headers=GZ)
+    assert r.status_code == 200 and r.headers["content-type"] == "image/png"
+    assert "content-encoding" not in r.headers and r.content == png1x1()
+    entry = {e["id"]: e for e in c.get("/sources").json()["sources"]}["shade"]
+    assert entry["format"] == "png" and entry["bounds"] == "-180,-85.0511288,180,85.0511288"

@@ -186,7 +186,8 @@ def tile_answer(engine, source: str, z_text: str, x_text: str, y_text: str, acce
         return 304, headers, b""
     if encoded:
         headers.append(_GZ)
-    headers += [_PBF, (b"content-length", str(len(data)).encode())]
+    ctype = _PBF if tile.format == "pbf" else (b"content-type", MEDIA_TYPES.get(tile.format, "application/octet-stream").encode())
+    headers += [ctype, (b"content-length", str(len(data)).encode())]
     return 200, headers, data
 
 
