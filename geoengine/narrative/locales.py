@@ -163,6 +163,9 @@ _GROUP = {
     ManeuverType.DESTINATION_LEFT: "destination",
 }
 _SIDE_VARIANT = {"destination", "break", "via"}
+#: arrivals are announced in the future tense, not as the instruction itself
+_ARRIVAL_ALERT = {ManeuverType.DESTINATION: "arrive_alert", ManeuverType.DESTINATION_RIGHT: "arrive_alert",
+                  ManeuverType.DESTINATION_LEFT: "arrive_alert", ManeuverType.VIA: "via_alert"}
 
 
 def _fill(template: str, values: dict[str, str]) -> str:
@@ -248,9 +251,11 @@ def render(maneuvers: list[Maneuver], language: str | None = "en-US", units: str
             v = loc.data["verbal"]
             if prev is not None and prev.length_m > 0:
                 dist_in = loc.unit_phrase(*round_distance(prev.length_m, units), prepositional=True)
-                if m.type in (ManeuverType.DESTINATION, ManeuverType.DESTINATION_RIGHT,
-                              ManeuverType.DESTINATION_LEFT) and m.stop_index is None:
-                    alert = _fill(v["arrive_alert"], {"distance_in": dist_in})
+                arrival = _ARRIVAL_ALERT.get(m.type)
+                if arrival is not None:
+                    if arrival == "arrive_alert" and m.stop_index is not None:
+                        arrival = "break_alert"
+                    alert = _fill(v[arrival], {"distance_in": dist_in, "stop": loc.number(m.stop_index or 0)})
                 else:
                     body = text
                     if loc.lowercase_after_alert and not template.startswith("{"):
