@@ -17,7 +17,7 @@ from ..errors import InvalidRequest
 from .maneuvers import METERS_PER_MILE, Maneuver, ManeuverType, normalize_units
 
 __all__ = ["SUPPORTED_LANGUAGES", "DIRECTIONS_TYPES", "resolve_language", "load_locale", "format_distance",
-           "round_distance", "ordinal", "render", "Locale"]
+           "round_distance", "ordinal", "render", "narrate", "Locale"]
 
 #: locale file (tag) per primary language subtag
 _LOCALE_BY_PRIMARY = {"en": "en-US", "hi": "hi", "fr": "fr", "de": "de", "es": "es", "ar": "ar"}
@@ -269,3 +269,17 @@ def render(maneuvers: list[Maneuver], language: str | None = "en-US", units: str
         out.append(d)
         prev = m
     return out
+
+
+def narrate(path, language: str | None = "en-US", units: str | None = "kilometers",
+            directions_type: str | None = "instructions", *, language_field: str = "directions_options.language"
+            ) -> list[dict]:
+    """`render(build_maneuvers(path, units), ...)`, with the language and options checked BEFORE any work."""
+    from .maneuvers import build_maneuvers
+
+    resolve_language(language, language_field)
+    units = normalize_units(units)
+    if (directions_type or "instructions") == "none":
+        render([], language, units, directions_type, language_field=language_field)
+        return []
+    return render(build_maneuvers(path, units), language, units, directions_type, language_field=language_field)

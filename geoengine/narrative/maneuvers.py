@@ -20,7 +20,7 @@ from ..errors import InvalidRequest
 from .geometry import edge_bearings, fill_nan_forward, turn_angles
 from .path import HIGHWAY_CLASSES, PathInfo
 
-__all__ = ["ManeuverType", "Maneuver", "Turn", "classify_turn", "build_maneuvers", "normalize_units",
+__all__ = ["ManeuverType", "Maneuver", "Turn", "classify_turn", "classify_turns", "build_maneuvers", "normalize_units",
            "UNITS", "METERS_PER_MILE"]
 
 METERS_PER_MILE = 1609.344
@@ -100,6 +100,14 @@ def classify_turn(angle: float) -> Turn:
     if a <= 315:
         return Turn.LEFT
     return Turn.SLIGHT_LEFT
+
+
+def classify_turns(angles: np.ndarray) -> np.ndarray:
+    """`classify_turn` over an array of angles (int8 `Turn` codes)."""
+    a = np.asarray(angles, dtype=np.float64) % 360.0
+    conds = [(a < 11) | (a > 349), a < 45, a < 136, a < 160, a <= 200, a <= 224, a <= 315]
+    codes = [Turn.STRAIGHT, Turn.SLIGHT_RIGHT, Turn.RIGHT, Turn.SHARP_RIGHT, Turn.REVERSE, Turn.SHARP_LEFT, Turn.LEFT]
+    return np.select(conds, [int(c) for c in codes], int(Turn.SLIGHT_LEFT)).astype(np.int8)
 
 
 _TURN_TYPE = {
@@ -226,12 +234,33 @@ def build_maneuvers(path: PathInfo, units: str = "kilometers") -> list[Maneuver]
                         begin_shape_index=s, end_shape_index=s, bearing_before=int(round(bin_[edge])) % 360,
                         bearing_after=0, begin_edge=edge + 1, end_edge=edge + 1, units=units, **kw)
 
+    # Junctions where nothing can happen (same street, same kind of road, no stop, straight or a plain bend)
+    # are skipped in numpy; the loop below visits only the candidates.
+    keys = np.array([_name_key(path, i) for i in range(n)], dtype=object)
+    turns = classify_turns(angle)
+    deg = path.node_degree
+    rb, fe, ln = path.is_roundabout, path.is_ferry, path.is_link
+    cand = np.zeros(n, dtype=bool)
+    cand[1:] = ((keys[1:] != keys[:-1]) | (rb[1:] != rb[:-1]) | (fe[1:] != fe[:-1]) | (ln[1:] != ln[:-1])
+                | ((deg[1:] >= 3) & (turns[1:] != Turn.STRAIGHT)) | (turns[1:] == Turn.REVERSE))
+    if path.other_bearings is not None:
+        cand[1:] |= deg[1:] >= 3
+    for p in stops_at:
+        cand[p + 1] = True
+    angle_l = angle.tolist()
+    deg_l = deg.tolist()
+    rb_l, fe_l, ln_l = rb.tolist(), fe.tolist(), ln.tolist()
+    cls_l = path.road_class.tolist()
+    hw_l = highwayish.tolist()
+    bin_l = bin_.tolist()
+    highway_codes = {int(c) for c in HIGHWAY_CLASSES}
+
     start_type = {"right": ManeuverType.START_RIGHT, "left": ManeuverType.START_LEFT}.get(
         path.origin_side or "", ManeuverType.START)
     cur = new(start_type, 0, side=path.origin_side)
     rb_exits = 0
 
-    for i in range(1, n):
+    for i in np.flatnonzero(cand).tolist():
         p = i - 1
         forced = False
         if p in stops_at:
@@ -248,23 +277,22 @@ def build_maneuvers(path: PathInfo, units: str = "kilometers") -> list[Maneuver]
             if is_break:
                 cur = new(ManeuverType.START, i)
                 cur.bearing_before = 0
-                if path.is_roundabout[i]:
-                    rb_exits = 0
+                rb_exits = 0
                 continue
             forced = True
 
-        a = float(angle[i])
-        turn = classify_turn(a)
+        a = angle_l[i]
+        turn = Turn(int(turns[i]))
         mtype: ManeuverType | None = None
         extra: dict = {}
-        rb_p, rb_i = bool(path.is_roundabout[p]), bool(path.is_roundabout[i])
-        fe_p, fe_i = bool(path.is_ferry[p]), bool(path.is_ferry[i])
-        ln_p, ln_i = bool(path.is_link[p]), bool(path.is_link[i])
+        rb_p, rb_i = rb_l[p], rb_l[i]
+        fe_p, fe_i = fe_l[p], fe_l[i]
+        ln_p, ln_i = ln_l[p], ln_l[i]
         if rb_i and not rb_p:
             mtype = ManeuverType.ROUNDABOUT_ENTER
             rb_exits = 0
         elif rb_i and rb_p:
-            if path.node_degree[i] >= 3:
+            if deg_l[i] >= 3:
                 rb_exits += 1
         elif rb_p:
             if cur.type == ManeuverType.ROUNDABOUT_ENTER:
@@ -277,23 +305,23 @@ def build_maneuvers(path: PathInfo, units: str = "kilometers") -> list[Maneuver]
             mtype = ManeuverType.FERRY_EXIT
         elif fe_i and fe_p:
             pass
-        elif ln_i and not ln_p and path.road_class[p] in HIGHWAY_CLASSES:
+        elif ln_i and not ln_p and cls_l[p] in highway_codes:
             mtype = ManeuverType.EXIT_LEFT if _signed(a) < 0 else ManeuverType.EXIT_RIGHT
-        elif ln_i and not ln_p and path.road_class[i] in HIGHWAY_CLASSES:
+        elif ln_i and not ln_p and cls_l[i] in highway_codes:
             mtype = (ManeuverType.RAMP_STRAIGHT if turn == Turn.STRAIGHT
                      else ManeuverType.RAMP_LEFT if _signed(a) < 0 else ManeuverType.RAMP_RIGHT)
-        elif ln_p and not ln_i and path.road_class[i] in HIGHWAY_CLASSES:
-            s = _signed(a)
-            mtype = (ManeuverType.MERGE_LEFT if s < -5 else ManeuverType.MERGE_RIGHT if s > 5
+        elif ln_p and not ln_i and cls_l[i] in highway_codes:
+            sa = _signed(a)
+            mtype = (ManeuverType.MERGE_LEFT if sa < -5 else ManeuverType.MERGE_RIGHT if sa > 5
                      else ManeuverType.MERGE)
         else:
-            same = _name_key(path, i) == _name_key(path, p)
-            degree = int(path.node_degree[i])
+            same = keys[i] == keys[p]
+            degree = deg_l[i]
             fork = None
             if turn in (Turn.STRAIGHT, Turn.SLIGHT_LEFT, Turn.SLIGHT_RIGHT) and degree >= 3:
                 if path.other_bearings is not None:
-                    fork = _fork_side(a, path.other_bearings[i], float(bin_[p]))
-                elif turn != Turn.STRAIGHT and (highwayish[i] or highwayish[p]):
+                    fork = _fork_side(a, path.other_bearings[i], bin_l[p])
+                elif turn != Turn.STRAIGHT and (hw_l[i] or hw_l[p]):
                     fork = "right" if turn == Turn.SLIGHT_RIGHT else "left"
             if fork is not None:
                 mtype = {"right": ManeuverType.STAY_RIGHT, "left": ManeuverType.STAY_LEFT,

@@ -283,3 +283,14 @@ def test_directions_types_and_units():
     assert e.value.errors[0].field == "directions_options.directions_type"
     with pytest.raises(InvalidRequest):
         render(ms, "en", "leagues", "instructions")
+
+
+def test_narrate_checks_options_before_building():
+    from geoengine.narrative import narrate
+
+    path = make_path([edge(0, 1000, name=STREET_A), edge(270, 500, name=STREET_B)])
+    assert [s["type"] for s in narrate(path, "de-CH", "mi")] == ["start", "left", "destination"]
+    assert narrate(path, "ar", "kilometers", "none") == []
+    with pytest.raises(InvalidRequest) as e:
+        narrate(path, "ja", "kilometers", "none", language_field="language")
+    assert e.value.errors[0].field == "language" and "ar" in e.value.detail

@@ -8,7 +8,7 @@ import pytest
 from geoengine.errors import InvalidRequest
 from geoengine.narrative import ManeuverType as T
 from geoengine.narrative import PathInfo, RoadClass, Stop, build_maneuvers
-from geoengine.narrative.maneuvers import Turn, classify_turn
+from geoengine.narrative.maneuvers import Turn, classify_turn, classify_turns
 
 from .fixtures import arc, edge, make_path
 
@@ -46,6 +46,8 @@ def test_classify_turn_bands_cover_the_circle():
     # each band is one contiguous run going round the circle
     changes = sum(1 for a, b in zip(got, got[1:]) if a != b)
     assert changes == 8
+    grid = np.arange(-720, 720, 0.25)
+    assert [Turn(int(t)) for t in classify_turns(grid)] == [classify_turn(a) for a in grid]
 
 
 @pytest.mark.parametrize("angle,degree", [(30, 2), (30, 3), (-30, 3), (90, 2), (-100, 2), (0, 3)])
