@@ -50,7 +50,7 @@ def make_path(edges: list[dict], **kw) -> PathInfo:
         x, y = px, py
         se.append(len(xs) - 1)
         lengths.append(total)
-    lon, lat = zip(*(to_lonlat(a, b) for a, b in zip(xs, ys)))
+    lon, lat = zip(*(to_lonlat(a, b) for a, b in zip(xs, ys, strict=True)), strict=True)
     lengths = np.array(lengths)
     return PathInfo(
         lon=np.array(lon), lat=np.array(lat), shape_begin=sb, shape_end=se, length_m=lengths,

@@ -90,7 +90,7 @@ def path_from(osm: OsmWays, sections: list[tuple[int, int, int]], split_at_junct
     sb = np.array([e[0] for e in edges])
     se = np.array([e[1] for e in edges])
     length = np.array([sum(haversine((lon[i], lat[i]), (lon[i + 1], lat[i + 1])) for i in range(b, e))
-                       for b, e in zip(sb, se)])
+                       for b, e in zip(sb, se, strict=True)])
     classes = [road_class_of(e[2].tags.get("highway")) for e in edges]
     return PathInfo(
         lon=np.array(lon), lat=np.array(lat), shape_begin=sb, shape_end=se, length_m=length,

@@ -10,8 +10,14 @@ import pytest
 from geoengine.errors import InvalidRequest
 from geoengine.narrative import ManeuverType as T
 from geoengine.narrative import RoadClass, Stop, build_maneuvers, render
-from geoengine.narrative.locales import (_locales_dir, format_distance, load_locale, ordinal, resolve_language,
-                                         round_distance)
+from geoengine.narrative.locales import (
+    _locales_dir,
+    format_distance,
+    load_locale,
+    ordinal,
+    resolve_language,
+    round_distance,
+)
 
 from .fixtures import arc, edge, make_path, to_lonlat
 

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from itertools import pairwise
+
 import numpy as np
 import pytest
 
@@ -44,7 +46,7 @@ def test_classify_turn_bands_cover_the_circle():
     assert got[0] == got[10] == got[350] == Turn.STRAIGHT
     assert got[90] == Turn.RIGHT and got[270] == Turn.LEFT and got[180] == Turn.REVERSE
     # each band is one contiguous run going round the circle
-    changes = sum(1 for a, b in zip(got, got[1:]) if a != b)
+    changes = sum(1 for a, b in pairwise(got) if a != b)
     assert changes == 8
     grid = np.arange(-720, 720, 0.25)
     assert [Turn(int(t)) for t in classify_turns(grid)] == [classify_turn(a) for a in grid]
@@ -204,7 +206,7 @@ def test_lengths_times_and_indices_add_up():
             assert m.length == pytest.approx(m.length_m / per, abs=6e-4)
             assert m.units == units
         # maneuvers tile the shape: each begins where the previous ended
-        for a, b in zip(ms, ms[1:]):
+        for a, b in pairwise(ms):
             assert b.begin_shape_index == a.end_shape_index
         assert ms[0].begin_shape_index == 0 and ms[-1].end_shape_index == path.lon.size - 1
 
