@@ -120,6 +120,10 @@ _TURN_TYPE = {
 _REVERSAL_TOLERANCE_DEG = 2.0
 #: another branch within this many degrees of straight ahead makes a junction a fork
 _FORK_BRANCH_DEG = 60.0
+#: ... when it also leaves within this many degrees of the branch taken
+_FORK_SPREAD_DEG = 40.0
+#: a street name held for less than this between two name-only changes is not announced
+SHORT_NAME_M = 60.0
 
 
 def normalize_units(units: str | None, field: str = "directions_options.units") -> str:
@@ -183,7 +187,7 @@ def _fork_side(angle: float, other: list[float] | None, bearing_in: float) -> st
         return None
     ours = _signed(angle)
     near = [_signed(b - bearing_in) for b in other]
-    near = [a for a in near if abs(a) <= _FORK_BRANCH_DEG]
+    near = [a for a in near if abs(a) <= _FORK_BRANCH_DEG and abs(a - ours) <= _FORK_SPREAD_DEG]
     if not near or abs(ours) > _FORK_BRANCH_DEG:
         return None
     if all(ours > a for a in near):
@@ -191,6 +195,51 @@ def _fork_side(angle: float, other: list[float] | None, bearing_in: float) -> st
     if all(ours < a for a in near):
         return "left"
     return "straight"
+
+
+_NAME_ONLY = (ManeuverType.BECOMES, ManeuverType.CONTINUE)
+_STOPS = (ManeuverType.VIA, ManeuverType.DESTINATION, ManeuverType.DESTINATION_LEFT, ManeuverType.DESTINATION_RIGHT)
+
+
+def _absorb(a: Maneuver, b: Maneuver, unit_m: float) -> None:
+    """Extend maneuver `a` over the following maneuver `b`."""
+    a.end_edge, a.end_shape_index = b.end_edge, b.end_shape_index
+    a.length_m += b.length_m
+    a.time_s += b.time_s
+    a.length = round(a.length_m / unit_m, 3)
+
+
+def _prepend(b: Maneuver, a: Maneuver, unit_m: float) -> None:
+    """Start maneuver `b` where the preceding maneuver `a` starts."""
+    b.begin_edge, b.begin_shape_index, b.bearing_before = a.begin_edge, a.begin_shape_index, a.bearing_before
+    b.length_m += a.length_m
+    b.time_s += a.time_s
+    b.length = round(b.length_m / unit_m, 3)
+
+
+def _collapse_short_name_changes(ms: list[Maneuver], unit_m: float) -> list[Maneuver]:
+    """A name held for less than `SHORT_NAME_M` between two name-only changes (a named bridge, a short
+    renamed stretch) is not announced: A -> B -> A becomes nothing, A -> B -> C becomes A -> C."""
+    out: list[Maneuver] = []
+    k = 0
+    while k < len(ms):
+        m = ms[k]
+        if (out and out[-1].type not in _STOPS and m.type in _NAME_ONLY and m.length_m < SHORT_NAME_M
+                and k + 1 < len(ms) and ms[k + 1].type in _NAME_ONLY):
+            prev, nxt = out[-1], ms[k + 1]
+            if nxt.street_names == prev.street_names:
+                _absorb(prev, m, unit_m)
+                _absorb(prev, nxt, unit_m)
+                k += 2
+                continue
+            _prepend(nxt, m, unit_m)
+            if nxt.type == ManeuverType.BECOMES:
+                nxt.previous_street_names = list(prev.street_names)
+            k += 1
+            continue
+        out.append(m)
+        k += 1
+    return out
 
 
 def build_maneuvers(path: PathInfo, units: str = "kilometers") -> list[Maneuver]:
@@ -346,6 +395,7 @@ def build_maneuvers(path: PathInfo, units: str = "kilometers") -> list[Maneuver]
             cur = new(mtype, i, **extra)
 
     close(cur, n)
+    out = _collapse_short_name_changes(out, unit_m)
     dest_type = {"right": ManeuverType.DESTINATION_RIGHT, "left": ManeuverType.DESTINATION_LEFT}.get(
         path.destination_side or "", ManeuverType.DESTINATION)
     out.append(point(dest_type, n - 1, side=path.destination_side))

@@ -81,6 +81,24 @@ def test_name_is_compared_with_ref_when_unnamed():
     assert types(other) == [T.START, T.BECOMES, T.DESTINATION]
 
 
+def test_short_name_changes_between_plain_name_changes_are_collapsed():
+    aba = build_maneuvers(make_path([edge(0, 200, name="A"), edge(10, 40, name="Pont", degree=2),
+                                     edge(0, 200, name="A", degree=2)]))
+    assert [m.type for m in aba] == [T.START, T.DESTINATION]
+    assert aba[0].length_m == pytest.approx(440, rel=1e-3) and aba[0].end_shape_index == 3
+    abc = build_maneuvers(make_path([edge(0, 200, name="A"), edge(10, 40, name="Pont", degree=2),
+                                     edge(0, 200, name="C", degree=2)]))
+    assert [m.type for m in abc] == [T.START, T.BECOMES, T.DESTINATION]
+    assert abc[1].previous_street_names == ["A"] and abc[1].street_names == ["C"]
+    assert abc[1].begin_shape_index == 1 and abc[1].length_m == pytest.approx(240, rel=1e-3)
+    long_bridge = make_path([edge(0, 200, name="A"), edge(10, 100, name="Pont", degree=2),
+                             edge(0, 200, name="A", degree=2)])
+    assert types(long_bridge) == [T.START, T.BECOMES, T.BECOMES, T.DESTINATION]
+    # a short stretch that ends in a real turn is kept
+    turn = make_path([edge(0, 200, name="A"), edge(10, 40, name="Pont", degree=2), edge(90, 200, name="A")])
+    assert types(turn) == [T.START, T.BECOMES, T.RIGHT, T.DESTINATION]
+
+
 def test_uturn_only_on_real_reversal_at_a_plain_node():
     back = make_path([edge(0, 100, name="A"), edge(180, 100, name="A", degree=1)])
     hairpin = make_path([edge(0, 100, name="A"), edge(165, 100, name="A", degree=2)])

@@ -181,3 +181,15 @@ def test_real_roundabouts_count_exits(osm):
         assert "الدوّار" in ar
         checked += 1
     assert checked >= 5
+
+
+def test_short_named_bridge_is_not_announced(osm):
+    """Carrer de les Palanques crosses the 32 m Pont de les Palanques: one street, no maneuver."""
+    a, bridge, b = osm.ways[24059122], osm.ways[24059295], osm.ways[24059296]
+    assert a.name == b.name == "Carrer de les Palanques" and bridge.name == "Pont de les Palanques"
+    assert a.nodes[-1] == bridge.nodes[0] and bridge.nodes[-1] == b.nodes[0]
+    path = path_from(osm, [(a.id, 0, len(a.nodes) - 1), (bridge.id, 0, len(bridge.nodes) - 1),
+                           (b.id, 0, len(b.nodes) - 1)])
+    ms = build_maneuvers(path)
+    assert [m.type for m in ms] == [T.START, T.DESTINATION]
+    assert ms[0].length_m == pytest.approx(path.length_m.sum())
