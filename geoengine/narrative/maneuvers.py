@@ -257,7 +257,8 @@ def build_maneuvers(path: PathInfo, units: str = "kilometers") -> list[Maneuver]
     highwayish = path.is_link | np.isin(path.road_class, np.array(HIGHWAY_CLASSES, dtype=np.uint8))
     stops_at: dict[int, list] = {}
     for rank, s in enumerate(path.stops):
-        if s.edge < n - 1:
+        # a `through` location only shapes the route: passed silently, like Valhalla
+        if s.edge < n - 1 and s.kind != "through":
             stops_at.setdefault(s.edge, []).append((s.index if s.index is not None else rank + 1, s))
 
     out: list[Maneuver] = []

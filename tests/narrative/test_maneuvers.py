@@ -195,6 +195,8 @@ def test_via_stop_is_a_zero_length_maneuver_and_break_restarts():
     assert [m.type for m in via] == [T.START, T.VIA, T.CONTINUE, T.DESTINATION]
     assert via[1].stop_index == 1 and via[1].length == 0
     assert via[1].begin_shape_index == 1
+    through = build_maneuvers(make_path(edges, stops=[Stop(edge=0, kind="through")]))
+    assert [m.type for m in through] == [T.START, T.DESTINATION]
     brk = build_maneuvers(make_path(edges, stops=[Stop(edge=1, kind="break", index=1, side="right")]))
     assert [m.type for m in brk] == [T.START, T.DESTINATION_RIGHT, T.START, T.DESTINATION]
     assert brk[1].stop_index == 1 and brk[1].stop_kind == "break"
