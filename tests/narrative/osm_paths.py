@@ -99,3 +99,44 @@ def path_from(osm: OsmWays, sections: list[tuple[int, int, int]], split_at_junct
         is_roundabout=[e[2].tags.get("junction") == "roundabout" for e in edges],
         is_ferry=[False] * len(edges),
         node_degree=[osm.degree[nodes_seq[b]] for b in sb], **kw)
+
+
+def segment_graph(osm: OsmWays):
+    """networkx graph of the car ways: one edge per way segment, weight = length in metres, attr way id."""
+    import networkx as nx
+
+    g = nx.Graph()
+    for w in osm.ways.values():
+        for k in range(len(w.nodes) - 1):
+            u, v = w.nodes[k], w.nodes[k + 1]
+            if u != v:
+                g.add_edge(u, v, weight=haversine(w.coords[k], w.coords[k + 1]), way=w.id)
+    return g
+
+
+def path_from_nodes(osm: OsmWays, g, nodes: list[int], **kw) -> PathInfo:
+    """PathInfo of a node route through `segment_graph`; edges split at junctions and where the way changes."""
+    coord = {}
+    for w in osm.ways.values():
+        for n, c in zip(w.nodes, w.coords, strict=True):
+            coord[n] = c
+    lon = [coord[n][0] for n in nodes]
+    lat = [coord[n][1] for n in nodes]
+    seg_way = [g[u][v]["way"] for u, v in zip(nodes, nodes[1:], strict=False)]
+    sb, se, ways = [], [], []
+    begin = 0
+    for k in range(1, len(nodes)):
+        last = k == len(nodes) - 1
+        if last or osm.degree[nodes[k]] >= 3 or seg_way[k] != seg_way[k - 1]:
+            sb.append(begin)
+            se.append(k)
+            ways.append(osm.ways[seg_way[k - 1]])
+            begin = k
+    length = np.array([sum(g[nodes[i]][nodes[i + 1]]["weight"] for i in range(b, e)) for b, e in zip(sb, se, strict=True)])
+    classes = [road_class_of(w.tags.get("highway")) for w in ways]
+    return PathInfo(
+        lon=np.array(lon), lat=np.array(lat), shape_begin=sb, shape_end=se, length_m=length, time_s=length / 10.0,
+        name=[w.name for w in ways], ref=[w.tags.get("ref", "") for w in ways],
+        road_class=[int(c) for c, _ in classes], is_link=[lk for _, lk in classes],
+        is_roundabout=[w.tags.get("junction") == "roundabout" for w in ways], is_ferry=[False] * len(ways),
+        node_degree=[osm.degree[nodes[b]] for b in sb], **kw)

@@ -6,6 +6,7 @@ import pytest
 
 from geoengine.narrative import ManeuverType as T
 from geoengine.narrative import build_maneuvers, render
+from geoengine.narrative.maneuvers import SHORT_NAME_M
 from tests.conftest import data_file
 
 from .osm_paths import OsmWays, bearing, path_from
@@ -193,3 +194,52 @@ def test_short_named_bridge_is_not_announced(osm):
     ms = build_maneuvers(path)
     assert [m.type for m in ms] == [T.START, T.DESTINATION]
     assert ms[0].length_m == pytest.approx(path.length_m.sum())
+
+
+@pytest.mark.parametrize("a,b", [((1.5218, 42.5063), (1.5800, 42.5340)), ((1.5340, 42.5100), (1.4900, 42.5450))])
+def test_real_route_narrative(osm, a, b):
+    """A shortest path over the real ways (networkx, as a stand-in for the router): the narrative tiles the
+    route, names every street followed for 200 m or more, and renders in every language."""
+    import networkx as nx
+
+    from .osm_paths import path_from_nodes, segment_graph
+
+    g = segment_graph(osm)
+    comp = max(nx.connected_components(g), key=len)
+    coord = {n: c for w in osm.ways.values() for n, c in zip(w.nodes, w.coords, strict=True)}
+
+    def near(p):
+        return min(comp, key=lambda n: (coord[n][0] - p[0]) ** 2 + (coord[n][1] - p[1]) ** 2)
+
+    nodes = nx.shortest_path(g, near(a), near(b), weight="weight")
+    path = path_from_nodes(osm, g, nodes)
+    assert path.n_edges > 20
+    ms = build_maneuvers(path)
+    assert ms[0].type == T.START and ms[-1].type == T.DESTINATION
+    assert sum(m.length_m for m in ms) == pytest.approx(path.length_m.sum())
+    for x, y in zip(ms, ms[1:], strict=False):
+        assert y.begin_shape_index == x.end_shape_index
+        if x.type in (T.BECOMES, T.CONTINUE) and y.type in (T.BECOMES, T.CONTINUE):
+            assert x.street_names != y.street_names
+    keys = [path.name[i] or path.ref[i] for i in range(path.n_edges)]
+    for m in ms[:-1]:
+        if m.type != T.ROUNDABOUT_ENTER:
+            # a maneuver is named after its first edge, or after the street that follows a short stretch
+            # (under SHORT_NAME_M) that was not announced
+            name = (m.street_names[:1] or [""])[0]
+            own = keys[m.begin_edge:m.end_edge]
+            assert name in own, (name, own)
+            assert path.length_m[m.begin_edge:m.begin_edge + own.index(name)].sum() < SHORT_NAME_M
+    # every street followed for 200 m or more (outside roundabouts) is named by some maneuver
+    mentioned = {s for m in ms for s in m.street_names + m.exit_street_names}
+    run_start = 0
+    for i in range(1, path.n_edges + 1):
+        if i == path.n_edges or keys[i] != keys[run_start] or path.is_roundabout[i] != path.is_roundabout[run_start]:
+            run = path.length_m[run_start:i].sum()
+            if keys[run_start] and not path.is_roundabout[run_start] and run >= 200:
+                assert keys[run_start] in mentioned, (keys[run_start], run)
+            run_start = i
+    assert len(ms) < path.n_edges
+    for lang in ("en", "hi", "fr", "de", "es", "ar"):
+        steps = render(ms, lang, "miles", "instructions")
+        assert all(s["instruction"] for s in steps)
