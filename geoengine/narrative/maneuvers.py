@@ -292,7 +292,8 @@ def build_maneuvers(path: PathInfo, units: str = "kilometers") -> list[Maneuver]
     rb, fe, ln = path.is_roundabout, path.is_ferry, path.is_link
     cand = np.zeros(n, dtype=bool)
     cand[1:] = ((keys[1:] != keys[:-1]) | (rb[1:] != rb[:-1]) | (fe[1:] != fe[:-1]) | (ln[1:] != ln[:-1])
-                | ((deg[1:] >= 3) & (turns[1:] != Turn.STRAIGHT)) | (turns[1:] == Turn.REVERSE))
+                | ((deg[1:] >= 3) & (turns[1:] != Turn.STRAIGHT)) | (turns[1:] == Turn.REVERSE)
+                | (rb[1:] & rb[:-1] & (deg[1:] >= 3)))  # exits passed on a roundabout are counted
     if path.other_bearings is not None:
         cand[1:] |= deg[1:] >= 3
     for p in stops_at:

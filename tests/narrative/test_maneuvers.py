@@ -181,6 +181,17 @@ def test_roundabout_counts_exits_passed(degrees, count):
     assert ms[2].roundabout_exit_count is None
 
 
+def test_large_roundabout_with_gentle_curves_counts_every_exit():
+    # 300 m radius, 10 degree arcs: the turn between ring edges is nearly straight
+    ring = [edge(pts=arc(300, 180 - 10 * k, 170 - 10 * k, steps=3), rb=True, degree=3 if k % 2 else 2)
+            for k in range(9)]
+    ring[0]["degree"] = 3
+    path = make_path([edge(0, 150, name="Entrada", degree=1), *ring, edge(0, 150, name="Sortida", degree=3)])
+    ms = build_maneuvers(path)
+    assert [m.type for m in ms] == [T.START, T.ROUNDABOUT_ENTER, T.ROUNDABOUT_EXIT, T.DESTINATION]
+    assert ms[1].roundabout_exit_count == 4 + 1
+
+
 def test_ferry_on_and_off():
     path = make_path([edge(0, 200, name="Port"), edge(0, 2000, name="Ferry Line", ferry=True, cls=RoadClass.FERRY,
                                                       speed=5), edge(0, 200, name="Moll", degree=2)])
