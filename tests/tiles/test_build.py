@@ -7,7 +7,7 @@ import sqlite3
 
 import pytest
 import shapely
-from tiles_helpers import ANDORRA_LA_VELLA, decode, lonlat_tile
+from .tiles_helpers import ANDORRA_LA_VELLA, decode, lonlat_tile
 
 from geoengine.tiles import schema
 from geoengine.tiles.features import collect

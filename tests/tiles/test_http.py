@@ -5,7 +5,7 @@ from __future__ import annotations
 import gzip
 
 import pytest
-from tiles_helpers import ANDORRA_LA_VELLA, decode, lonlat_tile
+from .tiles_helpers import ANDORRA_LA_VELLA, decode, lonlat_tile
 
 from geoengine.config import Settings
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import shutil
 
 import pytest
-from tiles_helpers import ANDORRA_LA_VELLA, decode, lonlat_tile
+from .tiles_helpers import ANDORRA_LA_VELLA, decode, lonlat_tile
 
 import geoengine
 from geoengine.config import Settings
