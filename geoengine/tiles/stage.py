@@ -48,9 +48,8 @@ def run(ctx: BuildContext) -> StageResult:
 
     for z, x, y, data in cut_tiles(fs, bbox, on_batch=on_batch):
         writer.add(z, x, y, data)
-    center_zoom = min(MAXZOOM, 12)
-    center = ((bbox[0] + bbox[2]) / 2, (bbox[1] + bbox[3]) / 2)
-    name = (ctx.inputs.region or sid).replace("_", " ").title()
+    center = _catalog_center(ctx.inputs.region, bbox) or ((bbox[0] + bbox[2]) / 2, (bbox[1] + bbox[3]) / 2, 12)
+    name = _catalog_title(ctx.inputs.region) or sid.replace("_", " ").title()
     metadata = {
         "name": f"{name} basemap",
         "description": f"OpenStreetMap basemap of {name} in the Protomaps basemap layer schema",
@@ -61,7 +60,7 @@ def run(ctx: BuildContext) -> StageResult:
         "compression": "gzip",
         "scheme": "xyz",
         "bounds": ",".join(f"{v:.6f}" for v in bbox),
-        "center": f"{center[0]:.6f},{center[1]:.6f},{center_zoom}",
+        "center": f"{center[0]:.6f},{center[1]:.6f},{int(min(MAXZOOM, center[2]))}",
         "minzoom": str(MINZOOM),
         "maxzoom": str(MAXZOOM),
         "generator": "geoengine tiles stage",
@@ -79,6 +78,31 @@ def run(ctx: BuildContext) -> StageResult:
         info={"source": sid, "bytes": nbytes, "minzoom": MINZOOM, "maxzoom": MAXZOOM,
               "collect_seconds": round(t_collect, 3), "cut_seconds": round(time.time() - t0 - t_collect, 3)},
     )
+
+
+def _region(name: str | None):
+    if not name:
+        return None
+    from geoengine.build.fetch import load_regions
+
+    try:
+        return load_regions().regions.get(name)
+    except Exception:  # the catalog only adds a nicer centre and title
+        return None
+
+
+def _catalog_center(name: str | None, bbox) -> tuple | None:
+    """The region catalog's centre (e.g. the capital) when it lies inside the bbox."""
+    region = _region(name)
+    c = getattr(region, "center", None)
+    if c and len(c) == 3 and bbox[0] <= c[0] <= bbox[2] and bbox[1] <= c[1] <= bbox[3]:
+        return tuple(c)
+    return None
+
+
+def _catalog_title(name: str | None) -> str | None:
+    region = _region(name)
+    return getattr(region, "title", None)
 
 
 STAGE = Stage(name="tiles", run=run, describe="vector tiles z0-14 (Protomaps basemap schema) in an MBTiles archive")

@@ -72,7 +72,7 @@ def _prepare(fs: FeatureSet, maxzoom: int) -> dict:
 def _polygonal(g, dim: int):
     """Keep the parts of a clipped geometry with the dimension of the original."""
     if g.geom_type != "GeometryCollection":
-        return g
+        return g if int(shapely.get_dimensions(g)) == dim else None  # e.g. a sliver clipped to a line
     parts = [p for p in shapely.get_parts(g) if shapely.get_dimensions(p) == dim]
     if not parts:
         return None
