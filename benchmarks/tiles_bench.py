@@ -83,8 +83,14 @@ def ensure_tileserver() -> tuple[Path | None, str]:
     check = subprocess.run(["node", "-e", "require('sqlite3')"], cwd=folder, capture_output=True)
     if check.returncode:
         # The prebuilt addon is downloaded from outside the registry; build it from source instead.
+        # sqlite3's node-gyp 8 imports distutils: give it a Python that still has it (Debian's 3.11).
+        env = dict(os.environ)
+        for cand in ("/usr/bin/python3", shutil.which("python3.11"), shutil.which("python3")):
+            if cand and subprocess.run([cand, "-c", "import distutils.version"], capture_output=True).returncode == 0:
+                env["PYTHON"] = cand
+                break
         subprocess.run(["npm", "rebuild", "sqlite3", "--build-from-source"], cwd=folder, capture_output=True,
-                       timeout=900)
+                       timeout=900, env=env)
         if subprocess.run(["node", "-e", "require('sqlite3')"], cwd=folder, capture_output=True).returncode:
             return None, "its sqlite3 native addon could neither be fetched nor built"
     return folder, ""
