@@ -22,7 +22,6 @@ binary can be fetched). A peer that cannot be installed or started is reported a
 from __future__ import annotations
 
 import argparse
-import gzip
 import json
 import os
 import re

@@ -118,7 +118,7 @@ def _encode_batch(task) -> list[tuple[int, int, int, bytes]]:
             [(c[:, 0] - x0) * k, (y1 - c[:, 1]) * k]))
         empty = shapely.is_empty(clipped)
         layers: dict[int, list] = {}
-        for j, g in zip(sel[~empty], clipped[~empty]):
+        for j, g in zip(sel[~empty], clipped[~empty], strict=True):
             fi = idx[j]
             g = _polygonal(g, int(st["dims"][fi]))
             if g is None:

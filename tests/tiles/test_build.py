@@ -7,11 +7,12 @@ import sqlite3
 
 import pytest
 import shapely
-from .tiles_helpers import ANDORRA_LA_VELLA, decode, lonlat_tile
 
 from geoengine.tiles import schema
 from geoengine.tiles.features import collect
 from geoengine.tiles.tiler import BUFFER, EXTENT, cut_tiles, tile_bounds, tile_range
+
+from .tiles_helpers import ANDORRA_LA_VELLA, decode, lonlat_tile
 
 # Kinds the @protomaps/basemaps 5.7 style filters on in the roads layer (src/base_layers.ts).
 STYLE_ROAD_KINDS = {"highway", "major_road", "minor_road", "path", "other", "rail", "aeroway"}
@@ -99,7 +100,7 @@ def test_water_in_the_valley(mbtiles):
 
 def test_low_zoom_features_respect_min_zoom_and_extent(mbtiles):
     checked = 0
-    for z, x, row, data in mbtiles.execute("SELECT * FROM tiles WHERE zoom_level < 14"):
+    for z, _x, _row, data in mbtiles.execute("SELECT * FROM tiles WHERE zoom_level < 14"):
         t = decode(bytes(data))
         for name, layer in t.items():
             assert name in schema.LAYERS

@@ -5,9 +5,10 @@ from __future__ import annotations
 import gzip
 
 import pytest
-from .tiles_helpers import ANDORRA_LA_VELLA, decode, lonlat_tile
 
 from geoengine.config import Settings
+
+from .tiles_helpers import ANDORRA_LA_VELLA, decode, lonlat_tile
 
 GZ = {"Accept-Encoding": "gzip"}
 ID = {"Accept-Encoding": "identity"}

@@ -5,13 +5,14 @@ from __future__ import annotations
 import shutil
 
 import pytest
-from .tiles_helpers import ANDORRA_LA_VELLA, decode, lonlat_tile
 
 import geoengine
 from geoengine.config import Settings
 from geoengine.errors import InvalidRequest, NotFound
 from geoengine.tiles.service import TileService
 from geoengine.tiles.sources import discover
+
+from .tiles_helpers import ANDORRA_LA_VELLA, decode, lonlat_tile
 
 
 def test_get_returns_stored_gzip_bytes(andorra, andorra_source):

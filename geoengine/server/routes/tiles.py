@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import gzip
 import json
+from typing import Annotated
 
 from fastapi import APIRouter, Depends, Path, Request
 from fastapi.routing import APIRoute
@@ -25,6 +26,7 @@ from geoengine.server.deps import get_engine
 from geoengine.server.problems import PROBLEM_JSON
 
 router = APIRouter(tags=["Tiles"])
+EngineDep = Annotated[Engine, Depends(get_engine)]
 
 CACHE_CONTROL = "public, max-age=86400"
 MEDIA_TYPES = {"pbf": "application/x-protobuf", "mvt": "application/x-protobuf", "png": "image/png",
@@ -93,22 +95,22 @@ def base_url(request: Request) -> str:
 
 # ------------------------------------------------------------------------------------ endpoints
 @router.get("/sources", response_model=SourceList, summary="List vector tile sources")
-def list_sources(request: Request, engine: Engine = Depends(get_engine)) -> dict:
+def list_sources(request: Request, engine: EngineDep) -> dict:
     base = base_url(request)
     return {"sources": [engine.tiles.entry(s.id, base) for s in engine.tiles.sources()]}
 
 
 @router.get("/tiles/{source}", response_model=TileJSON, summary="TileJSON document of a source",
             responses={404: {"description": "Unknown source"}})
-def tilejson(request: Request, source: str = Path(description="An id returned by /sources"),
-             engine: Engine = Depends(get_engine)) -> dict:
+def tilejson(request: Request, engine: EngineDep,
+             source: Annotated[str, Path(description="An id returned by /sources")]) -> dict:
     return engine.tiles.tilejson(source, base_url(request))
 
 
 @router.post("/tiles/{source}/cache/clear", response_model=CacheCleared, summary="Clear the tile cache of a source",
              responses={404: {"description": "Unknown source"}})
-def clear_cache(source: str = Path(description="An id returned by /sources"),
-                engine: Engine = Depends(get_engine)) -> dict:
+def clear_cache(engine: EngineDep,
+                source: Annotated[str, Path(description="An id returned by /sources")]) -> dict:
     return {"cleared": engine.tiles.clear(source), "source": source}
 
 
