@@ -10,7 +10,7 @@ from geoengine.build.pipeline import BuildContext, Stage, StageResult
 from geoengine.tiles import schema
 from geoengine.tiles.features import collect
 from geoengine.tiles.mbtiles import MBTilesWriter
-from geoengine.tiles.tiler import MAXZOOM, MINZOOM, cut_tiles, tasks_for
+from geoengine.tiles.tiler import MAXZOOM, MINZOOM, cut_tiles, feature_bounds, tasks_for
 
 ATTRIBUTION = "© OpenStreetMap contributors"
 
@@ -38,7 +38,7 @@ def run(ctx: BuildContext) -> StageResult:
     out = ctx.stage_dir("tiles")
     path = out / f"{sid}.mbtiles"
     writer = MBTilesWriter(path)
-    n_tasks = len(tasks_for(bbox, MINZOOM, MAXZOOM))
+    n_tasks = len(tasks_for(bbox, MINZOOM, MAXZOOM, *feature_bounds(fs)))
     ctx.progress.task("tiles", total=n_tasks)
     done = [0]
 

@@ -28,6 +28,7 @@ BUFFER = 64  # tile units of clipping buffer on each side (tippecanoe's default 
 MINZOOM = 0
 MAXZOOM = 14
 BATCH = 24  # tiles per work unit
+MAX_TILES_PER_FEATURE = 1 << 20
 LANDCOVER_MAXZOOM = 7  # the style fades landcover out by z7; landuse carries the detail above
 _LANDCOVER = schema.LAYERS.index("landcover")
 
@@ -134,11 +135,38 @@ def _encode_batch(task) -> list[tuple[int, int, int, bytes]]:
     return out
 
 
-def tasks_for(bbox, minzoom: int, maxzoom: int) -> list[tuple[int, list[tuple[int, int]]]]:
+def _feature_tiles(bounds: np.ndarray, z: int, rng) -> np.ndarray:
+    """Tile ids (x << 32 | y) at zoom z touched by the bounding boxes of features, within `rng`."""
+    x0, y0, x1, y1 = rng
+    size = WORLD / (1 << z)
+    half = WORLD / 2
+    fx0 = np.clip(np.floor((bounds[:, 0] + half) / size), x0, x1).astype(np.int64)
+    fx1 = np.clip(np.floor((bounds[:, 2] + half) / size), x0, x1).astype(np.int64)
+    fy0 = np.clip(np.floor((half - bounds[:, 3]) / size), y0, y1).astype(np.int64)
+    fy1 = np.clip(np.floor((half - bounds[:, 1]) / size), y0, y1).astype(np.int64)
+    w, h = fx1 - fx0 + 1, fy1 - fy0 + 1
+    n = w * h
+    keep = n <= MAX_TILES_PER_FEATURE  # a huge feature alone does not make tiles (it shows where others do)
+    fx0, fy0, w, n = fx0[keep], fy0[keep], w[keep], n[keep]
+    if len(n) == 0:
+        return np.empty(0, dtype=np.int64)
+    idx = np.repeat(np.arange(len(n)), n)
+    offs = np.arange(int(n.sum()), dtype=np.int64) - np.repeat(np.cumsum(n) - n, n)
+    xs = fx0[idx] + offs % w[idx]
+    ys = fy0[idx] + offs // w[idx]
+    return np.unique((xs << 32) | ys)
+
+
+def tasks_for(bbox, minzoom: int, maxzoom: int, bounds: np.ndarray,
+              min_zoom: np.ndarray | None = None) -> list[tuple[int, list[tuple[int, int]]]]:
+    """Batches of the tiles per zoom, within `bbox`, that the bounding boxes of the features (Mercator
+    `bounds`, with their `min_zoom`) touch. Land without any feature gets no tile (204), so an extract
+    of far-apart parts does not make a grid of empty tiles between them."""
     tasks = []
     for z in range(minzoom, maxzoom + 1):
-        x0, y0, x1, y1 = tile_range(bbox, z)
-        tiles = [(x, y) for x in range(x0, x1 + 1) for y in range(y0, y1 + 1)]
+        sel = bounds if min_zoom is None else bounds[np.minimum(min_zoom, maxzoom) <= z]
+        ids = _feature_tiles(sel, z, tile_range(bbox, z))
+        tiles = list(zip((ids >> 32).tolist(), (ids & 0xFFFFFFFF).tolist(), strict=True))
         for i in range(0, len(tiles), BATCH):
             tasks.append((z, tiles[i : i + BATCH]))
     # Big zooms first so the pool's tail is made of small tasks.
@@ -146,12 +174,20 @@ def tasks_for(bbox, minzoom: int, maxzoom: int) -> list[tuple[int, list[tuple[in
     return tasks
 
 
+def feature_bounds(fs: FeatureSet) -> tuple[np.ndarray, np.ndarray]:
+    """Mercator bounds and min zooms of the features that decide where tiles exist (all but earth)."""
+    layer = np.array(fs.layer, dtype=np.int16)
+    keep = layer != schema.LAYERS.index("earth")
+    geoms = np.array(fs.geoms, dtype=object)[keep]
+    return shapely.bounds(geoms), np.array(fs.min_zoom, dtype=np.int16)[keep]
+
+
 def cut_tiles(fs: FeatureSet, bbox, *, minzoom: int = MINZOOM, maxzoom: int = MAXZOOM, processes: int | None = None,
               on_batch=None):
     """Yield (z, x, y, gzip bytes) for every non-empty tile over `bbox` (lon/lat)."""
     global _STATE
     _STATE = _prepare(fs, maxzoom)
-    tasks = tasks_for(bbox, minzoom, maxzoom)
+    tasks = tasks_for(bbox, minzoom, maxzoom, *feature_bounds(fs))
     processes = processes or min(os.cpu_count() or 1, 8)
     try:
         if processes <= 1 or len(tasks) < 4:

@@ -185,3 +185,24 @@ def test_landcover_only_at_low_zoom(mbtiles):
         return sum(len(decode(bytes(d)).get("landcover", {"features": []})["features"]) for (d,) in rows)
 
     assert has_landcover(6) > 0 and has_landcover(8) == 0 and has_landcover(14) == 0
+
+
+def test_tiles_only_where_features_are():
+    """An extract of two far-apart parts (like Nominatim's Liechtenstein + Alabama test set) gets tiles
+    around its features, not a grid over the whole bounding box."""
+    import numpy as np
+
+    from geoengine.tiles.features import lonlat_to_merc
+    from geoengine.tiles.tiler import tasks_for
+
+    bbox = (-87.95, 32.18, 9.68, 47.53)
+    pts = [(-86.6, 32.5), (9.52, 47.14)]  # Prattville AL, Vaduz
+    xy = [lonlat_to_merc(lon, lat) for lon, lat in pts]
+    bounds = np.array([[float(x) - 10, float(y) - 10, float(x) + 10, float(y) + 10] for x, y in xy])
+    tasks = tasks_for(bbox, 0, 14, bounds, np.array([0, 12]))
+    by_zoom = {}
+    for z, tiles in tasks:
+        by_zoom.setdefault(z, []).extend(tiles)
+    assert len(by_zoom[14]) == 2 and len(by_zoom[11]) == 1  # Vaduz only from its min_zoom 12 on
+    assert sorted(by_zoom[14]) == sorted(lonlat_tile(lon, lat, 14) for lon, lat in pts)
+    assert sum(len(t) for _, t in tasks) == 15 + 3
