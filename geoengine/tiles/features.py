@@ -40,6 +40,7 @@ class FeatureSet:
     props: list = field(default_factory=list)
     skipped_ways: int = 0
     partial_ways: int = 0
+    coastlines: list = field(default_factory=list)  # natural=coastline lines (land on their left)
 
     def add(self, geom, feat: schema.Feature, tags) -> None:
         self.geoms.append(geom)
@@ -109,12 +110,13 @@ class _Collector(osmium.SimpleHandler):
         if not w.tags and level is None:
             return
         tags = dict(w.tags)
+        coast = tags.get("natural") == "coastline"
         feat = schema.line_feature(tags)
         if feat is None and level is not None:
             feat = schema.boundary_feature(tags, level)
         elif feat is not None and feat.layer == "boundaries" and level is not None:
             feat = schema.boundary_feature(tags, min(level, schema.admin_level(tags) or level))
-        if feat is None:
+        if feat is None and not coast:
             return
         # Runs of consecutive located nodes (a clipped extract leaves some nodes without a location).
         runs, cur = [], []
@@ -136,6 +138,10 @@ class _Collector(osmium.SimpleHandler):
         if missing:
             self.fs.partial_ways += 1
         lines = [shapely.linestrings(_merc_coords(np.asarray(r, dtype=np.float64))) for r in runs]
+        if coast:
+            self.fs.coastlines.extend(lines)
+            if feat is None:
+                return
         geom = lines[0] if len(lines) == 1 else shapely.multilinestrings(lines)
         if feat.layer == "boundaries":
             tags = {}  # boundary member ways carry the names of roads/rivers, not of the boundary
@@ -168,15 +174,69 @@ class _Collector(osmium.SimpleHandler):
             self.fs.add(shapely.point_on_surface(geom), poi, tags)
 
 
+def split_land_sea(coastlines: list, box) -> tuple[object, object] | None:
+    """(land, sea) polygons of `box` cut by coastlines (OSM: land on the left of a coastline way), or
+    None when the coastlines do not divide the box (then the whole box stays land)."""
+    merged = shapely.line_merge(shapely.union_all(coastlines))
+    # A clipped extract leaves coastlines ending inside the box: extend each open end straight to the
+    # nearest point of the box's edge so that the coastline divides the box.
+    edge = box.boundary
+    extended = []
+    for g in shapely.get_parts(merged):
+        c = shapely.get_coordinates(g)
+        if len(c) < 2:
+            continue
+        if not g.is_closed:
+            head, tail = shapely.Point(c[0]), shapely.Point(c[-1])
+            if head.distance(edge) > 1e-6 and box.contains(head):
+                c = np.vstack([shapely.get_coordinates(edge.interpolate(edge.project(head))), c])
+            if tail.distance(edge) > 1e-6 and box.contains(tail):
+                c = np.vstack([c, shapely.get_coordinates(edge.interpolate(edge.project(tail)))])
+        extended.append(shapely.linestrings(c))
+    if not extended:
+        return None
+    merged = shapely.line_merge(shapely.union_all(extended))
+    cut = shapely.intersection(merged, box)
+    if cut.is_empty:
+        return None
+    faces = [f for f in shapely.get_parts(shapely.polygonize([shapely.union(cut, box.boundary)]))
+             if f.area > 0]
+    if len(faces) < 2:
+        return None
+    lines = [g for g in shapely.get_parts(merged) if g.length > 0]
+    land, sea = [], []
+    for face in faces:
+        p = shapely.point_on_surface(face)
+        line = min(lines, key=lambda g: g.distance(p))
+        d = line.project(p)
+        a = line.interpolate(max(d - 1.0, 0.0))
+        b = line.interpolate(min(d + 1.0, line.length))
+        q = line.interpolate(d)
+        cross = (b.x - a.x) * (p.y - q.y) - (b.y - a.y) * (p.x - q.x)
+        (land if cross > 0 else sea).append(face)
+    if not land or not sea:
+        return None
+    return shapely.union_all(land), shapely.union_all(sea)
+
+
 def collect(osm_path, bbox=None) -> FeatureSet:
-    """Read the extract and return its features. `bbox` (lon/lat) adds the `earth` polygon."""
+    """Read the extract and return its features. `bbox` (lon/lat) adds the `earth` polygon: the box,
+    less the sea when coastlines divide it (the sea then becomes an `ocean` polygon in `water`)."""
     rel = _BoundaryRelations()
     rel.apply_file(str(osm_path), filters=[osmium.filter.EntityFilter(osmium.osm.RELATION)])
     fs = FeatureSet()
+    box = None
     if bbox is not None:
         x0, y0 = lonlat_to_merc(bbox[0], bbox[1])
         x1, y1 = lonlat_to_merc(bbox[2], bbox[3])
-        fs.add(shapely.box(float(x0), float(y0), float(x1), float(y1)), schema.Feature("earth", "earth", 0), {})
+        box = shapely.box(float(x0), float(y0), float(x1), float(y1))
+        fs.add(box, schema.Feature("earth", "earth", 0), {})
     coll = _Collector(fs, rel.way_level)
     coll.apply_file(str(osm_path), locations=True)
+    if box is not None and fs.coastlines:
+        split = split_land_sea(fs.coastlines, box)
+        if split is not None:
+            land, sea = split
+            fs.geoms[0] = land
+            fs.add(sea, schema.Feature("water", "ocean", 0, "ocean"), {})
     return fs

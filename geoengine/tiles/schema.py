@@ -9,7 +9,8 @@ that package's `src/base_layers.ts`, not from memory):
               grassland, grass, glacier, sand, military, allotments, village_green, playground, hospital,
               industrial, school, university, college, beach, zoo, aerodrome, runway, taxiway,
               pedestrian, dam, pier, ... (other landuse values pass through as their tag value).
-- `water`     polygons (any kind; labels for kind lake | water), lines kind river | stream | canal | ditch.
+- `water`     polygons (any kind; labels for kind lake | water; `ocean` from coastlines), lines kind
+              river | stream | canal | ditch.
 - `roads`     kind highway | major_road | minor_road (kind_detail `service`) | path | other | rail |
               aeroway (kind_detail runway | taxiway); flags `is_link`, `is_tunnel`, `is_bridge` (present
               only when true, the style tests `has`), `oneway` "yes", `ref`.

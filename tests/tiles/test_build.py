@@ -206,3 +206,26 @@ def test_tiles_only_where_features_are():
     assert len(by_zoom[14]) == 2 and len(by_zoom[11]) == 1  # Vaduz only from its min_zoom 12 on
     assert sorted(by_zoom[14]) == sorted(lonlat_tile(lon, lat, 14) for lon, lat in pts)
     assert sum(len(t) for _, t in tasks) == 15 + 3
+
+
+def test_coastline_splits_land_and_sea(shared_data_dir):
+    """Monaco: the coastline (clipped by the extract, extended to the box's edge) leaves the
+    Mediterranean out of `earth` and makes it an `ocean` polygon."""
+    from geoengine.build.source import describe_extract
+    from geoengine.tiles.features import lonlat_to_merc
+
+    path = shared_data_dir / "monaco" / "monaco.osm.gz"
+    bbox = describe_extract(path)["bbox"]
+    fs = collect(path, bbox)
+    earth = fs.geoms[fs.layer.index(schema.LAYERS.index("earth"))]
+    (sea,) = [g for g, p in zip(fs.geoms, fs.props, strict=True) if p["kind"] == "ocean"]
+
+    def at(lon, lat):
+        x, y = lonlat_to_merc(lon, lat)
+        return shapely.Point(float(x), float(y))
+
+    for lon, lat in [(7.4200, 43.7314), (7.4180, 43.7400), (7.3900, 43.7400)]:  # Monaco-Ville, Moneghetti, Cap-d'Ail hills
+        assert earth.contains(at(lon, lat)) and not sea.contains(at(lon, lat))
+    for lon, lat in [(7.4500, 43.6500), (7.5000, 43.6000)]:  # open sea
+        assert sea.contains(at(lon, lat)) and not earth.contains(at(lon, lat))
+    assert earth.area < sea.area  # most of the box is sea
