@@ -172,7 +172,7 @@ def parse_length(value: str | None) -> float | None:
     if m:
         feet = float(m.group(1))
         inches = float(m.group(2)) if m.group(2) else 0.0
-        return round((feet * 12 + inches) * 0.0254, 3)
+        return (feet * 12 + inches) * 0.0254
     m = _NUM.match(v)
     if not m:
         return None
