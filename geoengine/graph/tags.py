@@ -42,6 +42,7 @@ ACCESS_KEYS = {
     MOTOR_SCOOTER: ("moped", "mofa", "motor_vehicle", "vehicle", "access"),
     TAXI: ("taxi", "psv", "motorcar", "motor_vehicle", "vehicle", "access"),
 }
+GENERIC_KEYS = ("access", "vehicle")
 ALLOW = {"yes", "designated", "permissive", "official", "public", "true", "1", "discouraged", "permit"}
 DESTINATION = {"destination", "delivery", "customers"}
 DENY = {"no", "private", "agricultural", "forestry", "use_sidepath", "military", "emergency", "false", "0",
@@ -246,7 +247,12 @@ def mode_access(tags: dict, default_mask: int, suffix: str = "") -> tuple[int, i
             if val is None:
                 val = _access_value(tags.get(key))
             if val is not None:
-                decided = val
+                if val and key in GENERIC_KEYS and not default_mask & bit:
+                    # access=yes / vehicle=yes do not open a footway or cycleway to cars: only a
+                    # mode-specific key can grant a mode the class does not carry by default
+                    decided = 0
+                else:
+                    decided = val
                 break
         if decided is None:
             decided = 1 if default_mask & bit else 0

@@ -31,6 +31,8 @@ HANDMADE_OSM = """<?xml version='1.0' encoding='UTF-8'?>
     <tag k="highway" v="track"/><tag k="tracktype" v="grade4"/></way>
   <way id="106" version="1"><nd ref="7"/><nd ref="8"/>
     <tag k="highway" v="trunk"/><tag k="motorroad" v="yes"/><tag k="toll:hgv" v="yes"/></way>
+  <way id="107" version="1"><nd ref="8"/><nd ref="5"/>
+    <tag k="highway" v="trunk"/></way>
 </osm>
 """
 
