@@ -15,7 +15,7 @@ import numpy as np
 from rtree import index as rtree_index
 
 from geoengine.errors import FieldError, InvalidRequest, Unsnappable
-from geoengine.graph.build import EARTH_R, haversine_m
+from geoengine.graph.build import EARTH_R, bearing_deg, haversine_m
 
 # Radii (metres) tried in turn when the location gives no search_radius; the last is the maximum.
 DEFAULT_RADII = (25.0, 50.0, 100.0, 200.0, 500.0)
@@ -48,6 +48,34 @@ class Candidates:
     def best(self) -> dict:
         return {"edge": int(self.edge[0]), "fraction": float(self.fraction[0]), "lon": float(self.lon[0]),
                 "lat": float(self.lat[0]), "distance": float(self.distance[0])}
+
+
+@dataclass(frozen=True)
+class CandidateSet:
+    """Candidates of many locations in CSR form: location i owns rows offsets[i]:offsets[i+1] of the
+    arrays (same meaning as in `Candidates`), nearest first."""
+
+    offsets: np.ndarray
+    edge: np.ndarray
+    fraction: np.ndarray
+    lon: np.ndarray
+    lat: np.ndarray
+    distance: np.ndarray
+    bearing: np.ndarray
+
+    def __len__(self) -> int:
+        return int(self.offsets.shape[0]) - 1
+
+    def best(self) -> dict[str, np.ndarray]:
+        """Nearest candidate of every location: arrays edge, fraction, lon, lat, distance."""
+        i = self.offsets[:-1]
+        return {"edge": self.edge[i], "fraction": self.fraction[i], "lon": self.lon[i], "lat": self.lat[i],
+                "distance": self.distance[i]}
+
+    def of(self, i: int) -> Candidates:
+        a, b = int(self.offsets[i]), int(self.offsets[i + 1])
+        return Candidates(self.edge[a:b], self.fraction[a:b], self.lon[a:b], self.lat[a:b], self.distance[a:b],
+                          self.bearing[a:b], radius=float("nan"))
 
 
 def _angle_diff(a, b):
@@ -158,6 +186,124 @@ class Snapper:
             errors=[FieldError(where, f"no routable edge within {reach:g} m")],
         )
 
+    def snap_many(
+        self,
+        lons,
+        lats,
+        allowed_edges_mask: np.ndarray,
+        search_radius=None,
+        *,
+        field: str = "locations",
+    ) -> CandidateSet:
+        """Candidates for many locations at once (matrix sources/targets): one vectorised R-tree query
+        per radius step (`intersection_v`) and one numpy projection over all (point, piece) pairs.
+
+        Contract: same rules as `snap` without heading/side (use `snap` per location for those):
+        `search_radius` None (grow through DEFAULT_RADII), a number or an array (NaN = grow) of 1-100 m.
+        Returns a `CandidateSet` (CSR: candidates of location i are rows offsets[i]:offsets[i+1],
+        ranked by distance). Any location without a candidate -> Unsnappable naming every such
+        `{field}[i]`.
+        """
+        lons = np.asarray(lons, dtype=np.float64).ravel()
+        lats = np.asarray(lats, dtype=np.float64).ravel()
+        n = len(lons)
+        if lats.shape != lons.shape:
+            raise ValueError("lons and lats must have the same length")
+        bad = ~(np.isfinite(lons) & np.isfinite(lats) & (np.abs(lons) <= 180) & (np.abs(lats) <= 90))
+        if bad.any():
+            raise InvalidRequest(errors=[FieldError(f"{field}[{i}]", "lon must be in [-180, 180] and lat in [-90, 90]")
+                                         for i in np.flatnonzero(bad).tolist()])
+        radius = np.full(n, np.nan) if search_radius is None else np.broadcast_to(
+            np.asarray(search_radius, dtype=np.float64), (n,)).copy()
+        strict = np.isfinite(radius)
+        badr = strict & ~((radius > 0) & (radius <= 100))
+        if badr.any():
+            raise InvalidRequest(errors=[FieldError(f"{field}[{i}].search_radius", "must be between 1 and 100 metres")
+                                         for i in np.flatnonzero(badr).tolist()])
+        mask = np.asarray(allowed_edges_mask, dtype=bool)
+        parts = []
+        todo = np.arange(n)
+        for step, r in enumerate(DEFAULT_RADII):
+            if not len(todo):
+                break
+            rad = np.where(strict[todo], radius[todo], r)
+            if step > 0:  # strict points had their one try
+                keep = ~strict[todo]
+                todo, rad = todo[keep], rad[keep]
+                if not len(todo):
+                    break
+            dlat = rad / _M_PER_DEG
+            dlon = rad / (_M_PER_DEG * np.maximum(np.cos(np.radians(lats[todo])), 1e-6))
+            mins = np.column_stack([lons[todo] - dlon, lats[todo] - dlat])
+            maxs = np.column_stack([lons[todo] + dlon, lats[todo] + dlat])
+            with self._lock:
+                ids, counts = self.tree.intersection_v(mins, maxs)
+            counts = counts.astype(np.int64)
+            pt = np.repeat(todo, counts)
+            found = self._project(pt, ids.astype(np.int64), lons, lats, np.repeat(rad, counts), mask)
+            got = np.zeros(n, dtype=bool)
+            if found is not None:
+                got[found["point"]] = True
+                parts.append(found)
+            todo = todo[~got[todo]]
+        if len(todo):
+            raise Unsnappable(
+                f"{len(todo)} location(s) have no road the costing may use within reach",
+                errors=[FieldError(f"{field}[{i}]", "no routable edge within "
+                                   f"{(radius[i] if strict[i] else MAX_DEFAULT_RADIUS):g} m")
+                        for i in todo.tolist()],
+            )
+        cat = {k: np.concatenate([p[k] for p in parts]) for k in parts[0]} if parts else None
+        order = np.lexsort((cat["edge"], np.round(cat["distance"], 3), cat["point"]))
+        cat = {k: v[order] for k, v in cat.items()}
+        offsets = np.zeros(n + 1, dtype=np.int64)
+        np.cumsum(np.bincount(cat["point"], minlength=n), out=offsets[1:])
+        return CandidateSet(offsets=offsets, edge=cat["edge"].astype(np.int64), fraction=cat["fraction"],
+                            lon=cat["lon"], lat=cat["lat"], distance=cat["distance"], bearing=cat["bearing"])
+
+    def _project(self, pt, ids, lons, lats, rad, mask) -> dict | None:
+        """Vectorised projection of points `pt` onto pieces `ids` (pairs), nearest piece per (point,
+        segment), both directions, filtered by radius and mask."""
+        if not len(ids):
+            return None
+        lon0, lat0 = lons[pt], lats[pt]
+        a = self.piece_a[ids]
+        seg = self.piece_seg[ids]
+        coslat = np.cos(np.radians(lat0))
+        x0 = (self.lon[a] - lon0) * coslat * _M_PER_DEG
+        y0 = (self.lat[a] - lat0) * _M_PER_DEG
+        dx = (self.lon[a + 1] - self.lon[a]) * coslat * _M_PER_DEG
+        dy = (self.lat[a + 1] - self.lat[a]) * _M_PER_DEG
+        dd = dx * dx + dy * dy
+        t = np.where(dd > 0, np.clip(-(x0 * dx + y0 * dy) / np.where(dd > 0, dd, 1.0), 0.0, 1.0), 0.0)
+        dist = np.hypot(x0 + t * dx, y0 + t * dy)
+        near = dist <= rad
+        if not near.any():
+            return None
+        pt, ids, a, seg, t, dist = pt[near], ids[near], a[near], seg[near], t[near], dist[near]
+        order = np.lexsort((dist, seg, pt))
+        first = np.r_[True, (seg[order][1:] != seg[order][:-1]) | (pt[order][1:] != pt[order][:-1])]
+        sel = order[first]
+        pt, ids, a, seg, t, dist = pt[sel], ids[sel], a[sel], seg[sel], t[sel], dist[sel]
+        frac = np.clip((self.piece_cum[ids] + t * self.piece_len[ids]) / self.seg_len[seg], 0.0, 1.0)
+        slon = self.lon[a] + t * (self.lon[a + 1] - self.lon[a])
+        slat = self.lat[a] + t * (self.lat[a + 1] - self.lat[a])
+        b = bearing_deg(self.lon[a], self.lat[a], self.lon[a + 1], self.lat[a + 1])
+        edge = np.concatenate([2 * seg, 2 * seg + 1])
+        ok = mask[edge]
+        if not ok.any():
+            return None
+        out = {
+            "point": np.concatenate([pt, pt]),
+            "edge": edge,
+            "fraction": np.concatenate([frac, 1.0 - frac]),
+            "lon": np.concatenate([slon, slon]),
+            "lat": np.concatenate([slat, slat]),
+            "distance": np.concatenate([dist, dist]),
+            "bearing": np.concatenate([b, (b + 180.0) % 360.0]),
+        }
+        return {k: v[ok] for k, v in out.items()}
+
     def _candidates(self, lon0, lat0, mask, radius) -> dict | None:
         ids = self._query(lon0, lat0, radius)
         if not len(ids):
@@ -187,8 +333,6 @@ class Snapper:
         frac = np.clip((self.piece_cum[ids] + t * self.piece_len[ids]) / self.seg_len[seg], 0.0, 1.0)
         slon = self.lon[a] + t * (self.lon[a + 1] - self.lon[a])
         slat = self.lat[a] + t * (self.lat[a + 1] - self.lat[a])
-        from geoengine.graph.build import bearing_deg
-
         b = bearing_deg(self.lon[a], self.lat[a], self.lon[a + 1], self.lat[a + 1])
         # two directed edges per segment
         edge = np.concatenate([2 * seg, 2 * seg + 1])

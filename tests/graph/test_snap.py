@@ -156,3 +156,29 @@ def test_bad_coordinates(snapper, masks):
         snapper.snap(200.0, 47.0, masks["auto"])
     with pytest.raises(InvalidRequest):
         snapper.snap(float("nan"), 47.0, masks["auto"])
+
+
+def test_snap_many_agrees_with_snap(liechtenstein_graph, snapper, masks):
+    g = liechtenstein_graph
+    m = masks["auto"]
+    rng = np.random.default_rng(3)
+    k = np.asarray(g.edge_src)[rng.choice(np.flatnonzero(m), 300)]
+    lon = g.node_lon[k] + rng.normal(0, 0.0005, 300)
+    lat = g.node_lat[k] + rng.normal(0, 0.0005, 300)
+    cs = snapper.snap_many(lon, lat, m)
+    assert len(cs) == 300
+    for i in range(300):
+        one = snapper.snap(lon[i], lat[i], m)
+        many = cs.of(i)
+        assert np.allclose(one.distance, many.distance) and set(one.edge) == set(many.edge)
+    strict = snapper.snap_many(lon[:20], lat[:20], m, search_radius=100)
+    assert (strict.distance <= 100).all()
+
+
+def test_snap_many_names_every_unsnappable_location(snapper, masks):
+    with pytest.raises(Unsnappable) as exc:
+        snapper.snap_many([9.52, 0.0, 1.0], [47.14, 0.0, 1.0], masks["auto"], field="sources")
+    assert [e.field for e in exc.value.errors] == ["sources[1]", "sources[2]"]
+    with pytest.raises(InvalidRequest) as exc:
+        snapper.snap_many([9.52, 9.52], [47.14, 95.0], masks["auto"], field="targets")
+    assert exc.value.errors[0].field == "targets[1]"
