@@ -325,6 +325,7 @@ def build_graph(osm_path: str | Path, out_dir: str | Path) -> dict:
         "shape_points": int(shape_offsets[-1]),
         "ways": n_ways,
         "ways_cut": ways_cut,
+        "ways_without_segments": int(n_ways - np.unique(seg_wi).size),
         "missing_node_refs": n_missing,
         "restrictions": restr["counts"]["relations"],
         "restrictions_resolved": restr["counts"]["resolved"],

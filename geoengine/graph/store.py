@@ -171,6 +171,26 @@ class Graph:
             return np.zeros(0), np.zeros(0)
         return np.concatenate(lons), np.concatenate(lats)
 
+    def path_info(self, edges) -> dict:
+        """Per-edge attributes of a path of directed edges, for reports and maneuvers: arrays `way`,
+        `length_m`, `class` (names in tags.CLASS_NAMES), `flags`, `bearing_start`, `bearing_end`,
+        `speed_kph`, and lists `name`, `ref` (strings, "" when untagged)."""
+        e = np.asarray(edges, dtype=np.int64)
+        k = e >> 1
+        strings = self.strings
+        return {
+            "edge": e,
+            "way": np.asarray(self.seg_way)[k],
+            "length_m": np.asarray(self.seg_length)[k],
+            "class": np.asarray(self.seg_class)[k],
+            "flags": np.asarray(self.seg_flags)[k],
+            "bearing_start": np.asarray(self.edge_bearing_start)[e],
+            "bearing_end": np.asarray(self.edge_bearing_end)[e],
+            "speed_kph": np.asarray(self.edge_speed)[e],
+            "name": [strings[i] for i in np.asarray(self.seg_name)[k].tolist()],
+            "ref": [strings[i] for i in np.asarray(self.seg_ref)[k].tolist()],
+        }
+
     def edges_of_way(self, way_id: int) -> np.ndarray:
         """Directed edge ids of an OSM way (both directions; not all need be accessible)."""
         segs = np.flatnonzero(np.asarray(self.seg_way) == way_id)

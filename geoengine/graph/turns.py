@@ -33,7 +33,9 @@ def turn_graph(
     """Edge-based CSR graph `(offsets int64[E+1], targets int32[m], weights float64[m], secondary float64[m])`.
 
     Contract: `edge_cost` float64[E] (inf = edge unusable, e.g. from `geoengine.costing.edge_costs`),
-    `edge_length` float64[E] (carried as the secondary metric; `secondary[arc] = edge_length[e2]`).
+    `edge_length` float64[E] (carried as the secondary metric; `secondary[arc] = edge_length[e2]`);
+    pass a float64[E, k] array (e.g. `np.column_stack([time_s, length_m])`) to carry k metrics, and
+    `secondary` is then float64[m, k].
     `mode` ('auto', 'bicycle', ... or a mode bit) selects which turn restrictions apply (pedestrians
     obey none); None applies every restriction. `turn_penalty(angle_deg) -> seconds` (vectorised over
     arcs, angle signed as in `turn_angles`) is added to `weights` only. Vertex v of the result is
@@ -43,8 +45,8 @@ def turn_graph(
     E = graph.n_edges
     cost = np.asarray(edge_cost, dtype=np.float64)
     length = np.asarray(edge_length, dtype=np.float64)
-    if cost.shape != (E,) or length.shape != (E,):
-        raise ValueError(f"edge_cost and edge_length must have shape ({E},)")
+    if cost.shape != (E,) or length.shape[:1] != (E,) or length.ndim > 2:
+        raise ValueError(f"edge_cost must have shape ({E},) and edge_length ({E},) or ({E}, k)")
     usable = np.isfinite(cost)
     dst = np.asarray(graph.edge_dst)
     noff = np.asarray(graph.node_out_offsets)

@@ -153,3 +153,12 @@ def test_clipped_way_is_cut_not_dropped(build_region, sample, find_way):
             break
     assert found is not None
     assert len(g.edges_of_way(found)) >= 2
+
+
+def test_path_info_reports_names_and_lengths(liechtenstein_graph):
+    g = liechtenstein_graph
+    named = np.flatnonzero(np.asarray(g.seg_name) > 0)[:3] * 2
+    info = g.path_info(named)
+    assert info["name"] == [g.edge_name(e) for e in named] and all(info["name"])
+    assert np.array_equal(info["length_m"], g.edge_length[named])
+    assert list(info["way"]) == [g.edge_way(e) for e in named]

@@ -142,3 +142,11 @@ def test_turn_penalty_added_to_weights(liechtenstein_graph):
 def test_turn_graph_rejects_wrong_shapes(liechtenstein_graph):
     with pytest.raises(ValueError):
         turn_graph(liechtenstein_graph, np.zeros(3), np.zeros(3))
+
+
+def test_turn_graph_carries_several_metrics(liechtenstein_graph):
+    g = liechtenstein_graph
+    cost, time_s, length = edge_costs(g, "auto")
+    _o, t, _w, sec = turn_graph(g, cost, np.column_stack([time_s, length]), mode="auto")
+    assert sec.shape == (len(t), 2)
+    assert np.array_equal(sec[:, 0], time_s[t]) and np.array_equal(sec[:, 1], length[t])
