@@ -23,7 +23,7 @@ def motor_time(v: EdgeView, top_speed: float) -> np.ndarray:
     return v.length / (np.maximum(speed, 1.0) / 3.6)
 
 
-def motor_cost(v: EdgeView, time_s: np.ndarray, opts, toll_bit: int = T.F_TOLL) -> np.ndarray:
+def motor_cost(v: EdgeView, time_s: np.ndarray, opts, mode_bit: int, toll_bit: int = T.F_TOLL) -> np.ndarray:
     """Time scaled by the preferences present in `opts` plus per-edge penalties."""
     cost = time_s.copy()
     factors = (
@@ -41,7 +41,7 @@ def motor_cost(v: EdgeView, time_s: np.ndarray, opts, toll_bit: int = T.F_TOLL) 
         cost[v.is_class("service")] += opts["service_penalty"]
     if "country_crossing_penalty" in opts.values:
         cost[v.flag(T.F_BORDER)] += opts["country_crossing_penalty"]
-    cost[v.dest != 0] += DESTINATION_PENALTY_S
+    cost[(v.dest & mode_bit) != 0] += DESTINATION_PENALTY_S
     return cost
 
 
@@ -61,5 +61,5 @@ def costs(graph, opts):
     if opts["exclude_unpaved"]:
         allowed &= ~v.flag(T.F_UNPAVED)
     time_s = motor_time(v, opts["top_speed"])
-    cost = v.length.copy() if opts["shortest"] else motor_cost(v, time_s, opts)
+    cost = v.length.copy() if opts["shortest"] else motor_cost(v, time_s, opts, bit)
     return finish(cost, time_s, v.length, allowed)

@@ -5,6 +5,8 @@ from __future__ import annotations
 import numpy as np
 
 from geoengine.costing.common import EdgeView, finish, preference
+
+DESTINATION_PENALTY_S = 120.0
 from geoengine.graph import tags as T
 
 # Speed factor per surface class (unknown, paved_smooth, paved, paved_rough, compacted, gravel, dirt,
@@ -44,7 +46,7 @@ def costs(graph, opts):
         a = opts["avoid_bad_surfaces"]
         cost *= 1.0 + 4.0 * a * (1.0 - sf)
         cost[v.flag(T.F_FERRY)] *= preference(opts["use_ferry"])
-        cost[v.dest != 0] += 120.0
+        cost[(v.dest & T.BICYCLE) != 0] += DESTINATION_PENALTY_S
     if opts["avoid_bad_surfaces"] >= 1.0:
         allowed &= ~bad
     return finish(cost, time_s, v.length, allowed)

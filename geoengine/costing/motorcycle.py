@@ -14,5 +14,5 @@ def costs(graph, opts):
     v = EdgeView(graph)
     allowed = (v.access & MODE[opts.costing]) != 0
     time_s = motor_time(v, TOP_SPEED[opts.costing])
-    cost = v.length.copy() if opts["shortest"] else motor_cost(v, time_s, opts)
+    cost = v.length.copy() if opts["shortest"] else motor_cost(v, time_s, opts, MODE[opts.costing])
     return finish(cost, time_s, v.length, allowed)

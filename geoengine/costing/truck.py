@@ -17,5 +17,5 @@ def costs(graph, opts):
     if opts["hazmat"]:
         allowed &= ~v.flag(T.F_HAZMAT_NO)
     time_s = motor_time(v, opts["top_speed"])
-    cost = v.length.copy() if opts["shortest"] else motor_cost(v, time_s, opts, toll_bit=T.F_TOLL_HGV)
+    cost = v.length.copy() if opts["shortest"] else motor_cost(v, time_s, opts, T.TRUCK, toll_bit=T.F_TOLL_HGV)
     return finish(cost, time_s, v.length, allowed)

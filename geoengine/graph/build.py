@@ -159,7 +159,7 @@ def build_graph(osm_path: str | Path, out_dir: str | Path) -> dict:
         # same way has missing points in between starts a new run
         miss_cum = np.cumsum(~valid)
         idx_keep = np.flatnonzero(keep)
-        prev = np.r_[-1, idx_keep[:-1]]
+        prev = np.r_[-1, idx_keep[:-1]] if len(idx_keep) else np.zeros(0, dtype=np.int64)
         has_gap = np.zeros(len(idx_keep), dtype=bool)
         okp = prev >= 0
         has_gap[okp] = (miss_cum[idx_keep[okp]] - miss_cum[prev[okp]]) > 0

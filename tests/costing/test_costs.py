@@ -170,3 +170,15 @@ def test_destination_only_edges_cost_more(liechtenstein_graph):
     dest = (np.asarray(g.edge_dest_only) & T.AUTO) != 0
     cost, time_s, _ = edge_costs(g, "auto")
     assert dest.any() and np.all(cost[dest] > time_s[dest] + 200)
+
+
+
+def test_destination_penalty_only_for_the_named_mode(handmade_graph):
+    g = handmade_graph  # way 104: access=destination (every mode); compare with bicycle=yes override
+    e = g.edges_of_way(104)
+    assert (np.asarray(g.edge_dest_only)[e] & T.AUTO).all()
+    cost, time_s, _ = edge_costs(g, "auto")
+    bcost, btime, _ = edge_costs(g, "bicycle")
+    assert np.all(cost[e] >= time_s[e] + 300) and np.all(bcost[e] >= btime[e] + 120)
+    w = g.edges_of_way(103)  # no destination rule: no penalty
+    assert np.allclose(cost[w[np.isfinite(cost[w])]], time_s[w[np.isfinite(cost[w])]])
