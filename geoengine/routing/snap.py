@@ -133,7 +133,8 @@ class Snapper:
         heading: float | None = None,
         heading_tolerance: float | None = None,
         preferred_side: str | None = None,
-        rank_candidates: bool = True,
+        rank_candidates: bool | None = True,
+        street: str | None = None,
         *,
         index: int = 0,
         field: str = "locations",
@@ -148,9 +149,13 @@ class Snapper:
         'same' keeps directed edges that have the location on their right (right-hand traffic: the
         driver's side), 'opposite' on their left, 'either' (default) both. When heading or side leave
         nothing within the largest radius, they are dropped (`relaxed`). `rank_candidates` True sorts
-        by distance (then heading difference); False keeps every candidate in edge-id order.
-        No candidate -> Unsnappable (422) naming `{field}[{index}]`.
+        by distance (then heading difference); False keeps every candidate in edge-id order (the router
+        should then treat them as equal). `street` (a name hint) ranks candidates on an edge whose name
+        or ref matches it (case-insensitive, fuzzy score >= 85) first. A point snapped within 1 m of a
+        junction has no side. No candidate -> Unsnappable (422) naming `{field}[{index}]`.
         """
+        if rank_candidates is None:
+            rank_candidates = True
         where = f"{field}[{index}]"
         if preferred_side not in (None, "same", "opposite", "either"):
             raise InvalidRequest.field(f"{where}.preferred_side", "must be one of same, opposite, either")
@@ -171,15 +176,18 @@ class Snapper:
                 keep &= _angle_diff(found["bearing"], float(heading) % 360.0) <= tol
             if preferred_side in ("same", "opposite"):
                 right = found["side"] < 0
-                on_line = found["distance"] <= ON_LINE_M
+                along = found["fraction"] * self.seg_len[found["edge"] >> 1]
+                at_node = (along < 1.0) | (self.seg_len[found["edge"] >> 1] - along < 1.0)
+                on_line = (found["distance"] <= ON_LINE_M) | at_node
                 keep &= on_line | (right if preferred_side == "same" else ~right)
             if keep.any():
-                return self._result(found, keep, radius, heading, rank_candidates, relaxed=False)
+                return self._result(found, keep, radius, heading, rank_candidates, relaxed=False,
+                                    street=self._street_match(found["edge"], street))
             fallback = (found, radius)
         if fallback is not None:
             found, radius = fallback
             return self._result(found, np.ones(len(found["edge"]), dtype=bool), radius, heading, rank_candidates,
-                                relaxed=True)
+                                relaxed=True, street=self._street_match(found["edge"], street))
         reach = radii[-1]
         raise Unsnappable(
             f"{where} ({lon:.6f}, {lat:.6f}) has no road the costing may use within {reach:g} m",
@@ -350,12 +358,30 @@ class Snapper:
         }
         return {k: v[ok] for k, v in out.items()}
 
+    def _street_match(self, edges: np.ndarray, street: str | None) -> np.ndarray | None:
+        """bool per candidate: its edge's name or ref matches the street hint (None without a hint)."""
+        if not street or not street.strip():
+            return None
+        from rapidfuzz import fuzz
+
+        hint = street.strip().lower()
+        g = self.graph
+        strings = g.strings
+        out = np.zeros(len(edges), dtype=bool)
+        for i, e in enumerate(edges.tolist()):  # tens of candidates at most
+            for idx in (int(g.seg_name[e >> 1]), int(g.seg_ref[e >> 1])):
+                name = strings[idx].lower()
+                if name and (hint == name or fuzz.partial_ratio(hint, name) >= 85):
+                    out[i] = True
+        return out
+
     @staticmethod
-    def _result(found, keep, radius, heading, rank, relaxed) -> Candidates:
+    def _result(found, keep, radius, heading, rank, relaxed, street=None) -> Candidates:
         f = {k: v[keep] for k, v in found.items()}
         if rank:
             hd = _angle_diff(f["bearing"], float(heading) % 360.0) if heading is not None else np.zeros(len(f["edge"]))
-            order = np.lexsort((f["edge"], hd, np.round(f["distance"], 3)))
+            miss = np.zeros(len(f["edge"])) if street is None else (~street[keep]).astype(np.float64)
+            order = np.lexsort((f["edge"], hd, np.round(f["distance"], 3), miss))
         else:
             order = np.argsort(f["edge"], kind="stable")
         return Candidates(

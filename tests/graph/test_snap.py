@@ -182,3 +182,24 @@ def test_snap_many_names_every_unsnappable_location(snapper, masks):
     with pytest.raises(InvalidRequest) as exc:
         snapper.snap_many([9.52, 9.52], [47.14, 95.0], masks["auto"], field="targets")
     assert exc.value.errors[0].field == "targets[1]"
+
+
+def test_street_hint_ranks_the_named_street_first(liechtenstein_graph, snapper, masks):
+    g = liechtenstein_graph
+    m = masks["auto"]
+    rng = np.random.default_rng(11)
+    segs = _long_segments(g, m, m, ["residential", "tertiary", "secondary"])
+    checked = 0
+    for seg in rng.permutation(segs)[:200].tolist():
+        lon, lat, _ = _mid_piece(g, seg)
+        c = snapper.snap(lon + 0.0003, lat + 0.0002, m, search_radius=100)
+        names = [g.edge_name(e) for e in c.edge]
+        if len(set(names)) < 2 or not names[-1] or names[-1] == names[0]:
+            continue
+        hinted = snapper.snap(lon + 0.0003, lat + 0.0002, m, search_radius=100, street=names[-1].upper())
+        assert g.edge_name(hinted.edge[0]) == names[-1]
+        assert set(hinted.edge) == set(c.edge)
+        checked += 1
+        if checked >= 5:
+            break
+    assert checked >= 1
