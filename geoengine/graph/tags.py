@@ -43,6 +43,7 @@ ACCESS_KEYS = {
     TAXI: ("taxi", "psv", "motorcar", "motor_vehicle", "vehicle", "access"),
 }
 GENERIC_KEYS = ("access", "vehicle")
+CONSTRUCTION_OPEN = (None, "no", "minor", "widening")
 ALLOW = {"yes", "designated", "permissive", "official", "public", "true", "1", "discouraged", "permit"}
 DESTINATION = {"destination", "delivery", "customers"}
 DENY = {"no", "private", "agricultural", "forestry", "use_sidepath", "military", "emergency", "false", "0",
@@ -296,6 +297,9 @@ def classify_way(tags: dict) -> dict | None:
             flags |= F_LINK
     else:
         return None
+    if tags.get("construction") not in CONSTRUCTION_OPEN or tags.get("impassable") == "yes" \
+            or tags.get("status") == "impassable":
+        return None  # a road under construction or declared impassable is closed to every mode
     if tags.get("area") == "yes":
         if cls_name not in ("pedestrian", "footway", "service", "living_street", "path"):
             return None
