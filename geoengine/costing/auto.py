@@ -11,6 +11,7 @@ from geoengine.costing.common import (
     EdgeView,
     finish,
     preference,
+    shortest_cost,
 )
 from geoengine.graph import tags as T
 
@@ -61,5 +62,5 @@ def costs(graph, opts):
     if opts["exclude_unpaved"]:
         allowed &= ~v.flag(T.F_UNPAVED)
     time_s = motor_time(v, opts["top_speed"])
-    cost = v.length.copy() if opts["shortest"] else motor_cost(v, time_s, opts, bit)
+    cost = shortest_cost(v, bit) if opts["shortest"] else motor_cost(v, time_s, opts, bit)
     return finish(cost, time_s, v.length, allowed)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from geoengine.costing.common import EdgeView, finish, preference
+from geoengine.costing.common import EdgeView, finish, preference, shortest_cost
 
 DESTINATION_PENALTY_S = 120.0
 from geoengine.graph import tags as T
@@ -36,7 +36,7 @@ def costs(graph, opts):
     speed = np.where(v.is_class("steps"), 2.0, speed)
     time_s = v.length / (speed / 3.6)
     if opts["shortest"]:
-        cost = v.length.copy()
+        cost = shortest_cost(v, T.BICYCLE)
     else:
         stress = np.zeros(len(v.length))
         for name, s in STRESS.items():

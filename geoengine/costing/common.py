@@ -10,6 +10,8 @@ from geoengine.graph import tags as T
 # impassable) for motor vehicles.
 MOTOR_SURFACE_SPEED = np.array([1.0, 1.0, 1.0, 0.85, 0.75, 0.6, 0.5, 0.3])
 DESTINATION_PENALTY_S = 300.0
+# With `shortest` the cost is metres; destination-only edges still must not carry through traffic.
+DESTINATION_PENALTY_M = 2000.0
 HIGHWAY_CLASSES = (T.CLASS["motorway"], T.CLASS["trunk"])
 ROAD_CLASSES = tuple(T.CLASS[c] for c in ("motorway", "trunk", "primary", "secondary", "tertiary", "unclassified",
                                           "residential", "service", "living_street", "road", "busway"))
@@ -48,6 +50,13 @@ class EdgeView:
 
     def sac(self) -> np.ndarray:
         return self.graph.edge_attr(self.graph.seg_sac)
+
+
+def shortest_cost(v: EdgeView, mode_bit: int) -> np.ndarray:
+    """Cost in metres for `shortest`: the length, plus DESTINATION_PENALTY_M on destination-only edges."""
+    cost = v.length.copy()
+    cost[(v.dest & mode_bit) != 0] += DESTINATION_PENALTY_M
+    return cost
 
 
 def finish(cost: np.ndarray, time_s: np.ndarray, length: np.ndarray, allowed: np.ndarray):

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from geoengine.costing.auto import dimension_ok, motor_cost, motor_time
-from geoengine.costing.common import EdgeView, finish
+from geoengine.costing.common import EdgeView, finish, shortest_cost
 from geoengine.graph import tags as T
 
 LIMITS = (("height", "maxheight"), ("width", "maxwidth"), ("length", "maxlength"), ("weight", "maxweight"),
@@ -17,5 +17,8 @@ def costs(graph, opts):
     if opts["hazmat"]:
         allowed &= ~v.flag(T.F_HAZMAT_NO)
     time_s = motor_time(v, opts["top_speed"])
-    cost = v.length.copy() if opts["shortest"] else motor_cost(v, time_s, opts, T.TRUCK, toll_bit=T.F_TOLL_HGV)
+    if opts["shortest"]:
+        cost = shortest_cost(v, T.TRUCK)
+    else:
+        cost = motor_cost(v, time_s, opts, T.TRUCK, toll_bit=T.F_TOLL_HGV)
     return finish(cost, time_s, v.length, allowed)

@@ -7,7 +7,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from geoengine.costing import COSTINGS, edge_costs, inactive_options, parse_costing_options, turn_penalty
+from geoengine.costing import COSTINGS, edge_costs, inactive_options, mode_of, parse_costing_options, turn_penalty
 from geoengine.graph import tags as T
 
 
@@ -137,7 +137,10 @@ def test_shortest_switches_to_distance(liechtenstein_graph, costing):
     cost, time_s, length = edge_costs(g, costing, parse_costing_options(costing, {"shortest": True}))
     ok = np.isfinite(cost)
     assert ok.sum() > 1000
-    assert np.array_equal(cost[ok], length[ok]) and np.isfinite(time_s[ok]).all()
+    dest = (np.asarray(g.edge_dest_only) & T.MODE_BITS[mode_of(costing)]) != 0
+    assert np.array_equal(cost[ok & ~dest], length[ok & ~dest]) and np.isfinite(time_s[ok]).all()
+    # destination-only edges keep a penalty (in metres) so that they carry no through traffic
+    assert np.allclose(cost[ok & dest], length[ok & dest] + 2000.0)
     assert turn_penalty(costing, parse_costing_options(costing, {"shortest": True})) is None
 
 
