@@ -143,7 +143,7 @@ def main(region="liechtenstein", pairs=200):
               f"only OSRM {(~np.isfinite(ours) & np.isfinite(theirs)).sum()}, OSRM snapped elsewhere (skipped) {snapped_elsewhere}")
         print(f"  within 1 %: {(np.abs(ratio - 1) <= 0.01).mean():.1%}   within 5 %: {(np.abs(ratio - 1) <= 0.05).mean():.1%}"
               f"   median ratio {np.median(ratio):.4f}")
-        for rel, a, b, mine, peer in sorted(worst, key=lambda x: -x[0] if np.isfinite(x[0]) else -1e9)[:5]:
+        for _rel, a, b, mine, peer in sorted(worst, key=lambda x: -x[0] if np.isfinite(x[0]) else -1e9)[:5]:
             print(f"  worst: seg {a} (way {g.seg_way[a]}) -> seg {b} (way {g.seg_way[b]}): geoengine {mine:.0f} m, OSRM {peer:.0f} m")
         print(f"  build: geoengine graph stage {t_graph:.2f} s, osrm-extract + osrm-contract {t_osrm:.2f} s "
               f"(ratio {t_graph / t_osrm:.2f}; the CH is not in the graph stage)")

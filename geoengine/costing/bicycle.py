@@ -5,9 +5,9 @@ from __future__ import annotations
 import numpy as np
 
 from geoengine.costing.common import EdgeView, finish, preference, shortest_cost
+from geoengine.graph import tags as T
 
 DESTINATION_PENALTY_S = 120.0
-from geoengine.graph import tags as T
 
 # Speed factor per surface class (unknown, paved_smooth, paved, paved_rough, compacted, gravel, dirt,
 # impassable) and bicycle type; 0 = the type cannot ride it (excluded when avoid_bad_surfaces = 1).

@@ -360,7 +360,7 @@ def _resolve_restrictions(relations, seg_way, edge_src, edge_dst, node_osm) -> d
     by_key_in: dict[tuple[int, int], list[int]] = {}
     by_key_out: dict[tuple[int, int], list[int]] = {}
     wanted_ways = set()
-    for _rid, value, _modes, members in relations:
+    for _rid, _value, _modes, members in relations:
         for mtype, ref, _role in members:
             if mtype == "w":
                 wanted_ways.add(ref)

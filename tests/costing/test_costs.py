@@ -7,7 +7,14 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from geoengine.costing import COSTINGS, edge_costs, inactive_options, mode_of, parse_costing_options, turn_penalty
+from geoengine.costing import (
+    COSTINGS,
+    edge_costs,
+    inactive_options,
+    mode_of,
+    parse_costing_options,
+    turn_penalty,
+)
 from geoengine.graph import tags as T
 
 
