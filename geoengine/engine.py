@@ -64,6 +64,34 @@ class Engine:
     def _components(self) -> dict:
         return {}
 
+    # -- road graph, costing, snapping (graph helper; the router builds on these) -------------------
+    @cached_property
+    def graph(self):
+        """The bundle's road graph (`geoengine.graph.Graph`, memory-mapped); Unavailable without it."""
+        from geoengine.graph import Graph
+
+        return Graph.open(self.require_stage("graph", "routing"))
+
+    @cached_property
+    def snapper(self):
+        """Spatial index over the graph's edges (`geoengine.routing.snap.Snapper`), built on first use."""
+        from geoengine.routing.snap import Snapper
+
+        with self._lock:
+            return Snapper(self.graph)
+
+    def costings(self) -> list[str]:
+        """Names of the costings (travel modes) the engine offers."""
+        from geoengine.costing import COSTINGS
+
+        return list(COSTINGS)
+
+    def costing_options(self, costing: str) -> dict:
+        """Option schema of one costing (body of GET /costing/options/{costing})."""
+        from geoengine.costing import costing_options_schema
+
+        return costing_options_schema(costing)
+    # -- end of road graph block --------------------------------------------------------------------
     # -- routing (router over graph + costing + contraction hierarchies) -----------------------------
     @cached_property
     def router(self):

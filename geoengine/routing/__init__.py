@@ -1,0 +1,1 @@
+"""Routing: snapping (`snap`), graph algorithms (`ch`, `dijkstra`), route and matrix services."""
