@@ -115,12 +115,13 @@ def _adj_remove(start, ln, I, F, u, x):
 
 
 @numba.njit(cache=True, nogil=True)
-def _witness(oS, oL, oI, oF, src, skip, bound, limit, ntargets, tmark, dist, stamp, cur, hk, hv, hpos):
+def _witness(oS, oL, oI, oF, src, skip, bound, limit, maxhops, hop, ntargets, tmark, dist, stamp, cur, hk, hv, hpos):
     """Dijkstra from src over the remaining graph avoiding `skip`, up to `bound` and `limit` settled
     vertices, stopping early once the `ntargets` vertices with tmark == cur are settled. Labels are left
     in dist where stamp == cur (upper bounds of real path costs)."""
     stamp[src] = cur
     dist[src] = 0.0
+    hop[src] = 0
     size = heap_push(hk, hv, hpos, 0, src, 0.0)
     settled = 0
     while size > 0:
@@ -134,6 +135,9 @@ def _witness(oS, oL, oI, oF, src, skip, bound, limit, ntargets, tmark, dist, sta
         settled += 1
         if settled > limit:
             break
+        if hop[v] >= maxhops:
+            continue
+        h1 = hop[v] + 1
         b = oS[v]
         for k in range(b, b + oL[v]):
             x = oI[k, 0]
@@ -145,15 +149,17 @@ def _witness(oS, oL, oI, oF, src, skip, bound, limit, ntargets, tmark, dist, sta
             if stamp[x] != cur:
                 stamp[x] = cur
                 dist[x] = nd
+                hop[x] = h1
                 size = heap_push(hk, hv, hpos, size, x, nd)
             elif hpos[x] >= 0 and nd < dist[x]:
                 dist[x] = nd
+                hop[x] = h1
                 heap_decrease(hk, hv, hpos, x, nd)
     return size
 
 
 @numba.njit(cache=True, nogil=True)
-def _simulate(v, oS, oL, oI, oF, iS, iL, iI, iF, level, limit, tmark, dist, stamp, ctr, hk, hv, hpos):
+def _simulate(v, oS, oL, oI, oF, iS, iL, iI, iF, level, limit, maxhops, hop, tmark, dist, stamp, ctr, hk, hv, hpos):
     """Priority of v: level + added/removed arcs + added/removed hops."""
     nin = iL[v]
     nout = oL[v]
@@ -184,7 +190,7 @@ def _simulate(v, oS, oL, oI, oF, iS, iL, iI, iF, level, limit, tmark, dist, stam
                     nt += 1
             if nt == 0:
                 continue
-            _witness(oS, oL, oI, oF, a, v, wa + maxout, limit, nt, tmark, dist, stamp, cur, hk, hv, hpos)
+            _witness(oS, oL, oI, oF, a, v, wa + maxout, limit, maxhops, hop, nt, tmark, dist, stamp, cur, hk, hv, hpos)
             for kb in range(oS[v], oS[v] + nout):
                 b = oI[kb, 0]
                 if b == a:
@@ -210,7 +216,7 @@ def _grow_out(UI, UF, cnt):
 
 
 @numba.njit(cache=True, nogil=True)
-def _contract_kernel(n, offsets, targets, weights, secondary, sim_limit, limit):
+def _contract_kernel(n, offsets, targets, weights, secondary, sim_limit, limit, update_nbrs, sim_hops, hops_limit):
     m = targets.shape[0]
     # pools: out lists and in lists
     P = 2 * m + 8 * n + 16
@@ -253,6 +259,7 @@ def _contract_kernel(n, offsets, targets, weights, secondary, sim_limit, limit):
     level = np.zeros(n, np.int64)
     tmark = np.zeros(n, np.int64)
     dist = np.zeros(n, np.float64)
+    hop = np.zeros(n, np.int64)
     stamp = np.zeros(n, np.int64)
     ctr = np.zeros(1, np.int64)
     whk = np.empty(n, np.float64)
@@ -264,7 +271,8 @@ def _contract_kernel(n, offsets, targets, weights, secondary, sim_limit, limit):
     qpos = np.full(n, -1, np.int64)
     qsize = 0
     for v in range(n):
-        p = _simulate(v, oS, oL, oI, oF, iS, iL, iI, iF, level, sim_limit, tmark, dist, stamp, ctr, whk, whv, whpos)
+        p = _simulate(v, oS, oL, oI, oF, iS, iL, iI, iF, level, sim_limit, sim_hops, hop, tmark, dist, stamp, ctr, whk, whv,
+                          whpos)
         qsize = heap_push(qk, qv, qpos, qsize, v, p)
 
     rank = np.full(n, -1, np.int64)
@@ -281,7 +289,8 @@ def _contract_kernel(n, offsets, targets, weights, secondary, sim_limit, limit):
     nbr_seen = np.full(n, -1, np.int64)
     while qsize > 0:
         v = qv[0]
-        p = _simulate(v, oS, oL, oI, oF, iS, iL, iI, iF, level, sim_limit, tmark, dist, stamp, ctr, whk, whv, whpos)
+        p = _simulate(v, oS, oL, oI, oF, iS, iL, iI, iF, level, sim_limit, sim_hops, hop, tmark, dist, stamp, ctr, whk, whv,
+                          whpos)
         if p > qk[0]:
             heap_update(qk, qv, qpos, qsize, v, p)
             if qv[0] != v:
@@ -339,7 +348,8 @@ def _contract_kernel(n, offsets, targets, weights, secondary, sim_limit, limit):
                         nt += 1
                 if nt == 0:
                     continue
-                _witness(oS, oL, oI, oF, a, v, wa + maxout, limit, nt, tmark, dist, stamp, cur, whk, whv, whpos)
+                _witness(oS, oL, oI, oF, a, v, wa + maxout, limit, hops_limit, hop, nt, tmark, dist, stamp, cur, whk,
+                         whv, whpos)
                 for ib in range(nout):
                     kb = oS[v] + ib
                     b = oI[kb, 0]
@@ -367,15 +377,17 @@ def _contract_kernel(n, offsets, targets, weights, secondary, sim_limit, limit):
                     level[x] = level[v] + 1
         for k in range(oS[v], oS[v] + oL[v]):
             x = oI[k, 0]
-            if nbr_seen[x] == v:
+            if update_nbrs and nbr_seen[x] == v:
                 nbr_seen[x] = n + v  # visited once
-                p = _simulate(x, oS, oL, oI, oF, iS, iL, iI, iF, level, sim_limit, tmark, dist, stamp, ctr, whk, whv, whpos)
+                p = _simulate(x, oS, oL, oI, oF, iS, iL, iI, iF, level, sim_limit, sim_hops, hop, tmark, dist, stamp, ctr, whk, whv,
+                          whpos)
                 heap_update(qk, qv, qpos, qsize, x, p)
         for k in range(iS[v], iS[v] + iL[v]):
             x = iI[k, 0]
-            if nbr_seen[x] == v:
+            if update_nbrs and nbr_seen[x] == v:
                 nbr_seen[x] = n + v
-                p = _simulate(x, oS, oL, oI, oF, iS, iL, iI, iF, level, sim_limit, tmark, dist, stamp, ctr, whk, whv, whpos)
+                p = _simulate(x, oS, oL, oI, oF, iS, iL, iI, iF, level, sim_limit, sim_hops, hop, tmark, dist, stamp, ctr, whk, whv,
+                          whpos)
                 heap_update(qk, qv, qpos, qsize, x, p)
         oL[v] = 0
         iL[v] = 0
@@ -812,10 +824,16 @@ class ContractionHierarchy:
 
     # -- build -------------------------------------------------------------------------------------
     @classmethod
-    def build(cls, n, offsets, targets, weights, secondary=None, *, witness_limit=200, sim_witness_limit=60):
-        """Contract the CSR graph. `witness_limit` and `sim_witness_limit` cap the settled vertices of a
-        witness search during contraction and during priority simulation (larger: fewer shortcuts,
-        slower build)."""
+    def build(cls, n, offsets, targets, weights, secondary=None, *, witness_limit=200, sim_witness_limit=60,
+              update_neighbours=True, sim_hops=16, witness_hops=64):
+        """Contract the CSR graph.
+
+        `witness_limit`/`witness_hops` cap the settled vertices and the arcs per path of a witness search
+        when a vertex is contracted, `sim_witness_limit`/`sim_hops` the same while its priority is
+        simulated (larger: fewer shortcuts, slower build; a search that stops early only adds a
+        superfluous shortcut, never a wrong distance). `update_neighbours` re-simulates the neighbours of
+        each contracted vertex (otherwise only the lazy re-evaluation of the queue's top corrects
+        priorities)."""
         import time
 
         offsets = np.ascontiguousarray(offsets, dtype=np.int64)
@@ -834,7 +852,8 @@ class ContractionHierarchy:
             raise ValueError("weights must be finite and >= 0")
         t0 = time.perf_counter()
         rank, order, up_off, UI, UF, dn_off, DI, DF = _contract_kernel(
-            n, offsets, targets, weights, secondary, sim_witness_limit, witness_limit)
+            n, offsets, targets, weights, secondary, sim_witness_limit, witness_limit, bool(update_neighbours),
+            sim_hops, witness_hops)
         up_tgt, up_row, dn_tgt, dn_row = _finish(n, rank, up_off, UI, dn_off, DI)
         arrays = dict(
             rank=rank.astype(np.int32), order=order.astype(np.int32),
@@ -855,6 +874,7 @@ class ContractionHierarchy:
             "shortcuts": int((arrays["up_mid"] >= 0).sum() + (arrays["dn_mid"] >= 0).sum()),
             "build_seconds": round(time.perf_counter() - t0, 3),
             "witness_limit": witness_limit, "sim_witness_limit": sim_witness_limit,
+            "witness_hops": witness_hops, "sim_hops": sim_hops, "update_neighbours": bool(update_neighbours),
         }
         return cls(n, arrays, info)
 
