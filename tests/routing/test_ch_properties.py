@@ -179,3 +179,24 @@ def test_bad_inputs():
         ch.table(np.array([0]), np.array([-1]))
     with pytest.raises(ValueError, match="out of range"):
         dijkstra(Graph(2, offsets, targets, np.array([1.0])), 0, 7)
+
+
+def test_concurrent_queries_use_separate_workspaces():
+    """Kernels release the GIL and each thread has its own workspace: answers do not mix."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    rng = np.random.default_rng(3)
+    n = 400
+    u = rng.integers(0, n, 1600)
+    v = rng.integers(0, n, 1600)
+    w = rng.integers(1, 50, 1600).astype(float)
+    order = np.argsort(u, kind="stable")
+    offsets = np.cumsum(np.concatenate([[0], np.bincount(u, minlength=n)]))
+    ch = ContractionHierarchy.build(n, offsets, v[order].astype(np.int32), w[order], w[order])
+    pairs = rng.integers(0, n, (300, 2))
+    expect = [ch.query(int(a), int(b)).primary for a, b in pairs]
+    with ThreadPoolExecutor(4) as ex:
+        got = list(ex.map(lambda p: ch.query(int(p[0]), int(p[1])).primary, pairs))
+    assert got == expect
+    D = np.array(expect)
+    assert np.isfinite(D).sum() > 200
