@@ -818,7 +818,7 @@ class ContractionHierarchy:
     def __init__(self, n: int, arrays: dict[str, np.ndarray], info: dict | None = None):
         self.n = int(n)
         for name in _ARRAYS:
-            setattr(self, name, arrays[name])
+            setattr(self, name, _readonly(arrays[name]))
         self.info = dict(info or {})
         self._local = threading.local()
 
@@ -1009,6 +1009,14 @@ class ContractionHierarchy:
             z = np.zeros(v.shape[0])
             return v, z, z.copy(), np.arange(v.shape[0] + 1, dtype=np.int64)
         return flatten_locations(list(locs), self.n)
+
+
+def _readonly(a):
+    """A read-only view: built and memory-mapped hierarchies then share one compiled specialisation of
+    every kernel (Numba types read-only arrays separately)."""
+    v = np.asanyarray(a).view()
+    v.flags.writeable = False
+    return v
 
 
 def _pick(ranks, offs, r, label):

@@ -19,7 +19,7 @@ import numba
 import numpy as np
 
 from geoengine.routing._heap import heap_decrease, heap_pop, heap_push
-from geoengine.routing.ch import Route, _as_locations
+from geoengine.routing.ch import Route, _as_locations, _readonly
 
 INF = np.inf
 
@@ -300,6 +300,8 @@ class Graph:
             raise ValueError("weights and secondary must have the shape of targets")
         if self.weights.size and not (np.all(np.isfinite(self.weights)) and self.weights.min() >= 0):
             raise ValueError("weights must be finite and >= 0")
+        for name in ("offsets", "targets", "weights", "secondary"):
+            setattr(self, name, _readonly(getattr(self, name)))
         self._rev = None
         self._local = threading.local()
 
@@ -313,7 +315,7 @@ class Graph:
     def reverse(self):
         """(tails int32[m], reverse offsets int64[n+1], arc ids int64[m] grouped by head)."""
         if self._rev is None:
-            self._rev = _reverse_csr(self.n, self.offsets, self.targets)
+            self._rev = tuple(_readonly(a) for a in _reverse_csr(self.n, self.offsets, self.targets))
         return self._rev
 
     def _ws(self):
@@ -381,8 +383,7 @@ def one_to_all(graph: Graph, sources, source_offsets=None, source_offsets2=None,
     if reverse:
         tails, roff, rarc = graph.reverse
         tg, w, s2 = tails[rarc], graph.weights[rarc], graph.secondary[rarc]
-        return _bounded(roff, np.ascontiguousarray(tg), np.ascontiguousarray(w), np.ascontiguousarray(s2), sv, so, so2,
-                        float(limit), graph.n)
+        return _bounded(roff, _readonly(tg), _readonly(w), _readonly(s2), sv, so, so2, float(limit), graph.n)
     return _bounded(graph.offsets, graph.targets, graph.weights, graph.secondary, sv, so, so2, float(limit), graph.n)
 
 
