@@ -41,7 +41,7 @@ def run_osrm(pbf, work, d, out):
     lon, lat = d["lon"], d["lat"]
     times = []
     durs = []
-    for a, b in zip(pa, pb):
+    for a, b in zip(pa, pb, strict=True):
         p = osrm.RouteParameters(coordinates=[(float(lon[a]), float(lat[a])), (float(lon[b]), float(lat[b]))],
                                  overview="false")
         t = time.perf_counter()
@@ -81,7 +81,7 @@ def run_pandana(d, out):
     out["pandana_build_s"] = time.perf_counter() - t0
     pa, pb = d["pair_a"], d["pair_b"]
     times = []
-    for a, b in zip(pa[:300], pb[:300]):
+    for a, b in zip(pa[:300], pb[:300], strict=True):
         t = time.perf_counter()
         net.shortest_path_length(int(a), int(b))
         times.append(time.perf_counter() - t)

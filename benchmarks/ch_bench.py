@@ -91,7 +91,7 @@ def bench_region(name, args):
     # geoengine route (with path unpacking)
     lat = []
     ge = np.empty(args.pairs)
-    for i, (a, b) in enumerate(zip(pa, pb)):
+    for i, (a, b) in enumerate(zip(pa, pb, strict=True)):
         (sv, so), _ = cand(a)
         _, (tv, to) = cand(b)
         t = time.perf_counter()
@@ -102,7 +102,7 @@ def bench_region(name, args):
     res["ge_route_p90_ms"] = float(np.percentile(lat, 90)) * 1e3
     # kernel-only latency (no Python argument handling): path=False
     lat2 = []
-    for a, b in zip(pa[:300], pb[:300]):
+    for a, b in zip(pa[:300], pb[:300], strict=True):
         (sv, so), _ = cand(a)
         _, (tv, to) = cand(b)
         t = time.perf_counter()
@@ -126,7 +126,7 @@ def bench_region(name, args):
     M = osm_graph.to_scipy(g.n, g.offsets, g.targets, g.seconds)
     lat = []
     sc = np.empty(min(args.pairs, 100))
-    for i, (a, b) in enumerate(zip(pa[:100], pb[:100])):
+    for i, (a, b) in enumerate(zip(pa[:100], pb[:100], strict=True)):
         t = time.perf_counter()
         d = sdij(M, indices=int(a))
         sc[i] = d[b]
@@ -150,9 +150,9 @@ def bench_region(name, args):
 
         G = nx.DiGraph()
         u = np.repeat(np.arange(g.n), np.diff(g.offsets))
-        G.add_weighted_edges_from(zip(u.tolist(), g.targets.tolist(), g.seconds.tolist()))
+        G.add_weighted_edges_from(zip(u.tolist(), g.targets.tolist(), g.seconds.tolist(), strict=True))
         lat = []
-        for a, b in zip(pa[:60], pb[:60]):
+        for a, b in zip(pa[:60], pb[:60], strict=True):
             t = time.perf_counter()
             try:
                 nx.shortest_path(G, int(a), int(b), weight="weight")

@@ -49,68 +49,68 @@ _I_COLS = 5
 
 
 @numba.njit(cache=True, nogil=True)
-def _adj_find(start, ln, I, u, x):
+def _adj_find(start, ln, pi, u, x):
     b = start[u]
     for k in range(b, b + ln[u]):
-        if I[k, 0] == x:
+        if pi[k, 0] == x:
             return k
     return -1
 
 
 @numba.njit(cache=True, nogil=True)
-def _adj_set(start, ln, cap, I, F, top, u, x, w, s, mid, c1, c2, hops):
-    """Insert arc u->x into u's list, or improve the existing one. Returns (I, F, top)."""
-    k = _adj_find(start, ln, I, u, x)
+def _adj_set(start, ln, cap, pi, pf, top, u, x, w, s, mid, c1, c2, hops):
+    """Insert arc u->x into u's list, or improve the existing one. Returns (pi, pf, top)."""
+    k = _adj_find(start, ln, pi, u, x)
     if k >= 0:
-        if w < F[k, 0] or (w == F[k, 0] and s < F[k, 1]):
-            F[k, 0] = w
-            F[k, 1] = s
-            I[k, 1] = mid
-            I[k, 2] = c1
-            I[k, 3] = c2
-            I[k, 4] = hops
-        return I, F, top
+        if w < pf[k, 0] or (w == pf[k, 0] and s < pf[k, 1]):
+            pf[k, 0] = w
+            pf[k, 1] = s
+            pi[k, 1] = mid
+            pi[k, 2] = c1
+            pi[k, 3] = c2
+            pi[k, 4] = hops
+        return pi, pf, top
     if ln[u] == cap[u]:
         newcap = max(4, 2 * cap[u])
-        if top + newcap > I.shape[0]:
-            size = max(2 * I.shape[0], top + newcap)
-            I2 = np.empty((size, _I_COLS), np.int64)
-            F2 = np.empty((size, 2), np.float64)
-            I2[:top] = I[:top]
-            F2[:top] = F[:top]
-            I = I2
-            F = F2
+        if top + newcap > pi.shape[0]:
+            size = max(2 * pi.shape[0], top + newcap)
+            pi2 = np.empty((size, _I_COLS), np.int64)
+            pf2 = np.empty((size, 2), np.float64)
+            pi2[:top] = pi[:top]
+            pf2[:top] = pf[:top]
+            pi = pi2
+            pf = pf2
         b = start[u]
         for t in range(ln[u]):
             for c in range(_I_COLS):
-                I[top + t, c] = I[b + t, c]
-            F[top + t, 0] = F[b + t, 0]
-            F[top + t, 1] = F[b + t, 1]
+                pi[top + t, c] = pi[b + t, c]
+            pf[top + t, 0] = pf[b + t, 0]
+            pf[top + t, 1] = pf[b + t, 1]
         start[u] = top
         cap[u] = newcap
         top += newcap
     k = start[u] + ln[u]
     ln[u] += 1
-    I[k, 0] = x
-    I[k, 1] = mid
-    I[k, 2] = c1
-    I[k, 3] = c2
-    I[k, 4] = hops
-    F[k, 0] = w
-    F[k, 1] = s
-    return I, F, top
+    pi[k, 0] = x
+    pi[k, 1] = mid
+    pi[k, 2] = c1
+    pi[k, 3] = c2
+    pi[k, 4] = hops
+    pf[k, 0] = w
+    pf[k, 1] = s
+    return pi, pf, top
 
 
 @numba.njit(cache=True, nogil=True)
-def _adj_remove(start, ln, I, F, u, x):
-    k = _adj_find(start, ln, I, u, x)
+def _adj_remove(start, ln, pi, pf, u, x):
+    k = _adj_find(start, ln, pi, u, x)
     if k < 0:
         return
     last = start[u] + ln[u] - 1
     for c in range(_I_COLS):
-        I[k, c] = I[last, c]
-    F[k, 0] = F[last, 0]
-    F[k, 1] = F[last, 1]
+        pi[k, c] = pi[last, c]
+    pf[k, 0] = pf[last, 0]
+    pf[k, 1] = pf[last, 1]
     ln[u] -= 1
 
 
@@ -893,7 +893,7 @@ class ContractionHierarchy:
         return names
 
     @classmethod
-    def load(cls, directory, mmap: bool = True) -> "ContractionHierarchy":
+    def load(cls, directory, mmap: bool = True) -> ContractionHierarchy:
         d = Path(directory)
         meta = json.loads((d / "ch.json").read_text())
         if meta.get("format_version") != FORMAT_VERSION:
@@ -916,6 +916,14 @@ class ContractionHierarchy:
             ws = (side(), side(), np.zeros(1, np.int64))
             self._local.ws = ws
         return ws
+
+    def warmup(self) -> None:
+        """Load every query kernel from Numba's cache now (about half a second once per process) instead
+        of on the first request; safe to run in a background thread."""
+        if self.n:
+            self.query(0, 0, force_loop=False)
+            self.query(0, 0, force_loop=True)
+            self.table(np.array([0]), np.array([0]))
 
     # -- queries -----------------------------------------------------------------------------------
     def query(self, sources, targets, source_offsets=None, target_offsets=None, source_offsets2=None,

@@ -305,7 +305,7 @@ class Graph:
         self._rev = None
         self._local = threading.local()
 
-    def with_weights(self, weights, secondary=None) -> "Graph":
+    def with_weights(self, weights, secondary=None) -> Graph:
         """Same topology, other metric (an option-weighted costing); shares the reverse index."""
         g = Graph(self.n, self.offsets, self.targets, weights, self.secondary if secondary is None else secondary)
         g._rev = self._rev
@@ -317,6 +317,14 @@ class Graph:
         if self._rev is None:
             self._rev = tuple(_readonly(a) for a in _reverse_csr(self.n, self.offsets, self.targets))
         return self._rev
+
+    def warmup(self) -> None:
+        """Load the search kernels from Numba's cache now rather than on the first request."""
+        if self.n:
+            dijkstra(self, 0, 0)
+            bidirectional_dijkstra(self, 0, 0)
+            one_to_all(self, 0, limit=0.0)
+            one_to_all(self, 0, limit=0.0, reverse=True)
 
     def _ws(self):
         ws = getattr(self._local, "ws", None)

@@ -8,11 +8,10 @@ import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from osm_graph import to_scipy
 from scipy.sparse.csgraph import dijkstra as scipy_dijkstra
 
 from geoengine.routing import ContractionHierarchy, Graph, bidirectional_dijkstra, dijkstra, one_to_all
-
-from osm_graph import to_scipy
 
 SETTINGS = dict(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 
@@ -40,7 +39,7 @@ def arc_cost(offsets, targets, weights, a, b):
 
 def check_path(graph, path, src_set, tgt_set, primary, src_off, tgt_off):
     assert path[0] in src_set and path[-1] in tgt_set
-    total = sum(arc_cost(graph[1], graph[2], graph[3], a, b) for a, b in zip(path[:-1], path[1:]))
+    total = sum(arc_cost(graph[1], graph[2], graph[3], a, b) for a, b in zip(path[:-1], path[1:], strict=True))
     assert total + src_off + tgt_off == pytest.approx(primary)
 
 
@@ -66,7 +65,7 @@ def test_ch_query_and_table_equal_scipy(graph, data):
                 # the secondary metric is the sum along the returned path of the arcs taken (among parallel
                 # arcs of equal primary weight any one may be taken)
                 lo = hi = 0.0
-                for x, y in zip(r.path[:-1], r.path[1:]):
+                for x, y in zip(r.path[:-1], r.path[1:], strict=True):
                     ks = [k for k in range(offsets[x], offsets[x + 1]) if targets[k] == y]
                     best_w = min(w[k] for k in ks)
                     opts = [s[k] for k in ks if w[k] == best_w]
@@ -200,3 +199,17 @@ def test_concurrent_queries_use_separate_workspaces():
     assert got == expect
     D = np.array(expect)
     assert np.isfinite(D).sum() > 200
+
+
+def test_warmup_and_trivial_queries_on_tiny_graphs():
+    ch = ContractionHierarchy.build(1, np.array([0, 0]), np.array([], np.int32), np.array([]))
+    ch.warmup()
+    assert ch.query(0, 0).primary == 0.0 and ch.query(0, 0, force_loop=True).primary == np.inf
+    T, S = ch.table(np.array([0, 0]), np.array([0]))
+    assert T.tolist() == [[0.0], [0.0]] and S.tolist() == [[0.0], [0.0]]
+    g = Graph(1, np.array([0, 0]), np.array([], np.int32), np.array([]))
+    g.warmup()
+    assert one_to_all(g, 0)[0].tolist() == [0.0]
+    empty = ContractionHierarchy.build(0, np.array([0]), np.array([], np.int32), np.array([]))
+    empty.warmup()
+    assert empty.table([], []) [0].shape == (0, 0)

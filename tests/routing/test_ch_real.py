@@ -4,12 +4,11 @@ sample extracts (Andorra, Liechtenstein), node-based and turn-expanded (edge-bas
 from __future__ import annotations
 
 import numpy as np
+import osm_graph
 import pytest
 from scipy.sparse.csgraph import dijkstra as scipy_dijkstra
 
 from geoengine.routing import ContractionHierarchy, Graph, bidirectional_dijkstra, dijkstra, one_to_all
-
-import osm_graph
 
 EXTRACTS = {
     "andorra": "andorra/andorra.osm.pbf",
@@ -53,7 +52,7 @@ def test_random_pairs_match_scipy(road):
                 assert p[0] == a and p[-1] == b
                 # every consecutive pair is an arc; the cheapest such arcs sum to both totals
                 prim = sec = 0.0
-                for x, y in zip(p[:-1], p[1:]):
+                for x, y in zip(p[:-1], p[1:], strict=True):
                     ks = np.arange(offsets[x], offsets[x + 1])[targets[offsets[x]:offsets[x + 1]] == y]
                     assert ks.size, f"{x}->{y} is not an arc"
                     k = ks[np.argmin(w[ks])]
