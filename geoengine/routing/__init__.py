@@ -3,7 +3,7 @@ routing runs on the edge-based, turn-expanded graph whose vertices are directed 
 
 - `ContractionHierarchy` (ch.py): contraction, bidirectional point-to-point, bucket many-to-many table,
   path unpacking, save/load as .npy.
-- `Graph`, `dijkstra`, `bidirectional_dijkstra`, `one_to_all` (dijkstra.py): exact searches over the
+- `Graph`, `dijkstra`, `bidirectional_dijkstra`, `one_to_all`, `dijkstra_table` (dijkstra.py): exact searches over the
   original graph (option-weighted fallback, isochrones).
 
 See docs/routing-algorithms.md.
@@ -11,6 +11,7 @@ See docs/routing-algorithms.md.
 
 from geoengine.routing.ch import ContractionHierarchy, Route, flatten_locations
 from geoengine.routing.dijkstra import Graph, bidirectional_dijkstra, dijkstra, one_to_all
+from geoengine.routing.dijkstra import table as dijkstra_table
 
 __all__ = [
     "ContractionHierarchy",
@@ -20,4 +21,5 @@ __all__ = [
     "dijkstra",
     "bidirectional_dijkstra",
     "one_to_all",
+    "dijkstra_table",
 ]

@@ -4,6 +4,7 @@ bounded one-to-all search behind isochrones.
 - `Graph`: the CSR arrays plus (lazily) arc tails and the reverse CSR.
 - `dijkstra(graph, sources, targets, ...)`: unidirectional multi-source/multi-target search with offsets.
 - `bidirectional_dijkstra(graph, ...)`: the same answer, meeting in the middle (fewer settled vertices).
+- `table(graph, sources, targets)`: exact many-to-many (option-weighted matrices).
 - `one_to_all(graph, sources, ..., limit=...)`: per-vertex primary/secondary labels, inf beyond the limit;
   `reverse=True` gives costs TO the sources instead of from them.
 
@@ -19,7 +20,7 @@ import numba
 import numpy as np
 
 from geoengine.routing._heap import heap_decrease, heap_pop, heap_push
-from geoengine.routing.ch import Route, _as_locations, _readonly
+from geoengine.routing.ch import Route, _as_locations, _readonly, flatten_locations
 
 INF = np.inf
 
@@ -180,6 +181,68 @@ def _bi(offsets, targets, weights, secondary, roff, rarc, tails, sv, so, so2, tv
                     bp[x] = k
                     heap_decrease(bhk, bhv, bhp, x, nd)
     return best, best2, mu, marc
+
+
+@numba.njit(cache=True, nogil=True)
+def _table_kernel(n, offsets, targets, weights, secondary, sv, so, so2, sptr, tv, to, to2, tptr):
+    """One multi-source Dijkstra per source location, stopping once every target candidate is settled."""
+    ns = sptr.shape[0] - 1
+    nt = tptr.shape[0] - 1
+    D = np.full((ns, nt), INF)
+    S = np.full((ns, nt), INF)
+    # target candidates grouped by vertex
+    tj = np.empty(tv.shape[0], np.int64)
+    for j in range(nt):
+        for q in range(tptr[j], tptr[j + 1]):
+            tj[q] = j
+    order = np.argsort(tv, kind="mergesort")
+    voff = np.zeros(n + 1, np.int64)
+    for q in range(tv.shape[0]):
+        voff[tv[q] + 1] += 1
+    for v in range(n):
+        voff[v + 1] += voff[v]
+    ndistinct = 0
+    for v in range(n):
+        if voff[v + 1] > voff[v]:
+            ndistinct += 1
+    dist = np.zeros(n)
+    sec = np.zeros(n)
+    par = np.full(n, -1, np.int64)
+    stamp = np.zeros(n, np.int64)
+    hk = np.empty(max(n, 1))
+    hv = np.empty(max(n, 1), np.int32)
+    hpos = np.full(n, -1, np.int64)
+    for i in range(ns):
+        size = _init(sv[sptr[i]:sptr[i + 1]], so[sptr[i]:sptr[i + 1]], so2[sptr[i]:sptr[i + 1]], dist, sec, par,
+                     stamp, i + 1, hk, hv, hpos)
+        left = ndistinct
+        while size > 0 and left > 0:
+            v, d, size = heap_pop(hk, hv, hpos, size)
+            if voff[v + 1] > voff[v]:
+                left -= 1
+                for q in range(voff[v], voff[v + 1]):
+                    e = order[q]
+                    j = tj[e]
+                    c = d + to[e]
+                    if c < D[i, j]:
+                        D[i, j] = c
+                        S[i, j] = sec[v] + to2[e]
+            s0 = sec[v]
+            for k in range(offsets[v], offsets[v + 1]):
+                x = targets[k]
+                if x == v:
+                    continue
+                nd = d + weights[k]
+                if stamp[x] != i + 1:
+                    stamp[x] = i + 1
+                    dist[x] = nd
+                    sec[x] = s0 + secondary[k]
+                    size = heap_push(hk, hv, hpos, size, x, nd)
+                elif hpos[x] >= 0 and nd < dist[x]:
+                    dist[x] = nd
+                    sec[x] = s0 + secondary[k]
+                    heap_decrease(hk, hv, hpos, x, nd)
+    return D, S
 
 
 @numba.njit(cache=True, nogil=True)
@@ -382,6 +445,22 @@ def bidirectional_dijkstra(graph: Graph, sources, targets, source_offsets=None, 
     path = np.concatenate([front, back]) if marc >= 0 else np.concatenate([front, back[1:]])
     return Route(float(best), float(best2), path, _pick(sv, so, path[0], f[0][path[0]]),
                  _pick(tv, to, path[-1], b[0][path[-1]]))
+
+
+def table(graph: Graph, sources, targets):
+    """Exact many-to-many on the original graph (the fallback for option-weighted matrices): one
+    Dijkstra per source location that stops once every target candidate is settled. Locations as in
+    `ContractionHierarchy.table`; returns (primary, secondary) float64 matrices, inf where no path."""
+    sv, so, so2, sp = _flat(graph, sources)
+    tv, to, to2, tp = _flat(graph, targets)
+    return _table_kernel(graph.n, graph.offsets, graph.targets, graph.weights, graph.secondary, sv, so, so2, sp, tv,
+                         to, to2, tp)
+
+
+def _flat(graph, locs):
+    if isinstance(locs, np.ndarray) and locs.ndim == 1 and np.issubdtype(locs.dtype, np.integer):
+        locs = [int(v) for v in locs]
+    return flatten_locations(list(locs), graph.n)
 
 
 def one_to_all(graph: Graph, sources, source_offsets=None, source_offsets2=None, *, limit=INF, reverse=False):

@@ -11,7 +11,14 @@ from hypothesis import strategies as st
 from osm_graph import to_scipy
 from scipy.sparse.csgraph import dijkstra as scipy_dijkstra
 
-from geoengine.routing import ContractionHierarchy, Graph, bidirectional_dijkstra, dijkstra, one_to_all
+from geoengine.routing import (
+    ContractionHierarchy,
+    Graph,
+    bidirectional_dijkstra,
+    dijkstra,
+    dijkstra_table,
+    one_to_all,
+)
 
 SETTINGS = dict(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 
@@ -79,6 +86,9 @@ def test_ch_query_and_table_equal_scipy(graph, data):
     assert T.shape == (len(src), len(tgt))
     np.testing.assert_allclose(T, D[np.ix_(src, tgt)], atol=1e-6)
     assert np.array_equal(np.isinf(S), np.isinf(T))
+    T2, S2 = dijkstra_table(g, src, tgt)
+    np.testing.assert_allclose(T2, T, atol=1e-6)
+    assert np.array_equal(np.isinf(S2), np.isinf(T))
 
 
 @settings(**SETTINGS)
@@ -102,9 +112,13 @@ def test_multi_candidate_offsets(graph, data):
             assert sv[r.source_index] == r.path[0] and tv[r.target_index] == r.path[-1]
             check_path(graph, list(r.path), set(sv), set(tv), r.primary, so[r.source_index], to[r.target_index])
     # the table with the same candidates as one location each
-    T, _ = ch.table([(sv, so)], [(tv, to), (tv[:1], to[:1])])
-    assert T[0, 0] == pytest.approx(expect, abs=1e-6)
-    assert T[0, 1] == pytest.approx(np.min(so + D[sv, tv[0]] + to[0]), abs=1e-6)
+    empty = (np.array([], np.int64), np.array([]))
+    for T, _ in (ch.table([(sv, so), empty], [(tv, to), (tv[:1], to[:1]), empty]),
+                 dijkstra_table(g, [(sv, so), empty], [(tv, to), (tv[:1], to[:1]), empty])):
+        assert T[0, 0] == pytest.approx(expect, abs=1e-6)
+        assert T[0, 1] == pytest.approx(np.min(so + D[sv, tv[0]] + to[0]), abs=1e-6)
+        # a location without candidates (nothing snapped) gives an inf row / column
+        assert np.isinf(T[1]).all() and np.isinf(T[:, 2]).all()
 
 
 @settings(**SETTINGS)

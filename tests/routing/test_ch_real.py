@@ -8,7 +8,14 @@ import osm_graph
 import pytest
 from scipy.sparse.csgraph import dijkstra as scipy_dijkstra
 
-from geoengine.routing import ContractionHierarchy, Graph, bidirectional_dijkstra, dijkstra, one_to_all
+from geoengine.routing import (
+    ContractionHierarchy,
+    Graph,
+    bidirectional_dijkstra,
+    dijkstra,
+    dijkstra_table,
+    one_to_all,
+)
 
 EXTRACTS = {
     "andorra": "andorra/andorra.osm.pbf",
@@ -74,6 +81,9 @@ def test_table_matches_scipy(road):
     D = scipy_dijkstra(osm_graph.to_scipy(n, offsets, targets, w), indices=src)[:, tgt]
     T, S = ch.table(src, tgt)
     np.testing.assert_allclose(T, D, rtol=1e-9, atol=1e-6)
+    T2, S2 = dijkstra_table(Graph(n, offsets, targets, w, s), src[:4], tgt)
+    np.testing.assert_allclose(T2, D[:4], rtol=1e-9, atol=1e-6)
+    np.testing.assert_allclose(S2, S[:4], rtol=1e-6)
     assert np.isfinite(T).sum() > 100
     # secondary (metres) of a cell equals the one of the point-to-point route
     i, j = np.argwhere(np.isfinite(T))[3]
