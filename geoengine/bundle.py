@@ -21,6 +21,7 @@ FORMAT_VERSION = 1
 STAGE_VERSIONS: dict[str, int] = {
     "source": 1,
     "graph": 1,
+    "routing": 1,
 }
 
 

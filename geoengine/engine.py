@@ -22,7 +22,7 @@ class Engine:
         self.bundle = bundle
         self.settings = settings or Settings.from_env()
         self.started = time.monotonic()
-        self._lock = threading.Lock()
+        self._lock = threading.RLock()
 
     @classmethod
     def open(cls, path: str | Path, settings: Settings | None = None) -> Engine:
