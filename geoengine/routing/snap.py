@@ -49,6 +49,14 @@ class Candidates:
         return {"edge": int(self.edge[0]), "fraction": float(self.fraction[0]), "lon": float(self.lon[0]),
                 "lat": float(self.lat[0]), "distance": float(self.distance[0])}
 
+    def remaining(self, edge_metric: np.ndarray) -> np.ndarray:
+        """Per candidate, the part of `edge_metric[edge]` (cost, time or length) from the snapped point
+        to the edge's end: `(1 - fraction) * edge_metric[edge]`. As a source this is the initial
+        distance of vertex `edge` in the turn graph; as a target, subtract it from the distance the
+        turn graph reports for vertex `edge` (which includes the whole edge). Source and target on the
+        same edge with fraction_t >= fraction_s: `(fraction_t - fraction_s) * edge_metric[edge]`."""
+        return (1.0 - self.fraction) * np.asarray(edge_metric)[self.edge]
+
 
 @dataclass(frozen=True)
 class CandidateSet:

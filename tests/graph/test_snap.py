@@ -203,3 +203,28 @@ def test_street_hint_ranks_the_named_street_first(liechtenstein_graph, snapper, 
         if checked >= 5:
             break
     assert checked >= 1
+
+
+def test_remaining_part_gives_route_lengths(liechtenstein_graph, snapper, masks):
+    """Length between two snapped points along the edge-based graph = remaining(source) + Dijkstra
+    over arcs - remaining(target); checked against the straight shape length on one edge pair."""
+    import scipy.sparse as sp
+    from scipy.sparse.csgraph import dijkstra
+
+    from geoengine.graph import turn_graph
+
+    g = liechtenstein_graph
+    cost, _t, length = edge_costs(g, "pedestrian")
+    o, t, _w, sec = turn_graph(g, cost, length, mode="pedestrian")
+    m = sp.csr_matrix((sec + 1e-9, t, o), shape=(g.n_edges, g.n_edges))
+    seg = int(_long_segments(g, masks["pedestrian"], masks["pedestrian"], ["residential"])[2])
+    lon, lat, _ = _mid_piece(g, seg)
+    src = snapper.snap(lon, lat, masks["pedestrian"], search_radius=5)
+    e = 2 * seg
+    i = int(np.flatnonzero(src.edge == e)[0])
+    start = src.remaining(length)[i]
+    assert start == pytest.approx((1 - src.fraction[i]) * g.seg_length[seg])
+    # to the far end of the next edge: the whole next edge is covered
+    nxt = int(t[o[e]])
+    d = dijkstra(m, indices=[e])[0]
+    assert start + d[nxt] == pytest.approx(start + g.edge_length[nxt], rel=1e-9)
