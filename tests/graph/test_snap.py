@@ -228,3 +228,49 @@ def test_remaining_part_gives_route_lengths(liechtenstein_graph, snapper, masks)
     nxt = int(t[o[e]])
     d = dijkstra(m, indices=[e])[0]
     assert start + d[nxt] == pytest.approx(start + g.edge_length[nxt], rel=1e-9)
+
+
+def test_component_mask_prefers_the_connected_network(liechtenstein_graph, snapper, masks):
+    from geoengine.graph import turn_graph
+    from geoengine.graph.turns import largest_component
+
+    g = liechtenstein_graph
+    cost, _t, length = edge_costs(g, "auto")
+    o, t, _w, _s = turn_graph(g, cost, length, mode="auto")
+    big = largest_component(o, t, np.isfinite(cost))
+    island = np.isfinite(cost) & ~big
+    assert big.sum() > 0.9 * np.isfinite(cost).sum() and island.any()
+    # a point on an island segment: without the mask it snaps there, with it onto the main network
+    # (unless nothing else lies within reach, then the island is the fallback)
+    checked = 0
+    for e in np.flatnonzero(island[0::2] & island[1::2]).tolist():
+        lon, lat, _ = _mid_piece(g, e)
+        plain = snapper.snap(lon, lat, masks["auto"])
+        assert plain.edge[0] >> 1 == e
+        pref = snapper.snap(lon, lat, masks["auto"], component_mask=big)
+        if big[pref.edge].all():
+            assert pref.distance[0] > plain.distance[0]
+            checked += 1
+        else:
+            assert pref.edge[0] >> 1 == e  # fallback to the island
+    assert checked >= 1
+
+
+def test_snap_many_component_mask_matches_snap(liechtenstein_graph, snapper, masks):
+    from geoengine.graph import turn_graph
+    from geoengine.graph.turns import largest_component
+
+    g = liechtenstein_graph
+    cost, _t, length = edge_costs(g, "auto")
+    o, t, _w, _s = turn_graph(g, cost, length, mode="auto")
+    big = largest_component(o, t, np.isfinite(cost))
+    island = np.flatnonzero((np.isfinite(cost) & ~big)[0::2])[:30]
+    pts = [_mid_piece(g, int(e))[:2] for e in island]
+    rng = np.random.default_rng(5)
+    k = np.asarray(g.edge_src)[rng.choice(np.flatnonzero(masks["auto"]), 30)]
+    pts += list(zip(g.node_lon[k] + 0.0003, g.node_lat[k], strict=True))
+    lon, lat = np.array(pts).T
+    cs = snapper.snap_many(lon, lat, masks["auto"], component_mask=big)
+    for i in range(len(lon)):
+        one = snapper.snap(lon[i], lat[i], masks["auto"], component_mask=big)
+        assert set(cs.of(i).edge) == set(one.edge) and np.isclose(cs.of(i).distance[0], one.distance[0])
