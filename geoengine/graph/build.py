@@ -17,7 +17,7 @@ from geoengine.graph import tags as T
 
 EARTH_R = 6371008.8
 
-GRAPH_FORMAT = 1
+GRAPH_FORMAT = 2
 
 
 def haversine_m(lon1, lat1, lon2, lat2):
