@@ -1,11 +1,12 @@
 """Graph oracle: shortest car distances on geoengine's graph vs OSRM (car profile, distance weight).
 
-    PYTHONPATH=. python benchmarks/graph_vs_osrm.py [region] [pairs]
+    PYTHONPATH=. python benchmarks/graph_vs_osrm.py [region] [pairs] [car|foot]
 
 Both engines route between the midpoints of random two-way car segments. geoengine: the auto costing
 with `shortest` (cost = length), turn-expanded graph with restrictions, scipy Dijkstra. OSRM: its
-`car.lua` with `weight_name = 'distance'` (turn weights 0). Tracks are masked on our side unless an access tag
-opens them explicitly, as OSRM's car profile does. Prints how many pairs agree within 1 % and 5 %, the median
+`car.lua` with `weight_name = 'distance'` (turn weights 0); or foot (pedestrian costing). Tracks (car) and
+cycleways (foot) are masked on our side unless an access tag opens them explicitly, as OSRM's
+profiles do (geoengine, like Valhalla, opens them by default). Prints how many pairs agree within 1 % and 5 %, the median
 ratio, the worst pairs, and the build times (graph stage vs osrm-extract + osrm-contract).
 The peer is installed into benchmarks/.peers (never a package dependency).
 """
@@ -40,13 +41,14 @@ def ensure_osrm():
     return osrm
 
 
-def osrm_build(osrm, pbf: Path, work: Path) -> tuple[Path, float]:
+def osrm_build(osrm, pbf: Path, work: Path, profile: str = "car") -> tuple[Path, float]:
     share = Path(osrm.__file__).parent / "share" / "profiles"
     prof_dir = work / "profiles"
     subprocess.run(["cp", "-r", str(share), str(prof_dir)], check=True)
-    car = prof_dir / "car.lua"
-    text = car.read_text().replace("weight_name                     = 'routability'",
-                                   "weight_name                     = 'distance'")
+    car = prof_dir / f"{profile}.lua"
+    text = car.read_text()
+    for old in ("weight_name                     = 'routability'", "weight_name                   = 'duration'"):
+        text = text.replace(old, "weight_name = 'distance'")
     car.write_text(text)
     src = work / pbf.name
     src.symlink_to(pbf)
@@ -59,18 +61,18 @@ def osrm_build(osrm, pbf: Path, work: Path) -> tuple[Path, float]:
     return base, time.perf_counter() - t
 
 
-def _explicitly_open_tracks(pbf: Path) -> np.ndarray:
+def _explicitly_open(pbf: Path, highway: str, keys: tuple[str, ...]) -> np.ndarray:
+    """Ids of `highway=<highway>` ways that one of `keys` opens explicitly (yes, designated, ...)."""
     import osmium
 
     out = []
-    for w in osmium.FileProcessor(str(pbf)).with_filter(osmium.filter.TagFilter(("highway", "track"))):
-        if w.is_way() and any(w.tags.get(k) in ("yes", "designated", "permissive", "destination")
-                              for k in ("access", "vehicle", "motor_vehicle", "motorcar")):
+    for w in osmium.FileProcessor(str(pbf)).with_filter(osmium.filter.TagFilter(("highway", highway))):
+        if w.is_way() and any(w.tags.get(k) in ("yes", "designated", "permissive", "destination") for k in keys):
             out.append(w.id)
     return np.asarray(out, dtype=np.int64)
 
 
-def main(region="liechtenstein", pairs=200):
+def main(region="liechtenstein", pairs=200, profile="car"):
     import scipy.sparse as sp
     from scipy.sparse.csgraph import dijkstra
 
@@ -87,15 +89,20 @@ def main(region="liechtenstein", pairs=200):
         build_graph(pbf, tmp / "graph")
         t_graph = time.perf_counter() - t
         g = Graph.open(tmp / "graph")
-        base, t_osrm = osrm_build(osrm, pbf, tmp)
+        base, t_osrm = osrm_build(osrm, pbf, tmp, profile)
         engine = osrm.OSRM(str(base))
 
-        cost, _time, length = edge_costs(g, "auto", parse_costing_options("auto", {"shortest": True}))
-        # OSRM's car drives a track only when an access tag explicitly allows it (at 10 km/h)
-        open_tracks = _explicitly_open_tracks(pbf)
-        closed = (g.edge_class == T.CLASS["track"]) & ~np.isin(np.repeat(np.asarray(g.seg_way), 2), open_tracks)
+        costing = {"car": "auto", "foot": "pedestrian"}[profile]
+        extra = {"max_hiking_difficulty": 6} if costing == "pedestrian" else {}  # OSRM's foot ignores sac_scale
+        cost, _time, length = edge_costs(g, costing, parse_costing_options(costing, {"shortest": True, **extra}))
+        # OSRM's car drives a track, and its foot profile walks a cycleway, only when an access tag
+        # explicitly allows it; geoengine (like Valhalla) allows both by default: mask them here
+        cls, keys = {"car": ("track", ("access", "vehicle", "motor_vehicle", "motorcar")),
+                     "foot": ("cycleway", ("access", "foot"))}[profile]
+        opened = _explicitly_open(pbf, cls, keys)
+        closed = (g.edge_class == T.CLASS[cls]) & ~np.isin(np.repeat(np.asarray(g.seg_way), 2), opened)
         cost = np.where(closed, np.inf, cost)
-        offsets, targets, _w, sec = turn_graph(g, cost, length, mode="auto")
+        offsets, targets, _w, sec = turn_graph(g, cost, length, mode=costing)
         m = sp.csr_matrix((sec + 1e-9, targets, offsets), shape=(g.n_edges, g.n_edges))
 
         from scipy.sparse.csgraph import connected_components
@@ -139,7 +146,7 @@ def main(region="liechtenstein", pairs=200):
         ours, theirs = np.array(ours), np.array(theirs)
         both = np.isfinite(ours) & np.isfinite(theirs)
         ratio = ours[both] / np.maximum(theirs[both], 1.0)
-        print(f"{region}: {len(ours)} pairs, both routable {both.sum()}, only geoengine {(np.isfinite(ours) & ~np.isfinite(theirs)).sum()}, "
+        print(f"{region} ({profile}): {len(ours)} pairs, both routable {both.sum()}, only geoengine {(np.isfinite(ours) & ~np.isfinite(theirs)).sum()}, "
               f"only OSRM {(~np.isfinite(ours) & np.isfinite(theirs)).sum()}, OSRM snapped elsewhere (skipped) {snapped_elsewhere}")
         print(f"  within 1 %: {(np.abs(ratio - 1) <= 0.01).mean():.1%}   within 5 %: {(np.abs(ratio - 1) <= 0.05).mean():.1%}"
               f"   median ratio {np.median(ratio):.4f}")
@@ -150,4 +157,5 @@ def main(region="liechtenstein", pairs=200):
 
 
 if __name__ == "__main__":
-    main(sys.argv[1] if len(sys.argv) > 1 else "liechtenstein", int(sys.argv[2]) if len(sys.argv) > 2 else 200)
+    main(sys.argv[1] if len(sys.argv) > 1 else "liechtenstein", int(sys.argv[2]) if len(sys.argv) > 2 else 200,
+         sys.argv[3] if len(sys.argv) > 3 else "car")

@@ -8,6 +8,8 @@ from geoengine.costing.common import (
     DESTINATION_PENALTY_S,
     HIGHWAY_CLASSES,
     MOTOR_SURFACE_SPEED,
+    SIGNAL_DELAY_S,
+    TAGGED_SPEED_FACTOR,
     EdgeView,
     finish,
     preference,
@@ -19,9 +21,12 @@ MODE = {"auto": T.AUTO, "auto_shorter": T.AUTO, "bus": T.BUS, "taxi": T.TAXI}
 
 
 def motor_time(v: EdgeView, top_speed: float) -> np.ndarray:
-    """Seconds per edge: class/maxspeed speed, slowed on rough surfaces, capped at `top_speed`."""
-    speed = np.minimum(v.speed * MOTOR_SURFACE_SPEED[v.surface], top_speed)
-    return v.length / (np.maximum(speed, 1.0) / 3.6)
+    """Seconds per edge: class default speed or 80 % of a tagged maxspeed (ferries: their duration),
+    slowed on rough surfaces, capped at `top_speed`, plus SIGNAL_DELAY_S per traffic signal passed."""
+    tagged = v.flag(T.F_SPEED_TAGGED) & ~v.flag(T.F_FERRY)
+    speed = v.speed * np.where(tagged, TAGGED_SPEED_FACTOR, 1.0) * MOTOR_SURFACE_SPEED[v.surface]
+    speed = np.minimum(speed, top_speed)
+    return v.length / (np.maximum(speed, 1.0) / 3.6) + SIGNAL_DELAY_S * v.signals
 
 
 def motor_cost(v: EdgeView, time_s: np.ndarray, opts, mode_bit: int, toll_bit: int = T.F_TOLL) -> np.ndarray:

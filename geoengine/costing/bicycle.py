@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from geoengine.costing.common import EdgeView, finish, preference, shortest_cost
+from geoengine.costing.common import SIGNAL_DELAY_S, EdgeView, finish, preference, shortest_cost
 from geoengine.graph import tags as T
 
 DESTINATION_PENALTY_S = 120.0
@@ -34,7 +34,7 @@ def costs(graph, opts):
     sf = np.where(bad, WALK_SPEED_FACTOR, sf)
     speed = opts["cycling_speed"] * sf
     speed = np.where(v.is_class("steps"), 2.0, speed)
-    time_s = v.length / (speed / 3.6)
+    time_s = v.length / (speed / 3.6) + SIGNAL_DELAY_S * v.signals
     if opts["shortest"]:
         cost = shortest_cost(v, T.BICYCLE)
     else:

@@ -10,6 +10,8 @@ from geoengine.graph import tags as T
 # impassable) for motor vehicles.
 MOTOR_SURFACE_SPEED = np.array([1.0, 1.0, 1.0, 0.85, 0.75, 0.6, 0.5, 0.3])
 DESTINATION_PENALTY_S = 300.0
+SIGNAL_DELAY_S = 5.0  # average wait per traffic signal passed (motor vehicles, bicycles)
+TAGGED_SPEED_FACTOR = 0.8  # motor vehicles drive 80 % of a tagged maxspeed on average (as OSRM)
 # With `shortest` the cost is metres; destination-only edges still must not carry through traffic.
 DESTINATION_PENALTY_M = 2000.0
 HIGHWAY_CLASSES = (T.CLASS["motorway"], T.CLASS["trunk"])
@@ -36,6 +38,7 @@ class EdgeView:
         self.access = np.asarray(graph.edge_access)
         self.dest = np.asarray(graph.edge_dest_only)
         self.speed = np.asarray(graph.edge_speed, dtype=np.float64)
+        self.signals = np.asarray(graph.edge_signals, dtype=np.float64)
 
     def flag(self, bit: int) -> np.ndarray:
         return (self.flags & bit) != 0

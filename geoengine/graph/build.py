@@ -17,7 +17,7 @@ from geoengine.graph import tags as T
 
 EARTH_R = 6371008.8
 
-GRAPH_FORMAT = 1
+GRAPH_FORMAT = 2
 
 
 def haversine_m(lon1, lat1, lon2, lat2):
@@ -78,6 +78,7 @@ def read_osm(path: str | Path) -> dict:
     refs, lons, lats, way_of_point = [], [], [], []
     barriers: dict[int, int] = {}
     borders: set[int] = set()
+    signals: set[int] = set()
     restrictions = []
     n_way_points = 0
     fp = osmium.FileProcessor(str(path)).with_locations().with_filter(
@@ -107,6 +108,8 @@ def read_osm(path: str | Path) -> dict:
             n_way_points += len(obj.nodes)
         elif obj.is_node():
             tags = obj.tags
+            if tags.get("highway") == "traffic_signals" or tags.get("crossing") == "traffic_signals":
+                signals.add(obj.id)
             if "barrier" in tags:
                 if tags.get("barrier") == "border_control":
                     borders.add(obj.id)
@@ -130,6 +133,7 @@ def read_osm(path: str | Path) -> dict:
         "way_of_point": np.asarray(way_of_point, dtype=np.int64),
         "barriers": barriers,
         "borders": borders,
+        "signals": signals,
         "restrictions": restrictions,
     }
 
@@ -253,6 +257,16 @@ def build_graph(osm_path: str | Path, out_dir: str | Path) -> dict:
         seg_flags[seg_barrier_block != 0] |= T.F_BARRIER
     border_seg = np.unique(seg_of_shape[pt_border[shape_idx]])
     seg_flags[border_seg] |= T.F_BORDER
+    # Traffic signals passed by each directed edge: on its shape after its start point.
+    signal_ids = np.fromiter(raw["signals"], dtype=np.int64, count=len(raw["signals"]))
+    sig_pt = np.isin(refs[shape_idx], signal_ids)
+    is_first = np.zeros(len(shape_idx), dtype=bool)
+    is_first[shape_offsets[:-1]] = True
+    is_last = np.zeros(len(shape_idx), dtype=bool)
+    is_last[shape_offsets[1:] - 1] = True
+    interior = np.bincount(seg_of_shape[sig_pt & ~is_first & ~is_last], minlength=S)
+    at_u = sig_pt[shape_offsets[:-1]].astype(np.int64)
+    at_v = sig_pt[shape_offsets[1:] - 1].astype(np.int64)
 
     # Directed edges.
     E = 2 * S
@@ -269,6 +283,9 @@ def build_graph(osm_path: str | Path, out_dir: str | Path) -> dict:
     dest[0::2] = A("dest_fwd", np.uint8)
     dest[1::2] = A("dest_bwd", np.uint8)
     dest &= acc
+    signals = np.empty(E, dtype=np.uint8)
+    signals[0::2] = np.minimum(interior + at_v, 255)
+    signals[1::2] = np.minimum(interior + at_u, 255)
     speed[0::2] = A("speed_fwd", np.float32)
     speed[1::2] = A("speed_bwd", np.float32)
     # Ferries with a duration: speed from the duration over the whole way's length.
@@ -307,7 +324,7 @@ def build_graph(osm_path: str | Path, out_dir: str | Path) -> dict:
         "seg_name": seg_name, "seg_ref": seg_ref, "seg_limits": seg_limits,
         "shape_offsets": shape_offsets, "shape_lon": shape_lon, "shape_lat": shape_lat,
         "edge_src": edge_src, "edge_dst": edge_dst, "edge_access": acc, "edge_dest_only": dest,
-        "edge_speed": speed, "edge_bearing_start": bearing_start, "edge_bearing_end": bearing_end,
+        "edge_speed": speed, "edge_signals": signals, "edge_bearing_start": bearing_start, "edge_bearing_end": bearing_end,
         "restr_from": restr["from"], "restr_to": restr["to"], "restr_only": restr["only"],
         "restr_modes": restr["modes"],
     }
@@ -335,6 +352,7 @@ def build_graph(osm_path: str | Path, out_dir: str | Path) -> dict:
         "barriers_applied": int((seg_barrier_block != 0).sum()),
         "barriers_at_junctions_ignored": n_barrier_at_junction,
         "border_segments": int(len(border_seg)),
+        "traffic_signals": int(len(signal_ids)),
     }
     meta = {
         "format": GRAPH_FORMAT,

@@ -16,7 +16,7 @@ ARRAYS = (
     "node_lon", "node_lat", "node_osm_id", "node_out_offsets", "node_out_edges",
     "seg_u", "seg_v", "seg_length", "seg_way", "seg_class", "seg_flags", "seg_surface", "seg_sac",
     "seg_name", "seg_ref", "seg_limits", "shape_offsets", "shape_lon", "shape_lat",
-    "edge_src", "edge_dst", "edge_access", "edge_dest_only", "edge_speed", "edge_bearing_start",
+    "edge_src", "edge_dst", "edge_access", "edge_dest_only", "edge_speed", "edge_signals", "edge_bearing_start",
     "edge_bearing_end", "restr_from", "restr_to", "restr_only", "restr_modes",
 )
 
@@ -52,6 +52,7 @@ class Graph:
     edge_access: np.ndarray
     edge_dest_only: np.ndarray
     edge_speed: np.ndarray
+    edge_signals: np.ndarray
     edge_bearing_start: np.ndarray
     edge_bearing_end: np.ndarray
     restr_from: np.ndarray

@@ -111,3 +111,20 @@ def forbidden_turns(graph, mode: str | int = T.AUTO) -> set[tuple[int, int]]:
             if b not in allowed:
                 out.add((a, int(b)))
     return out
+
+
+def largest_component(offsets: np.ndarray, targets: np.ndarray, usable: np.ndarray) -> np.ndarray:
+    """bool[E]: the usable edges in the largest strongly connected part of a turn graph (from
+    `turn_graph`). Snapping prefers these (`Snapper.snap(..., component_mask=...)`), as OSRM and
+    Valhalla do, so that a location next to a small island of the network (a street reachable only
+    through a no-entry road) does not end up with no route."""
+    import scipy.sparse as sp
+    from scipy.sparse.csgraph import connected_components
+
+    n = len(offsets) - 1
+    m = sp.csr_matrix((np.ones(len(targets), dtype=np.int8), targets, offsets), shape=(n, n))
+    _k, label = connected_components(m, directed=True, connection="strong")
+    usable = np.asarray(usable, dtype=bool)
+    if not usable.any():
+        return np.zeros(n, dtype=bool)
+    return usable & (label == np.bincount(label[usable]).argmax())

@@ -49,6 +49,14 @@ class Candidates:
         return {"edge": int(self.edge[0]), "fraction": float(self.fraction[0]), "lon": float(self.lon[0]),
                 "lat": float(self.lat[0]), "distance": float(self.distance[0])}
 
+    def remaining(self, edge_metric: np.ndarray) -> np.ndarray:
+        """Per candidate, the part of `edge_metric[edge]` (cost, time or length) from the snapped point
+        to the edge's end: `(1 - fraction) * edge_metric[edge]`. As a source this is the initial
+        distance of vertex `edge` in the turn graph; as a target, subtract it from the distance the
+        turn graph reports for vertex `edge` (which includes the whole edge). Source and target on the
+        same edge with fraction_t >= fraction_s: `(fraction_t - fraction_s) * edge_metric[edge]`."""
+        return (1.0 - self.fraction) * np.asarray(edge_metric)[self.edge]
+
 
 @dataclass(frozen=True)
 class CandidateSet:
@@ -136,6 +144,7 @@ class Snapper:
         rank_candidates: bool | None = True,
         street: str | None = None,
         *,
+        component_mask: np.ndarray | None = None,
         index: int = 0,
         field: str = "locations",
     ) -> Candidates:
@@ -152,7 +161,10 @@ class Snapper:
         by distance (then heading difference); False keeps every candidate in edge-id order (the router
         should then treat them as equal). `street` (a name hint) ranks candidates on an edge whose name
         or ref matches it (case-insensitive, fuzzy score >= 85) first. A point snapped within 1 m of a
-        junction has no side. No candidate -> Unsnappable (422) naming `{field}[{index}]`.
+        junction has no side. `component_mask` (bool[E], e.g. `geoengine.graph.turns.largest_component`)
+        marks the well-connected edges: while the radius grows, candidates outside it are kept only as a
+        fallback for when no candidate inside it is found. No candidate -> Unsnappable (422) naming
+        `{field}[{index}]`.
         """
         if rank_candidates is None:
             rank_candidates = True
@@ -167,10 +179,17 @@ class Snapper:
         radii = (float(search_radius),) if search_radius is not None else DEFAULT_RADII
         tol = DEFAULT_HEADING_TOLERANCE if heading_tolerance is None else float(heading_tolerance)
         fallback = None
+        island = None  # candidates found only outside component_mask
         for radius in radii:
             found = self._candidates(lon, lat, mask, radius)
             if found is None:
                 continue
+            if component_mask is not None:
+                inside = np.asarray(component_mask, dtype=bool)[found["edge"]]
+                if not inside.any():
+                    island = island or (found, radius)
+                    continue
+                found = {k: v[inside] for k, v in found.items()}
             keep = np.ones(len(found["edge"]), dtype=bool)
             if heading is not None:
                 keep &= _angle_diff(found["bearing"], float(heading) % 360.0) <= tol
@@ -184,6 +203,14 @@ class Snapper:
                 return self._result(found, keep, radius, heading, rank_candidates, relaxed=False,
                                     street=self._street_match(found["edge"], street))
             fallback = (found, radius)
+        if fallback is None and island is not None:
+            found, radius = island
+            keep = np.ones(len(found["edge"]), dtype=bool)
+            if heading is not None:
+                keep &= _angle_diff(found["bearing"], float(heading) % 360.0) <= tol
+            relaxed = not keep.any()
+            return self._result(found, keep if keep.any() else ~keep, radius, heading, rank_candidates,
+                                relaxed=relaxed, street=self._street_match(found["edge"], street))
         if fallback is not None:
             found, radius = fallback
             return self._result(found, np.ones(len(found["edge"]), dtype=bool), radius, heading, rank_candidates,
@@ -201,6 +228,7 @@ class Snapper:
         allowed_edges_mask: np.ndarray,
         search_radius=None,
         *,
+        component_mask: np.ndarray | None = None,
         field: str = "locations",
     ) -> CandidateSet:
         """Candidates for many locations at once (matrix sources/targets): one vectorised R-tree query
@@ -209,8 +237,8 @@ class Snapper:
         Contract: same rules as `snap` without heading/side (use `snap` per location for those):
         `search_radius` None (grow through DEFAULT_RADII), a number or an array (NaN = grow) of 1-100 m.
         Returns a `CandidateSet` (CSR: candidates of location i are rows offsets[i]:offsets[i+1],
-        ranked by distance). Any location without a candidate -> Unsnappable naming every such
-        `{field}[i]`.
+        ranked by distance). `component_mask` as in `snap`. Any location without a candidate ->
+        Unsnappable naming every such `{field}[i]`.
         """
         lons = np.asarray(lons, dtype=np.float64).ravel()
         lats = np.asarray(lats, dtype=np.float64).ravel()
@@ -229,6 +257,8 @@ class Snapper:
             raise InvalidRequest(errors=[FieldError(f"{field}[{i}].search_radius", "must be between 1 and 100 metres")
                                          for i in np.flatnonzero(badr).tolist()])
         mask = np.asarray(allowed_edges_mask, dtype=bool)
+        comp = None if component_mask is None else np.asarray(component_mask, dtype=bool)
+        island: dict[str, list[np.ndarray]] = {}
         parts = []
         todo = np.arange(n)
         for step, r in enumerate(DEFAULT_RADII):
@@ -251,9 +281,31 @@ class Snapper:
             found = self._project(pt, ids.astype(np.int64), lons, lats, np.repeat(rad, counts), mask)
             got = np.zeros(n, dtype=bool)
             if found is not None:
+                if comp is not None:
+                    inside = comp[found["edge"]]
+                    has_inside = np.zeros(n, dtype=bool)
+                    has_inside[found["point"][inside]] = True
+                    # points with only island candidates: remember them as a fallback, keep growing
+                    outside_only = ~has_inside[found["point"]]
+                    for k, v in found.items():
+                        island.setdefault(k, []).append(v[outside_only])
+                    island.setdefault("step", []).append(np.full(int(outside_only.sum()), step))
+                    found = {k: v[inside] for k, v in found.items()}
                 got[found["point"]] = True
-                parts.append(found)
+                parts.append({**found, "step": np.full(len(found["point"]), step)})
             todo = todo[~got[todo]]
+        if comp is not None and len(todo) and island:
+            # fallback: a point's island candidates from the first (smallest) radius that found any
+            fb = {k: np.concatenate(v) for k, v in island.items()}
+            first_step = np.full(n, len(DEFAULT_RADII), dtype=np.int64)
+            np.minimum.at(first_step, fb["point"], fb["step"])
+            sel = np.isin(fb["point"], todo) & (fb["step"] == first_step[fb["point"]])
+            fb = {k: v[sel] for k, v in fb.items()}
+            if len(fb["point"]):
+                parts.append(fb)
+                done = np.zeros(n, dtype=bool)
+                done[fb["point"]] = True
+                todo = todo[~done[todo]]
         if len(todo):
             raise Unsnappable(
                 f"{len(todo)} location(s) have no road the costing may use within reach",

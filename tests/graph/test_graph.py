@@ -162,3 +162,27 @@ def test_path_info_reports_names_and_lengths(liechtenstein_graph):
     assert info["name"] == [g.edge_name(e) for e in named] and all(info["name"])
     assert np.array_equal(info["length_m"], g.edge_length[named])
     assert list(info["way"]) == [g.edge_way(e) for e in named]
+
+
+def test_traffic_signals_counted_per_direction(liechtenstein_graph, sample):
+    """Signals on a segment's shape count for both directions; a signal at a junction counts for the
+    edges that end there."""
+    g = liechtenstein_graph
+    pbf = sample("liechtenstein/valhalla-liechtenstein-latest.osm.pbf")
+    signal_nodes = {o.id for o in osmium.FileProcessor(str(pbf)).with_filter(osmium.filter.KeyFilter("highway"))
+                    if o.is_node() and o.tags.get("highway") == "traffic_signals"}
+    sig = np.asarray(g.edge_signals)
+    assert sig.sum() > 0
+    junction_signals = [v for v in range(g.n_nodes) if int(g.node_osm_id[v]) in signal_nodes]
+    assert junction_signals
+    for v in junction_signals[:20]:
+        ending = np.flatnonzero(np.asarray(g.edge_dst) == v)
+        assert (sig[ending] >= 1).all()
+    from geoengine.costing import edge_costs
+
+    _c, t, length = edge_costs(g, "auto")
+    ok = np.isfinite(t)
+    with_sig = ok & (sig > 0)
+    # each signal adds its delay to the car time
+    plain = np.asarray(g.edge_speed)
+    assert np.all(t[with_sig] >= length[with_sig] / (plain[with_sig] / 3.6) + 5.0 - 1e-6)

@@ -203,3 +203,74 @@ def test_street_hint_ranks_the_named_street_first(liechtenstein_graph, snapper, 
         if checked >= 5:
             break
     assert checked >= 1
+
+
+def test_remaining_part_gives_route_lengths(liechtenstein_graph, snapper, masks):
+    """Length between two snapped points along the edge-based graph = remaining(source) + Dijkstra
+    over arcs - remaining(target); checked against the straight shape length on one edge pair."""
+    import scipy.sparse as sp
+    from scipy.sparse.csgraph import dijkstra
+
+    from geoengine.graph import turn_graph
+
+    g = liechtenstein_graph
+    cost, _t, length = edge_costs(g, "pedestrian")
+    o, t, _w, sec = turn_graph(g, cost, length, mode="pedestrian")
+    m = sp.csr_matrix((sec + 1e-9, t, o), shape=(g.n_edges, g.n_edges))
+    seg = int(_long_segments(g, masks["pedestrian"], masks["pedestrian"], ["residential"])[2])
+    lon, lat, _ = _mid_piece(g, seg)
+    src = snapper.snap(lon, lat, masks["pedestrian"], search_radius=5)
+    e = 2 * seg
+    i = int(np.flatnonzero(src.edge == e)[0])
+    start = src.remaining(length)[i]
+    assert start == pytest.approx((1 - src.fraction[i]) * g.seg_length[seg])
+    # to the far end of the next edge: the whole next edge is covered
+    nxt = int(t[o[e]])
+    d = dijkstra(m, indices=[e])[0]
+    assert start + d[nxt] == pytest.approx(start + g.edge_length[nxt], rel=1e-9)
+
+
+def test_component_mask_prefers_the_connected_network(liechtenstein_graph, snapper, masks):
+    from geoengine.graph import turn_graph
+    from geoengine.graph.turns import largest_component
+
+    g = liechtenstein_graph
+    cost, _t, length = edge_costs(g, "auto")
+    o, t, _w, _s = turn_graph(g, cost, length, mode="auto")
+    big = largest_component(o, t, np.isfinite(cost))
+    island = np.isfinite(cost) & ~big
+    assert big.sum() > 0.9 * np.isfinite(cost).sum() and island.any()
+    # a point on an island segment: without the mask it snaps there, with it onto the main network
+    # (unless nothing else lies within reach, then the island is the fallback)
+    checked = 0
+    for e in np.flatnonzero(island[0::2] & island[1::2]).tolist():
+        lon, lat, _ = _mid_piece(g, e)
+        plain = snapper.snap(lon, lat, masks["auto"])
+        assert plain.edge[0] >> 1 == e
+        pref = snapper.snap(lon, lat, masks["auto"], component_mask=big)
+        if big[pref.edge].all():
+            assert pref.distance[0] > plain.distance[0]
+            checked += 1
+        else:
+            assert pref.edge[0] >> 1 == e  # fallback to the island
+    assert checked >= 1
+
+
+def test_snap_many_component_mask_matches_snap(liechtenstein_graph, snapper, masks):
+    from geoengine.graph import turn_graph
+    from geoengine.graph.turns import largest_component
+
+    g = liechtenstein_graph
+    cost, _t, length = edge_costs(g, "auto")
+    o, t, _w, _s = turn_graph(g, cost, length, mode="auto")
+    big = largest_component(o, t, np.isfinite(cost))
+    island = np.flatnonzero((np.isfinite(cost) & ~big)[0::2])[:30]
+    pts = [_mid_piece(g, int(e))[:2] for e in island]
+    rng = np.random.default_rng(5)
+    k = np.asarray(g.edge_src)[rng.choice(np.flatnonzero(masks["auto"]), 30)]
+    pts += list(zip(g.node_lon[k] + 0.0003, g.node_lat[k], strict=True))
+    lon, lat = np.array(pts).T
+    cs = snapper.snap_many(lon, lat, masks["auto"], component_mask=big)
+    for i in range(len(lon)):
+        one = snapper.snap(lon[i], lat[i], masks["auto"], component_mask=big)
+        assert set(cs.of(i).edge) == set(one.edge) and np.isclose(cs.of(i).distance[0], one.distance[0])
