@@ -824,8 +824,8 @@ class ContractionHierarchy:
 
     # -- build -------------------------------------------------------------------------------------
     @classmethod
-    def build(cls, n, offsets, targets, weights, secondary=None, *, witness_limit=200, sim_witness_limit=60,
-              update_neighbours=False, sim_hops=16, witness_hops=64):
+    def build(cls, n, offsets, targets, weights, secondary=None, *, witness_limit=100, sim_witness_limit=30,
+              update_neighbours=False, sim_hops=8, witness_hops=64):
         """Contract the CSR graph.
 
         `witness_limit`/`witness_hops` cap the settled vertices and the arcs per path of a witness search
