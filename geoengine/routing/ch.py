@@ -115,7 +115,8 @@ def _adj_remove(start, ln, pi, pf, u, x):
 
 
 @numba.njit(cache=True, nogil=True)
-def _witness(oS, oL, oI, oF, src, skip, bound, limit, maxhops, hop, ntargets, tmark, dist, stamp, cur, hk, hv, hpos):
+def _witness(oS, oL, oI, oF, src, skip, bound, limit, maxhops, hop, ntargets, tmark, dist, stamp, cur, hk, hv, hpos,
+             st):
     """Dijkstra from src over the remaining graph avoiding `skip`, up to `bound` and `limit` settled
     vertices, stopping early once the `ntargets` vertices with tmark == cur are settled. Labels are left
     in dist where stamp == cur (upper bounds of real path costs)."""
@@ -133,6 +134,7 @@ def _witness(oS, oL, oI, oF, src, skip, bound, limit, maxhops, hop, ntargets, tm
             if ntargets <= 0:
                 break
         settled += 1
+        st[2] += 1
         if settled > limit:
             break
         if hop[v] >= maxhops:
@@ -159,8 +161,10 @@ def _witness(oS, oL, oI, oF, src, skip, bound, limit, maxhops, hop, ntargets, tm
 
 
 @numba.njit(cache=True, nogil=True)
-def _simulate(v, oS, oL, oI, oF, iS, iL, iI, iF, level, limit, maxhops, hop, tmark, dist, stamp, ctr, hk, hv, hpos):
+def _simulate(v, oS, oL, oI, oF, iS, iL, iI, iF, level, limit, maxhops, hop, tmark, dist, stamp, ctr, hk, hv, hpos,
+              st):
     """Priority of v: level + added/removed arcs + added/removed hops."""
+    st[0] += 1
     nin = iL[v]
     nout = oL[v]
     removed = nin + nout
@@ -190,7 +194,9 @@ def _simulate(v, oS, oL, oI, oF, iS, iL, iI, iF, level, limit, maxhops, hop, tma
                     nt += 1
             if nt == 0:
                 continue
-            _witness(oS, oL, oI, oF, a, v, wa + maxout, limit, maxhops, hop, nt, tmark, dist, stamp, cur, hk, hv, hpos)
+            st[1] += 1
+            _witness(oS, oL, oI, oF, a, v, wa + maxout, limit, maxhops, hop, nt, tmark, dist, stamp, cur, hk, hv, hpos,
+                     st)
             for kb in range(oS[v], oS[v] + nout):
                 b = oI[kb, 0]
                 if b == a:
@@ -262,6 +268,7 @@ def _contract_kernel(n, offsets, targets, weights, secondary, sim_limit, limit, 
     hop = np.zeros(n, np.int64)
     stamp = np.zeros(n, np.int64)
     ctr = np.zeros(1, np.int64)
+    st = np.zeros(5, np.int64)  # simulations, their witness searches, settled (all), -, contraction searches
     whk = np.empty(n, np.float64)
     whv = np.empty(n, np.int32)
     whpos = np.full(n, -1, np.int64)
@@ -272,7 +279,7 @@ def _contract_kernel(n, offsets, targets, weights, secondary, sim_limit, limit, 
     qsize = 0
     for v in range(n):
         p = _simulate(v, oS, oL, oI, oF, iS, iL, iI, iF, level, sim_limit, sim_hops, hop, tmark, dist, stamp, ctr, whk, whv,
-                          whpos)
+                          whpos, st)
         qsize = heap_push(qk, qv, qpos, qsize, v, p)
 
     rank = np.full(n, -1, np.int64)
@@ -290,7 +297,7 @@ def _contract_kernel(n, offsets, targets, weights, secondary, sim_limit, limit, 
     while qsize > 0:
         v = qv[0]
         p = _simulate(v, oS, oL, oI, oF, iS, iL, iI, iF, level, sim_limit, sim_hops, hop, tmark, dist, stamp, ctr, whk, whv,
-                          whpos)
+                          whpos, st)
         if p > qk[0]:
             heap_update(qk, qv, qpos, qsize, v, p)
             if qv[0] != v:
@@ -348,8 +355,9 @@ def _contract_kernel(n, offsets, targets, weights, secondary, sim_limit, limit, 
                         nt += 1
                 if nt == 0:
                     continue
+                st[4] += 1
                 _witness(oS, oL, oI, oF, a, v, wa + maxout, limit, hops_limit, hop, nt, tmark, dist, stamp, cur, whk,
-                         whv, whpos)
+                         whv, whpos, st)
                 for ib in range(nout):
                     kb = oS[v] + ib
                     b = oI[kb, 0]
@@ -380,18 +388,18 @@ def _contract_kernel(n, offsets, targets, weights, secondary, sim_limit, limit, 
             if update_nbrs and nbr_seen[x] == v:
                 nbr_seen[x] = n + v  # visited once
                 p = _simulate(x, oS, oL, oI, oF, iS, iL, iI, iF, level, sim_limit, sim_hops, hop, tmark, dist, stamp, ctr, whk, whv,
-                          whpos)
+                          whpos, st)
                 heap_update(qk, qv, qpos, qsize, x, p)
         for k in range(iS[v], iS[v] + iL[v]):
             x = iI[k, 0]
             if update_nbrs and nbr_seen[x] == v:
                 nbr_seen[x] = n + v
                 p = _simulate(x, oS, oL, oI, oF, iS, iL, iI, iF, level, sim_limit, sim_hops, hop, tmark, dist, stamp, ctr, whk, whv,
-                          whpos)
+                          whpos, st)
                 heap_update(qk, qv, qpos, qsize, x, p)
         oL[v] = 0
         iL[v] = 0
-    return rank, order, up_off, UI[:nu].copy(), UF[:nu].copy(), dn_off, DI[:nd].copy(), DF[:nd].copy()
+    return rank, order, up_off, UI[:nu].copy(), UF[:nu].copy(), dn_off, DI[:nd].copy(), DF[:nd].copy(), st
 
 
 @numba.njit(cache=True, nogil=True)
@@ -851,7 +859,7 @@ class ContractionHierarchy:
         if not (np.all(np.isfinite(weights)) and np.all(weights >= 0)):
             raise ValueError("weights must be finite and >= 0")
         t0 = time.perf_counter()
-        rank, order, up_off, UI, UF, dn_off, DI, DF = _contract_kernel(
+        rank, order, up_off, UI, UF, dn_off, DI, DF, st = _contract_kernel(
             n, offsets, targets, weights, secondary, sim_witness_limit, witness_limit, bool(update_neighbours),
             sim_hops, witness_hops)
         up_tgt, up_row, dn_tgt, dn_row = _finish(n, rank, up_off, UI, dn_off, DI)
@@ -874,6 +882,7 @@ class ContractionHierarchy:
             "shortcuts": int((arrays["up_mid"] >= 0).sum() + (arrays["dn_mid"] >= 0).sum()),
             "build_seconds": round(time.perf_counter() - t0, 3),
             "witness_limit": witness_limit, "sim_witness_limit": sim_witness_limit,
+            "simulations": int(st[0]), "witness_searches": int(st[1] + st[4]), "witness_settled": int(st[2]),
             "witness_hops": witness_hops, "sim_hops": sim_hops, "update_neighbours": bool(update_neighbours),
         }
         return cls(n, arrays, info)
