@@ -541,6 +541,27 @@ def _p2p(up_off, up_tgt, up_w, up_s, dn_off, dn_tgt, dn_w, dn_s,
 
 
 @numba.njit(cache=True, nogil=True)
+def _p2p_pairs(up_off, up_tgt, up_w, up_s, dn_off, dn_tgt, dn_w, dn_s, sv, so, so2, sptr, tv, to, to2, tptr,
+               fd, fs, fp, fst, fhk, fhv, fhp, bd, bs, bp, bst, bhk, bhv, bhp, ctr):
+    """Point-to-point for k paired locations in one call: pair i is source location i -> target i."""
+    k = sptr.shape[0] - 1
+    P = np.full(k, INF)
+    S = np.full(k, INF)
+    for i in range(k):
+        a, b = sptr[i], sptr[i + 1]
+        c, d = tptr[i], tptr[i + 1]
+        if a == b or c == d:
+            continue
+        best, best2, mv = _p2p(up_off, up_tgt, up_w, up_s, dn_off, dn_tgt, dn_w, dn_s, sv[a:b], so[a:b], so2[a:b],
+                               tv[c:d], to[c:d], to2[c:d], False, fd, fs, fp, fst, fhk, fhv, fhp, bd, bs, bp, bst, bhk,
+                               bhv, bhp, ctr)
+        if mv >= 0:
+            P[i] = best
+            S[i] = best2
+    return P, S
+
+
+@numba.njit(cache=True, nogil=True)
 def _unpack_arc(is_up, e, up_tgt, up_mid, up_c1, up_c2, dn_row, dn_mid, dn_c1, dn_c2, order, out, cnt, stack):
     """Append the original vertices after the tail of arc e (up arc if is_up else dn arc) to out."""
     sp = 0
@@ -1004,6 +1025,19 @@ class ContractionHierarchy:
             idx.append(np.full(b - a, i)), first.append(np.full(b - a, sv[i]))
         return (np.concatenate(vs).astype(np.int64), np.concatenate(os_).astype(float),
                 np.concatenate(o2s).astype(float), np.concatenate(idx), np.concatenate(first))
+
+    def query_pairs(self, sources, targets):
+        """Batch point-to-point without paths: pair i goes from `sources[i]` to `targets[i]` (locations
+        as in `table`, equal lengths). Returns (primary, secondary) float64 arrays, inf where no path;
+        one kernel call, so a million pairs cost no Python loop."""
+        sv, so, so2, sp = self._flat(sources)
+        tv, to, to2, tp = self._flat(targets)
+        if sp.shape[0] != tp.shape[0]:
+            raise ValueError("sources and targets must have the same length")
+        f, b, ctr = self._ws()
+        return _p2p_pairs(self.up_off, self.up_tgt, self.up_w, self.up_s, self.dn_off, self.dn_tgt, self.dn_w,
+                          self.dn_s, self.rank[sv].astype(np.int64), so, so2, sp, self.rank[tv].astype(np.int64), to,
+                          to2, tp, *f, *b, ctr)
 
     def table(self, sources, targets):
         """Many-to-many: `sources` and `targets` are lists of locations (see `flatten_locations`), or 1-D
