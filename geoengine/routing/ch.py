@@ -593,11 +593,6 @@ def _unpack_arc(is_up, e, up_tgt, up_mid, up_c1, up_c2, dn_row, dn_mid, dn_c1, d
 
 
 @numba.njit(cache=True, nogil=True)
-def _hops_of(is_up, e, up_hops, dn_hops):
-    return up_hops[e] if is_up else dn_hops[e]
-
-
-@numba.njit(cache=True, nogil=True)
 def _path(mv, fp, bp, up_row, up_tgt, up_mid, up_c1, up_c2, up_hops, dn_row, dn_tgt, dn_mid, dn_c1, dn_c2,
           dn_hops, order):
     """Unpacked original-vertex path through meeting vertex mv; also the source and target ranks."""
@@ -637,8 +632,8 @@ def _path(mv, fp, bp, up_row, up_tgt, up_mid, up_c1, up_c2, up_hops, dn_row, dn_
     v = mv
     while bp[v] != -1:
         e = bp[v]
-        # dn arc e is v -> dn_row[e]? No: dn arc e is stored at row dn_row[e] listing dn_tgt[e] = v,
-        # i.e. the original arc v -> dn_row[e]. Its unpacking starts at v and ends at dn_row[e].
+        # dn arc e is stored at row dn_row[e] listing dn_tgt[e] = v: it stands for v -> dn_row[e], so its
+        # unpacking starts after v and ends at dn_row[e]
         cnt = _unpack_arc(False, e, up_tgt, up_mid, up_c1, up_c2, dn_row, dn_mid, dn_c1, dn_c2, order, out, cnt,
                           stack)
         v = dn_row[e]
@@ -647,8 +642,7 @@ def _path(mv, fp, bp, up_row, up_tgt, up_mid, up_c1, up_c2, up_hops, dn_row, dn_
 
 @numba.njit(cache=True, nogil=True)
 def _hops(up_off, up_mid, up_c1, up_c2, dn_off, dn_mid, dn_c1, dn_c2):
-    """Number of original arcs behind each up and dn arc (children always have smaller ids? no: computed
-    by memoised iteration in contraction order, children are emitted before their parent)."""
+    """Number of original arcs behind each up and dn arc."""
     nu = up_mid.shape[0]
     nd = dn_mid.shape[0]
     up_h = np.ones(nu, np.int64)
