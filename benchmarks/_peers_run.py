@@ -26,6 +26,13 @@ def run_osrm(pbf, work, d, out):
     work.mkdir(parents=True, exist_ok=True)
     dst = work / "region.osm.pbf"
     dst.write_bytes(Path(pbf).read_bytes())
+    import resource
+
+    def child_cpu():
+        r = resource.getrusage(resource.RUSAGE_CHILDREN)
+        return r.ru_utime + r.ru_stime
+
+    c0 = child_cpu()
     t0 = time.perf_counter()
     subprocess.run([str(base / "bin/osrm-extract"), "-p", str(base / "share/profiles/car.lua"), str(dst), "-t", "1"],
                    check=True, capture_output=True)
@@ -35,6 +42,7 @@ def run_osrm(pbf, work, d, out):
     t2 = time.perf_counter()
     out["osrm_extract_s"] = t1 - t0
     out["osrm_contract_s"] = t2 - t1
+    out["osrm_extract_contract_cpu_s"] = child_cpu() - c0
     eng = osrm.OSRM(storage_config=str(work / "region.osrm"), algorithm="CH", use_shared_memory=False,
                     max_locations_distance_table=5000)
     pa, pb = d["pair_a"], d["pair_b"]

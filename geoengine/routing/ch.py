@@ -115,7 +115,8 @@ def _adj_remove(start, ln, pi, pf, u, x):
 
 
 @numba.njit(cache=True, nogil=True)
-def _witness(oS, oL, oI, oF, src, skip, bound, limit, maxhops, hop, ntargets, tmark, dist, stamp, cur, hk, hv, hpos):
+def _witness(oS, oL, oI, oF, src, skip, bound, limit, maxhops, hop, ntargets, tmark, dist, stamp, cur, hk, hv, hpos,
+             st):
     """Dijkstra from src over the remaining graph avoiding `skip`, up to `bound` and `limit` settled
     vertices, stopping early once the `ntargets` vertices with tmark == cur are settled. Labels are left
     in dist where stamp == cur (upper bounds of real path costs)."""
@@ -133,6 +134,7 @@ def _witness(oS, oL, oI, oF, src, skip, bound, limit, maxhops, hop, ntargets, tm
             if ntargets <= 0:
                 break
         settled += 1
+        st[2] += 1
         if settled > limit:
             break
         if hop[v] >= maxhops:
@@ -159,8 +161,10 @@ def _witness(oS, oL, oI, oF, src, skip, bound, limit, maxhops, hop, ntargets, tm
 
 
 @numba.njit(cache=True, nogil=True)
-def _simulate(v, oS, oL, oI, oF, iS, iL, iI, iF, level, limit, maxhops, hop, tmark, dist, stamp, ctr, hk, hv, hpos):
+def _simulate(v, oS, oL, oI, oF, iS, iL, iI, iF, level, limit, maxhops, hop, tmark, dist, stamp, ctr, hk, hv, hpos,
+              st):
     """Priority of v: level + added/removed arcs + added/removed hops."""
+    st[0] += 1
     nin = iL[v]
     nout = oL[v]
     removed = nin + nout
@@ -190,7 +194,9 @@ def _simulate(v, oS, oL, oI, oF, iS, iL, iI, iF, level, limit, maxhops, hop, tma
                     nt += 1
             if nt == 0:
                 continue
-            _witness(oS, oL, oI, oF, a, v, wa + maxout, limit, maxhops, hop, nt, tmark, dist, stamp, cur, hk, hv, hpos)
+            st[1] += 1
+            _witness(oS, oL, oI, oF, a, v, wa + maxout, limit, maxhops, hop, nt, tmark, dist, stamp, cur, hk, hv, hpos,
+                     st)
             for kb in range(oS[v], oS[v] + nout):
                 b = oI[kb, 0]
                 if b == a:
@@ -262,6 +268,7 @@ def _contract_kernel(n, offsets, targets, weights, secondary, sim_limit, limit, 
     hop = np.zeros(n, np.int64)
     stamp = np.zeros(n, np.int64)
     ctr = np.zeros(1, np.int64)
+    st = np.zeros(5, np.int64)  # simulations, their witness searches, settled (all), -, contraction searches
     whk = np.empty(n, np.float64)
     whv = np.empty(n, np.int32)
     whpos = np.full(n, -1, np.int64)
@@ -272,7 +279,7 @@ def _contract_kernel(n, offsets, targets, weights, secondary, sim_limit, limit, 
     qsize = 0
     for v in range(n):
         p = _simulate(v, oS, oL, oI, oF, iS, iL, iI, iF, level, sim_limit, sim_hops, hop, tmark, dist, stamp, ctr, whk, whv,
-                          whpos)
+                          whpos, st)
         qsize = heap_push(qk, qv, qpos, qsize, v, p)
 
     rank = np.full(n, -1, np.int64)
@@ -290,7 +297,7 @@ def _contract_kernel(n, offsets, targets, weights, secondary, sim_limit, limit, 
     while qsize > 0:
         v = qv[0]
         p = _simulate(v, oS, oL, oI, oF, iS, iL, iI, iF, level, sim_limit, sim_hops, hop, tmark, dist, stamp, ctr, whk, whv,
-                          whpos)
+                          whpos, st)
         if p > qk[0]:
             heap_update(qk, qv, qpos, qsize, v, p)
             if qv[0] != v:
@@ -348,8 +355,9 @@ def _contract_kernel(n, offsets, targets, weights, secondary, sim_limit, limit, 
                         nt += 1
                 if nt == 0:
                     continue
+                st[4] += 1
                 _witness(oS, oL, oI, oF, a, v, wa + maxout, limit, hops_limit, hop, nt, tmark, dist, stamp, cur, whk,
-                         whv, whpos)
+                         whv, whpos, st)
                 for ib in range(nout):
                     kb = oS[v] + ib
                     b = oI[kb, 0]
@@ -380,18 +388,18 @@ def _contract_kernel(n, offsets, targets, weights, secondary, sim_limit, limit, 
             if update_nbrs and nbr_seen[x] == v:
                 nbr_seen[x] = n + v  # visited once
                 p = _simulate(x, oS, oL, oI, oF, iS, iL, iI, iF, level, sim_limit, sim_hops, hop, tmark, dist, stamp, ctr, whk, whv,
-                          whpos)
+                          whpos, st)
                 heap_update(qk, qv, qpos, qsize, x, p)
         for k in range(iS[v], iS[v] + iL[v]):
             x = iI[k, 0]
             if update_nbrs and nbr_seen[x] == v:
                 nbr_seen[x] = n + v
                 p = _simulate(x, oS, oL, oI, oF, iS, iL, iI, iF, level, sim_limit, sim_hops, hop, tmark, dist, stamp, ctr, whk, whv,
-                          whpos)
+                          whpos, st)
                 heap_update(qk, qv, qpos, qsize, x, p)
         oL[v] = 0
         iL[v] = 0
-    return rank, order, up_off, UI[:nu].copy(), UF[:nu].copy(), dn_off, DI[:nd].copy(), DF[:nd].copy()
+    return rank, order, up_off, UI[:nu].copy(), UF[:nu].copy(), dn_off, DI[:nd].copy(), DF[:nd].copy(), st
 
 
 @numba.njit(cache=True, nogil=True)
@@ -533,6 +541,27 @@ def _p2p(up_off, up_tgt, up_w, up_s, dn_off, dn_tgt, dn_w, dn_s,
 
 
 @numba.njit(cache=True, nogil=True)
+def _p2p_pairs(up_off, up_tgt, up_w, up_s, dn_off, dn_tgt, dn_w, dn_s, sv, so, so2, sptr, tv, to, to2, tptr,
+               fd, fs, fp, fst, fhk, fhv, fhp, bd, bs, bp, bst, bhk, bhv, bhp, ctr):
+    """Point-to-point for k paired locations in one call: pair i is source location i -> target i."""
+    k = sptr.shape[0] - 1
+    P = np.full(k, INF)
+    S = np.full(k, INF)
+    for i in range(k):
+        a, b = sptr[i], sptr[i + 1]
+        c, d = tptr[i], tptr[i + 1]
+        if a == b or c == d:
+            continue
+        best, best2, mv = _p2p(up_off, up_tgt, up_w, up_s, dn_off, dn_tgt, dn_w, dn_s, sv[a:b], so[a:b], so2[a:b],
+                               tv[c:d], to[c:d], to2[c:d], False, fd, fs, fp, fst, fhk, fhv, fhp, bd, bs, bp, bst, bhk,
+                               bhv, bhp, ctr)
+        if mv >= 0:
+            P[i] = best
+            S[i] = best2
+    return P, S
+
+
+@numba.njit(cache=True, nogil=True)
 def _unpack_arc(is_up, e, up_tgt, up_mid, up_c1, up_c2, dn_row, dn_mid, dn_c1, dn_c2, order, out, cnt, stack):
     """Append the original vertices after the tail of arc e (up arc if is_up else dn arc) to out."""
     sp = 0
@@ -561,11 +590,6 @@ def _unpack_arc(is_up, e, up_tgt, up_mid, up_c1, up_c2, dn_row, dn_mid, dn_c1, d
             stack[sp] = -(c1 + 1)  # dn arc tail->mid, done first
             sp += 1
     return cnt
-
-
-@numba.njit(cache=True, nogil=True)
-def _hops_of(is_up, e, up_hops, dn_hops):
-    return up_hops[e] if is_up else dn_hops[e]
 
 
 @numba.njit(cache=True, nogil=True)
@@ -608,8 +632,8 @@ def _path(mv, fp, bp, up_row, up_tgt, up_mid, up_c1, up_c2, up_hops, dn_row, dn_
     v = mv
     while bp[v] != -1:
         e = bp[v]
-        # dn arc e is v -> dn_row[e]? No: dn arc e is stored at row dn_row[e] listing dn_tgt[e] = v,
-        # i.e. the original arc v -> dn_row[e]. Its unpacking starts at v and ends at dn_row[e].
+        # dn arc e is stored at row dn_row[e] listing dn_tgt[e] = v: it stands for v -> dn_row[e], so its
+        # unpacking starts after v and ends at dn_row[e]
         cnt = _unpack_arc(False, e, up_tgt, up_mid, up_c1, up_c2, dn_row, dn_mid, dn_c1, dn_c2, order, out, cnt,
                           stack)
         v = dn_row[e]
@@ -618,8 +642,7 @@ def _path(mv, fp, bp, up_row, up_tgt, up_mid, up_c1, up_c2, up_hops, dn_row, dn_
 
 @numba.njit(cache=True, nogil=True)
 def _hops(up_off, up_mid, up_c1, up_c2, dn_off, dn_mid, dn_c1, dn_c2):
-    """Number of original arcs behind each up and dn arc (children always have smaller ids? no: computed
-    by memoised iteration in contraction order, children are emitted before their parent)."""
+    """Number of original arcs behind each up and dn arc."""
     nu = up_mid.shape[0]
     nd = dn_mid.shape[0]
     up_h = np.ones(nu, np.int64)
@@ -824,8 +847,8 @@ class ContractionHierarchy:
 
     # -- build -------------------------------------------------------------------------------------
     @classmethod
-    def build(cls, n, offsets, targets, weights, secondary=None, *, witness_limit=200, sim_witness_limit=60,
-              update_neighbours=False, sim_hops=16, witness_hops=64):
+    def build(cls, n, offsets, targets, weights, secondary=None, *, witness_limit=100, sim_witness_limit=30,
+              update_neighbours=False, sim_hops=8, witness_hops=64):
         """Contract the CSR graph.
 
         `witness_limit`/`witness_hops` cap the settled vertices and the arcs per path of a witness search
@@ -851,7 +874,7 @@ class ContractionHierarchy:
         if not (np.all(np.isfinite(weights)) and np.all(weights >= 0)):
             raise ValueError("weights must be finite and >= 0")
         t0 = time.perf_counter()
-        rank, order, up_off, UI, UF, dn_off, DI, DF = _contract_kernel(
+        rank, order, up_off, UI, UF, dn_off, DI, DF, st = _contract_kernel(
             n, offsets, targets, weights, secondary, sim_witness_limit, witness_limit, bool(update_neighbours),
             sim_hops, witness_hops)
         up_tgt, up_row, dn_tgt, dn_row = _finish(n, rank, up_off, UI, dn_off, DI)
@@ -874,6 +897,7 @@ class ContractionHierarchy:
             "shortcuts": int((arrays["up_mid"] >= 0).sum() + (arrays["dn_mid"] >= 0).sum()),
             "build_seconds": round(time.perf_counter() - t0, 3),
             "witness_limit": witness_limit, "sim_witness_limit": sim_witness_limit,
+            "simulations": int(st[0]), "witness_searches": int(st[1] + st[4]), "witness_settled": int(st[2]),
             "witness_hops": witness_hops, "sim_hops": sim_hops, "update_neighbours": bool(update_neighbours),
         }
         return cls(n, arrays, info)
@@ -995,6 +1019,19 @@ class ContractionHierarchy:
             idx.append(np.full(b - a, i)), first.append(np.full(b - a, sv[i]))
         return (np.concatenate(vs).astype(np.int64), np.concatenate(os_).astype(float),
                 np.concatenate(o2s).astype(float), np.concatenate(idx), np.concatenate(first))
+
+    def query_pairs(self, sources, targets):
+        """Batch point-to-point without paths: pair i goes from `sources[i]` to `targets[i]` (locations
+        as in `table`, equal lengths). Returns (primary, secondary) float64 arrays, inf where no path;
+        one kernel call, so a million pairs cost no Python loop."""
+        sv, so, so2, sp = self._flat(sources)
+        tv, to, to2, tp = self._flat(targets)
+        if sp.shape[0] != tp.shape[0]:
+            raise ValueError("sources and targets must have the same length")
+        f, b, ctr = self._ws()
+        return _p2p_pairs(self.up_off, self.up_tgt, self.up_w, self.up_s, self.dn_off, self.dn_tgt, self.dn_w,
+                          self.dn_s, self.rank[sv].astype(np.int64), so, so2, sp, self.rank[tv].astype(np.int64), to,
+                          to2, tp, *f, *b, ctr)
 
     def table(self, sources, targets):
         """Many-to-many: `sources` and `targets` are lists of locations (see `flatten_locations`), or 1-D

@@ -86,6 +86,10 @@ def test_ch_query_and_table_equal_scipy(graph, data):
     assert T.shape == (len(src), len(tgt))
     np.testing.assert_allclose(T, D[np.ix_(src, tgt)], atol=1e-6)
     assert np.array_equal(np.isinf(S), np.isinf(T))
+    k = min(len(src), len(tgt))
+    P, PS = ch.query_pairs(src[:k], tgt[:k])
+    np.testing.assert_allclose(P, D[src[:k], tgt[:k]], atol=1e-6)
+    assert np.array_equal(np.isinf(PS), np.isinf(P))
     T2, S2 = dijkstra_table(g, src, tgt)
     np.testing.assert_allclose(T2, T, atol=1e-6)
     assert np.array_equal(np.isinf(S2), np.isinf(T))
@@ -190,6 +194,8 @@ def test_bad_inputs():
         ch.query([0, 1], 1, source_offsets=[1.0])
     with pytest.raises(ValueError, match="out of range"):
         ch.table(np.array([0]), np.array([-1]))
+    with pytest.raises(ValueError, match="same length"):
+        ch.query_pairs(np.array([0, 1]), np.array([1]))
     with pytest.raises(ValueError, match="out of range"):
         dijkstra(Graph(2, offsets, targets, np.array([1.0])), 0, 7)
 

@@ -81,6 +81,8 @@ def test_table_matches_scipy(road):
     D = scipy_dijkstra(osm_graph.to_scipy(n, offsets, targets, w), indices=src)[:, tgt]
     T, S = ch.table(src, tgt)
     np.testing.assert_allclose(T, D, rtol=1e-9, atol=1e-6)
+    P, PS = ch.query_pairs(src, tgt[:15])
+    np.testing.assert_allclose(P, T[np.arange(15), np.arange(15)], rtol=1e-9)
     T2, S2 = dijkstra_table(Graph(n, offsets, targets, w, s), src[:4], tgt)
     np.testing.assert_allclose(T2, D[:4], rtol=1e-9, atol=1e-6)
     np.testing.assert_allclose(S2, S[:4], rtol=1e-6)
