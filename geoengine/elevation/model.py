@@ -1,0 +1,219 @@
+"""The elevation model of a bundle: memory-mapped DEM tiles and a compiled bilinear sampler.
+
+Sampling rules (also in docs/elevation.md):
+
+- Bilinear interpolation between the four samples around a point, all points of a request in one
+  Numba call.
+- Tile edges are seamless: the four samples are looked up one by one, so a point between the last
+  sample row or column of one tile and the first of its neighbour uses both tiles' samples. A point on
+  a shared edge (HGT tiles repeat their edges) reads the tile that contains it.
+- Voids (-32768) are never used as heights. The bilinear weights of the valid samples are
+  renormalised to sum to 1; a point whose whole weight falls on voids (it sits on a void sample)
+  takes the mean of the valid samples of its cell. When all four samples are voids the point has no
+  height (NaN in the library, null over HTTP).
+- A point is outside coverage when any of its four samples lies in no tile: NaN / null too.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+
+import numba
+import numpy as np
+from numba.typed import List as TypedList
+
+from geoengine.elevation.dem import VOID
+
+INDEX_FORMAT = 1
+
+OK, VOIDED, OUTSIDE = 0, 1, 2
+_EPS = 1e-9  # degrees; absorbs rounding of coordinates on tile edges
+
+
+@numba.njit(cache=True, nogil=True, inline="always")
+def _locate(lat, lon, north, west, dlat, dlon, rows, cols, t):
+    """Value at the sample nearest to grid node (lat, lon) in tile t, or -1 when no tile t holds it."""
+    r = (north[t] - lat) / dlat[t]
+    c = (lon - west[t]) / dlon[t]
+    if r < -0.5 or c < -0.5 or r > rows[t] - 0.5 or c > cols[t] - 0.5:
+        return -1, -1
+    ri = min(max(int(np.floor(r + 0.5)), 0), rows[t] - 1)
+    ci = min(max(int(np.floor(c + 0.5)), 0), cols[t] - 1)
+    return ri, ci
+
+
+@numba.njit(cache=True, nogil=True)
+def sample_kernel(lats, lons, grids, north, west, dlat, dlon, rows, cols):
+    """Bilinear heights (float64) and a status per point (0 ok, 1 all samples void, 2 outside)."""
+    n = lats.size
+    ntiles = north.size
+    out = np.empty(n, dtype=np.float64)
+    status = np.empty(n, dtype=np.int8)
+    vals = np.empty(4, dtype=np.int64)
+    have = np.empty(4, dtype=np.bool_)
+    for i in range(n):
+        lat = lats[i]
+        lon = lons[i]
+        out[i] = np.nan
+        status[i] = OUTSIDE
+        if not (np.isfinite(lat) and np.isfinite(lon)):
+            continue
+        # 1. a tile whose sample grid contains the point: all four samples in that tile
+        ref = -1
+        for t in range(ntiles):
+            south = north[t] - (rows[t] - 1) * dlat[t]
+            east = west[t] + (cols[t] - 1) * dlon[t]
+            if south - _EPS <= lat <= north[t] + _EPS and west[t] - _EPS <= lon <= east + _EPS:
+                ref = t
+                break
+        if ref >= 0:
+            t = ref
+            r = min(max((north[t] - lat) / dlat[t], 0.0), rows[t] - 1.0)
+            c = min(max((lon - west[t]) / dlon[t], 0.0), cols[t] - 1.0)
+            r0 = min(int(np.floor(r)), rows[t] - 2)
+            c0 = min(int(np.floor(c)), cols[t] - 2)
+            fr = r - r0
+            fc = c - c0
+            g = grids[t]
+            vals[0] = g[r0, c0]
+            vals[1] = g[r0, c0 + 1]
+            vals[2] = g[r0 + 1, c0]
+            vals[3] = g[r0 + 1, c0 + 1]
+            have[:] = True
+        else:
+            # 2. the point lies in the gap between the edge samples of neighbouring tiles: take the
+            # grid of a tile it borders on the south or east and find each corner in whichever tile holds it
+            for t in range(ntiles):
+                south = north[t] - (rows[t] - 1) * dlat[t]
+                east = west[t] + (cols[t] - 1) * dlon[t]
+                if south - dlat[t] < lat <= north[t] + _EPS and west[t] - _EPS <= lon < east + dlon[t]:
+                    ref = t
+                    break
+            if ref < 0:
+                continue
+            t = ref
+            r = (north[t] - lat) / dlat[t]
+            c = (lon - west[t]) / dlon[t]
+            r0 = min(max(int(np.floor(r)), 0), rows[t] - 1)
+            c0 = min(max(int(np.floor(c)), 0), cols[t] - 1)
+            fr = r - r0
+            fc = c - c0
+            for k in range(4):
+                rk = r0 + k // 2
+                ck = c0 + k % 2
+                have[k] = False
+                if rk < rows[t] and ck < cols[t]:
+                    vals[k] = grids[t][rk, ck]
+                    have[k] = True
+                    continue
+                nlat = north[t] - rk * dlat[t]
+                nlon = west[t] + ck * dlon[t]
+                for u in range(ntiles):
+                    if u == t:
+                        continue
+                    ru, cu = _locate(nlat, nlon, north, west, dlat, dlon, rows, cols, u)
+                    if ru >= 0:
+                        vals[k] = grids[u][ru, cu]
+                        have[k] = True
+                        break
+            if not (have[0] and have[1] and have[2] and have[3]):
+                continue
+        w0 = (1.0 - fr) * (1.0 - fc)
+        w1 = (1.0 - fr) * fc
+        w2 = fr * (1.0 - fc)
+        w3 = fr * fc
+        wsum = 0.0
+        acc = 0.0
+        nvalid = 0
+        vsum = 0.0
+        for k in range(4):
+            if vals[k] != VOID:
+                w = w0 if k == 0 else (w1 if k == 1 else (w2 if k == 2 else w3))
+                wsum += w
+                acc += w * vals[k]
+                nvalid += 1
+                vsum += vals[k]
+        if nvalid == 0:
+            status[i] = VOIDED
+            continue
+        status[i] = OK
+        if wsum > 1e-12:
+            out[i] = acc / wsum
+        else:
+            out[i] = vsum / nvalid
+    return out, status
+
+
+@dataclass(frozen=True)
+class TileInfo:
+    name: str
+    file: str
+    north: float
+    south: float
+    west: float
+    east: float
+    rows: int
+    cols: int
+    step_lat: float
+    step_lon: float
+    arc_seconds: float
+    voids: int
+    source: str
+
+
+class ElevationModel:
+    """The DEM tiles of one bundle (possibly none) and the sampler over them."""
+
+    def __init__(self, tiles: list[TileInfo], grids: list[np.ndarray]):
+        self.tiles = tiles
+        self._grids = TypedList()
+        for g in grids:
+            self._grids.append(g)
+        if not grids:  # give the typed list its item type
+            self._grids.append(np.zeros((2, 2), dtype=np.int16))
+            self._grids.pop()
+        self._north = np.array([t.north for t in tiles], dtype=np.float64)
+        self._west = np.array([t.west for t in tiles], dtype=np.float64)
+        self._dlat = np.array([t.step_lat for t in tiles], dtype=np.float64)
+        self._dlon = np.array([t.step_lon for t in tiles], dtype=np.float64)
+        self._rows = np.array([t.rows for t in tiles], dtype=np.int64)
+        self._cols = np.array([t.cols for t in tiles], dtype=np.int64)
+
+    @classmethod
+    def open(cls, stage_dir: str | Path) -> ElevationModel:
+        """Load `<bundle>/elevation/index.json` and memory-map its tiles."""
+        stage_dir = Path(stage_dir)
+        index = json.loads((stage_dir / "index.json").read_text())
+        tiles = [TileInfo(**t) for t in index["tiles"]]
+        grids = []
+        for t in tiles:
+            # np.asarray drops the np.memmap subclass but keeps the memory mapping
+            grid = np.asarray(np.load(stage_dir / t.file, mmap_mode="r"))
+            if grid.dtype != np.int16 or grid.shape != (t.rows, t.cols):
+                raise ValueError(f"{stage_dir / t.file} is not a {t.rows}x{t.cols} int16 array")
+            grids.append(grid)
+        return cls(tiles, grids)
+
+    @property
+    def empty(self) -> bool:
+        return not self.tiles
+
+    def sample(self, lats, lons) -> tuple[np.ndarray, np.ndarray]:
+        """(heights float64 with NaN where there is none, status int8: 0 ok, 1 void, 2 outside)."""
+        lats = np.ascontiguousarray(lats, dtype=np.float64).ravel()
+        lons = np.ascontiguousarray(lons, dtype=np.float64).ravel()
+        if lats.shape != lons.shape:
+            raise ValueError(f"lats and lons differ in length ({lats.size} and {lons.size})")
+        if self.empty or lats.size == 0:
+            return np.full(lats.size, np.nan), np.full(lats.size, OUTSIDE, dtype=np.int8)
+        return sample_kernel(
+            lats, lons, self._grids, self._north, self._west, self._dlat, self._dlon, self._rows, self._cols
+        )
+
+    def describe(self) -> list[dict]:
+        return [
+            {"name": t.name, "bounds": [t.west, t.south, t.east, t.north], "arc_seconds": t.arc_seconds, "voids": t.voids}
+            for t in self.tiles
+        ]
