@@ -46,67 +46,80 @@ def _locate(lat, lon, north, west, dlat, dlon, rows, cols, t):
 
 @numba.njit(cache=True, nogil=True)
 def sample_kernel(lats, lons, grids, north, west, dlat, dlon, rows, cols):
-    """Bilinear heights (float64) and a status per point (0 ok, 1 all samples void, 2 outside)."""
+    """Bilinear heights (float64) and a status per point (0 ok, 1 all samples void, 2 outside).
+
+    Three passes: place each point in a tile's grid; read the four samples tile by tile (one typed-list
+    lookup per tile, not per point); weigh them.
+    """
     n = lats.size
     ntiles = north.size
-    out = np.empty(n, dtype=np.float64)
-    status = np.empty(n, dtype=np.int8)
-    vals = np.empty(4, dtype=np.int64)
-    have = np.empty(4, dtype=np.bool_)
+    out = np.full(n, np.nan)
+    status = np.full(n, OUTSIDE, dtype=np.int8)
+    ref = np.full(n, -1, dtype=np.int64)
+    gap = np.zeros(n, dtype=np.bool_)
+    r0s = np.zeros(n, dtype=np.int64)
+    c0s = np.zeros(n, dtype=np.int64)
+    frs = np.zeros(n)
+    fcs = np.zeros(n)
+    # 1. place: a tile whose sample grid contains the point (all four samples in it), else a tile it
+    # borders on the south or east (the point lies in the gap between neighbouring tiles' edge samples)
     for i in range(n):
         lat = lats[i]
         lon = lons[i]
-        out[i] = np.nan
-        status[i] = OUTSIDE
         if not (np.isfinite(lat) and np.isfinite(lon)):
             continue
-        # 1. a tile whose sample grid contains the point: all four samples in that tile
-        ref = -1
         for t in range(ntiles):
             south = north[t] - (rows[t] - 1) * dlat[t]
             east = west[t] + (cols[t] - 1) * dlon[t]
             if south - _EPS <= lat <= north[t] + _EPS and west[t] - _EPS <= lon <= east + _EPS:
-                ref = t
+                r = min(max((north[t] - lat) / dlat[t], 0.0), rows[t] - 1.0)
+                c = min(max((lon - west[t]) / dlon[t], 0.0), cols[t] - 1.0)
+                r0s[i] = min(int(np.floor(r)), rows[t] - 2)
+                c0s[i] = min(int(np.floor(c)), cols[t] - 2)
+                frs[i] = r - r0s[i]
+                fcs[i] = c - c0s[i]
+                ref[i] = t
                 break
-        if ref >= 0:
-            t = ref
-            r = min(max((north[t] - lat) / dlat[t], 0.0), rows[t] - 1.0)
-            c = min(max((lon - west[t]) / dlon[t], 0.0), cols[t] - 1.0)
-            r0 = min(int(np.floor(r)), rows[t] - 2)
-            c0 = min(int(np.floor(c)), cols[t] - 2)
-            fr = r - r0
-            fc = c - c0
-            g = grids[t]
-            vals[0] = g[r0, c0]
-            vals[1] = g[r0, c0 + 1]
-            vals[2] = g[r0 + 1, c0]
-            vals[3] = g[r0 + 1, c0 + 1]
-            have[:] = True
-        else:
-            # 2. the point lies in the gap between the edge samples of neighbouring tiles: take the
-            # grid of a tile it borders on the south or east and find each corner in whichever tile holds it
-            for t in range(ntiles):
-                south = north[t] - (rows[t] - 1) * dlat[t]
-                east = west[t] + (cols[t] - 1) * dlon[t]
-                if south - dlat[t] < lat <= north[t] + _EPS and west[t] - _EPS <= lon < east + dlon[t]:
-                    ref = t
-                    break
-            if ref < 0:
+        if ref[i] >= 0:
+            continue
+        for t in range(ntiles):
+            south = north[t] - (rows[t] - 1) * dlat[t]
+            east = west[t] + (cols[t] - 1) * dlon[t]
+            if south - dlat[t] < lat <= north[t] + _EPS and west[t] - _EPS <= lon < east + dlon[t]:
+                r = max((north[t] - lat) / dlat[t], 0.0)
+                c = max((lon - west[t]) / dlon[t], 0.0)
+                r0s[i] = min(int(np.floor(r)), rows[t] - 1)
+                c0s[i] = min(int(np.floor(c)), cols[t] - 1)
+                frs[i] = r - r0s[i]
+                fcs[i] = c - c0s[i]
+                ref[i] = t
+                gap[i] = True
+                break
+    # 2. read the four samples, tile by tile
+    vals = np.empty((n, 4), dtype=np.int64)
+    have = np.zeros((n, 4), dtype=np.bool_)
+    for t in range(ntiles):
+        g = grids[t]
+        nr = rows[t]
+        nc = cols[t]
+        for i in range(n):
+            if ref[i] != t:
                 continue
-            t = ref
-            r = (north[t] - lat) / dlat[t]
-            c = (lon - west[t]) / dlon[t]
-            r0 = min(max(int(np.floor(r)), 0), rows[t] - 1)
-            c0 = min(max(int(np.floor(c)), 0), cols[t] - 1)
-            fr = r - r0
-            fc = c - c0
+            r0 = r0s[i]
+            c0 = c0s[i]
+            if not gap[i]:
+                vals[i, 0] = g[r0, c0]
+                vals[i, 1] = g[r0, c0 + 1]
+                vals[i, 2] = g[r0 + 1, c0]
+                vals[i, 3] = g[r0 + 1, c0 + 1]
+                have[i, :] = True
+                continue
             for k in range(4):
                 rk = r0 + k // 2
                 ck = c0 + k % 2
-                have[k] = False
-                if rk < rows[t] and ck < cols[t]:
-                    vals[k] = grids[t][rk, ck]
-                    have[k] = True
+                if rk < nr and ck < nc:
+                    vals[i, k] = g[rk, ck]
+                    have[i, k] = True
                     continue
                 nlat = north[t] - rk * dlat[t]
                 nlon = west[t] + ck * dlon[t]
@@ -115,33 +128,34 @@ def sample_kernel(lats, lons, grids, north, west, dlat, dlon, rows, cols):
                         continue
                     ru, cu = _locate(nlat, nlon, north, west, dlat, dlon, rows, cols, u)
                     if ru >= 0:
-                        vals[k] = grids[u][ru, cu]
-                        have[k] = True
+                        vals[i, k] = grids[u][ru, cu]
+                        have[i, k] = True
                         break
-            if not (have[0] and have[1] and have[2] and have[3]):
-                continue
-        w0 = (1.0 - fr) * (1.0 - fc)
-        w1 = (1.0 - fr) * fc
-        w2 = fr * (1.0 - fc)
-        w3 = fr * fc
+    # 3. weigh: renormalised bilinear over the valid samples
+    for i in range(n):
+        if ref[i] < 0 or not (have[i, 0] and have[i, 1] and have[i, 2] and have[i, 3]):
+            continue
+        fr = frs[i]
+        fc = fcs[i]
         wsum = 0.0
         acc = 0.0
         nvalid = 0
         vsum = 0.0
         for k in range(4):
-            if vals[k] != VOID:
-                w = w0 if k == 0 else (w1 if k == 1 else (w2 if k == 2 else w3))
+            v = vals[i, k]
+            if v != VOID:
+                w = (fr if k >= 2 else 1.0 - fr) * (fc if k % 2 == 1 else 1.0 - fc)
                 wsum += w
-                acc += w * vals[k]
+                acc += w * v
                 nvalid += 1
-                vsum += vals[k]
+                vsum += v
         if nvalid == 0:
             status[i] = VOIDED
-            continue
-        status[i] = OK
-        if wsum > 1e-12:
+        elif wsum > 1e-12:
+            status[i] = OK
             out[i] = acc / wsum
         else:
+            status[i] = OK
             out[i] = vsum / nvalid
     return out, status
 
@@ -195,6 +209,17 @@ class ElevationModel:
                 raise ValueError(f"{stage_dir / t.file} is not a {t.rows}x{t.cols} int16 array")
             grids.append(grid)
         return cls(tiles, grids)
+
+    @classmethod
+    def from_tiles(cls, dem_tiles) -> ElevationModel:
+        """A model over in-memory `DemTile`s (no bundle), e.g. to sample a DEM file directly."""
+        infos = [
+            TileInfo(name=t.name, file="", north=t.north, south=t.south, west=t.west, east=t.east, rows=t.rows,
+                     cols=t.cols, step_lat=t.step_lat, step_lon=t.step_lon, arc_seconds=t.arc_seconds,
+                     voids=t.voids, source=t.source)
+            for t in dem_tiles
+        ]
+        return cls(infos, [np.ascontiguousarray(t.data, dtype=np.int16) for t in dem_tiles])
 
     @property
     def empty(self) -> bool:

@@ -1,0 +1,114 @@
+"""GET /elevation and POST /elevation: parse, one engine call, format (docs/elevation.md)."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+from fastapi import APIRouter, Depends, Query
+from fastapi.responses import Response
+from pydantic import BaseModel, ConfigDict, Field
+
+from geoengine.engine import Engine
+from geoengine.server.deps import get_engine
+
+router = APIRouter(tags=["Elevation"])
+
+class ElevationPoint(BaseModel):
+    lat: float = Field(description="Latitude as given")
+    lon: float = Field(description="Longitude as given")
+    elevation_m: float = Field(description="Height above mean sea level in metres (bilinear over the DEM, 0.1 m)")
+
+
+class ShapePoint(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    lat: float = Field(ge=-90, le=90, description="Latitude in degrees")
+    lon: float = Field(ge=-180, le=180, description="Longitude in degrees")
+
+
+class ElevationRequest(BaseModel):
+    """Exactly one of `shape` and `encoded_polyline`."""
+
+    model_config = ConfigDict(
+        extra="forbid",
+        json_schema_extra={
+            "examples": [
+                {"shape": [{"lat": 42.5063, "lon": 1.5218}, {"lat": 42.5345, "lon": 1.5803}]},
+                {"encoded_polyline": "wbkapAog{{Aoav@ggqB", "range": True},
+            ]
+        },
+    )
+
+    shape: list[ShapePoint] | None = Field(
+        default=None, description="Points to sample, in order; required when encoded_polyline is absent"
+    )
+    encoded_polyline: str | None = Field(
+        default=None, description="The points as a precision-6 encoded polyline; required when shape is absent"
+    )
+    range: bool = Field(
+        default=False,
+        description="When true the response carries `range_height` (cumulative great-circle distance and "
+        "height per point) instead of `height`",
+    )
+
+
+class HeightResponse(BaseModel):
+    height: list[float | None] = Field(
+        description="Height in metres (0.1 m) per point, in request order; null outside DEM coverage or where the DEM has only voids"
+    )
+
+
+class RangeHeightResponse(BaseModel):
+    range_height: list[tuple[float, float | None]] = Field(
+        description="Per point `[cumulative_distance_m, elevation_m]`: great-circle distance from the first point "
+        "(0.1 m) and height (0.1 m, null where there is none). `height` is not repeated (as in Valhalla)."
+    )
+
+
+_ERRORS = {
+    400: {"description": "Coordinates out of range, both or neither of shape and encoded_polyline, a malformed "
+                         "polyline, or more points than the limit (GEOENGINE_ELEVATION_MAX_POINTS, default 2000)"},
+    422: {"description": "Outside the DEM coverage of the bundle (or the bundle has no DEM)"},
+}
+
+
+@router.get(
+    "/elevation",
+    response_model=ElevationPoint,
+    summary="Elevation of one point",
+    responses={400: {"description": "Latitude or longitude missing or out of range"},
+               422: {"description": "The point is outside the DEM coverage (or the DEM has only voids there)"}},
+)
+def get_elevation(
+    lat: float = Query(ge=-90, le=90, description="Latitude in degrees"),
+    lon: float = Query(ge=-180, le=180, description="Longitude in degrees"),
+    engine: Engine = Depends(get_engine),
+) -> ElevationPoint:
+    height = engine.elevation_at(lat, lon)
+    return ElevationPoint(lat=lat, lon=lon, elevation_m=round(height, 1))
+
+
+@router.post(
+    "/elevation",
+    response_model=HeightResponse | RangeHeightResponse,
+    summary="Elevation of a list of points or an encoded shape",
+    description="`height` per point, or with `range: true` only `range_height` pairs "
+    "[cumulative great-circle distance m, elevation m]. Points outside coverage are null.",
+    responses=_ERRORS,
+)
+def post_elevation(body: ElevationRequest, engine: Engine = Depends(get_engine)) -> Response:
+    if body.shape is not None:
+        lats = np.fromiter((p.lat for p in body.shape), dtype=np.float64, count=len(body.shape))
+        lons = np.fromiter((p.lon for p in body.shape), dtype=np.float64, count=len(body.shape))
+        prof = engine.elevation_profile(lats, lons, encoded_polyline=body.encoded_polyline)
+    else:
+        prof = engine.elevation_profile(encoded_polyline=body.encoded_polyline)
+    heights = np.round(prof.heights, 1)
+    if body.range:
+        pairs = np.column_stack((np.round(prof.distances, 1), heights)).tolist()
+        text = '{"range_height":' + json.dumps(pairs) + "}"
+    else:
+        text = '{"height":' + json.dumps(heights.tolist()) + "}"
+    # the lists hold only numbers, so the one spelling of a missing height is NaN
+    return Response(text.replace("NaN", "null"), media_type="application/json")
