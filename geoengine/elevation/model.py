@@ -44,6 +44,14 @@ def _locate(lat, lon, north, west, dlat, dlon, rows, cols, t):
     return ri, ci
 
 
+@numba.njit(cache=True, nogil=True, inline="always")
+def _snap(x):
+    """A grid coordinate within 1e-7 of a whole sample (1e-5 m at 3 arc-seconds) is that sample, so
+    a point given on a grid node picks the same cell however its degrees were rounded."""
+    k = np.floor(x + 0.5)
+    return k if abs(x - k) < 1e-7 else x
+
+
 @numba.njit(cache=True, nogil=True)
 def sample_kernel(lats, lons, grids, north, west, dlat, dlon, rows, cols):
     """Bilinear heights (float64) and a status per point (0 ok, 1 all samples void, 2 outside).
@@ -72,8 +80,8 @@ def sample_kernel(lats, lons, grids, north, west, dlat, dlon, rows, cols):
             south = north[t] - (rows[t] - 1) * dlat[t]
             east = west[t] + (cols[t] - 1) * dlon[t]
             if south - _EPS <= lat <= north[t] + _EPS and west[t] - _EPS <= lon <= east + _EPS:
-                r = min(max((north[t] - lat) / dlat[t], 0.0), rows[t] - 1.0)
-                c = min(max((lon - west[t]) / dlon[t], 0.0), cols[t] - 1.0)
+                r = min(max(_snap((north[t] - lat) / dlat[t]), 0.0), rows[t] - 1.0)
+                c = min(max(_snap((lon - west[t]) / dlon[t]), 0.0), cols[t] - 1.0)
                 r0s[i] = min(int(np.floor(r)), rows[t] - 2)
                 c0s[i] = min(int(np.floor(c)), cols[t] - 2)
                 frs[i] = r - r0s[i]
@@ -86,8 +94,8 @@ def sample_kernel(lats, lons, grids, north, west, dlat, dlon, rows, cols):
             south = north[t] - (rows[t] - 1) * dlat[t]
             east = west[t] + (cols[t] - 1) * dlon[t]
             if south - dlat[t] < lat <= north[t] + _EPS and west[t] - _EPS <= lon < east + dlon[t]:
-                r = max((north[t] - lat) / dlat[t], 0.0)
-                c = max((lon - west[t]) / dlon[t], 0.0)
+                r = max(_snap((north[t] - lat) / dlat[t]), 0.0)
+                c = max(_snap((lon - west[t]) / dlon[t]), 0.0)
                 r0s[i] = min(int(np.floor(r)), rows[t] - 1)
                 c0s[i] = min(int(np.floor(c)), cols[t] - 1)
                 frs[i] = r - r0s[i]
