@@ -23,8 +23,8 @@ class ElevationPoint(BaseModel):
 class ShapePoint(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
-    lat: float = Field(ge=-90, le=90, description="Latitude in degrees")
-    lon: float = Field(ge=-180, le=180, description="Longitude in degrees")
+    lat: float = Field(ge=-90, le=90, allow_inf_nan=False, description="Latitude in degrees")
+    lon: float = Field(ge=-180, le=180, allow_inf_nan=False, description="Longitude in degrees")
 
 
 class ElevationRequest(BaseModel):
@@ -81,8 +81,8 @@ _ERRORS = {
                422: {"description": "The point is outside the DEM coverage (or the DEM has only voids there)"}},
 )
 def get_elevation(
-    lat: float = Query(ge=-90, le=90, description="Latitude in degrees"),
-    lon: float = Query(ge=-180, le=180, description="Longitude in degrees"),
+    lat: float = Query(ge=-90, le=90, allow_inf_nan=False, description="Latitude in degrees"),
+    lon: float = Query(ge=-180, le=180, allow_inf_nan=False, description="Longitude in degrees"),
     engine: Engine = Depends(get_engine),
 ) -> ElevationPoint:
     height = engine.elevation_at(lat, lon)
