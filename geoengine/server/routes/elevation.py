@@ -2,17 +2,24 @@
 
 from __future__ import annotations
 
-import json
+import operator
+from typing import Annotated
 
 import numpy as np
+import pydantic_core
 from fastapi import APIRouter, Depends, Query
 from fastapi.responses import Response
 from pydantic import BaseModel, ConfigDict, Field
+from typing_extensions import TypedDict
 
 from geoengine.engine import Engine
 from geoengine.server.deps import get_engine
 
 router = APIRouter(tags=["Elevation"])
+_LAT_LON = operator.itemgetter("lat", "lon")
+
+# The handlers are `async def`: the engine call takes well under a millisecond (a compiled kernel
+# over memory-mapped tiles), less than a hop to the thread pool.
 
 class ElevationPoint(BaseModel):
     lat: float = Field(description="Latitude as given")
@@ -20,11 +27,13 @@ class ElevationPoint(BaseModel):
     elevation_m: float = Field(description="Height above mean sea level in metres (bilinear over the DEM, 0.1 m)")
 
 
-class ShapePoint(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+class ShapePoint(TypedDict):
+    """A point of `shape`. A TypedDict, not a model: validating 2,000 of them costs a third as much."""
 
-    lat: float = Field(ge=-90, le=90, allow_inf_nan=False, description="Latitude in degrees")
-    lon: float = Field(ge=-180, le=180, allow_inf_nan=False, description="Longitude in degrees")
+    __pydantic_config__ = ConfigDict(extra="forbid")  # type: ignore[misc]
+
+    lat: Annotated[float, Field(ge=-90, le=90, allow_inf_nan=False, description="Latitude in degrees")]
+    lon: Annotated[float, Field(ge=-180, le=180, allow_inf_nan=False, description="Longitude in degrees")]
 
 
 class ElevationRequest(BaseModel):
@@ -80,7 +89,7 @@ _ERRORS = {
     responses={400: {"description": "Latitude or longitude missing or out of range"},
                422: {"description": "The point is outside the DEM coverage (or the DEM has only voids there)"}},
 )
-def get_elevation(
+async def get_elevation(
     lat: float = Query(ge=-90, le=90, allow_inf_nan=False, description="Latitude in degrees"),
     lon: float = Query(ge=-180, le=180, allow_inf_nan=False, description="Longitude in degrees"),
     engine: Engine = Depends(get_engine),
@@ -97,18 +106,16 @@ def get_elevation(
     "[cumulative great-circle distance m, elevation m]. Points outside coverage are null.",
     responses=_ERRORS,
 )
-def post_elevation(body: ElevationRequest, engine: Engine = Depends(get_engine)) -> Response:
+async def post_elevation(body: ElevationRequest, engine: Engine = Depends(get_engine)) -> Response:
     if body.shape is not None:
-        lats = np.fromiter((p.lat for p in body.shape), dtype=np.float64, count=len(body.shape))
-        lons = np.fromiter((p.lon for p in body.shape), dtype=np.float64, count=len(body.shape))
-        prof = engine.elevation_profile(lats, lons, encoded_polyline=body.encoded_polyline)
+        coords = np.array(list(map(_LAT_LON, body.shape)), dtype=np.float64).reshape(-1, 2)
+        prof = engine.elevation_profile(coords[:, 0], coords[:, 1], encoded_polyline=body.encoded_polyline)
     else:
         prof = engine.elevation_profile(encoded_polyline=body.encoded_polyline)
     heights = np.round(prof.heights, 1)
     if body.range:
-        pairs = np.column_stack((np.round(prof.distances, 1), heights)).tolist()
-        text = '{"range_height":' + json.dumps(pairs) + "}"
+        doc = {"range_height": np.column_stack((np.round(prof.distances, 1), heights)).tolist()}
     else:
-        text = '{"height":' + json.dumps(heights.tolist()) + "}"
-    # the lists hold only numbers, so the one spelling of a missing height is NaN
-    return Response(text.replace("NaN", "null"), media_type="application/json")
+        doc = {"height": heights.tolist()}
+    # serialised directly (the declared models document it): NaN, a missing height, becomes null
+    return Response(pydantic_core.to_json(doc, inf_nan_mode="null"), media_type="application/json")
