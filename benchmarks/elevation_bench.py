@@ -15,8 +15,8 @@ bilinear value of the SRTM3 grid there: a bilinear surface cut into thirds is th
 both engines answer the same heights (the script checks it). geoengine is measured on its bundle
 built from the original SRTM3 tiles, and also on a bundle built from the 1-arc-second files.
 
-Set up the peer once:  python -m venv benchmarks/.peers/valhalla-venv &&
-                       benchmarks/.peers/valhalla-venv/bin/pip install pyvalhalla
+The script installs the peer itself when its venv is missing (`python -m venv` + `pip install
+pyvalhalla`); `--no-install` skips that.
 """
 
 from __future__ import annotations
@@ -41,6 +41,24 @@ SHARED = Path(os.environ.get("GEOENGINE_DATA_MIRROR") or ROOT.parent / "shared" 
 sys.path.insert(0, str(ROOT))
 
 N_POINTS = 2000
+PYVALHALLA = "pyvalhalla==3.9.1"
+
+
+def ensure_valhalla(py: Path) -> str | None:
+    """Create the peer venv with pyvalhalla if it is missing; return why Valhalla cannot run, or None."""
+    if not py.exists():
+        venv = py.parents[1]
+        print(f"installing {PYVALHALLA} into {venv} ...", flush=True)
+        made = subprocess.run([sys.executable, "-m", "venv", str(venv)], capture_output=True, text=True)
+        if made.returncode != 0:
+            return f"cannot create {venv}: {made.stderr.strip()[-300:]}"
+        pip = subprocess.run([str(py), "-m", "pip", "install", "-q", PYVALHALLA], capture_output=True, text=True)
+        if pip.returncode != 0:
+            return f"pip install {PYVALHALLA} failed: {pip.stderr.strip()[-300:]}"
+    probe = subprocess.run([str(py), "-c", "import valhalla"], capture_output=True, text=True)
+    if probe.returncode != 0:
+        return f"pyvalhalla does not import in {py}: {probe.stderr.strip()[-300:]}"
+    return None
 
 
 def free_port() -> int:
@@ -201,6 +219,7 @@ def main() -> int:
     ap.add_argument("--requests", type=int, default=300, help="timed requests per server (default 300)")
     ap.add_argument("--valhalla-python", default=str(PEERS / "valhalla-venv" / "bin" / "python"),
                     help="a Python that imports pyvalhalla (default benchmarks/.peers/valhalla-venv)")
+    ap.add_argument("--no-install", action="store_true", help="do not install pyvalhalla when its venv is missing")
     args = ap.parse_args()
 
     import httpx
@@ -245,13 +264,10 @@ def main() -> int:
 
         # -- Valhalla -----------------------------------------------------------------------------
         py = args.valhalla_python
-        why_not = None
-        if not Path(py).exists():
-            why_not = f"{py} not found (set up the peer venv, see the docstring)"
+        if args.no_install and not Path(py).exists():
+            why_not = f"{py} not found and --no-install given"
         else:
-            probe = subprocess.run([py, "-c", "import valhalla"], capture_output=True, text=True)
-            if probe.returncode != 0:
-                why_not = f"pyvalhalla does not import in {py}: {probe.stderr.strip()[-300:]}"
+            why_not = ensure_valhalla(Path(py))
         if why_not:
             print(f"Valhalla not measured: {why_not}\n")
         else:

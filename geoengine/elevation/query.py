@@ -34,10 +34,6 @@ class ElevationProfile:
         return int(np.count_nonzero(self.status == OK))
 
 
-def _no_dem(model: ElevationModel | None) -> bool:
-    return model is None or model.empty
-
-
 def _no_dem_error(bundle_name: str) -> OutsideCoverage:
     return OutsideCoverage(
         f"no elevation data: bundle {bundle_name} was built without a DEM (give SRTM .hgt or GeoTIFF files to "
@@ -67,7 +63,7 @@ def height_at(model: ElevationModel | None, lat: float, lon: float, *, bundle_na
         errors.append(FieldError("lon", f"longitude must be a number in [-180, 180], got {lon!r}"))
     if errors:
         raise InvalidRequest(errors=errors)
-    if _no_dem(model):
+    if model is None or model.empty:
         raise _no_dem_error(bundle_name)
     h, status = model.sample(np.array([lat], dtype=np.float64), np.array([lon], dtype=np.float64))
     if status[0] == OUTSIDE:
@@ -128,7 +124,7 @@ def profile(
     if max_points is not None and n > max_points:
         raise InvalidRequest.field(field, f"too many points: {n} given, at most {max_points} points are allowed per request")
     check_coordinates(plats, plons, field=field if field == "shape" else "encoded_polyline.points")
-    if _no_dem(model):
+    if model is None or model.empty:
         raise _no_dem_error(bundle_name)
     h, status = model.sample(plats, plons)
     return ElevationProfile(

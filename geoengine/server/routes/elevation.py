@@ -90,9 +90,9 @@ _ERRORS = {
                422: {"description": "The point is outside the DEM coverage (or the DEM has only voids there)"}},
 )
 async def get_elevation(
-    lat: float = Query(ge=-90, le=90, allow_inf_nan=False, description="Latitude in degrees"),
-    lon: float = Query(ge=-180, le=180, allow_inf_nan=False, description="Longitude in degrees"),
-    engine: Engine = Depends(get_engine),
+    lat: Annotated[float, Query(ge=-90, le=90, allow_inf_nan=False, description="Latitude in degrees")],
+    lon: Annotated[float, Query(ge=-180, le=180, allow_inf_nan=False, description="Longitude in degrees")],
+    engine: Annotated[Engine, Depends(get_engine)],
 ) -> ElevationPoint:
     height = engine.elevation_at(lat, lon)
     return ElevationPoint(lat=lat, lon=lon, elevation_m=round(height, 1))
@@ -106,7 +106,7 @@ async def get_elevation(
     "[cumulative great-circle distance m, elevation m]. Points outside coverage are null.",
     responses=_ERRORS,
 )
-async def post_elevation(body: ElevationRequest, engine: Engine = Depends(get_engine)) -> Response:
+async def post_elevation(body: ElevationRequest, engine: Annotated[Engine, Depends(get_engine)]) -> Response:
     if body.shape is not None:
         coords = np.array(list(map(_LAT_LON, body.shape)), dtype=np.float64).reshape(-1, 2)
         prof = engine.elevation_profile(coords[:, 0], coords[:, 1], encoded_polyline=body.encoded_polyline)
