@@ -3,7 +3,7 @@
     /work/main/.venv/bin/python benchmarks/elevation_bench.py [--requests 300] [--valhalla-python PY]
 
 Both servers run on loopback in this run and get the same 2,000 points (a seeded walk across
-Andorra) over keep-alive HTTP, one request at a time; the script prints p50/p90 per server and the
+Andorra) over keep-alive HTTP, one request at a time, the servers taking turns; the script prints p50/p90 per server and the
 ratio Valhalla p50 / geoengine p50 (above 1 means geoengine is faster), then the same for in-process
 calls (Engine.elevation_profile vs pyvalhalla's Actor.height).
 
@@ -239,30 +239,16 @@ def main() -> int:
         one_sec = write_one_arc_second_tiles(PEERS / "elevation-1s")
         bundle1, _ = build_bundle(work / "home", "andorra1", one_sec)
 
-        # -- geoengine over HTTP ------------------------------------------------------------------
+        # -- start every server, then time them round-robin (shared-machine noise hits all alike) ----
+        clients: dict[str, tuple] = {}  # label -> (httpx client, path, body)
         for label, bundle in (("geoengine (SRTM3 bundle)", bundle3), ("geoengine (1\" bundle)", bundle1)):
             port = free_port()
             proc, headers = start_geoengine(bundle, settings, port)
             procs.append(proc)
-            with httpx.Client(base_url=f"http://127.0.0.1:{port}", headers={**headers, "Content-Type": "application/json"}) as c:
-                r = c.post("/elevation", content=body)
-                r.raise_for_status()
-                ours = r.json()["height"]
-                results[label] = timed(lambda c=c: c.post("/elevation", content=body), args.requests)
-                results[label + " range"] = timed(lambda c=c: c.post("/elevation", content=body_range), args.requests)
-            stop(proc)
-            procs.remove(proc)
-            if label.startswith("geoengine (SRTM3"):
-                ours_srtm3 = ours
+            c = httpx.Client(base_url=f"http://127.0.0.1:{port}", headers={**headers, "Content-Type": "application/json"})
+            clients[label] = (c, "/elevation", body)
+            clients[label + " range"] = (c, "/elevation", body_range)
 
-        # -- geoengine in process -----------------------------------------------------------------
-        import geoengine
-
-        engine = geoengine.open(bundle3, settings=settings)
-        results["geoengine library (Engine.elevation_profile)"] = timed(
-            lambda: engine.elevation_profile(lats, lons), args.requests)
-
-        # -- Valhalla -----------------------------------------------------------------------------
         py = args.valhalla_python
         if args.no_install and not Path(py).exists():
             why_not = f"{py} not found and --no-install given"
@@ -275,26 +261,48 @@ def main() -> int:
             vwork.mkdir()
             port = free_port()
             cfg = valhalla_config(py, PEERS / "elevation-1s", vwork, port)
-            proc = start_valhalla(py, cfg, port)
-            procs.append(proc)
-            vbody = json.dumps({"shape": shape, "height_precision": 1})
-            vbody_range = json.dumps({"shape": shape, "range": True, "height_precision": 1})
-            with httpx.Client(base_url=f"http://127.0.0.1:{port}", headers={"Content-Type": "application/json"}) as c:
-                r = c.post("/height", content=vbody)
-                r.raise_for_status()
-                theirs = r.json()["height"]
-                results["valhalla /height"] = timed(lambda: c.post("/height", content=vbody), args.requests)
-                results["valhalla /height range"] = timed(lambda: c.post("/height", content=vbody_range), args.requests)
-            stop(proc)
-            procs.remove(proc)
-            a = np.array([np.nan if v is None else v for v in ours_srtm3], dtype=float)
+            procs.append(start_valhalla(py, cfg, port))
+            c = httpx.Client(base_url=f"http://127.0.0.1:{port}", headers={"Content-Type": "application/json"})
+            clients["valhalla /height"] = (c, "/height", json.dumps({"shape": shape, "height_precision": 1}))
+            clients["valhalla /height range"] = (c, "/height", json.dumps({"shape": shape, "range": True,
+                                                                           "height_precision": 1}))
+            ours = clients["geoengine (SRTM3 bundle)"][0].post("/elevation", content=body).json()["height"]
+            theirs = c.post("/height", content=clients["valhalla /height"][2]).json()["height"]
+            a = np.array([np.nan if v is None else v for v in ours], dtype=float)
             b = np.array([np.nan if v is None else v for v in theirs], dtype=float)
             both = np.isfinite(a) & np.isfinite(b)
             diff = np.abs(a[both] - b[both])
             print(f"agreement: {both.sum()} of {N_POINTS} points have heights from both; |geoengine - valhalla| "
                   f"median {np.median(diff):.2f} m, p99 {np.percentile(diff, 99):.2f} m, max {diff.max():.2f} m "
                   f"(valhalla null: {int(np.isnan(b).sum())}, geoengine null: {int(np.isnan(a).sum())})\n")
-            (vwork / "body.json").write_text(vbody)
+
+        for label, (c, path, content) in clients.items():
+            r = c.post(path, content=content)
+            r.raise_for_status()
+            results[label] = []
+            for _ in range(20):
+                c.post(path, content=content)
+        labels = list(clients)
+        for i in range(args.requests):
+            for label in labels[i % len(labels):] + labels[: i % len(labels)]:
+                c, path, content = clients[label]
+                t0 = time.perf_counter()
+                c.post(path, content=content)
+                results[label].append((time.perf_counter() - t0) * 1000.0)
+        for c, _, _ in clients.values():
+            c.close()
+        for p in procs:
+            stop(p)
+        procs.clear()
+
+        # -- in process ------------------------------------------------------------------------------
+        import geoengine
+
+        engine = geoengine.open(bundle3, settings=settings)
+        results["geoengine library (Engine.elevation_profile)"] = timed(
+            lambda: engine.elevation_profile(lats, lons), args.requests)
+        if not why_not:
+            (vwork / "body.json").write_text(clients["valhalla /height"][2])
             out = subprocess.run([py, "-c", VALHALLA_INPROC, str(cfg), str(vwork / "body.json"), str(args.requests)],
                                  capture_output=True, text=True, check=True).stdout
             results["valhalla library (Actor.height)"] = json.loads(out.strip().splitlines()[-1])

@@ -7,6 +7,7 @@ height here" as `OutsideCoverage` where a single answer is expected; the Engine 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import cached_property
 
 import numpy as np
 
@@ -23,8 +24,12 @@ class ElevationProfile:
     lats: np.ndarray
     lons: np.ndarray
     heights: np.ndarray
-    distances: np.ndarray
     status: np.ndarray  # int8 per point: 0 ok, 1 void, 2 outside coverage
+
+    @cached_property
+    def distances(self) -> np.ndarray:
+        """Cumulative great-circle distance in metres from the first point (computed on first use)."""
+        return cumulative_distance_m(self.lats, self.lons)
 
     def __len__(self) -> int:
         return int(self.heights.size)
@@ -127,6 +132,4 @@ def profile(
     if model is None or model.empty:
         raise _no_dem_error(bundle_name)
     h, status = model.sample(plats, plons)
-    return ElevationProfile(
-        lats=plats, lons=plons, heights=h, distances=cumulative_distance_m(plats, plons), status=status
-    )
+    return ElevationProfile(lats=plats, lons=plons, heights=h, status=status)

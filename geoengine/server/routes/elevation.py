@@ -2,21 +2,50 @@
 
 from __future__ import annotations
 
+import json
 import operator
 from typing import Annotated
 
 import numpy as np
 import pydantic_core
-from fastapi import APIRouter, Depends, Query
+from fastapi import APIRouter, Depends, Query, Request
 from fastapi.responses import Response
+from fastapi.routing import APIRoute
 from pydantic import BaseModel, ConfigDict, Field
 from typing_extensions import TypedDict
 
 from geoengine.engine import Engine
 from geoengine.server.deps import get_engine
 
-router = APIRouter(tags=["Elevation"])
-_LAT_LON = operator.itemgetter("lat", "lon")
+
+class _RustJSONRequest(Request):
+    """Parses the JSON body with pydantic-core (Rust), about twice as fast as `json.loads` on the
+    67 kB of a 2,000-point shape. A body it refuses goes through `json.loads`, whose JSONDecodeError
+    FastAPI turns into the usual 400 with the position of the error."""
+
+    async def json(self):
+        if not hasattr(self, "_json"):
+            body = await self.body()
+            try:
+                self._json = pydantic_core.from_json(body)
+            except ValueError:
+                self._json = json.loads(body)
+        return self._json
+
+
+class _RustJSONRoute(APIRoute):
+    def get_route_handler(self):
+        handler = super().get_route_handler()
+
+        async def route_handler(request: Request):
+            return await handler(_RustJSONRequest(request.scope, request.receive))
+
+        return route_handler
+
+
+router = APIRouter(tags=["Elevation"], route_class=_RustJSONRoute)
+_LAT = operator.itemgetter("lat")
+_LON = operator.itemgetter("lon")
 
 # The handlers are `async def`: the engine call takes well under a millisecond (a compiled kernel
 # over memory-mapped tiles), less than a hop to the thread pool.
@@ -108,8 +137,10 @@ async def get_elevation(
 )
 async def post_elevation(body: ElevationRequest, engine: Annotated[Engine, Depends(get_engine)]) -> Response:
     if body.shape is not None:
-        coords = np.array(list(map(_LAT_LON, body.shape)), dtype=np.float64).reshape(-1, 2)
-        prof = engine.elevation_profile(coords[:, 0], coords[:, 1], encoded_polyline=body.encoded_polyline)
+        n = len(body.shape)
+        lats = np.fromiter(map(_LAT, body.shape), dtype=np.float64, count=n)
+        lons = np.fromiter(map(_LON, body.shape), dtype=np.float64, count=n)
+        prof = engine.elevation_profile(lats, lons, encoded_polyline=body.encoded_polyline)
     else:
         prof = engine.elevation_profile(encoded_polyline=body.encoded_polyline)
     heights = np.round(prof.heights, 1)
