@@ -9,6 +9,7 @@ that grown bbox. Voids (-32768) are stored as they are and counted per tile.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 
 import numpy as np
@@ -28,20 +29,29 @@ def _window(bbox):
 
 
 def select_tiles(tiles: list[DemTile], bbox) -> tuple[list[DemTile], list[str]]:
-    """(kept tiles, names of skipped ones): drop tiles away from the grown bbox, crop big rasters."""
+    """(kept tiles, descriptions of skipped ones): drop tiles away from the grown bbox and repeats of
+    a tile already kept, crop big rasters, and give same-named tiles of other places unique names."""
     window = _window(bbox)
-    kept, skipped, seen = [], [], set()
+    kept: list[DemTile] = []
+    skipped: list[str] = []
+    placed: dict[str, tuple] = {}  # stored name -> (north, west, rows, cols)
     for tile in tiles:
-        if tile.name in seen:
-            skipped.append(f"{tile.source} (duplicate of tile {tile.name})")
-            continue
         if window is not None and not tile.intersects(window):
             skipped.append(f"{tile.source} (outside the extract)")
             continue
-        seen.add(tile.name)
-        is_hgt = ".hgt" in tile.source.lower()
-        if window is not None and not is_hgt:
+        if ".hgt" not in tile.source.lower() and window is not None:
             tile = tile.crop(window)
+        where = (tile.north, tile.west, tile.rows, tile.cols)
+        if placed.get(tile.name) == where:
+            skipped.append(f"{tile.source} (same tile as an earlier {tile.name})")
+            continue
+        name, k = tile.name, 1
+        while name in placed:
+            k += 1
+            name = f"{tile.name}-{k}"
+        if name != tile.name:
+            tile = dataclasses.replace(tile, name=name)
+        placed[name] = where
         kept.append(tile)
     return kept, skipped
 

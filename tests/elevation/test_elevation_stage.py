@@ -6,7 +6,7 @@ import json
 
 import numpy as np
 
-from geoengine.elevation.dem import VOID, read_dem
+from geoengine.elevation.dem import VOID, DemTile, read_dem
 from geoengine.elevation.model import ElevationModel
 from geoengine.elevation.stage import MARGIN_DEG, select_tiles
 
@@ -63,7 +63,7 @@ def test_select_tiles_keeps_what_meets_the_grown_bbox(shared_data_dir):
     assert [t.name for t in kept] == ["N42E001", "N41E001"]
     assert kept[0] is n42  # HGT tiles are stored whole
     assert any("N43E007" in s and "outside" in s for s in skipped)
-    assert any("duplicate" in s for s in skipped)
+    assert any("same tile" in s for s in skipped)
     kept, _ = select_tiles([n42, n41], None)  # no bbox known: keep everything
     assert len(kept) == 2
 
@@ -90,3 +90,22 @@ def test_crop_keeps_samples_around_window_edges(shared_data_dir):
     part = n42.crop(window)
     assert part.north >= window[3] and part.south <= window[1]
     assert part.west <= window[0] and part.east >= window[2]
+
+
+def test_same_named_rasters_of_different_places_are_both_kept(shared_data_dir):
+    """Two GeoTIFFs both called dem.tif (from different folders) hold different places."""
+    n42 = read_dem(shared_data_dir / "andorra/N42E001.hgt.zip")
+    halves = [
+        DemTile(name="dem", data=np.ascontiguousarray(n42.data[r0:r1]), north=43.0 - r0 / 1200, west=1.0,
+                step_lat=n42.step_lat, step_lon=n42.step_lon, source="dem.tif")
+        for r0, r1 in ((0, 601), (600, 1201))
+    ]
+    kept, skipped = select_tiles(halves + [halves[0]], ANDORRA_BBOX)
+    assert [t.name for t in kept] == ["dem", "dem-2"]
+    assert len(skipped) == 1 and "same tile" in skipped[0]
+    both = ElevationModel.from_tiles(kept)
+    whole = ElevationModel.from_tiles([n42])
+    rng = np.random.default_rng(11)
+    lats, lons = rng.uniform(42.01, 42.99, 3000), rng.uniform(1.01, 1.99, 3000)
+    np.testing.assert_allclose(both.sample(lats, lons)[0], whole.sample(lats, lons)[0], atol=1e-9, equal_nan=True)
+
