@@ -39,11 +39,12 @@ class ElevationProfile:
         return int(np.count_nonzero(self.status == OK))
 
 
-def _no_dem_error(bundle_name: str) -> OutsideCoverage:
-    return OutsideCoverage(
-        f"no elevation data: bundle {bundle_name} was built without a DEM (give SRTM .hgt or GeoTIFF files to "
-        "`geoengine build --dem`), so every point is outside elevation coverage"
-    )
+def _no_dem_error(model: ElevationModel | None, bundle_name: str) -> OutsideCoverage:
+    if model is None:
+        why = "was built without a DEM (give SRTM .hgt or GeoTIFF files to `geoengine build --dem`)"
+    else:
+        why = "was built with DEM files none of which meets the extract (see its manifest: elevation.info.skipped)"
+    return OutsideCoverage(f"no elevation data: bundle {bundle_name} {why}, so every point is outside elevation coverage")
 
 
 def heights(model: ElevationModel | None, lats, lons) -> np.ndarray:
@@ -69,7 +70,7 @@ def height_at(model: ElevationModel | None, lat: float, lon: float, *, bundle_na
     if errors:
         raise InvalidRequest(errors=errors)
     if model is None or model.empty:
-        raise _no_dem_error(bundle_name)
+        raise _no_dem_error(model, bundle_name)
     h, status = model.sample(np.array([lat], dtype=np.float64), np.array([lon], dtype=np.float64))
     if status[0] == OUTSIDE:
         raise OutsideCoverage(
@@ -130,6 +131,6 @@ def profile(
         raise InvalidRequest.field(field, f"too many points: {n} given, at most {max_points} points are allowed per request")
     check_coordinates(plats, plons, field=field if field == "shape" else "encoded_polyline.points")
     if model is None or model.empty:
-        raise _no_dem_error(bundle_name)
+        raise _no_dem_error(model, bundle_name)
     h, status = model.sample(plats, plons)
     return ElevationProfile(lats=plats, lons=plons, heights=h, status=status)

@@ -5,7 +5,9 @@ from __future__ import annotations
 import json
 
 import numpy as np
+import pytest
 
+import geoengine
 from geoengine.elevation.dem import VOID, DemTile, read_dem
 from geoengine.elevation.model import ElevationModel
 from geoengine.elevation.stage import MARGIN_DEG, select_tiles
@@ -108,4 +110,39 @@ def test_same_named_rasters_of_different_places_are_both_kept(shared_data_dir):
     rng = np.random.default_rng(11)
     lats, lons = rng.uniform(42.01, 42.99, 3000), rng.uniform(1.01, 1.99, 3000)
     np.testing.assert_allclose(both.sample(lats, lons)[0], whole.sample(lats, lons)[0], atol=1e-9, equal_nan=True)
+
+
+def test_build_with_a_geotiff_dem(tmp_path, settings, shared_data_dir, n42e001, bilinear):
+    """The pipeline with a GeoTIFF input: the real N42E001 samples written as float32 GeoTIFF pixels."""
+    import tifffile
+
+    from geoengine.build.pipeline import BuildInputs, build
+
+    tif = tmp_path / "andorra-dem.tif"
+    step = 1 / 1200
+    tifffile.imwrite(tif, n42e001.astype(np.float32), extratags=[
+        (33550, "d", 3, (step, step, 0.0), False),
+        (33922, "d", 6, (0.0, 0.0, 0.0, 1.0 - step / 2, 43.0 + step / 2, 0.0), False),  # PixelIsArea corner
+        (42113, "s", 0, "-32768", False),
+    ])
+    inputs = BuildInputs(osm=shared_data_dir / "andorra/andorra.osm.pbf", dem=[tif])
+    engine = geoengine.open(build(inputs, tmp_path / "bundle", settings), settings=settings)
+    stage = engine.bundle.stages["elevation"]
+    assert stage["info"]["tiles"] == ["andorra-dem"]
+    assert stage["counts"]["voids"] == int((n42e001 == VOID).sum())
+    lat, lon = 42.5063, 1.5218
+    assert engine.elevation_at(lat, lon) == pytest.approx(bilinear(n42e001, 42, 1, lat, lon), abs=1e-6)
+
+
+def test_build_with_dem_files_that_miss_the_extract(tmp_path, settings, shared_data_dir):
+    from geoengine.build.pipeline import BuildInputs, build
+    from geoengine.errors import OutsideCoverage
+
+    inputs = BuildInputs(osm=shared_data_dir / "andorra/andorra.osm.pbf", dem=[shared_data_dir / "monaco/N43E007.hgt.zip"])
+    engine = geoengine.open(build(inputs, tmp_path / "bundle", settings), settings=settings)
+    stage = engine.bundle.stages["elevation"]
+    assert stage["counts"]["tiles"] == 0 and "N43E007.hgt.zip (outside the extract)" in stage["info"]["skipped"]
+    with pytest.raises(OutsideCoverage, match="none of which meets the extract"):
+        engine.elevation_at(42.5, 1.5)
+    assert np.isnan(engine.elevation([42.5], [1.5])).all()
 
