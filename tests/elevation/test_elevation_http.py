@@ -129,6 +129,11 @@ def test_post_encoded_polyline_equals_shape(client):
     assert all(h is not None for _, h in by_poly["range_height"])
 
 
+def test_post_integer_coordinates_are_numbers(client, andorra):
+    body = client.post("/elevation", json={"shape": [{"lat": 42, "lon": 1}, {"lat": 42.5, "lon": 1.5}]}).json()
+    assert body["height"][0] == pytest.approx(float(andorra.elevation([42.0], [1.0])[0]), abs=0.05)
+
+
 def test_post_points_outside_coverage_are_null(client):
     shape = [{"lat": 42.5, "lon": 1.5}, {"lat": 48.85, "lon": 2.35}, {"lat": 42.51, "lon": 1.51}]
     body = client.post("/elevation", json={"shape": shape}).json()
@@ -150,6 +155,10 @@ def test_post_points_outside_coverage_are_null(client):
         ({"shape": [{"lat": 42.5}]}, "shape[0].lon", "required"),
         ({"shape": [{"lat": 42.5, "lon": 1.5, "height": 3}]}, "shape[0].height", "not permitted"),
         ({"shape": {"lat": 42.5, "lon": 1.5}}, "shape", "list"),
+        ({"shape": [{"lat": 42.5, "lon": 1.5}, {"lat": "42.5", "lon": 1.5}]}, "shape[1].lat", "number"),
+        ({"shape": [{"lat": True, "lon": 1.5}]}, "shape[0].lat", "number"),
+        ({"shape": [{"lat": 42.5, "lon": 1.5}, [42.5, 1.5]]}, "shape[1]", "dictionary"),
+        ({"shape": [{"lat": 42.5, "lon": None}]}, "shape[0].lon", "number"),
         ({"encoded_polyline": "_p~iF~ps|U_ulL nnqC"}, "encoded_polyline", "alphabet"),
         ({"encoded_polyline": "_p~iF~ps|U_ulL"}, "encoded_polyline", "odd number"),
         ({"encoded_polyline": ""}, "encoded_polyline", "at least one"),

@@ -11,7 +11,7 @@ import pydantic_core
 from fastapi import APIRouter, Depends, Query, Request
 from fastapi.responses import Response
 from fastapi.routing import APIRoute
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, ValidatorFunctionWrapHandler, field_validator
 from typing_extensions import TypedDict
 
 from geoengine.engine import Engine
@@ -59,8 +59,18 @@ class ShapePoint(TypedDict):
 
     __pydantic_config__ = ConfigDict(extra="forbid")  # type: ignore[misc]
 
-    lat: Annotated[float, Field(ge=-90, le=90, allow_inf_nan=False, description="Latitude in degrees")]
-    lon: Annotated[float, Field(ge=-180, le=180, allow_inf_nan=False, description="Longitude in degrees")]
+    lat: Annotated[float, Field(ge=-90, le=90, strict=True, allow_inf_nan=False, description="Latitude in degrees")]
+    lon: Annotated[float, Field(ge=-180, le=180, strict=True, allow_inf_nan=False, description="Longitude in degrees")]
+
+
+class _CheckedShape(list):
+    """A `shape` already checked in bulk, carrying its coordinates as arrays."""
+
+    lats: np.ndarray
+    lons: np.ndarray
+
+
+_NUMBER_TYPES = {float, int}
 
 
 class ElevationRequest(BaseModel):
@@ -88,6 +98,28 @@ class ElevationRequest(BaseModel):
         description="When true the response carries `range_height` (cumulative great-circle distance and "
         "height per point) instead of `height`",
     )
+
+    @field_validator("shape", mode="wrap")
+    @classmethod
+    def _bulk_check(cls, value, handler: ValidatorFunctionWrapHandler):
+        """The common case, a list of {lat, lon} numbers in range, is checked in bulk (numpy and C-level
+        maps, a third of the per-point validation's time on 2,000 points). Anything else goes through
+        the per-point validation, which names the offending field (`shape[3].lat`)."""
+        if type(value) is list and value:
+            try:
+                lats, lons = list(map(_LAT, value)), list(map(_LON, value))
+            except (KeyError, TypeError):
+                return handler(value)
+            types = set(map(type, lats))
+            types.update(map(type, lons))
+            if types <= _NUMBER_TYPES and sum(map(len, value)) == 2 * len(value):
+                la = np.array(lats, dtype=np.float64)
+                lo = np.array(lons, dtype=np.float64)
+                if bool(np.all(np.abs(la) <= 90.0)) and bool(np.all(np.abs(lo) <= 180.0)):  # NaN fails too
+                    checked = _CheckedShape(value)
+                    checked.lats, checked.lons = la, lo
+                    return checked
+        return handler(value)
 
 
 class HeightResponse(BaseModel):
@@ -140,10 +172,13 @@ async def get_elevation(
     responses=_ERRORS,
 )
 async def post_elevation(body: ElevationRequest, engine: Annotated[Engine, Depends(get_engine)]) -> Response:
-    if body.shape is not None:
-        n = len(body.shape)
-        lats = np.fromiter(map(_LAT, body.shape), dtype=np.float64, count=n)
-        lons = np.fromiter(map(_LON, body.shape), dtype=np.float64, count=n)
+    shape = body.shape
+    if shape is not None:
+        if isinstance(shape, _CheckedShape):
+            lats, lons = shape.lats, shape.lons
+        else:
+            lats = np.fromiter(map(_LAT, shape), dtype=np.float64, count=len(shape))
+            lons = np.fromiter(map(_LON, shape), dtype=np.float64, count=len(shape))
         prof = engine.elevation_profile(lats, lons, encoded_polyline=body.encoded_polyline)
     else:
         prof = engine.elevation_profile(encoded_polyline=body.encoded_polyline)
