@@ -198,6 +198,19 @@ def start_valhalla(py: str, config: Path, port: int):
     return proc
 
 
+def json_round_trip(engine, body: str) -> bytes:
+    """What the POST handler does, without HTTP: JSON text in, validation, sampling, JSON bytes out
+    (the same work as pyvalhalla's Actor.height, which takes and returns JSON text)."""
+    import pydantic_core
+
+    from geoengine.server.routes.elevation import ElevationRequest
+
+    req = ElevationRequest.model_validate(pydantic_core.from_json(body))
+    shape = req.shape
+    prof = engine.elevation_profile(shape.lats, shape.lons)  # type: ignore[union-attr]
+    return pydantic_core.to_json({"height": np.round(prof.heights, 1).tolist()}, inf_nan_mode="null")
+
+
 VALHALLA_INPROC = r"""
 import json, sys, time
 import numpy as np
@@ -301,6 +314,7 @@ def main() -> int:
         engine = geoengine.open(bundle3, settings=settings)
         results["geoengine library (Engine.elevation_profile)"] = timed(
             lambda: engine.elevation_profile(lats, lons), args.requests)
+        results["geoengine in process, JSON in and out"] = timed(lambda: json_round_trip(engine, body), args.requests)
         if not why_not:
             (vwork / "body.json").write_text(clients["valhalla /height"][2])
             out = subprocess.run([py, "-c", VALHALLA_INPROC, str(cfg), str(vwork / "body.json"), str(args.requests)],
@@ -313,7 +327,8 @@ def main() -> int:
         pairs = [("geoengine (SRTM3 bundle)", "valhalla /height"),
                  ("geoengine (1\" bundle)", "valhalla /height"),
                  ("geoengine (SRTM3 bundle) range", "valhalla /height range"),
-                 ("geoengine library (Engine.elevation_profile)", "valhalla library (Actor.height)")]
+                 ("geoengine library (Engine.elevation_profile)", "valhalla library (Actor.height)"),
+                 ("geoengine in process, JSON in and out", "valhalla library (Actor.height)")]
         print()
         for ours_k, theirs_k in pairs:
             if ours_k in results and theirs_k in results:
