@@ -1,9 +1,10 @@
 """The `elevation` build stage: DEM tiles covering the extract, stored for memory-mapped loading.
 
-Writes `elevation/index.json` and one `elevation/tiles/<name>.npy` (int16, native byte order) per
-tile. A tile is kept when it meets the extract's bbox grown by `MARGIN_DEG` on every side: OSM
-extracts commonly hold ways beyond their header bbox (Andorra's reach 41.74N), and routes near the
-edge should keep their heights. HGT tiles are stored whole; a larger raster (a GeoTIFF) is cropped to
+Writes `elevation/samples.npy` (every kept tile's int16 samples, row-major, back to back;
+little-endian) and `elevation/index.json` (per tile: name, offset of its first sample, bounds, rows,
+cols, steps, arc-seconds, void count, source file). A tile is kept when it meets the extract's bbox
+grown by `MARGIN_DEG` on every side: OSM extracts commonly hold ways beyond their header bbox
+(Andorra's reach 41.74N), and routes near the edge should keep their heights. HGT tiles are stored whole; a larger raster (a GeoTIFF) is cropped to
 that grown bbox. Voids (-32768) are stored as they are and counted per tile.
 """
 
@@ -16,7 +17,7 @@ import numpy as np
 
 from geoengine.build.pipeline import BuildContext, Stage, StageResult
 from geoengine.elevation.dem import DemTile, read_dem
-from geoengine.elevation.model import INDEX_FORMAT
+from geoengine.elevation.model import INDEX_FORMAT, SAMPLES_FILE
 
 MARGIN_DEG = 0.5
 
@@ -58,25 +59,24 @@ def select_tiles(tiles: list[DemTile], bbox) -> tuple[list[DemTile], list[str]]:
 
 def run(ctx: BuildContext) -> StageResult:
     out = ctx.stage_dir("elevation")
-    tiles_dir = out / "tiles"
-    tiles_dir.mkdir(exist_ok=True)
     read = []
     for k, path in enumerate(ctx.inputs.dem):
         read.append(read_dem(path))
         ctx.progress.update(k + 1, f"of {len(ctx.inputs.dem)} DEM files read")
     kept, skipped = select_tiles(read, ctx.bbox)
-    index_tiles, outputs = [], []
-    total_voids = samples = 0
+    total = sum(t.data.size for t in kept)
+    # written tile by tile into the memory-mapped file: a big DEM never sits twice in memory
+    samples = np.lib.format.open_memmap(out / SAMPLES_FILE, mode="w+", dtype=np.dtype("<i2"), shape=(total,))
+    index_tiles = []
+    offset = total_voids = 0
     for tile in kept:
-        rel = f"tiles/{tile.name}.npy"
-        np.save(tiles_dir / f"{tile.name}.npy", np.ascontiguousarray(tile.data, dtype=np.dtype("int16").newbyteorder("=")))
+        samples[offset : offset + tile.data.size] = tile.data.ravel()
         voids = tile.voids
         total_voids += voids
-        samples += tile.data.size
         index_tiles.append(
             {
                 "name": tile.name,
-                "file": rel,
+                "offset": offset,
                 "north": tile.north,
                 "south": tile.south,
                 "west": tile.west,
@@ -90,13 +90,14 @@ def run(ctx: BuildContext) -> StageResult:
                 "source": tile.source,
             }
         )
-        outputs.append(f"elevation/{rel}")
-    index = {"format": INDEX_FORMAT, "void": -32768, "tiles": index_tiles}
+        offset += tile.data.size
+    samples.flush()
+    del samples
+    index = {"format": INDEX_FORMAT, "void": -32768, "samples": SAMPLES_FILE, "tiles": index_tiles}
     (out / "index.json").write_text(json.dumps(index, indent=2))
-    outputs.insert(0, "elevation/index.json")
     return StageResult(
-        outputs=outputs,
-        counts={"tiles": len(kept), "samples": samples, "voids": total_voids},
+        outputs=["elevation/index.json", f"elevation/{SAMPLES_FILE}"],
+        counts={"tiles": len(kept), "samples": total, "voids": total_voids},
         info={"tiles": [t["name"] for t in index_tiles], "skipped": skipped, "margin_deg": MARGIN_DEG},
     )
 
