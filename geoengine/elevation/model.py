@@ -223,12 +223,6 @@ class ElevationModel:
         return sample_kernel(lats, lons, self._samples, self._offset, self._north, self._west, self._dlat,
                              self._dlon, self._rows, self._cols)
 
-    def describe(self) -> list[dict]:
-        return [
-            {"name": t.name, "bounds": [t.west, t.south, t.east, t.north], "arc_seconds": t.arc_seconds, "voids": t.voids}
-            for t in self.tiles
-        ]
-
 
 def pack_samples(dem_tiles) -> np.ndarray:
     """The tiles' samples, row-major, back to back, as one native-order int16 array."""
