@@ -59,6 +59,7 @@ class Engine:
 
     def warm(self) -> None:
         """Open every component the bundle has (used by the server at start-up)."""
+        self.elevation([0.0], [0.0])  # elevation: map the DEM tiles, load the compiled sampler
 
     @cached_property
     def _components(self) -> dict:
@@ -137,3 +138,44 @@ class Engine:
             raise InvalidRequest.field("destinations", "origins and destinations must have the same length")
         return self.router.route_many(o, d, costing, costing_options)
     # -- end of routing block ------------------------------------------------------------------------
+
+    # -- elevation (geoengine/elevation; docs/elevation.md) -------------------------------------------
+    @cached_property
+    def _elevation(self):
+        """The bundle's ElevationModel, or None when it was built without a DEM."""
+        if not self.bundle.has_stage("elevation"):
+            return None
+        from geoengine.elevation.model import ElevationModel
+
+        return ElevationModel.open(self.bundle.path / "elevation")
+
+    def elevation(self, lats, lons):
+        """Heights in metres (float64 array shaped like `lats`) at the given points; NaN outside the
+        DEM coverage and where the DEM has only voids around a point."""
+        from geoengine.elevation import query
+
+        return query.heights(self._elevation, lats, lons)
+
+    def elevation_at(self, lat: float, lon: float) -> float:
+        """Height in metres at one point; InvalidRequest for impossible coordinates, OutsideCoverage
+        when the bundle's DEM has no height there."""
+        from geoengine.elevation import query
+
+        return query.height_at(self._elevation, lat, lon, bundle_name=str(self.bundle.path))
+
+    def elevation_profile(self, lats=None, lons=None, *, encoded_polyline=None, precision: int = 6, max_points=None):
+        """Heights and cumulative great-circle distances along a shape given as coordinates or as an
+        encoded polyline (exactly one). `max_points` defaults to Settings.elevation_max_points."""
+        from geoengine.elevation import query
+
+        return query.profile(
+            self._elevation,
+            lats=lats,
+            lons=lons,
+            encoded_polyline=encoded_polyline,
+            precision=precision,
+            max_points=self.settings.elevation_max_points if max_points is None else max_points,
+            bundle_name=str(self.bundle.path),
+        )
+
+    # -- end of elevation ------------------------------------------------------------------------------

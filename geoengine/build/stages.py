@@ -9,6 +9,7 @@ from geoengine.build.pipeline import Stage
 STAGE_MODULES: list[str] = [
     "geoengine.build.source",
     "geoengine.graph.stage",
+    "geoengine.elevation.stage",
     "geoengine.routing.stage",
 ]
 
