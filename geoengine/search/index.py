@@ -253,6 +253,11 @@ def segment_distance_m(lat0: float, lon0: float, seg: np.ndarray) -> np.ndarray:
     return np.hypot(x1 + t * dx, y1 + t * dy)
 
 
+def _letter_range(words: list[str], letter: str) -> tuple[int, int]:
+    """Rows [lo, hi) of the sorted list `words` that start with `letter`."""
+    return bisect.bisect_left(words, letter), bisect.bisect_left(words, letter + "\U0010ffff")
+
+
 class SearchIndex:
     """A read-only search index opened from `<bundle>/search/`."""
 
@@ -366,19 +371,25 @@ class SearchIndex:
             ranges.append((a, a + 1, np.ones(1)))
         k = max_typos(tok)
         if k:
-            for length in range(len(tok) - k, len(tok) + k + 1):
-                words, rows = self._length_bucket(length)
-                for _, d, j in process.extract(tok, words, scorer=Levenshtein.distance, score_cutoff=k, limit=None):
-                    if d > 0:
-                        i = int(rows[j])
-                        ranges.append((i, i + 1, np.array([0.8 - 0.1 * d])))
-            if is_prefix:
-                prefixes, se = self._prefix_table(len(tok))
-                for _, d, j in process.extract(tok, prefixes, scorer=Levenshtein.distance, score_cutoff=k, limit=None):
-                    if d > 0:
-                        s, e = int(se[j, 0]), int(se[j, 1])
-                        lens = self.vocab_len[s:e]
-                        ranges.append((s, e, 0.55 + 0.2 * len(tok) / np.maximum(lens, 1) - 0.1 * (d - 1)))
+            # typos: first among tokens with the same first letter; anywhere only when that finds nothing
+            for anywhere in (False, True):
+                if anywhere and ranges:
+                    break
+                for length in range(len(tok) - k, len(tok) + k + 1):
+                    words, rows = self._length_bucket(length)
+                    lo, hi = (0, len(words)) if anywhere else _letter_range(words, tok[0])
+                    for _, d, j in process.extract(tok, words[lo:hi], scorer=Levenshtein.distance, score_cutoff=k, limit=None):
+                        if d > 0:
+                            i = int(rows[lo + j])
+                            ranges.append((i, i + 1, np.array([0.8 - 0.1 * d])))
+                if is_prefix:
+                    prefixes, se = self._prefix_table(len(tok))
+                    lo, hi = (0, len(prefixes)) if anywhere else _letter_range(prefixes, tok[0])
+                    for _, d, j in process.extract(tok, prefixes[lo:hi], scorer=Levenshtein.distance, score_cutoff=k, limit=None):
+                        if d > 0:
+                            s, e = int(se[lo + j, 0]), int(se[lo + j, 1])
+                            lens = self.vocab_len[s:e]
+                            ranges.append((s, e, 0.55 + 0.2 * len(tok) / np.maximum(lens, 1) - 0.1 * (d - 1)))
         return self._postings(ranges)
 
     # -- public ---------------------------------------------------------------------------------
