@@ -87,3 +87,37 @@ def andorra(engine_for):
 @pytest.fixture(scope="session")
 def liechtenstein(engine_for):
     return engine_for("liechtenstein")
+
+
+@pytest.fixture(scope="session")
+def keystore(settings):
+    from geoengine.gateway import KeyStore
+
+    return KeyStore(settings.state)
+
+
+@pytest.fixture(scope="session")
+def api_key(keystore) -> str:
+    """A key on the unlimited plan, so tests never run into quotas unless they mean to."""
+    key, _ = keystore.create("unlimited", "tests")
+    return key
+
+
+@pytest.fixture(scope="session")
+def api_client(settings, keystore, api_key):
+    """api_client(engine) -> a starlette TestClient for that engine with valid gateway headers preset."""
+    from starlette.testclient import TestClient
+
+    from geoengine.server.app import create_app
+
+    clients = {}
+
+    def _client(engine):
+        if id(engine) not in clients:
+            app = create_app(engine, settings, keystore)
+            client = TestClient(app, raise_server_exceptions=False)
+            client.headers.update({"X-Gateway-Key": api_key, "X-Gateway-Host": settings.gateway_host})
+            clients[id(engine)] = client
+        return clients[id(engine)]
+
+    return _client

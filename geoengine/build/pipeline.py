@@ -13,6 +13,7 @@ import fcntl
 import json
 import os
 import platform
+import secrets
 import shutil
 import time
 from collections.abc import Callable
@@ -253,7 +254,7 @@ def build(
 
 def publish(work: Path, out: Path) -> Path:
     """Move `work` to a new version folder and point `out` at it atomically."""
-    build_id = time.strftime("%Y%m%dT%H%M%S", time.gmtime()) + f"-{os.getpid()}"
+    build_id = time.strftime("%Y%m%dT%H%M%S", time.gmtime()) + f"-{secrets.token_hex(3)}"
     version_dir = out.parent / f".{out.name}.{build_id}"
     os.replace(work, version_dir)
     old_target = None

@@ -1,0 +1,3 @@
+from geoengine.cli import main
+import sys
+sys.exit(main())

@@ -1,0 +1,244 @@
+"""The `geoengine` command: fetch, build, serve, keys, info.
+
+Every command has --help. Errors print one line `error: ...` and exit 1 (usage errors exit 2);
+never a traceback.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import signal
+import sys
+import threading
+from pathlib import Path
+
+from geoengine import __version__
+from geoengine.config import Settings
+from geoengine.errors import GeoengineError
+
+
+def _settings(args) -> Settings:
+    return Settings.from_env()
+
+
+def cmd_fetch(args) -> int:
+    from geoengine.build.fetch import fetch_region, load_regions
+    from geoengine.progress import Progress
+
+    catalog = load_regions()
+    if args.list or not args.region:
+        for name, region in catalog.regions.items():
+            mark = " (default)" if name == catalog.default else ""
+            print(f"{name:15s} {region.title}{mark}: " + ", ".join(f"{f.role}={f.path}" for f in region.files))
+        return 0
+    settings = _settings(args)
+    if args.mirror:
+        settings = Settings.from_env(data_mirror=args.mirror)
+    files = fetch_region(args.region, settings, Progress(quiet=args.quiet))
+    for role, paths in files.items():
+        for p in paths:
+            print(f"{role}\t{p}")
+    return 0
+
+
+def cmd_build(args) -> int:
+    from geoengine.build.pipeline import build, default_out, resolve_inputs
+    from geoengine.progress import Progress
+
+    settings = _settings(args)
+    progress = Progress(quiet=args.quiet)
+    inputs = resolve_inputs(args.target, settings, dem=args.dem, places=args.places, progress=progress)
+    out = Path(args.out) if args.out else default_out(inputs, settings)
+    path = build(inputs, out, settings, resume=args.resume, progress=progress)
+    print(path)
+    return 0
+
+
+def ensure_default_bundle(settings: Settings, region: str | None = None, quiet: bool = False) -> Path:
+    """The published bundle of `region` (default: the catalog's default), fetched and built when absent."""
+    from geoengine.build.fetch import load_regions
+    from geoengine.build.pipeline import build, resolve_inputs
+    from geoengine.bundle import Bundle
+    from geoengine.errors import BundleError
+    from geoengine.progress import Progress
+
+    region = region or settings.region or load_regions().default
+    out = Path(settings.bundles_dir) / region
+    progress = Progress(quiet=quiet)
+    if out.exists():
+        try:
+            Bundle.open(out)
+            return out
+        except BundleError as exc:
+            progress.log(f"rebuilding {out}: {exc.detail}")
+    progress.log(f"no bundle for '{region}' yet: fetching and building it into {out}")
+    inputs = resolve_inputs(region, settings, progress=progress)
+    return build(inputs, out, settings, resume=True, progress=progress)
+
+
+def cmd_serve(args) -> int:
+    try:
+        import uvicorn
+    except ImportError:
+        print("error: the HTTP façade needs the server extra: pip install 'geoengine[server]'", file=sys.stderr)
+        return 1
+    settings = _settings(args)
+    bundle = Path(args.bundle) if args.bundle else None
+    if bundle is None and settings.bundle is not None:
+        bundle = settings.bundle
+    if bundle is None:
+        bundle = ensure_default_bundle(settings, args.region)
+    from geoengine.bundle import Bundle
+    from geoengine.gateway import KeyStore, load_plans
+
+    Bundle.open(bundle)  # fail fast with the manifest check's message
+    settings = Settings.from_env(bundle=Path(bundle).absolute())
+    os.environ.update(settings.to_env())
+    store = KeyStore(settings.state, load_plans(settings.plans_file))
+    if not [k for k in store.list() if not k.revoked]:
+        print("note: no API keys exist yet; create one with `geoengine keys create --plan free`", file=sys.stderr)
+    if args.exit_after:
+        timer = threading.Timer(args.exit_after, lambda: os.kill(os.getpid(), signal.SIGINT))
+        timer.daemon = True
+        timer.start()
+    print(f"serving {bundle} on http://{args.host}:{args.port} (gateway host '{settings.gateway_host}')",
+          file=sys.stderr, flush=True)
+    if args.workers and args.workers > 1:
+        uvicorn.run("geoengine.server.app:app_from_env", factory=True, host=args.host, port=args.port,
+                    workers=args.workers, log_level=settings.log_level, access_log=not args.no_access_log)
+    else:
+        from geoengine.server.app import app_from_env
+
+        uvicorn.run(app_from_env(), host=args.host, port=args.port, log_level=settings.log_level,
+                    access_log=not args.no_access_log)
+    return 0
+
+
+def cmd_keys(args) -> int:
+    from geoengine.gateway import KeyStore, load_plans
+
+    settings = _settings(args)
+    store = KeyStore(settings.state, load_plans(settings.plans_file))
+    if args.keys_cmd == "create":
+        key, rec = store.create(args.plan, args.label or "")
+        print(f"created key {rec.id} on plan '{rec.plan}'" + (f" ({rec.label})" if rec.label else ""))
+        print("store it now: it is shown only once")
+        print(key)
+    elif args.keys_cmd == "list":
+        records = store.list()
+        if args.json:
+            print(json.dumps([r.as_dict() for r in records], indent=2))
+        else:
+            print(f"{'id':10s} {'plan':10s} {'created':21s} {'status':8s} label / usage")
+            for r in records:
+                status = "revoked" if r.revoked else "active"
+                usage = ", ".join(f"{k}={v}" for k, v in sorted(r.usage.items()))
+                print(f"{r.id:10s} {r.plan:10s} {r.created:21s} {status:8s} {r.label} {usage}".rstrip())
+    elif args.keys_cmd == "revoke":
+        rec = store.revoke(args.key)
+        print(f"revoked key {rec.id} at {rec.revoked}")
+    elif args.keys_cmd == "plans":
+        for plan in store.plans.values():
+            pools = "; ".join(f"{p.limit} {p.scope} per {p.period}" for p in plan.pools) or "no quota"
+            print(f"{plan.name:10s} {pools}")
+    return 0
+
+
+def cmd_info(args) -> int:
+    from geoengine.bundle import Bundle
+
+    bundle = Bundle.open(args.bundle)
+    m = bundle.manifest
+    if args.json:
+        print(json.dumps(m, indent=2))
+        return 0
+    print(f"bundle   {bundle.path}")
+    print(f"region   {m.get('region')}  bbox {m.get('bbox')}")
+    print(f"built    {m.get('created')} by geoengine {m.get('geoengine_version')}")
+    for name, st in m["stages"].items():
+        counts = ", ".join(f"{k}={v:,}" for k, v in st.get("counts", {}).items())
+        print(f"stage    {name:10s} v{st['version']} {st.get('seconds', 0):7.1f}s  {counts}")
+    return 0
+
+
+def make_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="geoengine", description="A self-contained maps engine: build bundles from "
+                                "OpenStreetMap extracts and serve routing, search, tiles and elevation.")
+    p.add_argument("--version", action="version", version=f"geoengine {__version__}")
+    sub = p.add_subparsers(dest="cmd", metavar="COMMAND")
+
+    f = sub.add_parser("fetch", help="download a sample region's sources into the cache",
+                       description="Fetch a region's sources (data/regions.toml) into the cache, verified. "
+                       "Uses GEOENGINE_DATA_MIRROR (folder or http(s) base URL) when set, else the public URLs.")
+    f.add_argument("region", nargs="?", help="region name (see --list)")
+    f.add_argument("--list", action="store_true", help="list the known regions")
+    f.add_argument("--mirror", help="mirror folder or base URL (overrides GEOENGINE_DATA_MIRROR)")
+    f.add_argument("--quiet", action="store_true", help="no progress output")
+    f.set_defaults(func=cmd_fetch)
+
+    b = sub.add_parser("build", help="build a bundle from a region or an OSM extract",
+                       description="Run the build stages into a temporary folder and publish the bundle "
+                       "atomically. A failed or interrupted build never touches a published bundle.")
+    b.add_argument("target", metavar="REGION_OR_PBF", help="a region name or a path to an .osm.pbf/.osm/.osm.gz file")
+    b.add_argument("--dem", action="append", metavar="FILE", help="DEM tile (.hgt, .hgt.zip, .hgt.gz, .tif); repeatable")
+    b.add_argument("--places", metavar="FILE", help="GeoNames table (cities500.txt[.gz] or .zip)")
+    b.add_argument("--out", metavar="DIR", help="bundle path (default $GEOENGINE_BUNDLES/NAME)")
+    b.add_argument("--continue", dest="resume", action="store_true", help="resume after the last finished stage")
+    b.add_argument("--quiet", action="store_true", help="no progress output")
+    b.set_defaults(func=cmd_build)
+
+    s = sub.add_parser("serve", help="serve a bundle over HTTP (needs the server extra)",
+                       description="Serve a bundle. Without --bundle, fetches and builds the default region first.")
+    s.add_argument("--bundle", metavar="DIR", help="bundle folder (default: build/reuse the default region's)")
+    s.add_argument("--region", help="region to build and serve when no bundle is given (default andorra)")
+    s.add_argument("--host", default="127.0.0.1", help="address to listen on (default 127.0.0.1)")
+    s.add_argument("--port", type=int, default=8000, help="port (default 8000)")
+    s.add_argument("--workers", type=int, default=1, help="worker processes (default 1; each uses threads too)")
+    s.add_argument("--exit-after", type=float, metavar="SECONDS", help="stop by itself after this many seconds")
+    s.add_argument("--no-access-log", action="store_true", help="do not log each request")
+    s.set_defaults(func=cmd_serve)
+
+    k = sub.add_parser("keys", help="manage API keys of the gateway",
+                       description="API keys are stored hashed in the state database (GEOENGINE_STATE).")
+    ksub = k.add_subparsers(dest="keys_cmd", metavar="ACTION", required=True)
+    kc = ksub.add_parser("create", help="create a key; prints it alone on the last line",
+                         description="Create a key on a plan. The key is printed once, alone on the last line.")
+    kc.add_argument("--plan", required=True, help="plan name: free, starter, unlimited (or from GEOENGINE_PLANS_FILE)")
+    kc.add_argument("--label", help="free text to recognise the key by")
+    kl = ksub.add_parser("list", help="list keys (ids, plans, status, usage; never the keys)")
+    kl.add_argument("--json", action="store_true", help="JSON output")
+    kr = ksub.add_parser("revoke", help="revoke a key by the key itself or its id")
+    kr.add_argument("key", metavar="KEY_OR_ID")
+    ksub.add_parser("plans", help="list the plans and their quotas")
+    k.set_defaults(func=cmd_keys)
+
+    i = sub.add_parser("info", help="describe a bundle", description="Check a bundle's manifest and describe it.")
+    i.add_argument("bundle", metavar="DIR")
+    i.add_argument("--json", action="store_true", help="print the whole manifest")
+    i.set_defaults(func=cmd_info)
+    return p
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = make_parser()
+    args = parser.parse_args(argv)
+    if not getattr(args, "func", None):
+        parser.print_help()
+        return 2
+    try:
+        return args.func(args) or 0
+    except GeoengineError as exc:
+        print(f"error: {exc.detail}", file=sys.stderr)
+        return 1
+    except ValueError as exc:  # settings and plan files
+        print(f"error: {exc}", file=sys.stderr)
+        return 1
+    except KeyboardInterrupt:
+        print("interrupted", file=sys.stderr)
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())

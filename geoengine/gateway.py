@@ -1,0 +1,294 @@
+"""The API-key gateway: keys (stored hashed in SQLite), plans, and exact quota counters.
+
+Used by the HTTP façade's middleware and by `geoengine keys`. Standard library only, so the CLI can
+manage keys without the optional server extra.
+
+A key looks like `gk_<id>_<secret>`: `<id>` (8 hex characters) is its public handle for `keys list`
+and `keys revoke`; only the SHA-256 of the whole key is stored, and it is compared in constant time.
+Quota counters live in the same database and are incremented in one IMMEDIATE transaction per
+request, so they are exact under concurrency (threads or worker processes) and survive restarts.
+"""
+
+from __future__ import annotations
+
+import calendar
+import datetime as dt
+import hashlib
+import hmac
+import secrets
+import sqlite3
+import threading
+import tomllib
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from geoengine.errors import InvalidRequest, NotFound, QuotaExceeded
+
+ROUTING_PATHS = frozenset(
+    {
+        "/route",
+        "/matrix",
+        "/optimised_route",
+        "/isochrone",
+        "/map_match",
+        "/map_match/attributes",
+        "/v1/routing/directions",
+    }
+)
+# Paths whose missing or invalid credential is a 401 (the spec's matrix and directions listings);
+# every other path answers 403.
+UNAUTHORIZED_401_PATHS = frozenset({"/matrix", "/v1/routing/directions"})
+
+
+def is_tile_path(path: str) -> bool:
+    return path == "/sources" or path.startswith("/tiles/") or path == "/tiles"
+
+
+def path_scopes(path: str) -> set[str]:
+    """The pool scopes a request to `path` counts against."""
+    scopes = {"all"}
+    if not is_tile_path(path):
+        scopes.add("non_tile")
+    if path.rstrip("/") in ROUTING_PATHS:
+        scopes.add("routing")
+    return scopes
+
+
+@dataclass(frozen=True)
+class Pool:
+    scope: str  # all | non_tile | routing
+    period: str  # day | month (UTC)
+    limit: int
+
+    @property
+    def name(self) -> str:
+        return f"{self.scope}/{self.period}"
+
+
+@dataclass(frozen=True)
+class Plan:
+    name: str
+    pools: tuple[Pool, ...] = ()
+    description: str = ""
+
+
+DEFAULT_PLANS: dict[str, Plan] = {
+    "free": Plan("free", (Pool("non_tile", "day", 1000),), "1,000 requests per UTC day over all non-tile endpoints"),
+    "starter": Plan("starter", (Pool("routing", "month", 500),), "500 routing requests per calendar month (UTC)"),
+    "unlimited": Plan("unlimited", (), "no quota"),
+}
+
+SCOPES = ("all", "non_tile", "routing")
+PERIODS = ("day", "month")
+
+
+def load_plans(path: Path | None) -> dict[str, Plan]:
+    """Plans from a TOML file (see docs/gateway.md), or the defaults."""
+    if path is None:
+        return dict(DEFAULT_PLANS)
+    doc = tomllib.loads(Path(path).read_text())
+    plans = {}
+    for name, spec in doc.get("plans", {}).items():
+        pools = []
+        for i, p in enumerate(spec.get("pools", [])):
+            scope, period, limit = p.get("scope"), p.get("period"), p.get("limit")
+            if scope not in SCOPES or period not in PERIODS or not isinstance(limit, int) or limit < 0:
+                raise ValueError(
+                    f"{path}: plans.{name}.pools[{i}] needs scope in {SCOPES}, period in {PERIODS} and an integer limit >= 0"
+                )
+            pools.append(Pool(scope, period, limit))
+        plans[name] = Plan(name, tuple(pools), spec.get("description", ""))
+    if not plans:
+        raise ValueError(f"{path} defines no [plans.NAME] table")
+    return plans
+
+
+def period_bounds(period: str, now: dt.datetime) -> tuple[str, dt.datetime]:
+    """(label of the period containing `now`, start of the next period), in UTC."""
+    now = now.astimezone(dt.UTC)
+    if period == "day":
+        label = now.strftime("%Y-%m-%d")
+        nxt = dt.datetime(now.year, now.month, now.day, tzinfo=dt.UTC) + dt.timedelta(days=1)
+    else:
+        label = now.strftime("%Y-%m")
+        days = calendar.monthrange(now.year, now.month)[1]
+        nxt = dt.datetime(now.year, now.month, 1, tzinfo=dt.UTC) + dt.timedelta(days=days)
+    return label, nxt
+
+
+@dataclass(frozen=True)
+class KeyRecord:
+    id: str
+    plan: str
+    label: str
+    created: str
+    revoked: str | None = None
+    usage: dict = field(default_factory=dict)
+
+    def as_dict(self) -> dict:
+        return {
+            "id": self.id,
+            "plan": self.plan,
+            "label": self.label,
+            "created": self.created,
+            "revoked": self.revoked,
+            "usage": self.usage,
+        }
+
+
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS keys (
+    id TEXT PRIMARY KEY,
+    key_hash TEXT NOT NULL,
+    plan TEXT NOT NULL,
+    label TEXT NOT NULL DEFAULT '',
+    created TEXT NOT NULL,
+    revoked TEXT
+);
+CREATE TABLE IF NOT EXISTS usage (
+    key_id TEXT NOT NULL,
+    pool TEXT NOT NULL,
+    period TEXT NOT NULL,
+    count INTEGER NOT NULL,
+    PRIMARY KEY (key_id, pool, period)
+);
+"""
+
+_DUMMY_HASH = hashlib.sha256(b"geoengine-no-such-key").hexdigest()
+
+
+def _hash(key: str) -> str:
+    return hashlib.sha256(key.encode("utf-8", "surrogateescape")).hexdigest()
+
+
+class KeyStore:
+    """Keys, plans and quota counters in one SQLite database. Safe to share between threads."""
+
+    def __init__(self, path: str | Path, plans: dict[str, Plan] | None = None):
+        self.path = Path(path)
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        self.plans = plans or dict(DEFAULT_PLANS)
+        self._local = threading.local()
+        conn = self._conn()
+        with conn:
+            conn.executescript(_SCHEMA)
+
+    def _conn(self) -> sqlite3.Connection:
+        conn = getattr(self._local, "conn", None)
+        if conn is None:
+            conn = sqlite3.connect(self.path, timeout=60.0, isolation_level=None, check_same_thread=False)
+            conn.execute("PRAGMA journal_mode=WAL")
+            conn.execute("PRAGMA synchronous=NORMAL")
+            conn.execute("PRAGMA busy_timeout=60000")
+            self._local.conn = conn
+        return conn
+
+    # -- keys ------------------------------------------------------------------------------------
+    def create(self, plan: str, label: str = "") -> tuple[str, KeyRecord]:
+        if plan not in self.plans:
+            raise InvalidRequest.field("plan", f"unknown plan '{plan}'; plans: {', '.join(sorted(self.plans))}")
+        conn = self._conn()
+        for _ in range(10):
+            kid = secrets.token_hex(4)
+            key = f"gk_{kid}_{secrets.token_urlsafe(24)}"
+            created = dt.datetime.now(dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+            try:
+                conn.execute(
+                    "INSERT INTO keys (id, key_hash, plan, label, created) VALUES (?, ?, ?, ?, ?)",
+                    (kid, _hash(key), plan, label or "", created),
+                )
+            except sqlite3.IntegrityError:
+                continue
+            return key, KeyRecord(kid, plan, label or "", created)
+        raise RuntimeError("could not allocate a key id")
+
+    def list(self) -> list[KeyRecord]:
+        conn = self._conn()
+        rows = conn.execute("SELECT id, plan, label, created, revoked FROM keys ORDER BY created, id").fetchall()
+        usage: dict[str, dict] = {}
+        for key_id, pool, period, count in conn.execute("SELECT key_id, pool, period, count FROM usage"):
+            usage.setdefault(key_id, {})[f"{pool}@{period}"] = count
+        return [KeyRecord(r[0], r[1], r[2], r[3], r[4], usage.get(r[0], {})) for r in rows]
+
+    def revoke(self, key_or_id: str) -> KeyRecord:
+        kid = key_or_id
+        if key_or_id.startswith("gk_"):
+            parts = key_or_id.split("_", 2)
+            kid = parts[1] if len(parts) == 3 else ""
+        conn = self._conn()
+        row = conn.execute("SELECT id, key_hash, plan, label, created, revoked FROM keys WHERE id = ?", (kid,)).fetchone()
+        if row is None or (key_or_id.startswith("gk_") and not hmac.compare_digest(row[1], _hash(key_or_id))):
+            raise NotFound("no such key")
+        revoked = row[5] or dt.datetime.now(dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+        conn.execute("UPDATE keys SET revoked = ? WHERE id = ?", (revoked, kid))
+        return KeyRecord(row[0], row[2], row[3], row[4], revoked)
+
+    def authenticate(self, key: str | None) -> KeyRecord | None:
+        """The key's record when `key` is known and not revoked, else None. Constant-time comparison."""
+        kid = ""
+        if key and key.startswith("gk_"):
+            parts = key.split("_", 2)
+            if len(parts) == 3:
+                kid = parts[1]
+        row = None
+        if kid:
+            row = self._conn().execute(
+                "SELECT id, key_hash, plan, label, created, revoked FROM keys WHERE id = ?", (kid,)
+            ).fetchone()
+        stored = row[1] if row else _DUMMY_HASH
+        ok = hmac.compare_digest(stored, _hash(key or ""))
+        if not ok or row is None or row[5] is not None:
+            return None
+        return KeyRecord(row[0], row[2], row[3], row[4], row[5])
+
+    # -- quotas ----------------------------------------------------------------------------------
+    def consume(self, record: KeyRecord, path: str, now: dt.datetime | None = None) -> None:
+        """Count one request to `path` against every pool of the key's plan that covers it.
+
+        Raises QuotaExceeded (with a Retry-After header) when any of those pools is used up; then
+        nothing is counted. All pools are checked and incremented in one IMMEDIATE transaction.
+        """
+        plan = self.plans.get(record.plan)
+        if plan is None:
+            raise QuotaExceeded(f"the key's plan '{record.plan}' no longer exists", headers={"Retry-After": "86400"})
+        scopes = path_scopes(path)
+        pools = [p for p in plan.pools if p.scope in scopes]
+        if not pools:
+            return
+        now = now or dt.datetime.now(dt.UTC)
+        conn = self._conn()
+        conn.execute("BEGIN IMMEDIATE")
+        try:
+            for pool in pools:
+                label, nxt = period_bounds(pool.period, now)
+                row = conn.execute(
+                    "SELECT count FROM usage WHERE key_id = ? AND pool = ? AND period = ?", (record.id, pool.name, label)
+                ).fetchone()
+                if (row[0] if row else 0) >= pool.limit:
+                    conn.execute("ROLLBACK")
+                    retry = max(1, int((nxt - now).total_seconds()) + 1)
+                    what = "daily" if pool.period == "day" else "monthly"
+                    scope = {"non_tile": "non-tile", "routing": "routing", "all": ""}[pool.scope]
+                    raise QuotaExceeded(
+                        f"the {what} pool of {pool.limit} {scope} requests of plan '{plan.name}' is used up; "
+                        f"it renews at {nxt.strftime('%Y-%m-%dT%H:%M:%SZ')}".replace("  ", " "),
+                        headers={"Retry-After": str(retry)},
+                    )
+            for pool in pools:
+                label, _ = period_bounds(pool.period, now)
+                conn.execute(
+                    "INSERT INTO usage (key_id, pool, period, count) VALUES (?, ?, ?, 1) "
+                    "ON CONFLICT (key_id, pool, period) DO UPDATE SET count = count + 1",
+                    (record.id, pool.name, label),
+                )
+            conn.execute("COMMIT")
+        except QuotaExceeded:
+            raise
+        except BaseException:
+            if conn.in_transaction:
+                conn.execute("ROLLBACK")
+            raise
+
+    def usage(self, key_id: str) -> dict:
+        rows = self._conn().execute("SELECT pool, period, count FROM usage WHERE key_id = ?", (key_id,))
+        return {f"{pool}@{period}": count for pool, period, count in rows}

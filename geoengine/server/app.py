@@ -1,0 +1,113 @@
+"""The FastAPI application: one Engine, the gateway, the error mapping, and the route modules."""
+
+from __future__ import annotations
+
+import importlib
+import logging
+
+from fastapi import FastAPI
+
+from geoengine import __version__
+from geoengine.config import Settings
+from geoengine.engine import Engine
+from geoengine.gateway import KeyStore, load_plans
+from geoengine.server import problems
+from geoengine.server.middleware import BodyLimitMiddleware, GatewayMiddleware
+from geoengine.server.routes import ROUTE_MODULES
+
+DESCRIPTION = """
+Routing, search, vector tiles and elevation from one OpenStreetMap bundle.
+
+Every request carries the gateway headers `X-Gateway-Key` (an API key made with
+`geoengine keys create`) and `X-Gateway-Host` (the service's host setting, `GEOENGINE_GATEWAY_HOST`).
+Errors share one body, RFC 9457 problem details: `type`, `title`, `status`, `detail`, and for
+validation errors `errors`, a list of `{field, message}` with field paths such as `locations[1].lat`.
+"""
+
+PROBLEM_SCHEMA = {
+    "type": "object",
+    "required": ["type", "title", "status", "detail"],
+    "properties": {
+        "type": {"type": "string", "example": "about:blank"},
+        "title": {"type": "string"},
+        "status": {"type": "integer"},
+        "detail": {"type": "string"},
+        "errors": {
+            "type": "array",
+            "items": {
+                "type": "object",
+                "properties": {"field": {"type": "string"}, "message": {"type": "string"}},
+            },
+        },
+    },
+}
+
+
+def create_app(engine: Engine, settings: Settings | None = None, keystore: KeyStore | None = None) -> FastAPI:
+    settings = settings or engine.settings
+    keystore = keystore or KeyStore(settings.state, load_plans(settings.plans_file))
+    app = FastAPI(title="geoengine", version=__version__, description=DESCRIPTION)
+    app.state.engine = engine
+    app.state.settings = settings
+    app.state.keystore = keystore
+    problems.install(app)
+    for name in ROUTE_MODULES:
+        app.include_router(importlib.import_module(name).router)
+    app.add_middleware(BodyLimitMiddleware, limit=settings.max_body_bytes)
+    app.add_middleware(GatewayMiddleware, keystore=keystore, gateway_host=settings.gateway_host)
+    _document_gateway(app)
+    return app
+
+
+def _document_gateway(app: FastAPI) -> None:
+    """Add the gateway headers, the problem body and the common statuses to the OpenAPI document."""
+    base_openapi = app.openapi
+
+    def openapi():
+        if app.openapi_schema:
+            return app.openapi_schema
+        schema = base_openapi()
+        comps = schema.setdefault("components", {})
+        comps.setdefault("securitySchemes", {}).update(
+            {
+                "GatewayKey": {"type": "apiKey", "in": "header", "name": "X-Gateway-Key"},
+                "GatewayHost": {"type": "apiKey", "in": "header", "name": "X-Gateway-Host"},
+            }
+        )
+        comps.setdefault("schemas", {})["Problem"] = PROBLEM_SCHEMA
+        schema["security"] = [{"GatewayKey": [], "GatewayHost": []}]
+        ref = {"application/problem+json": {"schema": {"$ref": "#/components/schemas/Problem"}}}
+        for path, ops in schema.get("paths", {}).items():
+            auth = "401" if path in ("/matrix", "/v1/routing/directions") else "403"
+            for op in ops.values():
+                responses = op.setdefault("responses", {})
+                responses.pop("422", None) if _is_default_422(responses.get("422")) else None
+                responses.setdefault("400", {"description": "Invalid request parameters or body", "content": ref})
+                responses.setdefault(auth, {"description": "Missing or invalid gateway credential", "content": ref})
+                responses.setdefault("429", {"description": "Quota used up (Retry-After says when it renews)",
+                                             "content": ref})
+                for code, resp in responses.items():
+                    if code[0] in "45" and "content" not in resp:
+                        resp["content"] = ref
+        app.openapi_schema = schema
+        return schema
+
+    app.openapi = openapi
+
+
+def _is_default_422(resp) -> bool:
+    try:
+        return resp["content"]["application/json"]["schema"]["$ref"].endswith("HTTPValidationError")
+    except (TypeError, KeyError):
+        return False
+
+
+def app_from_env() -> FastAPI:
+    """Factory for `uvicorn --factory` worker processes: settings and bundle from the environment."""
+    settings = Settings.from_env()
+    logging.basicConfig(level=settings.log_level.upper())
+    if settings.bundle is None:
+        raise SystemExit("GEOENGINE_BUNDLE is not set: start the server with `geoengine serve`")
+    engine = Engine.open(settings.bundle, settings=settings)
+    engine.warm()
+    return create_app(engine, settings)

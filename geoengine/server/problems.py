@@ -1,0 +1,126 @@
+"""One JSON error body for every error of every endpoint: RFC 9457 problem details.
+
+    {"type": "about:blank", "title": "Invalid request", "status": 400,
+     "detail": "locations[1].lat: ...", "errors": [{"field": "locations[1].lat", "message": "..."}]}
+
+Served as `application/problem+json`. Never a traceback.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from http import HTTPStatus
+
+from fastapi import Request
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import JSONResponse
+from starlette.exceptions import HTTPException as StarletteHTTPException
+
+from geoengine.errors import FieldError, GeoengineError
+
+log = logging.getLogger("geoengine.server")
+
+PROBLEM_JSON = "application/problem+json"
+
+
+def problem_body(status: int, detail: str, title: str | None = None, errors: list[dict] | None = None) -> dict:
+    try:
+        default_title = HTTPStatus(status).phrase
+    except ValueError:
+        default_title = "Error"
+    body = {"type": "about:blank", "title": title or default_title, "status": status, "detail": detail}
+    if errors:
+        body["errors"] = errors
+    return body
+
+
+def problem_response(status: int, detail: str, title: str | None = None, errors=None, headers=None) -> JSONResponse:
+    return JSONResponse(problem_body(status, detail, title, errors), status_code=status, headers=headers,
+                        media_type=PROBLEM_JSON)
+
+
+def problem_bytes(status: int, detail: str, title: str | None = None) -> bytes:
+    return json.dumps(problem_body(status, detail, title)).encode()
+
+
+def field_path(loc) -> str:
+    """('body', 'locations', 1, 'lat') -> 'locations[1].lat'."""
+    parts = list(loc)
+    if parts and parts[0] in ("body", "query", "path", "header"):
+        parts = parts[1:]
+    out = ""
+    for p in parts:
+        if isinstance(p, int):
+            out += f"[{p}]"
+        elif p in ("function-after", "function-before", "function-wrap") or str(p).startswith(("function-", "tagged-union")):
+            continue
+        else:
+            out += ("." if out else "") + str(p)
+    return out
+
+
+def _validation_message(err: dict) -> str:
+    kind = err.get("type", "")
+    msg = err.get("msg", "invalid value")
+    if kind == "json_invalid":
+        ctx = err.get("ctx", {}) or {}
+        return f"malformed JSON: {ctx.get('error', msg)}"
+    if msg.startswith("Value error, "):
+        msg = msg[len("Value error, "):]
+    return msg
+
+
+def validation_errors(exc: RequestValidationError) -> tuple[str, list[dict]]:
+    errors: list[dict] = []
+    detail = None
+    for err in exc.errors():
+        loc = tuple(err.get("loc", ()))
+        kind = err.get("type", "")
+        if kind == "json_invalid":
+            detail = _validation_message(err)
+            errors.append(FieldError("", detail).as_dict())
+            continue
+        if loc == ("body",) and kind == "missing":
+            detail = "a JSON request body is required"
+            errors.append(FieldError("", detail).as_dict())
+            continue
+        if loc == ("body",) and kind in ("model_attributes_type", "dict_type", "model_type"):
+            detail = "the request body must be a JSON object"
+            errors.append(FieldError("", detail).as_dict())
+            continue
+        errors.append(FieldError(field_path(loc), _validation_message(err)).as_dict())
+    if detail is None:
+        detail = "; ".join(f"{e['field']}: {e['message']}" if e["field"] else e["message"] for e in errors)
+    return detail, errors
+
+
+def install(app) -> None:
+    """Map every error to the problem body."""
+
+    @app.exception_handler(GeoengineError)
+    async def _domain(request: Request, exc: GeoengineError):
+        body = exc.to_problem()
+        return JSONResponse(body, status_code=exc.status, headers=exc.headers or None, media_type=PROBLEM_JSON)
+
+    @app.exception_handler(RequestValidationError)
+    async def _validation(request: Request, exc: RequestValidationError):
+        detail, errors = validation_errors(exc)
+        return problem_response(400, detail, "Invalid request", errors)
+
+    @app.exception_handler(StarletteHTTPException)
+    async def _http(request: Request, exc: StarletteHTTPException):
+        status = exc.status_code
+        if status == 404:
+            detail = f"no endpoint at {request.url.path}" if exc.detail == "Not Found" else str(exc.detail)
+        elif status == 405:
+            allow = (exc.headers or {}).get("Allow") or (exc.headers or {}).get("allow", "")
+            detail = f"method {request.method} is not allowed on {request.url.path}" + (f"; allowed: {allow}" if allow else "")
+        else:
+            detail = str(exc.detail)
+        return problem_response(status, detail, headers=exc.headers)
+
+    @app.exception_handler(Exception)
+    async def _unexpected(request: Request, exc: Exception):
+        log.error("internal error on %s %s: %s", request.method, request.url.path, type(exc).__name__, exc_info=exc)
+        return problem_response(500, "internal error; the server log has the details", "Internal error")

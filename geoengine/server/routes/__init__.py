@@ -1,0 +1,5 @@
+"""Route modules of the façade. Each defines `router = APIRouter(...)`; app.py includes them in order."""
+
+ROUTE_MODULES: list[str] = [
+    "geoengine.server.routes.system",
+]

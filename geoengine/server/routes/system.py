@@ -1,0 +1,34 @@
+"""GET /health."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+from fastapi import APIRouter, Depends
+from pydantic import BaseModel, Field
+
+from geoengine.engine import Engine
+from geoengine.server.deps import get_engine
+
+router = APIRouter(tags=["System"])
+
+
+class Health(BaseModel):
+    status: str = Field(description="`ok` while the process serves requests")
+    uptime: str = Field(description="Elapsed time since start, as text, e.g. `0:12:03` or `2 days, 3:04:05`")
+    uptime_s: float = Field(description="Elapsed time since start in seconds")
+    version: str = Field(description="geoengine version")
+    region: str | None = Field(description="Region of the served bundle")
+    stages: list[str] = Field(description="Build stages present in the served bundle")
+
+
+def format_uptime(seconds: float) -> str:
+    return str(timedelta(seconds=int(seconds)))
+
+
+@router.get("/health", response_model=Health, summary="Liveness check")
+def health(engine: Engine = Depends(get_engine)) -> Health:
+    info = engine.info()
+    up = engine.uptime_seconds()
+    return Health(status="ok", uptime=format_uptime(up), uptime_s=round(up, 3), version=info["geoengine_version"],
+                  region=info["region"], stages=info["stages"])

@@ -1,0 +1,182 @@
+"""The build pipeline on real data: manifest, atomic publication, --continue, failures that never
+touch a published bundle, and bundle loading that names what is wrong."""
+
+from __future__ import annotations
+
+import json
+import os
+
+import pytest
+
+import geoengine
+from geoengine.build.pipeline import BuildInputs, Stage, StageResult, build, resolve_inputs
+from geoengine.build.source import STAGE as SOURCE
+from geoengine.bundle import STAGE_VERSIONS, Bundle
+from geoengine.config import Settings
+from geoengine.errors import BuildError, BundleError, InvalidRequest
+
+from .conftest import SHARED_DATA
+
+
+@pytest.fixture
+def tmp_settings(tmp_path):
+    return Settings(home=tmp_path / "home", data_mirror=str(SHARED_DATA))
+
+
+def andorra_inputs(settings) -> BuildInputs:
+    return resolve_inputs("andorra", settings)
+
+
+def test_source_stage_manifest(tmp_path, tmp_settings):
+    out = build(andorra_inputs(tmp_settings), tmp_path / "b", tmp_settings, stages=[SOURCE])
+    m = json.loads((out / "manifest.json").read_text())
+    assert m["format"] == "geoengine-bundle" and m["geoengine_version"] == geoengine.__version__
+    assert m["region"] == "andorra"
+    # The header bbox of the extract (see ../shared/data/README.md).
+    assert m["bbox"] == pytest.approx([1.4221, 42.4351, 1.7804, 42.6572], abs=1e-3)
+    roles = [i["role"] for i in m["inputs"]]
+    assert roles.count("osm") == 1 and roles.count("dem") == 2 and "places" in roles
+    osm = m["inputs"][0]
+    assert osm["sha256"] == "70998b72b5eed4b6a8565837b3d72c3b592c4dc4f1a7d5e964367d20508f188b"
+    src = m["stages"]["source"]
+    assert src["counts"] == {"nodes": 69644, "ways": 2725, "relations": 74}
+    assert src["version"] == STAGE_VERSIONS["source"] and "source/extract.json" in src["outputs"]
+    assert {"numpy", "numba", "osmium", "python"} <= set(m["versions"])
+    assert m["timings"]["total_seconds"] >= m["timings"]["source"] >= 0
+
+
+def test_osm_without_header_bbox_gets_bbox_from_nodes(tmp_path, tmp_settings):
+    inputs = resolve_inputs(str(SHARED_DATA / "monaco" / "monaco.osm.gz"), tmp_settings)
+    out = build(inputs, tmp_path / "monaco", tmp_settings, stages=[SOURCE])
+    m = Bundle.open(out).manifest
+    lon0, lat0, lon1, lat1 = m["bbox"]
+    assert 7.38 < lon0 < lon1 < 7.51 and 43.51 < lat0 < lat1 < 43.76
+
+
+def test_rebuild_switches_atomically_and_drops_the_old_version(tmp_path, tmp_settings):
+    out = tmp_path / "b"
+    build(andorra_inputs(tmp_settings), out, tmp_settings, stages=[SOURCE])
+    first = out.resolve()
+    engine = geoengine.open(out)
+    build(andorra_inputs(tmp_settings), out, tmp_settings, stages=[SOURCE])
+    second = out.resolve()
+    assert out.is_symlink() and first != second and not first.exists()
+    assert Bundle.open(out).manifest["stages"]["source"]
+    assert engine.info()["region"] == "andorra"
+    leftovers = [p.name for p in tmp_path.iterdir() if p.name.startswith(".b.") and p.resolve() != second]
+    assert leftovers == [".b.lock"]
+
+
+def _failing(name):
+    def run(ctx):
+        (ctx.stage_dir(name) / "half-written").write_text("x")
+        raise RuntimeError("disk on fire")
+
+    return Stage(name=name, run=run)
+
+
+def test_failed_build_keeps_published_bundle_and_continue_resumes(tmp_path, tmp_settings, monkeypatch):
+    monkeypatch.setitem(STAGE_VERSIONS, "extra", 1)
+    out = tmp_path / "b"
+    build(andorra_inputs(tmp_settings), out, tmp_settings, stages=[SOURCE])
+    published = out.resolve()
+    calls = []
+
+    def counting_source(ctx):
+        calls.append("source")
+        return SOURCE.run(ctx)
+
+    source = Stage(name="source", run=counting_source)
+    with pytest.raises(BuildError, match="stage 'extra' failed: RuntimeError: disk on fire"):
+        build(andorra_inputs(tmp_settings), out, tmp_settings, stages=[source, _failing("extra")])
+    assert out.resolve() == published and (published / "manifest.json").exists()
+    assert "extra" not in Bundle.open(out).stages
+
+    def ok(ctx):
+        (ctx.stage_dir("extra") / "data.txt").write_text("ok")
+        return StageResult(outputs=["extra/data.txt"], counts={"things": 1})
+
+    build(andorra_inputs(tmp_settings), out, tmp_settings, stages=[source, Stage("extra", ok)], resume=True)
+    assert calls == ["source"], "--continue must not rerun the finished source stage"
+    b = Bundle.open(out)
+    assert b.stages["extra"]["counts"] == {"things": 1}
+    assert not (b.path / "extra" / "half-written").exists()
+
+
+def test_continue_starts_over_when_inputs_changed(tmp_path, tmp_settings, monkeypatch):
+    monkeypatch.setitem(STAGE_VERSIONS, "extra", 1)
+    out = tmp_path / "b"
+    with pytest.raises(BuildError):
+        build(andorra_inputs(tmp_settings), out, tmp_settings, stages=[SOURCE, _failing("extra")])
+    assert not out.exists()
+    monaco = resolve_inputs(str(SHARED_DATA / "monaco" / "monaco.osm.gz"), tmp_settings)
+    build(monaco, out, tmp_settings, stages=[SOURCE], resume=True)
+    assert Bundle.open(out).manifest["inputs"][0]["path"].endswith("monaco.osm.gz")
+
+
+def test_bad_targets_are_clear(tmp_settings):
+    with pytest.raises(InvalidRequest, match="neither an OSM extract file nor a known region"):
+        resolve_inputs("atlantis", tmp_settings)
+    with pytest.raises(InvalidRequest, match="does not exist"):
+        resolve_inputs("/nowhere/x.osm.pbf", tmp_settings)
+    with pytest.raises(InvalidRequest, match="DEM file"):
+        resolve_inputs("andorra", tmp_settings, dem=["/nowhere/N42E001.hgt"])
+
+
+@pytest.fixture
+def built(tmp_path, tmp_settings):
+    return build(andorra_inputs(tmp_settings), tmp_path / "b", tmp_settings, stages=[SOURCE]).resolve()
+
+
+def _edit_manifest(path, fn):
+    m = json.loads((path / "manifest.json").read_text())
+    fn(m)
+    (path / "manifest.json").write_text(json.dumps(m))
+
+
+def test_open_names_what_is_missing_or_incompatible(tmp_path, built):
+    with pytest.raises(BundleError, match="does not exist"):
+        geoengine.open(tmp_path / "nothing")
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    with pytest.raises(BundleError, match="no manifest.json"):
+        geoengine.open(empty)
+
+    os.remove(built / "source" / "extract.json")
+    with pytest.raises(BundleError, match="stage 'source' output source/extract.json is missing"):
+        geoengine.open(built)
+    (built / "source" / "extract.json").write_text("{}")
+
+    _edit_manifest(built, lambda m: m.update(format_version=99, geoengine_version="9.9.9"))
+    with pytest.raises(BundleError, match=r"format version 99 \(built by geoengine 9.9.9\)"):
+        geoengine.open(built)
+    _edit_manifest(built, lambda m: m.update(format_version=1))
+
+    _edit_manifest(built, lambda m: m["stages"]["source"].update(version=7))
+    with pytest.raises(BundleError, match="stage 'source' .* format 7 .* rebuild"):
+        geoengine.open(built)
+    _edit_manifest(built, lambda m: m["stages"]["source"].update(version=1))
+
+    _edit_manifest(built, lambda m: m["stages"].update(hologram={"version": 1, "outputs": []}))
+    with pytest.raises(BundleError, match="'hologram' stage that this geoengine does not know"):
+        geoengine.open(built)
+
+    (built / "manifest.json").write_text("{not json")
+    with pytest.raises(BundleError, match="cannot be read"):
+        geoengine.open(built)
+
+
+def test_cli_build_and_info(tmp_path, monkeypatch, capsys):
+    from geoengine.cli import main
+
+    monkeypatch.setenv("GEOENGINE_HOME", str(tmp_path))
+    monkeypatch.setenv("GEOENGINE_DATA_MIRROR", str(SHARED_DATA))
+    out = tmp_path / "mon"
+    assert main(["build", str(SHARED_DATA / "monaco" / "monaco.osm.gz"), "--out", str(out)]) == 0
+    captured = capsys.readouterr()
+    assert captured.out.strip() == str(out.absolute())
+    assert "[source] started" in captured.err and "[source] done" in captured.err
+    assert main(["info", str(out)]) == 0
+    assert "stage    source" in capsys.readouterr().out
+    assert main(["info", str(tmp_path / "none")]) == 1
+    assert "does not exist" in capsys.readouterr().err

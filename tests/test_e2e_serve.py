@@ -1,0 +1,101 @@
+"""End to end: the real CLI in subprocesses. `geoengine serve` with no arguments fetches and builds
+the default region, then serves it on loopback; a key from `geoengine keys create` opens /health."""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.request
+
+import pytest
+
+from .conftest import SHARED_DATA
+
+pytestmark = pytest.mark.e2e
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def get(url, headers=None):
+    req = urllib.request.Request(url, headers=headers or {})
+    try:
+        with urllib.request.urlopen(req, timeout=10) as resp:
+            return resp.status, resp.headers, resp.read()
+    except urllib.error.HTTPError as exc:
+        return exc.code, exc.headers, exc.read()
+
+
+def cli(*args, env):
+    return subprocess.run([sys.executable, "-m", "geoengine", *args], env=env, capture_output=True, text=True,
+                          timeout=600)
+
+
+def test_serve_without_arguments_builds_and_serves_the_default_region(tmp_path):
+    env = {**os.environ, "GEOENGINE_HOME": str(tmp_path), "GEOENGINE_DATA_MIRROR": str(SHARED_DATA),
+           "GEOENGINE_GATEWAY_HOST": "e2e.test"}
+    env.pop("GEOENGINE_BUNDLE", None)
+    assert "--plan" in cli("keys", "create", "--help", env=env).stdout
+    made = cli("keys", "create", "--plan", "free", "--label", "e2e", env=env)
+    assert made.returncode == 0, made.stderr
+    key = made.stdout.strip().splitlines()[-1]
+    assert key.startswith("gk_")
+    port = free_port()
+    log = open(tmp_path / "serve.log", "w")
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "geoengine", "serve", "--port", str(port), "--exit-after", "900"],
+        env=env, stdout=log, stderr=subprocess.STDOUT,
+    )
+    try:
+        deadline = time.time() + 600
+        status = None
+        while time.time() < deadline:
+            if proc.poll() is not None:
+                pytest.fail("serve exited early:\n" + (tmp_path / "serve.log").read_text())
+            try:
+                status, _, body = get(f"http://127.0.0.1:{port}/health", {"X-Gateway-Key": key, "X-Gateway-Host": "e2e.test"})
+                break
+            except (urllib.error.URLError, ConnectionError, OSError):
+                time.sleep(0.5)
+        assert status == 200, body
+        doc = json.loads(body)
+        assert doc["status"] == "ok" and doc["region"] == "andorra"
+        status, headers, body = get(f"http://127.0.0.1:{port}/health")
+        assert status == 403 and json.loads(body)["status"] == 403
+        status, _, _ = get(f"http://127.0.0.1:{port}/health", {"X-Gateway-Key": key, "X-Gateway-Host": "other"})
+        assert status == 403
+        output = (tmp_path / "serve.log").read_text()
+        assert "[source] started" in output, "the build must show progress"
+        assert key not in output, "the key must never appear in the server's log"
+        listed = cli("keys", "list", env=env)
+        assert key not in listed.stdout and "e2e" in listed.stdout
+        assert (tmp_path / "bundles" / "andorra" / "manifest.json").exists()
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(timeout=20)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+        log.close()
+
+
+def test_every_command_has_help():
+    for args in (["--help"], ["fetch", "--help"], ["build", "--help"], ["serve", "--help"], ["keys", "--help"],
+                 ["keys", "create", "--help"], ["keys", "list", "--help"], ["keys", "revoke", "--help"],
+                 ["info", "--help"]):
+        out = subprocess.run([sys.executable, "-m", "geoengine", *args], capture_output=True, text=True, timeout=60)
+        assert out.returncode == 0 and "usage: geoengine" in out.stdout, args
+
+
+def test_import_geoengine_does_not_import_the_server():
+    code = "import sys, geoengine; print(any(m.startswith(('fastapi', 'uvicorn', 'starlette', 'geoengine.server')) for m in sys.modules))"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert out.stdout.strip() == "False", out.stderr
