@@ -473,16 +473,30 @@ class SearchIndex:
                 keep &= np.isin(np.asarray(self.kind[docs]), kinds)
             docs, dist = docs[keep], dist[keep]
             order = np.lexsort((docs, dist))
-            seen = set()
+            # one result per canonical group: the canonical document at its own distance when that is
+            # within the radius, else the nearest member itself (which names its canonical_id)
+            seen: set[int] = set()
+            picked: list[tuple[float, int]] = []
             for j in order.tolist():
                 row = int(docs[j])
                 c = int(self.canon[row])
                 if c in seen:
                     continue
                 seen.add(c)
-                results.append(self.result(c, 1.0 / (1.0 + dist[j] / 100.0), distance_m=dist[j]).as_dict())
-                if len(results) == size:
+                if c != row:
+                    dc = float(haversine_m(lat, lon, np.array([self.lat[c]]), np.array([self.lon[c]]))[0])
+                    if dc <= metres:
+                        row, dist_j = c, dc
+                    else:
+                        dist_j = float(dist[j])
+                else:
+                    dist_j = float(dist[j])
+                picked.append((dist_j, row))
+                if len(picked) >= 3 * size:
                     break
+            picked.sort()
+            for dist_j, row in picked[:size]:
+                results.append(self.result(row, 1.0 / (1.0 + dist_j / 100.0), distance_m=dist_j).as_dict())
         return {"lat": lat, "lon": lon, "took_ms": int((time.perf_counter() - t0) * 1000), "results": results}
 
     def row_of(self, doc_id: str) -> int | None:

@@ -2,4 +2,5 @@
 
 ROUTE_MODULES: list[str] = [
     "geoengine.server.routes.system",
+    "geoengine.server.routes.search",
 ]
