@@ -60,7 +60,7 @@ class Engine:
     def warm(self) -> None:
         """Open every component the bundle has (used by the server at start-up)."""
         if self.bundle.has_stage("search"):
-            self.search_index  # noqa: B018 - opens the index
+            self.search_index.warm()
 
     @cached_property
     def _components(self) -> dict:

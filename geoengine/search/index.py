@@ -7,7 +7,7 @@ Files under `<bundle>/search/` (all memory-mapped or read in one go on open):
   joined by U+001F) used for the final text score;
 - `lat.npy`, `lon.npy` (float64), `importance.npy` (float32), `canon.npy` (int32 row of each
   document's canonical document), `kind.npy` (int8: 0 place, 1 poi), `id_order.npy` (rows sorted by id);
-- `vocab.txt` (the sorted normalised tokens, one a line), `post_ptr.npy` / `post_doc.npy` (CSR
+- `vocab.txt`, `vocab_len.npy` (the sorted normalised tokens, one a line), `post_ptr.npy` / `post_doc.npy` (CSR
   postings: documents of token t are `post_doc[post_ptr[t]:post_ptr[t+1]]`). Tokens of one prefix
   are contiguous in the sorted vocabulary, so a prefix is one slice of postings;
 - `items.npy` ((m, 4) float64 segments lon1, lat1, lon2, lat2; a point is a zero-length segment),
@@ -26,7 +26,7 @@ from pathlib import Path
 
 import numpy as np
 from rapidfuzz import fuzz, process
-from rapidfuzz.distance import Levenshtein
+from rapidfuzz.distance import OSA
 
 from geoengine.errors import FieldError, InvalidRequest, NotFound, UpstreamError
 from geoengine.search.store import Strings, write_strings
@@ -43,7 +43,7 @@ W_IMPORTANCE = 0.5
 W_EXACT = 0.6
 W_NAME_PREFIX = 0.2
 W_RATIO = 0.2
-BIAS_WEIGHT = 0.5
+BIAS_WEIGHT = 1.0
 BIAS_DECAY_KM = 25.0
 CANDIDATES = 200
 PREFIX_LENGTHS = range(4, 17)
@@ -89,6 +89,8 @@ def write_index(folder: Path, ds) -> tuple[list[str], dict]:
     np.cumsum(np.bincount(pt, minlength=len(vocab)), out=ptr[1:])
     (folder / "vocab.txt").write_text("".join(t + "\n" for t in vocab), encoding="utf-8")
     files += write_prefix_tables(folder, vocab)
+    np.save(folder / "vocab_len.npy", np.fromiter((len(t) for t in vocab), np.int32, len(vocab)))
+    files.append("vocab_len.npy")
     np.save(folder / "post_ptr.npy", ptr)
     np.save(folder / "post_doc.npy", pd)
     np.save(folder / "lat.npy", np.asarray(ds.lat, np.float64))
@@ -284,11 +286,23 @@ class SearchIndex:
         if not (len(self.canon) == len(self.kind) == self.n == len(self.cols["id"])
                 and len(self.post_ptr) == len(self.vocab) + 1):
             raise UpstreamError(f"the search index in {folder} is inconsistent (column lengths differ): rebuild the bundle")
-        self.vocab_len = np.fromiter((len(t) for t in self.vocab), np.int32, len(self.vocab))
+        try:
+            self.vocab_len = np.load(folder / "vocab_len.npy")
+        except (OSError, ValueError) as exc:
+            raise UpstreamError(f"the search index in {folder} cannot be read: {exc}") from exc
         self._prefix_tables: dict[int, tuple[list[str], np.ndarray]] = {}
         self._len_buckets: dict[int, tuple[list[str], np.ndarray]] = {}
         self._lock = threading.Lock()
         self._rtree = None
+
+    def warm(self) -> None:
+        """Prepare the typo tables (vocabulary by length, prefix tables) and the R-tree up front."""
+        with self._lock:
+            for length in PREFIX_LENGTHS:
+                self._prefix_table(length)
+            for length in range(2, int(self.vocab_len.max(initial=0)) + 1):
+                self._length_bucket(length)
+            self._tree()
 
     # -- helpers --------------------------------------------------------------------------------
     def _tree(self):
@@ -378,14 +392,14 @@ class SearchIndex:
                 for length in range(len(tok) - k, len(tok) + k + 1):
                     words, rows = self._length_bucket(length)
                     lo, hi = (0, len(words)) if anywhere else _letter_range(words, tok[0])
-                    for _, d, j in process.extract(tok, words[lo:hi], scorer=Levenshtein.distance, score_cutoff=k, limit=None):
+                    for _, d, j in process.extract(tok, words[lo:hi], scorer=OSA.distance, score_cutoff=k, limit=None):
                         if d > 0:
                             i = int(rows[lo + j])
                             ranges.append((i, i + 1, np.array([0.8 - 0.1 * d])))
                 if is_prefix:
                     prefixes, se = self._prefix_table(len(tok))
                     lo, hi = (0, len(prefixes)) if anywhere else _letter_range(prefixes, tok[0])
-                    for _, d, j in process.extract(tok, prefixes[lo:hi], scorer=Levenshtein.distance, score_cutoff=k, limit=None):
+                    for _, d, j in process.extract(tok, prefixes[lo:hi], scorer=OSA.distance, score_cutoff=k, limit=None):
                         if d > 0:
                             s, e = int(se[lo + j, 0]), int(se[lo + j, 1])
                             lens = self.vocab_len[s:e]
