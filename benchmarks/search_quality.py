@@ -67,10 +67,10 @@ def typo1(name: str, rng: random.Random) -> str | None:
 
 def build_queries(ix, per_kind: int, seed: int = 7):
     rng = random.Random(seed)
-    groups = {"osm places": [], "osm pois": [], "osm streets": [], "world cities": []}
+    groups = {"osm places": [], "osm pois": [], "osm streets": [], "osm addresses": [], "world cities": []}
     for row in range(ix.n):
         src, index = ix.cols["source"][row], ix.cols["index"][row]
-        if src == "osm" and index in ("places", "pois", "streets"):
+        if src == "osm" and index in ("places", "pois", "streets", "addresses"):
             groups[f"osm {index}"].append(row)
         elif src == "geonames":
             groups["world cities"].append(row)
@@ -152,7 +152,7 @@ def main() -> None:
     print(f"\n{'group':<14}{'kind':<11}{'n':>6}{'top-1':>9}{'top-5':>9}")
     for kind in ("full", "prefix3", "typo1", "no_accent", "english"):
         tot = [0, 0, 0]
-        for group in ("osm places", "osm pois", "osm streets", "world cities"):
+        for group in ("osm places", "osm pois", "osm streets", "osm addresses", "world cities"):
             s = stats.get((group, kind))
             if not s:
                 continue
@@ -179,9 +179,9 @@ def main() -> None:
         from geoengine.server.app import create_app
 
         ks = KeyStore(settings.state)
-        key = ks.create("bench", plan="unlimited")["key"] if hasattr(ks, "create") else None
+        key, _ = ks.create("unlimited", "bench")
         client = TestClient(create_app(engine, settings, ks))
-        client.headers.update({"X-Gateway-Key": key or "", "X-Gateway-Host": settings.gateway_host})
+        client.headers.update({"X-Gateway-Key": key, "X-Gateway-Host": settings.gateway_host})
         ht = []
         for _, _, q, _ in queries[:500]:
             if len(q.strip()) < 2:

@@ -4,7 +4,7 @@ Files under `<bundle>/search/` (all memory-mapped or read in one go on open):
 
 - string columns (see `store.py`): `id`, `index`, `doc_type`, `name`, `name_en`, `display_name`,
   `place_class`, `category`, `source`, and `names` (every normalised name variant of a document,
-  joined by U+001F) used for the final text score;
+  joined by U+001F, the primary name first) used for the final text score;
 - `lat.npy`, `lon.npy` (float64), `importance.npy` (float32), `canon.npy` (int32 row of each
   document's canonical document), `kind.npy` (int8: 0 place, 1 poi), `id_order.npy` (rows sorted by id);
 - `vocab.txt`, `vocab_len.npy` (the sorted normalised tokens, one a line), `post_ptr.npy` / `post_doc.npy` (CSR
@@ -41,6 +41,7 @@ EARTH_M = 6_371_008.8
 W_COVERAGE = 2.0
 W_IMPORTANCE = 0.5
 W_EXACT = 0.6
+W_PRIMARY = 0.3
 W_NAME_PREFIX = 0.2
 W_RATIO = 0.2
 BIAS_WEIGHT = 1.0
@@ -66,7 +67,7 @@ def write_index(folder: Path, ds) -> tuple[list[str], dict]:
     pair_doc: list[int] = []
     for i, variants in enumerate(ds.names):
         seen_v: list[str] = []
-        for v in variants + ([ds.name_en[i]] if ds.name_en[i] else []):
+        for v in [ds.name[i]] + variants + ([ds.name_en[i]] if ds.name_en[i] else []):  # the name first
             nv = normalise(v)
             if nv and nv not in seen_v:
                 seen_v.append(nv)
@@ -452,9 +453,10 @@ class SearchIndex:
         for j, row in enumerate(cand.tolist()):
             variants = (self.names[row] or "").split(SEP)
             exact = qn in variants
+            primary = bool(variants) and variants[0] == qn
             name_prefix = exact or any(v.startswith(qn) for v in variants)
             ratio = process.extractOne(qn, variants, scorer=fuzz.ratio)[1] / 100.0 if variants else 0.0
-            scores[j] = (W_COVERAGE * coverage[row] + W_EXACT * exact + W_NAME_PREFIX * name_prefix + W_RATIO * ratio
+            scores[j] = (W_COVERAGE * coverage[row] + W_EXACT * exact + W_PRIMARY * primary + W_NAME_PREFIX * name_prefix + W_RATIO * ratio
                          + W_IMPORTANCE * imp[j] + bias[j])
         order = np.argsort(-scores, kind="stable")
         results, seen = [], set()
