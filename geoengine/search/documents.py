@@ -142,10 +142,12 @@ def build_documents(osm_path, places_path=None, admin1_path=None, *, bbox=None, 
                source="osm", kind=d.osm_type)
     n_points = len(ds)
     merged = _merge_streets(streets, loc_xy, loc_tree, lat0)
-    for doc, polylines, _ in merged:
+    street_locality: dict[int, int] = {}
+    for doc, polylines, loc in merged:
         row = ds.add(id=doc.id, index="streets", doc_type="place", name=doc.name, name_en=doc.name_en,
                      names=doc.names, place_class="street", category=doc.category, importance=doc.importance,
                      lat=doc.lat, lon=doc.lon, source="osm", kind="w")
+        street_locality[row] = loc
         for pl in polylines:
             if len(pl) == 1:
                 pl = np.vstack([pl, pl])
@@ -161,7 +163,9 @@ def build_documents(osm_path, places_path=None, admin1_path=None, *, bbox=None, 
     if loc_tree is not None and n_osm:
         dist, near = loc_tree.query(_xy(lat, lon, lat0), distance_upper_bound=10.0)
         for i in range(n_osm):
-            if np.isfinite(dist[i]):
+            if i in street_locality:  # a street shows the locality it was grouped by
+                locality[i] = locs[street_locality[i]].name if street_locality[i] >= 0 else None
+            elif np.isfinite(dist[i]):
                 locality[i] = locs[near[i]].name
     region = [None] * n_osm
     region_level = np.full(n_osm, -1)

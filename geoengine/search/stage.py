@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import time
 
+from geoengine.errors import BuildError
 from geoengine.build.pipeline import BuildContext, Stage, StageResult
 from geoengine.search.documents import build_documents
 from geoengine.search.index import write_index
@@ -13,6 +14,8 @@ def run(ctx: BuildContext) -> StageResult:
     t0 = time.perf_counter()
     out = ctx.stage_dir("search")
     scope = getattr(ctx.settings, "search_places", "important")
+    if scope not in ("important", "region", "all"):
+        raise BuildError(f"GEOENGINE_SEARCH_PLACES is '{scope}'; use important, region or all")
     ds, info = build_documents(ctx.inputs.osm, ctx.inputs.places, ctx.inputs.admin1, bbox=ctx.bbox, world=scope)
     t1 = time.perf_counter()
     files, counts = write_index(out, ds)
