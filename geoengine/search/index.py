@@ -11,7 +11,7 @@ Files under `<bundle>/search/` (all memory-mapped or read in one go on open):
   postings: documents of token t are `post_doc[post_ptr[t]:post_ptr[t+1]]`). Tokens of one prefix
   are contiguous in the sorted vocabulary, so a prefix is one slice of postings;
 - `items.npy` ((m, 4) float64 segments lon1, lat1, lon2, lat2; a point is a zero-length segment),
-  `item_doc.npy` (int32) and the R-tree `rtree.idx`/`rtree.dat` over the items' boxes.
+  `item_doc.npy` (int32); the R-tree (rtree) over the items' boxes is bulk-loaded from them in memory.
 """
 
 from __future__ import annotations
@@ -47,6 +47,7 @@ W_RATIO = 0.2
 BIAS_WEIGHT = 1.0
 BIAS_DECAY_KM = 25.0
 CANDIDATES = 200
+MAX_QUERY_TOKENS = 12  # words beyond the 12th are ignored
 PREFIX_LENGTHS = range(4, 17)
 MAX_RADIUS_M = 100_000.0
 RADIUS_RE = re.compile(r"^(\d+(?:\.\d+)?)(m|km)$")
@@ -55,8 +56,6 @@ RADIUS_RE = re.compile(r"^(\d+(?:\.\d+)?)(m|km)$")
 # --------------------------------------------------------------------------------------------- build
 def write_index(folder: Path, ds) -> tuple[list[str], dict]:
     """Write the index of DocSet `ds` under `folder`; returns (file names, counts)."""
-    import rtree
-
     n = len(ds)
     files: list[str] = []
     for col in STRING_COLUMNS:
@@ -116,15 +115,7 @@ def write_index(folder: Path, ds) -> tuple[list[str], dict]:
     item_doc = np.concatenate(item_doc).astype(np.int32) if n else np.zeros(0, np.int32)
     np.save(folder / "items.npy", items)
     np.save(folder / "item_doc.npy", item_doc)
-    boxes = np.column_stack([np.minimum(items[:, 0], items[:, 2]), np.minimum(items[:, 1], items[:, 3]),
-                             np.maximum(items[:, 0], items[:, 2]), np.maximum(items[:, 1], items[:, 3])])
-    props = rtree.index.Property()
-    props.leaf_capacity = 64
-    props.fill_factor = 0.9
-    tree = rtree.index.Index(str(folder / "rtree"), ((i, tuple(b), None) for i, b in enumerate(boxes.tolist())),
-                             properties=props)
-    tree.close()
-    files += ["items.npy", "item_doc.npy", "rtree.idx", "rtree.dat"]
+    files += ["items.npy", "item_doc.npy"]
     counts = {"documents": n, "tokens": len(vocab), "postings": int(len(pd)), "reverse_items": int(len(items))}
     return files, counts
 
@@ -307,13 +298,25 @@ class SearchIndex:
 
     # -- helpers --------------------------------------------------------------------------------
     def _tree(self):
+        """The R-tree over the items' boxes, bulk-loaded from `items.npy` on first use (~0.2 s per
+        200k items). It lives in memory: libspatialindex rewrites a disk index's header on close,
+        which an immutable, shared bundle must not allow."""
         if self._rtree is None:
             import rtree
 
             try:
-                self._rtree = rtree.index.Index(str(self.folder / "rtree"))
-            except Exception as exc:  # libspatialindex raises its own error types
-                raise UpstreamError(f"the spatial index in {self.folder} cannot be read: {exc}") from exc
+                items = np.asarray(self.items, dtype=np.float64)
+                mins = np.ascontiguousarray(np.minimum(items[:, :2], items[:, 2:]))
+                maxs = np.ascontiguousarray(np.maximum(items[:, :2], items[:, 2:]))
+                props = rtree.index.Property()
+                props.leaf_capacity = 64
+                props.fill_factor = 0.9
+                if len(items):
+                    self._rtree = rtree.index.Index((np.arange(len(items), dtype=np.int64), mins, maxs), properties=props)
+                else:
+                    self._rtree = rtree.index.Index(properties=props)
+            except Exception as exc:  # a corrupt items file, or libspatialindex's own errors
+                raise UpstreamError(f"the spatial index in {self.folder} cannot be built: {exc}") from exc
         return self._rtree
 
     def result(self, row: int, score: float | None = None, distance_m: float | None = None) -> SearchResult:
@@ -416,7 +419,7 @@ class SearchIndex:
         kinds = parse_types(types)
         point = _check_point(lat, lon, required=False)
         qn = normalise(q)
-        toks = qn.split()
+        toks = qn.split()[:MAX_QUERY_TOKENS]
         if not toks:
             return {"query": q, "total": 0, "took_ms": int((time.perf_counter() - t0) * 1000), "results": []}
         prefix_last = not q[-1].isspace()
