@@ -479,18 +479,29 @@ class SearchIndex:
         metres = parse_radius(radius)
         size = _check_size(size, 1, 10)
         kinds = parse_types(types)
-        dlat = metres / (math.pi / 180 * EARTH_M)
-        dlon = min(180.0, dlat / max(math.cos(math.radians(lat)), 1e-6))
-        with self._lock:
-            hits = np.fromiter(self._tree().intersection((lon - dlon, lat - dlat, lon + dlon, lat + dlat)), np.int64)
+        # Grow the search box from 250 m until it holds enough documents or reaches the radius: every
+        # item within distance r of the point meets the box of half-size r, so the documents found
+        # within r are exactly the nearest ones. (Dense town centres hold thousands of items in 2 km.)
         results = []
-        if len(hits):
-            dist = segment_distance_m(lat, lon, np.asarray(self.items[hits]))
-            docs = np.asarray(self.item_doc[hits])
-            keep = dist <= metres
-            if kinds is not None:
-                keep &= np.isin(np.asarray(self.kind[docs]), kinds)
-            docs, dist = docs[keep], dist[keep]
+        r = min(metres, 250.0)
+        while True:
+            dlat = r / (math.pi / 180 * EARTH_M)
+            dlon = min(180.0, dlat / max(math.cos(math.radians(lat)), 1e-6))
+            with self._lock:
+                hits = np.fromiter(self._tree().intersection((lon - dlon, lat - dlat, lon + dlon, lat + dlat)), np.int64)
+            if len(hits):
+                dist = segment_distance_m(lat, lon, np.asarray(self.items[hits]))
+                docs = np.asarray(self.item_doc[hits])
+                keep = dist <= r
+                if kinds is not None:
+                    keep &= np.isin(np.asarray(self.kind[docs]), kinds)
+                docs, dist = docs[keep], dist[keep]
+            else:
+                docs, dist = np.zeros(0, np.int32), np.zeros(0)
+            if r >= metres or len(np.unique(docs)) >= 3 * size:
+                break
+            r = min(metres, r * 4)
+        if len(docs):
             order = np.lexsort((docs, dist))
             # one result per canonical group: the canonical document at its own distance when that is
             # within the radius, else the nearest member itself (which names its canonical_id)
@@ -504,7 +515,7 @@ class SearchIndex:
                 seen.add(c)
                 if c != row:
                     dc = float(haversine_m(lat, lon, np.array([self.lat[c]]), np.array([self.lon[c]]))[0])
-                    if dc <= metres:
+                    if dc <= r:  # within the searched distance, so the order stays exact
                         row, dist_j = c, dc
                     else:
                         dist_j = float(dist[j])

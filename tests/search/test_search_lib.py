@@ -164,3 +164,30 @@ def test_index_is_memory_mapped(andorra):
     ix = SearchIndex(andorra.path / "search")
     assert isinstance(ix.post_doc, np.memmap) and isinstance(ix.lat, np.memmap)
     assert ix.n == andorra.search_index.n
+
+
+def test_reverse_agrees_with_brute_force(andorra):
+    """The growing R-tree box finds the same nearest documents as measuring every item."""
+    from geoengine.search.index import segment_distance_m
+
+    ix = andorra.search_index
+    items = np.asarray(ix.items)
+    item_doc = np.asarray(ix.item_doc)
+    canon = np.asarray(ix.canon)
+    merged = set(canon[canon != np.arange(ix.n)].tolist()) | set(np.flatnonzero(canon != np.arange(ix.n)).tolist())
+    rng = np.random.default_rng(11)
+    checked = 0
+    for _ in range(40):
+        lat, lon = rng.uniform(42.45, 42.64), rng.uniform(1.45, 1.75)
+        d = segment_distance_m(lat, lon, items)
+        per_doc = np.full(ix.n, np.inf)
+        np.minimum.at(per_doc, item_doc, d)
+        nearest = np.argsort(per_doc)[:6]
+        expect = per_doc[nearest][per_doc[nearest] <= 2000][:5]
+        res = andorra.reverse(lat, lon, radius="2km", size=5)["results"]
+        if any(ix.row_of(r["id"]) in merged for r in res) or merged & set(nearest.tolist()):
+            continue  # a canonical group is reported at its canonical document's own distance
+        got = [r["distance_m"] for r in res]
+        assert np.allclose(got, expect, atol=0.15), (lat, lon, got, expect)
+        checked += 1
+    assert checked >= 20

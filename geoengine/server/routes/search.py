@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from fastapi import APIRouter, Depends, Path, Query
+from fastapi.responses import JSONResponse
 from pydantic import BaseModel, Field
 
 from geoengine.engine import Engine
@@ -53,9 +54,11 @@ class ReverseResponse(BaseModel):
 
 
 ERRORS = {400: PROBLEM, 502: PROBLEM, 503: PROBLEM}
+# The engine returns plain dicts with exactly these fields (tests check them); the routes send them as
+# they are instead of re-validating every result through pydantic, and declare the models for OpenAPI.
 
 
-@router.get("/search", response_model=SearchResponse, responses=ERRORS, summary="Autocomplete search of places and POIs")
+@router.get("/search", response_model=None, responses={200: {"model": SearchResponse}, **ERRORS}, summary="Autocomplete search of places and POIs")
 def search(
     q: str = Query(..., min_length=2, description="Search text, at least 2 characters; the last word is a prefix"),
     types: str | None = Query(None, description="Comma-separated document types: place, poi"),
@@ -63,11 +66,11 @@ def search(
     lon: float | None = Query(None, ge=-180, le=180, description="Longitude to bias results towards (with lat)"),
     size: int = Query(10, ge=1, le=25, description="Number of results, 1 to 25"),
     engine: Engine = Depends(get_engine),
-) -> dict:
-    return engine.search(q, types=types, lat=lat, lon=lon, size=size)
+) -> JSONResponse:
+    return JSONResponse(engine.search(q, types=types, lat=lat, lon=lon, size=size))
 
 
-@router.get("/search/reverse", response_model=ReverseResponse, responses=ERRORS,
+@router.get("/search/reverse", response_model=None, responses={200: {"model": ReverseResponse}, **ERRORS},
             summary="Nearest places and POIs to a coordinate")
 def reverse(
     lat: float = Query(..., ge=-90, le=90, description="Latitude"),
@@ -77,12 +80,13 @@ def reverse(
     radius: str = Query("2km", pattern=r"^\d+(\.\d+)?(m|km)$",
                         description="Search radius: a number followed by m or km (500m, 2km), at most 100km"),
     engine: Engine = Depends(get_engine),
-) -> dict:
-    return engine.reverse(lat, lon, radius=radius, size=size, types=types)
+) -> JSONResponse:
+    return JSONResponse(engine.reverse(lat, lon, radius=radius, size=size, types=types))
 
 
-@router.get("/search/detail/{doc_id}", response_model=SearchResult, responses={404: PROBLEM, 502: PROBLEM, 503: PROBLEM},
+@router.get("/search/detail/{doc_id}", response_model=None,
+            responses={200: {"model": SearchResult}, 404: PROBLEM, 502: PROBLEM, 503: PROBLEM},
             summary="One document by id or canonical id")
 def detail(doc_id: str = Path(..., description="A document id or canonical id returned by search"),
-           engine: Engine = Depends(get_engine)) -> dict:
-    return engine.place(doc_id)
+           engine: Engine = Depends(get_engine)) -> JSONResponse:
+    return JSONResponse(engine.place(doc_id))
