@@ -234,6 +234,7 @@ def canonical_groups(ds: DocSet) -> np.ndarray:
     """Row of the canonical document of every row (itself when it describes a place nobody else does)."""
     n = len(ds)
     canon = np.arange(n)
+    _merge_duplicate_pois(ds, canon)
     rows = np.array([i for i in range(n) if ds.index[i] == "places"], dtype=np.int64)
     if len(rows) < 2:
         return canon
@@ -277,3 +278,40 @@ def canonical_groups(ds: DocSet) -> np.ndarray:
         for k in members:
             canon[rows[k]] = rows[best]
     return canon
+
+
+POI_DUPLICATE_KM = 0.2
+
+
+def _merge_duplicate_pois(ds: DocSet, canon: np.ndarray) -> None:
+    """OSM often maps one POI twice (a node and a building or area): POIs of the same normalised name
+    and category within 200 m form one group; the node is canonical, else the smallest way."""
+    rows = np.array([i for i in range(len(ds)) if ds.index[i] == "pois"], dtype=np.int64)
+    if len(rows) < 2:
+        return
+    lat = np.radians(np.array(ds.lat)[rows])
+    lon = np.radians(np.array(ds.lon)[rows])
+    xyz = 6371.0 * np.column_stack([np.cos(lat) * np.cos(lon), np.cos(lat) * np.sin(lon), np.sin(lat)])
+    parent = np.arange(len(rows))
+
+    def find(a):
+        while parent[a] != a:
+            parent[a] = parent[parent[a]]
+            a = parent[a]
+        return a
+
+    for a, b in cKDTree(xyz).query_pairs(POI_DUPLICATE_KM, output_type="ndarray"):
+        ia, ib = rows[a], rows[b]
+        if ds.category[ia] == ds.category[ib] and normalise(ds.name[ia]) == normalise(ds.name[ib]):
+            ra, rb = find(a), find(b)
+            if ra != rb:
+                parent[ra] = rb
+    groups: dict[int, list[int]] = {}
+    for k in range(len(rows)):
+        groups.setdefault(find(k), []).append(k)
+    order = {"n": 0, "w": 1, "r": 2}
+    for members in groups.values():
+        if len(members) > 1:
+            best = min(members, key=lambda k: (order.get(ds.kind[rows[k]], 3), int(ds.id[rows[k]].rsplit(":", 1)[1])))
+            for k in members:
+                canon[rows[k]] = rows[best]
