@@ -157,7 +157,7 @@ def main() -> None:
             if not s:
                 continue
             print(f"{group:<14}{kind:<11}{s[0]:>6}{100 * s[1] / s[0]:>8.1f}%{100 * s[2] / s[0]:>8.1f}%")
-            tot = [a + b for a, b in zip(tot, s)]
+            tot = [a + b for a, b in zip(tot, s, strict=True)]
         if tot[0]:
             print(f"{'all':<14}{kind:<11}{tot[0]:>6}{100 * tot[1] / tot[0]:>8.1f}%{100 * tot[2] / tot[0]:>8.1f}%")
     ms = np.array(times) * 1000

@@ -115,6 +115,11 @@ def main() -> None:
     ap.add_argument("--concurrency", type=int, default=4)
     ap.add_argument("--seconds", type=float, default=10.0)
     args = ap.parse_args()
+    try:
+        httpx.get(f"{args.nominatim}/status", timeout=5)
+    except httpx.TransportError:
+        print(f"Nominatim is not reachable at {args.nominatim}: comparison skipped (see the module docstring)")
+        return
     import geoengine
     from geoengine.config import Settings
     from geoengine.gateway import KeyStore
@@ -154,12 +159,12 @@ def main() -> None:
                 raise SystemExit(f"geoengine serve did not start: {server.stderr.read().decode()[-2000:]}")
             queries = [q for q in sq.build_queries(ix, args.per_kind) if q[0].startswith("osm") and len(q[2].strip()) >= 2]
             stats = {}
-            for group, kind, q, row in queries:
+            for _, kind, q, row in queries:
                 name, lat, lon = ix.cols["name"][row], float(ix.lat[row]), float(ix.lon[row])
                 is_addr = ix.cols["index"][row] == "addresses"
-                for peer, fn, bias in (("geoengine", lambda q: geo_results(gc, geo, q), None),
-                                       ("geoengine+bias", lambda q: geo_results(gc, geo, q, centre), None),
-                                       ("nominatim", lambda q: nom_results(nc, args.nominatim, q), None)):
+                for peer, fn in (("geoengine", lambda q: geo_results(gc, geo, q)),
+                                 ("geoengine+bias", lambda q: geo_results(gc, geo, q, centre)),
+                                 ("nominatim", lambda q: nom_results(nc, args.nominatim, q))):
                     h = hit(fn(q), name, lat, lon, is_addr)
                     s = stats.setdefault((kind, peer), [0, 0, 0])
                     s[0] += 1

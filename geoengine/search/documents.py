@@ -92,7 +92,7 @@ def _merge_streets(streets: list[OsmDoc], loc_xy: np.ndarray, loc_tree, lat0: fl
         near = np.where(np.isfinite(dist), near, -1)
     else:
         near = np.full(len(streets), -1)
-    for s, loc in zip(streets, near):
+    for s, loc in zip(streets, near, strict=True):
         groups.setdefault((normalise(s.name), int(loc)), []).append(s)
     out = []
     for (_, loc), ways in groups.items():

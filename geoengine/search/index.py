@@ -137,7 +137,7 @@ def write_prefix_tables(folder: Path, vocab: list[str]) -> list[str]:
                 prefixes.append(p)
                 starts.append(i)
                 last = p
-        ends = [bisect.bisect_left(vocab, p + "\U0010ffff", lo=a) for p, a in zip(prefixes, starts)]
+        ends = [bisect.bisect_left(vocab, p + "\U0010ffff", lo=a) for p, a in zip(prefixes, starts, strict=True)]
         (folder / f"prefix{length}.txt").write_text("".join(p + "\n" for p in prefixes), encoding="utf-8")
         np.save(folder / f"prefix{length}.npy", np.column_stack([np.asarray(starts, np.int64), np.asarray(ends, np.int64)]).reshape(-1, 2))
         files += [f"prefix{length}.txt", f"prefix{length}.npy"]
@@ -345,7 +345,7 @@ class SearchIndex:
                     if len(t) >= length and (not prefixes or t[:length] != prefixes[-1]):
                         prefixes.append(t[:length])
                         starts.append(i)
-                ends = [bisect.bisect_left(self.vocab, p + "\U0010ffff", lo=a) for p, a in zip(prefixes, starts)]
+                ends = [bisect.bisect_left(self.vocab, p + "\U0010ffff", lo=a) for p, a in zip(prefixes, starts, strict=True)]
                 ranges = np.column_stack([np.asarray(starts, np.int64), np.asarray(ends, np.int64)]).reshape(-1, 2)
             table = (prefixes, ranges)
             self._prefix_tables[length] = table
