@@ -1,7 +1,7 @@
 """Assemble search documents from OSM and GeoNames: street merging, display names, canonical ids.
 
-Streets: named highway ways are grouped by (normalised name, nearest locality) into one document
-each, keeping every way's polyline for reverse geocoding. Display names: the document's name, then
+Streets: named highway ways are grouped by (normalised name, nearest city/town/village/hamlet
+within 15 km) into one document each, keeping every way's polyline for reverse geocoding. Display names: the document's name, then
 its locality (nearest OSM city/town/village/hamlet/suburb within 10 km), region (smallest
 administrative boundary containing it, admin_level 3..8) and country (admin_level 2 boundary, else
 the country code of the nearest GeoNames place). Canonical ids: place documents of different
@@ -27,6 +27,7 @@ KM_PER_DEG_LAT = 110.574
 MERGE_KM = {"country": 300.0, "state": 100.0, "region": 100.0, "province": 80.0, "county": 40.0,
             "city": 15.0, "municipality": 10.0, "town": 8.0, "borough": 6.0}
 MERGE_KM_DEFAULT = 3.0
+STREET_LOCALITY_PLACES = ("city", "town", "village", "hamlet", "municipality")
 SOURCE_RANK = {"n": 0, "w": 0, "r": 1, "g": 2}  # canonical preference: OSM node/way, relation, GeoNames
 
 
@@ -141,7 +142,10 @@ def build_documents(osm_path, places_path=None, admin1_path=None, *, bbox=None, 
                place_class=d.place_class, category=d.category, importance=d.importance, lat=d.lat, lon=d.lon,
                source="osm", kind=d.osm_type)
     n_points = len(ds)
-    merged = _merge_streets(streets, loc_xy, loc_tree, lat0)
+    # streets group by settlement (a street crossing several suburbs of one city is one street)
+    towns = [d for d in locs if d.place_class in STREET_LOCALITY_PLACES]
+    town_tree = cKDTree(_xy([d.lat for d in towns], [d.lon for d in towns], lat0)) if towns else None
+    merged = _merge_streets(streets, None, town_tree, lat0)
     street_locality: dict[int, int] = {}
     for doc, polylines, loc in merged:
         row = ds.add(id=doc.id, index="streets", doc_type="place", name=doc.name, name_en=doc.name_en,
@@ -164,7 +168,7 @@ def build_documents(osm_path, places_path=None, admin1_path=None, *, bbox=None, 
         dist, near = loc_tree.query(_xy(lat, lon, lat0), distance_upper_bound=10.0)
         for i in range(n_osm):
             if i in street_locality:  # a street shows the locality it was grouped by
-                locality[i] = locs[street_locality[i]].name if street_locality[i] >= 0 else None
+                locality[i] = towns[street_locality[i]].name if street_locality[i] >= 0 else None
             elif np.isfinite(dist[i]):
                 locality[i] = locs[near[i]].name
     region = [None] * n_osm

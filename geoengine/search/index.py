@@ -184,7 +184,8 @@ def parse_radius(radius) -> float:
 
 
 def parse_types(types) -> list[int] | None:
-    if types is None:
+    """None, "" or [] mean every type; otherwise a comma-separated string or a list of place, poi."""
+    if types is None or (isinstance(types, str) and not types.strip()):
         return None
     vals = [t.strip() for t in types.split(",")] if isinstance(types, str) else [str(t).strip() for t in types]
     vals = [v for v in vals if v]

@@ -36,6 +36,12 @@ def test_search_with_bias_and_types(client):
     assert res and all(x["doc_type"] == "poi" for x in res)
 
 
+def test_empty_types_means_every_type(client):
+    a = client.get("/search", params={"q": "hotel", "types": ""}).json()
+    b = client.get("/search", params={"q": "hotel"}).json()
+    assert a["results"] == b["results"] and a["total"] == b["total"]
+
+
 def test_reverse_response_shape(client):
     r = client.get("/search/reverse", params={"lat": 42.5075, "lon": 1.5218, "radius": "500m"})
     assert r.status_code == 200
