@@ -20,6 +20,7 @@ FORMAT_VERSION = 1
 # bumps its number here; bundles built with another number are refused with a clear message.
 STAGE_VERSIONS: dict[str, int] = {
     "source": 1,
+    "graph": 1,
     "search": 1,
 }
 

@@ -66,6 +66,80 @@ class Engine:
     def _components(self) -> dict:
         return {}
 
+    # -- road graph, costing, snapping (graph helper; the router builds on these) -------------------
+    @cached_property
+    def graph(self):
+        """The bundle's road graph (`geoengine.graph.Graph`, memory-mapped); Unavailable without it."""
+        from geoengine.graph import Graph
+
+        return Graph.open(self.require_stage("graph", "routing"))
+
+    @cached_property
+    def snapper(self):
+        """Spatial index over the graph's edges (`geoengine.routing.snap.Snapper`), built on first use."""
+        from geoengine.routing.snap import Snapper
+
+        with self._lock:
+            return Snapper(self.graph)
+
+    def costings(self) -> list[str]:
+        """Names of the costings (travel modes) the engine offers."""
+        from geoengine.costing import COSTINGS
+
+        return list(COSTINGS)
+
+    def costing_options(self, costing: str) -> dict:
+        """Option schema of one costing (body of GET /costing/options/{costing})."""
+        from geoengine.costing import costing_options_schema
+
+        return costing_options_schema(costing)
+    # -- end of road graph block --------------------------------------------------------------------
+    # -- routing (router over graph + costing + contraction hierarchies) -----------------------------
+    @cached_property
+    def router(self):
+        """The bundle's `geoengine.routing.router.Router`; Unavailable without a graph stage."""
+        from geoengine.routing.router import Router
+
+        ch_dir = self.bundle.path / "routing" if self.bundle.has_stage("routing") else None
+        with self._lock:
+            return Router(self.graph, self.snapper, ch_dir)
+
+    def route(self, request=None, **fields) -> dict:
+        """A route between two or more locations: `engine.route(locations=[{"lon":..,"lat":..}, ...],
+        costing="auto", costing_options={...}, directions_options={...}, shape_format=...)` or a
+        `RouteRequest` / dict. Returns the trip document of POST /route."""
+        from geoengine.routing.models import RouteRequest
+        from geoengine.validation import validate
+
+        return self.router.route(validate(RouteRequest, request, **fields))
+
+    def matrix(self, sources, targets, costing: str = "auto", costing_options=None):
+        """Many-to-many travel times and distances for notebooks: `sources`, `targets` as arrays of
+        (lon, lat) rows. Returns a MatrixResult with numpy arrays `time_s`, `distance_m` [N, M] (inf where
+        no route) and the snapped `sources`, `targets`."""
+        return self.router.matrix(sources, targets, costing, costing_options)
+
+    def matrix_request(self, request=None, **fields) -> dict:
+        """The /matrix document for a `MatrixRequest` (or dict / keyword fields)."""
+        from geoengine.routing.models import MatrixRequest
+        from geoengine.validation import validate
+
+        return self.router.matrix_request(validate(MatrixRequest, request, **fields))
+
+    def route_many(self, origins, destinations, costing: str = "auto", costing_options=None):
+        """Batch form: the route from origins[i] to destinations[i] for every i (arrays of (lon, lat)
+        rows). Returns (time_s, distance_m) float64 arrays, inf where there is no route."""
+        import numpy as np
+
+        o = np.asarray(origins, dtype=np.float64).reshape(-1, 2)
+        d = np.asarray(destinations, dtype=np.float64).reshape(-1, 2)
+        if o.shape != d.shape:
+            from geoengine.errors import InvalidRequest
+
+            raise InvalidRequest.field("destinations", "origins and destinations must have the same length")
+        return self.router.route_many(o, d, costing, costing_options)
+    # -- end of routing block ------------------------------------------------------------------------
+
     # -- search (geoengine.search) ------------------------------------------------------------------
     @cached_property
     def search_index(self):

@@ -8,6 +8,7 @@ from geoengine.build.pipeline import Stage
 
 STAGE_MODULES: list[str] = [
     "geoengine.build.source",
+    "geoengine.graph.stage",
     "geoengine.search.stage",
 ]
 

@@ -17,3 +17,23 @@ def get_engine(request: Request) -> Engine:
 
 def get_settings(request: Request):
     return request.app.state.settings
+
+
+async def run_engine(request: Request, fn, /, *args, **kwargs):
+    """Run a blocking engine call in the thread pool, bounded by GEOENGINE_REQUEST_TIMEOUT (then 504).
+
+    The Numba kernels release the GIL, so concurrent requests use every core.
+    """
+    import functools
+
+    import anyio
+
+    from geoengine.errors import BackendTimeout
+
+    timeout = request.app.state.settings.request_timeout_s
+    call = functools.partial(fn, *args, **kwargs)
+    try:
+        with anyio.fail_after(timeout):
+            return await anyio.to_thread.run_sync(call, abandon_on_cancel=True)
+    except TimeoutError:
+        raise BackendTimeout(f"the computation took longer than {timeout:g} s") from None

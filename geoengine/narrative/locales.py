@@ -1,0 +1,285 @@
+"""Instructions from locale templates (`data/locales/<tag>.json`), distances rounded per unit.
+
+`render(maneuvers, language, units, directions_type)` turns maneuvers into plain dicts with the text of
+each instruction in the requested language. Supported languages: `SUPPORTED_LANGUAGES`; a tag is matched
+on its primary subtag (`fr-FR`, `fr_CA`, `FR` all give French; `en`, `en-GB` give `en-US`). An unsupported
+language raises InvalidRequest listing the supported ones; nothing ever falls back silently.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from functools import cache
+from pathlib import Path
+
+from ..errors import InvalidRequest
+from .maneuvers import METERS_PER_MILE, Maneuver, ManeuverType, normalize_units
+
+__all__ = ["SUPPORTED_LANGUAGES", "DIRECTIONS_TYPES", "resolve_language", "load_locale", "format_distance",
+           "round_distance", "ordinal", "render", "narrate", "Locale"]
+
+#: locale file (tag) per primary language subtag
+_LOCALE_BY_PRIMARY = {"en": "en-US", "hi": "hi", "fr": "fr", "de": "de", "es": "es", "ar": "ar"}
+SUPPORTED_LANGUAGES = ("en-US", "en", "hi", "fr", "de", "es", "ar")
+DIRECTIONS_TYPES = ("none", "maneuvers", "instructions")
+_TAG_RE = re.compile(r"^[A-Za-z]{2,3}([-_][A-Za-z0-9]{1,8})*$")
+_FEET_PER_METER = 3.28084
+
+
+def _locales_dir() -> Path:
+    here = Path(__file__).resolve()
+    for candidate in (here.parents[2] / "data" / "locales", here.parents[1] / "_data" / "locales"):
+        if candidate.is_dir():
+            return candidate
+    raise FileNotFoundError("data/locales not found next to the geoengine package")
+
+
+def resolve_language(tag: str | None, field: str = "directions_options.language") -> str:
+    """The locale tag (file name) for a language tag; InvalidRequest for anything unsupported."""
+    if tag is None:
+        return "en-US"
+    t = str(tag).strip()
+    primary = t.replace("_", "-").split("-")[0].lower()
+    if not _TAG_RE.match(t) or primary not in _LOCALE_BY_PRIMARY:
+        raise InvalidRequest.field(
+            field, f"unsupported language '{tag}'; supported languages: {', '.join(SUPPORTED_LANGUAGES)} "
+                   "(region variants such as fr-FR are accepted)")
+    return _LOCALE_BY_PRIMARY[primary]
+
+
+class Locale:
+    """One locale file: templates, unit words with plural forms, ordinals, cardinal directions, digits."""
+
+    def __init__(self, tag: str, data: dict):
+        self.tag = tag
+        self.data = data
+        self.templates: dict[str, dict[str, str]] = data["templates"]
+        self.decimal = data.get("decimal_separator", ".")
+        digits = data.get("digits")
+        self._digits = str.maketrans("0123456789", digits) if digits else None
+        self.plural_rule = data.get("plural_rule", "one_is_1")
+        self.lowercase_after_alert = bool(data.get("lowercase_after_alert", False))
+        self.list_separator = data.get("street_separator", "/")
+
+    # numbers ---------------------------------------------------------------------------------------
+    def number(self, value: float | int) -> str:
+        if isinstance(value, float) and not value.is_integer():
+            s = f"{value:.1f}".replace(".", self.decimal)
+        else:
+            s = str(int(value))
+        return s.translate(self._digits) if self._digits else s
+
+    def plural_category(self, value: float | int) -> str:
+        rule = self.plural_rule
+        integer = float(value).is_integer()
+        if rule == "fr":  # 0 <= v < 2 is singular
+            return "one" if value < 2 else "other"
+        if rule == "ar":
+            if not integer:
+                return "other"
+            n = int(value)
+            if n == 0:
+                return "zero"
+            if n == 1:
+                return "one"
+            if n == 2:
+                return "two"
+            if 3 <= n % 100 <= 10:
+                return "few"
+            if 11 <= n % 100 <= 99:
+                return "many"
+            return "other"
+        return "one" if integer and int(value) == 1 else "other"
+
+    def unit_phrase(self, value: float | int, unit: str, prepositional: bool = False) -> str:
+        table = self.data["units_in"] if prepositional and "units_in" in self.data else self.data["units"]
+        forms = table[unit]
+        cat = self.plural_category(value)
+        pattern = forms.get(cat) or forms["other"]
+        return pattern.replace("{value}", self.number(value))
+
+    def ordinal(self, n: int) -> str:
+        words = self.data["ordinals"]
+        if 1 <= n <= len(words):
+            return words[n - 1]
+        suffixes = self.data.get("ordinal_suffixes")
+        if suffixes:  # English-style: 11th-13th, else by last digit
+            key = "other" if 11 <= n % 100 <= 13 else str(n % 10)
+            return f"{self.number(n)}{suffixes.get(key, suffixes['other'])}"
+        return self.data["ordinal_fallback"].replace("{n}", self.number(n))
+
+    def cardinal(self, bearing: float) -> str:
+        return self.data["cardinal"][int(((bearing % 360) + 22.5) // 45) % 8]
+
+
+@cache
+def load_locale(tag: str) -> Locale:
+    path = _locales_dir() / f"{tag}.json"
+    with path.open(encoding="utf-8") as f:
+        return Locale(tag, json.load(f))
+
+
+def round_distance(meters: float, units: str) -> tuple[float | int, str]:
+    """(value, unit) of a distance rounded for speech: metres to 10 below 100 m and to 50 below 1 km, then
+    km to 0.1 below 10 km and whole km above; feet to 10 below 100 ft and to 50 below 0.1 mi, then miles to
+    0.1 below 10 mi and whole miles above."""
+    units = normalize_units(units)
+    m = max(float(meters), 0.0)
+    if units == "kilometers":
+        if m < 975:
+            v = max(10, int(round(m / 10.0)) * 10) if m < 95 else int(round(m / 50.0)) * 50
+            return v, "meters"
+        km = m / 1000.0
+        if km < 9.95:
+            v = round(km, 1)
+            return (int(v) if v.is_integer() else v), "kilometers"
+        return int(round(km)), "kilometers"
+    mi = m / METERS_PER_MILE
+    if mi < 0.095:
+        ft = m * _FEET_PER_METER
+        v = max(10, int(round(ft / 10.0)) * 10) if ft < 95 else int(round(ft / 50.0)) * 50
+        return v, "feet"
+    if mi < 9.95:
+        v = round(mi, 1)
+        return (int(v) if v.is_integer() else v), "miles"
+    return int(round(mi)), "miles"
+
+
+def format_distance(meters: float, units: str, language: str = "en-US", prepositional: bool = False) -> str:
+    """A rounded distance in words of the language, e.g. '200 meters', '0.3 miles', '1,5 kilomètre'."""
+    loc = load_locale(resolve_language(language))
+    value, unit = round_distance(meters, units)
+    return loc.unit_phrase(value, unit, prepositional)
+
+
+def ordinal(n: int, language: str = "en-US") -> str:
+    return load_locale(resolve_language(language)).ordinal(n)
+
+
+_GROUP = {
+    ManeuverType.START: "start", ManeuverType.START_RIGHT: "start", ManeuverType.START_LEFT: "start",
+    ManeuverType.DESTINATION: "destination", ManeuverType.DESTINATION_RIGHT: "destination",
+    ManeuverType.DESTINATION_LEFT: "destination",
+}
+_SIDE_VARIANT = {"destination", "break", "via"}
+#: arrivals are announced in the future tense, not as the instruction itself
+_ARRIVAL_ALERT = {ManeuverType.DESTINATION: "arrive_alert", ManeuverType.DESTINATION_RIGHT: "arrive_alert",
+                  ManeuverType.DESTINATION_LEFT: "arrive_alert", ManeuverType.VIA: "via_alert"}
+
+
+def _fill(template: str, values: dict[str, str]) -> str:
+    return re.sub(r"\{(\w+)\}", lambda m: values[m.group(1)], template)
+
+
+def _lower_first(s: str) -> str:
+    return s[:1].lower() + s[1:] if s else s
+
+
+def _instruction(loc: Locale, m: Maneuver) -> tuple[str, str]:
+    """(instruction text, template used) of one maneuver."""
+    group = _GROUP.get(m.type, m.type.key)
+    if group == "destination" and m.stop_index is not None:
+        group = "break"
+    street = loc.list_separator.join(m.street_names)
+    values = {"street": street, "stop": loc.number(m.stop_index or 0), "cardinal": loc.cardinal(m.bearing_after),
+              "previous_street": loc.list_separator.join(m.previous_street_names), "ordinal": ""}
+    t = loc.templates
+    if group in _SIDE_VARIANT:
+        variant = m.side if m.side in ("left", "right") else "plain"
+    elif group == "roundabout_enter":
+        exit_street = loc.list_separator.join(m.exit_street_names)
+        if m.roundabout_exit_count:
+            values["ordinal"] = loc.ordinal(m.roundabout_exit_count)
+            values["street"] = exit_street
+            variant = "exit_street" if exit_street else "exit"
+        else:
+            variant = "plain"
+    elif group == "becomes":
+        if street and values["previous_street"]:
+            variant = "street"
+        else:
+            group, variant = "continue", ("street" if street else "plain")
+    else:
+        variant = "street" if street else "plain"
+    template = t[group][variant]
+    return _fill(template, values), template
+
+
+def render(maneuvers: list[Maneuver], language: str | None = "en-US", units: str | None = "kilometers",
+           directions_type: str | None = "instructions", *, language_field: str = "directions_options.language"
+           ) -> list[dict]:
+    """Maneuvers as dicts: type (name), type_code, street_names, length (in `units`), length_m, time,
+    begin/end_shape_index, bearing_before/after, roundabout_exit_count, side, stop_index; with
+    directions_type 'instructions' also instruction and the verbal forms. 'none' gives []."""
+    dtype = directions_type or "instructions"
+    if dtype not in DIRECTIONS_TYPES:
+        raise InvalidRequest.field("directions_options.directions_type",
+                                   f"unsupported directions_type '{directions_type}'; use one of: "
+                                   f"{', '.join(DIRECTIONS_TYPES)}")
+    units = normalize_units(units)
+    loc = load_locale(resolve_language(language, language_field))
+    if dtype == "none":
+        return []
+    unit_m = 1000.0 if units == "kilometers" else METERS_PER_MILE
+    out: list[dict] = []
+    prev: Maneuver | None = None
+    for m in maneuvers:
+        d = {
+            "type": m.type.key,
+            "type_code": int(m.type),
+            "street_names": list(m.street_names),
+            "length": round(m.length_m / unit_m, 3),
+            "length_m": round(m.length_m, 1),
+            "time": round(m.time_s, 3),
+            "begin_shape_index": m.begin_shape_index,
+            "end_shape_index": m.end_shape_index,
+            "bearing_before": m.bearing_before,
+            "bearing_after": m.bearing_after,
+            "roundabout_exit_count": m.roundabout_exit_count,
+        }
+        if m.side is not None:
+            d["side"] = m.side
+        if m.stop_index is not None:
+            d["stop_index"] = m.stop_index
+            d["stop_kind"] = m.stop_kind
+        if m.type == ManeuverType.ROUNDABOUT_ENTER and m.exit_street_names:
+            d["exit_street_names"] = list(m.exit_street_names)
+        if dtype == "instructions":
+            text, template = _instruction(loc, m)
+            d["instruction"] = text
+            v = loc.data["verbal"]
+            if prev is not None and prev.length_m > 0:
+                dist_in = loc.unit_phrase(*round_distance(prev.length_m, units), prepositional=True)
+                arrival = _ARRIVAL_ALERT.get(m.type)
+                if arrival is not None:
+                    if arrival == "arrive_alert" and m.stop_index is not None:
+                        arrival = "break_alert"
+                    alert = _fill(v[arrival], {"distance_in": dist_in, "stop": loc.number(m.stop_index or 0)})
+                else:
+                    body = text
+                    if loc.lowercase_after_alert and not template.startswith("{"):
+                        body = _lower_first(body)
+                    alert = _fill(v["alert"], {"distance_in": dist_in, "instruction": body})
+                d["verbal_transition_alert_instruction"] = alert
+            if m.length_m > 0:
+                value, unit = round_distance(m.length_m, units)
+                d["verbal_post_transition_instruction"] = _fill(v["post"], {
+                    "distance": loc.unit_phrase(value, unit), "distance_in": loc.unit_phrase(value, unit, True)})
+        out.append(d)
+        prev = m
+    return out
+
+
+def narrate(path, language: str | None = "en-US", units: str | None = "kilometers",
+            directions_type: str | None = "instructions", *, language_field: str = "directions_options.language"
+            ) -> list[dict]:
+    """`render(build_maneuvers(path, units), ...)`, with the language and options checked BEFORE any work."""
+    from .maneuvers import build_maneuvers
+
+    resolve_language(language, language_field)
+    units = normalize_units(units)
+    if (directions_type or "instructions") == "none":
+        render([], language, units, directions_type, language_field=language_field)
+        return []
+    return render(build_maneuvers(path, units), language, units, directions_type, language_field=language_field)
