@@ -23,6 +23,7 @@ STAGE_VERSIONS: dict[str, int] = {
     "graph": 2,
     "elevation": 1,
     "routing": 1,
+    "search": 1,
 }
 
 

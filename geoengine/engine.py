@@ -60,6 +60,10 @@ class Engine:
     def warm(self) -> None:
         """Open every component the bundle has (used by the server at start-up)."""
         self.elevation([0.0], [0.0])  # elevation: map the DEM tiles, load the compiled sampler
+        if self.bundle.has_stage("search"):
+            self.search_index.warm()
+        if self.bundle.has_stage("graph"):
+            self.router.warm()
 
     @cached_property
     def _components(self) -> dict:
@@ -179,3 +183,24 @@ class Engine:
         )
 
     # -- end of elevation ------------------------------------------------------------------------------
+    # -- search (geoengine.search) ------------------------------------------------------------------
+    @cached_property
+    def search_index(self):
+        """The bundle's search index (memory-mapped); UpstreamError when its files cannot be read."""
+        from geoengine.search.index import SearchIndex
+
+        return SearchIndex(self.require_stage("search", "search"))
+
+    def search(self, q: str, types=None, lat: float | None = None, lon: float | None = None, size: int = 10) -> dict:
+        """Autocomplete search: {query, total, took_ms, results: [Search Result dict]}; see docs/search.md."""
+        return self.search_index.search(q, types=types, lat=lat, lon=lon, size=size)
+
+    def reverse(self, lat: float, lon: float, radius="2km", size: int = 5, types=None) -> dict:
+        """Nearest documents to a point, nearest first, each with distance_m: {lat, lon, took_ms, results}."""
+        return self.search_index.reverse(lat, lon, radius=radius, size=size, types=types)
+
+    def place(self, doc_id: str) -> dict:
+        """One document by id or canonical id (NotFound when missing); `score` is null."""
+        return self.search_index.place(doc_id)
+
+    # -- end search ---------------------------------------------------------------------------------

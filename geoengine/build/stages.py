@@ -11,6 +11,7 @@ STAGE_MODULES: list[str] = [
     "geoengine.graph.stage",
     "geoengine.elevation.stage",
     "geoengine.routing.stage",
+    "geoengine.search.stage",
 ]
 
 

@@ -81,6 +81,13 @@ class Router:
                 self._custom.popitem(last=False)
         return prof
 
+    def warm(self) -> None:
+        """Open the snapper and the default car hierarchy and load the compiled kernels now."""
+        prof = self.profile("auto")
+        if prof.ch is not None:
+            prof.ch.warmup()
+        _ = self.snapper
+
     def parse_options(self, costing: str, raw, field_name: str = "costing_options"):
         return parse_costing_options(costing, raw, field_name=field_name)
 

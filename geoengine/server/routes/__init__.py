@@ -4,4 +4,5 @@ ROUTE_MODULES: list[str] = [
     "geoengine.server.routes.system",
     "geoengine.server.routes.routing",
     "geoengine.server.routes.elevation",
+    "geoengine.server.routes.search",
 ]
