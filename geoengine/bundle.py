@@ -20,6 +20,10 @@ FORMAT_VERSION = 1
 # bumps its number here; bundles built with another number are refused with a clear message.
 STAGE_VERSIONS: dict[str, int] = {
     "source": 1,
+    "graph": 2,
+    "elevation": 1,
+    "routing": 1,
+    "search": 1,
     "tiles": 1,
 }
 

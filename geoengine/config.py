@@ -37,6 +37,7 @@ SETTINGS: dict[str, Setting] = {
     "tiles_dir": Setting("GEOENGINE_TILES_DIR", "Optional extra folder of .mbtiles/.pmtiles files served as tile sources."),
     "public_url": Setting("GEOENGINE_PUBLIC_URL", "Public base URL used in tile URLs (default: taken from the request and proxy headers)."),
     "request_timeout_s": Setting("GEOENGINE_REQUEST_TIMEOUT", "Seconds a routing computation may take before 504 (default 30)."),
+    "search_places": Setting("GEOENGINE_SEARCH_PLACES", "GeoNames places a region build indexes: important (the region plus the world's capitals, admin seats and places of 50,000+; default), region, or all (the whole table)."),
     "log_level": Setting("GEOENGINE_LOG_LEVEL", "Log level of the server (default info)."),
 }
 
@@ -58,6 +59,7 @@ class Settings:
     tiles_dir: Path | None = None
     public_url: str | None = None
     request_timeout_s: float = 30.0
+    search_places: str = "important"
     log_level: str = "info"
 
     def __post_init__(self):

@@ -22,7 +22,7 @@ class Engine:
         self.bundle = bundle
         self.settings = settings or Settings.from_env()
         self.started = time.monotonic()
-        self._lock = threading.Lock()
+        self._lock = threading.RLock()
 
     @classmethod
     def open(cls, path: str | Path, settings: Settings | None = None) -> Engine:
@@ -59,6 +59,11 @@ class Engine:
 
     def warm(self) -> None:
         """Open every component the bundle has (used by the server at start-up)."""
+        self.elevation([0.0], [0.0])  # elevation: map the DEM tiles, load the compiled sampler
+        if self.bundle.has_stage("search"):
+            self.search_index.warm()
+        if self.bundle.has_stage("graph"):
+            self.router.warm()
         if self.bundle.has_stage("tiles") or self.settings.tiles_dir:
             self.tiles  # noqa: B018 - opening is the point
 
@@ -66,6 +71,141 @@ class Engine:
     def _components(self) -> dict:
         return {}
 
+    # -- road graph, costing, snapping (graph helper; the router builds on these) -------------------
+    @cached_property
+    def graph(self):
+        """The bundle's road graph (`geoengine.graph.Graph`, memory-mapped); Unavailable without it."""
+        from geoengine.graph import Graph
+
+        return Graph.open(self.require_stage("graph", "routing"))
+
+    @cached_property
+    def snapper(self):
+        """Spatial index over the graph's edges (`geoengine.routing.snap.Snapper`), built on first use."""
+        from geoengine.routing.snap import Snapper
+
+        with self._lock:
+            return Snapper(self.graph)
+
+    def costings(self) -> list[str]:
+        """Names of the costings (travel modes) the engine offers."""
+        from geoengine.costing import COSTINGS
+
+        return list(COSTINGS)
+
+    def costing_options(self, costing: str) -> dict:
+        """Option schema of one costing (body of GET /costing/options/{costing})."""
+        from geoengine.costing import costing_options_schema
+
+        return costing_options_schema(costing)
+    # -- end of road graph block --------------------------------------------------------------------
+    # -- routing (router over graph + costing + contraction hierarchies) -----------------------------
+    @cached_property
+    def router(self):
+        """The bundle's `geoengine.routing.router.Router`; Unavailable without a graph stage."""
+        from geoengine.routing.router import Router
+
+        ch_dir = self.bundle.path / "routing" if self.bundle.has_stage("routing") else None
+        with self._lock:
+            return Router(self.graph, self.snapper, ch_dir)
+
+    def route(self, request=None, **fields) -> dict:
+        """A route between two or more locations: `engine.route(locations=[{"lon":..,"lat":..}, ...],
+        costing="auto", costing_options={...}, directions_options={...}, shape_format=...)` or a
+        `RouteRequest` / dict. Returns the trip document of POST /route."""
+        from geoengine.routing.models import RouteRequest
+        from geoengine.validation import validate
+
+        return self.router.route(validate(RouteRequest, request, **fields))
+
+    def matrix(self, sources, targets, costing: str = "auto", costing_options=None):
+        """Many-to-many travel times and distances for notebooks: `sources`, `targets` as arrays of
+        (lon, lat) rows. Returns a MatrixResult with numpy arrays `time_s`, `distance_m` [N, M] (inf where
+        no route) and the snapped `sources`, `targets`."""
+        return self.router.matrix(sources, targets, costing, costing_options)
+
+    def matrix_request(self, request=None, **fields) -> dict:
+        """The /matrix document for a `MatrixRequest` (or dict / keyword fields)."""
+        from geoengine.routing.models import MatrixRequest
+        from geoengine.validation import validate
+
+        return self.router.matrix_request(validate(MatrixRequest, request, **fields))
+
+    def route_many(self, origins, destinations, costing: str = "auto", costing_options=None):
+        """Batch form: the route from origins[i] to destinations[i] for every i (arrays of (lon, lat)
+        rows). Returns (time_s, distance_m) float64 arrays, inf where there is no route."""
+        import numpy as np
+
+        o = np.asarray(origins, dtype=np.float64).reshape(-1, 2)
+        d = np.asarray(destinations, dtype=np.float64).reshape(-1, 2)
+        if o.shape != d.shape:
+            from geoengine.errors import InvalidRequest
+
+            raise InvalidRequest.field("destinations", "origins and destinations must have the same length")
+        return self.router.route_many(o, d, costing, costing_options)
+    # -- end of routing block ------------------------------------------------------------------------
+
+    # -- elevation (geoengine/elevation; docs/elevation.md) -------------------------------------------
+    @cached_property
+    def _elevation(self):
+        """The bundle's ElevationModel, or None when it was built without a DEM."""
+        if not self.bundle.has_stage("elevation"):
+            return None
+        from geoengine.elevation.model import ElevationModel
+
+        return ElevationModel.open(self.bundle.path / "elevation")
+
+    def elevation(self, lats, lons):
+        """Heights in metres (float64 array shaped like `lats`) at the given points; NaN outside the
+        DEM coverage and where the DEM has only voids around a point."""
+        from geoengine.elevation import query
+
+        return query.heights(self._elevation, lats, lons)
+
+    def elevation_at(self, lat: float, lon: float) -> float:
+        """Height in metres at one point; InvalidRequest for impossible coordinates, OutsideCoverage
+        when the bundle's DEM has no height there."""
+        from geoengine.elevation import query
+
+        return query.height_at(self._elevation, lat, lon, bundle_name=str(self.bundle.path))
+
+    def elevation_profile(self, lats=None, lons=None, *, encoded_polyline=None, precision: int = 6, max_points=None):
+        """Heights and cumulative great-circle distances along a shape given as coordinates or as an
+        encoded polyline (exactly one). `max_points` defaults to Settings.elevation_max_points."""
+        from geoengine.elevation import query
+
+        return query.profile(
+            self._elevation,
+            lats=lats,
+            lons=lons,
+            encoded_polyline=encoded_polyline,
+            precision=precision,
+            max_points=self.settings.elevation_max_points if max_points is None else max_points,
+            bundle_name=str(self.bundle.path),
+        )
+
+    # -- end of elevation ------------------------------------------------------------------------------
+    # -- search (geoengine.search) ------------------------------------------------------------------
+    @cached_property
+    def search_index(self):
+        """The bundle's search index (memory-mapped); UpstreamError when its files cannot be read."""
+        from geoengine.search.index import SearchIndex
+
+        return SearchIndex(self.require_stage("search", "search"))
+
+    def search(self, q: str, types=None, lat: float | None = None, lon: float | None = None, size: int = 10) -> dict:
+        """Autocomplete search: {query, total, took_ms, results: [Search Result dict]}; see docs/search.md."""
+        return self.search_index.search(q, types=types, lat=lat, lon=lon, size=size)
+
+    def reverse(self, lat: float, lon: float, radius="2km", size: int = 5, types=None) -> dict:
+        """Nearest documents to a point, nearest first, each with distance_m: {lat, lon, took_ms, results}."""
+        return self.search_index.reverse(lat, lon, radius=radius, size=size, types=types)
+
+    def place(self, doc_id: str) -> dict:
+        """One document by id or canonical id (NotFound when missing); `score` is null."""
+        return self.search_index.place(doc_id)
+
+    # -- end search ---------------------------------------------------------------------------------
     # -- tiles (geoengine/tiles) ------------------------------------------------------------------
     @cached_property
     def tiles(self):

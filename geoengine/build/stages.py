@@ -8,6 +8,10 @@ from geoengine.build.pipeline import Stage
 
 STAGE_MODULES: list[str] = [
     "geoengine.build.source",
+    "geoengine.graph.stage",
+    "geoengine.elevation.stage",
+    "geoengine.routing.stage",
+    "geoengine.search.stage",
     "geoengine.tiles.stage",
 ]
 

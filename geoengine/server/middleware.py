@@ -5,6 +5,7 @@ from __future__ import annotations
 import hmac
 
 import anyio
+from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from geoengine.errors import GeoengineError, QuotaExceeded
 from geoengine.gateway import UNAUTHORIZED_401_PATHS, KeyStore
@@ -96,7 +97,7 @@ class BodyLimitMiddleware:
             if message["type"] == "http.request":
                 received += len(message.get("body", b""))
                 if received > self.limit:
-                    raise _TooLarge()
+                    raise _TooLarge(self.limit)
             return message
 
         async def tracking_send(message):
@@ -112,5 +113,9 @@ class BodyLimitMiddleware:
                 await send_problem(send, 413, f"request body over the limit of {self.limit} bytes", "Content too large")
 
 
-class _TooLarge(Exception):
-    pass
+class _TooLarge(StarletteHTTPException):
+    """An HTTPException, so that FastAPI's body reader re-raises it (any other exception while reading
+    the body becomes its 400 "error parsing the body") and the problem handler answers 413."""
+
+    def __init__(self, limit: int):
+        super().__init__(413, f"request body over the limit of {limit} bytes")

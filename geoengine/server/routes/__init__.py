@@ -2,5 +2,8 @@
 
 ROUTE_MODULES: list[str] = [
     "geoengine.server.routes.system",
+    "geoengine.server.routes.routing",
+    "geoengine.server.routes.elevation",
+    "geoengine.server.routes.search",
     "geoengine.server.routes.tiles",
 ]

@@ -1,0 +1,196 @@
+"""Shared geodesy kernels: great-circle distance, bearing, and the polyline5/polyline6 codecs.
+
+Everything here works on numpy arrays (degrees in, metres out) and is vectorised or compiled with
+Numba; nothing loops over points in Python. Routing, elevation and map matching share these.
+
+Distances use the haversine formula on a sphere of radius `EARTH_RADIUS_M` (the IUGG mean Earth
+radius, 6,371,008.8 m). Versus the WGS84 ellipsoid the error is below 0.5 %.
+
+Polylines follow Google's encoded polyline algorithm: coordinates are multiplied by 10^precision,
+rounded half away from zero, and the differences between consecutive rounded values are written as
+zig-zag varints of 5-bit groups offset by 63, latitude first. Precision 5 is Google's and OSRM's
+format, precision 6 is Valhalla's and this engine's default.
+"""
+
+from __future__ import annotations
+
+import numba
+import numpy as np
+
+from geoengine.errors import InvalidRequest
+
+EARTH_RADIUS_M = 6_371_008.8
+
+
+# -- distances and bearings --------------------------------------------------------------------------
+
+
+def haversine_m(lat1, lon1, lat2, lon2) -> np.ndarray:
+    """Great-circle distance in metres between (lat1, lon1) and (lat2, lon2), element-wise.
+
+    Arguments are degrees: scalars or arrays that broadcast together. Returns a float64 array (a
+    0-d array for scalar input).
+    """
+    lat1 = np.radians(np.asarray(lat1, dtype=np.float64))
+    lon1 = np.radians(np.asarray(lon1, dtype=np.float64))
+    lat2 = np.radians(np.asarray(lat2, dtype=np.float64))
+    lon2 = np.radians(np.asarray(lon2, dtype=np.float64))
+    sin_dlat = np.sin((lat2 - lat1) * 0.5)
+    sin_dlon = np.sin((lon2 - lon1) * 0.5)
+    a = sin_dlat * sin_dlat + np.cos(lat1) * np.cos(lat2) * sin_dlon * sin_dlon
+    return 2.0 * EARTH_RADIUS_M * np.arcsin(np.sqrt(np.clip(a, 0.0, 1.0)))
+
+
+def segment_lengths_m(lats, lons) -> np.ndarray:
+    """Lengths in metres of the n-1 segments of the polyline (lats[i], lons[i])."""
+    lats = np.asarray(lats, dtype=np.float64)
+    lons = np.asarray(lons, dtype=np.float64)
+    if lats.shape != lons.shape or lats.ndim != 1:
+        raise ValueError("lats and lons must be 1-d arrays of the same length")
+    return haversine_m(lats[:-1], lons[:-1], lats[1:], lons[1:])
+
+
+def cumulative_distance_m(lats, lons) -> np.ndarray:
+    """Cumulative great-circle distance in metres along a polyline: 0 at the first point, then the
+    running sum of segment lengths (n values for n points; empty for an empty polyline)."""
+    seg = segment_lengths_m(lats, lons)
+    out = np.empty(seg.size + 1 if np.asarray(lats).size else 0, dtype=np.float64)
+    if out.size:
+        out[0] = 0.0
+        np.cumsum(seg, out=out[1:])
+    return out
+
+
+def bearing_deg(lat1, lon1, lat2, lon2) -> np.ndarray:
+    """Initial great-circle bearing in degrees [0, 360) from point 1 towards point 2, element-wise
+    (0 = north, 90 = east). Identical points give 0."""
+    phi1 = np.radians(np.asarray(lat1, dtype=np.float64))
+    phi2 = np.radians(np.asarray(lat2, dtype=np.float64))
+    dlon = np.radians(np.asarray(lon2, dtype=np.float64) - np.asarray(lon1, dtype=np.float64))
+    y = np.sin(dlon) * np.cos(phi2)
+    x = np.cos(phi1) * np.sin(phi2) - np.sin(phi1) * np.cos(phi2) * np.cos(dlon)
+    deg = np.degrees(np.arctan2(y, x))
+    return np.mod(deg + 360.0, 360.0) % 360.0
+
+
+# -- polyline codecs ---------------------------------------------------------------------------------
+
+
+@numba.njit(cache=True, nogil=True)
+def _decode_kernel(buf):
+    """Decode the bytes of an encoded polyline into (int64 values, status).
+
+    status: 0 ok, -1 a byte outside 63..126, -2 the string ends inside a value, -3 an odd number of
+    values (a latitude without its longitude), -4 a value too long to be a coordinate. On error
+    `values` holds the byte position in its first element.
+    """
+    n = buf.size
+    out = np.empty(n, dtype=np.int64)
+    count = 0
+    acc = np.int64(0)
+    shift = 0
+    for i in range(n):
+        b = np.int64(buf[i]) - 63
+        if b < 0 or b > 63:
+            out[0] = i
+            return out[:1], -1
+        acc |= (b & 0x1F) << shift
+        shift += 5
+        if b < 0x20:
+            if acc & 1:
+                out[count] = ~(acc >> 1)
+            else:
+                out[count] = acc >> 1
+            count += 1
+            acc = 0
+            shift = 0
+        elif shift > 55:
+            out[0] = i
+            return out[:1], -4
+    if shift != 0:
+        out[0] = n
+        return out[:1], -2
+    if count % 2 != 0:
+        out[0] = n
+        return out[:1], -3
+    return out[:count], 0
+
+
+def decode_polyline(encoded: str | bytes, precision: int = 6, *, field: str = "encoded_polyline"):
+    """Decode an encoded polyline into (lats, lons) float64 arrays (degrees).
+
+    Raises InvalidRequest (with `field` as the field path) for a malformed string. Coordinates are
+    not range-checked here; see `check_coordinates`.
+    """
+    if isinstance(encoded, str):
+        try:
+            encoded = encoded.encode("ascii")
+        except UnicodeEncodeError:
+            raise InvalidRequest.field(field, "an encoded polyline holds only ASCII characters 63..126") from None
+    buf = np.frombuffer(encoded, dtype=np.uint8)
+    values, status = _decode_kernel(buf)
+    if status != 0:
+        pos = int(values[0])
+        message = {
+            -1: f"character at position {pos} is outside the polyline alphabet (ASCII 63..126)",
+            -2: "the string ends in the middle of a value (truncated polyline)",
+            -3: "the string holds an odd number of values (a latitude without its longitude)",
+            -4: f"value ending near position {pos} is too long to be a coordinate",
+        }[status]
+        raise InvalidRequest.field(field, message)
+    pairs = values.reshape(-1, 2)
+    scale = 10.0**precision
+    coords = np.cumsum(pairs, axis=0, dtype=np.int64) / scale
+    return np.ascontiguousarray(coords[:, 0]), np.ascontiguousarray(coords[:, 1])
+
+
+@numba.njit(cache=True, nogil=True)
+def _encode_kernel(deltas):
+    # A 64-bit zig-zag value needs at most 13 groups of 5 bits.
+    out = np.empty(deltas.size * 13, dtype=np.uint8)
+    k = 0
+    for i in range(deltas.size):
+        v = deltas[i]
+        z = ~(v << 1) if v < 0 else (v << 1)
+        while z >= 0x20:
+            out[k] = (0x20 | (z & 0x1F)) + 63
+            k += 1
+            z >>= 5
+        out[k] = z + 63
+        k += 1
+    return out[:k]
+
+
+def _round_half_away(x: np.ndarray) -> np.ndarray:
+    return (np.sign(x) * np.floor(np.abs(x) + 0.5)).astype(np.int64)
+
+
+def encode_polyline(lats, lons, precision: int = 6) -> str:
+    """Encode (lats, lons) in degrees as an encoded polyline string at `precision` (5 or 6)."""
+    lats = np.asarray(lats, dtype=np.float64).ravel()
+    lons = np.asarray(lons, dtype=np.float64).ravel()
+    if lats.shape != lons.shape:
+        raise ValueError("lats and lons must have the same length")
+    if lats.size == 0:
+        return ""
+    scale = 10.0**precision
+    fixed = np.empty((lats.size, 2), dtype=np.int64)
+    fixed[:, 0] = _round_half_away(lats * scale)
+    fixed[:, 1] = _round_half_away(lons * scale)
+    deltas = np.diff(fixed, axis=0, prepend=np.zeros((1, 2), dtype=np.int64)).ravel()
+    return _encode_kernel(deltas).tobytes().decode("ascii")
+
+
+def check_coordinates(lats, lons, *, field: str = "shape") -> None:
+    """Raise InvalidRequest naming the first point whose latitude is outside [-90, 90] or longitude
+    outside [-180, 180] (or is not finite), e.g. field `shape[3].lat`."""
+    lats = np.asarray(lats, dtype=np.float64)
+    lons = np.asarray(lons, dtype=np.float64)
+    bad_lat = ~(np.abs(lats) <= 90.0)
+    bad_lon = ~(np.abs(lons) <= 180.0)
+    bad = bad_lat | bad_lon
+    if bad.any():
+        i = int(np.argmax(bad))
+        if bad_lat[i]:
+            raise InvalidRequest.field(f"{field}[{i}].lat", f"latitude {lats[i]} is outside [-90, 90]")
+        raise InvalidRequest.field(f"{field}[{i}].lon", f"longitude {lons[i]} is outside [-180, 180]")

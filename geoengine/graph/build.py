@@ -1,0 +1,429 @@
+"""OSM extract -> road graph arrays (one pass of pyosmium with node locations, then numpy).
+
+Ways are split at junctions (nodes shared by two or more routable ways, and way ends) into undirected
+segments; segment k gives directed edges 2k (along the way) and 2k+1 (against it). Ways that reference
+nodes missing from the extract (clipped extracts) are cut at the gap, not dropped.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import osmium
+
+from geoengine.graph import tags as T
+
+EARTH_R = 6371008.8
+
+GRAPH_FORMAT = 2
+
+
+def haversine_m(lon1, lat1, lon2, lat2):
+    """Great-circle distance in metres (vectorised)."""
+    lon1, lat1, lon2, lat2 = (np.radians(np.asarray(a, dtype=np.float64)) for a in (lon1, lat1, lon2, lat2))
+    a = np.sin((lat2 - lat1) / 2) ** 2 + np.cos(lat1) * np.cos(lat2) * np.sin((lon2 - lon1) / 2) ** 2
+    return 2 * EARTH_R * np.arcsin(np.sqrt(np.minimum(a, 1.0)))
+
+
+def bearing_deg(lon1, lat1, lon2, lat2):
+    """Initial bearing from point 1 to point 2, degrees clockwise from north in [0, 360)."""
+    lon1, lat1, lon2, lat2 = (np.radians(np.asarray(a, dtype=np.float64)) for a in (lon1, lat1, lon2, lat2))
+    dlon = lon2 - lon1
+    x = np.sin(dlon) * np.cos(lat2)
+    y = np.cos(lat1) * np.sin(lat2) - np.sin(lat1) * np.cos(lat2) * np.cos(dlon)
+    return np.degrees(np.arctan2(x, y)) % 360.0
+
+
+class _Strings:
+    def __init__(self):
+        self.index = {"": 0}
+        self.items = [""]
+
+    def add(self, s: str) -> int:
+        i = self.index.get(s)
+        if i is None:
+            i = self.index[s] = len(self.items)
+            self.items.append(s)
+        return i
+
+
+def _restriction_modes(rtags: dict) -> tuple[str | None, int]:
+    """(restriction value, modes it applies to) of a restriction relation."""
+    value = rtags.get("restriction")
+    modes = T.VEHICLES
+    if value is None:
+        for key, bits in (("restriction:motorcar", T.AUTO | T.TAXI), ("restriction:hgv", T.TRUCK),
+                          ("restriction:bus", T.BUS), ("restriction:bicycle", T.BICYCLE),
+                          ("restriction:motorcycle", T.MOTORCYCLE), ("restriction:moped", T.MOTOR_SCOOTER),
+                          ("restriction:motor_vehicle", T.MOTOR)):
+            if key in rtags:
+                value, modes = rtags[key], bits
+                break
+    exc = rtags.get("except")
+    if exc:
+        for item in exc.replace(",", ";").split(";"):
+            item = item.strip()
+            modes &= ~{"bicycle": T.BICYCLE, "hgv": T.TRUCK, "bus": T.BUS, "psv": T.BUS | T.TAXI,
+                       "taxi": T.TAXI, "motorcar": T.AUTO, "moped": T.MOTOR_SCOOTER,
+                       "motorcycle": T.MOTORCYCLE, "motor_vehicle": T.MOTOR}.get(item, 0)
+    return value, modes
+
+
+def read_osm(path: str | Path) -> dict:
+    """One pass over the extract: routable ways (with node locations), barrier nodes, restrictions."""
+    strings = _Strings()
+    way_ids, way_attr = [], []
+    refs, lons, lats, way_of_point = [], [], [], []
+    barriers: dict[int, int] = {}
+    borders: set[int] = set()
+    signals: set[int] = set()
+    restrictions = []
+    n_way_points = 0
+    fp = osmium.FileProcessor(str(path)).with_locations().with_filter(
+        osmium.filter.KeyFilter("highway", "route", "type", "barrier")
+    )
+    for obj in fp:
+        if obj.is_way():
+            tags = dict(obj.tags)
+            attr = T.classify_way(tags)
+            if attr is None:
+                continue
+            wi = len(way_ids)
+            way_ids.append(obj.id)
+            attr["name"] = strings.add(attr["name"])
+            attr["ref"] = strings.add(attr["ref"])
+            way_attr.append(attr)
+            for n in obj.nodes:
+                loc = n.location
+                refs.append(n.ref)
+                if loc.valid():
+                    lons.append(loc.lon)
+                    lats.append(loc.lat)
+                else:
+                    lons.append(np.nan)
+                    lats.append(np.nan)
+                way_of_point.append(wi)
+            n_way_points += len(obj.nodes)
+        elif obj.is_node():
+            tags = obj.tags
+            if tags.get("highway") == "traffic_signals" or tags.get("crossing") == "traffic_signals":
+                signals.add(obj.id)
+            if "barrier" in tags:
+                if tags.get("barrier") == "border_control":
+                    borders.add(obj.id)
+                modes = T.barrier_modes(dict(tags))
+                if modes is not None and modes != T.ALL_MODES:
+                    barriers[obj.id] = modes
+        elif obj.is_relation():
+            rtags = dict(obj.tags)
+            if rtags.get("type") != "restriction":
+                continue
+            value, modes = _restriction_modes(rtags)
+            members = [(m.type, m.ref, m.role) for m in obj.members]
+            restrictions.append((obj.id, value, modes, members))
+    return {
+        "strings": strings.items,
+        "way_ids": np.asarray(way_ids, dtype=np.int64),
+        "way_attr": way_attr,
+        "refs": np.asarray(refs, dtype=np.int64),
+        "lon": np.asarray(lons, dtype=np.float64),
+        "lat": np.asarray(lats, dtype=np.float64),
+        "way_of_point": np.asarray(way_of_point, dtype=np.int64),
+        "barriers": barriers,
+        "borders": borders,
+        "signals": signals,
+        "restrictions": restrictions,
+    }
+
+
+def build_graph(osm_path: str | Path, out_dir: str | Path) -> dict:
+    """Read `osm_path`, write the graph arrays into `out_dir`; return {"outputs", "counts", "info"}."""
+    out_dir = Path(out_dir)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    raw = read_osm(osm_path)
+    refs, lon, lat, wop = raw["refs"], raw["lon"], raw["lat"], raw["way_of_point"]
+    attrs = raw["way_attr"]
+    n_ways = len(attrs)
+    valid = ~np.isnan(lon)
+    n_missing = int((~valid).sum())
+    ways_cut = int(np.unique(wop[~valid]).size) if n_missing else 0
+
+    # Drop missing points and consecutive duplicates within a way; remember gaps as run breaks.
+    keep = valid.copy()
+    same_way_prev = np.zeros(len(refs), dtype=bool)
+    same_way_prev[1:] = wop[1:] == wop[:-1]
+    dup = np.zeros(len(refs), dtype=bool)
+    dup[1:] = same_way_prev[1:] & (refs[1:] == refs[:-1])
+    # a gap: a missing point between two kept points of the same way breaks the run
+    gap_before = np.zeros(len(refs), dtype=bool)
+    if n_missing:
+        # cumulative count of missing points per position; a kept point whose previous kept point of the
+        # same way has missing points in between starts a new run
+        miss_cum = np.cumsum(~valid)
+        idx_keep = np.flatnonzero(keep)
+        prev = np.r_[-1, idx_keep[:-1]] if len(idx_keep) else np.zeros(0, dtype=np.int64)
+        has_gap = np.zeros(len(idx_keep), dtype=bool)
+        okp = prev >= 0
+        has_gap[okp] = (miss_cum[idx_keep[okp]] - miss_cum[prev[okp]]) > 0
+        gap_before[idx_keep[has_gap]] = True
+    keep &= ~dup
+    refs, lon, lat, wop, gap_before = refs[keep], lon[keep], lat[keep], wop[keep], gap_before[keep]
+    npts = len(refs)
+
+    # Runs: maximal stretches of consecutive points of one way without a gap.
+    run_start = np.ones(npts, dtype=bool)
+    run_start[1:] = (wop[1:] != wop[:-1]) | gap_before[1:]
+    run_end = np.ones(npts, dtype=bool)
+    run_end[:-1] = run_start[1:]
+    single = run_start & run_end  # runs of one point carry no segment
+    # Junctions: nodes used at least twice (counting only points in runs of >= 2 points), and run ends.
+    usable = ~single
+    uniq, inv, cnt = np.unique(refs, return_inverse=True, return_counts=True)
+    cnt_usable = np.bincount(inv, weights=usable, minlength=len(uniq))
+    is_vertex = usable & ((cnt_usable[inv] >= 2) | run_start | run_end)
+    # Barrier nodes restrict the segment they lie on (see docs/graph.md).
+    barrier_ids = np.fromiter(raw["barriers"].keys(), dtype=np.int64, count=len(raw["barriers"]))
+    barrier_modes = np.fromiter(raw["barriers"].values(), dtype=np.int64, count=len(raw["barriers"]))
+    pt_barrier = np.isin(refs, barrier_ids) & usable
+    border_ids = np.fromiter(raw["borders"], dtype=np.int64, count=len(raw["borders"]))
+    pt_border = np.isin(refs, border_ids) & usable
+
+    # Segments between consecutive points of a run.
+    seg_ok = ~run_end  # point i -> i+1 is a piece of a segment
+    starts = is_vertex & seg_ok  # a segment starts at each vertex that has a next point in its run
+    seg_of_piece = np.cumsum(starts) - 1
+    S = int(starts.sum())
+    start_pt = np.flatnonzero(starts)
+    # end point of segment k: the first vertex after its start (within the run)
+    vert_idx = np.flatnonzero(is_vertex)
+    pos = np.searchsorted(vert_idx, start_pt, side="right")
+    end_pt = vert_idx[pos]
+    # Shape: points start_pt..end_pt inclusive.
+    n_shape = end_pt - start_pt + 1
+    shape_offsets = np.zeros(S + 1, dtype=np.int64)
+    np.cumsum(n_shape, out=shape_offsets[1:])
+    shape_idx = np.repeat(start_pt - shape_offsets[:-1], n_shape) + np.arange(shape_offsets[-1])
+    shape_lon = lon[shape_idx]
+    shape_lat = lat[shape_idx]
+
+    piece = np.flatnonzero(seg_ok)
+    piece_len = haversine_m(lon[piece], lat[piece], lon[piece + 1], lat[piece + 1])
+    seg_length = np.bincount(seg_of_piece[piece], weights=piece_len, minlength=S)
+
+    # Junction vertices: compact ids.
+    vertex_ref = refs[is_vertex]
+    node_osm, node_of_vertex = np.unique(vertex_ref, return_inverse=True)
+    node_index = np.full(npts, -1, dtype=np.int64)
+    node_index[is_vertex] = node_of_vertex
+    N = len(node_osm)
+    node_lon = np.zeros(N)
+    node_lat = np.zeros(N)
+    node_lon[node_of_vertex] = lon[is_vertex]
+    node_lat[node_of_vertex] = lat[is_vertex]
+    seg_u = node_index[start_pt].astype(np.int32)
+    seg_v = node_index[end_pt].astype(np.int32)
+
+    # Way attributes per segment.
+    seg_wi = wop[start_pt]
+    A = lambda key, dt: np.asarray([a[key] for a in attrs], dtype=dt)[seg_wi]  # noqa: E731
+    seg_way = raw["way_ids"][seg_wi]
+    seg_class = A("cls", np.uint8)
+    seg_flags = A("flags", np.uint32)
+    seg_surface = A("surface", np.uint8)
+    seg_sac = A("sac", np.uint8)
+    seg_name = A("name", np.int32)
+    seg_ref = A("ref", np.int32)
+    lim = np.asarray([[np.inf if v is None else v for v in a["limits"]] for a in attrs], dtype=np.float32)
+    seg_limits = lim.reshape(n_ways, len(T.LIMIT_NAMES))[seg_wi] if n_ways else np.zeros((0, 6), np.float32)
+
+    # Barriers and borders: points of a segment (shape including ends).
+    seg_of_shape = np.repeat(np.arange(S), n_shape)
+    bar_pts = pt_barrier[shape_idx]
+    seg_barrier_block = np.zeros(S, dtype=np.int64)  # modes blocked
+    n_barrier_at_junction = 0
+    if bar_pts.any():
+        bmode = dict(zip(barrier_ids.tolist(), barrier_modes.tolist(), strict=True))
+        sp = np.flatnonzero(bar_pts)
+        for p in sp.tolist():  # few barrier points (hundreds at most)
+            r = int(refs[shape_idx[p]])
+            k = int(seg_of_shape[p])
+            is_end = p == shape_offsets[k] or p == shape_offsets[k + 1] - 1
+            if is_end and cnt_usable[inv[shape_idx[p]]] >= 2:
+                n_barrier_at_junction += 1  # a barrier where ways meet: not applied (see docs/graph.md)
+                continue
+            seg_barrier_block[k] |= T.ALL_MODES & ~bmode[r]
+        seg_flags[seg_barrier_block != 0] |= T.F_BARRIER
+    border_seg = np.unique(seg_of_shape[pt_border[shape_idx]])
+    seg_flags[border_seg] |= T.F_BORDER
+    # Traffic signals passed by each directed edge: on its shape after its start point.
+    signal_ids = np.fromiter(raw["signals"], dtype=np.int64, count=len(raw["signals"]))
+    sig_pt = np.isin(refs[shape_idx], signal_ids)
+    is_first = np.zeros(len(shape_idx), dtype=bool)
+    is_first[shape_offsets[:-1]] = True
+    is_last = np.zeros(len(shape_idx), dtype=bool)
+    is_last[shape_offsets[1:] - 1] = True
+    interior = np.bincount(seg_of_shape[sig_pt & ~is_first & ~is_last], minlength=S)
+    at_u = sig_pt[shape_offsets[:-1]].astype(np.int64)
+    at_v = sig_pt[shape_offsets[1:] - 1].astype(np.int64)
+
+    # Directed edges.
+    E = 2 * S
+    edge_src = np.empty(E, dtype=np.int32)
+    edge_dst = np.empty(E, dtype=np.int32)
+    edge_src[0::2], edge_dst[0::2] = seg_u, seg_v
+    edge_src[1::2], edge_dst[1::2] = seg_v, seg_u
+    acc = np.empty(E, dtype=np.uint8)
+    dest = np.empty(E, dtype=np.uint8)
+    speed = np.empty(E, dtype=np.float32)
+    block = (~seg_barrier_block) & 0xFF
+    acc[0::2] = A("access_fwd", np.int64) & block
+    acc[1::2] = A("access_bwd", np.int64) & block
+    dest[0::2] = A("dest_fwd", np.uint8)
+    dest[1::2] = A("dest_bwd", np.uint8)
+    dest &= acc
+    signals = np.empty(E, dtype=np.uint8)
+    signals[0::2] = np.minimum(interior + at_v, 255)
+    signals[1::2] = np.minimum(interior + at_u, 255)
+    speed[0::2] = A("speed_fwd", np.float32)
+    speed[1::2] = A("speed_bwd", np.float32)
+    # Ferries with a duration: speed from the duration over the whole way's length.
+    dur = np.asarray([a["duration_s"] or 0.0 for a in attrs], dtype=np.float64)
+    if (dur > 0).any():
+        way_len = np.bincount(seg_wi, weights=seg_length, minlength=n_ways)
+        wspeed = np.where(dur > 0, way_len / np.maximum(dur, 1.0) * 3.6, 0.0)
+        fs = wspeed[seg_wi]
+        has = fs > 0
+        speed[0::2][has] = fs[has]
+        speed[1::2][has] = fs[has]
+
+    # Bearings of each directed edge at its start and its end.
+    f0 = shape_offsets[:-1]
+    f1 = shape_offsets[1:] - 1
+    b_u = bearing_deg(shape_lon[f0], shape_lat[f0], shape_lon[f0 + 1], shape_lat[f0 + 1])
+    b_v = bearing_deg(shape_lon[f1 - 1], shape_lat[f1 - 1], shape_lon[f1], shape_lat[f1])
+    bearing_start = np.empty(E, dtype=np.float32)
+    bearing_end = np.empty(E, dtype=np.float32)
+    bearing_start[0::2], bearing_end[0::2] = b_u, b_v
+    bearing_start[1::2], bearing_end[1::2] = (b_v + 180) % 360, (b_u + 180) % 360
+
+    # Outgoing-edge CSR per node.
+    order = np.argsort(edge_src, kind="stable").astype(np.int32)
+    node_out_offsets = np.zeros(N + 1, dtype=np.int64)
+    np.cumsum(np.bincount(edge_src, minlength=N), out=node_out_offsets[1:])
+
+    # Turn restrictions.
+    restr = _resolve_restrictions(raw["restrictions"], seg_way, edge_src, edge_dst, node_osm)
+
+    arrays = {
+        "node_lon": node_lon, "node_lat": node_lat, "node_osm_id": node_osm,
+        "node_out_offsets": node_out_offsets, "node_out_edges": order,
+        "seg_u": seg_u, "seg_v": seg_v, "seg_length": seg_length, "seg_way": seg_way,
+        "seg_class": seg_class, "seg_flags": seg_flags, "seg_surface": seg_surface, "seg_sac": seg_sac,
+        "seg_name": seg_name, "seg_ref": seg_ref, "seg_limits": seg_limits,
+        "shape_offsets": shape_offsets, "shape_lon": shape_lon, "shape_lat": shape_lat,
+        "edge_src": edge_src, "edge_dst": edge_dst, "edge_access": acc, "edge_dest_only": dest,
+        "edge_speed": speed, "edge_signals": signals, "edge_bearing_start": bearing_start, "edge_bearing_end": bearing_end,
+        "restr_from": restr["from"], "restr_to": restr["to"], "restr_only": restr["only"],
+        "restr_modes": restr["modes"],
+    }
+    outputs = []
+    for name, arr in arrays.items():
+        np.save(out_dir / f"{name}.npy", np.ascontiguousarray(arr))
+        outputs.append(f"{name}.npy")
+    blob = "\x00".join(raw["strings"]).encode("utf-8")
+    (out_dir / "strings.bin").write_bytes(blob)
+    outputs.append("strings.bin")
+    counts = {
+        "nodes": N,
+        "segments": S,
+        "edges": E,
+        "shape_points": int(shape_offsets[-1]),
+        "ways": n_ways,
+        "ways_cut": ways_cut,
+        "ways_without_segments": int(n_ways - np.unique(seg_wi).size),
+        "missing_node_refs": n_missing,
+        "restrictions": restr["counts"]["relations"],
+        "restrictions_resolved": restr["counts"]["resolved"],
+        "restrictions_via_way_skipped": restr["counts"]["via_way"],
+        "restrictions_unresolved": restr["counts"]["unresolved"],
+        "forbidden_turn_pairs": int(len(restr["from"])),
+        "barriers_applied": int((seg_barrier_block != 0).sum()),
+        "barriers_at_junctions_ignored": n_barrier_at_junction,
+        "border_segments": int(len(border_seg)),
+        "traffic_signals": int(len(signal_ids)),
+    }
+    meta = {
+        "format": GRAPH_FORMAT,
+        "counts": counts,
+        "modes": T.MODE_BITS,
+        "classes": T.CLASS_NAMES,
+        "flags": T.FLAG_NAMES,
+        "surfaces": T.SURFACE_NAMES,
+        "limits": T.LIMIT_NAMES,
+        "total_length_km": round(float(seg_length.sum()) / 1000, 3),
+    }
+    (out_dir / "graph.json").write_text(json.dumps(meta, indent=2))
+    outputs.append("graph.json")
+    return {"outputs": outputs, "counts": counts, "info": {"total_length_km": meta["total_length_km"]}}
+
+
+def _resolve_restrictions(relations, seg_way, edge_src, edge_dst, node_osm) -> dict:
+    """Via-node restrictions -> directed edge pairs (from, to). `only` marks only_* pairs."""
+    counts = {"relations": len(relations), "resolved": 0, "via_way": 0, "unresolved": 0, "other": 0}
+    E = len(edge_src)
+    edge_way = np.repeat(seg_way, 2)
+    # index: (way id, node idx) -> edges ending / starting there
+    by_key_in: dict[tuple[int, int], list[int]] = {}
+    by_key_out: dict[tuple[int, int], list[int]] = {}
+    wanted_ways = set()
+    for _rid, _value, _modes, members in relations:
+        for mtype, ref, _role in members:
+            if mtype == "w":
+                wanted_ways.add(ref)
+    if wanted_ways and E:
+        sel = np.flatnonzero(np.isin(edge_way, np.fromiter(wanted_ways, dtype=np.int64)))
+        for e, w, s, d in zip(sel.tolist(), edge_way[sel].tolist(), edge_src[sel].tolist(), edge_dst[sel].tolist(),
+                              strict=True):
+            by_key_in.setdefault((w, d), []).append(e)
+            by_key_out.setdefault((w, s), []).append(e)
+    pf, pt, po, pm = [], [], [], []
+    for _rid, value, modes, members in relations:
+        if not value or not (value.startswith("no_") or value.startswith("only_")) or not modes:
+            counts["other"] += 1
+            continue
+        frm = [ref for t, ref, role in members if role == "from" and t == "w"]
+        to = [ref for t, ref, role in members if role == "to" and t == "w"]
+        via = [(t, ref) for t, ref, role in members if role == "via"]
+        if any(t == "w" for t, _ in via):
+            counts["via_way"] += 1
+            continue
+        if len(via) != 1 or not frm or not to:
+            counts["unresolved"] += 1
+            continue
+        vpos = np.searchsorted(node_osm, via[0][1])
+        if vpos >= len(node_osm) or node_osm[vpos] != via[0][1]:
+            counts["unresolved"] += 1
+            continue
+        v = int(vpos)
+        ins = [e for w in frm for e in by_key_in.get((w, v), [])]
+        outs = [e for w in to for e in by_key_out.get((w, v), [])]
+        if not ins or not outs:
+            counts["unresolved"] += 1
+            continue
+        counts["resolved"] += 1
+        only = value.startswith("only_")
+        for a in ins:
+            for b in outs:
+                pf.append(a)
+                pt.append(b)
+                po.append(only)
+                pm.append(modes)
+    return {
+        "from": np.asarray(pf, dtype=np.int32),
+        "to": np.asarray(pt, dtype=np.int32),
+        "only": np.asarray(po, dtype=np.bool_),
+        "modes": np.asarray(pm, dtype=np.uint8),
+        "counts": counts,
+    }

@@ -1,0 +1,130 @@
+"""The turn-expanded (edge-based) graph on which every routing algorithm runs.
+
+Vertices are the directed edges of the road graph (0..E-1). An arc e1 -> e2 exists when e1 ends where
+e2 starts, both are usable (finite cost), the turn is not forbidden by a `no_*` restriction, e1 has no
+`only_*` restriction that names another edge, and e2 is not the reverse of e1 (a U-turn) unless e1 ends
+at a dead end (no other usable edge leaves that node). The arc costs `edge_cost[e2]` plus an optional
+turn penalty, so a path e_0, e_1, ..., e_k costs (remaining part of e_0) + sum of arcs.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import numpy as np
+
+from geoengine.graph import tags as T
+
+
+def turn_angles(graph, e1: np.ndarray, e2: np.ndarray) -> np.ndarray:
+    """Signed turn angle in degrees for arcs e1 -> e2: 0 straight on, > 0 right, < 0 left, +-180 U-turn."""
+    a = np.asarray(graph.edge_bearing_start)[e2].astype(np.float64) - np.asarray(graph.edge_bearing_end)[e1]
+    return (a + 540.0) % 360.0 - 180.0
+
+
+def turn_graph(
+    graph,
+    edge_cost: np.ndarray,
+    edge_length: np.ndarray,
+    *,
+    mode: str | int | None = None,
+    turn_penalty: Callable[[np.ndarray], np.ndarray] | None = None,
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """Edge-based CSR graph `(offsets int64[E+1], targets int32[m], weights float64[m], secondary float64[m])`.
+
+    Contract: `edge_cost` float64[E] (inf = edge unusable, e.g. from `geoengine.costing.edge_costs`),
+    `edge_length` float64[E] (carried as the secondary metric; `secondary[arc] = edge_length[e2]`);
+    pass a float64[E, k] array (e.g. `np.column_stack([time_s, length_m])`) to carry k metrics, and
+    `secondary` is then float64[m, k].
+    `mode` ('auto', 'bicycle', ... or a mode bit) selects which turn restrictions apply (pedestrians
+    obey none); None applies every restriction. `turn_penalty(angle_deg) -> seconds` (vectorised over
+    arcs, angle signed as in `turn_angles`) is added to `weights` only. Vertex v of the result is
+    directed edge v; the arcs out of v are targets[offsets[v]:offsets[v+1]], sorted by v.
+    Vectorised numpy: no per-edge Python loop.
+    """
+    E = graph.n_edges
+    cost = np.asarray(edge_cost, dtype=np.float64)
+    length = np.asarray(edge_length, dtype=np.float64)
+    if cost.shape != (E,) or length.shape[:1] != (E,) or length.ndim > 2:
+        raise ValueError(f"edge_cost must have shape ({E},) and edge_length ({E},) or ({E}, k)")
+    usable = np.isfinite(cost)
+    dst = np.asarray(graph.edge_dst)
+    noff = np.asarray(graph.node_out_offsets)
+    nout = np.asarray(graph.node_out_edges)
+    outdeg = np.diff(noff)
+
+    # usable out-degree per node, to detect dead ends
+    usable_out = np.bincount(np.asarray(graph.edge_src)[usable], minlength=graph.n_nodes)
+
+    e1_all = np.flatnonzero(usable)
+    d = dst[e1_all]
+    cnt = outdeg[d]
+    total = int(cnt.sum())
+    e1 = np.repeat(e1_all, cnt)
+    first = np.cumsum(cnt) - cnt
+    pos = np.repeat(noff[d] - first, cnt) + np.arange(total)
+    e2 = nout[pos].astype(np.int64)
+
+    keep = usable[e2]
+    rev = e1 ^ 1
+    uturn = e2 == rev
+    dead_end = (usable_out[dst[e1]] - usable[rev]) <= 0
+    keep &= ~uturn | dead_end
+
+    if mode is None:
+        rf, rt, ro = np.asarray(graph.restr_from), np.asarray(graph.restr_to), np.asarray(graph.restr_only)
+    else:
+        rf, rt, ro = graph.restrictions_for(mode)
+    if len(rf):
+        key = e1 * E + e2
+        no_keys = rf[~ro].astype(np.int64) * E + rt[~ro]
+        if len(no_keys):
+            keep &= ~np.isin(key, no_keys)
+        if ro.any():
+            only_from = np.zeros(E, dtype=bool)
+            only_from[rf[ro]] = True
+            only_keys = rf[ro].astype(np.int64) * E + rt[ro]
+            keep &= ~only_from[e1] | np.isin(key, only_keys)
+
+    e1, e2 = e1[keep], e2[keep]
+    weights = cost[e2].copy()
+    if turn_penalty is not None and len(e1):
+        weights += np.asarray(turn_penalty(turn_angles(graph, e1, e2)), dtype=np.float64)
+    offsets = np.zeros(E + 1, dtype=np.int64)
+    np.cumsum(np.bincount(e1, minlength=E), out=offsets[1:])
+    return offsets, e2.astype(np.int32), weights, length[e2].copy()
+
+
+def forbidden_turns(graph, mode: str | int = T.AUTO) -> set[tuple[int, int]]:
+    """Set of (e1, e2) pairs a restriction forbids for `mode` (for tests and diagnostics):
+    the `no_*` pairs plus, for each `only_*` from-edge, every other edge leaving its end node."""
+    rf, rt, ro = graph.restrictions_for(mode)
+    out = {(int(a), int(b)) for a, b, o in zip(rf, rt, ro, strict=True) if not o}
+    noff, nout, dst = graph.node_out_offsets, graph.node_out_edges, graph.edge_dst
+    only: dict[int, set[int]] = {}
+    for a, b, o in zip(rf, rt, ro, strict=True):
+        if o:
+            only.setdefault(int(a), set()).add(int(b))
+    for a, allowed in only.items():
+        v = int(dst[a])
+        for b in nout[noff[v] : noff[v + 1]].tolist():
+            if b not in allowed:
+                out.add((a, int(b)))
+    return out
+
+
+def largest_component(offsets: np.ndarray, targets: np.ndarray, usable: np.ndarray) -> np.ndarray:
+    """bool[E]: the usable edges in the largest strongly connected part of a turn graph (from
+    `turn_graph`). Snapping prefers these (`Snapper.snap(..., component_mask=...)`), as OSRM and
+    Valhalla do, so that a location next to a small island of the network (a street reachable only
+    through a no-entry road) does not end up with no route."""
+    import scipy.sparse as sp
+    from scipy.sparse.csgraph import connected_components
+
+    n = len(offsets) - 1
+    m = sp.csr_matrix((np.ones(len(targets), dtype=np.int8), targets, offsets), shape=(n, n))
+    _k, label = connected_components(m, directed=True, connection="strong")
+    usable = np.asarray(usable, dtype=bool)
+    if not usable.any():
+        return np.zeros(n, dtype=bool)
+    return usable & (label == np.bincount(label[usable]).argmax())

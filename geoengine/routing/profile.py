@@ -1,0 +1,103 @@
+"""A routing profile: one costing with one set of options, as an edge-based graph ready to search.
+
+Vertices of the searched graph are directed road edges; arcs are allowed turns (restrictions honoured
+by construction, see `geoengine.graph.turns`). Each arc carries the costing's cost (minimised) and, as
+the secondary metric, the travel time and the length PACKED into one exactly-summable float64:
+
+    secondary = round(time_s * 10) * 2**27 + round(length_m * 10)
+
+Both fields are integers (tenths of a second, decimetres), so sums stay exact in float64 (53 bits):
+lengths up to 13,421 km and times up to 77 days per path. `unpack` splits a total again. This lets the
+contraction hierarchy (which carries one secondary metric) return time and distance for every matrix
+cell without unpacking paths.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from geoengine.costing import Options, default_options, edge_costs, mode_of, turn_penalty
+from geoengine.graph.turns import turn_graph
+from geoengine.routing.dijkstra import Graph as SearchGraph
+
+SHIFT = float(2**27)
+T_SCALE = 10.0
+L_SCALE = 10.0
+
+
+def pack(time_s, length_m):
+    return np.round(np.asarray(time_s, dtype=np.float64) * T_SCALE) * SHIFT + np.round(
+        np.asarray(length_m, dtype=np.float64) * L_SCALE)
+
+
+def unpack(x):
+    """(time_s, length_m) of packed totals (arrays or scalars); inf stays inf."""
+    x = np.asarray(x, dtype=np.float64)
+    finite = np.isfinite(x)
+    xs = np.where(finite, x, 0.0)
+    t = np.floor((xs + 0.5) / SHIFT)
+    l_ = xs - t * SHIFT
+    # a total whose length field is "negative" borrowed one unit of time
+    borrow = l_ < -0.5
+    t = np.where(borrow, t - 1, t)
+    l_ = np.where(borrow, l_ + SHIFT, l_)
+    time_s = np.where(finite, t / T_SCALE, np.inf)
+    length_m = np.where(finite, l_ / L_SCALE, np.inf)
+    return time_s, length_m
+
+
+class Profile:
+    """Costs of one costing + options over a graph, and the edge-based search graph built from them.
+
+    `cost`, `time`, `length`: float64[E] per directed road edge (cost/time inf where not allowed).
+    `search`: a `geoengine.routing.dijkstra.Graph` over edges (weights = cost incl. turn penalties,
+    secondary = packed time and length). `ch`: the bundle's contraction hierarchy for these weights
+    when the options are the costing's defaults, else None (the exact Dijkstra fallback is used).
+    """
+
+    def __init__(self, graph, costing: str, options: Options | None = None, *, blocked: np.ndarray | None = None,
+                 ch=None):
+        self.graph = graph
+        self.costing = costing
+        self.options = options or default_options(costing)
+        self.mode = mode_of(costing)
+        cost, time, length = edge_costs(graph, costing, self.options)
+        cost = np.array(cost, dtype=np.float64)
+        if blocked is not None and blocked.any():
+            cost[blocked] = np.inf
+        self.cost = cost
+        self.time = np.asarray(time, dtype=np.float64)
+        self.length = np.asarray(length, dtype=np.float64)
+        self.usable = np.isfinite(cost)
+        self.ch = ch
+        self._search = None
+
+    def turn_csr(self):
+        """(offsets, targets, weights, packed secondary) of the edge-based graph."""
+        tp = turn_penalty(self.costing, self.options)
+        metrics = np.column_stack([np.where(np.isfinite(self.time), self.time, 0.0), self.length])
+        off, tgt, w, sec = turn_graph(self.graph, self.cost, metrics, mode=self.mode, turn_penalty=tp)
+        delay = np.zeros_like(w)
+        if tp is not None and not self.options.values.get("shortest", False):
+            delay = np.maximum(w - self.cost[tgt], 0.0)
+        packed = pack(sec[:, 0] + delay, sec[:, 1])
+        return off, tgt, w, packed
+
+    @property
+    def search(self) -> SearchGraph:
+        if self._search is None:
+            off, tgt, w, packed = self.turn_csr()
+            self._search = SearchGraph(self.graph.n_edges, off, tgt, w, packed)
+        return self._search
+
+    # -- location offsets ----------------------------------------------------------------------------
+    def source_offsets(self, edges, fractions):
+        """Cost and packed secondary still to travel from a position to the end of its edge."""
+        rem = 1.0 - np.asarray(fractions, dtype=np.float64)
+        e = np.asarray(edges, dtype=np.int64)
+        return rem * self.cost[e], pack(rem * self.time[e], rem * self.length[e])
+
+    def target_offsets(self, edges, fractions):
+        """Minus the cost of the part of the target edge beyond the position (arcs charge whole edges)."""
+        c, s = self.source_offsets(edges, fractions)
+        return -c, -s

@@ -1,0 +1,321 @@
+"""Assemble search documents from OSM and GeoNames: street merging, display names, canonical ids.
+
+Streets: named highway ways are grouped by (normalised name, nearest city/town/village/hamlet
+within 15 km) into one document each, keeping every way's polyline for reverse geocoding. Display names: the document's name, then
+its locality (nearest OSM city/town/village/hamlet/suburb within 10 km), region (smallest
+administrative boundary containing it, admin_level 3..8) and country (admin_level 2 boundary, else
+the country code of the nearest GeoNames place). Canonical ids: place documents of different
+sources (or an OSM node and an OSM relation) with a shared normalised name, lying within a distance
+that depends on their class, form one group; the group's canonical document is the OSM one
+(node/way before relation) else the GeoNames one, and every member carries its id as `canonical_id`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+import shapely
+from scipy.spatial import cKDTree
+
+from geoengine.search import geonames as gn
+from geoengine.search.osm import LOCALITY_PLACES, OsmDoc, read_osm
+from geoengine.search.text import normalise
+
+KM_PER_DEG_LAT = 110.574
+# how far apart two descriptions of the same place may lie, by class (km)
+MERGE_KM = {"country": 300.0, "state": 100.0, "region": 100.0, "province": 80.0, "county": 40.0,
+            "city": 15.0, "municipality": 10.0, "town": 8.0, "borough": 6.0}
+MERGE_KM_DEFAULT = 3.0
+STREET_LOCALITY_PLACES = ("city", "town", "village", "hamlet", "municipality")
+SOURCE_RANK = {"n": 0, "w": 0, "r": 1, "g": 2}  # canonical preference: OSM node/way, relation, GeoNames
+
+
+@dataclass
+class DocSet:
+    """Column lists of every document (row i = document i)."""
+
+    id: list[str] = field(default_factory=list)
+    index: list[str] = field(default_factory=list)
+    doc_type: list[str] = field(default_factory=list)
+    name: list[str] = field(default_factory=list)
+    name_en: list[str | None] = field(default_factory=list)
+    names: list[list[str]] = field(default_factory=list)
+    display_name: list[str] = field(default_factory=list)
+    place_class: list[str | None] = field(default_factory=list)
+    category: list[str | None] = field(default_factory=list)
+    importance: list[float] = field(default_factory=list)
+    lat: list[float] = field(default_factory=list)
+    lon: list[float] = field(default_factory=list)
+    source: list[str] = field(default_factory=list)
+    kind: list[str] = field(default_factory=list)  # n | w | r | g (for canonical preference)
+    canonical: np.ndarray | None = None  # row of each document's canonical document
+    # reverse-geocoding items: segments (lon1, lat1, lon2, lat2) and their document rows
+    seg: list[np.ndarray] = field(default_factory=list)
+    seg_doc: list[np.ndarray] = field(default_factory=list)
+
+    def __len__(self) -> int:
+        return len(self.id)
+
+    def add(self, *, id, index, doc_type, name, name_en, names, place_class, category, importance, lat, lon,
+            source, kind, display_name=""):
+        self.id.append(id)
+        self.index.append(index)
+        self.doc_type.append(doc_type)
+        self.name.append(name)
+        self.name_en.append(name_en)
+        self.names.append(names)
+        self.display_name.append(display_name)
+        self.place_class.append(place_class)
+        self.category.append(category)
+        self.importance.append(float(importance))
+        self.lat.append(float(lat))
+        self.lon.append(float(lon))
+        self.source.append(source)
+        self.kind.append(kind)
+        return len(self.id) - 1
+
+
+def _xy(lat, lon, lat0: float) -> np.ndarray:
+    """Equirectangular km around latitude lat0 (enough for neighbour searches)."""
+    lat = np.asarray(lat, dtype=np.float64)
+    lon = np.asarray(lon, dtype=np.float64)
+    return np.column_stack([lon * 111.320 * np.cos(np.radians(lat0)), lat * KM_PER_DEG_LAT])
+
+
+def _merge_streets(streets: list[OsmDoc], loc_xy: np.ndarray, loc_tree, lat0: float) -> list[tuple[OsmDoc, list[np.ndarray], int]]:
+    groups: dict[tuple[str, int], list[OsmDoc]] = {}
+    if not streets:
+        return []
+    mid = np.array([[s.lat, s.lon] for s in streets])
+    if loc_tree is not None:
+        dist, near = loc_tree.query(_xy(mid[:, 0], mid[:, 1], lat0), distance_upper_bound=15.0)
+        near = np.where(np.isfinite(dist), near, -1)
+    else:
+        near = np.full(len(streets), -1)
+    for s, loc in zip(streets, near, strict=True):
+        groups.setdefault((normalise(s.name), int(loc)), []).append(s)
+    out = []
+    for (_, loc), ways in groups.items():
+        ways.sort(key=lambda w: int(w.id.rsplit(":", 1)[1]))
+        first = ways[0]
+        names = []
+        for w in ways:
+            for n in w.names:
+                if n not in names:
+                    names.append(n)
+        verts = np.concatenate([w.segments for w in ways])
+        centre = verts.mean(axis=0)
+        k = int(np.argmin(((verts - centre) ** 2).sum(axis=1)))
+        best = max(ways, key=lambda w: w.importance)
+        doc = OsmDoc(
+            id=f"osm:street:{first.id.rsplit(':', 1)[1]}", index="streets", doc_type="place", name=first.name,
+            name_en=next((w.name_en for w in ways if w.name_en), None), names=names, place_class="street",
+            category=best.category, importance=best.importance, lat=float(verts[k, 1]), lon=float(verts[k, 0]),
+            osm_type="w",
+        )
+        out.append((doc, [w.segments for w in ways], loc))
+    return out
+
+
+def build_documents(osm_path, places_path=None, admin1_path=None, *, bbox=None, world: str = "important",
+                    world_min_population: int = 50_000, progress=None) -> tuple[DocSet, dict]:
+    """Every document of a bundle. `world`: "all" keeps the whole GeoNames table, "important" the places
+    inside the extract's bbox (plus 0.1 degree) and the world's capitals, admin seats and places of at
+    least `world_min_population`, "region" only those inside the bbox."""
+    docs, streets, boundaries = read_osm(osm_path)
+    info: dict = {}
+    if bbox is None:
+        lats = [d.lat for d in docs + streets] or [0.0]
+        lons = [d.lon for d in docs + streets] or [0.0]
+        bbox = (min(lons), min(lats), max(lons), max(lats))
+    lat0 = (bbox[1] + bbox[3]) / 2
+    ds = DocSet()
+
+    # localities for street grouping and display names
+    locs = [d for d in docs if d.index == "places" and d.place_class in LOCALITY_PLACES]
+    loc_xy = _xy([d.lat for d in locs], [d.lon for d in locs], lat0) if locs else np.zeros((0, 2))
+    loc_tree = cKDTree(loc_xy) if locs else None
+
+    for d in docs:
+        ds.add(id=d.id, index=d.index, doc_type=d.doc_type, name=d.name, name_en=d.name_en, names=d.names,
+               place_class=d.place_class, category=d.category, importance=d.importance, lat=d.lat, lon=d.lon,
+               source="osm", kind=d.osm_type)
+    n_points = len(ds)
+    # streets group by settlement (a street crossing several suburbs of one city is one street)
+    towns = [d for d in locs if d.place_class in STREET_LOCALITY_PLACES]
+    town_tree = cKDTree(_xy([d.lat for d in towns], [d.lon for d in towns], lat0)) if towns else None
+    merged = _merge_streets(streets, None, town_tree, lat0)
+    street_locality: dict[int, int] = {}
+    for doc, polylines, loc in merged:
+        row = ds.add(id=doc.id, index="streets", doc_type="place", name=doc.name, name_en=doc.name_en,
+                     names=doc.names, place_class="street", category=doc.category, importance=doc.importance,
+                     lat=doc.lat, lon=doc.lon, source="osm", kind="w")
+        street_locality[row] = loc
+        for pl in polylines:
+            if len(pl) == 1:
+                pl = np.vstack([pl, pl])
+            ds.seg.append(np.column_stack([pl[:-1], pl[1:]]))
+            ds.seg_doc.append(np.full(len(pl) - 1, row, np.int32))
+    n_osm = len(ds)
+    info["osm_ways_in_streets"] = len(streets)
+
+    # OSM display names
+    lat = np.array(ds.lat)
+    lon = np.array(ds.lon)
+    locality = [None] * n_osm
+    if loc_tree is not None and n_osm:
+        dist, near = loc_tree.query(_xy(lat, lon, lat0), distance_upper_bound=10.0)
+        for i in range(n_osm):
+            if i in street_locality:  # a street shows the locality it was grouped by
+                locality[i] = towns[street_locality[i]].name if street_locality[i] >= 0 else None
+            elif np.isfinite(dist[i]):
+                locality[i] = locs[near[i]].name
+    region = [None] * n_osm
+    region_level = np.full(n_osm, -1)
+    country = [None] * n_osm
+    for b in sorted(boundaries, key=lambda b: b.admin_level):
+        inside = shapely.contains_xy(b.geom, lon, lat)
+        if b.admin_level == 2:
+            for i in np.flatnonzero(inside):
+                country[i] = b.name
+        elif 3 <= b.admin_level <= 8:
+            for i in np.flatnonzero(inside & (region_level < b.admin_level)):
+                region[i] = b.name
+                region_level[i] = b.admin_level
+
+    # GeoNames
+    n_geo = 0
+    if places_path is not None:
+        places = gn.read_places(places_path)
+        admin1 = gn.read_admin1(admin1_path)
+        pad = 0.1
+        in_box = ((places.lon >= bbox[0] - pad) & (places.lon <= bbox[2] + pad)
+                  & (places.lat >= bbox[1] - pad) & (places.lat <= bbox[3] + pad))
+        if world == "all":
+            keep = np.ones(len(places), bool)
+        elif world == "region":
+            keep = in_box
+        else:
+            seats = np.array([f in ("PPLC", "PPLA", "PPLG") for f in places.fcode])
+            keep = in_box | seats | (places.population >= world_min_population)
+        info["geonames_rows"] = len(places)
+        # country fallback for OSM documents: the nearest GeoNames place of the region
+        box_rows = np.flatnonzero(in_box)
+        if len(box_rows) and n_osm:
+            tree = cKDTree(_xy(places.lat[box_rows], places.lon[box_rows], lat0))
+            _, near = tree.query(_xy(lat, lon, lat0))
+            for i in range(n_osm):
+                if country[i] is None:
+                    country[i] = places.country[box_rows[near[i]]]
+        for r in np.flatnonzero(keep):
+            r = int(r)
+            nm = places.name[r]
+            alts = [a for a in places.altnames[r].split(",") if a]
+            names = [nm] + [a for a in alts if a != nm]
+            pop = int(places.population[r])
+            fc = places.fcode[r]
+            a1 = admin1.get(places.admin1[r])
+            parts = [nm] + ([a1] if a1 and a1 != nm else []) + [places.country[r]]
+            ds.add(id=f"geonames:{places.ids[r]}", index="places", doc_type="place", name=nm, name_en=None,
+                   names=names, place_class=gn.place_class(pop, fc), category=fc, importance=gn.importance(pop, fc),
+                   lat=places.lat[r], lon=places.lon[r], source="geonames", kind="g", display_name=", ".join(parts))
+            n_geo += 1
+    for i in range(n_osm):
+        parts = [ds.name[i]]
+        for p in (locality[i], region[i], country[i]):
+            if p and p not in parts:
+                parts.append(p)
+        ds.display_name[i] = ", ".join(parts)
+
+    ds.canonical = canonical_groups(ds)
+    info.update({"osm_documents": n_osm, "osm_points": n_points, "geonames_documents": n_geo,
+                 "merged_groups": int((ds.canonical != np.arange(len(ds))).sum())})
+    return ds, info
+
+
+def canonical_groups(ds: DocSet) -> np.ndarray:
+    """Row of the canonical document of every row (itself when it describes a place nobody else does)."""
+    n = len(ds)
+    canon = np.arange(n)
+    _merge_duplicate_pois(ds, canon)
+    rows = np.array([i for i in range(n) if ds.index[i] == "places"], dtype=np.int64)
+    if len(rows) < 2:
+        return canon
+    lat = np.radians(np.array(ds.lat)[rows])
+    lon = np.radians(np.array(ds.lon)[rows])
+    xyz = 6371.0 * np.column_stack([np.cos(lat) * np.cos(lon), np.cos(lat) * np.sin(lon), np.sin(lat)])
+    tree = cKDTree(xyz)
+    keys = [{normalise(x) for x in [ds.name[i], ds.name_en[i]] if x} for i in rows]
+    parent = np.arange(len(rows))
+
+    def find(a):
+        while parent[a] != a:
+            parent[a] = parent[parent[a]]
+            a = parent[a]
+        return a
+
+    def limit(i):
+        return MERGE_KM.get(ds.place_class[i] or "", MERGE_KM_DEFAULT)
+
+    # only OSM documents look for partners: GeoNames rows never merge with each other
+    for a in np.flatnonzero(np.array([ds.source[i] == "osm" for i in rows])):
+        ia = rows[a]
+        for b in tree.query_ball_point(xyz[a], r=max(limit(ia), max(MERGE_KM.values()) if ds.kind[ia] == "r" else 15.0)):
+            ib = rows[b]
+            if b == a or (ds.source[ib] == "osm" and ds.kind[ia] != "r" and ds.kind[ib] != "r"):
+                continue  # two OSM nodes/ways are two places
+            if not keys[a] & keys[b]:
+                continue
+            if np.linalg.norm(xyz[a] - xyz[b]) > max(limit(ia), limit(ib)):
+                continue
+            ra, rb = find(a), find(b)
+            if ra != rb:
+                parent[ra] = rb
+    groups: dict[int, list[int]] = {}
+    for k in range(len(rows)):
+        groups.setdefault(find(k), []).append(k)
+    for members in groups.values():
+        if len(members) < 2:
+            continue
+        best = min(members, key=lambda k: (SOURCE_RANK[ds.kind[rows[k]]], -ds.importance[rows[k]]))
+        for k in members:
+            canon[rows[k]] = rows[best]
+    return canon
+
+
+POI_DUPLICATE_KM = 0.2
+
+
+def _merge_duplicate_pois(ds: DocSet, canon: np.ndarray) -> None:
+    """OSM often maps one POI twice (a node and a building or area): POIs of the same normalised name
+    and category within 200 m form one group; the node is canonical, else the smallest way."""
+    rows = np.array([i for i in range(len(ds)) if ds.index[i] == "pois"], dtype=np.int64)
+    if len(rows) < 2:
+        return
+    lat = np.radians(np.array(ds.lat)[rows])
+    lon = np.radians(np.array(ds.lon)[rows])
+    xyz = 6371.0 * np.column_stack([np.cos(lat) * np.cos(lon), np.cos(lat) * np.sin(lon), np.sin(lat)])
+    parent = np.arange(len(rows))
+
+    def find(a):
+        while parent[a] != a:
+            parent[a] = parent[parent[a]]
+            a = parent[a]
+        return a
+
+    for a, b in cKDTree(xyz).query_pairs(POI_DUPLICATE_KM, output_type="ndarray"):
+        ia, ib = rows[a], rows[b]
+        if ds.category[ia] == ds.category[ib] and normalise(ds.name[ia]) == normalise(ds.name[ib]):
+            ra, rb = find(a), find(b)
+            if ra != rb:
+                parent[ra] = rb
+    groups: dict[int, list[int]] = {}
+    for k in range(len(rows)):
+        groups.setdefault(find(k), []).append(k)
+    order = {"n": 0, "w": 1, "r": 2}
+    for members in groups.values():
+        if len(members) > 1:
+            best = min(members, key=lambda k: (order.get(ds.kind[rows[k]], 3), int(ds.id[rows[k]].rsplit(":", 1)[1])))
+            for k in members:
+                canon[rows[k]] = rows[best]

@@ -1,0 +1,550 @@
+"""The search index: writing it into a bundle and answering search, reverse and lookup from it.
+
+Files under `<bundle>/search/` (all memory-mapped or read in one go on open):
+
+- string columns (see `store.py`): `id`, `index`, `doc_type`, `name`, `name_en`, `display_name`,
+  `place_class`, `category`, `source`, and `names` (every normalised name variant of a document,
+  joined by U+001F, the primary name first) used for the final text score;
+- `lat.npy`, `lon.npy` (float64), `importance.npy` (float32), `canon.npy` (int32 row of each
+  document's canonical document), `kind.npy` (int8: 0 place, 1 poi), `id_order.npy` (rows sorted by id);
+- `vocab.txt`, `vocab_len.npy` (the sorted normalised tokens, one a line), `post_ptr.npy` / `post_doc.npy` (CSR
+  postings: documents of token t are `post_doc[post_ptr[t]:post_ptr[t+1]]`). Tokens of one prefix
+  are contiguous in the sorted vocabulary, so a prefix is one slice of postings;
+- `items.npy` ((m, 4) float64 segments lon1, lat1, lon2, lat2; a point is a zero-length segment),
+  `item_doc.npy` (int32); the R-tree (rtree) over the items' boxes is bulk-loaded from them in memory.
+"""
+
+from __future__ import annotations
+
+import bisect
+import math
+import re
+import threading
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+from rapidfuzz import fuzz, process
+from rapidfuzz.distance import OSA
+
+from geoengine.errors import FieldError, InvalidRequest, NotFound, UpstreamError
+from geoengine.search.store import Strings, write_strings
+from geoengine.search.text import max_typos, normalise
+
+SEP = "\x1f"
+TYPES = {"place": 0, "poi": 1}
+STRING_COLUMNS = ("id", "index", "doc_type", "name", "name_en", "display_name", "place_class", "category", "source")
+EARTH_M = 6_371_008.8
+
+# ranking (see docs/search.md)
+W_COVERAGE = 2.0
+W_IMPORTANCE = 0.5
+W_EXACT = 0.6
+W_PRIMARY = 0.3
+W_NAME_PREFIX = 0.2
+W_RATIO = 0.2
+BIAS_WEIGHT = 1.0
+BIAS_DECAY_KM = 25.0
+CANDIDATES = 200
+MAX_QUERY_TOKENS = 12  # words beyond the 12th are ignored
+PREFIX_LENGTHS = range(4, 17)
+MAX_RADIUS_M = 100_000.0
+RADIUS_RE = re.compile(r"^(\d+(?:\.\d+)?)(m|km)$")
+
+
+# --------------------------------------------------------------------------------------------- build
+def write_index(folder: Path, ds) -> tuple[list[str], dict]:
+    """Write the index of DocSet `ds` under `folder`; returns (file names, counts)."""
+    n = len(ds)
+    files: list[str] = []
+    for col in STRING_COLUMNS:
+        files += write_strings(folder, col, getattr(ds, col))
+    norm_names = []
+    tok_of: dict[str, int] = {}
+    pair_tok: list[int] = []
+    pair_doc: list[int] = []
+    for i, variants in enumerate(ds.names):
+        seen_v: list[str] = []
+        for v in [ds.name[i]] + variants + ([ds.name_en[i]] if ds.name_en[i] else []):  # the name first
+            nv = normalise(v)
+            if nv and nv not in seen_v:
+                seen_v.append(nv)
+        norm_names.append(SEP.join(seen_v))
+        toks = {t for v in seen_v for t in v.split()}
+        for t in toks:
+            tid = tok_of.setdefault(t, len(tok_of))
+            pair_tok.append(tid)
+            pair_doc.append(i)
+    files += write_strings(folder, "names", norm_names)
+    vocab = sorted(tok_of)
+    rank = np.empty(len(vocab), np.int64)
+    for r, t in enumerate(vocab):
+        rank[tok_of[t]] = r
+    pt = rank[np.asarray(pair_tok, np.int64)] if pair_tok else np.zeros(0, np.int64)
+    pd = np.asarray(pair_doc, np.int32)
+    order = np.lexsort((pd, pt))
+    pt, pd = pt[order], pd[order]
+    ptr = np.zeros(len(vocab) + 1, np.int64)
+    np.cumsum(np.bincount(pt, minlength=len(vocab)), out=ptr[1:])
+    (folder / "vocab.txt").write_text("".join(t + "\n" for t in vocab), encoding="utf-8")
+    files += write_prefix_tables(folder, vocab)
+    np.save(folder / "vocab_len.npy", np.fromiter((len(t) for t in vocab), np.int32, len(vocab)))
+    files.append("vocab_len.npy")
+    np.save(folder / "post_ptr.npy", ptr)
+    np.save(folder / "post_doc.npy", pd)
+    np.save(folder / "lat.npy", np.asarray(ds.lat, np.float64))
+    np.save(folder / "lon.npy", np.asarray(ds.lon, np.float64))
+    np.save(folder / "importance.npy", np.asarray(ds.importance, np.float32))
+    np.save(folder / "canon.npy", np.asarray(ds.canonical, np.int32))
+    np.save(folder / "kind.npy", np.asarray([TYPES.get(t, 0) for t in ds.doc_type], np.int8))
+    np.save(folder / "id_order.npy", np.asarray(sorted(range(n), key=ds.id.__getitem__), np.int32))
+    files += ["vocab.txt", "post_ptr.npy", "post_doc.npy", "lat.npy", "lon.npy", "importance.npy", "canon.npy",
+              "kind.npy", "id_order.npy"]
+
+    # reverse-geocoding items: every document that is not a street is a point; streets are segments
+    is_street = np.zeros(n, bool)
+    for sd in ds.seg_doc:
+        is_street[sd] = True
+    pts = np.flatnonzero(~is_street)
+    lat = np.asarray(ds.lat)
+    lon = np.asarray(ds.lon)
+    items = [np.column_stack([lon[pts], lat[pts], lon[pts], lat[pts]])] + list(ds.seg)
+    item_doc = [pts.astype(np.int32)] + list(ds.seg_doc)
+    items = np.concatenate(items) if n else np.zeros((0, 4))
+    item_doc = np.concatenate(item_doc).astype(np.int32) if n else np.zeros(0, np.int32)
+    np.save(folder / "items.npy", items)
+    np.save(folder / "item_doc.npy", item_doc)
+    files += ["items.npy", "item_doc.npy"]
+    counts = {"documents": n, "tokens": len(vocab), "postings": int(len(pd)), "reverse_items": int(len(items))}
+    return files, counts
+
+
+def write_prefix_tables(folder: Path, vocab: list[str]) -> list[str]:
+    """For each length L in PREFIX_LENGTHS: the distinct L-letter prefixes of the vocabulary tokens
+    (`prefix<L>.txt`) and the vocabulary rows [start, end) of each (`prefix<L>.npy`), used for
+    typo-tolerant prefix matching of the last query token."""
+    files = []
+    for length in PREFIX_LENGTHS:
+        prefixes: list[str] = []
+        starts: list[int] = []
+        last = None
+        for i, t in enumerate(vocab):
+            if len(t) < length:
+                continue
+            p = t[:length]
+            if p != last:
+                prefixes.append(p)
+                starts.append(i)
+                last = p
+        ends = [bisect.bisect_left(vocab, p + "\U0010ffff", lo=a) for p, a in zip(prefixes, starts, strict=True)]
+        (folder / f"prefix{length}.txt").write_text("".join(p + "\n" for p in prefixes), encoding="utf-8")
+        np.save(folder / f"prefix{length}.npy", np.column_stack([np.asarray(starts, np.int64), np.asarray(ends, np.int64)]).reshape(-1, 2))
+        files += [f"prefix{length}.txt", f"prefix{length}.npy"]
+    return files
+
+
+# --------------------------------------------------------------------------------------------- query
+@dataclass(frozen=True)
+class SearchResult:
+    id: str
+    score: float | None
+    index: str | None
+    doc_type: str | None
+    display_name: str | None
+    name: str | None
+    name_en: str | None
+    place_class: str | None
+    category: str | None
+    importance: float | None
+    location: dict | None
+    canonical_id: str | None
+    source: str | None
+    distance_m: float | None = None
+
+    def as_dict(self) -> dict:
+        d = {k: getattr(self, k) for k in self.__dataclass_fields__}
+        if d["distance_m"] is None:
+            del d["distance_m"]
+        return d
+
+
+def parse_radius(radius) -> float:
+    """'500m' / '2km' (or a number of metres) -> metres; anything else raises InvalidRequest."""
+    if isinstance(radius, (int, float)) and not isinstance(radius, bool):
+        metres = float(radius)
+    else:
+        m = RADIUS_RE.match(str(radius))
+        if not m:
+            raise InvalidRequest.field("radius", f"'{radius}' is not a distance like 500m or 2km")
+        metres = float(m.group(1)) * (1000.0 if m.group(2) == "km" else 1.0)
+    if not (0 < metres <= MAX_RADIUS_M):
+        raise InvalidRequest.field("radius", f"radius must be above 0 and at most {MAX_RADIUS_M / 1000:g}km")
+    return metres
+
+
+def parse_types(types) -> list[int] | None:
+    """None, "" or [] mean every type; otherwise a comma-separated string or a list of place, poi."""
+    if types is None or (isinstance(types, str) and not types.strip()):
+        return None
+    vals = [t.strip() for t in types.split(",")] if isinstance(types, str) else [str(t).strip() for t in types]
+    vals = [v for v in vals if v]
+    bad = [v for v in vals if v not in TYPES]
+    if bad or not vals:
+        raise InvalidRequest.field("types", f"types must be a comma-separated list of {', '.join(TYPES)}; got '{types}'")
+    return [TYPES[v] for v in vals]
+
+
+def _check_point(lat, lon, *, required: bool) -> tuple[float, float] | None:
+    errors = []
+    if lat is None and lon is None:
+        if required:
+            errors = [FieldError("lat", "lat is required"), FieldError("lon", "lon is required")]
+            raise InvalidRequest(errors=errors)
+        return None
+    if lat is None or lon is None:
+        missing = "lat" if lat is None else "lon"
+        raise InvalidRequest.field(missing, "lat and lon must be given together")
+    try:
+        lat, lon = float(lat), float(lon)
+    except (TypeError, ValueError):
+        raise InvalidRequest(errors=[FieldError("lat", "must be a number"), FieldError("lon", "must be a number")]) from None
+    if not (-90.0 <= lat <= 90.0) or math.isnan(lat):
+        errors.append(FieldError("lat", "latitude must be between -90 and 90"))
+    if not (-180.0 <= lon <= 180.0) or math.isnan(lon):
+        errors.append(FieldError("lon", "longitude must be between -180 and 180"))
+    if errors:
+        raise InvalidRequest(errors=errors)
+    return lat, lon
+
+
+def _check_size(size, lo: int, hi: int) -> int:
+    if isinstance(size, bool) or not isinstance(size, (int, np.integer)) or not (lo <= size <= hi):
+        raise InvalidRequest.field("size", f"size must be an integer from {lo} to {hi}")
+    return int(size)
+
+
+def haversine_m(lat0: float, lon0: float, lat: np.ndarray, lon: np.ndarray) -> np.ndarray:
+    p0, p = math.radians(lat0), np.radians(lat)
+    dlat = p - p0
+    dlon = np.radians(lon) - math.radians(lon0)
+    a = np.sin(dlat / 2) ** 2 + math.cos(p0) * np.cos(p) * np.sin(dlon / 2) ** 2
+    return 2 * EARTH_M * np.arcsin(np.sqrt(np.minimum(a, 1.0)))
+
+
+def segment_distance_m(lat0: float, lon0: float, seg: np.ndarray) -> np.ndarray:
+    """Distance from (lat0, lon0) to each segment (lon1, lat1, lon2, lat2), in a local plane."""
+    kx = math.cos(math.radians(lat0)) * math.pi / 180 * EARTH_M
+    ky = math.pi / 180 * EARTH_M
+    x1 = (seg[:, 0] - lon0) * kx
+    y1 = (seg[:, 1] - lat0) * ky
+    x2 = (seg[:, 2] - lon0) * kx
+    y2 = (seg[:, 3] - lat0) * ky
+    dx, dy = x2 - x1, y2 - y1
+    ll = dx * dx + dy * dy
+    with np.errstate(invalid="ignore", divide="ignore"):
+        t = np.where(ll > 0, -(x1 * dx + y1 * dy) / ll, 0.0)
+    t = np.clip(t, 0.0, 1.0)
+    return np.hypot(x1 + t * dx, y1 + t * dy)
+
+
+def _letter_range(words: list[str], letter: str) -> tuple[int, int]:
+    """Rows [lo, hi) of the sorted list `words` that start with `letter`."""
+    return bisect.bisect_left(words, letter), bisect.bisect_left(words, letter + "\U0010ffff")
+
+
+class SearchIndex:
+    """A read-only search index opened from `<bundle>/search/`."""
+
+    def __init__(self, folder: str | Path):
+        folder = Path(folder)
+        self.folder = folder
+        try:
+            self.cols = {c: Strings(folder, c) for c in STRING_COLUMNS}
+            self.names = Strings(folder, "names")
+            self.lat = np.load(folder / "lat.npy", mmap_mode="r")
+            self.lon = np.load(folder / "lon.npy", mmap_mode="r")
+            self.importance = np.load(folder / "importance.npy", mmap_mode="r")
+            self.canon = np.load(folder / "canon.npy", mmap_mode="r")
+            self.kind = np.load(folder / "kind.npy", mmap_mode="r")
+            self.id_order = np.load(folder / "id_order.npy", mmap_mode="r")
+            self.post_ptr = np.load(folder / "post_ptr.npy", mmap_mode="r")
+            self.post_doc = np.load(folder / "post_doc.npy", mmap_mode="r")
+            self.items = np.load(folder / "items.npy", mmap_mode="r")
+            self.item_doc = np.load(folder / "item_doc.npy", mmap_mode="r")
+            self.vocab = (folder / "vocab.txt").read_text(encoding="utf-8").split("\n")[:-1]
+        except (OSError, ValueError, UnicodeDecodeError) as exc:
+            raise UpstreamError(f"the search index in {folder} cannot be read: {exc}") from exc
+        self.n = len(self.lat)
+        if not (len(self.canon) == len(self.kind) == self.n == len(self.cols["id"])
+                and len(self.post_ptr) == len(self.vocab) + 1):
+            raise UpstreamError(f"the search index in {folder} is inconsistent (column lengths differ): rebuild the bundle")
+        try:
+            self.vocab_len = np.load(folder / "vocab_len.npy")
+        except (OSError, ValueError) as exc:
+            raise UpstreamError(f"the search index in {folder} cannot be read: {exc}") from exc
+        self._prefix_tables: dict[int, tuple[list[str], np.ndarray]] = {}
+        self._len_buckets: dict[int, tuple[list[str], np.ndarray]] = {}
+        self._lock = threading.Lock()
+        self._rtree = None
+
+    def warm(self) -> None:
+        """Prepare the typo tables (vocabulary by length, prefix tables) and the R-tree up front."""
+        with self._lock:
+            for length in PREFIX_LENGTHS:
+                self._prefix_table(length)
+            for length in range(2, int(self.vocab_len.max(initial=0)) + 1):
+                self._length_bucket(length)
+            self._tree()
+
+    # -- helpers --------------------------------------------------------------------------------
+    def _tree(self):
+        """The R-tree over the items' boxes, bulk-loaded from `items.npy` on first use (~0.2 s per
+        200k items). It lives in memory: libspatialindex rewrites a disk index's header on close,
+        which an immutable, shared bundle must not allow."""
+        if self._rtree is None:
+            import rtree
+
+            try:
+                items = np.asarray(self.items, dtype=np.float64)
+                mins = np.ascontiguousarray(np.minimum(items[:, :2], items[:, 2:]))
+                maxs = np.ascontiguousarray(np.maximum(items[:, :2], items[:, 2:]))
+                props = rtree.index.Property()
+                props.leaf_capacity = 64
+                props.fill_factor = 0.9
+                if len(items):
+                    self._rtree = rtree.index.Index((np.arange(len(items), dtype=np.int64), mins, maxs), properties=props)
+                else:
+                    self._rtree = rtree.index.Index(properties=props)
+            except Exception as exc:  # a corrupt items file, or libspatialindex's own errors
+                raise UpstreamError(f"the spatial index in {self.folder} cannot be built: {exc}") from exc
+        return self._rtree
+
+    def result(self, row: int, score: float | None = None, distance_m: float | None = None) -> SearchResult:
+        c = self.cols
+        canon = int(self.canon[row])
+        return SearchResult(
+            id=c["id"][row], score=None if score is None else round(float(score), 4), index=c["index"][row],
+            doc_type=c["doc_type"][row], display_name=c["display_name"][row], name=c["name"][row],
+            name_en=c["name_en"][row], place_class=c["place_class"][row], category=c["category"][row],
+            importance=round(float(self.importance[row]), 4),
+            location={"lat": round(float(self.lat[row]), 7), "lon": round(float(self.lon[row]), 7)},
+            canonical_id=c["id"][canon], source=c["source"][row],
+            distance_m=None if distance_m is None else round(float(distance_m), 1),
+        )
+
+    def _prefix_table(self, length: int) -> tuple[list[str], np.ndarray]:
+        """Distinct vocabulary prefixes of `length` letters and their vocabulary rows [start, end)."""
+        table = self._prefix_tables.get(length)
+        if table is None:
+            if length in PREFIX_LENGTHS:
+                prefixes = (self.folder / f"prefix{length}.txt").read_text(encoding="utf-8").split("\n")[:-1]
+                ranges = np.load(self.folder / f"prefix{length}.npy")
+            else:
+                prefixes, starts = [], []
+                for i, t in enumerate(self.vocab):
+                    if len(t) >= length and (not prefixes or t[:length] != prefixes[-1]):
+                        prefixes.append(t[:length])
+                        starts.append(i)
+                ends = [bisect.bisect_left(self.vocab, p + "\U0010ffff", lo=a) for p, a in zip(prefixes, starts, strict=True)]
+                ranges = np.column_stack([np.asarray(starts, np.int64), np.asarray(ends, np.int64)]).reshape(-1, 2)
+            table = (prefixes, ranges)
+            self._prefix_tables[length] = table
+        return table
+
+    def _length_bucket(self, length: int) -> tuple[list[str], np.ndarray]:
+        """Vocabulary tokens of exactly `length` letters and their rows (for typo matching)."""
+        bucket = self._len_buckets.get(length)
+        if bucket is None:
+            rows = np.flatnonzero(self.vocab_len == length)
+            bucket = ([self.vocab[i] for i in rows.tolist()], rows)
+            self._len_buckets[length] = bucket
+        return bucket
+
+    def _postings(self, ranges: list[tuple[int, int, np.ndarray]]) -> tuple[np.ndarray, np.ndarray]:
+        """Documents and qualities of vocabulary ranges [a, b) with one quality per token."""
+        docs, quals = [], []
+        ptr = self.post_ptr
+        for a, b, q in ranges:
+            pa, pb = int(ptr[a]), int(ptr[b])
+            if pb <= pa:
+                continue
+            docs.append(np.asarray(self.post_doc[pa:pb]))
+            counts = np.diff(np.asarray(ptr[a:b + 1]))
+            quals.append(np.repeat(q.astype(np.float32), counts))
+        if not docs:
+            return np.zeros(0, np.int32), np.zeros(0, np.float32)
+        return np.concatenate(docs), np.concatenate(quals)
+
+    def _token_matches(self, tok: str, is_prefix: bool) -> tuple[np.ndarray, np.ndarray]:
+        vocab = self.vocab
+        ranges = []
+        a = bisect.bisect_left(vocab, tok)
+        if is_prefix:
+            b = bisect.bisect_left(vocab, tok + "\U0010ffff")
+            if b > a:
+                lens = self.vocab_len[a:b]
+                q = np.where(lens == len(tok), 1.0, 0.7 + 0.3 * len(tok) / np.maximum(lens, 1))
+                ranges.append((a, b, q))
+        elif a < len(vocab) and vocab[a] == tok:
+            ranges.append((a, a + 1, np.ones(1)))
+        k = max_typos(tok)
+        if k:
+            # typos: first among tokens with the same first letter; anywhere only when that finds nothing
+            for anywhere in (False, True):
+                if anywhere and ranges:
+                    break
+                for length in range(len(tok) - k, len(tok) + k + 1):
+                    words, rows = self._length_bucket(length)
+                    lo, hi = (0, len(words)) if anywhere else _letter_range(words, tok[0])
+                    for _, d, j in process.extract(tok, words[lo:hi], scorer=OSA.distance, score_cutoff=k, limit=None):
+                        if d > 0:
+                            i = int(rows[lo + j])
+                            ranges.append((i, i + 1, np.array([0.8 - 0.1 * d])))
+                if is_prefix:
+                    prefixes, se = self._prefix_table(len(tok))
+                    lo, hi = (0, len(prefixes)) if anywhere else _letter_range(prefixes, tok[0])
+                    for _, d, j in process.extract(tok, prefixes[lo:hi], scorer=OSA.distance, score_cutoff=k, limit=None):
+                        if d > 0:
+                            s, e = int(se[lo + j, 0]), int(se[lo + j, 1])
+                            lens = self.vocab_len[s:e]
+                            ranges.append((s, e, 0.55 + 0.2 * len(tok) / np.maximum(lens, 1) - 0.1 * (d - 1)))
+        return self._postings(ranges)
+
+    # -- public ---------------------------------------------------------------------------------
+    def search(self, q: str, types=None, lat=None, lon=None, size: int = 10) -> dict:
+        t0 = time.perf_counter()
+        if not isinstance(q, str) or len(q.strip()) < 2:
+            raise InvalidRequest.field("q", "q must have at least 2 characters")
+        size = _check_size(size, 1, 25)
+        kinds = parse_types(types)
+        point = _check_point(lat, lon, required=False)
+        qn = normalise(q)
+        toks = qn.split()[:MAX_QUERY_TOKENS]
+        if not toks:
+            return {"query": q, "total": 0, "took_ms": int((time.perf_counter() - t0) * 1000), "results": []}
+        prefix_last = not q[-1].isspace()
+        best = np.zeros((len(toks), self.n), np.float32)
+        with self._lock:
+            for i, tok in enumerate(toks):
+                docs, qual = self._token_matches(tok, prefix_last and i == len(toks) - 1)
+                order = np.argsort(qual, kind="stable")
+                best[i, docs[order]] = qual[order]
+        matched = (best > 0).sum(axis=0)
+        coverage = best.sum(axis=0) / len(toks)
+        need = len(toks)
+        ok = matched >= need
+        if kinds is not None:
+            ok &= np.isin(self.kind, kinds)
+        if not ok.any() and len(toks) > 1:
+            ok = matched >= need - 1
+            if kinds is not None:
+                ok &= np.isin(self.kind, kinds)
+        cand = np.flatnonzero(ok)
+        if len(cand) == 0:
+            return {"query": q, "total": 0, "took_ms": int((time.perf_counter() - t0) * 1000), "results": []}
+        imp = np.asarray(self.importance[cand], np.float64)
+        bias = np.zeros(len(cand))
+        if point is not None:
+            d_km = haversine_m(point[0], point[1], np.asarray(self.lat[cand]), np.asarray(self.lon[cand])) / 1000.0
+            bias = BIAS_WEIGHT * np.exp(-d_km / BIAS_DECAY_KM)
+        coarse = W_COVERAGE * coverage[cand] + W_IMPORTANCE * imp + bias
+        total = int(len(np.unique(np.asarray(self.canon[cand]))))
+        if len(cand) > CANDIDATES:
+            top = np.argpartition(-coarse, CANDIDATES)[:CANDIDATES]
+            cand, imp, bias = cand[top], imp[top], bias[top]
+        scores = np.empty(len(cand))
+        for j, row in enumerate(cand.tolist()):
+            variants = (self.names[row] or "").split(SEP)
+            exact = qn in variants
+            primary = bool(variants) and variants[0] == qn
+            name_prefix = exact or any(v.startswith(qn) for v in variants)
+            ratio = process.extractOne(qn, variants, scorer=fuzz.ratio)[1] / 100.0 if variants else 0.0
+            scores[j] = (W_COVERAGE * coverage[row] + W_EXACT * exact + W_PRIMARY * primary + W_NAME_PREFIX * name_prefix + W_RATIO * ratio
+                         + W_IMPORTANCE * imp[j] + bias[j])
+        order = np.argsort(-scores, kind="stable")
+        results, seen = [], set()
+        for j in order.tolist():
+            c = int(self.canon[cand[j]])
+            if c in seen:
+                continue
+            seen.add(c)
+            results.append(self.result(c, scores[j]).as_dict())
+            if len(results) == size:
+                break
+        return {"query": q, "total": total, "took_ms": int((time.perf_counter() - t0) * 1000), "results": results}
+
+    def reverse(self, lat, lon, radius="2km", size: int = 5, types=None) -> dict:
+        t0 = time.perf_counter()
+        lat, lon = _check_point(lat, lon, required=True)
+        metres = parse_radius(radius)
+        size = _check_size(size, 1, 10)
+        kinds = parse_types(types)
+        # Grow the search box from 250 m until it holds enough documents or reaches the radius: every
+        # item within distance r of the point meets the box of half-size r, so the documents found
+        # within r are exactly the nearest ones. (Dense town centres hold thousands of items in 2 km.)
+        results = []
+        r = min(metres, 250.0)
+        while True:
+            dlat = r / (math.pi / 180 * EARTH_M)
+            dlon = min(180.0, dlat / max(math.cos(math.radians(lat)), 1e-6))
+            with self._lock:
+                hits = np.fromiter(self._tree().intersection((lon - dlon, lat - dlat, lon + dlon, lat + dlat)), np.int64)
+            if len(hits):
+                dist = segment_distance_m(lat, lon, np.asarray(self.items[hits]))
+                docs = np.asarray(self.item_doc[hits])
+                keep = dist <= r
+                if kinds is not None:
+                    keep &= np.isin(np.asarray(self.kind[docs]), kinds)
+                docs, dist = docs[keep], dist[keep]
+            else:
+                docs, dist = np.zeros(0, np.int32), np.zeros(0)
+            if r >= metres or len(np.unique(docs)) >= 3 * size:
+                break
+            r = min(metres, r * 4)
+        if len(docs):
+            order = np.lexsort((docs, dist))
+            # one result per canonical group: the canonical document at its own distance when that is
+            # within the radius, else the nearest member itself (which names its canonical_id)
+            seen: set[int] = set()
+            picked: list[tuple[float, int]] = []
+            for j in order.tolist():
+                row = int(docs[j])
+                c = int(self.canon[row])
+                if c in seen:
+                    continue
+                seen.add(c)
+                if c != row:
+                    dc = float(haversine_m(lat, lon, np.array([self.lat[c]]), np.array([self.lon[c]]))[0])
+                    if dc <= r:  # within the searched distance, so the order stays exact
+                        row, dist_j = c, dc
+                    else:
+                        dist_j = float(dist[j])
+                else:
+                    dist_j = float(dist[j])
+                picked.append((dist_j, row))
+                if len(picked) >= 3 * size:
+                    break
+            picked.sort()
+            for dist_j, row in picked[:size]:
+                results.append(self.result(row, 1.0 / (1.0 + dist_j / 100.0), distance_m=dist_j).as_dict())
+        return {"lat": lat, "lon": lon, "took_ms": int((time.perf_counter() - t0) * 1000), "results": results}
+
+    def row_of(self, doc_id: str) -> int | None:
+        ids = self.cols["id"]
+        lo, hi = 0, self.n
+        while lo < hi:
+            mid = (lo + hi) // 2
+            if ids[int(self.id_order[mid])] < doc_id:
+                lo = mid + 1
+            else:
+                hi = mid
+        if lo < self.n and ids[int(self.id_order[lo])] == doc_id:
+            return int(self.id_order[lo])
+        return None
+
+    def place(self, doc_id: str) -> dict:
+        row = self.row_of(doc_id) if isinstance(doc_id, str) and doc_id else None
+        if row is None:
+            raise NotFound(f"no search document has the id '{doc_id}'")
+        return self.result(row).as_dict()

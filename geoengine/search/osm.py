@@ -1,0 +1,205 @@
+"""Search documents from an OSM extract (pyosmium): places, POIs, named streets, addresses, and the
+administrative boundaries used to build display names.
+
+Ways get the mean of their node locations as `location`; relations (multipolygons, boundaries) go
+through osmium's area assembler and get the centroid of the assembled polygon. Street ways are
+returned one per way with their geometry; `documents.py` merges them per street per locality.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+import osmium
+import shapely
+
+PLACE_IMPORTANCE = {
+    "country": 0.9, "state": 0.75, "region": 0.7, "province": 0.7, "county": 0.6, "city": 0.7,
+    "municipality": 0.55, "borough": 0.5, "town": 0.55, "village": 0.45, "suburb": 0.4, "quarter": 0.35,
+    "island": 0.4, "hamlet": 0.3, "neighbourhood": 0.3, "locality": 0.2, "isolated_dwelling": 0.2,
+    "farm": 0.15, "islet": 0.2, "square": 0.25, "city_block": 0.15, "plot": 0.1,
+}
+LOCALITY_PLACES = ("city", "town", "village", "hamlet", "suburb", "municipality", "borough")
+POI_KEYS = ("amenity", "shop", "tourism", "leisure", "historic", "office", "craft", "healthcare",
+            "sport", "emergency", "club", "aerialway", "aeroway", "man_made", "natural", "waterway",
+            "public_transport", "railway", "building", "landuse")
+# keys that make a POI only with one of these values (otherwise they are too generic)
+POI_VALUES = {
+    "public_transport": {"station"},
+    "railway": {"station", "halt", "tram_stop"},
+    "aeroway": {"aerodrome", "heliport", "terminal"},
+    "aerialway": {"station"},
+    "natural": {"peak", "volcano", "saddle", "glacier", "water", "spring", "cave_entrance", "lake", "wood", "valley"},
+    "waterway": {"waterfall", "river", "dam"},
+    "man_made": {"tower", "lighthouse", "bridge", "dam", "observatory"},
+    "building": {"church", "cathedral", "chapel", "hotel", "museum", "school", "hospital", "castle", "stadium", "train_station"},
+    "landuse": {"cemetery", "winter_sports", "recreation_ground"},
+}
+STREET_HIGHWAYS = {
+    "motorway", "trunk", "primary", "secondary", "tertiary", "unclassified", "residential", "living_street",
+    "pedestrian", "service", "road", "track", "footway", "path", "cycleway", "steps", "motorway_link",
+    "trunk_link", "primary_link", "secondary_link", "tertiary_link", "bridleway",
+}
+STREET_IMPORTANCE = {"motorway": 0.3, "trunk": 0.3, "primary": 0.28, "secondary": 0.25, "tertiary": 0.22}
+OSM_TYPES = {"n": "node", "w": "way", "r": "relation"}
+NAME_KEYS_EXTRA = ("alt_name", "old_name", "short_name", "official_name", "loc_name", "int_name", "reg_name")
+
+
+@dataclass
+class OsmDoc:
+    id: str
+    index: str  # places | pois | streets | addresses
+    doc_type: str  # place | poi
+    name: str
+    name_en: str | None
+    names: list[str]  # every name variant used for matching
+    place_class: str | None
+    category: str | None
+    importance: float
+    lat: float
+    lon: float
+    osm_type: str  # n | w | r
+    segments: np.ndarray | None = None  # (k, 2) lon/lat polyline of a street way
+    extra: dict = field(default_factory=dict)
+
+
+@dataclass
+class Boundary:
+    name: str
+    admin_level: int
+    geom: object  # shapely geometry
+
+
+def name_variants(tags: dict) -> list[str]:
+    out = []
+    for k, v in tags.items():
+        if k == "name" or k.startswith("name:") or k in NAME_KEYS_EXTRA or any(k.startswith(e + ":") for e in NAME_KEYS_EXTRA):
+            for part in v.split(";"):
+                part = part.strip()
+                if part and part not in out:
+                    out.append(part)
+    return out
+
+
+def _wiki_bonus(tags: dict) -> float:
+    return 0.05 * (("wikipedia" in tags) + ("wikidata" in tags))
+
+
+def _population_bonus(tags: dict) -> float:
+    try:
+        pop = float(str(tags.get("population", "")).replace(",", "").replace(" ", ""))
+    except ValueError:
+        return 0.0
+    return min(0.15, 0.03 * max(0.0, np.log10(pop + 1) - 2)) if pop > 0 else 0.0
+
+
+def classify(tags: dict) -> tuple[str, str, str | None, str | None, float] | None:
+    """(index, doc_type, place_class, category, importance) of a named object, or None."""
+    place = tags.get("place")
+    if place and place in PLACE_IMPORTANCE:
+        imp = PLACE_IMPORTANCE[place] + _wiki_bonus(tags) + _population_bonus(tags)
+        return "places", "place", place, None, min(imp, 1.0)
+    for key in POI_KEYS:
+        val = tags.get(key)
+        if not val or val in ("no", "yes") and key not in ("historic", "tourism", "office", "craft", "club", "shop"):
+            continue
+        allowed = POI_VALUES.get(key)
+        if allowed is not None and val not in allowed:
+            continue
+        imp = 0.15 + _wiki_bonus(tags)
+        if key == "tourism" and val in ("attraction", "museum", "viewpoint"):
+            imp += 0.05
+        if key in ("aeroway", "railway", "public_transport", "natural"):
+            imp += 0.05
+        return "pois", "poi", key, val, min(imp, 1.0)
+    return None
+
+
+class _Handler(osmium.SimpleHandler):
+    def __init__(self):
+        super().__init__()
+        self.docs: list[OsmDoc] = []
+        self.streets: list[OsmDoc] = []
+        self.boundaries: list[Boundary] = []
+        self.wkb = osmium.geom.WKBFactory()
+
+    def _emit(self, tags: dict, osm_type: str, osm_id: int, lat: float, lon: float) -> None:
+        name = tags.get("name")
+        if name:
+            cls = classify(tags)
+            if cls is not None:
+                index, doc_type, place_class, category, imp = cls
+                self.docs.append(OsmDoc(
+                    id=f"osm:{OSM_TYPES[osm_type]}:{osm_id}",
+                    index=index, doc_type=doc_type, name=name, name_en=tags.get("name:en"),
+                    names=name_variants(tags), place_class=place_class, category=category, importance=imp,
+                    lat=lat, lon=lon, osm_type=osm_type,
+                    extra={k: tags[k] for k in ("addr:street", "addr:housenumber", "addr:place") if k in tags},
+                ))
+                return
+        hn = tags.get("addr:housenumber")
+        street = tags.get("addr:street") or tags.get("addr:place")
+        if hn and street:
+            label = f"{street} {hn}"
+            self.docs.append(OsmDoc(
+                id=f"osm:{OSM_TYPES[osm_type]}:{osm_id}",
+                index="addresses", doc_type="place", name=label, name_en=None, names=[label],
+                place_class="address", category="house", importance=0.05, lat=lat, lon=lon, osm_type=osm_type,
+                extra={"street": street, "housenumber": hn, "postcode": tags.get("addr:postcode")},
+            ))
+
+    def node(self, n):
+        if not n.tags or not n.location.valid():
+            return
+        t = n.tags
+        if "name" not in t and "addr:housenumber" not in t:
+            return
+        self._emit(dict(t), "n", n.id, n.location.lat, n.location.lon)
+
+    def way(self, w):
+        t = w.tags
+        if not t or ("name" not in t and "addr:housenumber" not in t):
+            return
+        pts = [(nd.lon, nd.lat) for nd in w.nodes if nd.location.valid()]
+        if not pts:
+            return
+        tags = dict(t)
+        arr = np.asarray(pts, dtype=np.float64)
+        hw = tags.get("highway")
+        if hw in STREET_HIGHWAYS and "name" in tags and "place" not in tags:
+            self.streets.append(OsmDoc(
+                id=f"osm:way:{w.id}", index="streets", doc_type="place", name=tags["name"],
+                name_en=tags.get("name:en"), names=name_variants(tags), place_class="street", category=hw,
+                importance=STREET_IMPORTANCE.get(hw, 0.18) + _wiki_bonus(tags),
+                lat=float(arr[:, 1].mean()), lon=float(arr[:, 0].mean()), osm_type="w", segments=arr,
+            ))
+            return
+        lon, lat = arr[:-1].mean(axis=0) if len(arr) > 2 and w.is_closed() else arr.mean(axis=0)
+        self._emit(tags, "w", w.id, float(lat), float(lon))
+
+    def area(self, a):
+        if a.from_way():
+            return
+        t = a.tags
+        if "name" not in t:
+            return
+        tags = dict(t)
+        try:
+            geom = shapely.from_wkb(self.wkb.create_multipolygon(a))
+        except Exception:  # broken or incomplete multipolygon in a clipped extract
+            return
+        if geom.is_empty:
+            return
+        if tags.get("boundary") == "administrative" and tags.get("admin_level", "").isdigit():
+            self.boundaries.append(Boundary(tags["name"], int(tags["admin_level"]), geom))
+        c = geom.centroid if geom.contains(geom.centroid) else geom.representative_point()
+        if "place" in tags or classify(tags) is not None:
+            self._emit(tags, "r", a.orig_id(), c.y, c.x)
+
+
+def read_osm(path) -> tuple[list[OsmDoc], list[OsmDoc], list[Boundary]]:
+    """(documents, street ways, administrative boundaries) of an OSM file."""
+    h = _Handler()
+    h.apply_file(str(path), locations=True, idx="flex_mem")
+    return h.docs, h.streets, h.boundaries

@@ -1,0 +1,33 @@
+"""The `search` build stage: documents from the OSM extract and the GeoNames table, then the index."""
+
+from __future__ import annotations
+
+import time
+
+from geoengine.build.pipeline import BuildContext, Stage, StageResult
+from geoengine.errors import BuildError
+from geoengine.search.documents import build_documents
+from geoengine.search.index import write_index
+
+
+def run(ctx: BuildContext) -> StageResult:
+    t0 = time.perf_counter()
+    out = ctx.stage_dir("search")
+    scope = getattr(ctx.settings, "search_places", "important")
+    if scope not in ("important", "region", "all"):
+        raise BuildError(f"GEOENGINE_SEARCH_PLACES is '{scope}'; use important, region or all")
+    ds, info = build_documents(ctx.inputs.osm, ctx.inputs.places, ctx.inputs.admin1, bbox=ctx.bbox, world=scope)
+    t1 = time.perf_counter()
+    files, counts = write_index(out, ds)
+    t2 = time.perf_counter()
+    counts.update({k: v for k, v in info.items() if isinstance(v, int)})
+    size = sum((out / f).stat().st_size for f in files)
+    return StageResult(
+        outputs=[f"search/{f}" for f in files],
+        counts=counts,
+        info={"places_scope": scope, "bytes": size, "documents_seconds": round(t1 - t0, 3),
+              "index_seconds": round(t2 - t1, 3)},
+    )
+
+
+STAGE = Stage(name="search", run=run, describe="search documents (OSM places, POIs, streets, addresses; GeoNames) and index")

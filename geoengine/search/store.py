@@ -1,0 +1,44 @@
+"""On-disk form of a search index: numpy arrays and string columns, memory-mapped on open.
+
+A string column `<name>` is `<name>.bin` (UTF-8 values, concatenated) plus `<name>.off.npy`
+(int64 offsets, one more than the number of values); an absent value (None) has the single byte
+0x00. The spatial index is an rtree file pair `rtree.idx`/`rtree.dat`.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+
+NONE = b"\x00"
+
+
+def write_strings(folder: Path, name: str, values) -> list[str]:
+    data = [NONE if v is None else v.encode("utf-8") for v in values]
+    off = np.zeros(len(data) + 1, dtype=np.int64)
+    np.cumsum([len(b) for b in data], out=off[1:])
+    (folder / f"{name}.bin").write_bytes(b"".join(data))
+    np.save(folder / f"{name}.off.npy", off)
+    return [f"{name}.bin", f"{name}.off.npy"]
+
+
+class Strings:
+    """A read-only string column: `col[i]` decodes one value."""
+
+    def __init__(self, folder: Path, name: str):
+        self.off = np.load(folder / f"{name}.off.npy", mmap_mode="r")
+        size = int(self.off[-1])
+        self.blob = np.memmap(folder / f"{name}.bin", dtype=np.uint8, mode="r") if size else np.zeros(0, np.uint8)
+
+    def __len__(self) -> int:
+        return len(self.off) - 1
+
+    def __getitem__(self, i: int) -> str | None:
+        a, b = int(self.off[i]), int(self.off[i + 1])
+        raw = self.blob[a:b].tobytes()
+        return None if raw == NONE else raw.decode("utf-8")
+
+    def all(self) -> list[str]:
+        """Every value (for small columns such as the vocabulary); values must not contain '\\n'."""
+        return self.blob.tobytes().decode("utf-8").split("\n")[:-1] if len(self.blob) else []

@@ -1,0 +1,117 @@
+"""The search endpoints over HTTP (in-process client with valid gateway headers): fields, bounds, errors."""
+
+from __future__ import annotations
+
+import shutil
+
+import numpy as np
+import pytest
+
+import geoengine
+
+RESULT_FIELDS = {"id", "score", "index", "doc_type", "display_name", "name", "name_en", "place_class", "category",
+                 "importance", "location", "canonical_id", "source"}
+
+
+@pytest.fixture(scope="module")
+def client(api_client, andorra):
+    return api_client(andorra)
+
+
+def test_search_response_shape(client):
+    r = client.get("/search", params={"q": "Andorra la Vella", "size": 3})
+    assert r.status_code == 200
+    body = r.json()
+    assert set(body) == {"query", "total", "took_ms", "results"} and body["query"] == "Andorra la Vella"
+    assert isinstance(body["took_ms"], int) and body["total"] >= 1 and len(body["results"]) <= 3
+    first = body["results"][0]
+    assert set(first) == RESULT_FIELDS and first["name"] == "Andorra la Vella"
+    assert set(first["location"]) == {"lat", "lon"}
+
+
+def test_search_with_bias_and_types(client):
+    r = client.get("/search", params={"q": "hotel", "types": "poi", "lat": 42.5769, "lon": 1.6677, "size": 25})
+    assert r.status_code == 200
+    res = r.json()["results"]
+    assert res and all(x["doc_type"] == "poi" for x in res)
+
+
+def test_empty_types_means_every_type(client):
+    a = client.get("/search", params={"q": "hotel", "types": ""}).json()
+    b = client.get("/search", params={"q": "hotel"}).json()
+    assert a["results"] == b["results"] and a["total"] == b["total"]
+
+
+def test_reverse_response_shape(client):
+    r = client.get("/search/reverse", params={"lat": 42.5075, "lon": 1.5218, "radius": "500m"})
+    assert r.status_code == 200
+    body = r.json()
+    assert set(body) == {"lat", "lon", "took_ms", "results"} and 1 <= len(body["results"]) <= 5
+    d = [x["distance_m"] for x in body["results"]]
+    assert d == sorted(d) and d[-1] <= 500
+    assert all(set(x) == RESULT_FIELDS | {"distance_m"} for x in body["results"])
+
+
+def test_detail_by_id_and_canonical_id(client):
+    first = client.get("/search", params={"q": "Andorra la Vella"}).json()["results"][0]
+    r = client.get(f"/search/detail/{first['canonical_id']}")
+    assert r.status_code == 200 and r.json()["id"] == first["canonical_id"]
+    assert set(r.json()) == RESULT_FIELDS
+
+
+def test_detail_missing_is_404(client):
+    r = client.get("/search/detail/osm:node:0")
+    assert r.status_code == 404
+    body = r.json()
+    assert body["status"] == 404 and "osm:node:0" in body["detail"]
+
+
+@pytest.mark.parametrize(("path", "params", "field"), [
+    ("/search", {}, "q"),
+    ("/search", {"q": "a"}, "q"),
+    ("/search", {"q": "Ordino", "size": 0}, "size"),
+    ("/search", {"q": "Ordino", "size": 26}, "size"),
+    ("/search", {"q": "Ordino", "size": "ten"}, "size"),
+    ("/search", {"q": "Ordino", "lat": 42.5}, "lon"),
+    ("/search", {"q": "Ordino", "lon": 1.5}, "lat"),
+    ("/search", {"q": "Ordino", "lat": 91, "lon": 1.5}, "lat"),
+    ("/search", {"q": "Ordino", "lat": "north", "lon": 1.5}, "lat"),
+    ("/search", {"q": "Ordino", "types": "road"}, "types"),
+    ("/search/reverse", {"lon": 1.5}, "lat"),
+    ("/search/reverse", {"lat": 42.5}, "lon"),
+    ("/search/reverse", {"lat": 42.5, "lon": 1.5, "radius": "2 km"}, "radius"),
+    ("/search/reverse", {"lat": 42.5, "lon": 1.5, "radius": "5mi"}, "radius"),
+    ("/search/reverse", {"lat": 42.5, "lon": 1.5, "radius": "-1km"}, "radius"),
+    ("/search/reverse", {"lat": 42.5, "lon": 1.5, "radius": "0km"}, "radius"),
+    ("/search/reverse", {"lat": 42.5, "lon": 1.5, "radius": "km"}, "radius"),
+    ("/search/reverse", {"lat": 42.5, "lon": 1.5, "size": 0}, "size"),
+    ("/search/reverse", {"lat": 42.5, "lon": 1.5, "size": 11}, "size"),
+    ("/search/reverse", {"lat": 42.5, "lon": 1.5, "types": "poi,x"}, "types"),
+])
+def test_bad_parameters_are_400_with_field(client, path, params, field):
+    r = client.get(path, params=params)
+    assert r.status_code == 400, r.text
+    body = r.json()
+    assert body["status"] == 400 and r.headers["content-type"].startswith("application/problem+json")
+    assert field in [e["field"] for e in body.get("errors", [])], body
+
+
+def test_unreadable_index_is_502(api_client, andorra, tmp_path, settings):
+    broken = tmp_path / "broken"
+    shutil.copytree(andorra.path, broken)
+    (broken / "search" / "lat.npy").write_bytes(b"not a numpy file")
+    engine = geoengine.open(broken, settings=settings)
+    c = api_client(engine)
+    for path, params in [("/search", {"q": "Ordino"}), ("/search/reverse", {"lat": 42.5, "lon": 1.5}),
+                         ("/search/detail/geonames:3041563", {})]:
+        r = c.get(path, params=params)
+        assert r.status_code == 502, r.text
+        assert r.json()["status"] == 502
+
+
+def test_openapi_documents_search(client):
+    doc = client.get("/openapi.json").json()
+    params = {p["name"] for p in doc["paths"]["/search"]["get"]["parameters"]}
+    assert {"q", "types", "lat", "lon", "size"} <= params
+    assert {"lat", "lon", "size", "types", "radius"} <= {p["name"] for p in doc["paths"]["/search/reverse"]["get"]["parameters"]}
+    assert np.isin(["200", "400", "502"], list(doc["paths"]["/search"]["get"]["responses"])).all()
