@@ -106,7 +106,8 @@ def _chunk_profiles(graph, model, s0: int, s1: int, flat: np.ndarray | None):
         straight = flat[s0:s1][seg]
         h = np.where(straight, h_first[seg] + (h_last - h_first)[seg] * frac, h)
     # moving average over about SMOOTH_M, within each segment; the end samples keep their height
-    half = np.maximum(np.rint(0.5 * SMOOTH_M / (length / npieces)).astype(np.int64), 0)[seg]
+    step = length / npieces
+    half = np.rint(np.divide(0.5 * SMOOTH_M, step, out=np.zeros_like(step), where=step > 0)).astype(np.int64)[seg]
     if half.max(initial=0) > 0:
         csum = np.concatenate([[0.0], np.cumsum(h)])
         j = np.arange(h.size)
