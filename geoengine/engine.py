@@ -143,6 +143,26 @@ class Engine:
         return self.router.route_many(o, d, costing, costing_options)
     # -- end of routing block ------------------------------------------------------------------------
 
+    # -- isochrones (geoengine/routing/isochrone.py; docs/isochrone.md) ------------------------------
+    def isochrone(self, request=None, **fields) -> dict:
+        """Reachability contours of one location: `engine.isochrone(locations=[{"lon":..,"lat":..}],
+        costing="auto", contours=[{"time": 10}, {"distance": 5}], polygons=True, denoise=1.0,
+        generalize=None, show_locations=True)` or an `IsochroneRequest` / dict. Returns the GeoJSON
+        FeatureCollection of POST /isochrone."""
+        from geoengine.routing.isochrone import IsochroneRequest, isochrone
+        from geoengine.validation import validate
+
+        return isochrone(self.router, validate(IsochroneRequest, request, **fields))
+
+    def isochrone_reach(self, lon: float, lat: float, costing: str = "auto", costing_options=None, *,
+                        metric: str = "time", limit: float = 600.0):
+        """Per-edge reach arrays for notebooks (`geoengine.routing.isochrone.Reach`): where each directed
+        edge is entered and finished, in seconds (metric "time") or metres ("distance"), within `limit`."""
+        from geoengine.routing.isochrone import reach
+
+        return reach(self.router, lon, lat, costing, costing_options, metric=metric, limit=limit)
+    # -- end of isochrones block ---------------------------------------------------------------------
+
     # -- elevation (geoengine/elevation; docs/elevation.md) -------------------------------------------
     @cached_property
     def _elevation(self):

@@ -3,6 +3,7 @@
 ROUTE_MODULES: list[str] = [
     "geoengine.server.routes.system",
     "geoengine.server.routes.routing",
+    "geoengine.server.routes.isochrone",
     "geoengine.server.routes.elevation",
     "geoengine.server.routes.search",
 ]
