@@ -1,0 +1,213 @@
+"""Isochrone latency: geoengine vs Valhalla, car, 5/10/15 minutes, on Andorra and Liechtenstein.
+
+    PYTHONPATH=. .venv/bin/python benchmarks/isochrone_bench.py [--regions andorra liechtenstein]
+        [--requests 40] [--valhalla-python PY] [--bundles DIR] [--work DIR]
+
+Both sides get the same request bodies (one location drawn from the car network's junctions, seeded,
+`{"costing": "auto", "contours": [{"time": T}], "polygons": true}`, defaults otherwise) and answer with a GeoJSON
+FeatureCollection as JSON text: geoengine's library call `engine.isochrone(body)` + `json.dumps` (what the
+POST handler does, without HTTP) against pyvalhalla's in-process `Actor.isochrone(json)`; each side is
+warmed first, then timed request by request; p50 and p90 per contour, ratio = Valhalla p50 / geoengine
+p50 (> 1: geoengine faster). Also the median ratio of the polygon areas (geoengine / Valhalla) as a
+sanity check that both draw comparable reach.
+
+Valhalla (pyvalhalla from PyPI, in its own venv `benchmarks/.peers/valhalla-venv`, never a package
+dependency) is installed on first use; its tiles are built from the same .osm.pbf with the wheel's
+`valhalla_build_tiles` (no admin or timezone data) into `--work` (default benchmarks/.peers/isochrone).
+geoengine bundles are built into `--bundles` (default the same work dir) unless already there.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+
+ROOT = Path(__file__).resolve().parents[1]
+PEERS = ROOT / "benchmarks" / ".peers"
+SHARED = Path(os.environ.get("GEOENGINE_DATA_MIRROR") or ROOT.parent / "shared" / "data")
+sys.path.insert(0, str(ROOT))
+
+PYVALHALLA = "pyvalhalla==3.9.1"
+REGIONS = {
+    "andorra": SHARED / "andorra" / "andorra.osm.pbf",
+    "liechtenstein": SHARED / "liechtenstein" / "valhalla-liechtenstein-latest.osm.pbf",
+}
+MINUTES = (5, 10, 15)
+
+VALHALLA_RUN = r"""
+import json, sys, time
+from valhalla import Actor
+cfg, bodies_path = sys.argv[1], sys.argv[2]
+actor = Actor(cfg)
+bodies = json.load(open(bodies_path))
+for b in bodies[:5]:
+    actor.isochrone(b)
+ms, keep = [], []
+for i, b in enumerate(bodies):
+    t0 = time.perf_counter()
+    out = actor.isochrone(b)
+    ms.append((time.perf_counter() - t0) * 1000)
+    if i < 20:
+        keep.append(out)
+print(json.dumps({"ms": ms, "responses": keep}))
+"""
+
+
+def ensure_valhalla(py: Path) -> str | None:
+    """Create the peer venv with pyvalhalla if it is missing; return why Valhalla cannot run, or None."""
+    if not py.exists():
+        venv = py.parents[1]
+        print(f"installing {PYVALHALLA} into {venv} ...", flush=True)
+        made = subprocess.run([sys.executable, "-m", "venv", str(venv)], capture_output=True, text=True)
+        if made.returncode != 0:
+            return f"cannot create {venv}: {made.stderr.strip()[-300:]}"
+        pip = subprocess.run([str(py), "-m", "pip", "install", "-q", PYVALHALLA], capture_output=True, text=True)
+        if pip.returncode != 0:
+            return f"pip install {PYVALHALLA} failed: {pip.stderr.strip()[-300:]}"
+    probe = subprocess.run([str(py), "-c", "import valhalla"], capture_output=True, text=True)
+    if probe.returncode != 0:
+        return f"pyvalhalla does not import in {py}: {probe.stderr.strip()[-300:]}"
+    return None
+
+
+def valhalla_tiles(py: Path, region: str, pbf: Path, work: Path) -> Path:
+    """Build Valhalla tiles for the extract once; returns the config path."""
+    d = work / "valhalla" / region
+    cfg = d / "valhalla.json"
+    tiles = d / "tiles"
+    if cfg.exists() and any(tiles.glob("*/*")):
+        return cfg
+    tiles.mkdir(parents=True, exist_ok=True)
+    code = (
+        "import json, sys\n"
+        "from valhalla import get_config\n"
+        f"c = get_config(tile_extract='', tile_dir={str(tiles)!r})\n"
+        "json.dump(c, sys.stdout)\n"
+    )
+    cfg.write_text(subprocess.run([str(py), "-c", code], check=True, capture_output=True, text=True).stdout)
+    pkg = subprocess.run([str(py), "-c", "import valhalla, os; print(os.path.dirname(valhalla.__file__))"],
+                         check=True, capture_output=True, text=True).stdout.strip()
+    binary = Path(pkg) / "bin" / "valhalla_build_tiles"
+    t0 = time.perf_counter()
+    subprocess.run([str(binary), "-c", str(cfg), str(pbf)], check=True, capture_output=True)
+    print(f"  valhalla tiles for {region} built in {time.perf_counter() - t0:.1f} s", flush=True)
+    return cfg
+
+
+def geoengine_bundle(region: str, bundles: Path) -> Path:
+    out = bundles / region
+    if (out / "manifest.json").exists():
+        return out
+    from geoengine.build.pipeline import BuildInputs, build
+    from geoengine.config import Settings
+
+    settings = Settings(home=bundles / "home", data_mirror=str(SHARED))
+    inputs = BuildInputs(osm=REGIONS[region], dem=[], region=None)
+    t0 = time.perf_counter()
+    path = build(inputs, out, settings)
+    print(f"  geoengine bundle for {region} built in {time.perf_counter() - t0:.1f} s", flush=True)
+    return path
+
+
+def origins(engine, n: int, seed: int = 7) -> np.ndarray:
+    """n junctions of the car network's largest component (lon, lat), seeded."""
+    from geoengine.graph.turns import largest_component
+
+    g = engine.graph
+    prof = engine.router.profile("auto")
+    s = prof.search
+    comp = largest_component(s.offsets, s.targets, prof.usable)
+    nodes = np.unique(np.asarray(g.edge_src)[np.flatnonzero(comp)])
+    rng = np.random.default_rng(seed)
+    pick = rng.choice(nodes, size=min(n, nodes.size), replace=False)
+    return np.column_stack([np.asarray(g.node_lon)[pick], np.asarray(g.node_lat)[pick]])
+
+
+def area_of(fc: dict) -> float:
+    from shapely.geometry import shape
+
+    polys = [shape(f["geometry"]) for f in fc["features"] if f["geometry"]["type"] in ("Polygon", "MultiPolygon")
+             and f["geometry"]["coordinates"]]
+    return float(sum(p.area for p in polys))
+
+
+def q(ms) -> tuple[float, float]:
+    a = np.percentile(ms, [50, 90])
+    return float(a[0]), float(a[1])
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--regions", nargs="+", default=list(REGIONS), choices=list(REGIONS))
+    ap.add_argument("--requests", type=int, default=40, help="timed requests per contour and side (default 40)")
+    ap.add_argument("--valhalla-python", default=str(PEERS / "valhalla-venv" / "bin" / "python"))
+    ap.add_argument("--work", default=str(PEERS / "isochrone"), help="Valhalla tiles and bundles go here")
+    ap.add_argument("--bundles", default=None, help="folder with <region>/ geoengine bundles (built if missing)")
+    ap.add_argument("--json", default=None, help="also write the figures to this JSON file")
+    args = ap.parse_args()
+
+    import geoengine
+
+    work = Path(args.work)
+    bundles = Path(args.bundles) if args.bundles else work / "bundles"
+    py = Path(args.valhalla_python)
+    why = ensure_valhalla(py)
+    if why:
+        print(f"Valhalla unavailable: {why}")
+    results = []
+    for region in args.regions:
+        print(f"== {region}", flush=True)
+        engine = geoengine.open(geoengine_bundle(region, bundles))
+        pts = origins(engine, args.requests)
+        cfg = None if why else valhalla_tiles(py, region, REGIONS[region], work)
+        for minutes in MINUTES:
+            bodies = [{"locations": [{"lon": float(lo), "lat": float(la)}], "costing": "auto",
+                       "contours": [{"time": minutes}], "polygons": True} for lo, la in pts]
+            texts = [json.dumps(b) for b in bodies]
+            for t in texts[:5]:
+                json.dumps(engine.isochrone(json.loads(t)))
+            ge_ms, ge_out = [], []
+            for i, t in enumerate(texts):
+                t0 = time.perf_counter()
+                out = json.dumps(engine.isochrone(json.loads(t)))
+                ge_ms.append((time.perf_counter() - t0) * 1000)
+                if i < 20:
+                    ge_out.append(json.loads(out))
+            row = {"region": region, "minutes": minutes, "n": len(texts), "geoengine_p50_ms": q(ge_ms)[0],
+                   "geoengine_p90_ms": q(ge_ms)[1]}
+            if cfg is not None:
+                with tempfile.NamedTemporaryFile("w", suffix=".json", delete=False) as fh:
+                    json.dump(texts, fh)
+                run = subprocess.run([str(py), "-c", VALHALLA_RUN, str(cfg), fh.name], capture_output=True, text=True)
+                os.unlink(fh.name)
+                if run.returncode != 0:
+                    print(f"  valhalla failed: {run.stderr.strip()[-400:]}")
+                else:
+                    vh = json.loads(run.stdout.strip().splitlines()[-1])
+                    row["valhalla_p50_ms"], row["valhalla_p90_ms"] = q(vh["ms"])
+                    row["ratio"] = row["valhalla_p50_ms"] / row["geoengine_p50_ms"]
+                    areas = [area_of(a) / area_of(json.loads(b)) for a, b in zip(ge_out, vh["responses"], strict=False)
+                             if area_of(json.loads(b)) > 0]
+                    row["area_ratio_median"] = float(np.median(areas)) if areas else None
+            results.append(row)
+            line = (f"  {minutes:>2} min  geoengine p50 {row['geoengine_p50_ms']:7.2f} ms  p90 "
+                    f"{row['geoengine_p90_ms']:7.2f} ms")
+            if "ratio" in row:
+                line += (f" | valhalla p50 {row['valhalla_p50_ms']:7.2f} ms  p90 {row['valhalla_p90_ms']:7.2f} ms"
+                         f" | ratio {row['ratio']:5.2f}x  area geoengine/valhalla {row['area_ratio_median']:.2f}")
+            print(line, flush=True)
+    if args.json:
+        Path(args.json).write_text(json.dumps(results, indent=1))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
