@@ -343,6 +343,83 @@ def _contour_rings(grid, level, x0, y0, cell):
     return xs[:npnt], ys[:npnt], offs[:nr + 1]
 
 
+@numba.njit(cache=True, nogil=True)
+def _simplify_rings(xs, ys, offs, tol):
+    """Douglas-Peucker on every closed ring (first point == last); returns (xs, ys, offsets). A ring
+    keeps at least its first point, its farthest point from it and the closing point."""
+    nr = offs.shape[0] - 1
+    keep = np.zeros(xs.shape[0], np.bool_)
+    stack = np.empty((max(xs.shape[0], 2), 2), np.int64)
+    t2 = tol * tol
+    for r in range(nr):
+        a = offs[r]
+        b = offs[r + 1] - 1
+        keep[a] = True
+        keep[b] = True
+        if b - a < 3:
+            continue
+        # split at the point farthest from the first one
+        far = a + 1
+        fd = -1.0
+        for p in range(a + 1, b):
+            d = (xs[p] - xs[a]) ** 2 + (ys[p] - ys[a]) ** 2
+            if d > fd:
+                fd = d
+                far = p
+        keep[far] = True
+        top = 0
+        stack[top, 0] = a
+        stack[top, 1] = far
+        top += 1
+        stack[top, 0] = far
+        stack[top, 1] = b
+        top += 1
+        while top > 0:
+            top -= 1
+            i = stack[top, 0]
+            j = stack[top, 1]
+            if j - i < 2:
+                continue
+            dx = xs[j] - xs[i]
+            dy = ys[j] - ys[i]
+            ll = dx * dx + dy * dy
+            best = -1.0
+            bi = -1
+            for p in range(i + 1, j):
+                if ll > 0:
+                    c = abs(dy * (xs[p] - xs[i]) - dx * (ys[p] - ys[i]))
+                    d = c * c / ll
+                else:
+                    d = (xs[p] - xs[i]) ** 2 + (ys[p] - ys[i]) ** 2
+                if d > best:
+                    best = d
+                    bi = p
+            if best > t2:
+                keep[bi] = True
+                stack[top, 0] = i
+                stack[top, 1] = bi
+                top += 1
+                stack[top, 0] = bi
+                stack[top, 1] = j
+                top += 1
+    n = 0
+    for p in range(xs.shape[0]):
+        if keep[p]:
+            n += 1
+    ox = np.empty(n, np.float64)
+    oy = np.empty(n, np.float64)
+    oo = np.zeros(nr + 1, np.int64)
+    q = 0
+    for r in range(nr):
+        for p in range(offs[r], offs[r + 1]):
+            if keep[p]:
+                ox[q] = xs[p]
+                oy[q] = ys[p]
+                q += 1
+        oo[r + 1] = q
+    return ox, oy, oo
+
+
 # ----------------------------------------------------------------------------------------------------
 # Search
 # ----------------------------------------------------------------------------------------------------
@@ -466,31 +543,40 @@ def _polygons(grid, level, x0, y0, cell, denoise: float, tolerance: float):
     biggest = float(area[shells].max())
     shells = shells[area[shells] >= denoise * biggest] if denoise > 0 else shells
     holes = np.flatnonzero(area < -MIN_HOLE_CELLS * cell * cell)
+    if tolerance > 0:
+        xs, ys, offs = _simplify_rings(xs, ys, offs, float(tolerance))
+    sizes = np.diff(offs)
+    shells = shells[sizes[shells] >= 4]
+    holes = holes[sizes[holes] >= 4]
+    if shells.size == 0:
+        return None
     coords = np.column_stack([xs, ys])
-    rings = [coords[offs[r]:offs[r + 1]] for r in range(len(offs) - 1)]
-    shell_geoms = shapely.polygons([rings[s] for s in shells])
+    shell_geoms = shapely.polygons([coords[offs[r]:offs[r + 1]] for r in shells])
     hole_lists: list[list] = [[] for _ in shells]
-    if holes.size and shells.size:
-        hx = np.array([rings[h][0, 0] for h in holes])
-        hy = np.array([rings[h][0, 1] for h in holes])
+    if holes.size:
+        hx, hy = xs[offs[holes]], ys[offs[holes]]
         # a hole belongs to the smallest shell containing it
-        order = np.argsort(area[shells])
         assigned = np.full(holes.size, -1)
-        for si in order:
-            free = assigned < 0
-            if not free.any():
+        for si in np.argsort(area[shells]):
+            free = np.flatnonzero(assigned < 0)
+            if free.size == 0:
                 break
             hit = shapely.contains_xy(shell_geoms[si], hx[free], hy[free])
-            idx = np.flatnonzero(free)[hit]
-            assigned[idx] = si
+            assigned[free[hit]] = si
         for hi, si in enumerate(assigned.tolist()):
             if si >= 0:
-                hole_lists[si].append(rings[holes[hi]])
-    polys = [shapely.Polygon(rings[s], hole_lists[i]) if hole_lists[i] else shell_geoms[i]
-             for i, s in enumerate(shells)]
+                h = holes[hi]
+                hole_lists[si].append(coords[offs[h]:offs[h + 1]])
+    polys = [shapely.Polygon(shell_geoms[i].exterior, hole_lists[i]) if hole_lists[i] else shell_geoms[i]
+             for i in range(len(shells))]
     geom = polys[0] if len(polys) == 1 else shapely.MultiPolygon(polys)
-    if tolerance > 0:
-        geom = shapely.simplify(geom, tolerance, preserve_topology=True)
+    if (tolerance > 0 or holes.size) and not shapely.is_valid(geom):
+        # simplification may make a narrow part touch itself, a hole may sit in a dropped island's
+        # hole: repair, keep the polygonal parts
+        geom = shapely.make_valid(geom)
+        if geom.geom_type == "GeometryCollection":
+            parts = [g for g in geom.geoms if g.geom_type in ("Polygon", "MultiPolygon")]
+            geom = shapely.union_all(parts) if parts else None
     return geom
 
 
@@ -555,7 +641,7 @@ def isochrone(router, req: IsochroneRequest) -> dict:
     buffer_m = BUFFER_M[req.costing]
     features: list[dict] = []
     # contours in the response: largest first (Valhalla's order), so smaller ones draw on top
-    order = sorted(range(len(req.contours)), key=lambda i: (req.contours[i].metric, -req.contours[i].limit))
+    order = sorted(range(len(req.contours)), key=lambda i: (req.contours[i].metric != "time", -req.contours[i].limit))
     by_metric: dict[str, Any] = {}
     for metric in ("time", "distance"):
         limits = [c.limit for c in req.contours if c.metric == metric]
