@@ -481,7 +481,7 @@ class Reach:
         return out
 
 
-def search(router, prof, cands: dict, metric: str, limit: float) -> Reach:
+def search(prof, cands: dict, metric: str, limit: float) -> Reach:
     """One bounded search from the snapped candidates (see the module doc)."""
     g = prof.search
     arc_t, arc_l = _arc_metrics(prof)
@@ -627,7 +627,7 @@ def reach(router, lon: float, lat: float, costing: str = "auto", costing_options
     options = router.parse_options(req.costing, costing_options)
     prof = router.profile(req.costing, options)
     cands = router.candidates(prof, req.locations[0], 0)
-    return search(router, prof, cands, metric, float(limit))
+    return search(prof, cands, metric, float(limit))
 
 
 def isochrone(router, req: IsochroneRequest) -> dict:
@@ -647,7 +647,7 @@ def isochrone(router, req: IsochroneRequest) -> dict:
         limits = [c.limit for c in req.contours if c.metric == metric]
         if not limits:
             continue
-        r = search(router, prof, cands, metric, max(limits))
+        r = search(prof, cands, metric, max(limits))
         by_metric[metric] = (r, _grid_for(graph, r, buffer_m, lon0, lat0))
     for i in order:
         c = req.contours[i]
@@ -679,3 +679,18 @@ def isochrone(router, req: IsochroneRequest) -> dict:
     if req.id is not None:
         out["id"] = req.id
     return out
+
+
+def warm(router) -> None:
+    """Load the isochrone kernels (and the car profile's arc metrics) now rather than on the first
+    request: one tiny time and distance isochrone at the first junction of the car network."""
+    prof = router.profile("auto")
+    usable = np.flatnonzero(prof.usable)
+    if usable.size == 0:
+        return
+    e = int(usable[0])
+    node = int(router.graph.edge_src[e])
+    lon, lat = float(router.graph.node_lon[node]), float(router.graph.node_lat[node])
+    req = IsochroneRequest.model_validate({"locations": [{"lon": lon, "lat": lat}],
+                                           "contours": [{"time": 1}, {"distance": 0.5}]})
+    isochrone(router, req)
