@@ -6,9 +6,10 @@
 Both sides get the same request bodies (one location drawn from the car network's junctions, seeded,
 `{"costing": "auto", "contours": [{"time": T}], "polygons": true}`, defaults otherwise) and answer with a GeoJSON
 FeatureCollection as JSON text: geoengine's library call `engine.isochrone(body)` + `json.dumps` (what the
-POST handler does, without HTTP) against pyvalhalla's in-process `Actor.isochrone(json)`; each side is
-warmed first, then timed request by request; p50 and p90 per contour, ratio = Valhalla p50 / geoengine
-p50 (> 1: geoengine faster). Also the median ratio of the polygon areas (geoengine / Valhalla) as a
+POST handler does, without HTTP) against pyvalhalla's `Actor.isochrone(json)` (in a peer process that
+times each call itself); both are warmed first, then timed request by request, interleaved (so load
+from other jobs hits both alike); p50 and p90 per contour, ratio = Valhalla p50 / geoengine p50
+(> 1: geoengine faster). Also the median ratio of the polygon areas (geoengine / Valhalla) as a
 sanity check that both draw comparable reach.
 
 Valhalla (pyvalhalla from PyPI, in its own venv `benchmarks/.peers/valhalla-venv`, never a package
@@ -24,7 +25,6 @@ import json
 import os
 import subprocess
 import sys
-import tempfile
 import time
 from pathlib import Path
 
@@ -42,23 +42,40 @@ REGIONS = {
 }
 MINUTES = (5, 10, 15)
 
-VALHALLA_RUN = r"""
+VALHALLA_SERVE = r"""
 import json, sys, time
 from valhalla import Actor
-cfg, bodies_path = sys.argv[1], sys.argv[2]
-actor = Actor(cfg)
-bodies = json.load(open(bodies_path))
-for b in bodies[:5]:
-    actor.isochrone(b)
-ms, keep = [], []
-for i, b in enumerate(bodies):
+actor = Actor(sys.argv[1])
+print("ready", flush=True)
+for line in sys.stdin:
+    body = line.strip()
     t0 = time.perf_counter()
-    out = actor.isochrone(b)
-    ms.append((time.perf_counter() - t0) * 1000)
-    if i < 20:
-        keep.append(out)
-print(json.dumps({"ms": ms, "responses": keep}))
+    out = actor.isochrone(body)
+    ms = (time.perf_counter() - t0) * 1000
+    sys.stdout.write(json.dumps({"ms": ms, "response": out}) + "\n")
+    sys.stdout.flush()
 """
+
+
+class ValhallaPeer:
+    """pyvalhalla's Actor in its own process, one request per line; it times each call itself."""
+
+    def __init__(self, py: Path, cfg: Path):
+        self.proc = subprocess.Popen([str(py), "-c", VALHALLA_SERVE, str(cfg)], stdin=subprocess.PIPE,
+                                     stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+        line = self.proc.stdout.readline()
+        if line.strip() != "ready":
+            raise RuntimeError("the Valhalla peer did not start")
+
+    def isochrone(self, body: str) -> tuple[float, dict]:
+        self.proc.stdin.write(body + "\n")
+        self.proc.stdin.flush()
+        got = json.loads(self.proc.stdout.readline())
+        return got["ms"], json.loads(got["response"])
+
+    def close(self):
+        self.proc.stdin.close()
+        self.proc.wait(timeout=30)
 
 
 def ensure_valhalla(py: Path) -> str | None:
@@ -168,35 +185,33 @@ def main() -> int:
         engine = geoengine.open(geoengine_bundle(region, bundles))
         pts = origins(engine, args.requests)
         cfg = None if why else valhalla_tiles(py, region, REGIONS[region], work)
+        peer = None if cfg is None else ValhallaPeer(py, cfg)
         for minutes in MINUTES:
             bodies = [{"locations": [{"lon": float(lo), "lat": float(la)}], "costing": "auto",
                        "contours": [{"time": minutes}], "polygons": True} for lo, la in pts]
             texts = [json.dumps(b) for b in bodies]
             for t in texts[:5]:
                 json.dumps(engine.isochrone(json.loads(t)))
-            ge_ms, ge_out = [], []
-            for i, t in enumerate(texts):
+                if peer is not None:
+                    peer.isochrone(t)
+            # interleaved, request by request, so that load from other jobs hits both sides alike
+            ge_ms, vh_ms, areas = [], [], []
+            for t in texts:
                 t0 = time.perf_counter()
                 out = json.dumps(engine.isochrone(json.loads(t)))
                 ge_ms.append((time.perf_counter() - t0) * 1000)
-                if i < 20:
-                    ge_out.append(json.loads(out))
+                if peer is not None:
+                    ms, vh = peer.isochrone(t)
+                    vh_ms.append(ms)
+                    a_vh = area_of(vh)
+                    if a_vh > 0:
+                        areas.append(area_of(json.loads(out)) / a_vh)
             row = {"region": region, "minutes": minutes, "n": len(texts), "geoengine_p50_ms": q(ge_ms)[0],
                    "geoengine_p90_ms": q(ge_ms)[1]}
-            if cfg is not None:
-                with tempfile.NamedTemporaryFile("w", suffix=".json", delete=False) as fh:
-                    json.dump(texts, fh)
-                run = subprocess.run([str(py), "-c", VALHALLA_RUN, str(cfg), fh.name], capture_output=True, text=True)
-                os.unlink(fh.name)
-                if run.returncode != 0:
-                    print(f"  valhalla failed: {run.stderr.strip()[-400:]}")
-                else:
-                    vh = json.loads(run.stdout.strip().splitlines()[-1])
-                    row["valhalla_p50_ms"], row["valhalla_p90_ms"] = q(vh["ms"])
-                    row["ratio"] = row["valhalla_p50_ms"] / row["geoengine_p50_ms"]
-                    areas = [area_of(a) / area_of(json.loads(b)) for a, b in zip(ge_out, vh["responses"], strict=False)
-                             if area_of(json.loads(b)) > 0]
-                    row["area_ratio_median"] = float(np.median(areas)) if areas else None
+            if vh_ms:
+                row["valhalla_p50_ms"], row["valhalla_p90_ms"] = q(vh_ms)
+                row["ratio"] = row["valhalla_p50_ms"] / row["geoengine_p50_ms"]
+                row["area_ratio_median"] = float(np.median(areas)) if areas else float("nan")
             results.append(row)
             line = (f"  {minutes:>2} min  geoengine p50 {row['geoengine_p50_ms']:7.2f} ms  p90 "
                     f"{row['geoengine_p90_ms']:7.2f} ms")
@@ -204,6 +219,8 @@ def main() -> int:
                 line += (f" | valhalla p50 {row['valhalla_p50_ms']:7.2f} ms  p90 {row['valhalla_p90_ms']:7.2f} ms"
                          f" | ratio {row['ratio']:5.2f}x  area geoengine/valhalla {row['area_ratio_median']:.2f}")
             print(line, flush=True)
+        if peer is not None:
+            peer.close()
     if args.json:
         Path(args.json).write_text(json.dumps(results, indent=1))
     return 0
