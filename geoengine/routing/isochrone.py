@@ -43,8 +43,8 @@ MAX_DISTANCE_KM = 200.0
 DEFAULT_COLORS = ("bf4040", "bfaa40", "40bf80", "406abf")  # smallest contour first
 
 # Off-road allowance (metres) around reached roads, per mode: the buffer the polygon keeps around them.
-BUFFER_M = {"auto": 120.0, "truck": 120.0, "motorcycle": 120.0, "motor_scooter": 90.0, "bicycle": 70.0,
-            "pedestrian": 40.0}
+BUFFER_M = {"auto": 90.0, "truck": 90.0, "motorcycle": 90.0, "motor_scooter": 70.0, "bicycle": 50.0,
+            "pedestrian": 30.0}
 MAX_CELLS_SIDE = 400  # the grid's longer side has at most about this many cells
 MIN_HOLE_CELLS = 4.0  # holes smaller than this many grid cells are filled
 
