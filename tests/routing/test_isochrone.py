@@ -248,3 +248,25 @@ def test_reach_rejects_bad_arguments(andorra):
         andorra.isochrone_reach(*ANDORRA, metric="speed")
     with pytest.raises(InvalidRequest):
         andorra.isochrone_reach(*ANDORRA, limit=-1)
+
+
+def test_partial_edges_are_cut_at_the_budget(andorra):
+    """Long edges the search enters but cannot finish: the reached part is inside the polygon, their far
+    end (not reachable otherwise) is outside."""
+    limit = 600.0
+    r = andorra.isochrone_reach(*ANDORRA, "auto", metric="time", limit=limit)
+    poly = _contour_geoms(_iso(andorra, ANDORRA, contours=[{"time": limit / 60}]))[0][1]
+    g = andorra.graph
+    frac = r.reached_fraction
+    length = np.asarray(g.edge_length)
+    node = r.node_metric(g)
+    dst = np.asarray(g.edge_dst)
+    cut = np.flatnonzero((frac > 0.1) & (frac < 0.6) & (length > 1500) & ~np.isfinite(node[dst]))
+    assert cut.size >= 3
+    inside_part = outside_end = 0
+    for e in cut.tolist():
+        lo, la = g.edge_shape(e, 0.0, float(frac[e]) / 2)
+        inside_part += bool(shapely.contains_xy(poly, lo[-1], la[-1]))
+        outside_end += not bool(shapely.contains_xy(poly, float(g.node_lon[dst[e]]), float(g.node_lat[dst[e]])))
+    print("partial edges", cut.size, inside_part, outside_end)
+    assert inside_part >= 0.9 * cut.size and outside_end >= 0.8 * cut.size, (inside_part, outside_end, cut.size)

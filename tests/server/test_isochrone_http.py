@@ -127,3 +127,11 @@ def test_openapi_documents_isochrone(client):
     doc = client.get("/openapi.json").json()
     op = doc["paths"]["/isochrone"]["post"]
     assert "requestBody" in op and "200" in op["responses"] and "400" in op["responses"]
+
+
+def test_gateway_credential_required(client):
+    from starlette.testclient import TestClient
+
+    bare = TestClient(client.app, raise_server_exceptions=False)
+    r = bare.post("/isochrone", json={"locations": [LOC], "contours": [{"time": 5}]})
+    assert r.status_code in (401, 403)
