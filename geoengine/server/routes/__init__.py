@@ -6,4 +6,5 @@ ROUTE_MODULES: list[str] = [
     "geoengine.server.routes.isochrone",
     "geoengine.server.routes.elevation",
     "geoengine.server.routes.search",
+    "geoengine.server.routes.tiles",
 ]
