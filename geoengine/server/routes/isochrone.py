@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 from fastapi import APIRouter, Depends, Request
 from pydantic import BaseModel, Field
@@ -35,5 +35,5 @@ class IsochroneResponse(BaseModel):
                         400: {"description": "Not exactly one location, unknown costing or option, bad contours"},
                         422: {"description": "The location cannot be snapped to a road of the costing"},
                         503: {"description": "The bundle has no routing graph"}})
-async def isochrone(body: IsochroneRequest, request: Request, engine: Engine = Depends(get_engine)):
+async def isochrone(body: IsochroneRequest, request: Request, engine: Annotated[Engine, Depends(get_engine)]):
     return await run_engine(request, engine.isochrone, body)
