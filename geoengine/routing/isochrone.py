@@ -346,7 +346,8 @@ def _contour_rings(grid, level, x0, y0, cell):
 @numba.njit(cache=True, nogil=True)
 def _simplify_rings(xs, ys, offs, tol):
     """Douglas-Peucker on every closed ring (first point == last); returns (xs, ys, offsets). A ring
-    keeps at least its first point, its farthest point from it and the closing point."""
+    keeps at least its first point, its farthest point from it and the closing point; a ring that
+    would keep fewer than 4 points stays as it is."""
     nr = offs.shape[0] - 1
     keep = np.zeros(xs.shape[0], np.bool_)
     stack = np.empty((max(xs.shape[0], 2), 2), np.int64)
@@ -402,6 +403,13 @@ def _simplify_rings(xs, ys, offs, tol):
                 stack[top, 0] = bi
                 stack[top, 1] = j
                 top += 1
+        kept = 0
+        for p in range(a, b + 1):
+            if keep[p]:
+                kept += 1
+        if kept < 4:  # too small to simplify: keep the ring as traced
+            for p in range(a, b + 1):
+                keep[p] = True
     n = 0
     for p in range(xs.shape[0]):
         if keep[p]:
@@ -551,7 +559,9 @@ def _polygons(grid, level, x0, y0, cell, denoise: float, tolerance: float):
     if shells.size == 0:
         return None
     coords = np.column_stack([xs, ys])
-    shell_geoms = shapely.polygons([coords[offs[r]:offs[r + 1]] for r in shells])
+    ring_id = np.repeat(np.arange(len(offs) - 1), np.diff(offs))
+    sel = np.isin(ring_id, shells)
+    shell_geoms = shapely.polygons(shapely.linearrings(coords[sel], indices=ring_id[sel]))
     hole_lists: list[list] = [[] for _ in shells]
     if holes.size:
         hx, hy = xs[offs[holes]], ys[offs[holes]]
