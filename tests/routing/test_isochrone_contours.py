@@ -73,3 +73,30 @@ def test_simplify_keeps_corners_and_closes_rings():
     xs, ys, offs = _simplify_rings(sq[:, 0].copy(), sq[:, 1].copy(), np.array([0, len(sq)]), 1.0)
     assert offs[-1] == 5 and xs[0] == xs[-1] and ys[0] == ys[-1]
     assert shapely.Polygon(np.column_stack([xs, ys])).area == 100 * 100
+
+
+def test_denoise_drops_parts_smaller_than_the_share_of_the_largest():
+    values = np.full((12, 20), np.inf)
+    values[1:9, 1:9] = 0.0      # big blob: 64 cells
+    values[2:5, 14:17] = 0.0    # small blob: 9 cells (about 1/6 of the big one)
+    grid = _padded(values)
+
+    def parts(g):
+        return len(g.geoms) if g.geom_type == "MultiPolygon" else 1
+
+    assert parts(_polygons(grid, 1.0, 0.0, 0.0, 10.0, 0.0, 0.0)) == 2
+    assert parts(_polygons(grid, 1.0, 0.0, 0.0, 10.0, 0.1, 0.0)) == 2
+    assert parts(_polygons(grid, 1.0, 0.0, 0.0, 10.0, 0.3, 0.0)) == 1
+    big = _polygons(grid, 1.0, 0.0, 0.0, 10.0, 1.0, 0.0)
+    assert parts(big) == 1 and shapely.contains_xy(big, 50.0, 50.0)
+
+
+def test_small_holes_are_filled_large_holes_kept():
+    values = np.zeros((12, 12))
+    values[5, 5] = np.inf          # one-cell hole: filled
+    grid = _padded(values)
+    g = _polygons(grid, 1.0, 0.0, 0.0, 10.0, 1.0, 0.0)
+    assert g.geom_type == "Polygon" and len(g.interiors) == 0
+    values[2:6, 7:11] = np.inf     # 4 x 4 hole: kept
+    g = _polygons(_padded(values), 1.0, 0.0, 0.0, 10.0, 1.0, 0.0)
+    assert len(g.interiors) == 1 and not shapely.contains_xy(g, 95.0, 45.0)
