@@ -561,10 +561,13 @@ def _polygons(grid, level, x0, y0, cell, denoise: float, tolerance: float):
     coords = np.column_stack([xs, ys])
     ring_id = np.repeat(np.arange(len(offs) - 1), np.diff(offs))
     sel = np.isin(ring_id, shells)
-    shell_geoms = shapely.polygons(shapely.linearrings(coords[sel], indices=ring_id[sel]))
-    hole_lists: list[list] = [[] for _ in shells]
+    # linearrings wants indices 0..k-1: number the selected rings in order
+    shell_geoms = shapely.polygons(shapely.linearrings(coords[sel], indices=np.searchsorted(shells, ring_id[sel])))
+    polys = list(shell_geoms)
     if holes.size:
         hx, hy = xs[offs[holes]], ys[offs[holes]]
+        in_hole = np.isin(ring_id, holes)
+        hole_rings = shapely.linearrings(coords[in_hole], indices=np.searchsorted(holes, ring_id[in_hole]))
         # a hole belongs to the smallest shell containing it
         assigned = np.full(holes.size, -1)
         for si in np.argsort(area[shells]):
@@ -573,12 +576,8 @@ def _polygons(grid, level, x0, y0, cell, denoise: float, tolerance: float):
                 break
             hit = shapely.contains_xy(shell_geoms[si], hx[free], hy[free])
             assigned[free[hit]] = si
-        for hi, si in enumerate(assigned.tolist()):
-            if si >= 0:
-                h = holes[hi]
-                hole_lists[si].append(coords[offs[h]:offs[h + 1]])
-    polys = [shapely.Polygon(shell_geoms[i].exterior, hole_lists[i]) if hole_lists[i] else shell_geoms[i]
-             for i in range(len(shells))]
+        for si in np.unique(assigned[assigned >= 0]).tolist():
+            polys[si] = shapely.polygons(shapely.get_exterior_ring(shell_geoms[si]), holes=hole_rings[assigned == si])
     geom = polys[0] if len(polys) == 1 else shapely.MultiPolygon(polys)
     if (tolerance > 0 or holes.size) and not shapely.is_valid(geom):
         # simplification may make a narrow part touch itself, a hole may sit in a dropped island's
@@ -596,19 +595,24 @@ def _to_lonlat(geom, lon0, lat0, kx, ky):
     return shapely.transform(geom, lambda c: np.column_stack([c[:, 0] / kx + lon0, c[:, 1] / ky + lat0]))
 
 
-def _ring_list(ring) -> list:
-    c = np.round(np.asarray(ring.coords)[:, :2], 6)
-    return c.tolist()
-
-
 def _geojson(geom, polygons: bool) -> dict:
-    parts = list(geom.geoms) if geom.geom_type == "MultiPolygon" else [geom]
+    """GeoJSON geometry of a (Multi)Polygon: all coordinates rounded and listed in one go."""
+    import shapely
+
+    _typ, coords, offs = shapely.to_ragged_array([geom])
+    pts = np.round(coords[:, :2], 6).tolist()
+    ring_off = offs[0].tolist()
+    rings = [pts[a:b] for a, b in zip(ring_off[:-1], ring_off[1:], strict=True)]
+    if geom.geom_type == "MultiPolygon":
+        poly_off = offs[1].tolist()
+        parts = [rings[a:b] for a, b in zip(poly_off[:-1], poly_off[1:], strict=True)]
+    else:
+        parts = [rings]
     if polygons:
-        rings = [[_ring_list(p.exterior)] + [_ring_list(h) for h in p.interiors] for p in parts]
-        if len(rings) == 1:
-            return {"type": "Polygon", "coordinates": rings[0]}
-        return {"type": "MultiPolygon", "coordinates": rings}
-    lines = [_ring_list(p.exterior) for p in parts]
+        if len(parts) == 1:
+            return {"type": "Polygon", "coordinates": parts[0]}
+        return {"type": "MultiPolygon", "coordinates": parts}
+    lines = [p[0] for p in parts]
     if len(lines) == 1:
         return {"type": "LineString", "coordinates": lines[0]}
     return {"type": "MultiLineString", "coordinates": lines}
