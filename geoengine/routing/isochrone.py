@@ -635,9 +635,10 @@ def reach(router, lon: float, lat: float, costing: str = "auto", costing_options
         raise InvalidRequest.field("metric", "must be 'time' or 'distance'")
     if not (limit > 0 and math.isfinite(limit)):
         raise InvalidRequest.field("limit", "must be a positive number")
-    req = IsochroneRequest.model_validate({
-        "locations": [{"lon": lon, "lat": lat}], "costing": costing,
-        "contours": [{"time": 1.0}]})
+    from geoengine.validation import validate
+
+    req = validate(IsochroneRequest, {"locations": [{"lon": lon, "lat": lat}], "costing": costing,
+                                      "contours": [{"time": 1.0}]})
     options = router.parse_options(req.costing, costing_options)
     prof = router.profile(req.costing, options)
     cands = router.candidates(prof, req.locations[0], 0)

@@ -248,6 +248,11 @@ def test_reach_rejects_bad_arguments(andorra):
         andorra.isochrone_reach(*ANDORRA, metric="speed")
     with pytest.raises(InvalidRequest):
         andorra.isochrone_reach(*ANDORRA, limit=-1)
+    with pytest.raises(InvalidRequest) as ei:
+        andorra.isochrone_reach(*ANDORRA, "bus")
+    assert ei.value.errors[0].field == "costing"
+    with pytest.raises(InvalidRequest):
+        andorra.isochrone_reach(1.5, 95.0)
 
 
 def test_partial_edges_are_cut_at_the_budget(andorra):
