@@ -9,7 +9,8 @@ FeatureCollection as JSON text: geoengine's library call `engine.isochrone(body)
 POST handler does, without HTTP) against pyvalhalla's `Actor.isochrone(json)` (in a peer process that
 times each call itself); both are warmed first, then timed request by request, interleaved (so load
 from other jobs hits both alike); p50 and p90 per contour, ratio = Valhalla p50 / geoengine p50
-(> 1: geoengine faster). Also the median ratio of the polygon areas (geoengine / Valhalla) as a
+(> 1: geoengine faster); also the p50 of the CPU time of the calling thread on each side (steadier
+than wall time when other jobs load the machine). Also the median ratio of the polygon areas (geoengine / Valhalla) as a
 sanity check that both draw comparable reach.
 
 Valhalla (pyvalhalla from PyPI, in its own venv `benchmarks/.peers/valhalla-venv`, never a package
@@ -50,9 +51,11 @@ print("ready", flush=True)
 for line in sys.stdin:
     body = line.strip()
     t0 = time.perf_counter()
+    c0 = time.thread_time()
     out = actor.isochrone(body)
+    cpu = (time.thread_time() - c0) * 1000
     ms = (time.perf_counter() - t0) * 1000
-    sys.stdout.write(json.dumps({"ms": ms, "response": out}) + "\n")
+    sys.stdout.write(json.dumps({"ms": ms, "cpu_ms": cpu, "response": out}) + "\n")
     sys.stdout.flush()
 """
 
@@ -67,11 +70,11 @@ class ValhallaPeer:
         if line.strip() != "ready":
             raise RuntimeError("the Valhalla peer did not start")
 
-    def isochrone(self, body: str) -> tuple[float, dict]:
+    def isochrone(self, body: str) -> tuple[float, float, dict]:
         self.proc.stdin.write(body + "\n")
         self.proc.stdin.flush()
         got = json.loads(self.proc.stdout.readline())
-        return got["ms"], json.loads(got["response"])
+        return got["ms"], got["cpu_ms"], json.loads(got["response"])
 
     def close(self):
         self.proc.stdin.close()
@@ -195,29 +198,36 @@ def main() -> int:
                 if peer is not None:
                     peer.isochrone(t)
             # interleaved, request by request, so that load from other jobs hits both sides alike
-            ge_ms, vh_ms, areas = [], [], []
+            ge_ms, ge_cpu, vh_ms, vh_cpu, areas = [], [], [], [], []
             for t in texts:
                 t0 = time.perf_counter()
+                c0 = time.thread_time()
                 out = json.dumps(engine.isochrone(json.loads(t)))
+                ge_cpu.append((time.thread_time() - c0) * 1000)
                 ge_ms.append((time.perf_counter() - t0) * 1000)
                 if peer is not None:
-                    ms, vh = peer.isochrone(t)
+                    ms, cpu, vh = peer.isochrone(t)
                     vh_ms.append(ms)
+                    vh_cpu.append(cpu)
                     a_vh = area_of(vh)
                     if a_vh > 0:
                         areas.append(area_of(json.loads(out)) / a_vh)
             row = {"region": region, "minutes": minutes, "n": len(texts), "geoengine_p50_ms": q(ge_ms)[0],
-                   "geoengine_p90_ms": q(ge_ms)[1]}
+                   "geoengine_p90_ms": q(ge_ms)[1], "geoengine_cpu_p50_ms": q(ge_cpu)[0]}
             if vh_ms:
                 row["valhalla_p50_ms"], row["valhalla_p90_ms"] = q(vh_ms)
+                row["valhalla_cpu_p50_ms"] = q(vh_cpu)[0]
                 row["ratio"] = row["valhalla_p50_ms"] / row["geoengine_p50_ms"]
+                row["cpu_ratio"] = row["valhalla_cpu_p50_ms"] / row["geoengine_cpu_p50_ms"]
                 row["area_ratio_median"] = float(np.median(areas)) if areas else float("nan")
             results.append(row)
             line = (f"  {minutes:>2} min  geoengine p50 {row['geoengine_p50_ms']:7.2f} ms  p90 "
                     f"{row['geoengine_p90_ms']:7.2f} ms")
             if "ratio" in row:
                 line += (f" | valhalla p50 {row['valhalla_p50_ms']:7.2f} ms  p90 {row['valhalla_p90_ms']:7.2f} ms"
-                         f" | ratio {row['ratio']:5.2f}x  area geoengine/valhalla {row['area_ratio_median']:.2f}")
+                         f" | ratio {row['ratio']:5.2f}x  (CPU p50 {row['geoengine_cpu_p50_ms']:.2f} vs "
+                         f"{row['valhalla_cpu_p50_ms']:.2f} ms: {row['cpu_ratio']:.2f}x)"
+                         f"  area geoengine/valhalla {row['area_ratio_median']:.2f}")
             print(line, flush=True)
         if peer is not None:
             peer.close()
