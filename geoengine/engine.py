@@ -64,6 +64,9 @@ class Engine:
             self.search_index.warm()
         if self.bundle.has_stage("graph"):
             self.router.warm()
+            from geoengine.routing.isochrone import warm as warm_isochrone
+
+            warm_isochrone(self.router)
         if self.bundle.has_stage("tiles") or self.settings.tiles_dir:
             self.tiles  # noqa: B018 - opening is the point
 
