@@ -5,4 +5,5 @@ ROUTE_MODULES: list[str] = [
     "geoengine.server.routes.routing",
     "geoengine.server.routes.elevation",
     "geoengine.server.routes.search",
+    "geoengine.server.routes.matching",
 ]
