@@ -39,6 +39,7 @@ from geoengine.routing._heap import heap_decrease, heap_pop, heap_push
 MAX_CANDIDATES = 12
 BETA_M = 3.0
 EDGE_WALK_TOLERANCE_M = 5.0
+END_TOLERANCE_M = 0.5
 INF = np.inf
 M_PER_DEG = EARTH_RADIUS_M * np.pi / 180.0
 
@@ -520,7 +521,7 @@ class Matcher:
         sec_first = np.flatnonzero(starts)
         local = base_local - np.repeat(base_local[sec_first], np.diff(np.r_[sec_first, len(kk)]))
         offset = 0
-        for s_i, (a, b) in enumerate(zip(sec_first.tolist(), np.r_[sec_first[1:], len(kk)].tolist(), strict=True)):
+        for s_i, (a, b) in enumerate(zip(sec_first.tolist(), sec_first[1:].tolist() + [len(kk)] * (len(kk) > 0), strict=True)):
             # pairs a..b-1 are pi entries between these kept rows
             pa = np.searchsorted(pi, a)
             pb = np.searchsorted(pi, b - 1)
@@ -534,15 +535,15 @@ class Matcher:
             li = local[a:b].copy()
             pts = kk[a:b]
             # a section starting at the very end of its first edge (or ending at the very start of its
-            # last) does not report that edge: its points move to the neighbouring edge
-            if len(edges) > 1 and f_first >= 1.0 - 1e-9:
+            # last; within END_TOLERANCE_M) does not report that edge: its points move to the neighbour
+            if len(edges) > 1 and (1.0 - f_first) * elen[edges[0]] <= END_TOLERANCE_M:
                 at = li == 0
                 pedge[pts[at]] = edges[1]
                 pfrac[pts[at]] = 0.0
                 li = np.maximum(li - 1, 0)
                 edges = edges[1:]
                 f_first = 0.0
-            if len(edges) > 1 and f_last <= 1e-9:
+            if len(edges) > 1 and f_last * elen[edges[-1]] <= END_TOLERANCE_M:
                 at = li == len(edges) - 1
                 pedge[pts[at]] = edges[-2]
                 pfrac[pts[at]] = 1.0

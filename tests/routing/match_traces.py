@@ -22,7 +22,11 @@ class Trace:
     true_lon: np.ndarray
     true_lat: np.ndarray
     true_edge: np.ndarray  # directed edge id per sample
-    near_junction: np.ndarray  # bool: the true position is within 3 m of an edge end
+    junction_m: np.ndarray  # metres along the route from the true position to the nearest edge end
+    edges: np.ndarray  # the route's directed edges
+    shape_lon: np.ndarray  # the route's exact shape
+    shape_lat: np.ndarray
+    length_m: float
 
 
 def route_trace(engine, a, b, *, costing="auto", step_m=15.0, noise_m=10.0, seed=0) -> Trace:
@@ -43,11 +47,9 @@ def route_trace(engine, a, b, *, costing="auto", step_m=15.0, noise_m=10.0, seed
     ei = np.searchsorted(end, k, side="right")
     ei = np.minimum(ei, len(leg.edges) - 1)
     true_edge = np.asarray(leg.edges)[ei]
-    d_begin = s - cum[begin[ei]]
-    d_end = cum[end[ei]] - s
-    near = (d_begin < 3.0) | (d_end < 3.0)
+    junction_m = np.minimum(s - cum[begin[ei]], cum[end[ei]] - s)
     rng = np.random.default_rng(seed)
     dx, dy = rng.normal(0.0, noise_m, size=(2, len(s)))
     nl = tl + dx / (M_PER_DEG * np.cos(np.radians(ta)))
     na = ta + dy / M_PER_DEG
-    return Trace(nl, na, tl, ta, true_edge, near)
+    return Trace(nl, na, tl, ta, true_edge, junction_m, np.asarray(leg.edges), lon, lat, float(cum[-1]))
