@@ -40,6 +40,8 @@ MAX_CANDIDATES = 12
 BETA_M = 3.0
 EDGE_WALK_TOLERANCE_M = 5.0
 END_TOLERANCE_M = 0.5
+GRID_CELL_M = 100.0  # cell side of the candidate grid
+GRID_MAX_SIDE = 2048  # at most this many cells per side (larger cells for large extracts)
 INF = np.inf
 M_PER_DEG = EARTH_RADIUS_M * np.pi / 180.0
 
@@ -292,6 +294,160 @@ def _paths(n, offsets, targets, wlen, elen, se, sf, te, tf, limit, back_tol):
     return buf[:used].copy(), poff
 
 
+@numba.njit(cache=True, nogil=True)
+def _grid_build(ax, ay, bx, by, x0, y0, cw, ch, nx, ny):
+    """CSR cell -> piece ids of a uniform lon/lat grid (a piece is listed in every cell its bbox meets)."""
+    m = ax.shape[0]
+    cnt = np.zeros(nx * ny + 1, np.int64)
+    for p in range(m):
+        i0 = min(max(int((min(ax[p], bx[p]) - x0) / cw), 0), nx - 1)
+        i1 = min(max(int((max(ax[p], bx[p]) - x0) / cw), 0), nx - 1)
+        j0 = min(max(int((min(ay[p], by[p]) - y0) / ch), 0), ny - 1)
+        j1 = min(max(int((max(ay[p], by[p]) - y0) / ch), 0), ny - 1)
+        for j in range(j0, j1 + 1):
+            for i in range(i0, i1 + 1):
+                cnt[j * nx + i + 1] += 1
+    for c in range(nx * ny):
+        cnt[c + 1] += cnt[c]
+    fill = cnt[:-1].copy()
+    items = np.empty(cnt[-1], np.int64)
+    for p in range(m):
+        i0 = min(max(int((min(ax[p], bx[p]) - x0) / cw), 0), nx - 1)
+        i1 = min(max(int((max(ax[p], bx[p]) - x0) / cw), 0), nx - 1)
+        j0 = min(max(int((min(ay[p], by[p]) - y0) / ch), 0), ny - 1)
+        j1 = min(max(int((max(ay[p], by[p]) - y0) / ch), 0), ny - 1)
+        for j in range(j0, j1 + 1):
+            for i in range(i0, i1 + 1):
+                c = j * nx + i
+                items[fill[c]] = p
+                fill[c] += 1
+    return cnt, items
+
+
+@numba.njit(cache=True, nogil=True)
+def _grid_candidates(plon, plat, radius, k_max, usable, cell_off, cell_items, x0, y0, cw, ch, nx, ny, piece_a,
+                     piece_seg, piece_cum, piece_len, seg_len, slon, slat, mpd):
+    """Candidates of every point (see Matcher._candidates), at most k_max each, nearest first."""
+    n = plon.shape[0]
+    coff = np.zeros(n + 1, np.int64)
+    o_edge = np.empty(n * k_max, np.int64)
+    o_frac = np.empty(n * k_max)
+    o_lon = np.empty(n * k_max)
+    o_lat = np.empty(n * k_max)
+    o_dist = np.empty(n * k_max)
+    stamp = np.zeros(piece_a.shape[0], np.int64)
+    cap = 256
+    bp = np.empty(cap, np.int64)
+    bd = np.empty(cap)
+    bt = np.empty(cap)
+    used = 0
+    for q in range(n):
+        lon0 = plon[q]
+        lat0 = plat[q]
+        coslat = np.cos(np.radians(lat0))
+        dlat = radius / mpd
+        dlon = radius / (mpd * max(coslat, 1e-6))
+        i0 = min(max(int((lon0 - dlon - x0) / cw), 0), nx - 1)
+        i1 = min(max(int((lon0 + dlon - x0) / cw), 0), nx - 1)
+        j0 = min(max(int((lat0 - dlat - y0) / ch), 0), ny - 1)
+        j1 = min(max(int((lat0 + dlat - y0) / ch), 0), ny - 1)
+        k = 0
+        for j in range(j0, j1 + 1):
+            for i in range(i0, i1 + 1):
+                c = j * nx + i
+                for r in range(cell_off[c], cell_off[c + 1]):
+                    p = cell_items[r]
+                    if stamp[p] == q + 1:
+                        continue
+                    stamp[p] = q + 1
+                    s = piece_seg[p]
+                    if not (usable[2 * s] or usable[2 * s + 1]):
+                        continue
+                    a = piece_a[p]
+                    xa = (slon[a] - lon0) * coslat * mpd
+                    ya = (slat[a] - lat0) * mpd
+                    dx = (slon[a + 1] - slon[a]) * coslat * mpd
+                    dy = (slat[a + 1] - slat[a]) * mpd
+                    dd = dx * dx + dy * dy
+                    t = 0.0
+                    if dd > 0:
+                        t = min(max(-(xa * dx + ya * dy) / dd, 0.0), 1.0)
+                    px = xa + t * dx
+                    py = ya + t * dy
+                    d = np.sqrt(px * px + py * py)
+                    if d > radius:
+                        continue
+                    if k >= cap:
+                        cap *= 2
+                        nbp = np.empty(cap, np.int64)
+                        nbd = np.empty(cap)
+                        nbt = np.empty(cap)
+                        nbp[:k] = bp[:k]
+                        nbd[:k] = bd[:k]
+                        nbt[:k] = bt[:k]
+                        bp, bd, bt = nbp, nbd, nbt
+                    bp[k] = p
+                    bd[k] = d
+                    bt[k] = t
+                    k += 1
+        if k == 0:
+            coff[q + 1] = used
+            continue
+        order = np.argsort(bp[:k])
+        # local minima along each segment's pieces, then two directed candidates each
+        ce = np.empty(2 * k, np.int64)
+        cf = np.empty(2 * k)
+        cx = np.empty(2 * k)
+        cy = np.empty(2 * k)
+        cd = np.empty(2 * k)
+        m = 0
+        for z in range(k):
+            r = order[z]
+            p = bp[r]
+            d = bd[r]
+            s = piece_seg[p]
+            if z > 0:
+                r0 = order[z - 1]
+                if bp[r0] == p - 1 and piece_seg[p - 1] == s and not (d < bd[r0]):
+                    continue
+            if z < k - 1:
+                r1 = order[z + 1]
+                if bp[r1] == p + 1 and piece_seg[p + 1] == s and not (d <= bd[r1]):
+                    continue
+            t = bt[r]
+            a = piece_a[p]
+            f = min(max((piece_cum[p] + t * piece_len[p]) / seg_len[s], 0.0), 1.0)
+            lo = slon[a] + t * (slon[a + 1] - slon[a])
+            la = slat[a] + t * (slat[a + 1] - slat[a])
+            if usable[2 * s]:
+                ce[m] = 2 * s
+                cf[m] = f
+                cx[m] = lo
+                cy[m] = la
+                cd[m] = d
+                m += 1
+            if usable[2 * s + 1]:
+                ce[m] = 2 * s + 1
+                cf[m] = 1.0 - f
+                cx[m] = lo
+                cy[m] = la
+                cd[m] = d
+                m += 1
+        o2 = np.argsort(cd[:m], kind="mergesort")
+        take = min(m, k_max)
+        for z in range(take):
+            r = o2[z]
+            o_edge[used] = ce[r]
+            o_frac[used] = cf[r]
+            o_lon[used] = cx[r]
+            o_lat[used] = cy[r]
+            o_dist[used] = cd[r]
+            used += 1
+        coff[q + 1] = used
+    return coff, o_edge[:used].copy(), o_frac[:used].copy(), o_lon[:used].copy(), o_lat[:used].copy(), \
+        o_dist[:used].copy()
+
+
 # -- result -------------------------------------------------------------------------------------------
 
 
@@ -340,6 +496,14 @@ class Matcher:
         self.snapper = router.snapper
         sn = self.snapper
         self._piece_first = np.searchsorted(sn.piece_seg, np.arange(self.graph.n_segments + 1), side="left")
+        self._pa = np.ascontiguousarray(sn.piece_a, dtype=np.int64)
+        self._pseg = np.ascontiguousarray(sn.piece_seg, dtype=np.int64)
+        self._pcum = np.ascontiguousarray(sn.piece_cum, dtype=np.float64)
+        self._plen = np.ascontiguousarray(sn.piece_len, dtype=np.float64)
+        self._seglen = np.ascontiguousarray(sn.seg_len, dtype=np.float64)
+        self._slon = np.ascontiguousarray(sn.lon, dtype=np.float64)
+        self._slat = np.ascontiguousarray(sn.lat, dtype=np.float64)
+        self._grid = self._build_grid()
 
     # search graph with length weights, cached on the profile object
     def _length_graph(self, prof):
@@ -369,60 +533,28 @@ class Matcher:
 
         Unlike routing's snapping (nearest position per edge), a long winding edge (a hairpin road is
         one edge between junctions) may give several candidates: one per local minimum of the distance
-        along its shape, so the model can choose the right bend."""
-        sn = self.snapper
-        n = len(lon)
-        dlat = radius / M_PER_DEG
-        dlon = radius / (M_PER_DEG * np.maximum(np.cos(np.radians(lat)), 1e-6))
-        mins = np.column_stack([lon - dlon, lat - dlat])
-        maxs = np.column_stack([lon + dlon, lat + dlat])
-        with sn._lock:
-            ids, counts = sn.tree.intersection_v(mins, maxs)
-        ids = ids.astype(np.int64)
-        pt = np.repeat(np.arange(n), counts.astype(np.int64))
-        a = sn.piece_a[ids]
-        seg = sn.piece_seg[ids]
-        lon0, lat0 = lon[pt], lat[pt]
-        coslat = np.cos(np.radians(lat0))
-        x0 = (sn.lon[a] - lon0) * coslat * M_PER_DEG
-        y0 = (sn.lat[a] - lat0) * M_PER_DEG
-        dx = (sn.lon[a + 1] - sn.lon[a]) * coslat * M_PER_DEG
-        dy = (sn.lat[a + 1] - sn.lat[a]) * M_PER_DEG
-        dd = dx * dx + dy * dy
-        t = np.where(dd > 0, np.clip(-(x0 * dx + y0 * dy) / np.where(dd > 0, dd, 1.0), 0.0, 1.0), 0.0)
-        d = np.hypot(x0 + t * dx, y0 + t * dy)
-        usable = np.asarray(prof.usable)
-        near = (d <= radius) & (usable[2 * seg] | usable[2 * seg + 1])
-        pt, ids, a, seg, t, d = pt[near], ids[near], a[near], seg[near], t[near], d[near]
-        # local minima of the distance along each (point, segment): compare with the adjacent pieces
-        order = np.lexsort((ids, pt))
-        pt, ids, a, seg, t, d = pt[order], ids[order], a[order], seg[order], t[order], d[order]
-        adj_prev = np.r_[False, (pt[1:] == pt[:-1]) & (ids[1:] == ids[:-1] + 1) & (seg[1:] == seg[:-1])]
-        adj_next = np.r_[adj_prev[1:], False]
-        d_prev = np.r_[np.inf, d[:-1]]
-        d_next = np.r_[d[1:], np.inf]
-        keep = (~adj_prev | (d < d_prev)) & (~adj_next | (d <= d_next))
-        pt, ids, a, seg, t, d = pt[keep], ids[keep], a[keep], seg[keep], t[keep], d[keep]
-        frac = np.clip((sn.piece_cum[ids] + t * sn.piece_len[ids]) / sn.seg_len[seg], 0.0, 1.0)
-        plon = sn.lon[a] + t * (sn.lon[a + 1] - sn.lon[a])
-        plat = sn.lat[a] + t * (sn.lat[a + 1] - sn.lat[a])
-        edge = np.concatenate([2 * seg, 2 * seg + 1])
-        ok = usable[edge]
-        pt2 = np.concatenate([pt, pt])[ok]
-        edge = edge[ok]
-        frac = np.concatenate([frac, 1.0 - frac])[ok]
-        plon = np.concatenate([plon, plon])[ok]
-        plat = np.concatenate([plat, plat])[ok]
-        dist = np.concatenate([d, d])[ok]
-        order = np.lexsort((edge, dist, pt2))
-        pt2 = pt2[order]
-        rank = np.arange(len(pt2)) - np.searchsorted(pt2, pt2, side="left")
-        sel = order[rank < k_max]
-        counts = np.bincount(pt2[rank < k_max], minlength=n)
-        coff = np.zeros(n + 1, np.int64)
-        np.cumsum(counts, out=coff[1:])
-        return (coff, edge[sel].astype(np.int64), frac[sel].astype(np.float64), plon[sel], plat[sel],
-                dist[sel].astype(np.float64))
+        along its shape, so the model can choose the right bend. The pieces of the edge shapes (the
+        snapper's arrays) are bucketed in a uniform grid built once (`_grid`), queried in one kernel."""
+        off, items, x0, y0, cw, ch, nx, ny = self._grid
+        return _grid_candidates(np.ascontiguousarray(lon), np.ascontiguousarray(lat), float(radius), int(k_max),
+                                np.ascontiguousarray(prof.usable), off, items, x0, y0, cw, ch, nx, ny,
+                                self._pa, self._pseg, self._pcum, self._plen, self._seglen, self._slon, self._slat,
+                                M_PER_DEG)
+
+    def _build_grid(self):
+        a = self._pa
+        lon, lat = self._slon, self._slat
+        if len(a) == 0:
+            return np.zeros(2, np.int64), np.zeros(0, np.int64), 0.0, 0.0, 1.0, 1.0, 1, 1
+        x0, x1 = float(lon.min()), float(lon.max())
+        y0, y1 = float(lat.min()), float(lat.max())
+        coslat = max(np.cos(np.radians(max(abs(y0), abs(y1)))), 0.05)
+        ch = max(GRID_CELL_M / M_PER_DEG, (y1 - y0) / GRID_MAX_SIDE)
+        cw = max(GRID_CELL_M / (M_PER_DEG * coslat), (x1 - x0) / GRID_MAX_SIDE)
+        nx = int((x1 - x0) / cw) + 1
+        ny = int((y1 - y0) / ch) + 1
+        off, items = _grid_build(lon[a], lat[a], lon[a + 1], lat[a + 1], x0, y0, cw, ch, nx, ny)
+        return off, items, x0, y0, cw, ch, nx, ny
 
     # -- the model ---------------------------------------------------------------------------------------
     def match(self, prof, lon, lat, *, search_radius=50.0, gps_accuracy=5.0, breakage_distance=2000.0,
