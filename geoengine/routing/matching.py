@@ -26,6 +26,7 @@ Library entry points: `Matcher.match(...)` -> `MatchResult` (numpy arrays), `Mat
 
 from __future__ import annotations
 
+import threading
 from dataclasses import dataclass
 from types import SimpleNamespace
 
@@ -81,18 +82,14 @@ def _keep_points(has_cand, lon, lat, min_dist):
 
 
 @numba.njit(cache=True, nogil=True)
-def _transitions(n, offsets, targets, wlen, elen, cedge, cfrac, coff, kept, limit, back_tol, out_off):
+def _transitions(offsets, targets, wlen, elen, cedge, cfrac, coff, kept, limit, back_tol, out_off, dist, stamp, tstamp,
+                 hk, hv, hpos, ctr):
     """Route length (m) from every candidate of kept[k] to every candidate of kept[k+1], flattened at
     out_off[k] + i * nb + j; inf when farther than limit[k] or unreachable; negative for a step back
     along the same edge (at most back_tol metres)."""
     out = np.full(out_off[-1], INF)
-    dist = np.empty(n)
-    stamp = np.zeros(n, np.int64)
-    tstamp = np.zeros(n, np.int64)
-    hk = np.empty(max(n, 1))
-    hv = np.empty(max(n, 1), np.int32)
-    hpos = np.full(n, -1, np.int64)
-    cur = 0
+    cur = ctr[0]
+    tcur = ctr[1]
     for k in range(kept.shape[0] - 1):
         a = kept[k]
         b = kept[k + 1]
@@ -101,11 +98,12 @@ def _transitions(n, offsets, targets, wlen, elen, cedge, cfrac, coff, kept, limi
         nb = b1 - b0
         lim = limit[k]
         # distinct target vertices
+        tcur += 1
         ntv = 0
         for j in range(b0, b1):
             v = cedge[j]
-            if tstamp[v] != k + 1:
-                tstamp[v] = k + 1
+            if tstamp[v] != tcur:
+                tstamp[v] = tcur
                 ntv += 1
         for i in range(a0, a1):
             e = cedge[i]
@@ -128,14 +126,14 @@ def _transitions(n, offsets, targets, wlen, elen, cedge, cfrac, coff, kept, limi
             left = ntv
             while size > 0 and left > 0:
                 v, d, size = heap_pop(hk, hv, hpos, size)
-                if tstamp[v] == k + 1 and v != e:
+                if tstamp[v] == tcur and v != e:
                     left -= 1
                     for j in range(b0, b1):
                         if cedge[j] == v:
                             r = d - (1.0 - cfrac[j]) * elen[v]
                             if r <= lim and r < out[base + j - b0]:
                                 out[base + j - b0] = r
-                elif v == e and tstamp[v] == k + 1:
+                elif v == e and tstamp[v] == tcur:
                     left -= 1
                 if d > lim:  # d is the distance to the start of every successor
                     continue
@@ -149,6 +147,8 @@ def _transitions(n, offsets, targets, wlen, elen, cedge, cfrac, coff, kept, limi
                     elif hpos[x] >= 0 and nd < dist[x]:
                         dist[x] = nd
                         heap_decrease(hk, hv, hpos, x, nd)
+    ctr[0] = cur
+    ctr[1] = tcur
     return out
 
 
@@ -225,7 +225,7 @@ def _viterbi(coff, emis, kept, trans, out_off, gc, beta, breakage):
 
 
 @numba.njit(cache=True, nogil=True)
-def _paths(n, offsets, targets, wlen, elen, se, sf, te, tf, limit, back_tol):
+def _paths(offsets, targets, wlen, elen, se, sf, te, tf, limit, back_tol, dist, stamp, par, hk, hv, hpos, ctr):
     """Edges of the shortest (length) path for each pair (se[p], sf[p]) -> (te[p], tf[p]), flattened
     with offsets; an empty path when none within limit[p]. Same edge ahead (or behind within back_tol):
     the single edge."""
@@ -233,23 +233,19 @@ def _paths(n, offsets, targets, wlen, elen, se, sf, te, tf, limit, back_tol):
     poff = np.zeros(npairs + 1, np.int64)
     buf = np.empty(1024, np.int64)
     used = 0
-    dist = np.empty(n)
-    stamp = np.zeros(n, np.int64)
-    par = np.full(n, -1, np.int64)
-    hk = np.empty(max(n, 1))
-    hv = np.empty(max(n, 1), np.int32)
-    hpos = np.full(n, -1, np.int64)
+    cur = ctr[0]
     for p in range(npairs):
+        cur += 1
         e = se[p]
         t = te[p]
         found = -1
         if e == t and (tf[p] >= sf[p] or (sf[p] - tf[p]) * elen[e] <= back_tol):
             found = e
             par[e] = -1
-            stamp[e] = p + 1
+            stamp[e] = cur
         else:
             start = (1.0 - sf[p]) * elen[e]
-            stamp[e] = p + 1
+            stamp[e] = cur
             dist[e] = start
             par[e] = -1
             size = heap_push(hk, hv, hpos, 0, e, start)
@@ -264,8 +260,8 @@ def _paths(n, offsets, targets, wlen, elen, se, sf, te, tf, limit, back_tol):
                 for q in range(offsets[v], offsets[v + 1]):
                     x = targets[q]
                     nd = d + wlen[q]
-                    if stamp[x] != p + 1:
-                        stamp[x] = p + 1
+                    if stamp[x] != cur:
+                        stamp[x] = cur
                         dist[x] = nd
                         par[x] = v
                         size = heap_push(hk, hv, hpos, size, x, nd)
@@ -291,6 +287,7 @@ def _paths(n, offsets, targets, wlen, elen, se, sf, te, tf, limit, back_tol):
                     x = par[x]
         used += cnt
         poff[p + 1] = used
+    ctr[0] = cur
     return buf[:used].copy(), poff
 
 
@@ -326,7 +323,7 @@ def _grid_build(ax, ay, bx, by, x0, y0, cw, ch, nx, ny):
 
 @numba.njit(cache=True, nogil=True)
 def _grid_candidates(plon, plat, radius, k_max, usable, cell_off, cell_items, x0, y0, cw, ch, nx, ny, piece_a,
-                     piece_seg, piece_cum, piece_len, seg_len, slon, slat, mpd):
+                     piece_seg, piece_cum, piece_len, seg_len, slon, slat, mpd, stamp, ctr):
     """Candidates of every point (see Matcher._candidates), at most k_max each, nearest first."""
     n = plon.shape[0]
     coff = np.zeros(n + 1, np.int64)
@@ -335,13 +332,14 @@ def _grid_candidates(plon, plat, radius, k_max, usable, cell_off, cell_items, x0
     o_lon = np.empty(n * k_max)
     o_lat = np.empty(n * k_max)
     o_dist = np.empty(n * k_max)
-    stamp = np.zeros(piece_a.shape[0], np.int64)
     cap = 256
     bp = np.empty(cap, np.int64)
     bd = np.empty(cap)
     bt = np.empty(cap)
     used = 0
+    cur = ctr[0]
     for q in range(n):
+        cur += 1
         lon0 = plon[q]
         lat0 = plat[q]
         coslat = np.cos(np.radians(lat0))
@@ -357,9 +355,9 @@ def _grid_candidates(plon, plat, radius, k_max, usable, cell_off, cell_items, x0
                 c = j * nx + i
                 for r in range(cell_off[c], cell_off[c + 1]):
                     p = cell_items[r]
-                    if stamp[p] == q + 1:
+                    if stamp[p] == cur:
                         continue
-                    stamp[p] = q + 1
+                    stamp[p] = cur
                     s = piece_seg[p]
                     if not (usable[2 * s] or usable[2 * s + 1]):
                         continue
@@ -444,6 +442,7 @@ def _grid_candidates(plon, plat, radius, k_max, usable, cell_off, cell_items, x0
             o_dist[used] = cd[r]
             used += 1
         coff[q + 1] = used
+    ctr[0] = cur
     return coff, o_edge[:used].copy(), o_frac[:used].copy(), o_lon[:used].copy(), o_lat[:used].copy(), \
         o_dist[:used].copy()
 
@@ -504,6 +503,19 @@ class Matcher:
         self._slon = np.ascontiguousarray(sn.lon, dtype=np.float64)
         self._slat = np.ascontiguousarray(sn.lat, dtype=np.float64)
         self._grid = self._build_grid()
+        self._local = threading.local()
+
+    def _ws(self):
+        """Per-thread search workspace (vertex-sized arrays, reused; stamps avoid clearing them)."""
+        ws = getattr(self._local, "ws", None)
+        if ws is None:
+            n = max(self.graph.n_edges, 1)
+            ws = SimpleNamespace(dist=np.zeros(n), stamp=np.zeros(n, np.int64), tstamp=np.zeros(n, np.int64),
+                                 par=np.full(n, -1, np.int64), hk=np.empty(n), hv=np.empty(n, np.int32),
+                                 hpos=np.full(n, -1, np.int64), ctr=np.zeros(2, np.int64),
+                                 pstamp=np.zeros(max(len(self._pa), 1), np.int64), pctr=np.zeros(1, np.int64))
+            self._local.ws = ws
+        return ws
 
     # search graph with length weights, cached on the profile object
     def _length_graph(self, prof):
@@ -518,13 +530,16 @@ class Matcher:
 
     def warm(self, prof) -> None:
         """Compile/load the kernels (used by the benchmark and at server start)."""
-        n, off, tgt, wlen, elen = self._length_graph(prof)
+        _, off, tgt, wlen, elen = self._length_graph(prof)
         z = np.zeros(1, np.int64)
         _keep_points(np.ones(2, np.bool_), np.zeros(2), np.zeros(2), 1.0)
-        _transitions(n, off, tgt, wlen, elen, z, np.zeros(1), np.array([0, 1, 1]), np.array([0, 1]), np.ones(1), 1.0,
-                     np.array([0, 0]))
+        w = self._ws()
+        _transitions(off, tgt, wlen, elen, z, np.zeros(1), np.array([0, 1, 1]), np.array([0, 1]), np.ones(1), 1.0,
+                     np.array([0, 0]), w.dist, w.stamp, w.tstamp, w.hk, w.hv, w.hpos, w.ctr)
         _viterbi(np.array([0, 1, 1]), np.zeros(1), np.array([0]), np.zeros(0), np.array([0]), np.zeros(0), 1.0, 1.0)
-        _paths(n, off, tgt, wlen, elen, z, np.zeros(1), z, np.ones(1), np.ones(1), 1.0)
+        _paths(off, tgt, wlen, elen, z, np.zeros(1), z, np.ones(1), np.ones(1), 1.0, w.dist, w.stamp, w.par, w.hk,
+               w.hv, w.hpos, w.ctr)
+        self._candidates(prof, np.zeros(1), np.zeros(1), 1.0, 1)
 
     # -- candidates -----------------------------------------------------------------------------------
     def _candidates(self, prof, lon, lat, radius, k_max):
@@ -536,10 +551,11 @@ class Matcher:
         along its shape, so the model can choose the right bend. The pieces of the edge shapes (the
         snapper's arrays) are bucketed in a uniform grid built once (`_grid`), queried in one kernel."""
         off, items, x0, y0, cw, ch, nx, ny = self._grid
+        w = self._ws()
         return _grid_candidates(np.ascontiguousarray(lon), np.ascontiguousarray(lat), float(radius), int(k_max),
                                 np.ascontiguousarray(prof.usable), off, items, x0, y0, cw, ch, nx, ny,
                                 self._pa, self._pseg, self._pcum, self._plen, self._seglen, self._slon, self._slat,
-                                M_PER_DEG)
+                                M_PER_DEG, w.pstamp, w.pctr)
 
     def _build_grid(self):
         a = self._pa
@@ -563,7 +579,7 @@ class Matcher:
         module doc; edge_walk raises Unprocessable when the points do not follow the edges)."""
         lon = np.ascontiguousarray(lon, dtype=np.float64)
         lat = np.ascontiguousarray(lat, dtype=np.float64)
-        n = len(lon)
+        len(lon)
         walk = mode == "edge_walk"
         radius = min(float(search_radius), EDGE_WALK_TOLERANCE_M) if walk else float(search_radius)
         sigma = EDGE_WALK_TOLERANCE_M if walk else float(gps_accuracy)
@@ -579,7 +595,7 @@ class Matcher:
                               errors=[FieldError("shape", f"no routable edge within {radius:g} m of any point")])
         keep = _keep_points(has, lon, lat, 0.0 if walk else float(interpolation_distance))
         kept = np.flatnonzero(keep)
-        n_, off, tgt, wlen, elen = self._length_graph(prof)
+        _n, off, tgt, wlen, elen = self._length_graph(prof)
         gc = haversine_m(lat[kept[:-1]], lon[kept[:-1]], lat[kept[1:]], lon[kept[1:]]) if len(kept) > 1 \
             else np.zeros(0)
         if walk:
@@ -592,7 +608,9 @@ class Matcher:
         sizes = nc[kept[:-1]] * nc[kept[1:]]
         out_off = np.zeros(len(kept), np.int64)
         np.cumsum(sizes, out=out_off[1:])
-        trans = _transitions(n_, off, tgt, wlen, elen, cedge, cfrac, coff, kept, limit, back_tol, out_off)
+        w = self._ws()
+        trans = _transitions(off, tgt, wlen, elen, cedge, cfrac, coff, kept, limit, back_tol, out_off, w.dist, w.stamp,
+                             w.tstamp, w.hk, w.hv, w.hpos, w.ctr)
         emis = -0.5 * (cdist / sigma) ** 2
         choice, section = _viterbi(coff, emis, kept, trans, out_off, gc, BETA_M,
                                    INF if walk else float(breakage_distance))
@@ -603,12 +621,12 @@ class Matcher:
                 f"edge_walk: shape[{a}] and shape[{b}] are not joined by the road edges under them",
                 errors=[FieldError(f"shape[{b}]", f"does not follow the edges from shape[{a}]")])
         return self._assemble(prof, lon, lat, kept, choice, section, coff, cedge, cfrac, clon, clat, cdist, limit,
-                              back_tol, (n_, off, tgt, wlen, elen))
+                              back_tol, (_n, off, tgt, wlen, elen))
 
     def _assemble(self, prof, lon, lat, kept, choice, section, coff, cedge, cfrac, clon, clat, cdist, limit,
                   back_tol, lg) -> MatchResult:
         n = len(lon)
-        n_, off, tgt, wlen, elen = lg
+        _, off, tgt, wlen, elen = lg
         # sections with fewer than two matched points are dropped (their points become unmatched)
         sec_size = np.bincount(section, minlength=int(section.max()) + 1 if len(section) else 0)
         good = (choice >= 0) & (sec_size[section] >= 2)
@@ -620,8 +638,9 @@ class Matcher:
         pi = np.flatnonzero(same)
         # limits are indexed by kept pair; consecutive points of a section are consecutive kept points
         pl = np.ascontiguousarray(limit[np.flatnonzero(good)[pi]], dtype=np.float64)
-        paths, poff = _paths(n_, off, tgt, wlen, elen, cedge[ch[pi]], cfrac[ch[pi]], cedge[ch[pi + 1]],
-                             cfrac[ch[pi + 1]], pl, back_tol)
+        w = self._ws()
+        paths, poff = _paths(off, tgt, wlen, elen, cedge[ch[pi]], cfrac[ch[pi]], cedge[ch[pi + 1]], cfrac[ch[pi + 1]],
+                             pl, back_tol, w.dist, w.stamp, w.par, w.hk, w.hv, w.hpos, w.ctr)
         plen = np.diff(poff)
         bad = plen == 0  # cannot happen when the Viterbi found the transition; guard anyway
         if bad.any():
@@ -653,7 +672,7 @@ class Matcher:
         sec_first = np.flatnonzero(starts)
         local = base_local - np.repeat(base_local[sec_first], np.diff(np.r_[sec_first, len(kk)]))
         offset = 0
-        for s_i, (a, b) in enumerate(zip(sec_first.tolist(), sec_first[1:].tolist() + [len(kk)] * (len(kk) > 0), strict=True)):
+        for _s_i, (a, b) in enumerate(zip(sec_first.tolist(), sec_first[1:].tolist() + [len(kk)] * (len(kk) > 0), strict=True)):
             # pairs a..b-1 are pi entries between these kept rows
             pa = np.searchsorted(pi, a)
             pb = np.searchsorted(pi, b - 1)

@@ -5,11 +5,11 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from match_traces import route_trace
 
 from geoengine.errors import InvalidRequest, Unprocessable, Unsnappable
 from geoengine.geo import encode_polyline
 from geoengine.routing import matching as M
-from match_traces import route_trace
 
 ANDORRA_TRIPS = [((1.5211, 42.5063), (1.5730, 42.5450)), ((1.4866, 42.5425), (1.5327, 42.5106)),
                  ((1.5979, 42.5359), (1.5180, 42.4970))]

@@ -26,7 +26,7 @@ def trace(andorra):
 
 
 def _shape(lon, lat, n=120):
-    return [{"lon": float(a), "lat": float(b), "time": 2.0 * i} for i, (a, b) in enumerate(zip(lon[:n], lat[:n]))]
+    return [{"lon": float(a), "lat": float(b), "time": 2.0 * i} for i, (a, b) in enumerate(zip(lon[:n], lat[:n], strict=False))]
 
 
 def test_map_match_returns_a_route_shaped_trip(client, trace):
