@@ -917,30 +917,28 @@ class Matcher:
         speed = np.where(np.isfinite(prof.time[e_all]) & (prof.time[e_all] > 0),
                          3.6 * prof.length[e_all] / np.where(prof.time[e_all] > 0, prof.time[e_all], 1.0), 0.0)
         sec_of_edge = np.repeat(np.arange(len(res.sections)), [len(s.edges) for s in res.sections])
-        edge_docs = []
-        for i in range(len(e_all)):  # output formatting, one dict per matched edge
-            names = [x for x in (info["name"][i], info["ref"][i]) if x]
-            edge_docs.append({
-                "names": names,
-                "length": round(float(length[i] * cov[i]) / scale, 3),
-                "speed": round(float(speed[i]), 1),
-                "road_class": T.CLASS_NAMES[int(klass[i])],
-                "way_id": int(info["way"][i]),
-                "id": int(e_all[i]),
-                "begin_shape_index": int(begin[i]),
-                "end_shape_index": int(end[i]),
-                "section": int(sec_of_edge[i]),
-            })
+        # output formatting: columns rounded as arrays, then one dict per edge / point
+        cls = [T.CLASS_NAMES[k] for k in klass.tolist()]
+        edge_docs = [
+            {"names": [x for x in (nm, rf) if x], "length": ln, "speed": sp, "road_class": rc, "way_id": wy, "id": ei,
+             "begin_shape_index": bi, "end_shape_index": en, "section": sc}
+            for nm, rf, ln, sp, rc, wy, ei, bi, en, sc in zip(
+                info["name"], info["ref"], np.round(length * cov / scale, 3).tolist(), np.round(speed, 1).tolist(),
+                cls, np.asarray(info["way"]).tolist(), e_all.tolist(), begin.tolist(), end.tolist(),
+                sec_of_edge.tolist(), strict=True)
+        ]
+        um = res.type == UNMATCHED
+        plat = np.round(np.where(um, lat, res.lat), 6).tolist()
+        plon = np.round(np.where(um, lon, res.lon), 6).tolist()
         points = []
-        for i in range(len(lon)):  # output formatting, one dict per trace point
-            t = int(res.type[i])
-            p = {"lat": round(float(lat[i]), 6), "lon": round(float(lon[i]), 6), "type": TYPE_NAMES[t]}
-            if t != UNMATCHED:
-                p.update({"lat": round(float(res.lat[i]), 6), "lon": round(float(res.lon[i]), 6),
-                          "edge_index": int(res.edge_index[i]),
-                          "distance_along_edge": round(float(res.fraction[i]), 4),
-                          "distance_from_trace_point": round(float(res.distance[i]), 2)})
-            points.append(p)
+        for la, lo, t, ei, fr, di in zip(plat, plon, res.type.tolist(), res.edge_index.tolist(),
+                                          np.round(np.nan_to_num(res.fraction), 4).tolist(),
+                                          np.round(np.nan_to_num(res.distance), 2).tolist(), strict=True):
+            if t == UNMATCHED:
+                points.append({"lat": la, "lon": lo, "type": "unmatched"})
+            else:
+                points.append({"lat": la, "lon": lo, "type": TYPE_NAMES[t], "edge_index": ei,
+                               "distance_along_edge": fr, "distance_from_trace_point": di})
         out = {
             "edges": edge_docs,
             "matched_points": points,
