@@ -447,6 +447,22 @@ def _grid_candidates(plon, plat, radius, k_max, usable, cell_off, cell_items, x0
         o_dist[:used].copy()
 
 
+@numba.njit(cache=True, nogil=True)
+def _arc_sum(offsets, targets, secondary, path):
+    """Sum of the secondary metric over the arcs path[i] -> path[i+1] (the cheapest arc when several)."""
+    tot = 0.0
+    for i in range(path.shape[0] - 1):
+        u = path[i]
+        v = path[i + 1]
+        best = np.inf
+        for q in range(offsets[u], offsets[u + 1]):
+            if targets[q] == v and secondary[q] < best:
+                best = secondary[q]
+        if best < np.inf:
+            tot += best
+    return tot
+
+
 # -- result -------------------------------------------------------------------------------------------
 
 
@@ -835,6 +851,7 @@ class Matcher:
     def trip(self, req) -> dict:
         """The /map_match document: a /route-shaped `trip` with one leg per matched section."""
         from geoengine.costing import inactive_options
+        from geoengine.routing.profile import unpack
         from geoengine.routing.router import Leg
         from geoengine.routing.trip import build_trip
 
@@ -850,8 +867,16 @@ class Matcher:
                 cov[0] = 1.0 - sec.f_first
                 cov[-1] = sec.f_last
             e = sec.edges
-            leg = Leg(e, sec.f_first, sec.f_last, float((cov * prof.cost[e]).sum()), float((cov * prof.time[e]).sum()),
-                      float((cov * prof.length[e]).sum()))
+            # time with the turn delays of the costing: the search graph's arcs carry the head edge's
+            # time plus the delay of the turn into it (packed with the length; see profile.unpack)
+            turn_s = 0.0
+            if len(e) > 1:
+                s_ = prof.search
+                arc_sec = _arc_sum(s_.offsets, s_.targets, s_.secondary, e)
+                arc_t, _ = unpack(arc_sec)
+                turn_s = max(float(arc_t) - float(prof.time[e[1:]].sum()), 0.0)
+            leg = Leg(e, sec.f_first, sec.f_last, float((cov * prof.cost[e]).sum()),
+                      float((cov * prof.time[e]).sum()) + turn_s, float((cov * prof.length[e]).sum()))
             ends = [int(sec.points[0]), int(sec.points[-1])]
             locs = [SimpleNamespace(type="break", lon=float(lon[i]), lat=float(lat[i]), waiting_secs=None, name=None,
                                     street=None, city=None) for i in ends]

@@ -211,3 +211,15 @@ def test_viterbi_prefers_the_consistent_path():
     out_off = np.array([0, 2])
     choice, section = M._viterbi(coff, emis, kept, trans, out_off, np.array([20.0]), 3.0, 2000.0)
     assert choice.tolist() == [1, 2]
+
+
+def test_matching_a_route_shape_gives_the_route_back(andorra):
+    a, b = ANDORRA_TRIPS[0]
+    route = andorra.route(locations=[{"lon": a[0], "lat": a[1]}, {"lon": b[0], "lat": b[1]}],
+                          directions_options={"directions_type": "none"})["trip"]
+    matched = andorra.map_match(encoded_polyline=route["legs"][0]["shape"], shape_match="edge_walk",
+                                directions_options={"directions_type": "none"})["trip"]
+    assert len(matched["legs"]) == 1
+    assert abs(matched["summary"]["length"] - route["summary"]["length"]) <= 0.002  # km
+    # times include the costing's turn delays, as /route's do
+    assert abs(matched["summary"]["time"] - route["summary"]["time"]) <= 0.005 * route["summary"]["time"]
