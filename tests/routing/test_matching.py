@@ -223,3 +223,43 @@ def test_matching_a_route_shape_gives_the_route_back(andorra):
     assert abs(matched["summary"]["length"] - route["summary"]["length"]) <= 0.002  # km
     # times include the costing's turn delays, as /route's do
     assert abs(matched["summary"]["time"] - route["summary"]["time"]) <= 0.005 * route["summary"]["time"]
+
+
+def test_transition_distances_agree_with_plain_dijkstra(andorra, traces):
+    """Oracle: every route length of the transition kernel equals a one-to-all Dijkstra over the same
+    edge-based graph with length weights (and unreachable within the bound means farther than it)."""
+    from geoengine.routing.dijkstra import Graph, one_to_all
+
+    _, tr = traces[0]
+    m = andorra.matcher
+    prof = andorra.router.profile("auto")
+    lon, lat = tr.lon[:80].copy(), tr.lat[:80].copy()
+    coff, cedge, cfrac, _, _, _ = m._candidates(prof, lon, lat, 50.0, M.MAX_CANDIDATES)
+    kept = np.arange(len(lon))
+    gc = M.haversine_m(lat[:-1], lon[:-1], lat[1:], lon[1:])
+    limit = 2.0 * gc + 200.0
+    nc = np.diff(coff)
+    out_off = np.r_[0, np.cumsum(nc[:-1] * nc[1:])]
+    w = m._ws()
+    _, off, tgt, wlen, elen = m._length_graph(prof)
+    trans = M._transitions(off, tgt, wlen, elen, cedge, cfrac, coff, kept, limit, 100.0, out_off, w.dist, w.stamp,
+                           w.tstamp, w.hk, w.hv, w.hpos, w.ctr)
+    g = Graph(len(elen), off, tgt, wlen)
+    checked = 0
+    for k in range(0, len(kept) - 1, 7):
+        a0, a1, b0, b1 = coff[k], coff[k + 1], coff[k + 1], coff[k + 2]
+        for i in range(a0, a1):
+            d, _ = one_to_all(g, [int(cedge[i])], [(1.0 - cfrac[i]) * elen[cedge[i]]])
+            for j in range(b0, b1):
+                got = trans[out_off[k] + (i - a0) * (b1 - b0) + (j - b0)]
+                if cedge[j] == cedge[i]:
+                    if cfrac[j] >= cfrac[i]:
+                        assert got == pytest.approx((cfrac[j] - cfrac[i]) * elen[cedge[i]])
+                    continue
+                want = d[cedge[j]] - (1.0 - cfrac[j]) * elen[cedge[j]]
+                if want <= limit[k]:
+                    assert got == pytest.approx(want, abs=1e-6)
+                    checked += 1
+                else:
+                    assert got == np.inf
+    assert checked > 50
