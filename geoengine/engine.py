@@ -67,6 +67,7 @@ class Engine:
             from geoengine.routing.isochrone import warm as warm_isochrone
 
             warm_isochrone(self.router)
+            self.matcher.warm(self.router.profile("auto"))
         if self.bundle.has_stage("tiles") or self.settings.tiles_dir:
             self.tiles  # noqa: B018 - opening is the point
 
@@ -167,6 +168,41 @@ class Engine:
 
         return reach(self.router, lon, lat, costing, costing_options, metric=metric, limit=limit)
     # -- end of isochrones block ---------------------------------------------------------------------
+    # -- map matching (geoengine/routing/matching.py; docs/map_matching.md) ---------------------------
+    @cached_property
+    def matcher(self):
+        """The bundle's `geoengine.routing.matching.Matcher` (HMM map matching over the router)."""
+        from geoengine.routing.matching import Matcher
+
+        router = self.router
+        with self._lock:
+            return Matcher(router)
+
+    def map_match(self, request=None, **fields) -> dict:
+        """Match a GPS trace to the roads: `engine.map_match(shape=[{"lon":..,"lat":..}, ...] or
+        encoded_polyline=..., shape_match="map_snap", costing="auto", trace_options={...})` or a
+        `MapMatchRequest` / dict. Returns the /map_match document (a /route-shaped `trip`)."""
+        from geoengine.routing.match_models import MapMatchRequest
+        from geoengine.validation import validate
+
+        return self.matcher.trip(validate(MapMatchRequest, request, **fields))
+
+    def trace_attributes(self, request=None, **fields) -> dict:
+        """Like `map_match`, but returns the /map_match/attributes document: matched `edges` (names,
+        length, speed, road_class, way_id, shape indices), `matched_points` and the encoded `shape`."""
+        from geoengine.routing.match_models import MapMatchRequest
+        from geoengine.validation import validate
+
+        return self.matcher.attributes(validate(MapMatchRequest, request, **fields))
+
+    def match_trace(self, lons, lats, costing: str = "auto", costing_options=None, **trace_options):
+        """Notebook form: arrays of lon, lat -> `MatchResult` (numpy arrays per point, matched sections).
+        `trace_options`: search_radius, gps_accuracy, breakage_distance, interpolation_distance, and
+        mode ('map_snap' or 'edge_walk')."""
+        router = self.router
+        prof = router.profile(costing, router.parse_options(costing, costing_options))
+        return self.matcher.match(prof, lons, lats, **trace_options)
+    # -- end of map matching -------------------------------------------------------------------------
 
     # -- elevation (geoengine/elevation; docs/elevation.md) -------------------------------------------
     @cached_property

@@ -7,4 +7,5 @@ ROUTE_MODULES: list[str] = [
     "geoengine.server.routes.elevation",
     "geoengine.server.routes.search",
     "geoengine.server.routes.tiles",
+    "geoengine.server.routes.matching",
 ]
