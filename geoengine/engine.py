@@ -143,6 +143,33 @@ class Engine:
         return self.router.route_many(o, d, costing, costing_options)
     # -- end of routing block ------------------------------------------------------------------------
 
+    # -- directions, alternates, optimised route, route extras (geoengine/routing/directions.py,
+    #    alternates.py, optimise.py, extras.py; docs/directions.md) -------------------------------------
+    def directions(self, request=None, **fields) -> dict:
+        """POST /v1/routing/directions: `engine.directions(waypoints=[{"lon":..,"lat":..}, ...],
+        profile="driving", geometry="geojson", alternatives=False, steps=True, language="en")` or a
+        `DirectionsRequest` / dict. Returns {routes: [...], waypoints: [...]}."""
+        from geoengine.routing.directions import DirectionsRequest, directions
+        from geoengine.validation import validate
+
+        return directions(self.router, validate(DirectionsRequest, request, **fields))
+
+    def optimised_route(self, request=None, **fields) -> dict:
+        """POST /optimised_route: the best visiting order of the locations (first and last fixed) and the
+        trip through them in that order: `engine.optimised_route(locations=[...], costing="auto")`."""
+        from geoengine.routing.optimise import OptimisedRouteRequest, optimised_route
+        from geoengine.validation import validate
+
+        return optimised_route(self.router, validate(OptimisedRouteRequest, request, **fields))
+
+    def route_extras(self, doc: dict, request) -> dict:
+        """Apply the /route options date_time and elevation_interval of `request` (a RouteRequest) to a
+        trip document (see geoengine.routing.extras)."""
+        from geoengine.routing import extras
+
+        return extras.apply(self, doc, request)
+    # -- end of directions block ---------------------------------------------------------------------
+
     # -- elevation (geoengine/elevation; docs/elevation.md) -------------------------------------------
     @cached_property
     def _elevation(self):
