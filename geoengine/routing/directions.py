@@ -145,5 +145,8 @@ def directions(router, req: DirectionsRequest) -> dict:
     if req.alternatives:
         for alt in alternatives(router, prof, cands, MAX_ALTERNATES, best=pieces):
             trips.append(build_trip(router, prof, rreq, cands, alt, notes)["trip"])
-    snapped = [{"lon": loc["snapped"]["lon"], "lat": loc["snapped"]["lat"]} for loc in trips[0]["locations"]]
+    # the positions the best route actually starts from and reaches (the candidate the search chose)
+    legs = trips[0]["legs"]
+    ends = [leg["shape"]["coordinates"][0] for leg in legs] + [legs[-1]["shape"]["coordinates"][-1]]
+    snapped = [{"lon": c[0], "lat": c[1]} for c in ends]
     return {"routes": [_route_doc(t, req.geometry, req.steps) for t in trips], "waypoints": snapped}
