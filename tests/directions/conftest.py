@@ -29,8 +29,10 @@ def reachable_points(engine, n: int, seed: int, costing: str = "auto") -> np.nda
     """n (lon, lat) graph nodes, all mutually reachable for `costing`, chosen at random with `seed`."""
     g = engine.graph
     rng = np.random.default_rng(seed)
-    lon = np.asarray(g.node_lon)
-    lat = np.asarray(g.node_lat)
+    usable = engine.router.profile(costing).usable
+    nodes = np.unique(np.asarray(g.edge_src)[usable])
+    lon = np.asarray(g.node_lon)[nodes]
+    lat = np.asarray(g.node_lat)[nodes]
     idx = rng.choice(len(lon), size=min(len(lon), 4 * n), replace=False)
     pts = np.column_stack([lon[idx], lat[idx]])
     res = engine.matrix(pts, pts, costing)
