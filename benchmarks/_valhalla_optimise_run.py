@@ -53,7 +53,7 @@ def main():
             results.append({"error": err})
             continue
         trip = doc["trip"]
-        results.append({"times": times, "order": [l["original_index"] for l in trip["locations"]],
+        results.append({"times": times, "order": [loc["original_index"] for loc in trip["locations"]],
                         "time_s": trip["summary"]["time"], "length_km": trip["summary"]["length"]})
     out["results"] = results
     print(json.dumps(out))

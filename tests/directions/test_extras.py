@@ -43,12 +43,12 @@ def test_depart_at_times_follow_the_trip(andorra):
     # arrival = departure + total time (within minute rounding)
     span = (_t(trip["arrival"]) - _t(trip["departure"])).total_seconds()
     assert abs(span - trip["summary"]["time"]) <= 120
-    assert [l["date_time"] for l in trip["locations"]] == [trip["departure"], legs[0]["arrival"], legs[1]["arrival"]]
+    assert [loc["date_time"] for loc in trip["locations"]] == [trip["departure"], legs[0]["arrival"], legs[1]["arrival"]]
     # maneuver times are monotone and chain
     for leg in legs:
         ms = leg["maneuvers"]
         assert ms[0]["departure"] == leg["departure"]
-        for a, b in zip(ms[:-1], ms[1:]):
+        for a, b in zip(ms[:-1], ms[1:], strict=True):
             assert a["arrival"] == b["departure"] or _t(b["departure"]) >= _t(a["arrival"])
         assert _t(ms[-1]["arrival"]) <= _t(leg["arrival"]) + timedelta(minutes=1)
 

@@ -115,13 +115,13 @@ def test_optimised_route_endpoint(andorra_client, andorra):
     assert doc["optimisation"]["method"] == "exact"
     assert doc["optimisation"]["time_s"] <= doc["optimisation"]["given_order_time_s"]
     # the brute force over the same matrix agrees
-    pts = np.array([[l["lon"], l["lat"]] for l in locs])
+    pts = np.array([[p["lon"], p["lat"]] for p in locs])
     T = np.array(andorra.matrix(pts, pts, "auto").time_s)
     np.fill_diagonal(T, 0)
     assert doc["optimisation"]["time_s"] == pytest.approx(_brute(T), abs=0.1)
     trip = doc["trip"]
-    assert [l["original_index"] for l in trip["locations"]] == order
-    assert [l["name"] for l in trip["locations"]] == [places[i] for i in order]
+    assert [loc["original_index"] for loc in trip["locations"]] == order
+    assert [loc["name"] for loc in trip["locations"]] == [places[i] for i in order]
     assert len(trip["legs"]) == len(locs) - 1
     # the trip follows the chosen order; its time is the matrix time of that order (same router)
     assert trip["summary"]["time"] == pytest.approx(doc["optimisation"]["time_s"], rel=0.02)
