@@ -163,8 +163,8 @@ class Engine:
         return optimised_route(self.router, validate(OptimisedRouteRequest, request, **fields))
 
     def route_extras(self, doc: dict, request) -> dict:
-        """Apply the /route options date_time and elevation_interval of `request` (a RouteRequest) to a
-        trip document (see geoengine.routing.extras)."""
+        """Apply the /route options alternates, date_time and elevation_interval of `request` (a
+        RouteRequest) to its route document `doc` (see geoengine.routing.extras.apply)."""
         from geoengine.routing import extras
 
         return extras.apply(self, doc, request)

@@ -125,3 +125,21 @@ def alternatives(router, prof, cands, n: int, *, best: list[Leg] | None = None,
             kept.append(pieces)
             out.append(pieces)
     return out
+
+
+def route_alternates(router, req, doc: dict) -> dict:
+    """The /route `alternates` option: add `alternates: [{"trip": ...}, ...]` (Valhalla's shape) to the
+    route document `doc` of the RouteRequest `req`; nothing when req.alternates is absent or no different
+    route exists. Repeats the router's profile choice (costing options, avoid_locations/polygons)."""
+    if not getattr(req, "alternates", None):
+        return doc
+    from geoengine.costing import inactive_options
+    from geoengine.routing.trip import build_trip
+
+    options = router.parse_options(req.costing, req.costing_options)
+    prof = router.profile(req.costing, options, router._avoid_mask(req))
+    cands, best = router.route_legs(prof, req.locations)
+    notes = inactive_options(router.graph, options)
+    alts = alternatives(router, prof, cands, int(req.alternates), best=best)
+    doc["alternates"] = [{"trip": build_trip(router, prof, req, cands, pieces, notes)["trip"]} for pieces in alts]
+    return doc

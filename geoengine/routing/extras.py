@@ -156,9 +156,16 @@ def apply_elevation(engine, doc: dict, interval: float, shape_format: str = "pol
 
 
 def apply(engine, doc: dict, req) -> dict:
-    """Both options of a RouteRequest `req` (either may be absent)."""
-    if getattr(req, "elevation_interval", None):
-        apply_elevation(engine, doc, float(req.elevation_interval), req.shape_format)
-    if getattr(req, "date_time", None) is not None:
-        apply_date_time(doc, req.date_time, req.locations)
+    """The options alternates, elevation_interval and date_time of a RouteRequest `req` (each may be
+    absent), applied to the /route document `doc` and to each of its alternates."""
+    if getattr(req, "alternates", None):
+        from geoengine.routing.alternates import route_alternates
+
+        route_alternates(engine.router, req, doc)
+    docs = [doc] + list(doc.get("alternates", []))
+    for d in docs:
+        if getattr(req, "elevation_interval", None):
+            apply_elevation(engine, d, float(req.elevation_interval), req.shape_format)
+        if getattr(req, "date_time", None) is not None:
+            apply_date_time(d, req.date_time, req.locations)
     return doc

@@ -139,3 +139,23 @@ def test_apply_both_through_the_engine(andorra):
     doc = andorra.route_extras(andorra.route(req), req)
     leg = doc["trip"]["legs"][0]
     assert leg["departure"] == "2026-06-01T12:00" and len(leg["elevation"]) >= 2
+
+
+def test_route_alternates_with_extras(andorra):
+    req = RouteRequest.model_validate({"locations": _locs("andorra_la_vella", "ordino"), "alternates": 2,
+                                       "elevation_interval": 100,
+                                       "date_time": {"type": 1, "value": "2026-06-01T12:00"}})
+    doc = andorra.route_extras(andorra.route(req), req)
+    alts = doc["alternates"]
+    assert 1 <= len(alts) <= 2
+    best = doc["trip"]
+    for a in alts:
+        t = a["trip"]
+        assert t["legs"][0]["shape"] != best["legs"][0]["shape"]
+        assert best["summary"]["time"] <= t["summary"]["time"] <= 1.5 * best["summary"]["time"] + 1
+        assert t["departure"] == "2026-06-01T12:00" and t["legs"][0]["elevation"]
+
+
+def test_no_alternates_key_without_option(andorra):
+    req = RouteRequest.model_validate({"locations": _locs("andorra_la_vella", "ordino")})
+    assert "alternates" not in andorra.route_extras(andorra.route(req), req)
