@@ -1,6 +1,6 @@
-"""Optimised route (POST /optimised_route) vs Valhalla's optimized_route, 10 and 20 stops, Andorra.
+"""Optimised route (POST /optimised_route) vs Valhalla's optimized_route, 10 and 20 stops, Andorra or Liechtenstein.
 
-    NUMBA_CACHE_DIR=/tmp/nc /work/main/.venv/bin/python benchmarks/optimise_bench.py [--bundle PATH] [--sets 5]
+    NUMBA_CACHE_DIR=/tmp/nc /work/main/.venv/bin/python benchmarks/optimise_bench.py [--region andorra|liechtenstein] [--bundle PATH] [--sets 5]
 
 Stops are random car-reachable graph nodes (fixed seeds). For each set both engines order the stops
 (first and last fixed in both) and return the trip. Printed per size: p50 latency of the whole request
@@ -25,7 +25,7 @@ import numpy as np
 HERE = Path(__file__).resolve().parent
 PEERS = HERE / ".peers"
 PYVALHALLA = "pyvalhalla==3.9.1"
-PBF = "andorra/andorra.osm.pbf"
+PBF = {"andorra": "andorra/andorra.osm.pbf", "liechtenstein": "liechtenstein/valhalla-liechtenstein-latest.osm.pbf"}
 
 
 def ensure_valhalla(py: Path) -> str | None:
@@ -40,7 +40,7 @@ def ensure_valhalla(py: Path) -> str | None:
     return None if probe.returncode == 0 else f"pyvalhalla does not import: {probe.stderr.strip()[-300:]}"
 
 
-def open_engine(bundle: str | None):
+def open_engine(bundle: str | None, region: str):
     import geoengine
     from geoengine.config import Settings
 
@@ -50,7 +50,7 @@ def open_engine(bundle: str | None):
     from geoengine.build.pipeline import build, default_out, resolve_inputs
     from geoengine.progress import NullProgress
 
-    inputs = resolve_inputs("andorra", settings, progress=NullProgress())
+    inputs = resolve_inputs(region, settings, progress=NullProgress())
     out = default_out(inputs, settings)
     if not (out / "manifest.json").exists():
         build(inputs, out, settings, progress=NullProgress())
@@ -74,7 +74,8 @@ def stop_sets(engine, size: int, count: int, seed: int):
 
 def main():
     ap = argparse.ArgumentParser()
-    ap.add_argument("--bundle", help="an Andorra bundle (default: build one under GEOENGINE_HOME)")
+    ap.add_argument("--region", default="andorra", choices=sorted(PBF))
+    ap.add_argument("--bundle", help="a bundle of that region (default: build one under GEOENGINE_HOME)")
     ap.add_argument("--sets", type=int, default=5, help="stop sets per size")
     ap.add_argument("--repeat", type=int, default=5)
     ap.add_argument("--valhalla-python", default=str(PEERS / "valhalla-venv" / "bin" / "python"))
@@ -82,9 +83,9 @@ def main():
 
     from geoengine.routing.optimise import path_cost
 
-    engine = open_engine(args.bundle)
+    engine = open_engine(args.bundle, args.region)
     data = Path(engine.settings.data_mirror or HERE.parents[1] / "shared" / "data")
-    pbf = data / PBF
+    pbf = data / PBF[args.region]
     engine.optimised_route(locations=[{"lon": float(x), "lat": float(y)} for x, y in stop_sets(engine, 16, 1, 0)[0]])
     problems = {n: stop_sets(engine, n, args.sets, seed=n) for n in (10, 20)}
 
@@ -95,7 +96,7 @@ def main():
         flat = [p.tolist() for n in (10, 20) for p in problems[n]]
         spec = work / "spec.json"
         spec.write_text(json.dumps({"problems": flat, "repeat": args.repeat}))
-        r = subprocess.run([args.valhalla_python, str(HERE / "_valhalla_optimise_run.py"), str(pbf), str(work / "v"),
+        r = subprocess.run([args.valhalla_python, str(HERE / "_valhalla_optimise_run.py"), str(pbf), str(work / args.region),
                             str(spec)], capture_output=True, text=True)
         try:
             out = json.loads(r.stdout.strip().splitlines()[-1])
