@@ -127,19 +127,27 @@ def alternatives(router, prof, cands, n: int, *, best: list[Leg] | None = None,
     return out
 
 
-def route_alternates(router, req, doc: dict) -> dict:
-    """The /route `alternates` option: add `alternates: [{"trip": ...}, ...]` (Valhalla's shape) to the
-    route document `doc` of the RouteRequest `req`; nothing when req.alternates is absent or no different
-    route exists. Repeats the router's profile choice (costing options, avoid_locations/polygons)."""
-    if not getattr(req, "alternates", None):
-        return doc
+def search_request(router, req):
+    """(profile, candidates, best pieces, notes) of a RouteRequest, chosen as `Router.route` chooses them
+    (costing options, avoid_locations / avoid_polygons)."""
     from geoengine.costing import inactive_options
-    from geoengine.routing.trip import build_trip
 
     options = router.parse_options(req.costing, req.costing_options)
     prof = router.profile(req.costing, options, router._avoid_mask(req))
     cands, best = router.route_legs(prof, req.locations)
-    notes = inactive_options(router.graph, options)
+    return prof, cands, best, inactive_options(router.graph, options)
+
+
+def route_alternates(router, req, doc: dict, searched=None) -> list[list[Leg]]:
+    """The /route `alternates` option: add `alternates: [{"trip": ...}, ...]` (Valhalla's shape) to the
+    route document `doc` of the RouteRequest `req` (nothing when req.alternates is absent; an empty list
+    when no different route exists). Returns the alternatives' pieces. `searched`: the result of
+    `search_request(router, req)` when the caller has it."""
+    if not getattr(req, "alternates", None):
+        return []
+    from geoengine.routing.trip import build_trip
+
+    prof, cands, best, notes = searched or search_request(router, req)
     alts = alternatives(router, prof, cands, int(req.alternates), best=best)
     doc["alternates"] = [{"trip": build_trip(router, prof, req, cands, pieces, notes)["trip"]} for pieces in alts]
-    return doc
+    return alts

@@ -1,4 +1,5 @@
-"""Post-processing of a /route trip document for the options `date_time` and `elevation_interval`.
+"""Post-processing of a /route trip document for the options `date_time`, `elevation_interval`,
+`alternates` (geoengine.routing.alternates) and `linear_references` (geoengine.routing.openlr).
 
     doc = router.route(req)
     doc = apply(engine, doc, req)   # or apply_date_time(doc, ...) / apply_elevation(engine, doc, ...)
@@ -156,12 +157,21 @@ def apply_elevation(engine, doc: dict, interval: float, shape_format: str = "pol
 
 
 def apply(engine, doc: dict, req) -> dict:
-    """The options alternates, elevation_interval and date_time of a RouteRequest `req` (each may be
-    absent), applied to the /route document `doc` and to each of its alternates."""
-    if getattr(req, "alternates", None):
-        from geoengine.routing.alternates import route_alternates
+    """The options alternates, linear_references, elevation_interval and date_time of a RouteRequest
+    `req` (each may be absent), applied to the /route document `doc` and to each of its alternates."""
+    alts: list = []
+    if getattr(req, "alternates", None) or getattr(req, "linear_references", False):
+        from geoengine.routing.alternates import route_alternates, search_request
 
-        route_alternates(engine.router, req, doc)
+        searched = search_request(engine.router, req)
+        alts = route_alternates(engine.router, req, doc, searched)
+        if getattr(req, "linear_references", False):
+            from geoengine.routing.openlr import route_linear_references
+
+            prof, _cands, best, _notes = searched
+            doc["trip"]["linear_references"] = route_linear_references(engine.router, prof, best)
+            for alt_doc, pieces in zip(doc.get("alternates", []), alts, strict=True):
+                alt_doc["trip"]["linear_references"] = route_linear_references(engine.router, prof, pieces)
     docs = [doc] + list(doc.get("alternates", []))
     for d in docs:
         if getattr(req, "elevation_interval", None):

@@ -159,3 +159,15 @@ def test_route_alternates_with_extras(andorra):
 def test_no_alternates_key_without_option(andorra):
     req = RouteRequest.model_validate({"locations": _locs("andorra_la_vella", "ordino")})
     assert "alternates" not in andorra.route_extras(andorra.route(req), req)
+
+
+def test_linear_references_through_apply(andorra):
+    from geoengine.routing.openlr import decode
+
+    req = RouteRequest.model_validate({"locations": _locs("andorra_la_vella", "ordino"), "alternates": 1,
+                                       "linear_references": True})
+    doc = andorra.route_extras(andorra.route(req), req)
+    refs = doc["trip"]["linear_references"]
+    assert refs and all(len(decode(r)["points"]) == 2 for r in refs)
+    for a in doc["alternates"]:
+        assert a["trip"]["linear_references"] and a["trip"]["linear_references"] != refs
