@@ -162,6 +162,15 @@ class Engine:
 
         return optimised_route(self.router, validate(OptimisedRouteRequest, request, **fields))
 
+    def route_with_options(self, request=None, **fields) -> dict:
+        """`route(...)` followed by the options alternates, linear_references, elevation_interval and
+        date_time (`route_extras`): the full POST /route document."""
+        from geoengine.routing.models import RouteRequest
+        from geoengine.validation import validate
+
+        req = validate(RouteRequest, request, **fields)
+        return self.route_extras(self.router.route(req), req)
+
     def route_extras(self, doc: dict, request) -> dict:
         """Apply the /route options alternates, date_time and elevation_interval of `request` (a
         RouteRequest) to its route document `doc` (see geoengine.routing.extras.apply)."""

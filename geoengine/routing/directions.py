@@ -22,7 +22,7 @@ MAX_WAYPOINTS = 25
 
 
 class Waypoint(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="ignore")
 
     lon: Lon
     lat: Lat

@@ -171,3 +171,16 @@ def test_linear_references_through_apply(andorra):
     assert refs and all(len(decode(r)["points"]) == 2 for r in refs)
     for a in doc["alternates"]:
         assert a["trip"]["linear_references"] and a["trip"]["linear_references"] != refs
+
+
+def test_route_with_options_is_route_plus_extras(andorra):
+    body = {"locations": _locs("encamp", "canillo"), "elevation_interval": 250, "alternates": 1,
+            "date_time": {"type": 2, "value": "2026-06-01T12:00"}, "linear_references": True}
+    doc = andorra.route_with_options(body)
+    plain = andorra.route(body)
+    assert doc["trip"]["summary"] == plain["trip"]["summary"]
+    assert doc["trip"]["arrival"] == "2026-06-01T12:00"
+    assert doc["trip"]["legs"][0]["elevation"] and doc["trip"]["linear_references"]
+    assert "alternates" in doc
+    with pytest.raises(InvalidRequest):
+        andorra.route_with_options({**body, "date_time": {"type": 1}})
