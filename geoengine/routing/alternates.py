@@ -6,7 +6,10 @@ profile's edge-based graph with the penalised weights. A candidate is kept when
 
 - its true (unpenalised) cost is at most `MAX_STRETCH` times the best route's cost,
 - it shares less than `MAX_SHARE` of its length with every route kept before it (the best included),
-- it uses no road segment twice (no loops).
+- it uses no road segment twice (no loops),
+- it is locally optimal (the "T-test"): around the middle and the quartiles of the part that leaves the best
+  route, the stretch of the candidate worth `LOCAL_SHARE` of the best route's cost is itself a shortest path
+  (within `LOCAL_SLACK`), so no alternative takes a pointless detour around a block.
 
 The search stops after `n` alternatives or `MAX_ROUNDS(n)` re-searches. Everything except the choice of
 edges to penalise (numpy, vectorised) runs in the Numba Dijkstra kernels.
@@ -21,6 +24,7 @@ from __future__ import annotations
 
 import copy
 
+import numba
 import numpy as np
 
 from geoengine.routing.router import Leg
@@ -29,6 +33,8 @@ PENALTY = 1.6
 MAX_STRETCH = 1.5
 MAX_SHARE = 0.65
 MAX_ALTERNATES = 3
+LOCAL_SHARE = 0.25
+LOCAL_SLACK = 0.05
 
 
 def max_rounds(n: int) -> int:
@@ -73,14 +79,63 @@ def _penalised_profile(prof, mult: np.ndarray):
     return shim
 
 
+@numba.njit(cache=True, nogil=True)
+def path_prefix_costs(offsets, targets, weights, edge_cost, path):
+    """c[k]: cost from the start of path[0] to the end of path[k] through the turn graph's arcs
+    (turn costs included); inf where two consecutive edges are not joined by an arc."""
+    n = len(path)
+    c = np.empty(n)
+    c[0] = edge_cost[path[0]]
+    for k in range(1, n):
+        a = path[k - 1]
+        b = path[k]
+        w = np.inf
+        for q in range(offsets[a], offsets[a + 1]):
+            if targets[q] == b and weights[q] < w:
+                w = weights[q]
+        c[k] = c[k - 1] + w
+    return c
+
+
+def locally_optimal(router, prof, piece: Leg, best: Leg, window: float, slack: float = LOCAL_SLACK) -> bool:
+    """T-test of one piece against the best piece between the same locations: windows of cost `window`
+    around the quartiles of the piece's part off the best route must be shortest paths (within `slack`)."""
+    e = piece.edges
+    off = ~np.isin(e >> 1, best.edges >> 1)
+    if len(e) < 3 or not off.any():
+        return True
+    g = prof.search
+    cost = np.where(np.isfinite(prof.cost), prof.cost, 0.0)
+    c = path_prefix_costs(np.asarray(g.offsets), np.asarray(g.targets), np.asarray(g.weights), cost, e)
+    if not np.isfinite(c[-1]):
+        return False
+    start = c - cost[e]  # cost at the start of each edge
+    idx = np.flatnonzero(off)
+    lo, hi = start[idx[0]], c[idx[-1]]
+    for q in (0.25, 0.5, 0.75):
+        x = lo + q * (hi - lo)
+        i = int(np.searchsorted(c, x - window / 2))
+        j = int(np.searchsorted(c, x + window / 2))
+        i, j = max(0, min(i, len(e) - 1)), max(0, min(j, len(e) - 1))
+        if j - i < 2:
+            continue
+        sub = c[j] - start[i]
+        src = {"edge": e[i:i + 1], "fraction": np.zeros(1)}
+        dst = {"edge": e[j:j + 1], "fraction": np.ones(1)}
+        sp = router.shortest(prof, src, dst)
+        if sp is None or sub > (1.0 + slack) * sp.cost + 1e-6:
+            return False
+    return True
+
+
 def _true_cost(leg: Leg, mult: np.ndarray, cost: np.ndarray) -> float:
     e = leg.edges[1:]
     return float(leg.cost - np.sum((mult[e] - 1.0) * cost[e]))
 
 
 def alternatives(router, prof, cands, n: int, *, best: list[Leg] | None = None,
-                 max_stretch: float = MAX_STRETCH, max_share: float = MAX_SHARE, penalty: float = PENALTY
-                 ) -> list[list[Leg]]:
+                 max_stretch: float = MAX_STRETCH, max_share: float = MAX_SHARE, penalty: float = PENALTY,
+                 local_check: bool = True) -> list[list[Leg]]:
     """Up to `n` (1-3) alternative routes through the snapped candidates `cands` (as returned by
     `Router.route_legs`), each a list of pieces (one `Leg` per consecutive pair of locations), best
     first. `best` is the primary route's pieces (computed when omitted); it is not part of the result.
@@ -120,6 +175,9 @@ def alternatives(router, prof, cands, n: int, *, best: list[Leg] | None = None,
                 break
             continue
         if has_loop(pieces):
+            continue
+        window = LOCAL_SHARE * best_cost
+        if local_check and not all(locally_optimal(router, prof, p, b, window) for p, b in zip(pieces, best, strict=True)):
             continue
         if all(shared_fraction(prof, pieces, k) < max_share for k in kept):
             kept.append(pieces)

@@ -99,3 +99,53 @@ def test_directions_alternatives(andorra_client):
 def test_zero_alternatives(andorra):
     router, prof, cands, best, alts = _route(andorra, ANDORRA["andorra_la_vella"], ANDORRA["ordino"], n=0)
     assert alts == []
+
+
+def _windows_are_shortest(router, prof, piece, best_piece, window):
+    """Independent T-test: the same windows checked with plain Dijkstra on the turn graph."""
+    from geoengine.routing.alternates import path_prefix_costs
+    from geoengine.routing.dijkstra import dijkstra
+
+    e = piece.edges
+    off = ~np.isin(e >> 1, best_piece.edges >> 1)
+    if len(e) < 3 or not off.any():
+        return True
+    g = prof.search
+    cost = np.where(np.isfinite(prof.cost), prof.cost, 0.0)
+    c = path_prefix_costs(np.asarray(g.offsets), np.asarray(g.targets), np.asarray(g.weights), cost, e)
+    start = c - cost[e]
+    idx = np.flatnonzero(off)
+    lo, hi = start[idx[0]], c[idx[-1]]
+    for q in (0.25, 0.5, 0.75):
+        x = lo + q * (hi - lo)
+        i = min(int(np.searchsorted(c, x - window / 2)), len(e) - 1)
+        j = min(int(np.searchsorted(c, x + window / 2)), len(e) - 1)
+        if j - i < 2:
+            continue
+        r = dijkstra(g, [int(e[i])], [int(e[j])], [cost[e[i]]], [0.0])
+        if c[j] - start[i] > 1.05 * r.primary + 1e-6:
+            return False
+    return True
+
+
+@pytest.mark.parametrize("region, a, b", PAIRS)
+def test_alternatives_are_locally_optimal(engine_for, region, a, b):
+    from geoengine.routing.alternates import LOCAL_SHARE
+
+    router, prof, cands, best, alts = _route(engine_for(region), a, b)
+    window = LOCAL_SHARE * sum(p.cost for p in best)
+    for alt in alts:
+        assert all(_windows_are_shortest(router, prof, p, q, window) for p, q in zip(alt, best, strict=True))
+
+
+def test_local_check_rejects_detours(liechtenstein):
+    # without the T-test the penalty method offers detours on this pair; the test removes them
+    from geoengine.routing.alternates import LOCAL_SHARE
+
+    router, prof, cands, best, checked = _route(liechtenstein, LIECHTENSTEIN["balzers"], LIECHTENSTEIN["eschen"])
+    unchecked = alternatives(router, prof, cands, 3, best=best, local_check=False)
+    window = LOCAL_SHARE * sum(p.cost for p in best)
+    failing = [alt for alt in unchecked
+               if not all(_windows_are_shortest(router, prof, p, q, window) for p, q in zip(alt, best, strict=True))]
+    assert failing, "expected the unchecked penalty method to produce a detour on this pair"
+    assert len(checked) >= 1
