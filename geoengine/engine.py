@@ -64,6 +64,8 @@ class Engine:
             self.search_index.warm()
         if self.bundle.has_stage("graph"):
             self.router.warm()
+        if self.bundle.has_stage("tiles") or self.settings.tiles_dir:
+            self.tiles  # noqa: B018 - opening is the point
 
     @cached_property
     def _components(self) -> dict:
@@ -240,3 +242,20 @@ class Engine:
         return self.search_index.place(doc_id)
 
     # -- end search ---------------------------------------------------------------------------------
+    # -- tiles (geoengine/tiles) ------------------------------------------------------------------
+    @cached_property
+    def tiles(self):
+        """The TileService: every .mbtiles/.pmtiles of the bundle's `tiles/` folder and of
+        Settings.tiles_dir is a source (id = file stem); tile bytes are cached within
+        Settings.tile_cache_bytes. See docs/tiles.md."""
+        from geoengine.tiles.service import TileService
+        from geoengine.tiles.sources import discover
+
+        folders = []
+        if self.bundle.has_stage("tiles"):
+            folders.append(self.bundle.path / "tiles")
+        if self.settings.tiles_dir:
+            folders.append(self.settings.tiles_dir)
+        return TileService(discover(folders), self.settings.tile_cache_bytes)
+
+    # -- end tiles --------------------------------------------------------------------------------

@@ -5,6 +5,7 @@ ROUTE_MODULES: list[str] = [
     "geoengine.server.routes.routing",
     "geoengine.server.routes.elevation",
     "geoengine.server.routes.search",
+    "geoengine.server.routes.tiles",
     "geoengine.server.routes.directions",
     "geoengine.server.routes.optimise",
 ]
