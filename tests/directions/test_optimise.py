@@ -178,3 +178,25 @@ def test_openapi_documents_optimised_route(andorra_client):
     op = spec["paths"]["/optimised_route"]["post"]
     assert "requestBody" in op and "200" in op["responses"]
     assert "OptimisedRouteResponse" in spec["components"]["schemas"]
+
+
+@pytest.mark.parametrize("costing", ["bicycle", "pedestrian", "truck"])
+def test_other_costings(andorra, costing):
+    # (Sant Julià is not reachable on foot in this 2013 extract: the CG-1 is closed to pedestrians)
+    places = ["andorra_la_vella", "encamp", "canillo", "ordino", "andorra_la_vella"]
+    locs = [{"lon": ANDORRA[p][0], "lat": ANDORRA[p][1]} for p in places]
+    doc = andorra.optimised_route(locations=locs, costing=costing)
+    assert doc["trip"]["costing"] == costing
+    pts = np.array([[p["lon"], p["lat"]] for p in locs])
+    T = np.array(andorra.matrix(pts, pts, costing).time_s)
+    np.fill_diagonal(T, 0)
+    assert doc["optimisation"]["time_s"] == pytest.approx(_brute(T), abs=0.1)
+
+
+def test_stop_unreachable_for_the_costing_is_422(andorra_client):
+    # Sant Julià de Lòria can be driven to but not walked to in this extract
+    locs = [{"lon": ANDORRA[p][0], "lat": ANDORRA[p][1]} for p in ("andorra_la_vella", "sant_julia", "encamp")]
+    assert andorra_client.post("/optimised_route", json={"locations": locs}).status_code == 200
+    r = andorra_client.post("/optimised_route", json={"locations": locs, "costing": "pedestrian"})
+    assert r.status_code == 422, r.text
+    assert r.json()["errors"][0]["field"] == "locations[1]"
