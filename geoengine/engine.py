@@ -203,6 +203,41 @@ class Engine:
         prof = router.profile(costing, router.parse_options(costing, costing_options))
         return self.matcher.match(prof, lons, lats, **trace_options)
     # -- end of map matching -------------------------------------------------------------------------
+    # -- directions, alternates, optimised route, route extras (geoengine/routing/directions.py,
+    #    alternates.py, optimise.py, extras.py; docs/directions.md) -------------------------------------
+    def directions(self, request=None, **fields) -> dict:
+        """POST /v1/routing/directions: `engine.directions(waypoints=[{"lon":..,"lat":..}, ...],
+        profile="driving", geometry="geojson", alternatives=False, steps=True, language="en")` or a
+        `DirectionsRequest` / dict. Returns {routes: [...], waypoints: [...]}."""
+        from geoengine.routing.directions import DirectionsRequest, directions
+        from geoengine.validation import validate
+
+        return directions(self.router, validate(DirectionsRequest, request, **fields))
+
+    def optimised_route(self, request=None, **fields) -> dict:
+        """POST /optimised_route: the best visiting order of the locations (first and last fixed) and the
+        trip through them in that order: `engine.optimised_route(locations=[...], costing="auto")`."""
+        from geoengine.routing.optimise import OptimisedRouteRequest, optimised_route
+        from geoengine.validation import validate
+
+        return optimised_route(self.router, validate(OptimisedRouteRequest, request, **fields))
+
+    def route_with_options(self, request=None, **fields) -> dict:
+        """`route(...)` followed by the options alternates, linear_references, elevation_interval and
+        date_time (`route_extras`): the full POST /route document."""
+        from geoengine.routing.models import RouteRequest
+        from geoengine.validation import validate
+
+        req = validate(RouteRequest, request, **fields)
+        return self.route_extras(self.router.route(req), req)
+
+    def route_extras(self, doc: dict, request) -> dict:
+        """Apply the /route options alternates, date_time and elevation_interval of `request` (a
+        RouteRequest) to its route document `doc` (see geoengine.routing.extras.apply)."""
+        from geoengine.routing import extras
+
+        return extras.apply(self, doc, request)
+    # -- end of directions block ---------------------------------------------------------------------
 
     # -- elevation (geoengine/elevation; docs/elevation.md) -------------------------------------------
     @cached_property

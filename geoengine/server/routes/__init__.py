@@ -8,4 +8,6 @@ ROUTE_MODULES: list[str] = [
     "geoengine.server.routes.search",
     "geoengine.server.routes.tiles",
     "geoengine.server.routes.matching",
+    "geoengine.server.routes.directions",
+    "geoengine.server.routes.optimise",
 ]
