@@ -39,10 +39,14 @@ EARTH_M = 6_371_008.8
 
 # ranking (see docs/search.md)
 W_COVERAGE = 2.0
-W_IMPORTANCE = 0.5
+W_IMPORTANCE = 1.0
+PREFIX_BASE = 0.85  # a prefix of the last query word: PREFIX_BASE + PREFIX_SHARE * (share of the word typed)
+PREFIX_SHARE = 0.15
 W_EXACT = 0.6
 W_PRIMARY = 0.3
-W_NAME_PREFIX = 0.2
+W_NAME_PREFIX = 0.1
+W_STARTS = 0.4
+ALT_FACTOR = 0.9
 W_RATIO = 0.2
 BIAS_WEIGHT = 1.0
 BIAS_DECAY_KM = 25.0
@@ -253,6 +257,36 @@ def _letter_range(words: list[str], letter: str) -> tuple[int, int]:
     return bisect.bisect_left(words, letter), bisect.bisect_left(words, letter + "\U0010ffff")
 
 
+def _name_coverage(toks: list[str], prefix_last: bool, name: str) -> float:
+    """Mean over query tokens of the best match quality against the words of one normalised name, with
+    the qualities of the vocabulary matching (exact 1.0, prefix PREFIX_BASE + PREFIX_SHARE * share, typo 0.8 - 0.1 * d)."""
+    words = name.split()
+    if not words:
+        return 0.0
+    total = 0.0
+    last = len(toks) - 1
+    for i, tok in enumerate(toks):
+        if tok in words:
+            total += 1.0
+            continue
+        best = 0.0
+        k = max_typos(tok)
+        is_prefix = prefix_last and i == last
+        for w in words:
+            if is_prefix and w.startswith(tok):
+                best = max(best, PREFIX_BASE + PREFIX_SHARE * len(tok) / len(w))
+            elif k:
+                d = OSA.distance(tok, w, score_cutoff=k)
+                if d <= k:
+                    best = max(best, 0.8 - 0.1 * d)
+                elif is_prefix and len(w) > len(tok):
+                    d = OSA.distance(tok, w[:len(tok)], score_cutoff=k)
+                    if d <= k:
+                        best = max(best, 0.55 + 0.2 * len(tok) / len(w) - 0.1 * (d - 1))
+        total += best
+    return total / len(toks)
+
+
 class SearchIndex:
     """A read-only search index opened from `<bundle>/search/`."""
 
@@ -384,7 +418,7 @@ class SearchIndex:
             b = bisect.bisect_left(vocab, tok + "\U0010ffff")
             if b > a:
                 lens = self.vocab_len[a:b]
-                q = np.where(lens == len(tok), 1.0, 0.7 + 0.3 * len(tok) / np.maximum(lens, 1))
+                q = np.where(lens == len(tok), 1.0, PREFIX_BASE + PREFIX_SHARE * len(tok) / np.maximum(lens, 1))
                 ranges.append((a, b, q))
         elif a < len(vocab) and vocab[a] == tok:
             ranges.append((a, a + 1, np.ones(1)))
@@ -454,14 +488,23 @@ class SearchIndex:
             top = np.argpartition(-coarse, CANDIDATES)[:CANDIDATES]
             cand, imp, bias = cand[top], imp[top], bias[top]
         scores = np.empty(len(cand))
+        name_en = self.cols["name_en"]
         for j, row in enumerate(cand.tolist()):
             variants = (self.names[row] or "").split(SEP)
-            exact = qn in variants
-            primary = bool(variants) and variants[0] == qn
-            name_prefix = exact or any(v.startswith(qn) for v in variants)
+            primary = variants[0] if variants else ""
+            en = normalise(name_en[row] or "")
+            main = (primary, en) if en and en != primary else (primary,)
+            # text: the query against the document's own names (name, name:en), else against any variant
+            # (alternate, old, other-language names) at ALT_FACTOR of its value
+            text = max(max(_name_coverage(toks, prefix_last, v) for v in main), ALT_FACTOR * coverage[row])
+            exact_main = qn in main
+            # an alternate name counts as an exact match only from 4 letters: short alternates are codes
+            exact = exact_main or (len(qn) >= 4 and qn in variants)
+            starts = any(v.startswith(qn) for v in main)  # the name starts with the query (first word)
+            name_prefix = exact or starts or any(v.startswith(qn) for v in variants)
             ratio = process.extractOne(qn, variants, scorer=fuzz.ratio)[1] / 100.0 if variants else 0.0
-            scores[j] = (W_COVERAGE * coverage[row] + W_EXACT * exact + W_PRIMARY * primary + W_NAME_PREFIX * name_prefix + W_RATIO * ratio
-                         + W_IMPORTANCE * imp[j] + bias[j])
+            scores[j] = (W_COVERAGE * text + W_EXACT * exact + W_PRIMARY * exact_main + W_STARTS * starts
+                         + W_NAME_PREFIX * name_prefix + W_RATIO * ratio + W_IMPORTANCE * imp[j] + bias[j])
         order = np.argsort(-scores, kind="stable")
         results, seen = [], set()
         for j in order.tolist():
