@@ -17,6 +17,7 @@ Files under `<bundle>/search/` (all memory-mapped or read in one go on open):
 from __future__ import annotations
 
 import bisect
+import hashlib
 import math
 import re
 import threading
@@ -50,7 +51,7 @@ ALT_FACTOR = 0.9
 W_RATIO = 0.2
 BIAS_WEIGHT = 1.0
 BIAS_DECAY_KM = 25.0
-CANDIDATES = 200
+CANDIDATES = 80  # documents scored in full: the best by the coarse score, plus every exact name match
 MAX_QUERY_TOKENS = 12  # words beyond the 12th are ignored
 PREFIX_LENGTHS = range(4, 17)
 MAX_RADIUS_M = 100_000.0
@@ -81,6 +82,17 @@ def write_index(folder: Path, ds) -> tuple[list[str], dict]:
             pair_tok.append(tid)
             pair_doc.append(i)
     files += write_strings(folder, "names", norm_names)
+    # exact-name lookup: stable 64-bit hashes of each document's normalised name and English name, sorted
+    keys, key_doc = [], []
+    for i in range(n):
+        for v in {normalise(ds.name[i] or ""), normalise(ds.name_en[i] or "")} - {""}:
+            keys.append(name_hash(v))
+            key_doc.append(i)
+    keys_a = np.asarray(keys, np.int64)
+    order = np.argsort(keys_a, kind="stable")
+    np.save(folder / "name_key.npy", keys_a[order])
+    np.save(folder / "name_key_doc.npy", np.asarray(key_doc, np.int32)[order])
+    files += ["name_key.npy", "name_key_doc.npy"]
     vocab = sorted(tok_of)
     rank = np.empty(len(vocab), np.int64)
     for r, t in enumerate(vocab):
@@ -122,6 +134,11 @@ def write_index(folder: Path, ds) -> tuple[list[str], dict]:
     files += ["items.npy", "item_doc.npy"]
     counts = {"documents": n, "tokens": len(vocab), "postings": int(len(pd)), "reverse_items": int(len(items))}
     return files, counts
+
+
+def name_hash(text: str) -> int:
+    """Stable signed 64-bit hash of a normalised name (`name_key.npy`)."""
+    return int.from_bytes(hashlib.blake2b(text.encode("utf-8"), digest_size=8).digest(), "little", signed=True)
 
 
 def write_prefix_tables(folder: Path, vocab: list[str]) -> list[str]:
@@ -309,12 +326,23 @@ class SearchIndex:
             self.vocab = (folder / "vocab.txt").read_text(encoding="utf-8").split("\n")[:-1]
         except (OSError, ValueError, UnicodeDecodeError) as exc:
             raise UpstreamError(f"the search index in {folder} cannot be read: {exc}") from exc
+        # plain ndarray views of the same mapped memory for the query path: indexing a np.memmap builds
+        # a memmap object per access (a third of a search's time went there)
+        for name in ("lat", "lon", "importance", "canon", "kind", "id_order", "post_ptr", "post_doc", "items", "item_doc"):
+            setattr(self, "_" + name, getattr(self, name).view(np.ndarray))
         self.n = len(self.lat)
         if not (len(self.canon) == len(self.kind) == self.n == len(self.cols["id"])
                 and len(self.post_ptr) == len(self.vocab) + 1):
             raise UpstreamError(f"the search index in {folder} is inconsistent (column lengths differ): rebuild the bundle")
         try:
             self.vocab_len = np.load(folder / "vocab_len.npy")
+        except (OSError, ValueError) as exc:
+            raise UpstreamError(f"the search index in {folder} cannot be read: {exc}") from exc
+        try:  # absent in bundles built before it existed: exact names then compete like any other match
+            self._name_key = np.load(folder / "name_key.npy")
+            self._name_key_doc = np.load(folder / "name_key_doc.npy")
+        except FileNotFoundError:
+            self._name_key = self._name_key_doc = None
         except (OSError, ValueError) as exc:
             raise UpstreamError(f"the search index in {folder} cannot be read: {exc}") from exc
         self._prefix_tables: dict[int, tuple[list[str], np.ndarray]] = {}
@@ -340,7 +368,7 @@ class SearchIndex:
             import rtree
 
             try:
-                items = np.asarray(self.items, dtype=np.float64)
+                items = np.asarray(self._items, dtype=np.float64)
                 mins = np.ascontiguousarray(np.minimum(items[:, :2], items[:, 2:]))
                 maxs = np.ascontiguousarray(np.maximum(items[:, :2], items[:, 2:]))
                 props = rtree.index.Property()
@@ -356,13 +384,13 @@ class SearchIndex:
 
     def result(self, row: int, score: float | None = None, distance_m: float | None = None) -> SearchResult:
         c = self.cols
-        canon = int(self.canon[row])
+        canon = int(self._canon[row])
         return SearchResult(
             id=c["id"][row], score=None if score is None else round(float(score), 4), index=c["index"][row],
             doc_type=c["doc_type"][row], display_name=c["display_name"][row], name=c["name"][row],
             name_en=c["name_en"][row], place_class=c["place_class"][row], category=c["category"][row],
-            importance=round(float(self.importance[row]), 4),
-            location={"lat": round(float(self.lat[row]), 7), "lon": round(float(self.lon[row]), 7)},
+            importance=round(float(self._importance[row]), 4),
+            location={"lat": round(float(self._lat[row]), 7), "lon": round(float(self._lon[row]), 7)},
             canonical_id=c["id"][canon], source=c["source"][row],
             distance_m=None if distance_m is None else round(float(distance_m), 1),
         )
@@ -398,12 +426,12 @@ class SearchIndex:
     def _postings(self, ranges: list[tuple[int, int, np.ndarray]]) -> tuple[np.ndarray, np.ndarray]:
         """Documents and qualities of vocabulary ranges [a, b) with one quality per token."""
         docs, quals = [], []
-        ptr = self.post_ptr
+        ptr = self._post_ptr
         for a, b, q in ranges:
             pa, pb = int(ptr[a]), int(ptr[b])
             if pb <= pa:
                 continue
-            docs.append(np.asarray(self.post_doc[pa:pb]))
+            docs.append(np.asarray(self._post_doc[pa:pb]))
             counts = np.diff(np.asarray(ptr[a:b + 1]))
             quals.append(np.repeat(q.astype(np.float32), counts))
         if not docs:
@@ -445,6 +473,15 @@ class SearchIndex:
                             ranges.append((s, e, 0.55 + 0.2 * len(tok) / np.maximum(lens, 1) - 0.1 * (d - 1)))
         return self._postings(ranges)
 
+    def _exact_rows(self, qn: str) -> np.ndarray:
+        """Rows whose normalised name or English name is `qn` (by the sorted hashes of name_key.npy)."""
+        if self._name_key is None:
+            return np.zeros(0, np.int32)
+        h = name_hash(qn)
+        a = int(np.searchsorted(self._name_key, h, side="left"))
+        b = int(np.searchsorted(self._name_key, h, side="right"))
+        return self._name_key_doc[a:b]
+
     # -- public ---------------------------------------------------------------------------------
     def search(self, q: str, types=None, lat=None, lon=None, size: int = 10) -> dict:
         t0 = time.perf_counter()
@@ -469,46 +506,53 @@ class SearchIndex:
         need = len(toks)
         ok = matched >= need
         if kinds is not None:
-            ok &= np.isin(self.kind, kinds)
+            ok &= np.isin(self._kind, kinds)
         if not ok.any() and len(toks) > 1:
             ok = matched >= need - 1
             if kinds is not None:
-                ok &= np.isin(self.kind, kinds)
+                ok &= np.isin(self._kind, kinds)
         cand = np.flatnonzero(ok)
         if len(cand) == 0:
             return {"query": q, "total": 0, "took_ms": int((time.perf_counter() - t0) * 1000), "results": []}
-        imp = np.asarray(self.importance[cand], np.float64)
+        imp = np.asarray(self._importance[cand], np.float64)
         bias = np.zeros(len(cand))
         if point is not None:
-            d_km = haversine_m(point[0], point[1], np.asarray(self.lat[cand]), np.asarray(self.lon[cand])) / 1000.0
+            d_km = haversine_m(point[0], point[1], np.asarray(self._lat[cand]), np.asarray(self._lon[cand])) / 1000.0
             bias = BIAS_WEIGHT * np.exp(-d_km / BIAS_DECAY_KM)
         coarse = W_COVERAGE * coverage[cand] + W_IMPORTANCE * imp + bias
-        total = int(len(np.unique(np.asarray(self.canon[cand]))))
+        total = int(len(np.unique(np.asarray(self._canon[cand]))))
         if len(cand) > CANDIDATES:
-            top = np.argpartition(-coarse, CANDIDATES)[:CANDIDATES]
-            cand, imp, bias = cand[top], imp[top], bias[top]
+            keep = np.zeros(len(cand), bool)
+            keep[np.argpartition(-coarse, CANDIDATES)[:CANDIDATES]] = True
+            keep |= np.isin(cand, self._exact_rows(qn))  # documents named exactly so are always scored
+            cand, imp, bias = cand[keep], imp[keep], bias[keep]
         scores = np.empty(len(cand))
-        name_en = self.cols["name_en"]
-        for j, row in enumerate(cand.tolist()):
-            variants = (self.names[row] or "").split(SEP)
-            primary = variants[0] if variants else ""
+        name_en, names = self.cols["name_en"], self.names
+        q_var, q_start = SEP + qn + SEP, SEP + qn
+        alt_exact_ok = len(qn) >= 4  # an alternate name counts as an exact match only from 4 letters (short ones are codes)
+        for j, (row, cov, im, bi) in enumerate(zip(cand.tolist(), coverage[cand].tolist(), imp.tolist(), bias.tolist(),
+                                                 strict=True)):
+            joined = names[row] or ""
+            wrapped = SEP + joined + SEP
+            primary = joined.split(SEP, 1)[0]
             en = normalise(name_en[row] or "")
-            main = (primary, en) if en and en != primary else (primary,)
             # text: the query against the document's own names (name, name:en), else against any variant
             # (alternate, old, other-language names) at ALT_FACTOR of its value
-            text = max(max(_name_coverage(toks, prefix_last, v) for v in main), ALT_FACTOR * coverage[row])
-            exact_main = qn in main
-            # an alternate name counts as an exact match only from 4 letters: short alternates are codes
-            exact = exact_main or (len(qn) >= 4 and qn in variants)
-            starts = any(v.startswith(qn) for v in main)  # the name starts with the query (first word)
-            name_prefix = exact or starts or any(v.startswith(qn) for v in variants)
-            ratio = process.extractOne(qn, variants, scorer=fuzz.ratio)[1] / 100.0 if variants else 0.0
+            text = _name_coverage(toks, prefix_last, primary)
+            if en and en != primary:
+                text = max(text, _name_coverage(toks, prefix_last, en))
+            text = max(text, ALT_FACTOR * cov)
+            exact_main = qn == primary or qn == en
+            exact = exact_main or (alt_exact_ok and q_var in wrapped)
+            starts = primary.startswith(qn) or (bool(en) and en.startswith(qn))  # the name starts with the query
+            name_prefix = exact or starts or q_start in wrapped
+            ratio = process.extractOne(qn, joined.split(SEP), scorer=fuzz.ratio)[1] / 100.0 if joined else 0.0
             scores[j] = (W_COVERAGE * text + W_EXACT * exact + W_PRIMARY * exact_main + W_STARTS * starts
-                         + W_NAME_PREFIX * name_prefix + W_RATIO * ratio + W_IMPORTANCE * imp[j] + bias[j])
+                         + W_NAME_PREFIX * name_prefix + W_RATIO * ratio + W_IMPORTANCE * im + bi)
         order = np.argsort(-scores, kind="stable")
         results, seen = [], set()
         for j in order.tolist():
-            c = int(self.canon[cand[j]])
+            c = int(self._canon[cand[j]])
             if c in seen:
                 continue
             seen.add(c)
@@ -534,11 +578,11 @@ class SearchIndex:
             with self._lock:
                 hits = np.fromiter(self._tree().intersection((lon - dlon, lat - dlat, lon + dlon, lat + dlat)), np.int64)
             if len(hits):
-                dist = segment_distance_m(lat, lon, np.asarray(self.items[hits]))
-                docs = np.asarray(self.item_doc[hits])
+                dist = segment_distance_m(lat, lon, np.asarray(self._items[hits]))
+                docs = np.asarray(self._item_doc[hits])
                 keep = dist <= r
                 if kinds is not None:
-                    keep &= np.isin(np.asarray(self.kind[docs]), kinds)
+                    keep &= np.isin(np.asarray(self._kind[docs]), kinds)
                 docs, dist = docs[keep], dist[keep]
             else:
                 docs, dist = np.zeros(0, np.int32), np.zeros(0)
@@ -553,12 +597,12 @@ class SearchIndex:
             picked: list[tuple[float, int]] = []
             for j in order.tolist():
                 row = int(docs[j])
-                c = int(self.canon[row])
+                c = int(self._canon[row])
                 if c in seen:
                     continue
                 seen.add(c)
                 if c != row:
-                    dc = float(haversine_m(lat, lon, np.array([self.lat[c]]), np.array([self.lon[c]]))[0])
+                    dc = float(haversine_m(lat, lon, np.array([self._lat[c]]), np.array([self._lon[c]]))[0])
                     if dc <= r:  # within the searched distance, so the order stays exact
                         row, dist_j = c, dc
                     else:
@@ -578,12 +622,12 @@ class SearchIndex:
         lo, hi = 0, self.n
         while lo < hi:
             mid = (lo + hi) // 2
-            if ids[int(self.id_order[mid])] < doc_id:
+            if ids[int(self._id_order[mid])] < doc_id:
                 lo = mid + 1
             else:
                 hi = mid
-        if lo < self.n and ids[int(self.id_order[lo])] == doc_id:
-            return int(self.id_order[lo])
+        if lo < self.n and ids[int(self._id_order[lo])] == doc_id:
+            return int(self._id_order[lo])
         return None
 
     def place(self, doc_id: str) -> dict:
