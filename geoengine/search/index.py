@@ -22,7 +22,6 @@ import math
 import re
 import threading
 import time
-from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
@@ -166,30 +165,6 @@ def write_prefix_tables(folder: Path, vocab: list[str]) -> list[str]:
 
 
 # --------------------------------------------------------------------------------------------- query
-@dataclass(frozen=True)
-class SearchResult:
-    id: str
-    score: float | None
-    index: str | None
-    doc_type: str | None
-    display_name: str | None
-    name: str | None
-    name_en: str | None
-    place_class: str | None
-    category: str | None
-    importance: float | None
-    location: dict | None
-    canonical_id: str | None
-    source: str | None
-    distance_m: float | None = None
-
-    def as_dict(self) -> dict:
-        d = {k: getattr(self, k) for k in self.__dataclass_fields__}
-        if d["distance_m"] is None:
-            del d["distance_m"]
-        return d
-
-
 def parse_radius(radius) -> float:
     """'500m' / '2km' (or a number of metres) -> metres; anything else raises InvalidRequest."""
     if isinstance(radius, (int, float)) and not isinstance(radius, bool):
@@ -382,18 +357,20 @@ class SearchIndex:
                 raise UpstreamError(f"the spatial index in {self.folder} cannot be built: {exc}") from exc
         return self._rtree
 
-    def result(self, row: int, score: float | None = None, distance_m: float | None = None) -> SearchResult:
+    def result(self, row: int, score: float | None = None, distance_m: float | None = None) -> dict:
+        """A Search Result dict (the spec's fields; `distance_m` only when given)."""
         c = self.cols
-        canon = int(self._canon[row])
-        return SearchResult(
-            id=c["id"][row], score=None if score is None else round(float(score), 4), index=c["index"][row],
-            doc_type=c["doc_type"][row], display_name=c["display_name"][row], name=c["name"][row],
-            name_en=c["name_en"][row], place_class=c["place_class"][row], category=c["category"][row],
-            importance=round(float(self._importance[row]), 4),
-            location={"lat": round(float(self._lat[row]), 7), "lon": round(float(self._lon[row]), 7)},
-            canonical_id=c["id"][canon], source=c["source"][row],
-            distance_m=None if distance_m is None else round(float(distance_m), 1),
-        )
+        d = {
+            "id": c["id"][row], "score": None if score is None else round(float(score), 4), "index": c["index"][row],
+            "doc_type": c["doc_type"][row], "display_name": c["display_name"][row], "name": c["name"][row],
+            "name_en": c["name_en"][row], "place_class": c["place_class"][row], "category": c["category"][row],
+            "importance": round(float(self._importance[row]), 4),
+            "location": {"lat": round(float(self._lat[row]), 7), "lon": round(float(self._lon[row]), 7)},
+            "canonical_id": c["id"][int(self._canon[row])], "source": c["source"][row],
+        }
+        if distance_m is not None:
+            d["distance_m"] = round(float(distance_m), 1)
+        return d
 
     def _prefix_table(self, length: int) -> tuple[list[str], np.ndarray]:
         """Distinct vocabulary prefixes of `length` letters and their vocabulary rows [start, end)."""
@@ -556,7 +533,7 @@ class SearchIndex:
             if c in seen:
                 continue
             seen.add(c)
-            results.append(self.result(c, scores[j]).as_dict())
+            results.append(self.result(c, scores[j]))
             if len(results) == size:
                 break
         return {"query": q, "total": total, "took_ms": int((time.perf_counter() - t0) * 1000), "results": results}
@@ -614,7 +591,7 @@ class SearchIndex:
                     break
             picked.sort()
             for dist_j, row in picked[:size]:
-                results.append(self.result(row, 1.0 / (1.0 + dist_j / 100.0), distance_m=dist_j).as_dict())
+                results.append(self.result(row, 1.0 / (1.0 + dist_j / 100.0), distance_m=dist_j))
         return {"lat": lat, "lon": lon, "took_ms": int((time.perf_counter() - t0) * 1000), "results": results}
 
     def row_of(self, doc_id: str) -> int | None:
@@ -634,4 +611,4 @@ class SearchIndex:
         row = self.row_of(doc_id) if isinstance(doc_id, str) and doc_id else None
         if row is None:
             raise NotFound(f"no search document has the id '{doc_id}'")
-        return self.result(row).as_dict()
+        return self.result(row)

@@ -33,7 +33,7 @@ class Strings:
         self.blob = np.memmap(folder / f"{name}.bin", dtype=np.uint8, mode="r") if size else np.zeros(0, np.uint8)
         # the hot path reads through a plain ndarray view of the offsets and a mmap of the bytes: slicing a
         # numpy memmap builds a memmap object per value, which cost more than the decoding itself
-        self._off = self.off.view(np.ndarray)
+        self._off = memoryview(np.ascontiguousarray(self.off.view(np.ndarray))) if len(self.off) else memoryview(b"")
         self._buf = b""
         if size:
             with open(folder / f"{name}.bin", "rb") as fh:
@@ -43,8 +43,7 @@ class Strings:
         return len(self.off) - 1
 
     def __getitem__(self, i: int) -> str | None:
-        a, b = self._off[i:i + 2].tolist()
-        raw = self._buf[a:b]
+        raw = self._buf[self._off[i]:self._off[i + 1]]
         return None if raw == NONE else raw.decode("utf-8")
 
     def all(self) -> list[str]:
