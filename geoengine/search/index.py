@@ -50,7 +50,7 @@ ALT_FACTOR = 0.9
 W_RATIO = 0.2
 BIAS_WEIGHT = 1.0
 BIAS_DECAY_KM = 25.0
-CANDIDATES = 80  # documents scored in full: the best by the coarse score, plus every exact name match
+CANDIDATES = 40  # documents scored in full: the best by the coarse score, plus every exact name match
 MAX_QUERY_TOKENS = 12  # words beyond the 12th are ignored
 PREFIX_LENGTHS = range(4, 17)
 MAX_RADIUS_M = 100_000.0
@@ -81,6 +81,8 @@ def write_index(folder: Path, ds) -> tuple[list[str], dict]:
             pair_tok.append(tid)
             pair_doc.append(i)
     files += write_strings(folder, "names", norm_names)
+    first_words = [((v := norm_names[i].split(SEP, 1)[0].split()) and v[0], (e := normalise(ds.name_en[i] or "").split()) and e[0])
+                   for i in range(n)]
     # exact-name lookup: stable 64-bit hashes of each document's normalised name and English name, sorted
     keys, key_doc = [], []
     for i in range(n):
@@ -104,6 +106,13 @@ def write_index(folder: Path, ds) -> tuple[list[str], dict]:
     np.cumsum(np.bincount(pt, minlength=len(vocab)), out=ptr[1:])
     (folder / "vocab.txt").write_text("".join(t + "\n" for t in vocab), encoding="utf-8")
     files += write_prefix_tables(folder, vocab)
+    # first word of each document's name and English name (vocabulary rows, -1 for none): lets the coarse
+    # score of a query tell the names that start with its first word
+    rank_of = {t: r for r, t in enumerate(vocab)}
+    first_tok = np.array([[rank_of.get(a, -1) if a else -1, rank_of.get(b, -1) if b else -1] for a, b in first_words],
+                         np.int32).reshape(-1, 2)
+    np.save(folder / "first_tok.npy", first_tok)
+    files.append("first_tok.npy")
     np.save(folder / "vocab_len.npy", np.fromiter((len(t) for t in vocab), np.int32, len(vocab)))
     files.append("vocab_len.npy")
     np.save(folder / "post_ptr.npy", ptr)
@@ -313,11 +322,12 @@ class SearchIndex:
             self.vocab_len = np.load(folder / "vocab_len.npy")
         except (OSError, ValueError) as exc:
             raise UpstreamError(f"the search index in {folder} cannot be read: {exc}") from exc
-        try:  # absent in bundles built before it existed: exact names then compete like any other match
+        try:  # absent in bundles built before they existed: exact names and first words then compete like any match
             self._name_key = np.load(folder / "name_key.npy")
             self._name_key_doc = np.load(folder / "name_key_doc.npy")
+            self._first_tok = np.load(folder / "first_tok.npy", mmap_mode="r").view(np.ndarray)
         except FileNotFoundError:
-            self._name_key = self._name_key_doc = None
+            self._name_key = self._name_key_doc = self._first_tok = None
         except (OSError, ValueError) as exc:
             raise UpstreamError(f"the search index in {folder} cannot be read: {exc}") from exc
         self._prefix_tables: dict[int, tuple[list[str], np.ndarray]] = {}
@@ -497,6 +507,12 @@ class SearchIndex:
             d_km = haversine_m(point[0], point[1], np.asarray(self._lat[cand]), np.asarray(self._lon[cand])) / 1000.0
             bias = BIAS_WEIGHT * np.exp(-d_km / BIAS_DECAY_KM)
         coarse = W_COVERAGE * coverage[cand] + W_IMPORTANCE * imp + bias
+        if self._first_tok is not None:  # the name (or English name) starts with the query's first word
+            a = bisect.bisect_left(self.vocab, toks[0])
+            b = (bisect.bisect_left(self.vocab, toks[0] + "\U0010ffff") if prefix_last and len(toks) == 1
+                 else a + (a < len(self.vocab) and self.vocab[a] == toks[0]))
+            ft = self._first_tok[cand]
+            coarse = coarse + W_STARTS * ((ft >= a) & (ft < b)).any(axis=1)
         total = int(len(np.unique(np.asarray(self._canon[cand]))))
         if len(cand) > CANDIDATES:
             keep = np.zeros(len(cand), bool)
