@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import re
+from typing import Annotated
 from urllib.parse import parse_qsl
 
 from fastapi import APIRouter, Depends, Path, Query
@@ -22,6 +23,7 @@ from geoengine.engine import Engine
 from geoengine.server.deps import get_engine
 
 router = APIRouter(tags=["Search"])
+EngineDep = Annotated[Engine, Depends(get_engine)]
 
 PROBLEM = {"description": "Problem details (RFC 9457)", "content": {"application/problem+json": {}}}
 
@@ -68,30 +70,32 @@ class ReverseResponse(BaseModel):
 ERRORS = {400: PROBLEM, 502: PROBLEM, 503: PROBLEM}
 # The engine returns plain dicts with exactly these fields (tests check them); the routes send them as
 # they are instead of re-validating every result through pydantic, and declare the models for OpenAPI.
+# The handlers are `async def`: the engine calls take well under a millisecond of CPU under the GIL, so
+# a thread-pool hop would cost more than it could overlap.
 
 
 @router.get("/search", response_model=None, responses={200: {"model": SearchResponse}, **ERRORS}, summary="Autocomplete search of places and POIs")
-def search(
+async def search(
+    engine: EngineDep,
     q: str = Query(..., min_length=2, description="Search text, at least 2 characters; the last word is a prefix"),
     types: str | None = Query(None, description="Comma-separated document types: place, poi"),
     lat: float | None = Query(None, ge=-90, le=90, description="Latitude to bias results towards (with lon)"),
     lon: float | None = Query(None, ge=-180, le=180, description="Longitude to bias results towards (with lat)"),
     size: int = Query(10, ge=1, le=25, description="Number of results, 1 to 25"),
-    engine: Engine = Depends(get_engine),
 ) -> JSONResponse:
     return JSONResponse(engine.search(q, types=types, lat=lat, lon=lon, size=size))
 
 
 @router.get("/search/reverse", response_model=None, responses={200: {"model": ReverseResponse}, **ERRORS},
             summary="Nearest places and POIs to a coordinate")
-def reverse(
+async def reverse(
+    engine: EngineDep,
     lat: float = Query(..., ge=-90, le=90, description="Latitude"),
     lon: float = Query(..., ge=-180, le=180, description="Longitude"),
     size: int = Query(5, ge=1, le=10, description="Number of results, 1 to 10"),
     types: str | None = Query(None, description="Comma-separated document types: place, poi"),
     radius: str = Query("2km", pattern=r"^\d+(\.\d+)?(m|km)$",
                         description="Search radius: a number followed by m or km (500m, 2km), at most 100km"),
-    engine: Engine = Depends(get_engine),
 ) -> JSONResponse:
     return JSONResponse(engine.reverse(lat, lon, radius=radius, size=size, types=types))
 
@@ -99,8 +103,8 @@ def reverse(
 @router.get("/search/detail/{doc_id}", response_model=None,
             responses={200: {"model": SearchResult}, 404: PROBLEM, 502: PROBLEM, 503: PROBLEM},
             summary="One document by id or canonical id")
-def detail(doc_id: str = Path(..., description="A document id or canonical id returned by search"),
-           engine: Engine = Depends(get_engine)) -> JSONResponse:
+async def detail(engine: EngineDep,
+                 doc_id: str = Path(..., description="A document id or canonical id returned by search")) -> JSONResponse:
     return JSONResponse(engine.place(doc_id))
 
 
