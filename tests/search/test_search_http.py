@@ -137,3 +137,8 @@ def test_unusual_but_valid_queries_go_through_fastapi(client, query):
     r = client.get(f"/search?{query}")
     assert r.status_code == 200, r.text
     assert r.json()["results"]
+
+
+def test_head_is_not_served_by_the_fast_path(client):
+    """Starlette adds HEAD to a GET route; the fast path leaves it to the FastAPI route (GET only: 405)."""
+    assert client.head("/search", params={"q": "Ordino"}).status_code == 405

@@ -17,6 +17,7 @@ from fastapi import APIRouter, Depends, Path, Query
 from fastapi.responses import JSONResponse
 from fastapi.routing import APIRoute
 from pydantic import BaseModel, Field
+from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.routing import Match, Route
 
 from geoengine.engine import Engine
@@ -169,15 +170,16 @@ class _FastRoute:
         self.answer = answer
 
     async def __call__(self, scope, receive, send):
-        params = _plain_query(scope)
-        body = None if params is None else self.answer(scope["app"].state.engine, params)
+        engine = getattr(scope["app"].state, "engine", None)
+        params = _plain_query(scope) if scope["method"] == "GET" and engine is not None else None
+        body = None if params is None else self.answer(engine, params)
         if body is None:
             route = self.api_route
             match, child = route.matches(scope)
-            if match is Match.FULL:
-                scope.update(child)
-                return await route.handle(scope, receive, send)
-            return await route.app(scope, receive, send)  # pragma: no cover - same path and method
+            if match is not Match.FULL:  # HEAD, which Starlette adds to GET routes: the FastAPI route is GET only
+                raise StarletteHTTPException(405, headers={"Allow": "GET"})
+            scope.update(child)
+            return await route.handle(scope, receive, send)
         data = _JSON(body).encode()
         await send({"type": "http.response.start", "status": 200,
                     "headers": [_CT, (b"content-length", str(len(data)).encode())]})
