@@ -10,6 +10,8 @@ region would) and for GeoNames world cities (no bias):
   typo1      one edit (substitution, deletion, insertion or swap) in the longest word of >= 5 letters
   no_accent  names with accents, typed without them
   english    documents whose name:en differs from name, searched by name:en
+prefix3 is also split by ambiguity: prefixes that at most 5 distinct names of the index start with
+(`prefix3 ≤5`) and the others (`prefix3 >5`); see NamesSharingPrefix.
 A result counts as a hit when it is the document's canonical document or has the same normalised name
 and index (documents of identical name cannot be told apart by text). Prints top-1 / top-5 hit rates and
 the p50/p95 latency of engine.search, and of GET /search through the in-process HTTP client.
@@ -99,6 +101,35 @@ def is_hit(ix, result: dict, row: int) -> bool:
     return normalise(result["name"] or "") == normalise(ix.cols["name"][row]) and result["index"] == ix.cols["index"][row]
 
 
+AMBIGUOUS = 5  # a 3-letter prefix that more than 5 distinct names start with cannot single one out in a top 5
+
+
+class NamesSharingPrefix:
+    """How many distinct places (canonical groups) of the index have a name or English name that starts
+    with a query: a measure of how ambiguous a prefix is, independent of any ranking. "Sch" in
+    Liechtenstein starts 100+ names (Schaan, Schellenberg, Schlossweg, ...): no ranking can put a random
+    one of them in a top 5, so prefix3 results are also reported separately for prefixes that at most
+    AMBIGUOUS names share (where a good ranking must find the document) and for the others."""
+
+    def __init__(self, ix):
+        pairs = set()
+        for row in range(ix.n):
+            c = int(ix.canon[row])
+            for name in (ix.cols["name"][row], ix.cols["name_en"][row]):
+                if name:
+                    pairs.add((normalise(name), c))
+        self.pairs = sorted(pairs)
+        self.keys = [p[0] for p in self.pairs]
+
+    def count(self, q: str) -> int:
+        import bisect
+
+        qn = normalise(q)
+        lo = bisect.bisect_left(self.keys, qn)
+        hi = bisect.bisect_left(self.keys, qn + "\U0010ffff")
+        return len({c for _, c in self.pairs[lo:hi]})
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--region", default="andorra")
@@ -135,6 +166,7 @@ def main() -> None:
     bbox = engine.bbox
     centre = ((bbox[1] + bbox[3]) / 2, (bbox[0] + bbox[2]) / 2) if bbox else (None, None)
     queries = build_queries(ix, args.per_kind)
+    shared = NamesSharingPrefix(ix)
     stats: dict[tuple[str, str], list] = {}
     times = []
     for group, kind, q, row in queries:
@@ -145,12 +177,16 @@ def main() -> None:
         res = engine.search(q, lat=lat, lon=lon, size=5)["results"]
         times.append(time.perf_counter() - t)
         hits = [is_hit(ix, r, row) for r in res]
-        s = stats.setdefault((group, kind), [0, 0, 0])
-        s[0] += 1
-        s[1] += bool(hits[:1] and hits[0])
-        s[2] += any(hits)
+        kinds = [kind]
+        if kind == "prefix3":
+            kinds.append("prefix3 ≤5" if shared.count(q) <= AMBIGUOUS else "prefix3 >5")
+        for k in kinds:
+            s = stats.setdefault((group, k), [0, 0, 0])
+            s[0] += 1
+            s[1] += bool(hits[:1] and hits[0])
+            s[2] += any(hits)
     print(f"\n{'group':<14}{'kind':<11}{'n':>6}{'top-1':>9}{'top-5':>9}")
-    for kind in ("full", "prefix3", "typo1", "no_accent", "english"):
+    for kind in ("full", "prefix3", "prefix3 ≤5", "prefix3 >5", "typo1", "no_accent", "english"):
         tot = [0, 0, 0]
         for group in ("osm places", "osm pois", "osm streets", "osm addresses", "world cities"):
             s = stats.get((group, kind))

@@ -15,8 +15,10 @@ The script builds (or opens, --bundle) the geoengine bundle, starts `geoengine s
 with a fresh API key, and sends both servers the same requests with one httpx client. Query set: the
 OSM documents' names (see benchmarks/search_quality.py: full, prefix3, typo1, no_accent, english);
 a hit is a result of the same normalised name within 1 km of the expected document, or, for a
-house-number address, any result within 30 m. Throughput: `--concurrency` threads, each with its own
-client, sending autocomplete queries for `--seconds`.
+house-number address, any result within 30 m. Throughput: `--concurrency` Python threads, each with
+its own httpx client, sending autocomplete queries for `--seconds` (the client's CPU limits this on a
+small machine), then, when `wrk` is installed, wrk with the same request paths for both servers, for
+autocomplete and reverse, with 1 and `--concurrency` connections.
 """
 
 from __future__ import annotations
@@ -106,6 +108,41 @@ def throughput(make_request, queries, concurrency, seconds) -> float:
     return sum(counts) / (time.perf_counter() - t0)
 
 
+WRK_LUA = """
+local paths = {}
+for line in io.lines(os.getenv("WRK_PATHS")) do paths[#paths + 1] = line end
+local i = 0
+for k, v in string.gmatch(os.getenv("WRK_HEADERS") or "", "([^=;]+)=([^;]*)") do wrk.headers[k] = v end
+request = function()
+  i = i % #paths + 1
+  return wrk.format("GET", paths[i])
+end
+done = function(summary, latency, requests)
+  io.write(string.format("WRKSTATS %d %d %.3f %.3f\\n", summary.requests,
+    summary.errors.status + summary.errors.connect + summary.errors.read + summary.errors.timeout,
+    latency:percentile(50) / 1000, latency:percentile(95) / 1000))
+end
+"""
+
+
+def wrk_run(base: str, paths: list[str], headers: dict, connections: int, seconds: float) -> tuple[float, float, float, int]:
+    """(requests/s, p50 ms, p95 ms, errors) from wrk cycling through `paths` (Debian package `wrk`)."""
+    import re
+    import shutil
+
+    with tempfile.TemporaryDirectory() as tmp:
+        lua, plist = Path(tmp) / "paths.lua", Path(tmp) / "paths.txt"
+        lua.write_text(WRK_LUA)
+        plist.write_text("".join(p + "\n" for p in paths))
+        env = {**os.environ, "WRK_PATHS": str(plist), "WRK_HEADERS": ";".join(f"{k}={v}" for k, v in headers.items())}
+        out = subprocess.run([shutil.which("wrk"), f"-t{min(2, connections)}", f"-c{connections}", f"-d{seconds:g}s",
+                              "-s", str(lua), base], env=env, capture_output=True, text=True, check=True).stdout
+    rps = float(re.search(r"Requests/sec:\s+([\d.]+)", out).group(1))
+    _, n, errors, p50, p95 = re.search(r"WRKSTATS (\d+) (\d+) ([\d.]+) ([\d.]+)", out).group(0).split()
+    non2xx = re.search(r"Non-2xx or 3xx responses: (\d+)", out)
+    return rps, float(p50), float(p95), int(errors) + (int(non2xx.group(1)) if non2xx else 0)
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--region", default="liechtenstein")
@@ -114,6 +151,7 @@ def main() -> None:
     ap.add_argument("--per-kind", type=int, default=100)
     ap.add_argument("--concurrency", type=int, default=4)
     ap.add_argument("--seconds", type=float, default=10.0)
+    ap.add_argument("--skip-quality", action="store_true", help="only latency and throughput")
     args = ap.parse_args()
     try:
         httpx.get(f"{args.nominatim}/status", timeout=5)
@@ -159,7 +197,7 @@ def main() -> None:
                 raise SystemExit(f"geoengine serve did not start: {server.stderr.read().decode()[-2000:]}")
             queries = [q for q in sq.build_queries(ix, args.per_kind) if q[0].startswith("osm") and len(q[2].strip()) >= 2]
             stats = {}
-            for _, kind, q, row in queries:
+            for _, kind, q, row in ([] if args.skip_quality else queries):
                 name, lat, lon = ix.cols["name"][row], float(ix.lat[row]), float(ix.lon[row])
                 is_addr = ix.cols["index"][row] == "addresses"
                 for peer, fn in (("geoengine", lambda q: geo_results(gc, geo, q)),
@@ -200,8 +238,26 @@ def main() -> None:
 
             rps_g = throughput(g_req, auto, args.concurrency, args.seconds)
             rps_n = throughput(n_req, auto, args.concurrency, args.seconds)
-            print(f"throughput, {args.concurrency} client threads, autocomplete: geoengine {rps_g:.0f} req/s, "
-                  f"nominatim {rps_n:.0f} req/s, ratio {rps_g / rps_n:.1f}x")
+            print(f"throughput, {args.concurrency} Python client threads (httpx; the client's own CPU limits this), "
+                  f"autocomplete: geoengine {rps_g:.0f} req/s, nominatim {rps_n:.0f} req/s, ratio {rps_g / rps_n:.1f}x")
+            import shutil
+
+            if shutil.which("wrk"):
+                enc = httpx.QueryParams
+                g_auto = [f"/search?{enc({'q': q, 'size': 5})}" for q in auto]
+                n_auto = [f"/search?{enc({'q': q, 'format': 'jsonv2', 'limit': 5})}" for q in auto]
+                g_rev = [f"/search/reverse?{enc({'lat': a, 'lon': b})}" for a, b in pts]
+                n_rev = [f"/reverse?{enc({'lat': a, 'lon': b, 'format': 'jsonv2'})}" for a, b in pts]
+                print("\nwrk (C client, same paths for both; requests/s, p50 / p95 ms, errors):")
+                for what, gp, nomp in (("autocomplete", g_auto, n_auto), ("reverse", g_rev, n_rev)):
+                    for conns in (1, args.concurrency):
+                        g = wrk_run(geo, gp, headers, conns, args.seconds)
+                        n = wrk_run(args.nominatim, nomp, {}, conns, args.seconds)
+                        print(f"  {what:<12} {conns} connection(s): geoengine {g[0]:.0f} req/s, {g[1]:.2f} / {g[2]:.2f} ms, "
+                              f"{g[3]} errors; nominatim {n[0]:.0f} req/s, {n[1]:.2f} / {n[2]:.2f} ms, {n[3]} errors; "
+                              f"ratio {g[0] / n[0]:.1f}x")
+            else:
+                print("wrk is not installed (apt-get install wrk): the C-client throughput comparison is skipped")
     finally:
         server.terminate()
         server.wait(10)

@@ -211,8 +211,7 @@ def build_documents(osm_path, places_path=None, admin1_path=None, *, bbox=None, 
         for r in np.flatnonzero(keep):
             r = int(r)
             nm = places.name[r]
-            alts = [a for a in places.altnames[r].split(",") if a]
-            names = [nm] + [a for a in alts if a != nm]
+            names = [nm] + [a for a in places.altnames[r].split(",") if a and a != nm and _useful_altname(a)]
             pop = int(places.population[r])
             fc = places.fcode[r]
             a1 = admin1.get(places.admin1[r])
@@ -232,6 +231,15 @@ def build_documents(osm_path, places_path=None, admin1_path=None, *, bbox=None, 
     info.update({"osm_documents": n_osm, "osm_points": n_points, "geonames_documents": n_geo,
                  "merged_groups": int((ds.canonical != np.arange(len(ds))).sum())})
     return ds, info
+
+
+def _useful_altname(name: str) -> bool:
+    """GeoNames alternate names worth matching: not codes (IATA/ICAO/abbreviations such as "SCH" for
+    Schenectady or "HOF" for Al Hufuf, all-capital ASCII of at most 4 letters) and not romanisations of one
+    or two letters ("mo" for Meaux), which would turn 2-3 letter prefixes into exact matches of far places."""
+    if len(name) <= 4 and name.isascii() and name.isupper():
+        return False
+    return len(normalise(name)) >= 3
 
 
 def canonical_groups(ds: DocSet) -> np.ndarray:

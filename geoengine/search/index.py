@@ -17,11 +17,11 @@ Files under `<bundle>/search/` (all memory-mapped or read in one go on open):
 from __future__ import annotations
 
 import bisect
+import hashlib
 import math
 import re
 import threading
 import time
-from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
@@ -39,14 +39,18 @@ EARTH_M = 6_371_008.8
 
 # ranking (see docs/search.md)
 W_COVERAGE = 2.0
-W_IMPORTANCE = 0.5
+W_IMPORTANCE = 1.0
+PREFIX_BASE = 0.85  # a prefix of the last query word: PREFIX_BASE + PREFIX_SHARE * (share of the word typed)
+PREFIX_SHARE = 0.15
 W_EXACT = 0.6
 W_PRIMARY = 0.3
-W_NAME_PREFIX = 0.2
+W_NAME_PREFIX = 0.1
+W_STARTS = 0.4
+ALT_FACTOR = 0.9
 W_RATIO = 0.2
 BIAS_WEIGHT = 1.0
 BIAS_DECAY_KM = 25.0
-CANDIDATES = 200
+CANDIDATES = 40  # documents scored in full: the best by the coarse score, plus every exact name match
 MAX_QUERY_TOKENS = 12  # words beyond the 12th are ignored
 PREFIX_LENGTHS = range(4, 17)
 MAX_RADIUS_M = 100_000.0
@@ -77,6 +81,19 @@ def write_index(folder: Path, ds) -> tuple[list[str], dict]:
             pair_tok.append(tid)
             pair_doc.append(i)
     files += write_strings(folder, "names", norm_names)
+    first_words = [((v := norm_names[i].split(SEP, 1)[0].split()) and v[0], (e := normalise(ds.name_en[i] or "").split()) and e[0])
+                   for i in range(n)]
+    # exact-name lookup: stable 64-bit hashes of each document's normalised name and English name, sorted
+    keys, key_doc = [], []
+    for i in range(n):
+        for v in {normalise(ds.name[i] or ""), normalise(ds.name_en[i] or "")} - {""}:
+            keys.append(name_hash(v))
+            key_doc.append(i)
+    keys_a = np.asarray(keys, np.int64)
+    order = np.argsort(keys_a, kind="stable")
+    np.save(folder / "name_key.npy", keys_a[order])
+    np.save(folder / "name_key_doc.npy", np.asarray(key_doc, np.int32)[order])
+    files += ["name_key.npy", "name_key_doc.npy"]
     vocab = sorted(tok_of)
     rank = np.empty(len(vocab), np.int64)
     for r, t in enumerate(vocab):
@@ -89,6 +106,13 @@ def write_index(folder: Path, ds) -> tuple[list[str], dict]:
     np.cumsum(np.bincount(pt, minlength=len(vocab)), out=ptr[1:])
     (folder / "vocab.txt").write_text("".join(t + "\n" for t in vocab), encoding="utf-8")
     files += write_prefix_tables(folder, vocab)
+    # first word of each document's name and English name (vocabulary rows, -1 for none): lets the coarse
+    # score of a query tell the names that start with its first word
+    rank_of = {t: r for r, t in enumerate(vocab)}
+    first_tok = np.array([[rank_of.get(a, -1) if a else -1, rank_of.get(b, -1) if b else -1] for a, b in first_words],
+                         np.int32).reshape(-1, 2)
+    np.save(folder / "first_tok.npy", first_tok)
+    files.append("first_tok.npy")
     np.save(folder / "vocab_len.npy", np.fromiter((len(t) for t in vocab), np.int32, len(vocab)))
     files.append("vocab_len.npy")
     np.save(folder / "post_ptr.npy", ptr)
@@ -120,6 +144,11 @@ def write_index(folder: Path, ds) -> tuple[list[str], dict]:
     return files, counts
 
 
+def name_hash(text: str) -> int:
+    """Stable signed 64-bit hash of a normalised name (`name_key.npy`)."""
+    return int.from_bytes(hashlib.blake2b(text.encode("utf-8"), digest_size=8).digest(), "little", signed=True)
+
+
 def write_prefix_tables(folder: Path, vocab: list[str]) -> list[str]:
     """For each length L in PREFIX_LENGTHS: the distinct L-letter prefixes of the vocabulary tokens
     (`prefix<L>.txt`) and the vocabulary rows [start, end) of each (`prefix<L>.npy`), used for
@@ -145,30 +174,6 @@ def write_prefix_tables(folder: Path, vocab: list[str]) -> list[str]:
 
 
 # --------------------------------------------------------------------------------------------- query
-@dataclass(frozen=True)
-class SearchResult:
-    id: str
-    score: float | None
-    index: str | None
-    doc_type: str | None
-    display_name: str | None
-    name: str | None
-    name_en: str | None
-    place_class: str | None
-    category: str | None
-    importance: float | None
-    location: dict | None
-    canonical_id: str | None
-    source: str | None
-    distance_m: float | None = None
-
-    def as_dict(self) -> dict:
-        d = {k: getattr(self, k) for k in self.__dataclass_fields__}
-        if d["distance_m"] is None:
-            del d["distance_m"]
-        return d
-
-
 def parse_radius(radius) -> float:
     """'500m' / '2km' (or a number of metres) -> metres; anything else raises InvalidRequest."""
     if isinstance(radius, (int, float)) and not isinstance(radius, bool):
@@ -253,6 +258,36 @@ def _letter_range(words: list[str], letter: str) -> tuple[int, int]:
     return bisect.bisect_left(words, letter), bisect.bisect_left(words, letter + "\U0010ffff")
 
 
+def _name_coverage(toks: list[str], prefix_last: bool, name: str) -> float:
+    """Mean over query tokens of the best match quality against the words of one normalised name, with
+    the qualities of the vocabulary matching (exact 1.0, prefix PREFIX_BASE + PREFIX_SHARE * share, typo 0.8 - 0.1 * d)."""
+    words = name.split()
+    if not words:
+        return 0.0
+    total = 0.0
+    last = len(toks) - 1
+    for i, tok in enumerate(toks):
+        if tok in words:
+            total += 1.0
+            continue
+        best = 0.0
+        k = max_typos(tok)
+        is_prefix = prefix_last and i == last
+        for w in words:
+            if is_prefix and w.startswith(tok):
+                best = max(best, PREFIX_BASE + PREFIX_SHARE * len(tok) / len(w))
+            elif k:
+                d = OSA.distance(tok, w, score_cutoff=k)
+                if d <= k:
+                    best = max(best, 0.8 - 0.1 * d)
+                elif is_prefix and len(w) > len(tok):
+                    d = OSA.distance(tok, w[:len(tok)], score_cutoff=k)
+                    if d <= k:
+                        best = max(best, 0.55 + 0.2 * len(tok) / len(w) - 0.1 * (d - 1))
+        total += best
+    return total / len(toks)
+
+
 class SearchIndex:
     """A read-only search index opened from `<bundle>/search/`."""
 
@@ -275,12 +310,24 @@ class SearchIndex:
             self.vocab = (folder / "vocab.txt").read_text(encoding="utf-8").split("\n")[:-1]
         except (OSError, ValueError, UnicodeDecodeError) as exc:
             raise UpstreamError(f"the search index in {folder} cannot be read: {exc}") from exc
+        # plain ndarray views of the same mapped memory for the query path: indexing a np.memmap builds
+        # a memmap object per access (a third of a search's time went there)
+        for name in ("lat", "lon", "importance", "canon", "kind", "id_order", "post_ptr", "post_doc", "items", "item_doc"):
+            setattr(self, "_" + name, getattr(self, name).view(np.ndarray))
         self.n = len(self.lat)
         if not (len(self.canon) == len(self.kind) == self.n == len(self.cols["id"])
                 and len(self.post_ptr) == len(self.vocab) + 1):
             raise UpstreamError(f"the search index in {folder} is inconsistent (column lengths differ): rebuild the bundle")
         try:
             self.vocab_len = np.load(folder / "vocab_len.npy")
+        except (OSError, ValueError) as exc:
+            raise UpstreamError(f"the search index in {folder} cannot be read: {exc}") from exc
+        try:  # absent in bundles built before they existed: exact names and first words then compete like any match
+            self._name_key = np.load(folder / "name_key.npy")
+            self._name_key_doc = np.load(folder / "name_key_doc.npy")
+            self._first_tok = np.load(folder / "first_tok.npy", mmap_mode="r").view(np.ndarray)
+        except FileNotFoundError:
+            self._name_key = self._name_key_doc = self._first_tok = None
         except (OSError, ValueError) as exc:
             raise UpstreamError(f"the search index in {folder} cannot be read: {exc}") from exc
         self._prefix_tables: dict[int, tuple[list[str], np.ndarray]] = {}
@@ -306,7 +353,7 @@ class SearchIndex:
             import rtree
 
             try:
-                items = np.asarray(self.items, dtype=np.float64)
+                items = np.asarray(self._items, dtype=np.float64)
                 mins = np.ascontiguousarray(np.minimum(items[:, :2], items[:, 2:]))
                 maxs = np.ascontiguousarray(np.maximum(items[:, :2], items[:, 2:]))
                 props = rtree.index.Property()
@@ -320,18 +367,20 @@ class SearchIndex:
                 raise UpstreamError(f"the spatial index in {self.folder} cannot be built: {exc}") from exc
         return self._rtree
 
-    def result(self, row: int, score: float | None = None, distance_m: float | None = None) -> SearchResult:
+    def result(self, row: int, score: float | None = None, distance_m: float | None = None) -> dict:
+        """A Search Result dict (the spec's fields; `distance_m` only when given)."""
         c = self.cols
-        canon = int(self.canon[row])
-        return SearchResult(
-            id=c["id"][row], score=None if score is None else round(float(score), 4), index=c["index"][row],
-            doc_type=c["doc_type"][row], display_name=c["display_name"][row], name=c["name"][row],
-            name_en=c["name_en"][row], place_class=c["place_class"][row], category=c["category"][row],
-            importance=round(float(self.importance[row]), 4),
-            location={"lat": round(float(self.lat[row]), 7), "lon": round(float(self.lon[row]), 7)},
-            canonical_id=c["id"][canon], source=c["source"][row],
-            distance_m=None if distance_m is None else round(float(distance_m), 1),
-        )
+        d = {
+            "id": c["id"][row], "score": None if score is None else round(float(score), 4), "index": c["index"][row],
+            "doc_type": c["doc_type"][row], "display_name": c["display_name"][row], "name": c["name"][row],
+            "name_en": c["name_en"][row], "place_class": c["place_class"][row], "category": c["category"][row],
+            "importance": round(float(self._importance[row]), 4),
+            "location": {"lat": round(float(self._lat[row]), 7), "lon": round(float(self._lon[row]), 7)},
+            "canonical_id": c["id"][int(self._canon[row])], "source": c["source"][row],
+        }
+        if distance_m is not None:
+            d["distance_m"] = round(float(distance_m), 1)
+        return d
 
     def _prefix_table(self, length: int) -> tuple[list[str], np.ndarray]:
         """Distinct vocabulary prefixes of `length` letters and their vocabulary rows [start, end)."""
@@ -364,12 +413,12 @@ class SearchIndex:
     def _postings(self, ranges: list[tuple[int, int, np.ndarray]]) -> tuple[np.ndarray, np.ndarray]:
         """Documents and qualities of vocabulary ranges [a, b) with one quality per token."""
         docs, quals = [], []
-        ptr = self.post_ptr
+        ptr = self._post_ptr
         for a, b, q in ranges:
             pa, pb = int(ptr[a]), int(ptr[b])
             if pb <= pa:
                 continue
-            docs.append(np.asarray(self.post_doc[pa:pb]))
+            docs.append(np.asarray(self._post_doc[pa:pb]))
             counts = np.diff(np.asarray(ptr[a:b + 1]))
             quals.append(np.repeat(q.astype(np.float32), counts))
         if not docs:
@@ -384,7 +433,7 @@ class SearchIndex:
             b = bisect.bisect_left(vocab, tok + "\U0010ffff")
             if b > a:
                 lens = self.vocab_len[a:b]
-                q = np.where(lens == len(tok), 1.0, 0.7 + 0.3 * len(tok) / np.maximum(lens, 1))
+                q = np.where(lens == len(tok), 1.0, PREFIX_BASE + PREFIX_SHARE * len(tok) / np.maximum(lens, 1))
                 ranges.append((a, b, q))
         elif a < len(vocab) and vocab[a] == tok:
             ranges.append((a, a + 1, np.ones(1)))
@@ -411,6 +460,15 @@ class SearchIndex:
                             ranges.append((s, e, 0.55 + 0.2 * len(tok) / np.maximum(lens, 1) - 0.1 * (d - 1)))
         return self._postings(ranges)
 
+    def _exact_rows(self, qn: str) -> np.ndarray:
+        """Rows whose normalised name or English name is `qn` (by the sorted hashes of name_key.npy)."""
+        if self._name_key is None:
+            return np.zeros(0, np.int32)
+        h = name_hash(qn)
+        a = int(np.searchsorted(self._name_key, h, side="left"))
+        b = int(np.searchsorted(self._name_key, h, side="right"))
+        return self._name_key_doc[a:b]
+
     # -- public ---------------------------------------------------------------------------------
     def search(self, q: str, types=None, lat=None, lon=None, size: int = 10) -> dict:
         t0 = time.perf_counter()
@@ -435,41 +493,63 @@ class SearchIndex:
         need = len(toks)
         ok = matched >= need
         if kinds is not None:
-            ok &= np.isin(self.kind, kinds)
+            ok &= np.isin(self._kind, kinds)
         if not ok.any() and len(toks) > 1:
             ok = matched >= need - 1
             if kinds is not None:
-                ok &= np.isin(self.kind, kinds)
+                ok &= np.isin(self._kind, kinds)
         cand = np.flatnonzero(ok)
         if len(cand) == 0:
             return {"query": q, "total": 0, "took_ms": int((time.perf_counter() - t0) * 1000), "results": []}
-        imp = np.asarray(self.importance[cand], np.float64)
+        imp = np.asarray(self._importance[cand], np.float64)
         bias = np.zeros(len(cand))
         if point is not None:
-            d_km = haversine_m(point[0], point[1], np.asarray(self.lat[cand]), np.asarray(self.lon[cand])) / 1000.0
+            d_km = haversine_m(point[0], point[1], np.asarray(self._lat[cand]), np.asarray(self._lon[cand])) / 1000.0
             bias = BIAS_WEIGHT * np.exp(-d_km / BIAS_DECAY_KM)
         coarse = W_COVERAGE * coverage[cand] + W_IMPORTANCE * imp + bias
-        total = int(len(np.unique(np.asarray(self.canon[cand]))))
+        if self._first_tok is not None:  # the name (or English name) starts with the query's first word
+            a = bisect.bisect_left(self.vocab, toks[0])
+            b = (bisect.bisect_left(self.vocab, toks[0] + "\U0010ffff") if prefix_last and len(toks) == 1
+                 else a + (a < len(self.vocab) and self.vocab[a] == toks[0]))
+            ft = self._first_tok[cand]
+            coarse = coarse + W_STARTS * ((ft >= a) & (ft < b)).any(axis=1)
+        total = int(len(np.unique(np.asarray(self._canon[cand]))))
         if len(cand) > CANDIDATES:
-            top = np.argpartition(-coarse, CANDIDATES)[:CANDIDATES]
-            cand, imp, bias = cand[top], imp[top], bias[top]
+            keep = np.zeros(len(cand), bool)
+            keep[np.argpartition(-coarse, CANDIDATES)[:CANDIDATES]] = True
+            keep |= np.isin(cand, self._exact_rows(qn))  # documents named exactly so are always scored
+            cand, imp, bias = cand[keep], imp[keep], bias[keep]
         scores = np.empty(len(cand))
-        for j, row in enumerate(cand.tolist()):
-            variants = (self.names[row] or "").split(SEP)
-            exact = qn in variants
-            primary = bool(variants) and variants[0] == qn
-            name_prefix = exact or any(v.startswith(qn) for v in variants)
-            ratio = process.extractOne(qn, variants, scorer=fuzz.ratio)[1] / 100.0 if variants else 0.0
-            scores[j] = (W_COVERAGE * coverage[row] + W_EXACT * exact + W_PRIMARY * primary + W_NAME_PREFIX * name_prefix + W_RATIO * ratio
-                         + W_IMPORTANCE * imp[j] + bias[j])
+        name_en, names = self.cols["name_en"], self.names
+        q_var, q_start = SEP + qn + SEP, SEP + qn
+        alt_exact_ok = len(qn) >= 4  # an alternate name counts as an exact match only from 4 letters (short ones are codes)
+        for j, (row, cov, im, bi) in enumerate(zip(cand.tolist(), coverage[cand].tolist(), imp.tolist(), bias.tolist(),
+                                                 strict=True)):
+            joined = names[row] or ""
+            wrapped = SEP + joined + SEP
+            primary = joined.split(SEP, 1)[0]
+            en = normalise(name_en[row] or "")
+            # text: the query against the document's own names (name, name:en), else against any variant
+            # (alternate, old, other-language names) at ALT_FACTOR of its value
+            text = _name_coverage(toks, prefix_last, primary)
+            if en and en != primary:
+                text = max(text, _name_coverage(toks, prefix_last, en))
+            text = max(text, ALT_FACTOR * cov)
+            exact_main = qn == primary or qn == en
+            exact = exact_main or (alt_exact_ok and q_var in wrapped)
+            starts = primary.startswith(qn) or (bool(en) and en.startswith(qn))  # the name starts with the query
+            name_prefix = exact or starts or q_start in wrapped
+            ratio = process.extractOne(qn, joined.split(SEP), scorer=fuzz.ratio)[1] / 100.0 if joined else 0.0
+            scores[j] = (W_COVERAGE * text + W_EXACT * exact + W_PRIMARY * exact_main + W_STARTS * starts
+                         + W_NAME_PREFIX * name_prefix + W_RATIO * ratio + W_IMPORTANCE * im + bi)
         order = np.argsort(-scores, kind="stable")
         results, seen = [], set()
         for j in order.tolist():
-            c = int(self.canon[cand[j]])
+            c = int(self._canon[cand[j]])
             if c in seen:
                 continue
             seen.add(c)
-            results.append(self.result(c, scores[j]).as_dict())
+            results.append(self.result(c, scores[j]))
             if len(results) == size:
                 break
         return {"query": q, "total": total, "took_ms": int((time.perf_counter() - t0) * 1000), "results": results}
@@ -489,13 +569,17 @@ class SearchIndex:
             dlat = r / (math.pi / 180 * EARTH_M)
             dlon = min(180.0, dlat / max(math.cos(math.radians(lat)), 1e-6))
             with self._lock:
-                hits = np.fromiter(self._tree().intersection((lon - dlon, lat - dlat, lon + dlon, lat + dlat)), np.int64)
+                tree = self._tree()
+                if r < 1000.0:  # few items: the generator is cheaper; many: the vectorised query (~35% less)
+                    hits = np.fromiter(tree.intersection((lon - dlon, lat - dlat, lon + dlon, lat + dlat)), np.int64)
+                else:
+                    hits = tree.intersection_v(np.array([[lon - dlon, lat - dlat]]), np.array([[lon + dlon, lat + dlat]]))[0]
             if len(hits):
-                dist = segment_distance_m(lat, lon, np.asarray(self.items[hits]))
-                docs = np.asarray(self.item_doc[hits])
+                dist = segment_distance_m(lat, lon, np.asarray(self._items[hits]))
+                docs = np.asarray(self._item_doc[hits])
                 keep = dist <= r
                 if kinds is not None:
-                    keep &= np.isin(np.asarray(self.kind[docs]), kinds)
+                    keep &= np.isin(np.asarray(self._kind[docs]), kinds)
                 docs, dist = docs[keep], dist[keep]
             else:
                 docs, dist = np.zeros(0, np.int32), np.zeros(0)
@@ -510,12 +594,12 @@ class SearchIndex:
             picked: list[tuple[float, int]] = []
             for j in order.tolist():
                 row = int(docs[j])
-                c = int(self.canon[row])
+                c = int(self._canon[row])
                 if c in seen:
                     continue
                 seen.add(c)
                 if c != row:
-                    dc = float(haversine_m(lat, lon, np.array([self.lat[c]]), np.array([self.lon[c]]))[0])
+                    dc = float(haversine_m(lat, lon, np.array([self._lat[c]]), np.array([self._lon[c]]))[0])
                     if dc <= r:  # within the searched distance, so the order stays exact
                         row, dist_j = c, dc
                     else:
@@ -527,7 +611,7 @@ class SearchIndex:
                     break
             picked.sort()
             for dist_j, row in picked[:size]:
-                results.append(self.result(row, 1.0 / (1.0 + dist_j / 100.0), distance_m=dist_j).as_dict())
+                results.append(self.result(row, 1.0 / (1.0 + dist_j / 100.0), distance_m=dist_j))
         return {"lat": lat, "lon": lon, "took_ms": int((time.perf_counter() - t0) * 1000), "results": results}
 
     def row_of(self, doc_id: str) -> int | None:
@@ -535,16 +619,16 @@ class SearchIndex:
         lo, hi = 0, self.n
         while lo < hi:
             mid = (lo + hi) // 2
-            if ids[int(self.id_order[mid])] < doc_id:
+            if ids[int(self._id_order[mid])] < doc_id:
                 lo = mid + 1
             else:
                 hi = mid
-        if lo < self.n and ids[int(self.id_order[lo])] == doc_id:
-            return int(self.id_order[lo])
+        if lo < self.n and ids[int(self._id_order[lo])] == doc_id:
+            return int(self._id_order[lo])
         return None
 
     def place(self, doc_id: str) -> dict:
         row = self.row_of(doc_id) if isinstance(doc_id, str) and doc_id else None
         if row is None:
             raise NotFound(f"no search document has the id '{doc_id}'")
-        return self.result(row).as_dict()
+        return self.result(row)

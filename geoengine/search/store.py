@@ -7,6 +7,7 @@ A string column `<name>` is `<name>.bin` (UTF-8 values, concatenated) plus `<nam
 
 from __future__ import annotations
 
+import mmap
 from pathlib import Path
 
 import numpy as np
@@ -30,13 +31,19 @@ class Strings:
         self.off = np.load(folder / f"{name}.off.npy", mmap_mode="r")
         size = int(self.off[-1])
         self.blob = np.memmap(folder / f"{name}.bin", dtype=np.uint8, mode="r") if size else np.zeros(0, np.uint8)
+        # the hot path reads through a plain ndarray view of the offsets and a mmap of the bytes: slicing a
+        # numpy memmap builds a memmap object per value, which cost more than the decoding itself
+        self._off = memoryview(np.ascontiguousarray(self.off.view(np.ndarray))) if len(self.off) else memoryview(b"")
+        self._buf = b""
+        if size:
+            with open(folder / f"{name}.bin", "rb") as fh:
+                self._buf = mmap.mmap(fh.fileno(), 0, access=mmap.ACCESS_READ)
 
     def __len__(self) -> int:
         return len(self.off) - 1
 
     def __getitem__(self, i: int) -> str | None:
-        a, b = int(self.off[i]), int(self.off[i + 1])
-        raw = self.blob[a:b].tobytes()
+        raw = self._buf[self._off[i]:self._off[i + 1]]
         return None if raw == NONE else raw.decode("utf-8")
 
     def all(self) -> list[str]:

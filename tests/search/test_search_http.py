@@ -115,3 +115,30 @@ def test_openapi_documents_search(client):
     assert {"q", "types", "lat", "lon", "size"} <= params
     assert {"lat", "lon", "size", "types", "radius"} <= {p["name"] for p in doc["paths"]["/search/reverse"]["get"]["parameters"]}
     assert np.isin(["200", "400", "502"], list(doc["paths"]["/search"]["get"]["responses"])).all()
+
+
+def test_fast_path_answers_like_the_engine(client, andorra):
+    """/search and /search/reverse are answered by a raw route for plainly valid requests: same body as
+    the engine's (apart from took_ms), JSON content type."""
+    r = client.get("/search", params={"q": "Sant Jul", "lat": 42.52, "lon": 1.56, "size": 4, "types": "place"})
+    assert r.status_code == 200 and r.headers["content-type"] == "application/json"
+    want = andorra.search("Sant Jul", lat=42.52, lon=1.56, size=4, types="place")
+    got = r.json()
+    assert {**got, "took_ms": 0} == {**want, "took_ms": 0}
+    r = client.get("/search/reverse", params={"lat": 42.5075, "lon": 1.5218, "radius": "500m", "size": 3})
+    want = andorra.reverse(42.5075, 1.5218, radius="500m", size=3)
+    assert r.status_code == 200 and {**r.json(), "took_ms": 0} == {**want, "took_ms": 0}
+
+
+@pytest.mark.parametrize("query", ["q=Ordino&q=Canillo", "q=Ordino&size=03", "q=Ordino&lat=4.25e1&lon=1.5",
+                                   "q=Ordino&size=%2B5"])
+def test_unusual_but_valid_queries_go_through_fastapi(client, query):
+    """Repeated parameters and numbers the fast path does not parse itself are judged by FastAPI."""
+    r = client.get(f"/search?{query}")
+    assert r.status_code == 200, r.text
+    assert r.json()["results"]
+
+
+def test_head_is_not_served_by_the_fast_path(client):
+    """Starlette adds HEAD to a GET route; the fast path leaves it to the FastAPI route (GET only: 405)."""
+    assert client.head("/search", params={"q": "Ordino"}).status_code == 405

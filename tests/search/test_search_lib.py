@@ -62,6 +62,13 @@ def test_queries_find_the_expected_document_first(andorra, query, expected):
     assert names and names[0] == expected, names
 
 
+def test_exact_name_of_a_small_world_city_comes_first(andorra):
+    """'Tan-Tan' (tokens tan, tan) matches hundreds of more important places through their alternate
+    names; the exact-name lookup keeps it among the fully scored candidates, and it comes first."""
+    first = top(andorra, "Tan-Tan")[0]
+    assert first["name"] == "Tan-Tan" and first["source"] == "geonames"
+
+
 def test_world_city_by_accent_free_and_local_name(andorra):
     first = top(andorra, "Munchen")[0]
     assert first["source"] == "geonames" and first["display_name"].endswith("DE")

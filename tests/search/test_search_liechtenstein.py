@@ -36,3 +36,17 @@ def test_streets_are_merged_per_locality(liechtenstein):
     assert max(seen.values()) == 1
     merged = liechtenstein.bundle.stages["search"]["counts"]
     assert merged["osm_ways_in_streets"] > len(streets)
+
+
+def test_short_prefix_ranks_local_names_that_start_with_it(liechtenstein):
+    """'Sch' starts 100+ names; with the bias on Vaduz the town Schaan comes first, then other names that
+    start with 'Sch', not GeoNames codes ('SCH' is an alternate name of Schenectady) or far places."""
+    res = liechtenstein.search("Sch", lat=47.14, lon=9.52, size=5)["results"]
+    assert res[0]["name"] == "Schaan" and res[0]["source"] == "osm"
+    assert all(normalise(r["name"]).startswith("sch") for r in res), [r["name"] for r in res]
+
+
+def test_geonames_codes_are_not_names(liechtenstein):
+    ix = liechtenstein.search_index
+    row = next(i for i in range(ix.n) if ix.cols["name"][i] == "Schenectady")
+    assert "sch" not in ix.names[row].split("\x1f")
