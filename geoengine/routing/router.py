@@ -18,8 +18,10 @@ from geoengine.costing import default_options, inactive_options, parse_costing_o
 from geoengine.errors import FieldError, InvalidRequest, NoRoute
 from geoengine.routing.profile import Profile, unpack
 
-# Candidates farther than the nearest one by more than this (metres) are not offered to the search.
-CANDIDATE_SLACK_M = 10.0
+# Candidates farther than the nearest one by more than this (metres) are not offered to the search:
+# enough for both directions of a road and every road meeting at a junction, not enough to let the
+# search pick a neighbouring road (which would, e.g., bypass a turn restriction).
+CANDIDATE_SLACK_M = 1.0
 MAX_CANDIDATES = 8
 PROFILE_CACHE = 8
 KM_PER_MILE = 1.609344
@@ -35,6 +37,8 @@ class Leg:
     cost: float
     time_s: float
     length_m: float
+    src_index: int = 0  # which candidate of the start location (and of the end location) the path uses
+    dst_index: int = 0
 
 
 class Router:
@@ -97,7 +101,7 @@ class Router:
             float(loc.lon), float(loc.lat), prof.usable,
             search_radius=loc.search_radius, heading=loc.heading, heading_tolerance=loc.heading_tolerance,
             preferred_side=loc.preferred_side, rank_candidates=loc.rank_candidates, street=loc.street,
-            index=index, field=field,
+            index=index, field=field, component_mask=prof.component,
         )
         keep = c.distance <= float(np.min(c.distance)) + CANDIDATE_SLACK_M
         idx = np.flatnonzero(keep)[:MAX_CANDIDATES]
@@ -119,8 +123,10 @@ class Router:
             for i, j in zip(*np.nonzero(ahead), strict=True):
                 e = int(se[i])
                 frac = float(tf[j] - sf[i])
-                leg = Leg(np.array([e]), float(sf[i]), float(tf[j]), frac * prof.cost[e], frac * prof.time[e],
-                          frac * prof.length[e])
+                # time and length from the packed offsets, exactly as the matrix table adds them up
+                t, length = unpack(so2[i] + to2[j])
+                leg = Leg(np.array([e]), float(sf[i]), float(tf[j]), frac * prof.cost[e], float(t), float(length),
+                          int(i), int(j))
                 if best is None or leg.cost < best.cost:
                     best = leg
         force_loop = bool(same.any())
@@ -133,7 +139,7 @@ class Router:
         if r.found and (best is None or r.primary < best.cost - 1e-9):
             t, length = unpack(r.secondary)
             best = Leg(np.asarray(r.path, dtype=np.int64), float(sf[r.source_index]), float(tf[r.target_index]),
-                       float(r.primary), float(t), float(length))
+                       float(r.primary), float(t), float(length), int(r.source_index), int(r.target_index))
         return best
 
     def route_legs(self, prof: Profile, locations, field: str = "locations"):
@@ -180,7 +186,8 @@ class Router:
 
     # -- matrix ------------------------------------------------------------------------------------------
     def _snap_many(self, prof: Profile, lons, lats, radii, field: str):
-        cs = self.snapper.snap_many(lons, lats, prof.usable, search_radius=radii, field=field)
+        cs = self.snapper.snap_many(lons, lats, prof.usable, search_radius=radii, field=field,
+                                    component_mask=prof.component)
         locs = []
         for i in range(len(cs)):
             a, b = int(cs.offsets[i]), int(cs.offsets[i + 1])

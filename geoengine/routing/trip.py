@@ -153,17 +153,15 @@ def build_trip(router, prof, req, cands, pieces: list[Leg], notes: list[str]) ->
     for a, b in zip(bounds[:-1], bounds[1:], strict=True):
         leg_pieces = pieces[a:b]
         kinds = [locs[i].type for i in range(a + 1, b)]
-        points = [(cands[i]["lon"][0], cands[i]["lat"][0]) for i in range(a, b + 1)]
         points = [(float(locs[i].lon), float(locs[i].lat)) for i in range(a, b + 1)]
         path, extra = leg_path(router, prof, leg_pieces, kinds, points)
         maneuvers = narrate(path, opts.language, units, opts.directions_type)
         wait = sum(float(locs[i].waiting_secs or 0) for i in range(a + 1, b + 1))
         if a == 0:
             wait += float(locs[0].waiting_secs or 0)
-        t = float(extra["time_s"].sum()) + wait
-        # turn delays are in the pieces' search totals; use them when larger (they include turn costs)
-        t = max(t, float(sum(p.time_s for p in leg_pieces)) + wait)
-        length = float(extra["length_m"].sum())
+        # totals from the search's packed metric (turn delays included): the same numbers /matrix gives
+        t = float(sum(p.time_s for p in leg_pieces)) + wait
+        length = float(sum(p.length_m for p in leg_pieces))
         flags = extra["flags"]
         leg_has = {
             "has_toll": bool((flags & T.F_TOLL).any()),
@@ -186,10 +184,13 @@ def build_trip(router, prof, req, cands, pieces: list[Leg], notes: list[str]) ->
     locations = []
     for i, loc in enumerate(locs):
         c = cands[i]
+        # the candidate the path actually uses (it arrives there, or leaves from there for the origin)
+        k = pieces[i - 1].dst_index if i > 0 else pieces[0].src_index
+        k = k if 0 <= k < len(c["edge"]) else 0
         doc = {"type": loc.type, "lat": round(float(loc.lat), 6), "lon": round(float(loc.lon), 6),
                "original_index": i,
-               "snapped": {"lat": round(float(c["lat"][0]), 6), "lon": round(float(c["lon"][0]), 6),
-                           "distance_m": round(float(c["distance"][0]), 1)}}
+               "snapped": {"lat": round(float(c["lat"][k]), 6), "lon": round(float(c["lon"][k]), 6),
+                           "distance_m": round(float(c["distance"][k]), 1)}}
         for key in ("name", "street", "city"):
             if getattr(loc, key):
                 doc[key] = getattr(loc, key)
