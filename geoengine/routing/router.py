@@ -239,26 +239,11 @@ class Router:
         return MatrixResult(time_s, dist_m, snapped_s, snapped_t)
 
     def _table_dijkstra(self, prof: Profile, s_locs, t_locs):
-        from geoengine.routing.dijkstra import one_to_all
+        """Exact many-to-many on the option-weighted graph: one Numba kernel call (a Dijkstra per source
+        that stops once every target candidate is settled)."""
+        from geoengine.routing.dijkstra import table
 
-        n, m = len(s_locs), len(t_locs)
-        primary = np.full((n, m), np.inf)
-        secondary = np.full((n, m), np.inf)
-        tv = np.concatenate([t[0] for t in t_locs])
-        to = np.concatenate([t[1] for t in t_locs])
-        to2 = np.concatenate([t[2] for t in t_locs])
-        owner = np.repeat(np.arange(m), [len(t[0]) for t in t_locs])
-        for i, (v, o, o2) in enumerate(s_locs):
-            d, s = one_to_all(prof.search, v, o, o2)
-            cand = d[tv] + to
-            cand2 = s[tv] + to2
-            order = np.lexsort((cand, owner))
-            first = np.ones(len(order), dtype=bool)
-            first[1:] = owner[order][1:] != owner[order][:-1]
-            sel = order[first]
-            primary[i, owner[sel]] = cand[sel]
-            secondary[i, owner[sel]] = cand2[sel]
-        return primary, secondary
+        return table(prof.search, s_locs, t_locs)
 
     def matrix_request(self, req) -> dict:
         src = np.array([[l.lon, l.lat] for l in req.sources], dtype=np.float64)
