@@ -148,7 +148,14 @@ class Router:
         A `through` location continues on the edge it was reached by (no U-turn); `via` and `break`
         locations may be left in either direction. Raises Unsnappable (422) naming the location and
         NoRoute (422) naming the pair without a path."""
-        cands = [self.candidates(prof, loc, i, field) for i, loc in enumerate(locations)]
+        if all(_plain(loc) for loc in locations):
+            # no heading, side or street hints: one vectorised snapping call for every location
+            lons = np.array([loc.lon for loc in locations], dtype=np.float64)
+            lats = np.array([loc.lat for loc in locations], dtype=np.float64)
+            cs, rows = self._snap_many(prof, lons, lats, _radii(locations), field)
+            cands = [_cand(cs, r) for r in rows]
+        else:
+            cands = [self.candidates(prof, loc, i, field) for i, loc in enumerate(locations)]
         pieces: list[Leg] = []
         prev: Leg | None = None
         for i in range(len(locations) - 1):
@@ -303,6 +310,11 @@ def _behind_pairs(cs, sl, ct, tl) -> set[tuple[int, int]]:
         for a, b in zip(*np.nonzero(behind), strict=True):
             pairs.add((int(s_own[si[a]]), int(t_own[ti[b]])))
     return pairs
+
+
+def _plain(loc) -> bool:
+    return (loc.heading is None and loc.preferred_side in (None, "either") and not loc.street
+            and loc.rank_candidates is not False)
 
 
 def _radii(locs):

@@ -80,6 +80,23 @@ def _bbox(lon, lat) -> dict:
             "max_lat": round(float(lat.max()), 6), "max_lon": round(float(lon.max()), 6)}
 
 
+def leg_geometry(router, pieces: list[Leg]):
+    """Shape (lon, lat) and edges of consecutive pieces (one leg), without the narrative's inputs."""
+    g = router.graph
+    lons, lats, edges = [], [], []
+    for p_i, piece in enumerate(pieces):
+        lo, la, _b, _e, _cov = piece_geometry(g, piece)
+        if p_i > 0:
+            lo, la = lo[1:], la[1:]
+        lons.append(lo)
+        lats.append(la)
+        edges.append(piece.edges)
+    ed = np.concatenate(edges)
+    k = ed >> 1
+    extra = {"flags": np.asarray(g.seg_flags)[k], "class": np.asarray(g.seg_class)[k].astype(np.int64), "edges": ed}
+    return np.concatenate(lons), np.concatenate(lats), extra
+
+
 def leg_path(router, prof, pieces: list[Leg], stop_kinds: list[str], points) -> tuple[PathInfo, dict]:
     """PathInfo over consecutive pieces (one leg) plus per-edge arrays for summaries."""
     g = router.graph
@@ -154,8 +171,12 @@ def build_trip(router, prof, req, cands, pieces: list[Leg], notes: list[str]) ->
         leg_pieces = pieces[a:b]
         kinds = [locs[i].type for i in range(a + 1, b)]
         points = [(float(locs[i].lon), float(locs[i].lat)) for i in range(a, b + 1)]
-        path, extra = leg_path(router, prof, leg_pieces, kinds, points)
-        maneuvers = narrate(path, opts.language, units, opts.directions_type)
+        if opts.directions_type != "none":
+            path, extra = leg_path(router, prof, leg_pieces, kinds, points)
+            maneuvers = narrate(path, opts.language, units, opts.directions_type)
+            leg_lon, leg_lat = path.lon, path.lat
+        else:  # no maneuvers asked for: shape and summary only
+            leg_lon, leg_lat, extra = leg_geometry(router, leg_pieces)
         wait = sum(float(locs[i].waiting_secs or 0) for i in range(a + 1, b + 1))
         if a == 0:
             wait += float(locs[0].waiting_secs or 0)
@@ -170,15 +191,15 @@ def build_trip(router, prof, req, cands, pieces: list[Leg], notes: list[str]) ->
         }
         for k, v in leg_has.items():
             has[k] = has[k] or v
-        summary = {"time": round(t, 3), "length": round(length / scale, 3), **_bbox(path.lon, path.lat), **leg_has}
-        leg_doc = {"summary": summary, "shape": _encode(path.lon, path.lat, req.shape_format)}
+        summary = {"time": round(t, 3), "length": round(length / scale, 3), **_bbox(leg_lon, leg_lat), **leg_has}
+        leg_doc = {"summary": summary, "shape": _encode(leg_lon, leg_lat, req.shape_format)}
         if opts.directions_type != "none":
             leg_doc["maneuvers"] = maneuvers
         legs.append(leg_doc)
         total_time += t
         total_len += length
-        all_lon.append(path.lon)
-        all_lat.append(path.lat)
+        all_lon.append(leg_lon)
+        all_lat.append(leg_lat)
     lon = np.concatenate(all_lon)
     lat = np.concatenate(all_lat)
     locations = []

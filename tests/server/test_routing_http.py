@@ -348,3 +348,12 @@ def test_openapi_documents_routing(client):
     assert "/route" in spec["paths"] and "/matrix" in spec["paths"]
     schemas = spec["components"]["schemas"]
     assert "RouteRequest" in schemas and "MatrixResponse" in schemas and "Trip" in schemas
+
+
+def test_directions_none_same_trip_without_maneuvers(client):
+    full = client.post("/route", json={"locations": [A, C, B]}).json()["trip"]
+    bare = client.post("/route", json={"locations": [A, C, B], "directions_options": {"directions_type": "none"}}).json()["trip"]
+    assert bare["summary"] == full["summary"]
+    for lf, lb in zip(full["legs"], bare["legs"], strict=True):
+        assert "maneuvers" not in lb and lf["maneuvers"]
+        assert lb["shape"] == lf["shape"] and lb["summary"] == lf["summary"]
