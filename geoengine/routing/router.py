@@ -49,6 +49,7 @@ class Router:
         self._lock = threading.Lock()
         self._defaults: dict[str, Profile] = {}
         self._custom: OrderedDict[tuple, Profile] = OrderedDict()
+        self._grid = None
 
     # -- profiles ------------------------------------------------------------------------------------
     def _ch_for(self, costing: str):
@@ -91,6 +92,10 @@ class Router:
         if prof.ch is not None:
             prof.ch.warmup()
         _ = self.snapper
+        grid = self.grid  # build the grid and load its kernel now
+        _ = prof.component
+        if len(grid.lon):
+            self.plain_candidates(prof, _Point(float(grid.lon[0]), float(grid.lat[0])), 0)
 
     def parse_options(self, costing: str, raw, field_name: str = "costing_options"):
         return parse_costing_options(costing, raw, field_name=field_name)
@@ -107,6 +112,26 @@ class Router:
         idx = np.flatnonzero(keep)[:MAX_CANDIDATES]
         return {"edge": c.edge[idx].astype(np.int64), "fraction": c.fraction[idx].astype(np.float64),
                 "lon": c.lon[idx], "lat": c.lat[idx], "distance": c.distance[idx]}
+
+    @property
+    def grid(self):
+        """The Numba grid snapper (fast path for locations without heading/side/street hints)."""
+        if self._grid is None:
+            from geoengine.routing.fastsnap import GridSnapper
+
+            with self._lock:
+                if self._grid is None:
+                    self._grid = GridSnapper(self.snapper)
+        return self._grid
+
+    def plain_candidates(self, prof: Profile, loc, index: int, field: str = "locations"):
+        """Candidates of a location without hints: the same as `candidates` (Snapper.snap_many's rules),
+        from one Numba kernel call over a grid."""
+        e, f, lo, la, d = self.grid.candidates(float(loc.lon), float(loc.lat),
+                                               None if loc.search_radius is None else float(loc.search_radius),
+                                               prof.usable, prof.component, index, field)
+        keep = np.flatnonzero(d <= d[0] + CANDIDATE_SLACK_M)[:MAX_CANDIDATES]
+        return {"edge": e[keep], "fraction": f[keep], "lon": lo[keep], "lat": la[keep], "distance": d[keep]}
 
     # -- point to point --------------------------------------------------------------------------------
     def shortest(self, prof: Profile, src: dict, dst: dict) -> Leg | None:
@@ -148,14 +173,8 @@ class Router:
         A `through` location continues on the edge it was reached by (no U-turn); `via` and `break`
         locations may be left in either direction. Raises Unsnappable (422) naming the location and
         NoRoute (422) naming the pair without a path."""
-        if all(_plain(loc) for loc in locations):
-            # no heading, side or street hints: one vectorised snapping call for every location
-            lons = np.array([loc.lon for loc in locations], dtype=np.float64)
-            lats = np.array([loc.lat for loc in locations], dtype=np.float64)
-            cs, rows = self._snap_many(prof, lons, lats, _radii(locations), field)
-            cands = [_cand(cs, r) for r in rows]
-        else:
-            cands = [self.candidates(prof, loc, i, field) for i, loc in enumerate(locations)]
+        cands = [self.plain_candidates(prof, loc, i, field) if _plain(loc) else self.candidates(prof, loc, i, field)
+                 for i, loc in enumerate(locations)]
         pieces: list[Leg] = []
         prev: Leg | None = None
         for i in range(len(locations) - 1):
@@ -310,6 +329,13 @@ def _behind_pairs(cs, sl, ct, tl) -> set[tuple[int, int]]:
         for a, b in zip(*np.nonzero(behind), strict=True):
             pairs.add((int(s_own[si[a]]), int(t_own[ti[b]])))
     return pairs
+
+
+@dataclass
+class _Point:
+    lon: float
+    lat: float
+    search_radius: float | None = None
 
 
 def _plain(loc) -> bool:

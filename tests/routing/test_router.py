@@ -592,3 +592,25 @@ def test_avoid_locations_and_polygons(liechtenstein):
             pass
         return
     pytest.fail("no route long enough to test avoidance")
+
+
+def test_grid_snapping_equals_snapper(engine):
+    """The Numba grid fast path gives the candidates Snapper.snap_many gives (with the component
+    preference), for random points near and off roads, strict radii included."""
+    router = engine.router
+    for costing in ("auto", "pedestrian"):
+        prof = router.profile(costing)
+        pts = random_points(engine.graph, prof.usable, 150, seed=51, jitter_m=40)
+        for k, (lon, lat) in enumerate(pts):
+            radius = None if k % 3 else 10.0
+            try:
+                cs = router.snapper.snap_many([lon], [lat], prof.usable, search_radius=radius,
+                                              component_mask=prof.component)
+                want = cs.of(0)
+            except Unsnappable:
+                with pytest.raises(Unsnappable):
+                    router.grid.candidates(lon, lat, radius, prof.usable, prof.component, 0, "locations")
+                continue
+            e, f, _lo, _la, d = router.grid.candidates(lon, lat, radius, prof.usable, prof.component, 0, "locations")
+            assert e.tolist() == want.edge.tolist()
+            assert np.allclose(f, want.fraction, atol=1e-9) and np.allclose(d, want.distance, atol=1e-6)
