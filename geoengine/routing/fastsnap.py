@@ -150,7 +150,12 @@ def _gather(px, py, radius, cell_off, items, lon0, lat0, cw, ch, nx, ny, lon, la
             out_la[q] = sla
             out_d[q] = dists[j]
             q += 1
-    return out_e[:q], out_f[:q], out_lo[:q], out_la[:q], out_d[:q]
+    # rank by (distance rounded to mm, edge), as Snapper does
+    key = np.empty(q)
+    for j in range(q):
+        key[j] = np.round(out_d[j] * 1000.0) * 4294967296.0 + out_e[j]
+    order = np.argsort(key, kind="mergesort")
+    return out_e[order], out_f[order], out_lo[order], out_la[order], out_d[order]
 
 
 class GridSnapper:
@@ -208,22 +213,16 @@ class GridSnapper:
         for r in radii:
             got = self._gather(float(lon), float(lat), float(r), usable, c, use_comp, True)
             if len(got[0]):
-                return _ranked(got)
+                return got
             if use_comp and island is None:
                 other = self._gather(float(lon), float(lat), float(r), usable, c, True, False)
                 if len(other[0]):
                     island = other
         if island is not None:
-            return _ranked(island)
+            return island
         reach = radii[-1] if radius is not None and np.isfinite(radius) else MAX_DEFAULT_RADIUS
         where = f"{field}[{index}]"
         raise Unsnappable(
             f"{where} ({lon:.6f}, {lat:.6f}) has no road the costing may use within {reach:g} m",
             errors=[FieldError(where, f"no routable edge within {reach:g} m")],
         )
-
-
-def _ranked(got):
-    e, f, lo, la, d = got
-    order = np.lexsort((e, np.round(d, 3)))
-    return e[order], f[order], lo[order], la[order], d[order]

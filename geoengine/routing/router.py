@@ -15,7 +15,7 @@ from pathlib import Path
 import numpy as np
 
 from geoengine.costing import default_options, inactive_options, parse_costing_options
-from geoengine.errors import FieldError, InvalidRequest, NoRoute
+from geoengine.errors import FieldError, InvalidRequest, NoRoute, Unsnappable
 from geoengine.routing.profile import Profile, unpack
 
 # Candidates farther than the nearest one by more than this (metres) are not offered to the search:
@@ -211,16 +211,49 @@ class Router:
         return avoid_mask(self.graph, self.snapper, req.avoid_locations or [], req.avoid_polygons or [])
 
     # -- matrix ------------------------------------------------------------------------------------------
-    def _snap_many(self, prof: Profile, lons, lats, radii, field: str):
-        cs = self.snapper.snap_many(lons, lats, prof.usable, search_radius=radii, field=field,
-                                    component_mask=prof.component)
-        locs = []
-        for i in range(len(cs)):
-            a, b = int(cs.offsets[i]), int(cs.offsets[i + 1])
-            d = cs.distance[a:b]
-            keep = np.flatnonzero(d <= d.min() + CANDIDATE_SLACK_M)[:MAX_CANDIDATES] + a
-            locs.append(keep)
-        return cs, locs
+    def _snap_many(self, prof: Profile, lons, lats, radii, field: str, memo: dict | None = None):
+        """Candidates of many plain locations (matrix, batch): `(cset, rows)` where cset has flat arrays
+        edge/fraction/lon/lat/distance and rows[i] indexes location i's candidates (nearest first, within
+        CANDIDATE_SLACK_M of the nearest). One grid-kernel call per distinct location; every location
+        that cannot be snapped is named in one Unsnappable."""
+        grid = self.grid
+        lons = np.asarray(lons, dtype=np.float64).ravel()
+        lats = np.asarray(lats, dtype=np.float64).ravel()
+        n = len(lons)
+        bad = ~(np.isfinite(lons) & np.isfinite(lats) & (np.abs(lons) <= 180) & (np.abs(lats) <= 90))
+        if bad.any():
+            raise InvalidRequest(errors=[FieldError(f"{field}[{i}]", "lon must be in [-180, 180] and lat in [-90, 90]")
+                                         for i in np.flatnonzero(bad).tolist()])
+        rad = np.full(n, np.nan) if radii is None else np.broadcast_to(np.asarray(radii, dtype=np.float64), (n,))
+        badr = np.isfinite(rad) & ~((rad > 0) & (rad <= 100))
+        if badr.any():
+            raise InvalidRequest(errors=[FieldError(f"{field}[{i}].search_radius", "must be between 1 and 100 metres")
+                                         for i in np.flatnonzero(badr).tolist()])
+        memo = {} if memo is None else memo  # (lon, lat, radius) -> candidates, shared by sources and targets
+        parts, rows, errors = [], [], []
+        start = 0
+        for i in range(n):
+            key = (lons[i], lats[i], rad[i])
+            got = memo.get(key)
+            if got is None:
+                try:
+                    e, f, lo, la, d = grid.candidates(lons[i], lats[i], None if np.isnan(rad[i]) else rad[i],
+                                                      prof.usable, prof.component, i, field)
+                except Unsnappable as exc:
+                    errors.extend(exc.errors)
+                    rows.append(np.empty(0, np.int64))
+                    continue
+                k = min(int(np.searchsorted(d, d[0] + CANDIDATE_SLACK_M, side="right")), MAX_CANDIDATES)
+                got = memo[key] = (e[:k], f[:k], lo[:k], la[:k], d[:k])
+            k = len(got[0])
+            parts.append(got)
+            rows.append(np.arange(start, start + k))
+            start += k
+        if errors:
+            raise Unsnappable(f"{len(errors)} location(s) have no road the costing may use within reach",
+                              errors=errors)
+        cat = [np.concatenate([p[c] for p in parts]) for c in range(5)]
+        return _CandArrays(*cat), rows
 
     def matrix(self, sources, targets, costing: str = "auto", costing_options=None, *,
                source_radius=None, target_radius=None):
@@ -234,42 +267,78 @@ class Router:
         dst = np.asarray(targets, dtype=np.float64).reshape(-1, 2)
         options = self.parse_options(costing, costing_options)
         prof = self.profile(costing, options)
-        cs, sl = self._snap_many(prof, src[:, 0], src[:, 1], source_radius, "sources")
-        ct, tl = self._snap_many(prof, dst[:, 0], dst[:, 1], target_radius, "targets")
+        memo: dict = {}
+        cs, sl = self._snap_many(prof, src[:, 0], src[:, 1], source_radius, "sources", memo)
+        ct, tl = self._snap_many(prof, dst[:, 0], dst[:, 1], target_radius, "targets", memo)
 
-        def loc_tuple(cset, rows, target):
-            e = cset.edge[rows].astype(np.int64)
-            f = cset.fraction[rows].astype(np.float64)
-            o, o2 = (prof.target_offsets if target else prof.source_offsets)(e, f)
-            return (e, o, o2)
-
-        s_locs = [loc_tuple(cs, r, False) for r in sl]
-        t_locs = [loc_tuple(ct, r, True) for r in tl]
-        if prof.ch is not None:
-            primary, secondary = prof.ch.table(s_locs, t_locs)
-        else:
-            primary, secondary = self._table_dijkstra(prof, s_locs, t_locs)
+        sv, so, so2, sp = _flat(prof, cs, sl, target=False)
+        tv, to, to2, tp = _flat(prof, ct, tl, target=True)
+        primary, secondary = _table_flat(prof, sv, so, so2, sp, tv, to, to2, tp)
         time_s, dist_m = unpack(secondary)
         time_s = np.where(np.isfinite(primary), time_s, np.inf)
         dist_m = np.where(np.isfinite(primary), dist_m, np.inf)
         # Pairs sharing an edge: the table's trivial meeting is wrong when the target lies behind the
-        # source on that edge; answer those pairs exactly with the point-to-point search.
-        for i, j in _behind_pairs(cs, sl, ct, tl):
-            leg = self.shortest(prof, _cand(cs, sl[i]), _cand(ct, tl[j]))
-            if leg is None:
-                time_s[i, j] = dist_m[i, j] = np.inf
-            else:
-                time_s[i, j], dist_m[i, j] = leg.time_s, leg.length_m
+        # source on that edge; answer those pairs exactly (paths of at least one turn-graph arc).
+        behind = sorted(_behind_pairs(cs, sl, ct, tl))
+        if behind:
+            t_b, d_b = self._behind_answers(prof, cs, sl, ct, tl, behind)
+            ii = np.array([p[0] for p in behind])
+            jj = np.array([p[1] for p in behind])
+            time_s[ii, jj] = t_b
+            dist_m[ii, jj] = d_b
         snapped_s = np.column_stack([cs.lon[[r[0] for r in sl]], cs.lat[[r[0] for r in sl]]])
         snapped_t = np.column_stack([ct.lon[[r[0] for r in tl]], ct.lat[[r[0] for r in tl]]])
         return MatrixResult(time_s, dist_m, snapped_s, snapped_t)
 
-    def _table_dijkstra(self, prof: Profile, s_locs, t_locs):
-        """Exact many-to-many on the option-weighted graph: one Numba kernel call (a Dijkstra per source
-        that stops once every target candidate is settled)."""
-        from geoengine.routing.dijkstra import table
-
-        return table(prof.search, s_locs, t_locs)
+    def _behind_answers(self, prof: Profile, cs, sl, ct, tl, pairs):
+        """(time_s, distance_m) of pairs whose target lies behind the source on a shared edge. With a
+        hierarchy: the shared source candidates are replaced by their turn-graph successors (so every
+        path has at least one arc), all pairs in one batch kernel call, and the same-edge-ahead option
+        of other shared candidates compared; without: the exact point-to-point search per pair."""
+        n = len(pairs)
+        if prof.ch is None:
+            out_t, out_d = np.full(n, np.inf), np.full(n, np.inf)
+            for k, (i, j) in enumerate(pairs):
+                leg = self.shortest(prof, _cand(cs, sl[i]), _cand(ct, tl[j]))
+                if leg is not None:
+                    out_t[k], out_d[k] = leg.time_s, leg.length_m
+            return out_t, out_d
+        off, tgt, w, packed = prof.turn_csr()
+        vs, os_, o2s, sp = [], [], [], [0]
+        ahead_c = np.full(n, np.inf)
+        ahead_s = np.zeros(n)
+        tv, to, to2, tp = [], [], [], [0]
+        for k, (i, j) in enumerate(pairs):
+            n_before = len(vs)
+            se, sf = cs.edge[sl[i]], cs.fraction[sl[i]]
+            te, tf = ct.edge[tl[j]], ct.fraction[tl[j]]
+            so, so2 = prof.source_offsets(se, sf)
+            to_, to2_ = prof.target_offsets(te, tf)
+            for a in range(len(se)):
+                v = int(se[a])
+                hit = np.flatnonzero(te == v)
+                if not len(hit):
+                    vs.append([v]), os_.append([so[a]]), o2s.append([so2[a]])
+                    continue
+                x, y = off[v], off[v + 1]
+                vs.append(tgt[x:y]), os_.append(so[a] + w[x:y]), o2s.append(so2[a] + packed[x:y])
+                for b in hit.tolist():
+                    if sf[a] <= tf[b]:
+                        c = so[a] + to_[b]
+                        if c < ahead_c[k]:
+                            ahead_c[k], ahead_s[k] = c, so2[a] + to2_[b]
+            sp.append(sp[-1] + sum(len(x) for x in vs[n_before:]))
+            tv.append(te), to.append(to_), to2.append(to2_)
+            tp.append(tp[-1] + len(te))
+        P, S = _pairs_flat(prof, np.concatenate(vs).astype(np.int64), np.concatenate(os_).astype(np.float64),
+                           np.concatenate(o2s).astype(np.float64), np.asarray(sp, np.int64),
+                           np.concatenate(tv).astype(np.int64), np.concatenate(to), np.concatenate(to2),
+                           np.asarray(tp, np.int64))
+        use_ahead = ahead_c < P
+        S = np.where(use_ahead, ahead_s, S)
+        t, d = unpack(S)
+        found = np.isfinite(np.minimum(P, ahead_c))
+        return np.where(found, t, np.inf), np.where(found, d, np.inf)
 
     def matrix_request(self, req) -> dict:
         src = np.array([[l.lon, l.lat] for l in req.sources], dtype=np.float64)
@@ -314,21 +383,63 @@ class Router:
                 time_s[i], dist_m[i] = leg.time_s, leg.length_m
         return time_s, dist_m
 
+def _flat(prof: Profile, cset, rows, target: bool):
+    """Flat location arrays (vertices, offsets, packed offsets, ptr) of candidate rows, vectorised."""
+    idx = np.concatenate(rows) if rows else np.empty(0, np.int64)
+    ptr = np.zeros(len(rows) + 1, np.int64)
+    np.cumsum([len(r) for r in rows], out=ptr[1:])
+    v = cset.edge[idx].astype(np.int64)
+    o, o2 = (prof.target_offsets if target else prof.source_offsets)(v, cset.fraction[idx])
+    return v, np.ascontiguousarray(o, np.float64), np.ascontiguousarray(o2, np.float64), ptr
+
+
+def _table_flat(prof: Profile, sv, so, so2, sp, tv, to, to2, tp):
+    """Many-to-many over flat location arrays: the CH bucket table, or the exact Dijkstra table kernel."""
+    ch = prof.ch
+    if ch is not None:
+        from geoengine.routing.ch import _table
+
+        _f, b, ctr = ch._ws()
+        return _table(ch.n, ch.up_off, ch.up_tgt, ch.up_w, ch.up_s, ch.dn_off, ch.dn_tgt, ch.dn_w, ch.dn_s,
+                      ch.rank[sv].astype(np.int64), so, so2, sp, ch.rank[tv].astype(np.int64), to, to2, tp,
+                      b[0], b[1], b[2], b[3], ctr, b[4], b[5], b[6])
+    from geoengine.routing.dijkstra import _table_kernel
+
+    g = prof.search
+    return _table_kernel(g.n, g.offsets, g.targets, g.weights, g.secondary, sv, so, so2, sp, tv, to, to2, tp)
+
+
+def _pairs_flat(prof: Profile, sv, so, so2, sp, tv, to, to2, tp):
+    """Batch point-to-point (pair k: source location k -> target location k) in one CH kernel call."""
+    from geoengine.routing.ch import _p2p_pairs
+
+    ch = prof.ch
+    f, b, ctr = ch._ws()
+    return _p2p_pairs(ch.up_off, ch.up_tgt, ch.up_w, ch.up_s, ch.dn_off, ch.dn_tgt, ch.dn_w, ch.dn_s,
+                      ch.rank[sv].astype(np.int64), so, so2, sp, ch.rank[tv].astype(np.int64), to, to2, tp,
+                      *f, *b, ctr)
+
+
 def _behind_pairs(cs, sl, ct, tl) -> set[tuple[int, int]]:
-    """(source, target) pairs with a shared candidate edge on which the target lies behind the source."""
+    """(source, target) pairs with a shared candidate edge on which the target lies behind the source
+    (vectorised: sort target candidates by edge, find each source candidate's run of equal edges)."""
     s_rows = np.concatenate(sl)
     t_rows = np.concatenate(tl)
     s_own = np.repeat(np.arange(len(sl)), [len(r) for r in sl])
     t_own = np.repeat(np.arange(len(tl)), [len(r) for r in tl])
     s_edge, t_edge = cs.edge[s_rows], ct.edge[t_rows]
-    pairs: set[tuple[int, int]] = set()
-    for e in np.intersect1d(s_edge, t_edge).tolist():
-        si = np.flatnonzero(s_edge == e)
-        ti = np.flatnonzero(t_edge == e)
-        behind = cs.fraction[s_rows[si]][:, None] > ct.fraction[t_rows[ti]][None, :]
-        for a, b in zip(*np.nonzero(behind), strict=True):
-            pairs.add((int(s_own[si[a]]), int(t_own[ti[b]])))
-    return pairs
+    order = np.argsort(t_edge, kind="stable")
+    te_sorted = t_edge[order]
+    lo = np.searchsorted(te_sorted, s_edge, side="left")
+    hi = np.searchsorted(te_sorted, s_edge, side="right")
+    cnt = hi - lo
+    if not cnt.any():
+        return set()
+    si = np.repeat(np.arange(len(s_edge)), cnt)
+    first = np.cumsum(cnt) - cnt
+    ti = order[np.repeat(lo, cnt) + np.arange(int(cnt.sum())) - np.repeat(first, cnt)]
+    behind = cs.fraction[s_rows[si]] > ct.fraction[t_rows[ti]]
+    return set(zip(s_own[si[behind]].tolist(), t_own[ti[behind]].tolist(), strict=True))
 
 
 @dataclass
@@ -351,6 +462,15 @@ def _radii(locs):
 def _cand(cset, rows) -> dict:
     return {"edge": cset.edge[rows].astype(np.int64), "fraction": cset.fraction[rows].astype(np.float64),
             "lon": cset.lon[rows], "lat": cset.lat[rows], "distance": cset.distance[rows]}
+
+
+@dataclass
+class _CandArrays:
+    edge: np.ndarray
+    fraction: np.ndarray
+    lon: np.ndarray
+    lat: np.ndarray
+    distance: np.ndarray
 
 
 @dataclass

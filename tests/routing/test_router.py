@@ -184,7 +184,8 @@ def test_matrix_equals_routes(engine, costing, options):
     assert np.all(np.abs(m.sources - src) < 0.01)
 
 
-def test_matrix_same_edge_behind_and_ahead(liechtenstein):
+@pytest.mark.parametrize("options", [None, {"top_speed": 100}], ids=["ch", "fallback"])
+def test_matrix_same_edge_behind_and_ahead(liechtenstein, options):
     """A target behind the source on the same road: the matrix answers like the route (a loop or the
     other direction), never the trivial negative/zero meeting."""
     g = liechtenstein.graph
@@ -200,10 +201,11 @@ def test_matrix_same_edge_behind_and_ahead(liechtenstein):
     p2 = cut_polyline(lon, lat, 0.7, 0.7)
     a = np.array([p1[0][0], p1[1][0]])
     b = np.array([p2[0][0], p2[1][0]])
-    m = liechtenstein.matrix(np.array([a, b]), np.array([a, b]))
+    m = liechtenstein.matrix(np.array([a, b]), np.array([a, b]), "auto", options)
     for i, x in enumerate([a, b]):
         for j, y in enumerate([a, b]):
-            trip = liechtenstein.route(locations=[{"lon": x[0], "lat": x[1]}, {"lon": y[0], "lat": y[1]}])["trip"]
+            trip = liechtenstein.route(locations=[{"lon": x[0], "lat": x[1]}, {"lon": y[0], "lat": y[1]}],
+                                       costing_options=options)["trip"]
             assert m.time_s[i, j] == pytest.approx(trip["summary"]["time"], abs=1e-3)
     assert m.time_s[0, 0] == 0 and m.time_s[0, 1] > 0 and m.time_s[1, 0] > 0
     # 40% of the segment each way, about
