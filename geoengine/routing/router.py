@@ -64,7 +64,7 @@ class Router:
 
     def profile(self, costing: str, options=None, blocked: np.ndarray | None = None) -> Profile:
         options = options or default_options(costing)
-        if options.is_default and blocked is None:
+        if blocked is None and (not options.given or options.is_default):
             prof = self._defaults.get(costing)
             if prof is None:
                 with self._lock:

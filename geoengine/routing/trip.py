@@ -13,6 +13,7 @@ from geoengine.routing.router import KM_PER_MILE, Leg
 _CLASS_FOR_NARRATIVE = np.array([int(road_class_of(name, "ferry" if name == "ferry" else None)[0])
                                  for name in T.CLASS_NAMES], dtype=np.uint8)
 HIGHWAY_CLASSES = {T.CLASS["motorway"], T.CLASS["trunk"]}
+_IS_HIGHWAY = np.isin(np.arange(256), list(HIGHWAY_CLASSES))
 
 
 def piece_geometry(graph, leg: Leg):
@@ -186,7 +187,7 @@ def build_trip(router, prof, req, cands, pieces: list[Leg], notes: list[str]) ->
         flags = extra["flags"]
         leg_has = {
             "has_toll": bool((flags & T.F_TOLL).any()),
-            "has_highway": bool(np.isin(extra["class"], list(HIGHWAY_CLASSES)).any()),
+            "has_highway": bool(_IS_HIGHWAY[extra["class"]].any()),
             "has_ferry": bool((flags & T.F_FERRY).any()),
         }
         for k, v in leg_has.items():
