@@ -50,6 +50,7 @@ class Router:
         self._defaults: dict[str, Profile] = {}
         self._custom: OrderedDict[tuple, Profile] = OrderedDict()
         self._grid = None
+        self._features: dict | None = None
 
     # -- profiles ------------------------------------------------------------------------------------
     def _ch_for(self, costing: str):
@@ -200,8 +201,27 @@ class Router:
         blocked = self._avoid_mask(req)
         prof = self.profile(req.costing, options, blocked)
         cands, pieces = self.route_legs(prof, req.locations)
-        notes = inactive_options(self.graph, options)
+        notes = inactive_options(self.graph, options) + self._absent_feature_notes(options)
         return build_trip(self, prof, req, cands, pieces, notes)
+
+    def _absent_feature_notes(self, options) -> list[str]:
+        """Notes for options that concern road features this bundle does not have (the option is
+        accepted and applied, but cannot change a route here): said, not silently ignored."""
+        if not options.given:
+            return []
+        if self._features is None:
+            from geoengine.graph import tags as T
+
+            cls = np.unique(np.asarray(self.graph.seg_class))
+            flags = np.bitwise_or.reduce(np.asarray(self.graph.seg_flags)) if self.graph.n_segments else 0
+            self._features = {
+                "use_highways": bool(np.isin(cls, [T.CLASS["motorway"], T.CLASS["trunk"]]).any()),
+                "use_tolls": bool(flags & (T.F_TOLL | T.F_TOLL_HGV)),
+                "use_ferry": bool(flags & T.F_FERRY),
+            }
+        what = {"use_highways": "motorways or trunk roads", "use_tolls": "toll roads", "use_ferry": "ferries"}
+        return [f"{name} has no effect: this bundle's graph has no {what[name]}"
+                for name, present in self._features.items() if name in options.given and not present]
 
     def _avoid_mask(self, req) -> np.ndarray | None:
         if not req.avoid_locations and not req.avoid_polygons:

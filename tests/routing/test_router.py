@@ -351,14 +351,32 @@ def _trip(engine, a, b, **kw):
     return engine.route(locations=[{"lon": a[0], "lat": a[1]}, {"lon": b[0], "lat": b[1]}], **kw)["trip"]
 
 
-def test_use_highways_changes_route(andorra):
-    """Andorra's main roads are trunk-like primaries; use_highways 0 vs 1 must be reflected in cost
-    choices: with 0 the route never has more highway metres than with 1 and takes longer or equal."""
-    a, b = (1.5343, 42.5075), (1.7331, 42.5432)  # Andorra la Vella -> Pas de la Casa
-    hi = _trip(andorra, a, b, costing_options={"use_highways": 1.0})
-    lo = _trip(andorra, a, b, costing_options={"use_highways": 0.0})
-    assert lo["summary"]["time"] >= hi["summary"]["time"] - 1e-6
-    assert hi["summary"]["length"] > 5
+def test_use_highways_said_when_no_highways(engine):
+    """Neither extract has a motorway or trunk road: use_highways is accepted, the route is the same,
+    and the trip says the option cannot act here instead of ignoring it silently."""
+    prof = engine.router.profile("auto")
+    a, b = random_points(engine.graph, prof.component, 2, seed=61)
+    hi = _trip(engine, a, b, costing_options={"use_highways": 1.0})
+    lo = _trip(engine, a, b, costing_options={"use_highways": 0.0})
+    assert lo["summary"] == hi["summary"]
+    assert any("use_highways" in w for w in lo["warnings"])
+    assert "warnings" not in _trip(engine, a, b)
+
+
+def test_use_tolls_prices_the_envalira_tunnel(andorra):
+    """Andorra's Envalira tunnel is tolled: through it, use_tolls 0 costs several times use_tolls 1
+    (the pass over the top is longer still, so the route keeps the tunnel) and the trip has_toll."""
+    g = andorra.graph
+    segs = np.flatnonzero(np.asarray(g.seg_flags) & T.F_TOLL)
+    seg = int(segs[np.argmax(np.asarray(g.seg_length)[segs])])
+    a, b = _segment_points(g, seg, (0.1, 0.9))
+    costs = {}
+    for u in (0.0, 1.0):
+        prof = andorra.router.profile("auto", parse_costing_options("auto", {"use_tolls": u}))
+        costs[u] = andorra.router.route_legs(prof, [Location(**a), Location(**b)])[1][0].cost
+        trip = andorra.route(locations=[a, b], costing_options={"use_tolls": u})["trip"]
+        assert trip["summary"]["has_toll"] and "warnings" not in trip
+    assert costs[0.0] > 3 * costs[1.0]
 
 
 def test_shortest_is_shorter_and_slower(engine):
