@@ -389,19 +389,36 @@ class Router:
 
 
     def route_many(self, origins, destinations, costing: str = "auto", costing_options=None):
-        """Batch: (time_s, distance_m) of the route origins[i] -> destinations[i] for every i."""
+        """Batch: (time_s, distance_m) of the route origins[i] -> destinations[i] for every i. With a
+        hierarchy all pairs go to one batch kernel call (pairs whose destination lies behind the
+        origin on a shared edge are answered as in `matrix`); otherwise one exact search per pair."""
         options = self.parse_options(costing, costing_options)
         prof = self.profile(costing, options)
-        cs, sl = self._snap_many(prof, origins[:, 0], origins[:, 1], None, "origins")
-        ct, tl = self._snap_many(prof, destinations[:, 0], destinations[:, 1], None, "destinations")
+        memo: dict = {}
+        cs, sl = self._snap_many(prof, origins[:, 0], origins[:, 1], None, "origins", memo)
+        ct, tl = self._snap_many(prof, destinations[:, 0], destinations[:, 1], None, "destinations", memo)
         n = len(origins)
-        time_s = np.full(n, np.inf)
-        dist_m = np.full(n, np.inf)
-        for i in range(n):
-            leg = self.shortest(prof, _cand(cs, sl[i]), _cand(ct, tl[i]))
-            if leg is not None:
-                time_s[i], dist_m[i] = leg.time_s, leg.length_m
+        if prof.ch is None:
+            time_s = np.full(n, np.inf)
+            dist_m = np.full(n, np.inf)
+            for i in range(n):
+                leg = self.shortest(prof, _cand(cs, sl[i]), _cand(ct, tl[i]))
+                if leg is not None:
+                    time_s[i], dist_m[i] = leg.time_s, leg.length_m
+            return time_s, dist_m
+        sv, so, so2, sp = _flat(prof, cs, sl, target=False)
+        tv, to, to2, tp = _flat(prof, ct, tl, target=True)
+        P, S = _pairs_flat(prof, sv, so, so2, sp, tv, to, to2, tp)
+        t, d = unpack(S)
+        time_s = np.where(np.isfinite(P), t, np.inf)
+        dist_m = np.where(np.isfinite(P), d, np.inf)
+        behind = sorted(_behind_pairs(cs, sl, ct, tl, same_index=True))
+        if behind:
+            t_b, d_b = self._behind_answers(prof, cs, sl, ct, tl, behind)
+            ii = np.array([p[0] for p in behind])
+            time_s[ii], dist_m[ii] = t_b, d_b
         return time_s, dist_m
+
 
 def _flat(prof: Profile, cset, rows, target: bool):
     """Flat location arrays (vertices, offsets, packed offsets, ptr) of candidate rows, vectorised."""
@@ -440,14 +457,19 @@ def _pairs_flat(prof: Profile, sv, so, so2, sp, tv, to, to2, tp):
                       *f, *b, ctr)
 
 
-def _behind_pairs(cs, sl, ct, tl) -> set[tuple[int, int]]:
+def _behind_pairs(cs, sl, ct, tl, same_index: bool = False) -> set[tuple[int, int]]:
     """(source, target) pairs with a shared candidate edge on which the target lies behind the source
-    (vectorised: sort target candidates by edge, find each source candidate's run of equal edges)."""
+    (vectorised: sort target candidates by edge, find each source candidate's run of equal edges).
+    `same_index`: only pairs (i, i) (batch point-to-point)."""
     s_rows = np.concatenate(sl)
     t_rows = np.concatenate(tl)
     s_own = np.repeat(np.arange(len(sl)), [len(r) for r in sl])
     t_own = np.repeat(np.arange(len(tl)), [len(r) for r in tl])
-    s_edge, t_edge = cs.edge[s_rows], ct.edge[t_rows]
+    s_edge, t_edge = cs.edge[s_rows].astype(np.int64), ct.edge[t_rows].astype(np.int64)
+    if same_index:
+        span = int(max(s_edge.max(initial=0), t_edge.max(initial=0))) + 1
+        s_edge = s_own * span + s_edge
+        t_edge = t_own * span + t_edge
     order = np.argsort(t_edge, kind="stable")
     te_sorted = t_edge[order]
     lo = np.searchsorted(te_sorted, s_edge, side="left")

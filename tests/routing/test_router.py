@@ -208,6 +208,9 @@ def test_matrix_same_edge_behind_and_ahead(liechtenstein, options):
                                        costing_options=options)["trip"]
             assert m.time_s[i, j] == pytest.approx(trip["summary"]["time"], abs=1e-3)
     assert m.time_s[0, 0] == 0 and m.time_s[0, 1] > 0 and m.time_s[1, 0] > 0
+    t, d = liechtenstein.route_many(np.array([a, b, a]), np.array([b, a, a]), "auto", options)
+    assert np.allclose(t, [m.time_s[0, 1], m.time_s[1, 0], 0.0]) and np.allclose(d, [m.distance_m[0, 1],
+                                                                                     m.distance_m[1, 0], 0.0])
     # 40% of the segment each way, about
     seg_len = float(g.seg_length[seg])
     assert m.distance_m[0, 1] == pytest.approx(0.4 * seg_len, rel=0.05)
