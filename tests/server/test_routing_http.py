@@ -357,3 +357,10 @@ def test_directions_none_same_trip_without_maneuvers(client):
     for lf, lb in zip(full["legs"], bare["legs"], strict=True):
         assert "maneuvers" not in lb and lf["maneuvers"]
         assert lb["shape"] == lf["shape"] and lb["summary"] == lf["summary"]
+
+
+def test_unsupported_fields_are_said(client):
+    r = client.post("/route", json={"locations": [A, B], "alternates": 2, "date_time": {"type": 1, "value": "2026-01-01T08:00"}})
+    assert r.status_code == 200, r.text
+    warnings = r.json()["trip"]["warnings"]
+    assert any(w.startswith("alternates") for w in warnings) and any(w.startswith("date_time") for w in warnings)
