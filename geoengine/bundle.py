@@ -24,6 +24,7 @@ STAGE_VERSIONS: dict[str, int] = {
     "elevation": 1,
     "routing": 2,
     "search": 1,
+    "tiles": 1,
 }
 
 

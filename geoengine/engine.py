@@ -64,6 +64,12 @@ class Engine:
             self.search_index.warm()
         if self.bundle.has_stage("graph"):
             self.router.warm()
+            from geoengine.routing.isochrone import warm as warm_isochrone
+
+            warm_isochrone(self.router)
+            self.matcher.warm(self.router.profile("auto"))
+        if self.bundle.has_stage("tiles") or self.settings.tiles_dir:
+            self.tiles  # noqa: B018 - opening is the point
 
     @cached_property
     def _components(self) -> dict:
@@ -143,6 +149,96 @@ class Engine:
         return self.router.route_many(o, d, costing, costing_options)
     # -- end of routing block ------------------------------------------------------------------------
 
+    # -- isochrones (geoengine/routing/isochrone.py; docs/isochrone.md) ------------------------------
+    def isochrone(self, request=None, **fields) -> dict:
+        """Reachability contours of one location: `engine.isochrone(locations=[{"lon":..,"lat":..}],
+        costing="auto", contours=[{"time": 10}, {"distance": 5}], polygons=True, denoise=1.0,
+        generalize=None, show_locations=True)` or an `IsochroneRequest` / dict. Returns the GeoJSON
+        FeatureCollection of POST /isochrone."""
+        from geoengine.routing.isochrone import IsochroneRequest, isochrone
+        from geoengine.validation import validate
+
+        return isochrone(self.router, validate(IsochroneRequest, request, **fields))
+
+    def isochrone_reach(self, lon: float, lat: float, costing: str = "auto", costing_options=None, *,
+                        metric: str = "time", limit: float = 600.0):
+        """Per-edge reach arrays for notebooks (`geoengine.routing.isochrone.Reach`): where each directed
+        edge is entered and finished, in seconds (metric "time") or metres ("distance"), within `limit`."""
+        from geoengine.routing.isochrone import reach
+
+        return reach(self.router, lon, lat, costing, costing_options, metric=metric, limit=limit)
+    # -- end of isochrones block ---------------------------------------------------------------------
+    # -- map matching (geoengine/routing/matching.py; docs/map_matching.md) ---------------------------
+    @cached_property
+    def matcher(self):
+        """The bundle's `geoengine.routing.matching.Matcher` (HMM map matching over the router)."""
+        from geoengine.routing.matching import Matcher
+
+        router = self.router
+        with self._lock:
+            return Matcher(router)
+
+    def map_match(self, request=None, **fields) -> dict:
+        """Match a GPS trace to the roads: `engine.map_match(shape=[{"lon":..,"lat":..}, ...] or
+        encoded_polyline=..., shape_match="map_snap", costing="auto", trace_options={...})` or a
+        `MapMatchRequest` / dict. Returns the /map_match document (a /route-shaped `trip`)."""
+        from geoengine.routing.match_models import MapMatchRequest
+        from geoengine.validation import validate
+
+        return self.matcher.trip(validate(MapMatchRequest, request, **fields))
+
+    def trace_attributes(self, request=None, **fields) -> dict:
+        """Like `map_match`, but returns the /map_match/attributes document: matched `edges` (names,
+        length, speed, road_class, way_id, shape indices), `matched_points` and the encoded `shape`."""
+        from geoengine.routing.match_models import MapMatchRequest
+        from geoengine.validation import validate
+
+        return self.matcher.attributes(validate(MapMatchRequest, request, **fields))
+
+    def match_trace(self, lons, lats, costing: str = "auto", costing_options=None, **trace_options):
+        """Notebook form: arrays of lon, lat -> `MatchResult` (numpy arrays per point, matched sections).
+        `trace_options`: search_radius, gps_accuracy, breakage_distance, interpolation_distance, and
+        mode ('map_snap' or 'edge_walk')."""
+        router = self.router
+        prof = router.profile(costing, router.parse_options(costing, costing_options))
+        return self.matcher.match(prof, lons, lats, **trace_options)
+    # -- end of map matching -------------------------------------------------------------------------
+    # -- directions, alternates, optimised route, route extras (geoengine/routing/directions.py,
+    #    alternates.py, optimise.py, extras.py; docs/directions.md) -------------------------------------
+    def directions(self, request=None, **fields) -> dict:
+        """POST /v1/routing/directions: `engine.directions(waypoints=[{"lon":..,"lat":..}, ...],
+        profile="driving", geometry="geojson", alternatives=False, steps=True, language="en")` or a
+        `DirectionsRequest` / dict. Returns {routes: [...], waypoints: [...]}."""
+        from geoengine.routing.directions import DirectionsRequest, directions
+        from geoengine.validation import validate
+
+        return directions(self.router, validate(DirectionsRequest, request, **fields))
+
+    def optimised_route(self, request=None, **fields) -> dict:
+        """POST /optimised_route: the best visiting order of the locations (first and last fixed) and the
+        trip through them in that order: `engine.optimised_route(locations=[...], costing="auto")`."""
+        from geoengine.routing.optimise import OptimisedRouteRequest, optimised_route
+        from geoengine.validation import validate
+
+        return optimised_route(self.router, validate(OptimisedRouteRequest, request, **fields))
+
+    def route_with_options(self, request=None, **fields) -> dict:
+        """`route(...)` followed by the options alternates, linear_references, elevation_interval and
+        date_time (`route_extras`): the full POST /route document."""
+        from geoengine.routing.models import RouteRequest
+        from geoengine.validation import validate
+
+        req = validate(RouteRequest, request, **fields)
+        return self.route_extras(self.router.route(req), req)
+
+    def route_extras(self, doc: dict, request) -> dict:
+        """Apply the /route options alternates, date_time and elevation_interval of `request` (a
+        RouteRequest) to its route document `doc` (see geoengine.routing.extras.apply)."""
+        from geoengine.routing import extras
+
+        return extras.apply(self, doc, request)
+    # -- end of directions block ---------------------------------------------------------------------
+
     # -- elevation (geoengine/elevation; docs/elevation.md) -------------------------------------------
     @cached_property
     def _elevation(self):
@@ -204,3 +300,20 @@ class Engine:
         return self.search_index.place(doc_id)
 
     # -- end search ---------------------------------------------------------------------------------
+    # -- tiles (geoengine/tiles) ------------------------------------------------------------------
+    @cached_property
+    def tiles(self):
+        """The TileService: every .mbtiles/.pmtiles of the bundle's `tiles/` folder and of
+        Settings.tiles_dir is a source (id = file stem); tile bytes are cached within
+        Settings.tile_cache_bytes. See docs/tiles.md."""
+        from geoengine.tiles.service import TileService
+        from geoengine.tiles.sources import discover
+
+        folders = []
+        if self.bundle.has_stage("tiles"):
+            folders.append(self.bundle.path / "tiles")
+        if self.settings.tiles_dir:
+            folders.append(self.settings.tiles_dir)
+        return TileService(discover(folders), self.settings.tile_cache_bytes)
+
+    # -- end tiles --------------------------------------------------------------------------------

@@ -242,6 +242,15 @@ class KeyStore:
         return KeyRecord(row[0], row[2], row[3], row[4], row[5])
 
     # -- quotas ----------------------------------------------------------------------------------
+    def counts(self, record: KeyRecord, path: str) -> bool:
+        """Whether a request to `path` counts against any pool of the key's plan (so `consume` has work).
+        Lets the gateway skip the thread hop of `consume` on uncounted paths such as tiles."""
+        plan = self.plans.get(record.plan)
+        if plan is None:
+            return True  # consume raises the explanation
+        scopes = path_scopes(path)
+        return any(p.scope in scopes for p in plan.pools)
+
     def consume(self, record: KeyRecord, path: str, now: dt.datetime | None = None) -> None:
         """Count one request to `path` against every pool of the key's plan that covers it.
 

@@ -12,6 +12,7 @@ STAGE_MODULES: list[str] = [
     "geoengine.elevation.stage",
     "geoengine.routing.stage",
     "geoengine.search.stage",
+    "geoengine.tiles.stage",
 ]
 
 

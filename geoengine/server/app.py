@@ -14,6 +14,7 @@ from geoengine.gateway import KeyStore, load_plans
 from geoengine.server import problems
 from geoengine.server.middleware import BodyLimitMiddleware, GatewayMiddleware
 from geoengine.server.routes import ROUTE_MODULES
+from geoengine.server.routes.tiles import TileFastPath
 
 DESCRIPTION = """
 Routing, search, vector tiles and elevation from one OpenStreetMap bundle.
@@ -53,6 +54,7 @@ def create_app(engine: Engine, settings: Settings | None = None, keystore: KeySt
     problems.install(app)
     for name in ROUTE_MODULES:
         app.include_router(importlib.import_module(name).router)
+    app.add_middleware(TileFastPath)  # innermost: tile requests skip the router (see routes/tiles.py)
     app.add_middleware(BodyLimitMiddleware, limit=settings.max_body_bytes)
     app.add_middleware(GatewayMiddleware, keystore=keystore, gateway_host=settings.gateway_host)
     _document_gateway(app)

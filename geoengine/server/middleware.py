@@ -59,12 +59,13 @@ class GatewayMiddleware:
         record = self.keystore.authenticate(key.decode("latin-1"))
         if record is None:
             return await send_problem(send, status, "invalid or revoked API key", title)
-        try:
-            await anyio.to_thread.run_sync(self.keystore.consume, record, path)
-        except QuotaExceeded as exc:
-            return await send_problem(send, 429, exc.detail, exc.title, exc.headers)
-        except GeoengineError as exc:
-            return await send_problem(send, exc.status, exc.detail, exc.title, exc.headers)
+        if self.keystore.counts(record, path):  # tiles and unlimited plans skip the counting thread hop
+            try:
+                await anyio.to_thread.run_sync(self.keystore.consume, record, path)
+            except QuotaExceeded as exc:
+                return await send_problem(send, 429, exc.detail, exc.title, exc.headers)
+            except GeoengineError as exc:
+                return await send_problem(send, exc.status, exc.detail, exc.title, exc.headers)
         scope.setdefault("state", {})["key_id"] = record.id
         return await self.app(scope, receive, send)
 
@@ -79,6 +80,8 @@ class BodyLimitMiddleware:
     async def __call__(self, scope, receive, send):
         if scope["type"] != "http":
             return await self.app(scope, receive, send)
+        if scope["method"] in ("POST", "PUT", "PATCH"):
+            scope = _json_content_type(scope)
         for name, value in scope["headers"]:
             if name == b"content-length":
                 try:
@@ -118,3 +121,20 @@ class _TooLarge(StarletteHTTPException):
 
     def __init__(self, limit: int):
         super().__init__(413, f"request body over the limit of {limit} bytes")
+
+
+_NOT_JSON_DECLARED = (b"", b"application/x-www-form-urlencoded", b"text/plain")
+
+
+def _json_content_type(scope):
+    """Every request body of this API is JSON: a body sent without a Content-Type, or with the defaults
+    of curl -d (form-urlencoded) or text/plain, is read as JSON rather than refused."""
+    headers = scope["headers"]
+    ctype = b""
+    for name, value in headers:
+        if name == b"content-type":
+            ctype = value.split(b";")[0].strip().lower()
+    if ctype not in _NOT_JSON_DECLARED:
+        return scope
+    rest = [(n, v) for n, v in headers if n != b"content-type"]
+    return {**scope, "headers": rest + [(b"content-type", b"application/json")]}

@@ -292,3 +292,15 @@ def test_internal_errors_and_unavailable_backends_use_the_problem_body(env, monk
     monkeypatch.setattr(engine, "info", unavailable)
     body = assert_problem(client.get("/health", headers=headers(key)), 503)
     assert body["detail"] == "the graph is not loaded"
+
+
+def test_json_bodies_are_read_whatever_the_declared_content_type(api_client, andorra):
+    client = api_client(andorra)
+    body = b'{"shape": [{"lat": 42.5063, "lon": 1.5218}, {"lat": 42.5107, "lon": 1.5333}]}'
+    for ctype in (None, "application/x-www-form-urlencoded", "text/plain"):
+        headers = {"Content-Type": ctype} if ctype else {}
+        if ctype is None:
+            headers["Content-Type"] = ""
+        resp = client.post("/elevation", content=body, headers=headers)
+        assert resp.status_code == 200, (ctype, resp.text)
+        assert len(resp.json()["height"]) == 2

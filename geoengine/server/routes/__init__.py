@@ -3,6 +3,11 @@
 ROUTE_MODULES: list[str] = [
     "geoengine.server.routes.system",
     "geoengine.server.routes.routing",
+    "geoengine.server.routes.isochrone",
     "geoengine.server.routes.elevation",
     "geoengine.server.routes.search",
+    "geoengine.server.routes.tiles",
+    "geoengine.server.routes.matching",
+    "geoengine.server.routes.directions",
+    "geoengine.server.routes.optimise",
 ]

@@ -1,0 +1,242 @@
+"""Feature assembly from an OSM extract with pyosmium, in Web Mercator metres.
+
+Ways become lines, closed ways and multipolygon relations become polygons through osmium's area
+handler, tagged nodes become points. A way with nodes missing from a clipped extract keeps its runs of
+two or more located nodes (as a multi-line); areas that cannot be closed are skipped by osmium.
+Administrative boundary relations are read in a first, relations-only pass so their member ways are
+emitted as boundary lines in the second pass.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+import osmium
+import shapely
+
+from geoengine.tiles import schema
+
+EARTH_RADIUS = 6378137.0
+WORLD = 2 * np.pi * EARTH_RADIUS  # width of the Web Mercator square in metres
+MAX_LAT = 85.0511287798
+
+
+def lonlat_to_merc(lon, lat):
+    lon = np.asarray(lon, dtype=np.float64)
+    lat = np.clip(np.asarray(lat, dtype=np.float64), -MAX_LAT, MAX_LAT)
+    x = np.radians(lon) * EARTH_RADIUS
+    y = np.log(np.tan(np.pi / 4 + np.radians(lat) / 2)) * EARTH_RADIUS
+    return x, y
+
+
+@dataclass
+class FeatureSet:
+    """Parallel arrays: geometry (Mercator), layer index, min zoom, properties."""
+
+    geoms: list = field(default_factory=list)
+    layer: list = field(default_factory=list)
+    min_zoom: list = field(default_factory=list)
+    props: list = field(default_factory=list)
+    skipped_ways: int = 0
+    partial_ways: int = 0
+    coastlines: list = field(default_factory=list)  # natural=coastline lines (land on their left)
+
+    def add(self, geom, feat: schema.Feature, tags) -> None:
+        self.geoms.append(geom)
+        self.layer.append(schema.LAYERS.index(feat.layer))
+        self.min_zoom.append(feat.min_zoom)
+        self.props.append(schema.properties(feat, tags))
+
+    def __len__(self) -> int:
+        return len(self.geoms)
+
+    def counts(self) -> dict[str, int]:
+        out = {name: 0 for name in schema.LAYERS}
+        for i in self.layer:
+            out[schema.LAYERS[i]] += 1
+        return out
+
+
+class _BoundaryRelations(osmium.SimpleHandler):
+    def __init__(self):
+        super().__init__()
+        self.way_level: dict[int, int] = {}
+
+    def relation(self, r):
+        tags = r.tags
+        if tags.get("boundary") != "administrative":
+            return
+        level = schema.admin_level(tags)
+        if level is None:
+            return
+        for m in r.members:
+            if m.type == "w":
+                old = self.way_level.get(m.ref)
+                if old is None or level < old:
+                    self.way_level[m.ref] = level
+
+
+def _ring(nodes) -> np.ndarray:
+    return np.array([(n.lon, n.lat) for n in nodes], dtype=np.float64)
+
+
+def _merc_coords(lonlat: np.ndarray) -> np.ndarray:
+    x, y = lonlat_to_merc(lonlat[:, 0], lonlat[:, 1])
+    return np.column_stack([x, y])
+
+
+class _Collector(osmium.SimpleHandler):
+    def __init__(self, fs: FeatureSet, boundary_ways: dict[int, int]):
+        super().__init__()
+        self.fs = fs
+        self.boundary_ways = boundary_ways
+
+    def node(self, n):
+        if not n.tags:
+            return
+        tags = dict(n.tags)
+        feats = schema.node_features(tags)
+        if not feats:
+            return
+        loc = n.location
+        x, y = lonlat_to_merc(loc.lon, loc.lat)
+        pt = shapely.Point(float(x), float(y))
+        for f in feats:
+            self.fs.add(pt, f, tags)
+
+    def way(self, w):
+        level = self.boundary_ways.get(w.id)
+        if not w.tags and level is None:
+            return
+        tags = dict(w.tags)
+        coast = tags.get("natural") == "coastline"
+        feat = schema.line_feature(tags)
+        if feat is None and level is not None:
+            feat = schema.boundary_feature(tags, level)
+        elif feat is not None and feat.layer == "boundaries" and level is not None:
+            feat = schema.boundary_feature(tags, min(level, schema.admin_level(tags) or level))
+        if feat is None and not coast:
+            return
+        # Runs of consecutive located nodes (a clipped extract leaves some nodes without a location).
+        runs, cur = [], []
+        missing = False
+        for n in w.nodes:
+            loc = n.location
+            if loc.valid():
+                cur.append((loc.lon, loc.lat))
+            else:
+                missing = True
+                if len(cur) >= 2:
+                    runs.append(cur)
+                cur = []
+        if len(cur) >= 2:
+            runs.append(cur)
+        if not runs:
+            self.fs.skipped_ways += 1
+            return
+        if missing:
+            self.fs.partial_ways += 1
+        lines = [shapely.linestrings(_merc_coords(np.asarray(r, dtype=np.float64))) for r in runs]
+        if coast:
+            self.fs.coastlines.extend(lines)
+            if feat is None:
+                return
+        geom = lines[0] if len(lines) == 1 else shapely.multilinestrings(lines)
+        if feat.layer == "boundaries":
+            tags = {}  # boundary member ways carry the names of roads/rivers, not of the boundary
+        self.fs.add(geom, feat, tags)
+
+    def area(self, a):
+        tags = dict(a.tags)
+        feats = schema.area_features(tags)
+        poi = schema.poi_feature(tags, is_area=True) if tags.get("name") else None
+        if not feats and poi is None:
+            return
+        polys = []
+        for outer in a.outer_rings():
+            shell = _merc_coords(_ring(outer))
+            holes = [_merc_coords(_ring(inner)) for inner in a.inner_rings(outer)]
+            if len(shell) < 4:
+                continue
+            polys.append(shapely.Polygon(shell, [h for h in holes if len(h) >= 4]))
+        if not polys:
+            return
+        geom = polys[0] if len(polys) == 1 else shapely.MultiPolygon(polys)
+        if not geom.is_valid:
+            geom = shapely.make_valid(geom)
+            geom = shapely.union_all([g for g in shapely.get_parts(geom) if g.geom_type in ("Polygon", "MultiPolygon")])
+            if geom.is_empty:
+                return
+        for f in feats:
+            self.fs.add(geom, f, tags)
+        if poi is not None:
+            self.fs.add(shapely.point_on_surface(geom), poi, tags)
+
+
+def split_land_sea(coastlines: list, box) -> tuple[object, object] | None:
+    """(land, sea) polygons of `box` cut by coastlines (OSM: land on the left of a coastline way), or
+    None when the coastlines do not divide the box (then the whole box stays land)."""
+    merged = shapely.line_merge(shapely.union_all(coastlines))
+    # A clipped extract leaves coastlines ending inside the box: extend each open end straight to the
+    # nearest point of the box's edge so that the coastline divides the box.
+    edge = box.boundary
+    extended = []
+    for g in shapely.get_parts(merged):
+        c = shapely.get_coordinates(g)
+        if len(c) < 2:
+            continue
+        if not g.is_closed:
+            head, tail = shapely.Point(c[0]), shapely.Point(c[-1])
+            if head.distance(edge) > 1e-6 and box.contains(head):
+                c = np.vstack([shapely.get_coordinates(edge.interpolate(edge.project(head))), c])
+            if tail.distance(edge) > 1e-6 and box.contains(tail):
+                c = np.vstack([c, shapely.get_coordinates(edge.interpolate(edge.project(tail)))])
+        extended.append(shapely.linestrings(c))
+    if not extended:
+        return None
+    merged = shapely.line_merge(shapely.union_all(extended))
+    cut = shapely.intersection(merged, box)
+    if cut.is_empty:
+        return None
+    faces = [f for f in shapely.get_parts(shapely.polygonize([shapely.union(cut, box.boundary)]))
+             if f.area > 0]
+    if len(faces) < 2:
+        return None
+    lines = [g for g in shapely.get_parts(merged) if g.length > 0]
+    land, sea = [], []
+    for face in faces:
+        p = shapely.point_on_surface(face)
+        line = min(lines, key=lambda g: g.distance(p))
+        d = line.project(p)
+        a = line.interpolate(max(d - 1.0, 0.0))
+        b = line.interpolate(min(d + 1.0, line.length))
+        q = line.interpolate(d)
+        cross = (b.x - a.x) * (p.y - q.y) - (b.y - a.y) * (p.x - q.x)
+        (land if cross > 0 else sea).append(face)
+    if not land or not sea:
+        return None
+    return shapely.union_all(land), shapely.union_all(sea)
+
+
+def collect(osm_path, bbox=None) -> FeatureSet:
+    """Read the extract and return its features. `bbox` (lon/lat) adds the `earth` polygon: the box,
+    less the sea when coastlines divide it (the sea then becomes an `ocean` polygon in `water`)."""
+    rel = _BoundaryRelations()
+    rel.apply_file(str(osm_path), filters=[osmium.filter.EntityFilter(osmium.osm.RELATION)])
+    fs = FeatureSet()
+    box = None
+    if bbox is not None:
+        x0, y0 = lonlat_to_merc(bbox[0], bbox[1])
+        x1, y1 = lonlat_to_merc(bbox[2], bbox[3])
+        box = shapely.box(float(x0), float(y0), float(x1), float(y1))
+        fs.add(box, schema.Feature("earth", "earth", 0), {})
+    coll = _Collector(fs, rel.way_level)
+    coll.apply_file(str(osm_path), locations=True)
+    if box is not None and fs.coastlines:
+        split = split_land_sea(fs.coastlines, box)
+        if split is not None:
+            land, sea = split
+            fs.geoms[0] = land
+            fs.add(sea, schema.Feature("water", "ocean", 0, "ocean"), {})
+    return fs

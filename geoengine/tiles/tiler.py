@@ -1,0 +1,206 @@
+"""Cut a FeatureSet into gzip-compressed Mapbox Vector Tiles, zoom 0..14, on every core.
+
+Per zoom: features whose `min_zoom` (capped at the maximum zoom, so z14 tiles carry everything for
+overzoom) is above the zoom are dropped, and so are polygons and lines smaller than about one screen
+pixel (importance by size); the rest are simplified with a tolerance of a fraction of a pixel of that
+zoom, clipped to the tile with a buffer, moved to tile coordinates (extent 4096, y down) and encoded
+with mapbox-vector-tile. Work is split into batches of tiles handed to a fork-based process pool; the
+features are inherited by the workers, not pickled.
+"""
+
+from __future__ import annotations
+
+import gzip
+import math
+import multiprocessing as mp
+import os
+
+import mapbox_vector_tile
+import numpy as np
+import shapely
+from mapbox_vector_tile.encoder import on_invalid_geometry_make_valid
+
+from geoengine.tiles import schema
+from geoengine.tiles.features import WORLD, FeatureSet, lonlat_to_merc
+
+EXTENT = 4096
+BUFFER = 64  # tile units of clipping buffer on each side (tippecanoe's default 5/256 is 80)
+MINZOOM = 0
+MAXZOOM = 14
+BATCH = 24  # tiles per work unit
+MAX_TILES_PER_FEATURE = 1 << 20
+LANDCOVER_MAXZOOM = 7  # the style fades landcover out by z7; landuse carries the detail above
+_LANDCOVER = schema.LAYERS.index("landcover")
+
+_STATE: dict = {}  # set in the parent before the pool forks
+
+
+def tile_range(bbox, z: int) -> tuple[int, int, int, int]:
+    """x0, y0, x1, y1 (inclusive) of the tiles at zoom z covering a lon/lat bbox."""
+    n = 1 << z
+    x0m, y0m = lonlat_to_merc(bbox[0], bbox[1])
+    x1m, y1m = lonlat_to_merc(bbox[2], bbox[3])
+    half = WORLD / 2
+    fx0, fx1 = (float(x0m) + half) / WORLD * n, (float(x1m) + half) / WORLD * n
+    fy0, fy1 = (half - float(y1m)) / WORLD * n, (half - float(y0m)) / WORLD * n
+    clamp = lambda v: min(max(int(math.floor(v)), 0), n - 1)  # noqa: E731
+    return clamp(fx0), clamp(fy0), clamp(fx1), clamp(fy1)
+
+
+def tile_bounds(z: int, x: int, y: int) -> tuple[float, float, float, float]:
+    size = WORLD / (1 << z)
+    minx = -WORLD / 2 + x * size
+    maxy = WORLD / 2 - y * size
+    return minx, maxy - size, minx + size, maxy
+
+
+def _prepare(fs: FeatureSet, maxzoom: int) -> dict:
+    geoms = np.array(fs.geoms, dtype=object)
+    dims = shapely.get_dimensions(geoms)
+    size = np.where(dims == 2, np.sqrt(shapely.area(geoms)), np.where(dims == 1, shapely.length(geoms), np.inf))
+    return {
+        "geoms": geoms,
+        "dims": dims,
+        "size": size,
+        "layer": np.array(fs.layer, dtype=np.int16),
+        "min_zoom": np.minimum(np.array(fs.min_zoom, dtype=np.int16), maxzoom),
+        "props": fs.props,
+        "tree": shapely.STRtree(geoms),
+        "maxzoom": maxzoom,
+    }
+
+
+def _polygonal(g, dim: int):
+    """Keep the parts of a clipped geometry with the dimension of the original."""
+    if g.geom_type != "GeometryCollection":
+        return g if int(shapely.get_dimensions(g)) == dim else None  # e.g. a sliver clipped to a line
+    parts = [p for p in shapely.get_parts(g) if shapely.get_dimensions(p) == dim]
+    if not parts:
+        return None
+    if dim == 2:
+        return shapely.union_all(parts)
+    lines = [q for p in parts for q in shapely.get_parts(p)]
+    return shapely.multilinestrings(lines) if dim == 1 else shapely.multipoints(lines)
+
+
+def _encode_batch(task) -> list[tuple[int, int, int, bytes]]:
+    z, tiles = task
+    st = _STATE
+    size = WORLD / (1 << z)
+    pixel = size / 256.0  # one screen pixel at this zoom
+    buf = size * BUFFER / EXTENT
+    xs = [t[0] for t in tiles]
+    ys = [t[1] for t in tiles]
+    bx0, _, _, by1 = tile_bounds(z, min(xs), min(ys))
+    _, by0, bx1, _ = tile_bounds(z, max(xs), max(ys))
+    idx = st["tree"].query(shapely.box(bx0 - buf, by0 - buf, bx1 + buf, by1 + buf))
+    idx = np.sort(idx)
+    keep = st["min_zoom"][idx] <= z
+    if z > LANDCOVER_MAXZOOM:
+        keep &= st["layer"][idx] != _LANDCOVER
+    if z < st["maxzoom"]:
+        keep &= st["size"][idx] >= pixel
+    idx = idx[keep]
+    out = []
+    if len(idx) == 0:
+        return out
+    tol = size / EXTENT * (1.0 if z < st["maxzoom"] else 0.5)
+    simp = shapely.simplify(st["geoms"][idx], tol, preserve_topology=True)
+    tree = shapely.STRtree(simp)
+    for x, y in tiles:
+        minx, miny, maxx, maxy = tile_bounds(z, x, y)
+        sel = tree.query(shapely.box(minx - buf, miny - buf, maxx + buf, maxy + buf))
+        if len(sel) == 0:
+            continue
+        sel = np.sort(sel)
+        clipped = shapely.clip_by_rect(simp[sel], minx - buf, miny - buf, maxx + buf, maxy + buf)
+        k = EXTENT / size
+        clipped = shapely.transform(clipped, lambda c, x0=minx, y1=maxy, k=k: np.column_stack(
+            [(c[:, 0] - x0) * k, (y1 - c[:, 1]) * k]))
+        empty = shapely.is_empty(clipped)
+        layers: dict[int, list] = {}
+        for j, g in zip(sel[~empty], clipped[~empty], strict=True):
+            fi = idx[j]
+            g = _polygonal(g, int(st["dims"][fi]))
+            if g is None:
+                continue
+            layers.setdefault(int(st["layer"][fi]), []).append({"geometry": g, "properties": st["props"][fi]})
+        if not layers:
+            continue
+        data = mapbox_vector_tile.encode(
+            [{"name": schema.LAYERS[li], "features": feats} for li, feats in sorted(layers.items())],
+            default_options={"extents": EXTENT, "y_coord_down": True, "on_invalid_geometry": on_invalid_geometry_make_valid},
+        )
+        out.append((z, x, y, gzip.compress(data, compresslevel=6, mtime=0)))
+    return out
+
+
+def _feature_tiles(bounds: np.ndarray, z: int, rng) -> np.ndarray:
+    """Tile ids (x << 32 | y) at zoom z touched by the bounding boxes of features, within `rng`."""
+    x0, y0, x1, y1 = rng
+    size = WORLD / (1 << z)
+    half = WORLD / 2
+    fx0 = np.clip(np.floor((bounds[:, 0] + half) / size), x0, x1).astype(np.int64)
+    fx1 = np.clip(np.floor((bounds[:, 2] + half) / size), x0, x1).astype(np.int64)
+    fy0 = np.clip(np.floor((half - bounds[:, 3]) / size), y0, y1).astype(np.int64)
+    fy1 = np.clip(np.floor((half - bounds[:, 1]) / size), y0, y1).astype(np.int64)
+    w, h = fx1 - fx0 + 1, fy1 - fy0 + 1
+    n = w * h
+    keep = n <= MAX_TILES_PER_FEATURE  # a huge feature alone does not make tiles (it shows where others do)
+    fx0, fy0, w, n = fx0[keep], fy0[keep], w[keep], n[keep]
+    if len(n) == 0:
+        return np.empty(0, dtype=np.int64)
+    idx = np.repeat(np.arange(len(n)), n)
+    offs = np.arange(int(n.sum()), dtype=np.int64) - np.repeat(np.cumsum(n) - n, n)
+    xs = fx0[idx] + offs % w[idx]
+    ys = fy0[idx] + offs // w[idx]
+    return np.unique((xs << 32) | ys)
+
+
+def tasks_for(bbox, minzoom: int, maxzoom: int, bounds: np.ndarray,
+              min_zoom: np.ndarray | None = None) -> list[tuple[int, list[tuple[int, int]]]]:
+    """Batches of the tiles per zoom, within `bbox`, that the bounding boxes of the features (Mercator
+    `bounds`, with their `min_zoom`) touch. Land without any feature gets no tile (204), so an extract
+    of far-apart parts does not make a grid of empty tiles between them."""
+    tasks = []
+    for z in range(minzoom, maxzoom + 1):
+        sel = bounds if min_zoom is None else bounds[np.minimum(min_zoom, maxzoom) <= z]
+        ids = _feature_tiles(sel, z, tile_range(bbox, z))
+        tiles = list(zip((ids >> 32).tolist(), (ids & 0xFFFFFFFF).tolist(), strict=True))
+        for i in range(0, len(tiles), BATCH):
+            tasks.append((z, tiles[i : i + BATCH]))
+    # Big zooms first so the pool's tail is made of small tasks.
+    tasks.sort(key=lambda t: -t[0])
+    return tasks
+
+
+def feature_bounds(fs: FeatureSet) -> tuple[np.ndarray, np.ndarray]:
+    """Mercator bounds and min zooms of the features that decide where tiles exist (all but earth)."""
+    layer = np.array(fs.layer, dtype=np.int16)
+    keep = layer != schema.LAYERS.index("earth")
+    geoms = np.array(fs.geoms, dtype=object)[keep]
+    return shapely.bounds(geoms), np.array(fs.min_zoom, dtype=np.int16)[keep]
+
+
+def cut_tiles(fs: FeatureSet, bbox, *, minzoom: int = MINZOOM, maxzoom: int = MAXZOOM, processes: int | None = None,
+              on_batch=None):
+    """Yield (z, x, y, gzip bytes) for every non-empty tile over `bbox` (lon/lat)."""
+    global _STATE
+    _STATE = _prepare(fs, maxzoom)
+    tasks = tasks_for(bbox, minzoom, maxzoom, *feature_bounds(fs))
+    processes = processes or min(os.cpu_count() or 1, 8)
+    try:
+        if processes <= 1 or len(tasks) < 4:
+            for t in tasks:
+                yield from _encode_batch(t)
+                if on_batch:
+                    on_batch(1)
+            return
+        ctx = mp.get_context("fork")
+        with ctx.Pool(processes) as pool:
+            for res in pool.imap_unordered(_encode_batch, tasks, chunksize=1):
+                yield from res
+                if on_batch:
+                    on_batch(1)
+    finally:
+        _STATE = {}
