@@ -266,7 +266,7 @@ def build_trip(router, prof, req, cands, pieces: list[Leg], notes: list[str]) ->
         c = cands[i]
         # the candidate the path actually uses (it arrives there, or leaves from there for the origin)
         k = pieces[i - 1].dst_index if i > 0 else pieces[0].src_index
-        k = k if 0 <= k < len(c["edge"]) else 0
+        k = k if 0 <= k < len(c["distance"]) else 0
         doc = {"type": loc.type, "lat": round(float(loc.lat), 6), "lon": round(float(loc.lon), 6),
                "original_index": i,
                "snapped": {"lat": round(float(c["lat"][k]), 6), "lon": round(float(c["lon"][k]), 6),
