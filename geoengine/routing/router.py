@@ -361,24 +361,20 @@ class Router:
         return np.where(found, t, np.inf), np.where(found, d, np.inf)
 
     def matrix_request(self, req) -> dict:
-        src = np.array([[l.lon, l.lat] for l in req.sources], dtype=np.float64)
-        dst = np.array([[l.lon, l.lat] for l in req.targets], dtype=np.float64)
+        src = np.array([[loc.lon, loc.lat] for loc in req.sources], dtype=np.float64)
+        dst = np.array([[loc.lon, loc.lat] for loc in req.targets], dtype=np.float64)
         sr = _radii(req.sources)
         tr = _radii(req.targets)
         res = self.matrix(src, dst, req.costing, req.costing_options, source_radius=sr, target_radius=tr)
         scale = 1000.0 if req.units == "kilometers" else 1000.0 * KM_PER_MILE
-        waits = np.array([l.waiting_secs or 0 for l in req.targets], dtype=np.float64)
-        rows = []
-        for i in range(len(req.sources)):
-            row = []
-            for j in range(len(req.targets)):
-                t = res.time_s[i, j]
-                if not np.isfinite(t):
-                    row.append(None)
-                    continue
-                row.append({"from_index": i, "to_index": j, "time": int(round(t + waits[j] * 0)),
-                            "distance": round(float(res.distance_m[i, j]) / scale, 3)})
-            rows.append(row)
+        ok = np.isfinite(res.time_s)
+        times = np.rint(np.where(ok, res.time_s, 0.0)).astype(np.int64).tolist()
+        dists = np.round(np.where(ok, res.distance_m, 0.0) / scale, 3).tolist()
+        ok = ok.tolist()
+        m = len(req.targets)
+        rows = [[{"from_index": i, "to_index": j, "time": t_row[j], "distance": d_row[j]} if ok_row[j] else None
+                 for j in range(m)]
+                for i, (t_row, d_row, ok_row) in enumerate(zip(times, dists, ok, strict=True))]
         return {
             "sources_to_targets": rows,
             "sources": [{"lat": round(float(la), 6), "lon": round(float(lo), 6)} for lo, la in res.sources],
@@ -511,7 +507,7 @@ def _plain(loc) -> bool:
 
 
 def _radii(locs):
-    r = np.array([np.nan if l.search_radius is None else l.search_radius for l in locs], dtype=np.float64)
+    r = np.array([np.nan if loc.search_radius is None else loc.search_radius for loc in locs], dtype=np.float64)
     return None if np.isnan(r).all() else r
 
 
