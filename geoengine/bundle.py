@@ -21,7 +21,7 @@ FORMAT_VERSION = 1
 STAGE_VERSIONS: dict[str, int] = {
     "source": 1,
     "graph": 2,
-    "elevation": 1,
+    "elevation": 2,
     "routing": 2,
     "search": 1,
     "tiles": 1,

@@ -78,10 +78,14 @@ class Engine:
     # -- road graph, costing, snapping (graph helper; the router builds on these) -------------------
     @cached_property
     def graph(self):
-        """The bundle's road graph (`geoengine.graph.Graph`, memory-mapped); Unavailable without it."""
+        """The bundle's road graph (`geoengine.graph.Graph`, memory-mapped); Unavailable without it.
+        Carries the segment grades from the DEM when the bundle has them (`meta["grades"]`)."""
+        from geoengine.elevation.grades import attach_grades
         from geoengine.graph import Graph
 
-        return Graph.open(self.require_stage("graph", "routing"))
+        graph = Graph.open(self.require_stage("graph", "routing"))
+        attach_grades(graph, self.bundle.path)
+        return graph
 
     @cached_property
     def snapper(self):

@@ -7,8 +7,14 @@ import os
 from pathlib import Path
 
 import pytest
+from hypothesis import settings as hypothesis_settings
 
 from geoengine.config import Settings
+
+# CI runs property tests derandomised (the same examples every run), so a red CI always reproduces.
+hypothesis_settings.register_profile("ci", derandomize=True, deadline=None, print_blob=True)
+if os.environ.get("CI"):
+    hypothesis_settings.load_profile("ci")
 
 ROOT = Path(__file__).resolve().parents[1]
 

@@ -1,9 +1,10 @@
-"""Bicycle costing: speed by bicycle type and surface, road stress, surface avoidance."""
+"""Bicycle costing: speed by bicycle type, surface and grade, road stress, surface avoidance, hills."""
 
 from __future__ import annotations
 
 import numpy as np
 
+from geoengine.costing import hills
 from geoengine.costing.common import SIGNAL_DELAY_S, EdgeView, finish, preference, shortest_cost
 from geoengine.graph import tags as T
 
@@ -33,8 +34,16 @@ def costs(graph, opts):
     bad = sf == 0
     sf = np.where(bad, WALK_SPEED_FACTOR, sf)
     speed = opts["cycling_speed"] * sf
-    speed = np.where(v.is_class("steps"), 2.0, speed)
+    steps = v.is_class("steps")
+    speed = np.where(steps, 2.0, speed)
     time_s = v.length / (speed / 3.6) + SIGNAL_DELAY_S * v.signals
+    penalty = 0.0
+    grades = hills.profile_of(graph, v.length)
+    if grades is not None:  # slower up, faster down; use_hills weighs the climbs (costing/hills.py)
+        ferry = v.flag(T.F_FERRY)
+        moving, penalty = hills.bicycle(grades, speed, opts["use_hills"], ~(steps | ferry))
+        time_s = moving + SIGNAL_DELAY_S * v.signals
+        penalty = np.where(ferry, 0.0, penalty)
     if opts["shortest"]:
         cost = shortest_cost(v, T.BICYCLE)
     else:
@@ -42,7 +51,7 @@ def costs(graph, opts):
         for name, s in STRESS.items():
             stress[v.cls == T.CLASS[name]] = s
         stress[v.flag(T.F_CYCLE_LANE)] *= 0.5
-        cost = time_s * (1.0 + 4.0 * stress * (1.0 - opts["use_roads"]))
+        cost = (time_s + penalty) * (1.0 + 4.0 * stress * (1.0 - opts["use_roads"]))
         a = opts["avoid_bad_surfaces"]
         cost *= 1.0 + 4.0 * a * (1.0 - sf)
         cost[v.flag(T.F_FERRY)] *= preference(opts["use_ferry"])

@@ -1,9 +1,11 @@
-"""Pedestrian costing: walking speed, way-kind factors, steps, lighting, hiking difficulty."""
+"""Pedestrian costing: walking speed (Tobler on slopes), way-kind factors, steps, lighting, hiking
+difficulty, hills."""
 
 from __future__ import annotations
 
 import numpy as np
 
+from geoengine.costing import hills
 from geoengine.costing.common import EdgeView, finish, preference, shortest_cost
 from geoengine.graph import tags as T
 
@@ -19,10 +21,16 @@ def costs(graph, opts):
     steps = v.is_class("steps")
     speed = opts["walking_speed"] * np.where(steps, STEPS_SPEED_FACTOR, 1.0)
     time_s = v.length / (speed / 3.6)
+    penalty = 0.0
+    grades = hills.profile_of(graph, v.length)
+    if grades is not None:  # Tobler's hiking function; use_hills weighs climbs and steep descents
+        ferry = v.flag(T.F_FERRY)
+        time_s, penalty = hills.pedestrian(grades, speed, opts["use_hills"], ~(steps | ferry))
+        penalty = np.where(ferry, 0.0, penalty)
     if opts["shortest"]:
         cost = shortest_cost(v, T.PEDESTRIAN)
     else:
-        cost = time_s.copy()
+        cost = time_s + penalty
         cost[v.is_class(*WALKWAYS)] *= opts["walkway_factor"]
         cost[v.flag(T.F_SIDEWALK)] *= opts["sidewalk_factor"]
         cost[v.flag(T.F_ALLEY)] *= opts["alley_factor"]

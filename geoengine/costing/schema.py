@@ -123,8 +123,9 @@ TABLES: dict[str, tuple[Option, ...]] = {
                "Road 25, Cross 20, Hybrid 18, City 18, Mountain 16.", 5.0, 60.0),
         Option("use_roads", "number", 0.5, "Willingness to ride on roads with motor traffic: 0 prefers "
                "cycleways and paths strongly, 1 takes roads as they come.", 0.0, 1.0),
-        Option("use_hills", "number", 0.5, "Willingness to climb hills. Needs grade data: bundles without "
-               "elevation on the graph accept it without effect (see docs/costing.md).", 0.0, 1.0),
+        Option("use_hills", "number", 0.5, "Willingness to climb hills: 0 avoids climbs strongly (steep ones "
+               "most), 1 takes the quickest way whatever it climbs. Uses the grades of bundles built with a "
+               "DEM; without them it has no effect (a warning says so).", 0.0, 1.0),
         USE_FERRY,
         Option("avoid_bad_surfaces", "number", 0.25, "How much to avoid surfaces rough for the bicycle type: "
                "0 ignores surface, 1 excludes surfaces the type cannot ride.", 0.0, 1.0),
@@ -142,8 +143,9 @@ TABLES: dict[str, tuple[Option, ...]] = {
         Option("use_ferry", "number", 1.0, USE_FERRY.description, 0.0, 1.0),
         _pref("use_living_streets", "living streets (highway=living_street)", 0.6),
         _pref("use_tracks", "tracks (highway=track)", 0.5),
-        Option("use_hills", "number", 0.5, "Willingness to climb hills. Needs grade data: bundles without "
-               "elevation on the graph accept it without effect (see docs/costing.md).", 0.0, 1.0),
+        Option("use_hills", "number", 0.5, "Willingness to climb hills: 0 avoids climbs and steep descents "
+               "strongly, 1 takes the quickest way whatever it climbs. Uses the grades of bundles built with "
+               "a DEM; without them it has no effect (a warning says so).", 0.0, 1.0),
         Option("use_lit", "number", 0.0, "Preference for lit ways: 0 ignores lighting, 1 doubles the cost of "
                "ways not tagged lit.", 0.0, 1.0),
         SHORTEST,

@@ -6,6 +6,10 @@ cols, steps, arc-seconds, void count, source file). A tile is kept when it meets
 grown by `MARGIN_DEG` on every side: OSM extracts commonly hold ways beyond their header bbox
 (Andorra's reach 41.74N), and routes near the edge should keep their heights. HGT tiles are stored whole; a larger raster (a GeoTIFF) is cropped to
 that grown bbox. Voids (-32768) are stored as they are and counted per tile.
+
+When the bundle being built has a road graph (the `graph` stage runs first), the stage also samples
+the DEM along every segment and writes `seg_climb.npy`, `seg_descent.npy` and `seg_grade.npy`
+(`geoengine.elevation.grades`), which the bicycle and pedestrian costings use (`use_hills`).
 """
 
 from __future__ import annotations
@@ -95,11 +99,40 @@ def run(ctx: BuildContext) -> StageResult:
     del samples
     index = {"format": INDEX_FORMAT, "void": -32768, "samples": SAMPLES_FILE, "tiles": index_tiles}
     (out / "index.json").write_text(json.dumps(index, indent=2))
-    return StageResult(
-        outputs=["elevation/index.json", f"elevation/{SAMPLES_FILE}"],
-        counts={"tiles": len(kept), "samples": total, "voids": total_voids},
-        info={"tiles": [t["name"] for t in index_tiles], "skipped": skipped, "margin_deg": MARGIN_DEG},
-    )
+    outputs = ["elevation/index.json", f"elevation/{SAMPLES_FILE}"]
+    counts = {"tiles": len(kept), "samples": total, "voids": total_voids}
+    info = {"tiles": [t["name"] for t in index_tiles], "skipped": skipped, "margin_deg": MARGIN_DEG}
+    if kept and "graph" in ctx.results and (ctx.out / "graph" / "graph.json").exists():
+        graded = _grade_graph(ctx, out)
+        outputs += [f"elevation/{name}" for name in graded.pop("files")]
+        counts.update(graded.pop("counts"))
+        info["grades"] = graded
+    return StageResult(outputs=outputs, counts=counts, info=info)
+
+
+def _grade_graph(ctx: BuildContext, out) -> dict:
+    """Climb, descent and grade of every road segment (see geoengine.elevation.grades)."""
+    import time
+
+    from geoengine.elevation.grades import SMOOTH_M, STEP_M, segment_grades, write_grades
+    from geoengine.elevation.model import ElevationModel
+    from geoengine.graph import Graph
+
+    t0 = time.perf_counter()
+    graph = Graph.open(ctx.out / "graph")
+    grades = segment_grades(graph, ElevationModel.open(out))
+    files = write_grades(out, grades)
+    ctx.progress.update(1, f"grades of {graph.n_segments:,} road segments")
+    climb = grades["climb"]
+    return {
+        "files": files,
+        "counts": {"graded_segments": int(grades["has_height"].sum()),
+                   "ungraded_segments": int((~grades["has_height"]).sum())},
+        "step_m": STEP_M,
+        "smooth_m": SMOOTH_M,
+        "total_climb_m": round(float(climb.sum(dtype=np.float64)), 1),
+        "seconds": round(time.perf_counter() - t0, 3),
+    }
 
 
 STAGE = Stage(

@@ -59,6 +59,16 @@ class Graph:
     restr_to: np.ndarray
     restr_only: np.ndarray
     restr_modes: np.ndarray
+    # Optional: grades from the bundle's DEM, put on by `geoengine.elevation.grades.attach_grades` (which
+    # also sets meta["grades"]); None on a graph without them. Per segment (forward direction):
+    # seg_climb, seg_descent float32[S] metres, seg_grade float32[S, 2]; per directed edge float32[E]:
+    edge_climb: np.ndarray | None = None  # metres climbed travelling the edge
+    edge_descent: np.ndarray | None = None  # metres descended
+    edge_up_grade: np.ndarray | None = None  # climb-weighted mean grade of its rising stretches (0.1 = 10 %)
+    edge_down_grade: np.ndarray | None = None  # the same of its falling stretches (positive)
+    seg_climb: np.ndarray | None = None
+    seg_descent: np.ndarray | None = None
+    seg_grade: np.ndarray | None = None
 
     def __init__(self, path: Path, arrays: dict[str, np.ndarray], meta: dict, strings_blob: bytes):
         self.path = path

@@ -17,7 +17,8 @@ ANDORRA_BBOX = (1.4221, 42.4351, 1.7804, 42.6572)
 
 def test_andorra_bundle_holds_both_tiles(andorra, n42e001, n41e001):
     stage = andorra.bundle.stages["elevation"]
-    assert stage["counts"] == {
+    counts = {k: v for k, v in stage["counts"].items() if not k.endswith("_segments")}  # grades: test_grades.py
+    assert counts == {
         "tiles": 2,
         "samples": 2 * 1201 * 1201,
         "voids": int((n42e001 == VOID).sum() + (n41e001 == VOID).sum()),

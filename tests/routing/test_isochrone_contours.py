@@ -60,8 +60,13 @@ def test_polygons_are_valid_and_contain_inside_cells(values):
         return
     assert geom is not None and geom.is_valid
     cy, cx = np.nonzero(inside)
-    # cell centres inside the region stay covered after simplification by half a cell
-    assert shapely.intersects_xy(geom.buffer(1e-6), (cx + 0.5) * cell, (cy + 0.5) * cell).all()
+    px, py = (cx + 0.5) * cell, (cy + 0.5) * cell
+    # unsimplified, every cell centre inside the region is covered
+    exact = _polygons(grid, 5.0, 0.0, 0.0, cell, 0.0, 0.0)
+    assert exact is not None and exact.is_valid
+    assert shapely.intersects_xy(exact.buffer(1e-6), px, py).all()
+    # simplified by half a cell (Douglas-Peucker), no inside centre ends farther than that from the shape
+    assert shapely.intersects_xy(geom.buffer(cell / 2 + 1e-6), px, py).all()
 
 
 def test_simplify_keeps_corners_and_closes_rings():
