@@ -22,7 +22,7 @@ STAGE_VERSIONS: dict[str, int] = {
     "source": 1,
     "graph": 2,
     "elevation": 2,
-    "routing": 1,
+    "routing": 2,
     "search": 1,
     "tiles": 1,
 }

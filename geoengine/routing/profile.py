@@ -17,7 +17,7 @@ from __future__ import annotations
 import numpy as np
 
 from geoengine.costing import Options, default_options, edge_costs, mode_of, turn_penalty
-from geoengine.graph.turns import turn_graph
+from geoengine.graph.turns import largest_component, turn_angles, turn_graph
 from geoengine.routing.dijkstra import Graph as SearchGraph
 
 SHIFT = float(2**27)
@@ -71,17 +71,35 @@ class Profile:
         self.usable = np.isfinite(cost)
         self.ch = ch
         self._search = None
+        self._csr = None
+        self._component = None
 
     def turn_csr(self):
-        """(offsets, targets, weights, packed secondary) of the edge-based graph."""
-        tp = turn_penalty(self.costing, self.options)
-        metrics = np.column_stack([np.where(np.isfinite(self.time), self.time, 0.0), self.length])
-        off, tgt, w, sec = turn_graph(self.graph, self.cost, metrics, mode=self.mode, turn_penalty=tp)
-        delay = np.zeros_like(w)
-        if tp is not None and not self.options.values.get("shortest", False):
-            delay = np.maximum(w - self.cost[tgt], 0.0)
-        packed = pack(sec[:, 0] + delay, sec[:, 1])
-        return off, tgt, w, packed
+        """(offsets, targets, weights, packed secondary) of the edge-based graph (computed once).
+
+        Turn penalties enter the weights unless the costing minimises distance (`shortest`); the
+        time of a turn (the mode's turn delay, seconds) always enters the packed time, so a route's
+        time does not depend on what the search minimised."""
+        if self._csr is None:
+            tp = turn_penalty(self.costing, self.options)
+            metrics = np.column_stack([np.where(np.isfinite(self.time), self.time, 0.0), self.length])
+            off, tgt, w, sec = turn_graph(self.graph, self.cost, metrics, mode=self.mode, turn_penalty=tp)
+            delay = np.zeros_like(w)
+            tdelay = turn_penalty(self.costing)  # the mode's delays, whatever is minimised
+            if tdelay is not None and len(tgt):
+                e1 = np.repeat(np.arange(self.graph.n_edges, dtype=np.int64), np.diff(off))
+                delay = np.asarray(tdelay(turn_angles(self.graph, e1, tgt)), dtype=np.float64)
+            self._csr = (off, tgt, w, pack(sec[:, 0] + delay, sec[:, 1]))
+        return self._csr
+
+    @property
+    def component(self) -> np.ndarray:
+        """bool[E]: usable edges in the largest strongly connected part of the turn graph; snapping
+        prefers them so a location beside an isolated fragment still gets a route."""
+        if self._component is None:
+            off, tgt, _w, _s = self.turn_csr()
+            self._component = largest_component(off, tgt, self.usable)
+        return self._component
 
     @property
     def search(self) -> SearchGraph:

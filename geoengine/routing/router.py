@@ -15,11 +15,13 @@ from pathlib import Path
 import numpy as np
 
 from geoengine.costing import default_options, inactive_options, parse_costing_options
-from geoengine.errors import FieldError, InvalidRequest, NoRoute
+from geoengine.errors import FieldError, InvalidRequest, NoRoute, Unsnappable
 from geoengine.routing.profile import Profile, unpack
 
-# Candidates farther than the nearest one by more than this (metres) are not offered to the search.
-CANDIDATE_SLACK_M = 10.0
+# Candidates farther than the nearest one by more than this (metres) are not offered to the search:
+# enough for both directions of a road and every road meeting at a junction, not enough to let the
+# search pick a neighbouring road (which would, e.g., bypass a turn restriction).
+CANDIDATE_SLACK_M = 1.0
 MAX_CANDIDATES = 8
 PROFILE_CACHE = 8
 KM_PER_MILE = 1.609344
@@ -35,6 +37,8 @@ class Leg:
     cost: float
     time_s: float
     length_m: float
+    src_index: int = 0  # which candidate of the start location (and of the end location) the path uses
+    dst_index: int = 0
 
 
 class Router:
@@ -45,6 +49,8 @@ class Router:
         self._lock = threading.Lock()
         self._defaults: dict[str, Profile] = {}
         self._custom: OrderedDict[tuple, Profile] = OrderedDict()
+        self._grid = None
+        self._features: dict | None = None
 
     # -- profiles ------------------------------------------------------------------------------------
     def _ch_for(self, costing: str):
@@ -59,7 +65,7 @@ class Router:
 
     def profile(self, costing: str, options=None, blocked: np.ndarray | None = None) -> Profile:
         options = options or default_options(costing)
-        if options.is_default and blocked is None:
+        if blocked is None and (not options.given or options.is_default):
             prof = self._defaults.get(costing)
             if prof is None:
                 with self._lock:
@@ -87,6 +93,10 @@ class Router:
         if prof.ch is not None:
             prof.ch.warmup()
         _ = self.snapper
+        grid = self.grid  # build the grid and load its kernel now
+        _ = prof.component
+        if len(grid.lon):
+            self.plain_candidates(prof, _Point(float(grid.lon[0]), float(grid.lat[0])), 0)
 
     def parse_options(self, costing: str, raw, field_name: str = "costing_options"):
         return parse_costing_options(costing, raw, field_name=field_name)
@@ -97,12 +107,32 @@ class Router:
             float(loc.lon), float(loc.lat), prof.usable,
             search_radius=loc.search_radius, heading=loc.heading, heading_tolerance=loc.heading_tolerance,
             preferred_side=loc.preferred_side, rank_candidates=loc.rank_candidates, street=loc.street,
-            index=index, field=field,
+            index=index, field=field, component_mask=prof.component,
         )
         keep = c.distance <= float(np.min(c.distance)) + CANDIDATE_SLACK_M
         idx = np.flatnonzero(keep)[:MAX_CANDIDATES]
         return {"edge": c.edge[idx].astype(np.int64), "fraction": c.fraction[idx].astype(np.float64),
                 "lon": c.lon[idx], "lat": c.lat[idx], "distance": c.distance[idx]}
+
+    @property
+    def grid(self):
+        """The Numba grid snapper (fast path for locations without heading/side/street hints)."""
+        if self._grid is None:
+            from geoengine.routing.fastsnap import GridSnapper
+
+            with self._lock:
+                if self._grid is None:
+                    self._grid = GridSnapper(self.snapper)
+        return self._grid
+
+    def plain_candidates(self, prof: Profile, loc, index: int, field: str = "locations"):
+        """Candidates of a location without hints: the same as `candidates` (Snapper.snap_many's rules),
+        from one Numba kernel call over a grid."""
+        e, f, lo, la, d = self.grid.candidates(float(loc.lon), float(loc.lat),
+                                               None if loc.search_radius is None else float(loc.search_radius),
+                                               prof.usable, prof.component, index, field)
+        keep = np.flatnonzero(d <= d[0] + CANDIDATE_SLACK_M)[:MAX_CANDIDATES]
+        return {"edge": e[keep], "fraction": f[keep], "lon": lo[keep], "lat": la[keep], "distance": d[keep]}
 
     # -- point to point --------------------------------------------------------------------------------
     def shortest(self, prof: Profile, src: dict, dst: dict) -> Leg | None:
@@ -119,8 +149,10 @@ class Router:
             for i, j in zip(*np.nonzero(ahead), strict=True):
                 e = int(se[i])
                 frac = float(tf[j] - sf[i])
-                leg = Leg(np.array([e]), float(sf[i]), float(tf[j]), frac * prof.cost[e], frac * prof.time[e],
-                          frac * prof.length[e])
+                # time and length from the packed offsets, exactly as the matrix table adds them up
+                t, length = unpack(so2[i] + to2[j])
+                leg = Leg(np.array([e]), float(sf[i]), float(tf[j]), frac * prof.cost[e], float(t), float(length),
+                          int(i), int(j))
                 if best is None or leg.cost < best.cost:
                     best = leg
         force_loop = bool(same.any())
@@ -133,7 +165,7 @@ class Router:
         if r.found and (best is None or r.primary < best.cost - 1e-9):
             t, length = unpack(r.secondary)
             best = Leg(np.asarray(r.path, dtype=np.int64), float(sf[r.source_index]), float(tf[r.target_index]),
-                       float(r.primary), float(t), float(length))
+                       float(r.primary), float(t), float(length), int(r.source_index), int(r.target_index))
         return best
 
     def route_legs(self, prof: Profile, locations, field: str = "locations"):
@@ -142,7 +174,8 @@ class Router:
         A `through` location continues on the edge it was reached by (no U-turn); `via` and `break`
         locations may be left in either direction. Raises Unsnappable (422) naming the location and
         NoRoute (422) naming the pair without a path."""
-        cands = [self.candidates(prof, loc, i, field) for i, loc in enumerate(locations)]
+        cands = [self.plain_candidates(prof, loc, i, field) if _plain(loc) else self.candidates(prof, loc, i, field)
+                 for i, loc in enumerate(locations)]
         pieces: list[Leg] = []
         prev: Leg | None = None
         for i in range(len(locations) - 1):
@@ -168,8 +201,27 @@ class Router:
         blocked = self._avoid_mask(req)
         prof = self.profile(req.costing, options, blocked)
         cands, pieces = self.route_legs(prof, req.locations)
-        notes = inactive_options(self.graph, options)
+        notes = inactive_options(self.graph, options) + self._absent_feature_notes(options) + _unsupported_notes(req)
         return build_trip(self, prof, req, cands, pieces, notes)
+
+    def _absent_feature_notes(self, options) -> list[str]:
+        """Notes for options that concern road features this bundle does not have (the option is
+        accepted and applied, but cannot change a route here): said, not silently ignored."""
+        if not options.given:
+            return []
+        if self._features is None:
+            from geoengine.graph import tags as T
+
+            cls = np.unique(np.asarray(self.graph.seg_class))
+            flags = np.bitwise_or.reduce(np.asarray(self.graph.seg_flags)) if self.graph.n_segments else 0
+            self._features = {
+                "use_highways": bool(np.isin(cls, [T.CLASS["motorway"], T.CLASS["trunk"]]).any()),
+                "use_tolls": bool(flags & (T.F_TOLL | T.F_TOLL_HGV)),
+                "use_ferry": bool(flags & T.F_FERRY),
+            }
+        what = {"use_highways": "motorways or trunk roads", "use_tolls": "toll roads", "use_ferry": "ferries"}
+        return [f"{name} has no effect: this bundle's graph has no {what[name]}"
+                for name, present in self._features.items() if name in options.given and not present]
 
     def _avoid_mask(self, req) -> np.ndarray | None:
         if not req.avoid_locations and not req.avoid_polygons:
@@ -179,15 +231,49 @@ class Router:
         return avoid_mask(self.graph, self.snapper, req.avoid_locations or [], req.avoid_polygons or [])
 
     # -- matrix ------------------------------------------------------------------------------------------
-    def _snap_many(self, prof: Profile, lons, lats, radii, field: str):
-        cs = self.snapper.snap_many(lons, lats, prof.usable, search_radius=radii, field=field)
-        locs = []
-        for i in range(len(cs)):
-            a, b = int(cs.offsets[i]), int(cs.offsets[i + 1])
-            d = cs.distance[a:b]
-            keep = np.flatnonzero(d <= d.min() + CANDIDATE_SLACK_M)[:MAX_CANDIDATES] + a
-            locs.append(keep)
-        return cs, locs
+    def _snap_many(self, prof: Profile, lons, lats, radii, field: str, memo: dict | None = None):
+        """Candidates of many plain locations (matrix, batch): `(cset, rows)` where cset has flat arrays
+        edge/fraction/lon/lat/distance and rows[i] indexes location i's candidates (nearest first, within
+        CANDIDATE_SLACK_M of the nearest). One grid-kernel call per distinct location; every location
+        that cannot be snapped is named in one Unsnappable."""
+        grid = self.grid
+        lons = np.asarray(lons, dtype=np.float64).ravel()
+        lats = np.asarray(lats, dtype=np.float64).ravel()
+        n = len(lons)
+        bad = ~(np.isfinite(lons) & np.isfinite(lats) & (np.abs(lons) <= 180) & (np.abs(lats) <= 90))
+        if bad.any():
+            raise InvalidRequest(errors=[FieldError(f"{field}[{i}]", "lon must be in [-180, 180] and lat in [-90, 90]")
+                                         for i in np.flatnonzero(bad).tolist()])
+        rad = np.full(n, np.nan) if radii is None else np.broadcast_to(np.asarray(radii, dtype=np.float64), (n,))
+        badr = np.isfinite(rad) & ~((rad > 0) & (rad <= 100))
+        if badr.any():
+            raise InvalidRequest(errors=[FieldError(f"{field}[{i}].search_radius", "must be between 1 and 100 metres")
+                                         for i in np.flatnonzero(badr).tolist()])
+        memo = {} if memo is None else memo  # (lon, lat, radius) -> candidates, shared by sources and targets
+        parts, rows, errors = [], [], []
+        start = 0
+        for i in range(n):
+            key = (lons[i], lats[i], rad[i])
+            got = memo.get(key)
+            if got is None:
+                try:
+                    e, f, lo, la, d = grid.candidates(lons[i], lats[i], None if np.isnan(rad[i]) else rad[i],
+                                                      prof.usable, prof.component, i, field)
+                except Unsnappable as exc:
+                    errors.extend(exc.errors)
+                    rows.append(np.empty(0, np.int64))
+                    continue
+                k = min(int(np.searchsorted(d, d[0] + CANDIDATE_SLACK_M, side="right")), MAX_CANDIDATES)
+                got = memo[key] = (e[:k], f[:k], lo[:k], la[:k], d[:k])
+            k = len(got[0])
+            parts.append(got)
+            rows.append(np.arange(start, start + k))
+            start += k
+        if errors:
+            raise Unsnappable(f"{len(errors)} location(s) have no road the costing may use within reach",
+                              errors=errors)
+        cat = [np.concatenate([p[c] for p in parts]) for c in range(5)]
+        return _CandArrays(*cat), rows
 
     def matrix(self, sources, targets, costing: str = "auto", costing_options=None, *,
                source_radius=None, target_radius=None):
@@ -201,77 +287,94 @@ class Router:
         dst = np.asarray(targets, dtype=np.float64).reshape(-1, 2)
         options = self.parse_options(costing, costing_options)
         prof = self.profile(costing, options)
-        cs, sl = self._snap_many(prof, src[:, 0], src[:, 1], source_radius, "sources")
-        ct, tl = self._snap_many(prof, dst[:, 0], dst[:, 1], target_radius, "targets")
+        memo: dict = {}
+        cs, sl = self._snap_many(prof, src[:, 0], src[:, 1], source_radius, "sources", memo)
+        ct, tl = self._snap_many(prof, dst[:, 0], dst[:, 1], target_radius, "targets", memo)
 
-        def loc_tuple(cset, rows, target):
-            e = cset.edge[rows].astype(np.int64)
-            f = cset.fraction[rows].astype(np.float64)
-            o, o2 = (prof.target_offsets if target else prof.source_offsets)(e, f)
-            return (e, o, o2)
-
-        s_locs = [loc_tuple(cs, r, False) for r in sl]
-        t_locs = [loc_tuple(ct, r, True) for r in tl]
-        if prof.ch is not None:
-            primary, secondary = prof.ch.table(s_locs, t_locs)
-        else:
-            primary, secondary = self._table_dijkstra(prof, s_locs, t_locs)
+        sv, so, so2, sp = _flat(prof, cs, sl, target=False)
+        tv, to, to2, tp = _flat(prof, ct, tl, target=True)
+        primary, secondary = _table_flat(prof, sv, so, so2, sp, tv, to, to2, tp)
         time_s, dist_m = unpack(secondary)
         time_s = np.where(np.isfinite(primary), time_s, np.inf)
         dist_m = np.where(np.isfinite(primary), dist_m, np.inf)
         # Pairs sharing an edge: the table's trivial meeting is wrong when the target lies behind the
-        # source on that edge; answer those pairs exactly with the point-to-point search.
-        for i, j in _behind_pairs(cs, sl, ct, tl):
-            leg = self.shortest(prof, _cand(cs, sl[i]), _cand(ct, tl[j]))
-            if leg is None:
-                time_s[i, j] = dist_m[i, j] = np.inf
-            else:
-                time_s[i, j], dist_m[i, j] = leg.time_s, leg.length_m
+        # source on that edge; answer those pairs exactly (paths of at least one turn-graph arc).
+        behind = sorted(_behind_pairs(cs, sl, ct, tl))
+        if behind:
+            t_b, d_b = self._behind_answers(prof, cs, sl, ct, tl, behind)
+            ii = np.array([p[0] for p in behind])
+            jj = np.array([p[1] for p in behind])
+            time_s[ii, jj] = t_b
+            dist_m[ii, jj] = d_b
         snapped_s = np.column_stack([cs.lon[[r[0] for r in sl]], cs.lat[[r[0] for r in sl]]])
         snapped_t = np.column_stack([ct.lon[[r[0] for r in tl]], ct.lat[[r[0] for r in tl]]])
         return MatrixResult(time_s, dist_m, snapped_s, snapped_t)
 
-    def _table_dijkstra(self, prof: Profile, s_locs, t_locs):
-        from geoengine.routing.dijkstra import one_to_all
-
-        n, m = len(s_locs), len(t_locs)
-        primary = np.full((n, m), np.inf)
-        secondary = np.full((n, m), np.inf)
-        tv = np.concatenate([t[0] for t in t_locs])
-        to = np.concatenate([t[1] for t in t_locs])
-        to2 = np.concatenate([t[2] for t in t_locs])
-        owner = np.repeat(np.arange(m), [len(t[0]) for t in t_locs])
-        for i, (v, o, o2) in enumerate(s_locs):
-            d, s = one_to_all(prof.search, v, o, o2)
-            cand = d[tv] + to
-            cand2 = s[tv] + to2
-            order = np.lexsort((cand, owner))
-            first = np.ones(len(order), dtype=bool)
-            first[1:] = owner[order][1:] != owner[order][:-1]
-            sel = order[first]
-            primary[i, owner[sel]] = cand[sel]
-            secondary[i, owner[sel]] = cand2[sel]
-        return primary, secondary
+    def _behind_answers(self, prof: Profile, cs, sl, ct, tl, pairs):
+        """(time_s, distance_m) of pairs whose target lies behind the source on a shared edge. With a
+        hierarchy: the shared source candidates are replaced by their turn-graph successors (so every
+        path has at least one arc), all pairs in one batch kernel call, and the same-edge-ahead option
+        of other shared candidates compared; without: the exact point-to-point search per pair."""
+        n = len(pairs)
+        if prof.ch is None:
+            out_t, out_d = np.full(n, np.inf), np.full(n, np.inf)
+            for k, (i, j) in enumerate(pairs):
+                leg = self.shortest(prof, _cand(cs, sl[i]), _cand(ct, tl[j]))
+                if leg is not None:
+                    out_t[k], out_d[k] = leg.time_s, leg.length_m
+            return out_t, out_d
+        off, tgt, w, packed = prof.turn_csr()
+        vs, os_, o2s, sp = [], [], [], [0]
+        ahead_c = np.full(n, np.inf)
+        ahead_s = np.zeros(n)
+        tv, to, to2, tp = [], [], [], [0]
+        for k, (i, j) in enumerate(pairs):
+            n_before = len(vs)
+            se, sf = cs.edge[sl[i]], cs.fraction[sl[i]]
+            te, tf = ct.edge[tl[j]], ct.fraction[tl[j]]
+            so, so2 = prof.source_offsets(se, sf)
+            to_, to2_ = prof.target_offsets(te, tf)
+            for a in range(len(se)):
+                v = int(se[a])
+                hit = np.flatnonzero(te == v)
+                if not len(hit):
+                    vs.append([v]), os_.append([so[a]]), o2s.append([so2[a]])
+                    continue
+                x, y = off[v], off[v + 1]
+                vs.append(tgt[x:y]), os_.append(so[a] + w[x:y]), o2s.append(so2[a] + packed[x:y])
+                for b in hit.tolist():
+                    if sf[a] <= tf[b]:
+                        c = so[a] + to_[b]
+                        if c < ahead_c[k]:
+                            ahead_c[k], ahead_s[k] = c, so2[a] + to2_[b]
+            sp.append(sp[-1] + sum(len(x) for x in vs[n_before:]))
+            tv.append(te), to.append(to_), to2.append(to2_)
+            tp.append(tp[-1] + len(te))
+        P, S = _pairs_flat(prof, np.concatenate(vs).astype(np.int64), np.concatenate(os_).astype(np.float64),
+                           np.concatenate(o2s).astype(np.float64), np.asarray(sp, np.int64),
+                           np.concatenate(tv).astype(np.int64), np.concatenate(to), np.concatenate(to2),
+                           np.asarray(tp, np.int64))
+        use_ahead = ahead_c < P
+        S = np.where(use_ahead, ahead_s, S)
+        t, d = unpack(S)
+        found = np.isfinite(np.minimum(P, ahead_c))
+        return np.where(found, t, np.inf), np.where(found, d, np.inf)
 
     def matrix_request(self, req) -> dict:
-        src = np.array([[l.lon, l.lat] for l in req.sources], dtype=np.float64)
-        dst = np.array([[l.lon, l.lat] for l in req.targets], dtype=np.float64)
+        src = np.array([[loc.lon, loc.lat] for loc in req.sources], dtype=np.float64)
+        dst = np.array([[loc.lon, loc.lat] for loc in req.targets], dtype=np.float64)
         sr = _radii(req.sources)
         tr = _radii(req.targets)
         res = self.matrix(src, dst, req.costing, req.costing_options, source_radius=sr, target_radius=tr)
         scale = 1000.0 if req.units == "kilometers" else 1000.0 * KM_PER_MILE
-        waits = np.array([l.waiting_secs or 0 for l in req.targets], dtype=np.float64)
-        rows = []
-        for i in range(len(req.sources)):
-            row = []
-            for j in range(len(req.targets)):
-                t = res.time_s[i, j]
-                if not np.isfinite(t):
-                    row.append(None)
-                    continue
-                row.append({"from_index": i, "to_index": j, "time": int(round(t + waits[j] * 0)),
-                            "distance": round(float(res.distance_m[i, j]) / scale, 3)})
-            rows.append(row)
+        ok = np.isfinite(res.time_s)
+        times = np.rint(np.where(ok, res.time_s, 0.0)).astype(np.int64).tolist()
+        dists = np.round(np.where(ok, res.distance_m, 0.0) / scale, 3).tolist()
+        ok = ok.tolist()
+        m = len(req.targets)
+        rows = [[{"from_index": i, "to_index": j, "time": t_row[j], "distance": d_row[j]} if ok_row[j] else None
+                 for j in range(m)]
+                for i, (t_row, d_row, ok_row) in enumerate(zip(times, dists, ok, strict=True))]
         return {
             "sources_to_targets": rows,
             "sources": [{"lat": round(float(la), 6), "lon": round(float(lo), 6)} for lo, la in res.sources],
@@ -282,45 +385,144 @@ class Router:
 
 
     def route_many(self, origins, destinations, costing: str = "auto", costing_options=None):
-        """Batch: (time_s, distance_m) of the route origins[i] -> destinations[i] for every i."""
+        """Batch: (time_s, distance_m) of the route origins[i] -> destinations[i] for every i. With a
+        hierarchy all pairs go to one batch kernel call (pairs whose destination lies behind the
+        origin on a shared edge are answered as in `matrix`); otherwise one exact search per pair."""
         options = self.parse_options(costing, costing_options)
         prof = self.profile(costing, options)
-        cs, sl = self._snap_many(prof, origins[:, 0], origins[:, 1], None, "origins")
-        ct, tl = self._snap_many(prof, destinations[:, 0], destinations[:, 1], None, "destinations")
+        memo: dict = {}
+        cs, sl = self._snap_many(prof, origins[:, 0], origins[:, 1], None, "origins", memo)
+        ct, tl = self._snap_many(prof, destinations[:, 0], destinations[:, 1], None, "destinations", memo)
         n = len(origins)
-        time_s = np.full(n, np.inf)
-        dist_m = np.full(n, np.inf)
-        for i in range(n):
-            leg = self.shortest(prof, _cand(cs, sl[i]), _cand(ct, tl[i]))
-            if leg is not None:
-                time_s[i], dist_m[i] = leg.time_s, leg.length_m
+        if prof.ch is None:
+            time_s = np.full(n, np.inf)
+            dist_m = np.full(n, np.inf)
+            for i in range(n):
+                leg = self.shortest(prof, _cand(cs, sl[i]), _cand(ct, tl[i]))
+                if leg is not None:
+                    time_s[i], dist_m[i] = leg.time_s, leg.length_m
+            return time_s, dist_m
+        sv, so, so2, sp = _flat(prof, cs, sl, target=False)
+        tv, to, to2, tp = _flat(prof, ct, tl, target=True)
+        P, S = _pairs_flat(prof, sv, so, so2, sp, tv, to, to2, tp)
+        t, d = unpack(S)
+        time_s = np.where(np.isfinite(P), t, np.inf)
+        dist_m = np.where(np.isfinite(P), d, np.inf)
+        behind = sorted(_behind_pairs(cs, sl, ct, tl, same_index=True))
+        if behind:
+            t_b, d_b = self._behind_answers(prof, cs, sl, ct, tl, behind)
+            ii = np.array([p[0] for p in behind])
+            time_s[ii], dist_m[ii] = t_b, d_b
         return time_s, dist_m
 
-def _behind_pairs(cs, sl, ct, tl) -> set[tuple[int, int]]:
-    """(source, target) pairs with a shared candidate edge on which the target lies behind the source."""
+
+def _flat(prof: Profile, cset, rows, target: bool):
+    """Flat location arrays (vertices, offsets, packed offsets, ptr) of candidate rows, vectorised."""
+    idx = np.concatenate(rows) if rows else np.empty(0, np.int64)
+    ptr = np.zeros(len(rows) + 1, np.int64)
+    np.cumsum([len(r) for r in rows], out=ptr[1:])
+    v = cset.edge[idx].astype(np.int64)
+    o, o2 = (prof.target_offsets if target else prof.source_offsets)(v, cset.fraction[idx])
+    return v, np.ascontiguousarray(o, np.float64), np.ascontiguousarray(o2, np.float64), ptr
+
+
+def _table_flat(prof: Profile, sv, so, so2, sp, tv, to, to2, tp):
+    """Many-to-many over flat location arrays: the CH bucket table, or the exact Dijkstra table kernel."""
+    ch = prof.ch
+    if ch is not None:
+        from geoengine.routing.ch import _table
+
+        _f, b, ctr = ch._ws()
+        return _table(ch.n, ch.up_off, ch.up_tgt, ch.up_w, ch.up_s, ch.dn_off, ch.dn_tgt, ch.dn_w, ch.dn_s,
+                      ch.rank[sv].astype(np.int64), so, so2, sp, ch.rank[tv].astype(np.int64), to, to2, tp,
+                      b[0], b[1], b[2], b[3], ctr, b[4], b[5], b[6])
+    from geoengine.routing.dijkstra import _table_kernel
+
+    g = prof.search
+    return _table_kernel(g.n, g.offsets, g.targets, g.weights, g.secondary, sv, so, so2, sp, tv, to, to2, tp)
+
+
+def _pairs_flat(prof: Profile, sv, so, so2, sp, tv, to, to2, tp):
+    """Batch point-to-point (pair k: source location k -> target location k) in one CH kernel call."""
+    from geoengine.routing.ch import _p2p_pairs
+
+    ch = prof.ch
+    f, b, ctr = ch._ws()
+    return _p2p_pairs(ch.up_off, ch.up_tgt, ch.up_w, ch.up_s, ch.dn_off, ch.dn_tgt, ch.dn_w, ch.dn_s,
+                      ch.rank[sv].astype(np.int64), so, so2, sp, ch.rank[tv].astype(np.int64), to, to2, tp,
+                      *f, *b, ctr)
+
+
+def _behind_pairs(cs, sl, ct, tl, same_index: bool = False) -> set[tuple[int, int]]:
+    """(source, target) pairs with a shared candidate edge on which the target lies behind the source
+    (vectorised: sort target candidates by edge, find each source candidate's run of equal edges).
+    `same_index`: only pairs (i, i) (batch point-to-point)."""
     s_rows = np.concatenate(sl)
     t_rows = np.concatenate(tl)
     s_own = np.repeat(np.arange(len(sl)), [len(r) for r in sl])
     t_own = np.repeat(np.arange(len(tl)), [len(r) for r in tl])
-    s_edge, t_edge = cs.edge[s_rows], ct.edge[t_rows]
-    pairs: set[tuple[int, int]] = set()
-    for e in np.intersect1d(s_edge, t_edge).tolist():
-        si = np.flatnonzero(s_edge == e)
-        ti = np.flatnonzero(t_edge == e)
-        behind = cs.fraction[s_rows[si]][:, None] > ct.fraction[t_rows[ti]][None, :]
-        for a, b in zip(*np.nonzero(behind), strict=True):
-            pairs.add((int(s_own[si[a]]), int(t_own[ti[b]])))
-    return pairs
+    s_edge, t_edge = cs.edge[s_rows].astype(np.int64), ct.edge[t_rows].astype(np.int64)
+    if same_index:
+        span = int(max(s_edge.max(initial=0), t_edge.max(initial=0))) + 1
+        s_edge = s_own * span + s_edge
+        t_edge = t_own * span + t_edge
+    order = np.argsort(t_edge, kind="stable")
+    te_sorted = t_edge[order]
+    lo = np.searchsorted(te_sorted, s_edge, side="left")
+    hi = np.searchsorted(te_sorted, s_edge, side="right")
+    cnt = hi - lo
+    if not cnt.any():
+        return set()
+    si = np.repeat(np.arange(len(s_edge)), cnt)
+    first = np.cumsum(cnt) - cnt
+    ti = order[np.repeat(lo, cnt) + np.arange(int(cnt.sum())) - np.repeat(first, cnt)]
+    behind = cs.fraction[s_rows[si]] > ct.fraction[t_rows[ti]]
+    return set(zip(s_own[si[behind]].tolist(), t_own[ti[behind]].tolist(), strict=True))
+
+
+def _unsupported_notes(req) -> list[str]:
+    """Accepted request fields this router does not act on: said in trip.warnings, never ignored silently."""
+    notes = []
+    if req.alternates is not None and req.alternates > 1:
+        notes.append("alternates: alternate routes are not computed; one route is returned")
+    if req.date_time:
+        notes.append("date_time has no effect: speeds do not depend on the time of day")
+    if req.linear_references:
+        notes.append("linear_references are not supported and are not included")
+    if req.elevation_interval:
+        notes.append("elevation_interval is not supported on /route; use POST /elevation with the shape")
+    return notes
+
+
+@dataclass
+class _Point:
+    lon: float
+    lat: float
+    search_radius: float | None = None
+
+
+def _plain(loc) -> bool:
+    return (loc.heading is None and loc.preferred_side in (None, "either") and not loc.street
+            and loc.rank_candidates is not False)
 
 
 def _radii(locs):
-    r = np.array([np.nan if l.search_radius is None else l.search_radius for l in locs], dtype=np.float64)
+    r = np.array([np.nan if loc.search_radius is None else loc.search_radius for loc in locs], dtype=np.float64)
     return None if np.isnan(r).all() else r
 
 
 def _cand(cset, rows) -> dict:
     return {"edge": cset.edge[rows].astype(np.int64), "fraction": cset.fraction[rows].astype(np.float64),
             "lon": cset.lon[rows], "lat": cset.lat[rows], "distance": cset.distance[rows]}
+
+
+@dataclass
+class _CandArrays:
+    edge: np.ndarray
+    fraction: np.ndarray
+    lon: np.ndarray
+    lat: np.ndarray
+    distance: np.ndarray
 
 
 @dataclass

@@ -260,6 +260,7 @@ class Snapper:
         comp = None if component_mask is None else np.asarray(component_mask, dtype=bool)
         island: dict[str, list[np.ndarray]] = {}
         parts = []
+        missed: list[np.ndarray] = []  # strict-radius points that found nothing in their one try
         todo = np.arange(n)
         for step, r in enumerate(DEFAULT_RADII):
             if not len(todo):
@@ -267,6 +268,7 @@ class Snapper:
             rad = np.where(strict[todo], radius[todo], r)
             if step > 0:  # strict points had their one try
                 keep = ~strict[todo]
+                missed.append(todo[~keep])
                 todo, rad = todo[keep], rad[keep]
                 if not len(todo):
                     break
@@ -294,6 +296,7 @@ class Snapper:
                 got[found["point"]] = True
                 parts.append({**found, "step": np.full(len(found["point"]), step)})
             todo = todo[~got[todo]]
+        todo = np.concatenate([todo, *missed]) if missed else todo
         if comp is not None and len(todo) and island:
             # fallback: a point's island candidates from the first (smallest) radius that found any
             fb = {k: np.concatenate(v) for k, v in island.items()}
@@ -311,7 +314,7 @@ class Snapper:
                 f"{len(todo)} location(s) have no road the costing may use within reach",
                 errors=[FieldError(f"{field}[{i}]", "no routable edge within "
                                    f"{(radius[i] if strict[i] else MAX_DEFAULT_RADIUS):g} m")
-                        for i in todo.tolist()],
+                        for i in np.sort(todo).tolist()],
             )
         cat = {k: np.concatenate([p[k] for p in parts]) for k in parts[0]} if parts else None
         order = np.lexsort((cat["edge"], np.round(cat["distance"], 3), cat["point"]))

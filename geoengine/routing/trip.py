@@ -3,64 +3,123 @@ locations, each with summary, encoded (or GeoJSON) shape and maneuvers from the 
 
 from __future__ import annotations
 
+import numba
 import numpy as np
 
 from geoengine.graph import tags as T
-from geoengine.graph.store import cut_polyline
+from geoengine.graph.build import EARTH_R
 from geoengine.narrative import PathInfo, Stop, narrate, road_class_of
 from geoengine.routing.router import KM_PER_MILE, Leg
 
 _CLASS_FOR_NARRATIVE = np.array([int(road_class_of(name, "ferry" if name == "ferry" else None)[0])
                                  for name in T.CLASS_NAMES], dtype=np.uint8)
 HIGHWAY_CLASSES = {T.CLASS["motorway"], T.CLASS["trunk"]}
+_IS_HIGHWAY = np.isin(np.arange(256), list(HIGHWAY_CLASSES))
 
 
 def piece_geometry(graph, leg: Leg):
     """Shape (lon, lat) of a piece and, per traversed edge, its first/last shape index and the fraction
-    of the edge it covers. Vectorised gather over the graph's shape arrays; only the two end edges are
-    cut at the snapped positions. Consecutive edges share their junction point."""
-    edges = leg.edges
-    n = len(edges)
-    k = edges >> 1
-    rev = (edges & 1).astype(bool)
-    so = np.asarray(graph.shape_offsets)
-    a, b = so[k], so[k + 1]
-    counts = (b - a).astype(np.int64)
-    starts = np.where(rev, b - 1, a)
-    steps = np.where(rev, -1, 1)
-    first = np.cumsum(counts) - counts
-    local = np.arange(int(counts.sum())) - np.repeat(first, counts)
-    idx = np.repeat(starts, counts) + np.repeat(steps, counts) * local
-    lon_all = np.asarray(graph.shape_lon)[idx]
-    lat_all = np.asarray(graph.shape_lat)[idx]
+    of the edge it covers. One Numba call over the graph's shape arrays; only the two end edges are
+    cut at the snapped positions (as `geoengine.graph.store.cut_polyline` does). Consecutive edges
+    share their junction point."""
+    return _piece_shape(np.ascontiguousarray(leg.edges, dtype=np.int64), float(leg.f_first), float(leg.f_last),
+                        graph.shape_offsets, graph.shape_lon, graph.shape_lat)
+
+
+@numba.njit(cache=True, nogil=True)
+def _hav(lon1, lat1, lon2, lat2):
+    r = np.pi / 180.0
+    a = np.sin((lat2 - lat1) * r / 2) ** 2 + np.cos(lat1 * r) * np.cos(lat2 * r) * np.sin((lon2 - lon1) * r / 2) ** 2
+    return 2 * EARTH_R * np.arcsin(np.sqrt(min(a, 1.0)))
+
+
+@numba.njit(cache=True, nogil=True)
+def _cut(lo, la, s, t, out_lo, out_la, pos):
+    """Append the part of polyline (lo, la) between fractions s <= t of its length; returns new pos."""
+    m = lo.shape[0]
+    if s <= 0.0 and t >= 1.0:
+        for k in range(m):
+            out_lo[pos] = lo[k]
+            out_la[pos] = la[k]
+            pos += 1
+        return pos
+    s = min(max(s, 0.0), 1.0)
+    t = min(max(t, s), 1.0)
+    cum = np.zeros(m)
+    for k in range(m - 1):
+        cum[k + 1] = cum[k] + _hav(lo[k], la[k], lo[k + 1], la[k + 1])
+    total = cum[m - 1]
+    if total <= 0 or m < 2:
+        out_lo[pos] = lo[0]
+        out_la[pos] = la[0]
+        return pos + 1
+    i_s = 0
+    for side in range(2):
+        x = (s if side == 0 else t) * total
+        # searchsorted(cum, x, 'right') - 1, clipped to [0, m - 2]
+        i = np.searchsorted(cum, x, side="right") - 1
+        i = min(max(i, 0), m - 2)
+        d = cum[i + 1] - cum[i]
+        u = 0.0 if d <= 0 else (x - cum[i]) / d
+        if side == 1:
+            for k in range(i_s + 1, i + 1):
+                out_lo[pos] = lo[k]
+                out_la[pos] = la[k]
+                pos += 1
+        else:
+            i_s = i
+        out_lo[pos] = lo[i] + u * (lo[i + 1] - lo[i])
+        out_la[pos] = la[i] + u * (la[i + 1] - la[i])
+        pos += 1
+    return pos
+
+
+@numba.njit(cache=True, nogil=True)
+def _piece_shape(edges, f_first, f_last, so, slon, slat):
+    n = edges.shape[0]
+    total = 0
+    for i in range(n):
+        k = edges[i] >> 1
+        total += so[k + 1] - so[k]
+    out_lo = np.empty(total + 2)
+    out_la = np.empty(total + 2)
+    begin = np.zeros(n, np.int64)
+    end = np.zeros(n, np.int64)
     covered = np.ones(n)
-
-    def cut(i, s, t):
-        lo = lon_all[first[i]:first[i] + counts[i]]
-        la = lat_all[first[i]:first[i] + counts[i]]
-        covered[i] = t - s
-        return cut_polyline(lo, la, s, t) if (s > 0.0 or t < 1.0) else (lo, la)
-
-    head = cut(0, leg.f_first, leg.f_last if n == 1 else 1.0)
-    parts_lon, parts_lat = [head[0]], [head[1]]
-    sizes = [len(head[0])]
-    if n > 2:
-        mid_lo = lon_all[first[1]:first[n - 1]]
-        mid_la = lat_all[first[1]:first[n - 1]]
-        keep = np.ones(len(mid_lo), dtype=bool)
-        keep[first[1:n - 1] - first[1]] = False
-        parts_lon.append(mid_lo[keep])
-        parts_lat.append(mid_la[keep])
-        sizes.extend((counts[1:n - 1] - 1).tolist())
-    if n > 1:
-        tail = cut(n - 1, 0.0, leg.f_last)
-        parts_lon.append(tail[0][1:])
-        parts_lat.append(tail[1][1:])
-        sizes.append(len(tail[0]) - 1)
-    sizes = np.asarray(sizes, dtype=np.int64)
-    end = np.cumsum(sizes) - 1
-    begin = np.concatenate([[0], end[:-1]])
-    return np.concatenate(parts_lon), np.concatenate(parts_lat), begin, end, covered
+    pos = 0
+    for i in range(n):
+        k = edges[i] >> 1
+        a, b = so[k], so[k + 1]
+        c = b - a
+        lo = np.empty(c)
+        la = np.empty(c)
+        if edges[i] & 1:
+            for j in range(c):
+                lo[j] = slon[b - 1 - j]
+                la[j] = slat[b - 1 - j]
+        else:
+            for j in range(c):
+                lo[j] = slon[a + j]
+                la[j] = slat[a + j]
+        s = f_first if i == 0 else 0.0
+        t = f_last if i == n - 1 else 1.0
+        if i == 0 or i == n - 1:
+            covered[i] = t - s
+        start = pos
+        if i == 0:
+            pos = _cut(lo, la, s, t, out_lo, out_la, pos)
+            begin[i] = 0
+            end[i] = pos - 1
+        else:
+            # the junction point is the previous edge's last point: drop this edge's first point
+            pos = _cut(lo, la, s, t, out_lo, out_la, pos)
+            for j in range(start, pos - 1):
+                out_lo[j] = out_lo[j + 1]
+                out_la[j] = out_la[j + 1]
+            pos -= 1
+            begin[i] = end[i - 1]
+            end[i] = begin[i] + (pos - start)
+    return out_lo[:pos].copy(), out_la[:pos].copy(), begin, end, covered
 
 
 def _units_scale(units: str) -> float:
@@ -78,6 +137,23 @@ def _encode(lon, lat, fmt: str):
 def _bbox(lon, lat) -> dict:
     return {"min_lat": round(float(lat.min()), 6), "min_lon": round(float(lon.min()), 6),
             "max_lat": round(float(lat.max()), 6), "max_lon": round(float(lon.max()), 6)}
+
+
+def leg_geometry(router, pieces: list[Leg]):
+    """Shape (lon, lat) and edges of consecutive pieces (one leg), without the narrative's inputs."""
+    g = router.graph
+    lons, lats, edges = [], [], []
+    for p_i, piece in enumerate(pieces):
+        lo, la, _b, _e, _cov = piece_geometry(g, piece)
+        if p_i > 0:
+            lo, la = lo[1:], la[1:]
+        lons.append(lo)
+        lats.append(la)
+        edges.append(piece.edges)
+    ed = np.concatenate(edges)
+    k = ed >> 1
+    extra = {"flags": np.asarray(g.seg_flags)[k], "class": np.asarray(g.seg_class)[k].astype(np.int64), "edges": ed}
+    return np.concatenate(lons), np.concatenate(lats), extra
 
 
 def leg_path(router, prof, pieces: list[Leg], stop_kinds: list[str], points) -> tuple[PathInfo, dict]:
@@ -153,43 +229,48 @@ def build_trip(router, prof, req, cands, pieces: list[Leg], notes: list[str]) ->
     for a, b in zip(bounds[:-1], bounds[1:], strict=True):
         leg_pieces = pieces[a:b]
         kinds = [locs[i].type for i in range(a + 1, b)]
-        points = [(cands[i]["lon"][0], cands[i]["lat"][0]) for i in range(a, b + 1)]
         points = [(float(locs[i].lon), float(locs[i].lat)) for i in range(a, b + 1)]
-        path, extra = leg_path(router, prof, leg_pieces, kinds, points)
-        maneuvers = narrate(path, opts.language, units, opts.directions_type)
+        if opts.directions_type != "none":
+            path, extra = leg_path(router, prof, leg_pieces, kinds, points)
+            maneuvers = narrate(path, opts.language, units, opts.directions_type)
+            leg_lon, leg_lat = path.lon, path.lat
+        else:  # no maneuvers asked for: shape and summary only
+            leg_lon, leg_lat, extra = leg_geometry(router, leg_pieces)
         wait = sum(float(locs[i].waiting_secs or 0) for i in range(a + 1, b + 1))
         if a == 0:
             wait += float(locs[0].waiting_secs or 0)
-        t = float(extra["time_s"].sum()) + wait
-        # turn delays are in the pieces' search totals; use them when larger (they include turn costs)
-        t = max(t, float(sum(p.time_s for p in leg_pieces)) + wait)
-        length = float(extra["length_m"].sum())
+        # totals from the search's packed metric (turn delays included): the same numbers /matrix gives
+        t = float(sum(p.time_s for p in leg_pieces)) + wait
+        length = float(sum(p.length_m for p in leg_pieces))
         flags = extra["flags"]
         leg_has = {
             "has_toll": bool((flags & T.F_TOLL).any()),
-            "has_highway": bool(np.isin(extra["class"], list(HIGHWAY_CLASSES)).any()),
+            "has_highway": bool(_IS_HIGHWAY[extra["class"]].any()),
             "has_ferry": bool((flags & T.F_FERRY).any()),
         }
         for k, v in leg_has.items():
             has[k] = has[k] or v
-        summary = {"time": round(t, 3), "length": round(length / scale, 3), **_bbox(path.lon, path.lat), **leg_has}
-        leg_doc = {"summary": summary, "shape": _encode(path.lon, path.lat, req.shape_format)}
+        summary = {"time": round(t, 3), "length": round(length / scale, 3), **_bbox(leg_lon, leg_lat), **leg_has}
+        leg_doc = {"summary": summary, "shape": _encode(leg_lon, leg_lat, req.shape_format)}
         if opts.directions_type != "none":
             leg_doc["maneuvers"] = maneuvers
         legs.append(leg_doc)
         total_time += t
         total_len += length
-        all_lon.append(path.lon)
-        all_lat.append(path.lat)
+        all_lon.append(leg_lon)
+        all_lat.append(leg_lat)
     lon = np.concatenate(all_lon)
     lat = np.concatenate(all_lat)
     locations = []
     for i, loc in enumerate(locs):
         c = cands[i]
+        # the candidate the path actually uses (it arrives there, or leaves from there for the origin)
+        k = pieces[i - 1].dst_index if i > 0 else pieces[0].src_index
+        k = k if 0 <= k < len(c["distance"]) else 0
         doc = {"type": loc.type, "lat": round(float(loc.lat), 6), "lon": round(float(loc.lon), 6),
                "original_index": i,
-               "snapped": {"lat": round(float(c["lat"][0]), 6), "lon": round(float(c["lon"][0]), 6),
-                           "distance_m": round(float(c["distance"][0]), 1)}}
+               "snapped": {"lat": round(float(c["lat"][k]), 6), "lon": round(float(c["lon"][k]), 6),
+                           "distance_m": round(float(c["distance"][k]), 1)}}
         for key in ("name", "street", "city"):
             if getattr(loc, key):
                 doc[key] = getattr(loc, key)

@@ -43,7 +43,8 @@ def test_map_match_returns_a_route_shaped_trip(client, trace):
     assert len(lat) >= 2
     # the matched shape stays within the trace's neighbourhood
     assert np.abs(lat.min() - trace.lat[:120].min()) < 0.001
-    assert leg["maneuvers"][0]["type"] == "start" and leg["maneuvers"][-1]["type"].startswith("destination")
+    # the noisy first trace point may lie beside the road: start, start_left or start_right
+    assert leg["maneuvers"][0]["type"].startswith("start") and leg["maneuvers"][-1]["type"].startswith("destination")
     assert trip["summary"]["length"] > 0 and trip["summary"]["time"] > 0
     assert [loc["original_index"] for loc in trip["locations"]] == [0, 119]
 
