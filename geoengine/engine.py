@@ -120,11 +120,13 @@ class Engine:
     def route(self, request=None, **fields) -> dict:
         """A route between two or more locations: `engine.route(locations=[{"lon":..,"lat":..}, ...],
         costing="auto", costing_options={...}, directions_options={...}, shape_format=...)` or a
-        `RouteRequest` / dict. Returns the trip document of POST /route."""
+        `RouteRequest` / dict. Returns the trip document of POST /route, with the options alternates,
+        linear_references, elevation_interval and date_time applied (`route_extras`)."""
         from geoengine.routing.models import RouteRequest
         from geoengine.validation import validate
 
-        return self.router.route(validate(RouteRequest, request, **fields))
+        req = validate(RouteRequest, request, **fields)
+        return self.route_extras(self.router.route(req), req)
 
     def matrix(self, sources, targets, costing: str = "auto", costing_options=None):
         """Many-to-many travel times and distances for notebooks: `sources`, `targets` as arrays of
@@ -227,13 +229,8 @@ class Engine:
         return optimised_route(self.router, validate(OptimisedRouteRequest, request, **fields))
 
     def route_with_options(self, request=None, **fields) -> dict:
-        """`route(...)` followed by the options alternates, linear_references, elevation_interval and
-        date_time (`route_extras`): the full POST /route document."""
-        from geoengine.routing.models import RouteRequest
-        from geoengine.validation import validate
-
-        req = validate(RouteRequest, request, **fields)
-        return self.route_extras(self.router.route(req), req)
+        """The same as `route` (kept for callers of the earlier name)."""
+        return self.route(request, **fields)
 
     def route_extras(self, doc: dict, request) -> dict:
         """Apply the /route options alternates, date_time and elevation_interval of `request` (a

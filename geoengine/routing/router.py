@@ -201,7 +201,7 @@ class Router:
         blocked = self._avoid_mask(req)
         prof = self.profile(req.costing, options, blocked)
         cands, pieces = self.route_legs(prof, req.locations)
-        notes = inactive_options(self.graph, options) + self._absent_feature_notes(options) + _unsupported_notes(req)
+        notes = inactive_options(self.graph, options) + self._absent_feature_notes(options)
         return build_trip(self, prof, req, cands, pieces, notes)
 
     def _absent_feature_notes(self, options) -> list[str]:
@@ -478,20 +478,6 @@ def _behind_pairs(cs, sl, ct, tl, same_index: bool = False) -> set[tuple[int, in
     ti = order[np.repeat(lo, cnt) + np.arange(int(cnt.sum())) - np.repeat(first, cnt)]
     behind = cs.fraction[s_rows[si]] > ct.fraction[t_rows[ti]]
     return set(zip(s_own[si[behind]].tolist(), t_own[ti[behind]].tolist(), strict=True))
-
-
-def _unsupported_notes(req) -> list[str]:
-    """Accepted request fields this router does not act on: said in trip.warnings, never ignored silently."""
-    notes = []
-    if req.alternates is not None and req.alternates > 1:
-        notes.append("alternates: alternate routes are not computed; one route is returned")
-    if req.date_time:
-        notes.append("date_time has no effect: speeds do not depend on the time of day")
-    if req.linear_references:
-        notes.append("linear_references are not supported and are not included")
-    if req.elevation_interval:
-        notes.append("elevation_interval is not supported on /route; use POST /elevation with the shape")
-    return notes
 
 
 @dataclass

@@ -21,6 +21,9 @@ def run(ctx: BuildContext) -> StageResult:
     from geoengine.routing.profile import Profile
 
     graph = Graph.open(ctx.out / "graph")
+    from geoengine.elevation.grades import attach_grades
+
+    attach_grades(graph, ctx.out)  # grades from the elevation stage (built before routing), if any
     out = ctx.stage_dir("routing")
     outputs, counts, info = [], {}, {}
     for i, costing in enumerate(CH_COSTINGS):

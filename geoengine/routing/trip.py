@@ -6,6 +6,7 @@ from __future__ import annotations
 import numba
 import numpy as np
 
+from geoengine.elevation.grades import climb_descent
 from geoengine.graph import tags as T
 from geoengine.graph.build import EARTH_R
 from geoengine.narrative import PathInfo, Stop, narrate, road_class_of
@@ -142,17 +143,19 @@ def _bbox(lon, lat) -> dict:
 def leg_geometry(router, pieces: list[Leg]):
     """Shape (lon, lat) and edges of consecutive pieces (one leg), without the narrative's inputs."""
     g = router.graph
-    lons, lats, edges = [], [], []
+    lons, lats, edges, covered = [], [], [], []
     for p_i, piece in enumerate(pieces):
-        lo, la, _b, _e, _cov = piece_geometry(g, piece)
+        lo, la, _b, _e, cov = piece_geometry(g, piece)
         if p_i > 0:
             lo, la = lo[1:], la[1:]
         lons.append(lo)
         lats.append(la)
         edges.append(piece.edges)
+        covered.append(cov)
     ed = np.concatenate(edges)
     k = ed >> 1
-    extra = {"flags": np.asarray(g.seg_flags)[k], "class": np.asarray(g.seg_class)[k].astype(np.int64), "edges": ed}
+    extra = {"flags": np.asarray(g.seg_flags)[k], "class": np.asarray(g.seg_class)[k].astype(np.int64), "edges": ed,
+             "covered": np.concatenate(covered)}
     return np.concatenate(lons), np.concatenate(lats), extra
 
 
@@ -201,7 +204,7 @@ def leg_path(router, prof, pieces: list[Leg], stop_kinds: list[str], points) -> 
         is_ferry=(flags & T.F_FERRY) != 0, is_link=(flags & T.F_LINK) != 0, node_degree=deg,
         stops=stops, origin_point=points[0], destination_point=points[-1],
     )
-    extra = {"flags": flags, "class": klass, "edges": ed, "length_m": length_m, "time_s": time_s}
+    extra = {"flags": flags, "class": klass, "edges": ed, "length_m": length_m, "time_s": time_s, "covered": cov}
     return path, extra
 
 
@@ -224,6 +227,8 @@ def build_trip(router, prof, req, cands, pieces: list[Leg], notes: list[str]) ->
     bounds = [0] + [i for i in range(1, n - 1) if locs[i].type in ("break", "break_through")] + [n - 1]
     legs = []
     total_time = total_len = 0.0
+    total_climb = total_descent = 0.0
+    grades = bool(router.graph.meta.get("grades"))
     all_lon, all_lat = [], []
     has = {"has_toll": False, "has_highway": False, "has_ferry": False}
     for a, b in zip(bounds[:-1], bounds[1:], strict=True):
@@ -251,6 +256,12 @@ def build_trip(router, prof, req, cands, pieces: list[Leg], notes: list[str]) ->
         for k, v in leg_has.items():
             has[k] = has[k] or v
         summary = {"time": round(t, 3), "length": round(length / scale, 3), **_bbox(leg_lon, leg_lat), **leg_has}
+        if grades:  # metres climbed and descended, from the DEM grades of the traversed edges
+            climb, descent = climb_descent(router.graph, extra["edges"], extra["covered"])
+            if climb is not None:
+                summary["climb"], summary["descent"] = round(climb, 1), round(descent, 1)
+                total_climb += climb
+                total_descent += descent
         leg_doc = {"summary": summary, "shape": _encode(leg_lon, leg_lat, req.shape_format)}
         if opts.directions_type != "none":
             leg_doc["maneuvers"] = maneuvers
@@ -278,7 +289,8 @@ def build_trip(router, prof, req, cands, pieces: list[Leg], notes: list[str]) ->
     trip = {
         "locations": locations,
         "legs": legs,
-        "summary": {"time": round(total_time, 3), "length": round(total_len / scale, 3), **_bbox(lon, lat), **has},
+        "summary": {"time": round(total_time, 3), "length": round(total_len / scale, 3), **_bbox(lon, lat), **has,
+                    **({"climb": round(total_climb, 1), "descent": round(total_descent, 1)} if grades else {})},
         "status_message": "Found route between points",
         "status": 0,
         "units": units,

@@ -359,8 +359,14 @@ def test_directions_none_same_trip_without_maneuvers(client):
         assert lb["shape"] == lf["shape"] and lb["summary"] == lf["summary"]
 
 
-def test_unsupported_fields_are_said(client):
-    r = client.post("/route", json={"locations": [A, B], "alternates": 2, "date_time": {"type": 1, "value": "2026-01-01T08:00"}})
+def test_route_options_alternates_and_date_time_act(client):
+    r = client.post("/route", json={"locations": [A, B], "alternates": 2,
+                                    "date_time": {"type": 1, "value": "2026-01-01T08:00"}})
     assert r.status_code == 200, r.text
-    warnings = r.json()["trip"]["warnings"]
-    assert any(w.startswith("alternates") for w in warnings) and any(w.startswith("date_time") for w in warnings)
+    doc = r.json()
+    trip = doc["trip"]
+    assert trip["departure"] == "2026-01-01T08:00"
+    assert trip["arrival"] >= trip["departure"]
+    for alt in doc.get("alternates", []):
+        assert alt["trip"]["legs"][0]["shape"] != trip["legs"][0]["shape"]
+    assert "warnings" not in trip or not any(w.startswith(("alternates", "date_time")) for w in trip["warnings"])

@@ -39,6 +39,8 @@ class Summary(BaseModel):
     has_toll: bool
     has_highway: bool
     has_ferry: bool
+    climb: float | None = Field(None, description="Metres climbed (bundles built with a DEM)")
+    descent: float | None = Field(None, description="Metres descended (bundles built with a DEM)")
 
 
 class TripLeg(BaseModel):
