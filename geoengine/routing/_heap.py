@@ -92,3 +92,24 @@ def heap_pop(hk, hv, hpos, size):
         _sift_down(hk, hv, hpos, 0, size)
     hpos[v] = -1
     return v, key, size
+
+
+@numba.njit(cache=True, nogil=True)
+def init_labels(vs, off, off2, dist, sec, par, stamp, cur, hk, hv, hpos):
+    """Start a search from vertices `vs` with initial labels `off` (primary) and `off2` (secondary):
+    the lowest offset wins when a vertex is given twice. Returns the heap size."""
+    size = 0
+    for i in range(vs.shape[0]):
+        v = vs[i]
+        o = off[i]
+        if stamp[v] != cur:
+            stamp[v] = cur
+            dist[v] = o
+            sec[v] = off2[i]
+            par[v] = -1
+            size = heap_push(hk, hv, hpos, size, v, o)
+        elif o < dist[v]:
+            dist[v] = o
+            sec[v] = off2[i]
+            heap_decrease(hk, hv, hpos, v, o)
+    return size

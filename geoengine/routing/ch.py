@@ -33,7 +33,7 @@ from pathlib import Path
 import numba
 import numpy as np
 
-from geoengine.routing._heap import heap_decrease, heap_pop, heap_push, heap_update
+from geoengine.routing._heap import heap_decrease, heap_pop, heap_push, heap_update, init_labels
 
 FORMAT_VERSION = 1
 INF = np.inf
@@ -427,25 +427,6 @@ def _finish(n, rank, up_off, UI, dn_off, DI):
 
 
 @numba.njit(cache=True, nogil=True)
-def _init_side(vs, off, off2, dist, sec, par, stamp, cur, hk, hv, hpos):
-    size = 0
-    for i in range(vs.shape[0]):
-        v = vs[i]
-        o = off[i]
-        if stamp[v] != cur:
-            stamp[v] = cur
-            dist[v] = o
-            sec[v] = off2[i]
-            par[v] = -1
-            size = heap_push(hk, hv, hpos, size, v, o)
-        elif o < dist[v]:
-            dist[v] = o
-            sec[v] = off2[i]
-            heap_decrease(hk, hv, hpos, v, o)
-    return size
-
-
-@numba.njit(cache=True, nogil=True)
 def _stalled(v, d, s_off, s_tgt, s_w, ostamp_dir, odist_dir, cur):
     """Stall-on-demand: v is reached suboptimally if a higher vertex x with arc x->v (in the search's
     own direction) has label + weight < d."""
@@ -482,8 +463,8 @@ def _p2p(up_off, up_tgt, up_w, up_s, dn_off, dn_tgt, dn_w, dn_s,
     """Bidirectional CH search. Returns (best primary, best secondary, meeting vertex or -1)."""
     ctr[0] += 1
     cur = ctr[0]
-    fsize = _init_side(src, soff, soff2, fd, fs, fp, fst, cur, fhk, fhv, fhp)
-    bsize = _init_side(tgt, toff, toff2, bd, bs, bp, bst, cur, bhk, bhv, bhp)
+    fsize = init_labels(src, soff, soff2, fd, fs, fp, fst, cur, fhk, fhv, fhp)
+    bsize = init_labels(tgt, toff, toff2, bd, bs, bp, bst, cur, bhk, bhv, bhp)
     min_s = INF
     for i in range(soff.shape[0]):
         if soff[i] < min_s:
@@ -672,7 +653,7 @@ def _upward_space(vs, off, off2, a_off, a_tgt, a_w, a_s, s_off, s_tgt, s_w, dist
     """Full upward search with stall-on-demand; appends unstalled settled (v, d, s) to out arrays."""
     ctr[0] += 1
     cur = ctr[0]
-    size = _init_side(vs, off, off2, dist, sec, par, stamp, cur, hk, hv, hpos)
+    size = init_labels(vs, off, off2, dist, sec, par, stamp, cur, hk, hv, hpos)
     while size > 0:
         v, d, size = heap_pop(hk, hv, hpos, size)
         if _stalled(v, d, s_off, s_tgt, s_w, stamp, dist, cur):

@@ -19,29 +19,10 @@ import threading
 import numba
 import numpy as np
 
-from geoengine.routing._heap import heap_decrease, heap_pop, heap_push
+from geoengine.routing._heap import heap_decrease, heap_pop, heap_push, init_labels
 from geoengine.routing.ch import Route, _as_locations, _readonly, flatten_locations
 
 INF = np.inf
-
-
-@numba.njit(cache=True, nogil=True)
-def _init(vs, off, off2, dist, sec, par, stamp, cur, hk, hv, hpos):
-    size = 0
-    for i in range(vs.shape[0]):
-        v = vs[i]
-        o = off[i]
-        if stamp[v] != cur:
-            stamp[v] = cur
-            dist[v] = o
-            sec[v] = off2[i]
-            par[v] = -1
-            size = heap_push(hk, hv, hpos, size, v, o)
-        elif o < dist[v]:
-            dist[v] = o
-            sec[v] = off2[i]
-            heap_decrease(hk, hv, hpos, v, o)
-    return size
 
 
 @numba.njit(cache=True, nogil=True)
@@ -65,7 +46,7 @@ def _uni(offsets, targets, weights, secondary, sv, so, so2, tv, to, to2, force_l
     ctr[0] += 1
     cur = ctr[0]
     min_t = _mark_targets(tv, to, to2, tmark, tbest, tbest2, cur)
-    size = _init(sv, so, so2, dist, sec, par, stamp, cur, hk, hv, hpos)
+    size = init_labels(sv, so, so2, dist, sec, par, stamp, cur, hk, hv, hpos)
     best = INF
     best2 = INF
     end_v = -1
@@ -114,8 +95,8 @@ def _bi(offsets, targets, weights, secondary, roff, rarc, tails, sv, so, so2, tv
     where the path is source..u, arc, head(arc)..target; arc = -1 for the trivial path at u."""
     ctr[0] += 1
     cur = ctr[0]
-    fsize = _init(sv, so, so2, fd, fs, fp, fst, cur, fhk, fhv, fhp)
-    bsize = _init(tv, to, to2, bd, bs, bp, bst, cur, bhk, bhv, bhp)
+    fsize = init_labels(sv, so, so2, fd, fs, fp, fst, cur, fhk, fhv, fhp)
+    bsize = init_labels(tv, to, to2, bd, bs, bp, bst, cur, bhk, bhv, bhp)
     best = INF
     best2 = INF
     mu = -1
@@ -213,7 +194,7 @@ def _table_kernel(n, offsets, targets, weights, secondary, sv, so, so2, sptr, tv
     hv = np.empty(max(n, 1), np.int32)
     hpos = np.full(n, -1, np.int64)
     for i in range(ns):
-        size = _init(sv[sptr[i]:sptr[i + 1]], so[sptr[i]:sptr[i + 1]], so2[sptr[i]:sptr[i + 1]], dist, sec, par,
+        size = init_labels(sv[sptr[i]:sptr[i + 1]], so[sptr[i]:sptr[i + 1]], so2[sptr[i]:sptr[i + 1]], dist, sec, par,
                      stamp, i + 1, hk, hv, hpos)
         left = ndistinct
         while size > 0 and left > 0:
