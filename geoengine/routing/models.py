@@ -103,6 +103,9 @@ class MatrixRequest(BaseModel):
     costing: MatrixCosting = "auto"
     costing_options: dict[str, Any] | None = None
     units: Units = "kilometers"
+    date_time: dict[str, Any] | None = Field(
+        None, description="Departure time {type: 0 now | 1 depart_at | 3 invariant, value: 'YYYY-MM-DDTHH:MM'}; "
+        "also accepted inside costing_options. Each cell then carries its estimated arrival `date_time`.")
     id: str | None = None
 
     _norm_units = field_validator("units", mode="before")(_units)

@@ -365,7 +365,8 @@ class Router:
         dst = np.array([[loc.lon, loc.lat] for loc in req.targets], dtype=np.float64)
         sr = _radii(req.sources)
         tr = _radii(req.targets)
-        res = self.matrix(src, dst, req.costing, req.costing_options, source_radius=sr, target_radius=tr)
+        options, depart = _matrix_departure(req)
+        res = self.matrix(src, dst, req.costing, options, source_radius=sr, target_radius=tr)
         scale = 1000.0 if req.units == "kilometers" else 1000.0 * KM_PER_MILE
         ok = np.isfinite(res.time_s)
         times = np.rint(np.where(ok, res.time_s, 0.0)).astype(np.int64).tolist()
@@ -375,6 +376,13 @@ class Router:
         rows = [[{"from_index": i, "to_index": j, "time": t_row[j], "distance": d_row[j]} if ok_row[j] else None
                  for j in range(m)]
                 for i, (t_row, d_row, ok_row) in enumerate(zip(times, dists, ok, strict=True))]
+        if depart is not None:  # estimated arrival per cell
+            from datetime import timedelta
+
+            for t_row, row in zip(times, rows, strict=True):
+                for j, cell in enumerate(row):
+                    if cell is not None:
+                        cell["date_time"] = (depart + timedelta(seconds=t_row[j])).strftime("%Y-%m-%dT%H:%M")
         return {
             "sources_to_targets": rows,
             "sources": [{"lat": round(float(la), 6), "lon": round(float(lo), 6)} for lo, la in res.sources],
@@ -490,6 +498,32 @@ class _Point:
 def _plain(loc) -> bool:
     return (loc.heading is None and loc.preferred_side in (None, "either") and not loc.street
             and loc.rank_candidates is not False)
+
+
+def _matrix_departure(req):
+    """(costing options without date_time, departure datetime or None). The spec puts the departure
+    time in costing_options (flat or under the costing key); a top-level `date_time` is accepted too."""
+    from geoengine.routing.extras import parse_date_time
+
+    raw = req.costing_options
+    dt, where = getattr(req, "date_time", None), "date_time"
+    if isinstance(raw, dict):
+        raw = dict(raw)
+        if "date_time" in raw:
+            dt, where = raw.pop("date_time"), "costing_options.date_time"
+        nested = raw.get(req.costing)
+        if isinstance(nested, dict) and "date_time" in nested:
+            nested = dict(nested)
+            dt, where = nested.pop("date_time"), f"costing_options.{req.costing}.date_time"
+            raw[req.costing] = nested
+    if dt is None:
+        return raw, None
+    kind, when = parse_date_time(dt, field=where)
+    if kind == 2:
+        from geoengine.errors import InvalidRequest
+
+        raise InvalidRequest.field(f"{where}.type", "/matrix takes a departure time (type 0, 1 or 3), not arrive_by (2)")
+    return raw, when
 
 
 def _radii(locs):

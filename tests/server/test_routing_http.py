@@ -5,6 +5,7 @@ the façade and the library."""
 from __future__ import annotations
 
 import math
+from datetime import datetime, timedelta
 
 import numpy as np
 import pytest
@@ -370,3 +371,23 @@ def test_route_options_alternates_and_date_time_act(client):
     for alt in doc.get("alternates", []):
         assert alt["trip"]["legs"][0]["shape"] != trip["legs"][0]["shape"]
     assert "warnings" not in trip or not any(w.startswith(("alternates", "date_time")) for w in trip["warnings"])
+
+
+def test_matrix_arrival_times_when_a_departure_is_given(client):
+    base = {"sources": [A], "targets": [B, A]}
+    plain = client.post("/matrix", json=base).json()
+    assert all("date_time" not in c for c in plain["sources_to_targets"][0])
+    for body in ({**base, "costing_options": {"date_time": {"type": 1, "value": "2026-03-01T08:00"}}},
+                 {**base, "costing_options": {"auto": {"date_time": {"type": 1, "value": "2026-03-01T08:00"}}}},
+                 {**base, "date_time": {"type": 1, "value": "2026-03-01T08:00"}}):
+        r = client.post("/matrix", json=body)
+        assert r.status_code == 200, r.text
+        cells = r.json()["sources_to_targets"][0]
+        for cell, ref in zip(cells, plain["sources_to_targets"][0], strict=True):
+            assert cell["time"] == ref["time"]
+            arrival = datetime(2026, 3, 1, 8, 0) + timedelta(seconds=cell["time"])
+            assert cell["date_time"] == arrival.strftime("%Y-%m-%dT%H:%M")
+    r = client.post("/matrix", json={**base, "costing_options": {"date_time": {"type": 2, "value": "2026-03-01T08:00"}}})
+    assert r.status_code == 400 and "arrive_by" in r.text
+    r = client.post("/matrix", json={**base, "costing_options": {"date_time": {"type": 1, "value": "tomorrow"}}})
+    assert r.status_code == 400 and r.json()["errors"][0]["field"] == "costing_options.date_time.value"
