@@ -1,3 +1,5 @@
-from geoengine.cli import main
 import sys
+
+from geoengine.cli import main
+
 sys.exit(main())
