@@ -13,27 +13,22 @@ from pathlib import Path
 import numpy as np
 import osmium
 
+from geoengine import geo
 from geoengine.graph import tags as T
 
-EARTH_R = 6371008.8
+EARTH_R = geo.EARTH_RADIUS_M
 
 GRAPH_FORMAT = 2
 
 
 def haversine_m(lon1, lat1, lon2, lat2):
-    """Great-circle distance in metres (vectorised)."""
-    lon1, lat1, lon2, lat2 = (np.radians(np.asarray(a, dtype=np.float64)) for a in (lon1, lat1, lon2, lat2))
-    a = np.sin((lat2 - lat1) / 2) ** 2 + np.cos(lat1) * np.cos(lat2) * np.sin((lon2 - lon1) / 2) ** 2
-    return 2 * EARTH_R * np.arcsin(np.sqrt(np.minimum(a, 1.0)))
+    """Great-circle distance in metres (vectorised; lon first, as the graph's arrays are laid out)."""
+    return geo.haversine_m(lat1, lon1, lat2, lon2)
 
 
 def bearing_deg(lon1, lat1, lon2, lat2):
     """Initial bearing from point 1 to point 2, degrees clockwise from north in [0, 360)."""
-    lon1, lat1, lon2, lat2 = (np.radians(np.asarray(a, dtype=np.float64)) for a in (lon1, lat1, lon2, lat2))
-    dlon = lon2 - lon1
-    x = np.sin(dlon) * np.cos(lat2)
-    y = np.cos(lat1) * np.sin(lat2) - np.sin(lat1) * np.cos(lat2) * np.cos(dlon)
-    return np.degrees(np.arctan2(x, y)) % 360.0
+    return geo.bearing_deg(lat1, lon1, lat2, lon2)
 
 
 class _Strings:

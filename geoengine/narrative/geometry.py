@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import numpy as np
 
-EARTH_RADIUS_M = 6_371_008.8
+from geoengine import geo
+
+EARTH_RADIUS_M = geo.EARTH_RADIUS_M
 
 #: distance along an edge over which its begin / end bearing is measured (a chord, so that a short kink
 #: right at a junction does not decide the direction of a turn)
@@ -16,20 +18,12 @@ SIDE_TOLERANCE_M = 1.5
 
 def segment_lengths(lon: np.ndarray, lat: np.ndarray) -> np.ndarray:
     """Haversine length in metres of each segment of a polyline (n - 1 values)."""
-    lo, la = np.radians(lon), np.radians(lat)
-    dlat = np.diff(la)
-    dlon = np.diff(lo)
-    a = np.sin(dlat / 2) ** 2 + np.cos(la[:-1]) * np.cos(la[1:]) * np.sin(dlon / 2) ** 2
-    return 2 * EARTH_RADIUS_M * np.arcsin(np.sqrt(np.clip(a, 0.0, 1.0)))
+    return geo.segment_lengths_m(lat, lon)
 
 
 def bearings(lon0, lat0, lon1, lat1) -> np.ndarray:
     """Initial great-circle bearing in degrees [0, 360) from points 0 to points 1 (arrays broadcast)."""
-    p0, p1 = np.radians(lat0), np.radians(lat1)
-    dl = np.radians(np.asarray(lon1) - np.asarray(lon0))
-    y = np.sin(dl) * np.cos(p1)
-    x = np.cos(p0) * np.sin(p1) - np.sin(p0) * np.cos(p1) * np.cos(dl)
-    return np.degrees(np.arctan2(y, x)) % 360.0
+    return geo.bearing_deg(lat0, lon0, lat1, lon1)
 
 
 def edge_bearings(lon, lat, begin, end, sample_m: float = HEADING_SAMPLE_M) -> tuple[np.ndarray, np.ndarray]:
