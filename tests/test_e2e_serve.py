@@ -25,8 +25,10 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
-def get(url, headers=None):
-    req = urllib.request.Request(url, headers=headers or {})
+def get(url, headers=None, body=None):
+    data = json.dumps(body).encode() if body is not None else None
+    req = urllib.request.Request(url, headers={**(headers or {}), **({"Content-Type": "application/json"} if data else {})},
+                                 data=data, method="POST" if data else "GET")
     try:
         with urllib.request.urlopen(req, timeout=10) as resp:
             return resp.status, resp.headers, resp.read()
@@ -72,6 +74,18 @@ def test_serve_without_arguments_builds_and_serves_the_default_region(tmp_path):
         assert status == 403 and json.loads(body)["status"] == 403
         status, _, _ = get(f"http://127.0.0.1:{port}/health", {"X-Gateway-Key": key, "X-Gateway-Host": "other"})
         assert status == 403
+        # the other groups answer over the socket too, from the bundle the server built itself
+        auth = {"X-Gateway-Key": key, "X-Gateway-Host": "e2e.test"}
+        a, b = {"lon": 1.5218, "lat": 42.5063}, {"lon": 1.5333, "lat": 42.5107}
+        status, _, body = get(f"http://127.0.0.1:{port}/route", auth, {"locations": [a, b]})
+        assert status == 200, body
+        assert json.loads(body)["trip"]["summary"]["length"] > 0.5
+        status, _, body = get(f"http://127.0.0.1:{port}/search?q=andorra%20la%20vella&size=1", auth)
+        assert status == 200 and json.loads(body)["results"][0]["name"] == "Andorra la Vella"
+        status, _, body = get(f"http://127.0.0.1:{port}/elevation?lat=42.5063&lon=1.5218", auth)
+        assert status == 200 and 900 < json.loads(body)["elevation_m"] < 1200
+        status, headers, _ = get(f"http://127.0.0.1:{port}/tiles/andorra/0/0/0", auth)
+        assert status == 200 and headers["Content-Type"] == "application/x-protobuf"
         output = (tmp_path / "serve.log").read_text()
         assert "[source] started" in output, "the build must show progress"
         assert key not in output, "the key must never appear in the server's log"
