@@ -126,7 +126,8 @@ class Engine:
         from geoengine.validation import validate
 
         req = validate(RouteRequest, request, **fields)
-        return self.route_extras(self.router.route(req), req)
+        doc, searched = self.router.route_searched(req)
+        return self.route_extras(doc, req, searched)
 
     def matrix(self, sources, targets, costing: str = "auto", costing_options=None):
         """Many-to-many travel times and distances for notebooks: `sources`, `targets` as arrays of
@@ -232,12 +233,12 @@ class Engine:
         """The same as `route` (kept for callers of the earlier name)."""
         return self.route(request, **fields)
 
-    def route_extras(self, doc: dict, request) -> dict:
+    def route_extras(self, doc: dict, request, searched=None) -> dict:
         """Apply the /route options alternates, date_time and elevation_interval of `request` (a
         RouteRequest) to its route document `doc` (see geoengine.routing.extras.apply)."""
         from geoengine.routing import extras
 
-        return extras.apply(self, doc, request)
+        return extras.apply(self, doc, request, searched)
     # -- end of directions block ---------------------------------------------------------------------
 
     # -- elevation (geoengine/elevation; docs/elevation.md) -------------------------------------------

@@ -186,14 +186,8 @@ def alternatives(router, prof, cands, n: int, *, best: list[Leg] | None = None,
 
 
 def search_request(router, req):
-    """(profile, candidates, best pieces, notes) of a RouteRequest, chosen as `Router.route` chooses them
-    (costing options, avoid_locations / avoid_polygons)."""
-    from geoengine.costing import inactive_options
-
-    options = router.parse_options(req.costing, req.costing_options)
-    prof = router.profile(req.costing, options, router._avoid_mask(req))
-    cands, best = router.route_legs(prof, req.locations)
-    return prof, cands, best, inactive_options(router.graph, options)
+    """(profile, candidates, best pieces, notes) of a RouteRequest, exactly as `Router.route` finds them."""
+    return router.search(req)
 
 
 def route_alternates(router, req, doc: dict, searched=None) -> list[list[Leg]]:

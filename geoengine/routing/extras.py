@@ -156,14 +156,15 @@ def apply_elevation(engine, doc: dict, interval: float, shape_format: str = "pol
     return doc
 
 
-def apply(engine, doc: dict, req) -> dict:
+def apply(engine, doc: dict, req, searched=None) -> dict:
     """The options alternates, linear_references, elevation_interval and date_time of a RouteRequest
-    `req` (each may be absent), applied to the /route document `doc` and to each of its alternates."""
+    `req` (each may be absent), applied to the /route document `doc` and to each of its alternates.
+    `searched`: the `Router.search` result `doc` was built from (searched again when not given)."""
     alts: list = []
     if getattr(req, "alternates", None) or getattr(req, "linear_references", False):
         from geoengine.routing.alternates import route_alternates, search_request
 
-        searched = search_request(engine.router, req)
+        searched = searched or search_request(engine.router, req)
         alts = route_alternates(engine.router, req, doc, searched)
         if getattr(req, "linear_references", False):
             from geoengine.routing.openlr import route_linear_references

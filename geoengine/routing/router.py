@@ -194,15 +194,26 @@ class Router:
         return cands, pieces
 
     # -- route document ------------------------------------------------------------------------------
-    def route(self, req) -> dict:
-        from geoengine.routing.trip import build_trip
-
+    def search(self, req):
+        """(profile, candidates, pieces, notes) of a RouteRequest: costing options and avoid areas
+        applied, every location snapped, each piece found. The one place /route's search is made."""
         options = self.parse_options(req.costing, req.costing_options)
-        blocked = self._avoid_mask(req)
-        prof = self.profile(req.costing, options, blocked)
+        prof = self.profile(req.costing, options, self._avoid_mask(req))
         cands, pieces = self.route_legs(prof, req.locations)
         notes = inactive_options(self.graph, options) + self._absent_feature_notes(options)
-        return build_trip(self, prof, req, cands, pieces, notes)
+        return prof, cands, pieces, notes
+
+    def route_searched(self, req):
+        """(the /route document, the `search` result it was built from), so options applied after
+        the search (alternates, linear references) reuse it instead of searching again."""
+        from geoengine.routing.trip import build_trip
+
+        searched = self.search(req)
+        prof, cands, pieces, notes = searched
+        return build_trip(self, prof, req, cands, pieces, notes), searched
+
+    def route(self, req) -> dict:
+        return self.route_searched(req)[0]
 
     def _absent_feature_notes(self, options) -> list[str]:
         """Notes for options that concern road features this bundle does not have (the option is

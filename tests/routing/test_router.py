@@ -637,3 +637,20 @@ def test_grid_snapping_equals_snapper(engine):
             e, f, _lo, _la, d = router.grid.candidates(lon, lat, radius, prof.usable, prof.component, 0, "locations")
             assert e.tolist() == want.edge.tolist()
             assert np.allclose(f, want.fraction, atol=1e-9) and np.allclose(d, want.distance, atol=1e-6)
+
+
+def test_route_options_reuse_the_route_search(liechtenstein, monkeypatch):
+    """alternates and linear_references are built from the search /route already made, not a second one."""
+    router = liechtenstein.router
+    calls = []
+    real = router.route_legs
+
+    def counting(*args, **kwargs):
+        calls.append(1)
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(router, "route_legs", counting)
+    a, b = {"lon": 9.5209, "lat": 47.1410}, {"lon": 9.5100, "lat": 47.1660}
+    doc = liechtenstein.route(locations=[a, b], alternates=1, linear_references=True)
+    assert doc["trip"]["linear_references"] and "alternates" in doc
+    assert len(calls) == 1
