@@ -38,6 +38,7 @@ SETTINGS: dict[str, Setting] = {
     "public_url": Setting("GEOENGINE_PUBLIC_URL", "Public base URL used in tile URLs (default: taken from the request and proxy headers)."),
     "request_timeout_s": Setting("GEOENGINE_REQUEST_TIMEOUT", "Seconds a routing computation may take before 504 (default 30)."),
     "search_places": Setting("GEOENGINE_SEARCH_PLACES", "GeoNames places a region build indexes: important (the region plus the world's capitals, admin seats and places of 50,000+; default), region, or all (the whole table)."),
+    "cch_cache_bytes": Setting("GEOENGINE_CCH_CACHE_BYTES", "Byte budget of the router's cache of customised hierarchies for non-default costing options and avoid areas (default 1073741824); least recently used first out."),
     "log_level": Setting("GEOENGINE_LOG_LEVEL", "Log level of the server (default info)."),
 }
 
@@ -60,6 +61,7 @@ class Settings:
     public_url: str | None = None
     request_timeout_s: float = 30.0
     search_places: str = "important"
+    cch_cache_bytes: int = 1 << 30
     log_level: str = "info"
 
     def __post_init__(self):

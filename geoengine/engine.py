@@ -115,7 +115,7 @@ class Engine:
 
         ch_dir = self.bundle.path / "routing" if self.bundle.has_stage("routing") else None
         with self._lock:
-            return Router(self.graph, self.snapper, ch_dir)
+            return Router(self.graph, self.snapper, ch_dir, cch_cache_bytes=self.settings.cch_cache_bytes)
 
     def route(self, request=None, **fields) -> dict:
         """A route between two or more locations: `engine.route(locations=[{"lon":..,"lat":..}, ...],

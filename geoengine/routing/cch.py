@@ -123,6 +123,34 @@ def _find_edges(offsets, targets, rank, off, tgt):
 
 
 @numba.njit(cache=True, nogil=True)
+def _subset_edges(offsets, targets, base_off, base_tgt, base_edge, base_up):
+    """Supergraph edges of the arcs of a sub-CSR whose rows are subsequences of the base CSR's rows (a
+    profile's turn graph within the full turn graph): one merge walk, O(base arcs). -2 = not found."""
+    m = targets.shape[0]
+    n = offsets.shape[0] - 1
+    edge = np.full(m, -2, np.int64)
+    up = np.zeros(m, np.bool_)
+    for u in range(n):
+        j = base_off[u]
+        end = base_off[u + 1]
+        for k in range(offsets[u], offsets[u + 1]):
+            t = targets[k]
+            j0 = j
+            while j < end and base_tgt[j] != t:
+                j += 1
+            if j == end:  # not in order: search the whole row
+                j = base_off[u]
+                while j < end and base_tgt[j] != t:
+                    j += 1
+                if j == end:
+                    j = j0
+                    continue
+            edge[k] = base_edge[j]
+            up[k] = base_up[j]
+    return edge, up
+
+
+@numba.njit(cache=True, nogil=True)
 def _init_metric(mc, edge, up, weights, secondary):
     up_w = np.full(mc, np.inf)
     dn_w = np.full(mc, np.inf)
@@ -301,6 +329,7 @@ class CCHTopology:
             setattr(self, name, arrays[name])
         self.info = dict(info or {})
         self._arc_map: dict = {}
+        self._base = None
 
     @property
     def edges(self) -> int:
@@ -369,6 +398,28 @@ class CCHTopology:
         return cls(meta["n"], arrays, meta.get("info"))
 
     # -- customisation -------------------------------------------------------------------------------
+    def set_base(self, offsets, targets) -> None:
+        """Remember the supergraph edges of the arcs of the graph the topology was built from, so that
+        `arc_edges` maps any sub-CSR of it (rows in the same order) by one merge walk."""
+        offsets = np.ascontiguousarray(offsets, dtype=np.int64)
+        targets = np.ascontiguousarray(targets, dtype=np.int64)
+        edge, up = self._find(offsets, targets)
+        self._base = (offsets, targets, edge, up)
+
+    def _find(self, offsets, targets):
+        if offsets.shape != (self.n + 1,) or offsets[-1] != targets.shape[0]:
+            raise ValueError(f"offsets must be int64[{self.n + 1}] ending at len(targets)")
+        if targets.size and (targets.min() < 0 or targets.max() >= self.n):
+            raise ValueError("targets out of range")
+        if self._base is not None:
+            bo, bt, be, bu = self._base
+            edge, up = _subset_edges(offsets, targets, bo, bt, be, bu)
+        else:
+            edge, up = _find_edges(offsets, targets, np.asarray(self.rank, np.int64), self.off, self.tgt)
+        if (edge == -2).any():
+            raise ValueError(f"{int((edge == -2).sum())} arc(s) join vertices the topology does not connect")
+        return edge, up
+
     def arc_edges(self, offsets, targets, *, key=None):
         """(edge int64[m], upward bool[m]) of each arc of a CSR graph over the same vertices; -1 for a self
         loop. Every arc must join two vertices adjacent in the graph the topology was built from (any
@@ -378,13 +429,7 @@ class CCHTopology:
             return self._arc_map[key]
         offsets = np.ascontiguousarray(offsets, dtype=np.int64)
         targets = np.ascontiguousarray(targets, dtype=np.int64)
-        if offsets.shape != (self.n + 1,) or offsets[-1] != targets.shape[0]:
-            raise ValueError(f"offsets must be int64[{self.n + 1}] ending at len(targets)")
-        if targets.size and (targets.min() < 0 or targets.max() >= self.n):
-            raise ValueError("targets out of range")
-        edge, up = _find_edges(offsets, targets, np.asarray(self.rank, np.int64), self.off, self.tgt)
-        if (edge == -2).any():
-            raise ValueError(f"{int((edge == -2).sum())} arc(s) join vertices the topology does not connect")
+        edge, up = self._find(offsets, targets)
         if key is not None:
             if len(self._arc_map) > 32:
                 self._arc_map.clear()

@@ -111,6 +111,8 @@ def test_sub_graph_customisation_and_loops(graph, data):
     np.cumsum(np.bincount(src_all[keep], minlength=n), out=sub_off[1:])
     sub_tgt = targets[keep]
     topo = CCHTopology.build(n, offsets, targets)
+    if data.draw(st.booleans()):
+        topo.set_base(offsets, targets)  # map sub-CSRs by the merge walk instead of binary searches
     w, s = data.draw(metrics(len(sub_tgt)))
     ch = topo.customise(sub_off, sub_tgt, w, s)
     D = oracle(n, sub_off, sub_tgt, w)
