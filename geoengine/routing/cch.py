@@ -10,9 +10,10 @@ Three phases, each over arrays only:
 3. **Customisation** (`CCHTopology.customise(weights, secondary)`, per metric, milliseconds to about
    a second): original arc weights onto the edges (cheapest of parallel arcs, inf where no arc),
    then the lower-triangle pass: for edge {u, w} and every lower triangle {m, u, w} (m < u < w),
-   up(u->w) = min(up, dn(u->m) + up(m->w)) and dn(w->u) = min(dn, dn(w->m) + up(m->u)). Vertices
-   are processed by height in the elimination tree, and all vertices of one height in parallel
-   (`numba.prange`, both cores): each writes only its own upward edges and reads finished lower ones.
+   up(u->w) = min(up, dn(u->m) + up(m->w)) and dn(w->u) = min(dn, dn(w->m) + up(m->u)). A vertex
+   writes only its own upward edges and reads those of lower neighbours, which are its descendants
+   in the elimination tree: independent subtrees (at most n/32 vertices each) run in parallel
+   (`numba.prange`, both cores), then the top of the tree in rank order.
 
 The result of a customisation is a `ContractionHierarchy` (ch.py) in its exact array layout: arcs of
 infinite weight are dropped (a blocked or absent direction costs no search work), a shortcut's
@@ -34,7 +35,7 @@ from geoengine.routing.ch import ContractionHierarchy
 
 FORMAT_VERSION = 1
 INF = np.inf
-_TOPO_ARRAYS = ("rank", "order", "off", "tgt", "row", "dn_off", "dn_src", "dn_edge", "lvl_off", "lvl_verts")
+_TOPO_ARRAYS = ("rank", "order", "off", "tgt", "row", "dn_off", "dn_src", "dn_edge", "task_off", "task_verts")
 
 
 @numba.njit(cache=True, nogil=True)
@@ -209,27 +210,56 @@ def _lower_triangles(u, off, tgt, dn_off, dn_src, dn_edge, up_w, dn_w, up_s, dn_
 
 
 @numba.njit(cache=True, nogil=True, parallel=True)
-def _customise_parallel(off, tgt, dn_off, dn_src, dn_edge, lvl_off, lvl_verts, up_w, dn_w, up_s, dn_s, up_m, dn_m,
+def _customise_parallel(off, tgt, dn_off, dn_src, dn_edge, task_off, task_verts, up_w, dn_w, up_s, dn_s, up_m, dn_m,
                         up_c1, up_c2, dn_c1, dn_c2, up_h, dn_h):
-    for lv in range(lvl_off.shape[0] - 1):
-        a = lvl_off[lv]
-        b = lvl_off[lv + 1]
-        if b - a < 64:
-            for i in range(a, b):
-                _lower_triangles(lvl_verts[i], off, tgt, dn_off, dn_src, dn_edge, up_w, dn_w, up_s, dn_s, up_m, dn_m,
-                                 up_c1, up_c2, dn_c1, dn_c2, up_h, dn_h)
-        else:
-            for i in numba.prange(a, b):
-                _lower_triangles(lvl_verts[i], off, tgt, dn_off, dn_src, dn_edge, up_w, dn_w, up_s, dn_s, up_m, dn_m,
-                                 up_c1, up_c2, dn_c1, dn_c2, up_h, dn_h)
+    """Independent subtrees of the elimination tree in parallel (each in rank order), then the top."""
+    nt = task_off.shape[0] - 2
+    for t in numba.prange(nt):
+        for i in range(task_off[t], task_off[t + 1]):
+            _lower_triangles(task_verts[i], off, tgt, dn_off, dn_src, dn_edge, up_w, dn_w, up_s, dn_s, up_m, dn_m,
+                             up_c1, up_c2, dn_c1, dn_c2, up_h, dn_h)
+    for i in range(task_off[nt], task_off[nt + 1]):
+        _lower_triangles(task_verts[i], off, tgt, dn_off, dn_src, dn_edge, up_w, dn_w, up_s, dn_s, up_m, dn_m,
+                         up_c1, up_c2, dn_c1, dn_c2, up_h, dn_h)
 
 
 @numba.njit(cache=True, nogil=True)
-def _customise_serial(off, tgt, dn_off, dn_src, dn_edge, lvl_off, lvl_verts, up_w, dn_w, up_s, dn_s, up_m, dn_m,
+def _customise_serial(off, tgt, dn_off, dn_src, dn_edge, task_off, task_verts, up_w, dn_w, up_s, dn_s, up_m, dn_m,
                       up_c1, up_c2, dn_c1, dn_c2, up_h, dn_h):
-    for i in range(lvl_verts.shape[0]):
-        _lower_triangles(lvl_verts[i], off, tgt, dn_off, dn_src, dn_edge, up_w, dn_w, up_s, dn_s, up_m, dn_m,
+    for u in range(off.shape[0] - 1):  # rank order: every lower edge is final before it is read
+        _lower_triangles(u, off, tgt, dn_off, dn_src, dn_edge, up_w, dn_w, up_s, dn_s, up_m, dn_m,
                          up_c1, up_c2, dn_c1, dn_c2, up_h, dn_h)
+
+
+@numba.njit(cache=True, nogil=True)
+def _subtree_tasks(n, parent, thr):
+    size = np.ones(n, np.int64)
+    for v in range(n):
+        p = parent[v]
+        if p >= 0:
+            size[p] += size[v]
+    task = np.full(n, -1, np.int64)
+    nt = 0
+    for v in range(n - 1, -1, -1):
+        p = parent[v]
+        if size[v] <= thr and (p < 0 or size[p] > thr):
+            task[v] = nt
+            nt += 1
+        elif p >= 0 and task[p] >= 0:
+            task[v] = task[p]
+    cnt = np.zeros(nt + 2, np.int64)
+    for v in range(n):
+        t = task[v] if task[v] >= 0 else nt
+        cnt[t + 1] += 1
+    for t in range(nt + 1):
+        cnt[t + 1] += cnt[t]
+    pos = cnt[:-1].copy()
+    verts = np.empty(n, np.int64)
+    for v in range(n):  # rank order within each task
+        t = task[v] if task[v] >= 0 else nt
+        verts[pos[t]] = v
+        pos[t] += 1
+    return cnt, verts
 
 
 @numba.njit(cache=True, nogil=True)
@@ -320,7 +350,8 @@ class CCHTopology:
 
     Arrays (rank space): `off`/`tgt`/`row`: the supergraph's upward edges (row r lists x > r, sorted);
     `dn_off`/`dn_src`/`dn_edge`: for each vertex u, the lower neighbours m and the edge {m, u};
-    `lvl_off`/`lvl_verts`: vertices grouped by elimination-tree height (customisation schedule).
+    `task_off`/`task_verts`: the customisation schedule: independent subtrees of the elimination tree
+    (each in rank order, customised in parallel), and last the top part (in rank order, serial).
     """
 
     def __init__(self, n: int, arrays: dict, info: dict | None = None):
@@ -364,15 +395,14 @@ class CCHTopology:
         srt = np.argsort(tgt, kind="stable")
         dn_off = np.zeros(n + 1, np.int64)
         np.cumsum(np.bincount(tgt, minlength=n), out=dn_off[1:])
-        lv = np.argsort(height, kind="stable")
-        lvl_off = np.zeros(int(height.max(initial=-1)) + 2, np.int64)
-        np.cumsum(np.bincount(height, minlength=len(lvl_off) - 1), out=lvl_off[1:])
+        task_off, task_verts = _subtree_tasks(n, parent, max(n // 32, 1))
         arrays = dict(rank=rank.astype(np.int32), order=order.astype(np.int32), off=off, tgt=tgt, row=row,
                       dn_off=dn_off, dn_src=row[srt].astype(np.int32), dn_edge=srt.astype(np.int64),
-                      lvl_off=lvl_off, lvl_verts=lv.astype(np.int64))
+                      task_off=task_off, task_verts=task_verts)
         info = {"vertices": n, "arcs": int(targets.shape[0]), "edges": int(mc),
                 "order_seconds": round(t1 - t0, 3), "topology_seconds": round(time.perf_counter() - t1, 3),
-                "tree_height": int(height.max(initial=0)),
+                "tree_height": int(height.max(initial=0)), "parallel_tasks": int(len(task_off) - 2),
+                "top_part": int(task_off[-1] - task_off[-2]),
                 "max_up_degree": int(np.diff(off).max(initial=0))}
         return cls(n, arrays, info)
 
@@ -460,7 +490,7 @@ class CCHTopology:
         dn_c2 = np.full(mc, -1, np.int64)
         up_h = np.ones(mc, np.int64)
         dn_h = np.ones(mc, np.int64)
-        args = (self.off, self.tgt, self.dn_off, self.dn_src, self.dn_edge, self.lvl_off, self.lvl_verts,
+        args = (self.off, self.tgt, self.dn_off, self.dn_src, self.dn_edge, self.task_off, self.task_verts,
                 up_w, dn_w, up_s, dn_s, up_m, dn_m, up_c1, up_c2, dn_c1, dn_c2, up_h, dn_h)
         t1 = time.perf_counter()
         (_customise_parallel if parallel else _customise_serial)(*args)

@@ -37,8 +37,130 @@ def undirected(n: int, offsets, targets):
     return off, b.astype(np.int32)
 
 
+
 @numba.njit(cache=True, nogil=True)
-def _nd_kernel(n, off, adj, x, y, dirs, leaf):
+def _reverse_slots(off, adj):
+    """rev[j]: the slot of edge (w, v) for slot j = (v, w) in a symmetric CSR with sorted rows."""
+    n = off.shape[0] - 1
+    rev = np.empty(adj.shape[0], np.int64)
+    for v in range(n):
+        for j in range(off[v], off[v + 1]):
+            w = adj[j]
+            a = off[w]
+            b = off[w + 1]
+            while a < b:
+                h = (a + b) >> 1
+                if adj[h] < v:
+                    a = h + 1
+                else:
+                    b = h
+            rev[j] = a
+    return rev
+
+
+@numba.njit(cache=True, nogil=True)
+def _flow_cut(verts, k, off, adj, rev, mark, stamp, tagbase, role, fint, fedge, seen, pnode, pslot, queue, cut):
+    """Minimum vertex cut between the vertices with role 1 (sources) and role 2 (sinks) of one part
+    (vertices `verts[:k]`, mark == stamp), by unit-capacity augmenting paths (BFS) on the split graph:
+    node 2v is v's in-node, 2v+1 its out-node, the arc between them has capacity 1, edges have
+    infinite capacity; paths start at a source's in-node and end at a sink's out-node, so every path
+    saturates at least one vertex and the flow is at most the number of sources. Writes the cut to
+    `cut`; returns (its size, the tag of the last BFS): `seen[2v+1] == tag` marks the source side."""
+    bfs = 0
+    while True:
+        bfs += 1
+        tag = tagbase * 1000003 + bfs
+        qh = 0
+        qt = 0
+        for i in range(k):
+            v = verts[i]
+            if role[v] == 1:
+                node = 2 * v
+                seen[node] = tag
+                pnode[node] = -1
+                queue[qt] = node
+                qt += 1
+        found = -1
+        while qh < qt and found < 0:
+            node = queue[qh]
+            qh += 1
+            v = node >> 1
+            if node & 1:  # v out: edges to w in, or back into v in against v's own flow
+                for j in range(off[v], off[v + 1]):
+                    w = adj[j]
+                    if mark[w] != stamp:
+                        continue
+                    x = 2 * w
+                    if seen[x] != tag:
+                        seen[x] = tag
+                        pnode[x] = node
+                        pslot[x] = j
+                        queue[qt] = x
+                        qt += 1
+                if fint[v] == 1:
+                    x = 2 * v
+                    if seen[x] != tag:
+                        seen[x] = tag
+                        pnode[x] = node
+                        pslot[x] = -1
+                        queue[qt] = x
+                        qt += 1
+            else:  # v in: through v (capacity 1), or back to u out against flow on edge (u, v)
+                if fint[v] == 0:
+                    x = 2 * v + 1
+                    if seen[x] != tag:
+                        seen[x] = tag
+                        pnode[x] = node
+                        pslot[x] = -1
+                        if role[v] == 2:
+                            found = x
+                        else:
+                            queue[qt] = x
+                            qt += 1
+                if found >= 0:
+                    break
+                for j in range(off[v], off[v + 1]):
+                    u = adj[j]
+                    if mark[u] != stamp or fedge[rev[j]] <= 0:
+                        continue
+                    x = 2 * u + 1
+                    if seen[x] != tag:
+                        seen[x] = tag
+                        pnode[x] = node
+                        pslot[x] = -(rev[j] + 2)  # edge (u, v) traversed backwards
+                        queue[qt] = x
+                        qt += 1
+        if found < 0:
+            break
+        x = found
+        while pnode[x] >= 0:
+            p = pnode[x]
+            sl = pslot[x]
+            if sl >= 0:  # along edge slot sl (p out -> x in)
+                r = rev[sl]
+                if fedge[r] > 0:
+                    fedge[r] -= 1
+                else:
+                    fedge[sl] += 1
+            elif sl == -1:  # a vertex's own arc
+                if x == p + 1:
+                    fint[x >> 1] = 1
+                else:
+                    fint[x >> 1] = 0
+            else:
+                fedge[-sl - 2] -= 1
+            x = p
+    c = 0
+    for i in range(k):
+        v = verts[i]
+        if seen[2 * v] == tag and seen[2 * v + 1] != tag:
+            cut[c] = v
+            c += 1
+    return c, tag
+
+
+@numba.njit(cache=True, nogil=True)
+def _nd_kernel(n, off, adj, x, y, dirs, leaf, use_flow, share):
     rank = np.full(n, -1, np.int64)
     perm = np.arange(n).astype(np.int64)
     mark = np.zeros(n, np.int64)  # part stamp of each vertex while its part is being cut
@@ -47,6 +169,15 @@ def _nd_kernel(n, off, adj, x, y, dirs, leaf):
     sep = np.zeros(n, np.bool_)
     stack_a = np.empty(64 + 2 * n, np.int64)
     stack_b = np.empty(64 + 2 * n, np.int64)
+    rev = _reverse_slots(off, adj) if use_flow else np.zeros(1, np.int64)
+    role = np.zeros(n, np.int8)
+    fint = np.zeros(n, np.int8)
+    fedge = np.zeros(adj.shape[0] if use_flow else 1, np.int32)
+    seen = np.zeros(2 * n if use_flow else 1, np.int64)
+    pnode = np.zeros(2 * n if use_flow else 1, np.int64)
+    pslot = np.zeros(2 * n if use_flow else 1, np.int64)
+    queue = np.zeros(2 * n if use_flow else 1, np.int64)
+    cut = np.zeros(n, np.int64)
     sp = 0
     stack_a[sp] = 0
     stack_b[sp] = n
@@ -71,13 +202,36 @@ def _nd_kernel(n, off, adj, x, y, dirs, leaf):
         for i in range(a, b):
             mark[perm[i]] = stamp
         proj = np.empty(k)
+        verts = perm[a:b]
         best_cut = -1
         for d in range(nd):
             cx = dirs[d, 0]
             cy = dirs[d, 1]
             for i in range(k):
-                v = perm[a + i]
+                v = verts[i]
                 proj[i] = x[v] * cx + y[v] * cy
+            if use_flow:
+                o = np.argsort(proj)
+                q = max(1, int(k * share))
+                for i in range(k):
+                    v = verts[o[i]]
+                    role[v] = 1 if i < q else (2 if i >= k - q else 0)
+                    fint[v] = 0
+                    for j in range(off[v], off[v + 1]):
+                        fedge[j] = 0
+                c, tag = _flow_cut(verts, k, off, adj, rev, mark, stamp, stamp * 8 + d, role, fint, fedge, seen, pnode, pslot,
+                                   queue, cut)
+                if best_cut < 0 or c < best_cut:
+                    best_cut = c
+                    for i in range(k):
+                        v = verts[i]
+                        sep[v] = False
+                        best_side[v] = 0 if seen[2 * v + 1] == tag else 1
+                    for i in range(c):
+                        sep[cut[i]] = True
+                for i in range(k):
+                    role[verts[i]] = 0
+                continue
             med = np.partition(proj.copy(), k // 2)[k // 2]
             below = 0
             for i in range(k):
@@ -86,7 +240,7 @@ def _nd_kernel(n, off, adj, x, y, dirs, leaf):
             # ties at the median are split by position so both sides get about half
             need = k // 2 - below
             for i in range(k):
-                v = perm[a + i]
+                v = verts[i]
                 if proj[i] < med:
                     side[v] = 0
                 elif proj[i] == med and need > 0:
@@ -94,45 +248,47 @@ def _nd_kernel(n, off, adj, x, y, dirs, leaf):
                     need -= 1
                 else:
                     side[v] = 1
-            cut = 0
+            cutn = 0
             for i in range(k):
-                v = perm[a + i]
+                v = verts[i]
                 for j in range(off[v], off[v + 1]):
                     w = adj[j]
                     if mark[w] == stamp and side[w] != side[v]:
-                        cut += 1
-            if best_cut < 0 or cut < best_cut:
-                best_cut = cut
+                        cutn += 1
+            if best_cut < 0 or cutn < best_cut:
+                best_cut = cutn
                 for i in range(k):
-                    v = perm[a + i]
+                    v = verts[i]
                     best_side[v] = side[v]
-        # boundary vertices of each side; the smaller set is the separator
-        nb0 = 0
-        nb1 = 0
-        for i in range(k):
-            v = perm[a + i]
-            for j in range(off[v], off[v + 1]):
-                w = adj[j]
-                if mark[w] == stamp and best_side[w] != best_side[v]:
-                    if best_side[v] == 0:
-                        nb0 += 1
-                    else:
-                        nb1 += 1
-                    break
-        sep_side = 0 if nb0 <= nb1 else 1
-        nsep = 0
-        for i in range(k):
-            v = perm[a + i]
-            sep[v] = False
-            if best_side[v] == sep_side:
+        if not use_flow:
+            # boundary vertices of each side; the smaller set is the separator
+            nb0 = 0
+            nb1 = 0
+            for i in range(k):
+                v = verts[i]
                 for j in range(off[v], off[v + 1]):
                     w = adj[j]
-                    if mark[w] == stamp and best_side[w] != sep_side:
-                        sep[v] = True
+                    if mark[w] == stamp and best_side[w] != best_side[v]:
+                        if best_side[v] == 0:
+                            nb0 += 1
+                        else:
+                            nb1 += 1
                         break
-            if sep[v]:
+            sep_side = 0 if nb0 <= nb1 else 1
+            for i in range(k):
+                v = verts[i]
+                sep[v] = False
+                if best_side[v] == sep_side:
+                    for j in range(off[v], off[v + 1]):
+                        w = adj[j]
+                        if mark[w] == stamp and best_side[w] != sep_side:
+                            sep[v] = True
+                            break
+        nsep = 0
+        for i in range(k):
+            if sep[verts[i]]:
                 nsep += 1
-        if nsep == k:  # cannot happen with k > leaf >= 1 unless every vertex borders the other side
+        if nsep == k:
             for i in range(a, b):
                 rank[perm[i]] = bottom
                 bottom += 1
@@ -142,7 +298,7 @@ def _nd_kernel(n, off, adj, x, y, dirs, leaf):
             if sep[v]:
                 top -= 1
                 rank[v] = top
-        # reorder the slice: side 0, side 1, separator last
+        # reorder the slice: side 0, side 1 (separator vertices are ranked and leave the slice)
         tmp = np.empty(k, np.int64)
         c = 0
         for s in range(2):
@@ -166,7 +322,8 @@ def _nd_kernel(n, off, adj, x, y, dirs, leaf):
     return rank
 
 
-def nested_dissection(n: int, offsets, targets, lon=None, lat=None, *, leaf: int = 2, seed: int = 0) -> np.ndarray:
+def nested_dissection(n: int, offsets, targets, lon=None, lat=None, *, leaf: int = 2, seed: int = 0,
+                      method: str = "flow", share: float = 0.25) -> np.ndarray:
     """Contraction order (int32[n]: rank of each vertex) by geometric nested dissection.
 
     `lon`, `lat`: a position per vertex (for a turn-expanded graph: the middle of the directed edge).
@@ -181,5 +338,8 @@ def nested_dissection(n: int, offsets, targets, lon=None, lat=None, *, leaf: int
         xs = np.asarray(lon, dtype=np.float64) * np.cos(np.radians(np.nanmean(lat) if n else 0.0))
         ys = lat
     off, adj = undirected(n, offsets, targets)
-    rank = _nd_kernel(n, off, adj, np.ascontiguousarray(xs), np.ascontiguousarray(ys), _DIRS, int(max(leaf, 1)))
+    if method not in ("flow", "geometric"):
+        raise ValueError("method must be 'flow' or 'geometric'")
+    rank = _nd_kernel(n, off, adj, np.ascontiguousarray(xs), np.ascontiguousarray(ys), _DIRS, int(max(leaf, 1)),
+                      method == "flow", float(share))
     return rank.astype(np.int32)
