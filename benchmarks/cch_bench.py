@@ -41,8 +41,8 @@ def dir_bytes(d: Path) -> int:
 
 
 def build_bundle(extract: str, out: Path):
-    from geoengine.build.pipeline import build, resolve_inputs
-    from geoengine.build.stages import all_stages
+    from geoengine.bundler.pipeline import build, resolve_inputs
+    from geoengine.bundler.stages import all_stages
     from geoengine.config import Settings
     from geoengine.progress import NullProgress
 

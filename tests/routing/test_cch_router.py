@@ -17,8 +17,8 @@ from geoengine.costing import parse_costing_options
 from geoengine.errors import NoRoute
 from geoengine.routing.cch import CustomisedCH
 from geoengine.routing.customise import profile_nbytes
-from geoengine.routing.models import Location
-from geoengine.routing.router import Router, _table_flat
+from geoengine.services.models import AvoidLocation, Location
+from geoengine.services.router import Router, _flat, _table_flat
 
 
 def random_points(graph, usable, n, seed):
@@ -77,8 +77,6 @@ def test_options_matrix_and_batch_equal_exact(engine):
     m = router.matrix(pts[:15], pts[15:], "auto", options)
     cs, sl = router._snap_many(prof, pts[:15, 0], pts[:15, 1], None, "sources")
     ct, tl = router._snap_many(prof, pts[15:, 0], pts[15:, 1], None, "targets")
-    from geoengine.routing.router import _flat
-
     sv, so, so2, sp = _flat(prof, cs, sl, target=False)
     tv, to, to2, tp = _flat(prof, ct, tl, target=True)
     P_ch, _ = _table_flat(prof, sv, so, so2, sp, tv, to, to2, tp)
@@ -97,44 +95,38 @@ def test_avoid_locations_block_arcs_in_the_hierarchy(engine):
     pts = random_points(engine.graph, prof.usable, 40, seed=13)
     checked = 0
     for a, b in zip(pts[0::2], pts[1::2], strict=True):
-        locs = [{"lon": float(a[0]), "lat": float(a[1])}, {"lon": float(b[0]), "lat": float(b[1])}]
+        la = [Location(lon=float(a[0]), lat=float(a[1])), Location(lon=float(b[0]), lat=float(b[1]))]
         try:
-            searched = router.search(_route_req(engine, locs))
+            searched = router.search("auto", None, la)
         except NoRoute:
             continue
-        edges = searched[2][0].edges
+        edges = searched.pieces[0].edges
         if len(edges) < 5:
             continue
         mid = int(edges[len(edges) // 2])
         seg = mid >> 1
         so = np.asarray(engine.graph.shape_offsets)
         k = (so[seg] + so[seg + 1]) // 2
-        avoid = [{"lon": float(engine.graph.shape_lon[k]), "lat": float(engine.graph.shape_lat[k]), "radius": 0}]
-        req = _route_req(engine, locs, avoid_locations=avoid)
-        blocked = router._avoid_mask(req)
+        avoid = [AvoidLocation(lon=float(engine.graph.shape_lon[k]), lat=float(engine.graph.shape_lat[k]), radius=0)]
+        blocked = router._avoid_mask(avoid, None)
         assert blocked[mid]
         bprof = router.profile("auto", None, blocked)
         assert isinstance(bprof.ch, CustomisedCH) and bprof is not prof
         try:
-            _p, cands, pieces, _n = router.search(req)
+            got = router.search("auto", None, la, avoid_locations=avoid)
         except NoRoute:
-            c0 = router.candidates(bprof, Location(**locs[0]), 0)
-            c1 = router.candidates(bprof, Location(**locs[1]), 1)
+            c0 = router.candidates(bprof, la[0], 0)
+            c1 = router.candidates(bprof, la[1], 1)
             assert router.shortest(exact(bprof), c0, c1) is None
             continue
-        assert not blocked[pieces[0].edges].any()
-        y = router.shortest(exact(bprof), cands[0], cands[1])
-        assert pieces[0].cost == pytest.approx(y.cost, rel=1e-9, abs=1e-6)
+        assert got.prof is bprof
+        assert not blocked[got.pieces[0].edges].any()
+        y = router.shortest(exact(bprof), got.cands[0], got.cands[1])
+        assert got.pieces[0].cost == pytest.approx(y.cost, rel=1e-9, abs=1e-6)
         checked += 1
         if checked >= 6:
             break
     assert checked >= 3
-
-
-def _route_req(engine, locations, **extra):
-    from geoengine.routing.models import RouteRequest
-
-    return RouteRequest.model_validate({"locations": locations, "costing": "auto", **extra})
 
 
 def test_cache_stays_within_budget_under_concurrency(liechtenstein):
