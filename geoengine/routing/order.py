@@ -160,7 +160,7 @@ def _flow_cut(verts, k, off, adj, rev, mark, stamp, tagbase, role, fint, fedge, 
 
 
 @numba.njit(cache=True, nogil=True)
-def _nd_kernel(n, off, adj, x, y, dirs, leaf, use_flow, share):
+def _nd_kernel(n, off, adj, x, y, dirs, leaf, use_flow, share, flow_dirs):
     rank = np.full(n, -1, np.int64)
     perm = np.arange(n).astype(np.int64)
     mark = np.zeros(n, np.int64)  # part stamp of each vertex while its part is being cut
@@ -204,34 +204,13 @@ def _nd_kernel(n, off, adj, x, y, dirs, leaf, use_flow, share):
         proj = np.empty(k)
         verts = perm[a:b]
         best_cut = -1
+        gcut = np.empty(nd, np.int64)
         for d in range(nd):
             cx = dirs[d, 0]
             cy = dirs[d, 1]
             for i in range(k):
                 v = verts[i]
                 proj[i] = x[v] * cx + y[v] * cy
-            if use_flow:
-                o = np.argsort(proj)
-                q = max(1, int(k * share))
-                for i in range(k):
-                    v = verts[o[i]]
-                    role[v] = 1 if i < q else (2 if i >= k - q else 0)
-                    fint[v] = 0
-                    for j in range(off[v], off[v + 1]):
-                        fedge[j] = 0
-                c, tag = _flow_cut(verts, k, off, adj, rev, mark, stamp, stamp * 8 + d, role, fint, fedge, seen, pnode, pslot,
-                                   queue, cut)
-                if best_cut < 0 or c < best_cut:
-                    best_cut = c
-                    for i in range(k):
-                        v = verts[i]
-                        sep[v] = False
-                        best_side[v] = 0 if seen[2 * v + 1] == tag else 1
-                    for i in range(c):
-                        sep[cut[i]] = True
-                for i in range(k):
-                    role[verts[i]] = 0
-                continue
             med = np.partition(proj.copy(), k // 2)[k // 2]
             below = 0
             for i in range(k):
@@ -255,11 +234,43 @@ def _nd_kernel(n, off, adj, x, y, dirs, leaf, use_flow, share):
                     w = adj[j]
                     if mark[w] == stamp and side[w] != side[v]:
                         cutn += 1
+            gcut[d] = cutn
             if best_cut < 0 or cutn < best_cut:
                 best_cut = cutn
                 for i in range(k):
                     v = verts[i]
                     best_side[v] = side[v]
+        if use_flow:
+            # the max-flow cut on the directions whose plain median cut was smallest
+            dorder = np.argsort(gcut)
+            best_cut = -1
+            for t in range(min(flow_dirs, nd)):
+                d = dorder[t]
+                cx = dirs[d, 0]
+                cy = dirs[d, 1]
+                for i in range(k):
+                    v = verts[i]
+                    proj[i] = x[v] * cx + y[v] * cy
+                o = np.argsort(proj)
+                q = max(1, int(k * share))
+                for i in range(k):
+                    v = verts[o[i]]
+                    role[v] = 1 if i < q else (2 if i >= k - q else 0)
+                    fint[v] = 0
+                    for j in range(off[v], off[v + 1]):
+                        fedge[j] = 0
+                c, tag = _flow_cut(verts, k, off, adj, rev, mark, stamp, stamp * 8 + d, role, fint, fedge, seen,
+                                   pnode, pslot, queue, cut)
+                if best_cut < 0 or c < best_cut:
+                    best_cut = c
+                    for i in range(k):
+                        v = verts[i]
+                        sep[v] = False
+                        best_side[v] = 0 if seen[2 * v + 1] == tag else 1
+                    for i in range(c):
+                        sep[cut[i]] = True
+                for i in range(k):
+                    role[verts[i]] = 0
         if not use_flow:
             # boundary vertices of each side; the smaller set is the separator
             nb0 = 0
@@ -323,7 +334,7 @@ def _nd_kernel(n, off, adj, x, y, dirs, leaf, use_flow, share):
 
 
 def nested_dissection(n: int, offsets, targets, lon=None, lat=None, *, leaf: int = 2, seed: int = 0,
-                      method: str = "flow", share: float = 0.25) -> np.ndarray:
+                      method: str = "flow", share: float = 0.25, flow_dirs: int = 2) -> np.ndarray:
     """Contraction order (int32[n]: rank of each vertex) by geometric nested dissection.
 
     `lon`, `lat`: a position per vertex (for a turn-expanded graph: the middle of the directed edge).
@@ -341,5 +352,5 @@ def nested_dissection(n: int, offsets, targets, lon=None, lat=None, *, leaf: int
     if method not in ("flow", "geometric"):
         raise ValueError("method must be 'flow' or 'geometric'")
     rank = _nd_kernel(n, off, adj, np.ascontiguousarray(xs), np.ascontiguousarray(ys), _DIRS, int(max(leaf, 1)),
-                      method == "flow", float(share))
+                      method == "flow", float(share), int(flow_dirs))
     return rank.astype(np.int32)
