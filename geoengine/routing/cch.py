@@ -25,6 +25,7 @@ unchanged on it. Ties on the primary weight are broken by the secondary metric.
 from __future__ import annotations
 
 import json
+import threading
 import time
 from pathlib import Path
 
@@ -35,6 +36,7 @@ from geoengine.routing.ch import ContractionHierarchy
 
 FORMAT_VERSION = 1
 INF = np.inf
+_PARALLEL_LOCK = threading.Lock()
 _TOPO_ARRAYS = ("rank", "order", "off", "tgt", "row", "dn_off", "dn_src", "dn_edge", "task_off", "task_verts")
 
 
@@ -493,7 +495,13 @@ class CCHTopology:
         args = (self.off, self.tgt, self.dn_off, self.dn_src, self.dn_edge, self.task_off, self.task_verts,
                 up_w, dn_w, up_s, dn_s, up_m, dn_m, up_c1, up_c2, dn_c1, dn_c2, up_h, dn_h)
         t1 = time.perf_counter()
-        (_customise_parallel if parallel else _customise_serial)(*args)
+        if parallel:
+            # one parallel customisation at a time: the threads are the machine's cores anyway, and
+            # Numba's fallback threading layer (workqueue) must not be entered from two threads at once
+            with _PARALLEL_LOCK:
+                _customise_parallel(*args)
+        else:
+            _customise_serial(*args)
         t2 = time.perf_counter()
         order = np.asarray(self.order, np.int64)
         (U_off, U_tgt, U_row, U_w, U_s, U_mid, U_c1, U_c2, U_h,
