@@ -178,7 +178,11 @@ def _init_metric(mc, edge, up, weights, secondary):
 
 @numba.njit(cache=True, nogil=True)
 def _lower_triangles(u, off, tgt, dn_off, dn_src, dn_edge, up_w, dn_w, up_s, dn_s, up_m, dn_m, up_c1, up_c2,
-                     dn_c1, dn_c2, up_h, dn_h):
+                     dn_c1, dn_c2, up_h, dn_h, pos):
+    # pos[w] = edge {u, w} for every upper neighbour w of u (only these entries are read below: the upper
+    # neighbours of a lower neighbour m beyond u are upper neighbours of u, the supergraph is chordal)
+    for j in range(off[u], off[u + 1]):
+        pos[tgt[j]] = j
     for t in range(dn_off[u], dn_off[u + 1]):
         m = dn_src[t]
         e1 = dn_edge[t]  # edge {m, u}
@@ -186,11 +190,8 @@ def _lower_triangles(u, off, tgt, dn_off, dn_src, dn_edge, up_w, dn_w, up_s, dn_
         a1d = dn_w[e1]  # u -> m
         if a1u == np.inf and a1d == np.inf:
             continue
-        j = off[u]
-        for k2 in range(e1 + 1, off[m + 1]):  # edges {m, w}, w > u: all are upward edges of u too
-            w = tgt[k2]
-            while tgt[j] != w:
-                j += 1
+        for k2 in range(e1 + 1, off[m + 1]):  # edges {m, w}, w > u
+            j = pos[tgt[k2]]
             # u -> m -> w
             c = a1d + up_w[k2]
             if c < up_w[j] or (c == up_w[j] and c < np.inf and dn_s[e1] + up_s[k2] < up_s[j]):
@@ -213,24 +214,31 @@ def _lower_triangles(u, off, tgt, dn_off, dn_src, dn_edge, up_w, dn_w, up_s, dn_
 
 @numba.njit(cache=True, nogil=True, parallel=True)
 def _customise_parallel(off, tgt, dn_off, dn_src, dn_edge, task_off, task_verts, up_w, dn_w, up_s, dn_s, up_m, dn_m,
-                        up_c1, up_c2, dn_c1, dn_c2, up_h, dn_h):
+                        up_c1, up_c2, dn_c1, dn_c2, up_h, dn_h, chunks):
     """Independent subtrees of the elimination tree in parallel (each in rank order), then the top."""
+    n = off.shape[0] - 1
     nt = task_off.shape[0] - 2
-    for t in numba.prange(nt):
-        for i in range(task_off[t], task_off[t + 1]):
-            _lower_triangles(task_verts[i], off, tgt, dn_off, dn_src, dn_edge, up_w, dn_w, up_s, dn_s, up_m, dn_m,
-                             up_c1, up_c2, dn_c1, dn_c2, up_h, dn_h)
+    pos = np.empty((chunks, max(n, 1)), np.int64)  # one scratch row per chunk of tasks
+    for c in numba.prange(chunks):
+        p = pos[c]
+        for t in range(c, nt, chunks):
+            for i in range(task_off[t], task_off[t + 1]):
+                _lower_triangles(task_verts[i], off, tgt, dn_off, dn_src, dn_edge, up_w, dn_w, up_s, dn_s, up_m,
+                                 dn_m, up_c1, up_c2, dn_c1, dn_c2, up_h, dn_h, p)
+    p = pos[0]
     for i in range(task_off[nt], task_off[nt + 1]):
         _lower_triangles(task_verts[i], off, tgt, dn_off, dn_src, dn_edge, up_w, dn_w, up_s, dn_s, up_m, dn_m,
-                         up_c1, up_c2, dn_c1, dn_c2, up_h, dn_h)
+                         up_c1, up_c2, dn_c1, dn_c2, up_h, dn_h, p)
 
 
 @numba.njit(cache=True, nogil=True)
 def _customise_serial(off, tgt, dn_off, dn_src, dn_edge, task_off, task_verts, up_w, dn_w, up_s, dn_s, up_m, dn_m,
                       up_c1, up_c2, dn_c1, dn_c2, up_h, dn_h):
-    for u in range(off.shape[0] - 1):  # rank order: every lower edge is final before it is read
+    n = off.shape[0] - 1
+    pos = np.empty(max(n, 1), np.int64)
+    for u in range(n):  # rank order: every lower edge is final before it is read
         _lower_triangles(u, off, tgt, dn_off, dn_src, dn_edge, up_w, dn_w, up_s, dn_s, up_m, dn_m,
-                         up_c1, up_c2, dn_c1, dn_c2, up_h, dn_h)
+                         up_c1, up_c2, dn_c1, dn_c2, up_h, dn_h, pos)
 
 
 @numba.njit(cache=True, nogil=True)
@@ -484,14 +492,14 @@ class CCHTopology:
         edge, up = self.arc_edges(offsets, targets, key=key)
         mc = self.edges
         up_w, dn_w, up_s, dn_s = _init_metric(mc, edge, up, weights, secondary)
-        up_m = np.full(mc, -1, np.int64)
-        dn_m = np.full(mc, -1, np.int64)
-        up_c1 = np.full(mc, -1, np.int64)
-        up_c2 = np.full(mc, -1, np.int64)
-        dn_c1 = np.full(mc, -1, np.int64)
-        dn_c2 = np.full(mc, -1, np.int64)
-        up_h = np.ones(mc, np.int64)
-        dn_h = np.ones(mc, np.int64)
+        up_m = np.full(mc, -1, np.int32)
+        dn_m = np.full(mc, -1, np.int32)
+        up_c1 = np.empty(mc, np.int32)  # read only where up_m >= 0
+        up_c2 = np.empty(mc, np.int32)
+        dn_c1 = np.empty(mc, np.int32)
+        dn_c2 = np.empty(mc, np.int32)
+        up_h = np.ones(mc, np.int32)
+        dn_h = np.ones(mc, np.int32)
         args = (self.off, self.tgt, self.dn_off, self.dn_src, self.dn_edge, self.task_off, self.task_verts,
                 up_w, dn_w, up_s, dn_s, up_m, dn_m, up_c1, up_c2, dn_c1, dn_c2, up_h, dn_h)
         t1 = time.perf_counter()
@@ -499,7 +507,7 @@ class CCHTopology:
             # one parallel customisation at a time: the threads are the machine's cores anyway, and
             # Numba's fallback threading layer (workqueue) must not be entered from two threads at once
             with _PARALLEL_LOCK:
-                _customise_parallel(*args)
+                _customise_parallel(*args, max(int(numba.get_num_threads()), 1))
         else:
             _customise_serial(*args)
         t2 = time.perf_counter()
