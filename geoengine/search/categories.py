@@ -9,7 +9,7 @@ search terms. Nothing here is a hand-typed category list.
 
 A document's categories are the presets whose tags it carries (a `;`-separated value counts for each
 part). A query's category words are found by `CategoryTerms.parse`: the longest run of query words
-(at most 5) at the start or the end of the query that is a preset name, a part of a name split at "/"
+(at most 8) at the start or the end of the query that is a preset name, a part of a name split at "/"
 ("Estación de servicio / Gasolinera"), the preset's own value ("pharmacy", "fast food", "pizza"), a
 term or an alias, in any of the languages. Names and values win over terms: "hotel" is the Hotel
 preset, not every preset that lists "hotel" among its terms. The rest of the query is the place or
@@ -19,13 +19,14 @@ name to look for ("pizza Encamp", "hotel near Vaduz": connector words between th
 from __future__ import annotations
 
 import json
+import re
 from functools import lru_cache
 from pathlib import Path
 
 from geoengine.search.text import normalise
 
 LANGUAGES = ("en", "fr", "de", "es", "ar", "hi", "ca")
-MAX_TERM_WORDS = 5
+MAX_TERM_WORDS = 8
 # Words that join a category and a place ("hotel near Vaduz", "farmacia en Encamp"): dropped between
 # the two. Not a category vocabulary: grammar, per language.
 CONNECTORS = {
@@ -89,8 +90,10 @@ def preset_terms(pid: str, c: dict) -> tuple[set[str], set[str]]:
     """(name-level phrases, term-level phrases) of one preset, normalised."""
     names = {normalise(pid.rsplit("/", 1)[-1].replace("_", " "))}
     for name in c.get("names", {}).values():
-        names.add(normalise(name))
-        names.update(normalise(p) for p in name.split("/"))
+        bare = _PAREN.sub(" ", name)  # "Bar (latam) / Bar de copas (es)": also "bar", "bar de copas"
+        for n in (name, bare):
+            names.add(normalise(n))
+            names.update(normalise(p) for p in n.split("/"))
     terms = {normalise(t) for ts in c.get("terms", {}).values() for t in ts}
     names.discard("")
     terms.discard("")
@@ -105,9 +108,17 @@ def build_terms(pids, vocab: dict | None = None) -> dict[str, list[list[str]]]:
         names, terms = preset_terms(pid, cats[pid])
         for level, phrases in ((0, names), (1, terms)):
             for ph in phrases:
-                if len(ph.split()) <= MAX_TERM_WORDS and len(ph) >= 2:
+                if len(ph.split()) <= MAX_TERM_WORDS and _long_enough(ph):
                     out.setdefault(ph, [[], []])[level].append(pid)
     return out
+
+
+_PAREN = re.compile(r"\([^)]*\)")
+
+
+def _long_enough(phrase: str) -> bool:
+    """3+ characters, or 2 in a script whose words are short (Arabic "سد", Hindi "नदी" normalised)."""
+    return len(phrase) >= 3 or (len(phrase) == 2 and not phrase.isascii())
 
 
 _CONNECTORS = sorted({normalise(c) for cs in CONNECTORS.values() for c in cs}, key=lambda c: -len(c.split()))
@@ -146,7 +157,7 @@ class CategoryTerms:
         for length in range(min(n, MAX_TERM_WORDS), 0, -1):
             for start in ((0, n - length) if n > length else (0,)):
                 phrase = " ".join(toks[start:start + length])
-                if len(phrase) < 3:
+                if not _long_enough(phrase):
                     continue
                 pids = self.lookup(phrase)
                 if pids:

@@ -176,7 +176,10 @@ def write_extras(folder: Path, ds) -> list[str]:
     np.save(folder / "cat_ptr.npy", ptr)
     np.save(folder / "cat_doc.npy", pdoc[order])
     vocab = vocabulary()
-    meta = {"ids": ids, "source": vocab["meta"],
+    named = np.zeros(len(ids))
+    np.add.at(named, pc, np.asarray([1.0 if ds.name[d] else 0.0 for d in pair_d]).reshape(-1))
+    share = named / np.maximum(np.bincount(pc, minlength=len(ids)), 1)
+    meta = {"ids": ids, "source": vocab["meta"], "named_share": [round(float(x), 3) for x in share],
             "tags": {p: vocab["categories"][p]["tags"] for p in ids},
             "names": {p: vocab["categories"][p]["names"] for p in ids},
             "terms": build_terms(ids, vocab)}
@@ -779,11 +782,16 @@ class SearchIndex:
         they name no place, only the POIs whose name or display name (street, locality) holds them."""
         pids, rest = parsed
         cids = [self._cat_index[p] for p in pids if p in self._cat_index]
+        share = self.cat_meta.get("named_share")
+        if share and len(cids) > 1:  # one word, several categories ("banco": bank and bench): those mostly named
+            best = max(share[c] for c in cids)
+            cids = [c for c in cids if share[c] >= 0.5 * best]
         rows = self.category_rows(cids)
         if mask is not None:
             rows = rows[mask[rows]]
         elif kinds is not None:
             rows = rows[np.isin(self._kind[rows], kinds)]
+        rows = np.unique(self._canon[rows])  # each group once, measured at its canonical document
         if len(rows) == 0:
             return None
         exact = self._exact_rows(qn)  # a major place named exactly so is not a category query ("Hospital" town)
@@ -810,19 +818,8 @@ class SearchIndex:
             scores = 2.0 * full + 1.0 / (1.0 + d_km)
         else:
             scores = 2.0 * full + imp
-        order = np.lexsort((rows, -scores))
-        total = int(len(np.unique(np.asarray(self._canon[rows]))))
-        out_rows, out_scores, seen = [], [], set()
-        for j in order.tolist():
-            c = int(self._canon[rows[j]])
-            if c in seen:
-                continue
-            seen.add(c)
-            out_rows.append(c)
-            out_scores.append(float(scores[j]))
-            if len(out_rows) == size:
-                break
-        return out_rows, out_scores, total
+        order = np.lexsort((rows, -scores))[:size]
+        return rows[order].tolist(), scores[order].tolist(), int(len(rows))
 
     def reverse(self, lat, lon, radius="2km", size: int = 5, types=None, categories=None) -> dict:
         t0 = time.perf_counter()
