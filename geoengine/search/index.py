@@ -677,13 +677,21 @@ class SearchIndex:
             return {"query": q, "total": 0, "took_ms": int((time.perf_counter() - t0) * 1000), "results": []}
         prefix_last = not q[-1].isspace()
         parsed = self.cat_terms.parse(toks) if self.cat_terms is not None else None
+        text = None
         if parsed is not None and (kinds is None or TYPES["poi"] in kinds):
-            found = self._category_search(qn, parsed, prefix_last, point, mask, kinds, size)
+            if parsed[1]:
+                # category + other words: when the text ranking's best answer is named by every word of the
+                # query and is not of the category ("Cap de Guiló", "Carrer Gil Torres"), it is a name
+                text = self._text_search(qn, toks, prefix_last, point, kinds if mask is None else None, mask, size)
+                if text[0] and self._named_by(text[0][0], toks, prefix_last) and not self._in_categories(text[0][0], parsed[0]):
+                    parsed = None
+            found = self._category_search(qn, parsed, prefix_last, point, mask, kinds, size) if parsed else None
             if found is not None:
                 rows, scores, total = found
                 return {"query": q, "total": total, "took_ms": int((time.perf_counter() - t0) * 1000),
                         "results": [self.result(r, sc) for r, sc in zip(rows, scores, strict=True)]}
-        rows, scores, total = self._text_search(qn, toks, prefix_last, point, kinds if mask is None else None, mask, size)
+        rows, scores, total = text or self._text_search(qn, toks, prefix_last, point, kinds if mask is None else None,
+                                                        mask, size)
         return {"query": q, "total": total, "took_ms": int((time.perf_counter() - t0) * 1000),
                 "results": [self.result(r, sc) for r, sc in zip(rows, scores, strict=True)]}
 
@@ -771,6 +779,18 @@ class SearchIndex:
             if len(rows) == size:
                 break
         return rows, out_scores, total
+
+    def _named_by(self, row: int, toks: list[str], prefix_last: bool) -> bool:
+        """Every query word matches the document's own name or English name."""
+        primary = (self.names[row] or "").split(SEP, 1)[0]
+        en = normalise(self.cols["name_en"][row] or "")
+        return _covers(toks, prefix_last, primary) or (bool(en) and _covers(toks, prefix_last, en))
+
+    def _in_categories(self, row: int, pids: list[str]) -> bool:
+        """The document (or a member of its canonical group) has one of the categories `pids`."""
+        cids = [self._cat_index[p] for p in pids if p in self._cat_index]
+        rows = self.category_rows(cids)
+        return bool(len(rows)) and bool(np.isin(self._canon[rows], self._canon[row]).any())
 
     def _category_search(self, qn, parsed, prefix_last, point, mask, kinds, size):
         """(rows, scores, total) of a category query, or None to fall back to the text ranking.
