@@ -818,26 +818,31 @@ class SearchIndex:
         if len(exact) and (self._importance[exact] >= MAJOR_IMPORTANCE).any() and not np.isin(exact, rows).any():
             return None
         anchor = point
-        full = np.zeros(len(rows), bool)
+        full = np.zeros(len(rows))
         if rest:
             names, display = self.names, self.cols["display_name"]
             own = np.array([_covers(rest, prefix_last, names[r] or "") for r in rows.tolist()], bool)
+            # how well the query names a POI whose names hold every other word: the match quality of the
+            # whole query against its own name (typos and prefixes count less), +1 for the exact name
+            for j in np.flatnonzero(own).tolist():
+                primary = (names[int(rows[j])] or "").split(SEP, 1)[0]
+                own_q = _name_coverage(qn.split(), prefix_last, primary) if primary else 0.0
+                full[j] = 1.0 + own_q + (qn == primary)
             ctx = own | np.array([_covers(rest, prefix_last, normalise(display[r] or "")) for r in rows.tolist()], bool)
             place, _, _ = self._text_search(" ".join(rest), rest, prefix_last, point, [TYPES["place"]], None, 1,
                                             allow_missing=False)
             if place:
                 anchor = (float(self._lat[place[0]]), float(self._lon[place[0]]))
-                full = own
             else:
                 if not ctx.any():
                     return None
-                rows, full = rows[ctx], own[ctx]
+                rows, full = rows[ctx], full[ctx]
         imp = np.asarray(self._importance[rows], np.float64)
         if anchor is not None:
             d_km = haversine_m(anchor[0], anchor[1], np.asarray(self._lat[rows]), np.asarray(self._lon[rows])) / 1000.0
-            scores = 2.0 * full + 1.0 / (1.0 + d_km)
+            scores = full + 1.0 / (1.0 + d_km)
         else:
-            scores = 2.0 * full + imp
+            scores = full + imp
         order = np.lexsort((rows, -scores))[:size]
         return rows[order].tolist(), scores[order].tolist(), int(len(rows))
 

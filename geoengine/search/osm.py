@@ -157,8 +157,10 @@ class _Handler(osmium.SimpleHandler):
         self.wkb = osmium.geom.WKBFactory()
 
     def _emit(self, tags: dict, osm_type: str, osm_id: int, lat: float, lon: float) -> None:
-        name = tags.get("name")
         cls = classify(tags)
+        variants = name_variants(tags) if cls is not None else []
+        # no `name` but name:xx / alt_name: the first of those is the name (an "unnamed" river tagged name:ca)
+        name = tags.get("name") or (variants[0] if variants and cls is not None and cls[0] == "pois" else None)
         if cls is not None:
             index, doc_type, place_class, category, imp = cls
             cats = categories_of(tags) if index == "pois" else []
@@ -167,7 +169,7 @@ class _Handler(osmium.SimpleHandler):
                 self.docs.append(OsmDoc(
                     id=f"osm:{OSM_TYPES[osm_type]}:{osm_id}",
                     index=index, doc_type=doc_type, name=name, name_en=tags.get("name:en"),
-                    names=name_variants(tags), place_class=place_class, category=category,
+                    names=variants, place_class=place_class, category=category,
                     importance=imp if name else imp - 0.05,
                     lat=lat, lon=lon, osm_type=osm_type,
                     extra={k: tags[k] for k in ("addr:street", "addr:housenumber", "addr:place") if k in tags},

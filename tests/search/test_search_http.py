@@ -93,7 +93,7 @@ def test_detail_missing_is_404(client):
     ("/search", {"q": "hotel", "bbox": "2,42,1,43"}, "bbox"),
     ("/search", {"q": "hotel", "bbox": "1,42,2,nan"}, "bbox"),
     ("/search", {"q": "hotel", "countries": "AND"}, "countries"),
-    ("/search", {"q": "hotel", "countries": "ad,"}, "countries"),
+    ("/search", {"q": "hotel", "countries": "ad,x"}, "countries"),
     ("/search/reverse", {"lat": 42.5, "lon": 1.5, "categories": "amenity=no_such_value"}, "categories"),
     ("/search/reverse", {"lat": 42.5, "lon": 1.5, "categories": "x" * 300}, "categories"),
 ])
