@@ -677,15 +677,18 @@ class SearchIndex:
             return {"query": q, "total": 0, "took_ms": int((time.perf_counter() - t0) * 1000), "results": []}
         prefix_last = not q[-1].isspace()
         parsed = self.cat_terms.parse(toks) if self.cat_terms is not None else None
-        text = None
+        text = best = None
         if parsed is not None and (kinds is None or TYPES["poi"] in kinds):
             if parsed[1]:
                 # category + other words: when the text ranking's best answer is named by every word of the
                 # query and is not of the category ("Cap de Guiló", "Carrer Gil Torres"), it is a name
-                text = self._text_search(qn, toks, prefix_last, point, kinds if mask is None else None, mask, size)
+                best = self._match_matrix(toks, prefix_last)
+                text = self._text_search(qn, toks, prefix_last, point, kinds if mask is None else None, mask, size,
+                                         best=best)
                 if text[0] and self._named_by(text[0][0], toks, prefix_last) and not self._in_categories(text[0][0], parsed[0]):
                     parsed = None
-            found = self._category_search(qn, parsed, prefix_last, point, mask, kinds, size) if parsed else None
+            found = (self._category_search(qn, toks, parsed, prefix_last, point, mask, kinds, size, best)
+                     if parsed else None)
             if found is not None:
                 rows, scores, total = found
                 return {"query": q, "total": total, "took_ms": int((time.perf_counter() - t0) * 1000),
@@ -695,14 +698,21 @@ class SearchIndex:
         return {"query": q, "total": total, "took_ms": int((time.perf_counter() - t0) * 1000),
                 "results": [self.result(r, sc) for r, sc in zip(rows, scores, strict=True)]}
 
-    def _text_search(self, qn, toks, prefix_last, point, kinds, mask, size, *, allow_missing=True):
-        """(canonical rows, scores, total) of the text ranking (see docs/search.md, Query)."""
+    def _match_matrix(self, toks, prefix_last) -> np.ndarray:
+        """(len(toks), n) best match quality of each query token in each document (0: no match)."""
         best = np.zeros((len(toks), self.n), np.float32)
         with self._lock:
             for i, tok in enumerate(toks):
                 docs, qual = self._token_matches(tok, prefix_last and i == len(toks) - 1)
                 order = np.argsort(qual, kind="stable")
                 best[i, docs[order]] = qual[order]
+        return best
+
+    def _text_search(self, qn, toks, prefix_last, point, kinds, mask, size, *, allow_missing=True, best=None):
+        """(canonical rows, scores, total) of the text ranking (see docs/search.md, Query); `best`: the
+        token match matrix of `toks` when already computed."""
+        if best is None:
+            best = self._match_matrix(toks, prefix_last)
         matched = (best > 0).sum(axis=0)
         coverage = best.sum(axis=0) / len(toks)
         need = len(toks)
@@ -792,7 +802,7 @@ class SearchIndex:
         rows = self.category_rows(cids)
         return bool(len(rows)) and bool(np.isin(self._canon[rows], self._canon[row]).any())
 
-    def _category_search(self, qn, parsed, prefix_last, point, mask, kinds, size):
+    def _category_search(self, qn, toks, parsed, prefix_last, point, mask, kinds, size, best=None):
         """(rows, scores, total) of a category query, or None to fall back to the text ranking.
 
         The POIs of the categories are the candidates. Without other words: nearest first to the
@@ -804,8 +814,8 @@ class SearchIndex:
         cids = [self._cat_index[p] for p in pids if p in self._cat_index]
         share = self.cat_meta.get("named_share")
         if share and len(cids) > 1:  # one word, several categories ("banco": bank and bench): those mostly named
-            best = max(share[c] for c in cids)
-            cids = [c for c in cids if share[c] >= 0.5 * best]
+            top_share = max(share[c] for c in cids)
+            cids = [c for c in cids if share[c] >= 0.5 * top_share]
         rows = self.category_rows(cids)
         if mask is not None:
             rows = rows[mask[rows]]
@@ -821,19 +831,22 @@ class SearchIndex:
         full = np.zeros(len(rows))
         if rest:
             names, display = self.names, self.cols["display_name"]
-            own = np.array([_covers(rest, prefix_last, names[r] or "") for r in rows.tolist()], bool)
+            # the other words are the query's last (or first) words: their rows of the token match matrix
+            idx = list(range(len(toks) - len(rest), len(toks))) if toks[len(toks) - len(rest):] == rest else list(range(len(rest)))
+            sub = best[idx] if best is not None else self._match_matrix(rest, prefix_last)
+            own = (sub[:, rows] > 0).all(axis=0)  # every other word matches a name variant
             # how well the query names a POI whose names hold every other word: the match quality of the
             # whole query against its own name (typos and prefixes count less), +1 for the exact name
             for j in np.flatnonzero(own).tolist():
                 primary = (names[int(rows[j])] or "").split(SEP, 1)[0]
                 own_q = _name_coverage(qn.split(), prefix_last, primary) if primary else 0.0
                 full[j] = 1.0 + own_q + (qn == primary)
-            ctx = own | np.array([_covers(rest, prefix_last, normalise(display[r] or "")) for r in rows.tolist()], bool)
             place, _, _ = self._text_search(" ".join(rest), rest, prefix_last, point, [TYPES["place"]], None, 1,
-                                            allow_missing=False)
+                                            allow_missing=False, best=sub)
             if place:
                 anchor = (float(self._lat[place[0]]), float(self._lon[place[0]]))
             else:
+                ctx = own | np.array([_covers(rest, prefix_last, normalise(display[r] or "")) for r in rows.tolist()], bool)
                 if not ctx.any():
                     return None
                 rows, full = rows[ctx], full[ctx]
