@@ -160,7 +160,7 @@ def category_queries(ix):
 
 
 def run_categories(engine, ix, nominatim=None) -> None:
-    from geoengine.search.index import haversine_m
+    from geoengine.geo import haversine_m
 
     qs = category_queries(ix)
     if not qs:
@@ -290,7 +290,7 @@ def main() -> None:
     if args.bundle:
         bundle = Path(args.bundle)
     else:
-        from geoengine.build.pipeline import build, default_out, resolve_inputs
+        from geoengine.bundler.pipeline import build, default_out, resolve_inputs
         from geoengine.progress import NullProgress
 
         inputs = resolve_inputs(args.region, settings, progress=NullProgress())

@@ -10,7 +10,7 @@ import pytest
 
 from geoengine.errors import InvalidRequest
 from geoengine.search.categories import LANGUAGES, CategoryTerms, TagMatcher, build_terms, vocabulary
-from geoengine.search.index import haversine_m
+from geoengine.geo import haversine_m
 from geoengine.search.osm import POI_KEYS
 from geoengine.search.text import normalise
 
