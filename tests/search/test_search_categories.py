@@ -9,8 +9,8 @@ import numpy as np
 import pytest
 
 from geoengine.errors import InvalidRequest
-from geoengine.search.categories import LANGUAGES, CategoryTerms, TagMatcher, build_terms, vocabulary
 from geoengine.geo import haversine_m
+from geoengine.search.categories import LANGUAGES, CategoryTerms, TagMatcher, build_terms, vocabulary
 from geoengine.search.osm import POI_KEYS
 from geoengine.search.text import normalise
 
