@@ -10,4 +10,6 @@ ROUTE_MODULES: list[str] = [
     "geoengine.server.routes.matching",
     "geoengine.server.routes.directions",
     "geoengine.server.routes.optimise",
+    "geoengine.server.routes.valhalla",
+    "geoengine.server.routes.osrm",
 ]
