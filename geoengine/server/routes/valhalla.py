@@ -6,7 +6,6 @@ spec's endpoints (routes/routing.py, routes/isochrone.py); here they also answer
 from __future__ import annotations
 
 import json as jsonlib
-from typing import Any
 
 from fastapi import APIRouter, Depends, Query, Request
 
@@ -76,9 +75,8 @@ def status_get(verbose: bool = Query(False), engine: Engine = Depends(get_engine
 
 
 @router.post("/status", summary="Valhalla status (body {verbose})")
-def status_post(body: dict[str, Any] | None = None, engine: Engine = Depends(get_engine)):
-    verbose = bool((body or {}).get("verbose", False)) if isinstance(body, dict) else False
-    return V.status(engine, verbose)
+def status_post(body: V.StatusRequest, engine: Engine = Depends(get_engine)):
+    return V.status(engine, body.verbose)
 
 
 # -- GET /{action}?json={...}: Valhalla's query form of every action ------------------------------------

@@ -510,6 +510,18 @@ def _summary(steps: list[dict]) -> str:
     return ", ".join(seen)
 
 
+def _spread_turn_delays(steps: list[dict], duration: float) -> None:
+    """Maneuver times leave out the costing's turn delays, which the leg's duration includes: spread
+    the difference over the steps in proportion to their time, so that the steps add up to the leg (as
+    OSRM's do)."""
+    total = sum(s["duration"] for s in steps)
+    if total <= 0 or duration <= 0:
+        return
+    f = duration / total
+    for s in steps:
+        s["duration"] = s["weight"] = round(s["duration"] * f, 1)
+
+
 def route_object(trip: dict, q: dict, mode: str) -> dict:
     """An OSRM Route from a geoengine trip (legs with GeoJSON or polyline6 shapes, maneuvers)."""
     legs = []
@@ -521,6 +533,7 @@ def route_object(trip: dict, q: dict, mode: str) -> dict:
         duration = float(leg["summary"]["time"])
         distance = float(leg["summary"]["length"]) * scale
         steps = [_step(m, coords, q, mode) for m in leg.get("maneuvers") or []]
+        _spread_turn_delays(steps, duration)
         out: dict[str, Any] = {"distance": round(distance, 1), "duration": round(duration, 1),
                                "weight": round(duration, 1), "summary": _summary(steps),
                                "steps": steps if q.get("steps") else []}

@@ -16,7 +16,7 @@ import numpy as np
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from geoengine import __version__
-from geoengine.errors import FieldError, GeoengineError, InvalidRequest
+from geoengine.errors import FieldError, InvalidRequest
 from geoengine.geo import encode_polyline, haversine_m
 from geoengine.graph import tags as T
 from geoengine.routing.match_models import MapMatchRequest
@@ -386,6 +386,12 @@ def _verbose_edge(g, e: int) -> dict:
 # ------------------------------------------------------------------------------------------------------
 # /status
 # ------------------------------------------------------------------------------------------------------
+class StatusRequest(BaseModel):
+    model_config = ConfigDict(extra="ignore")
+
+    verbose: bool = Field(False, description="Add has_tiles, has_admins, has_timezones, has_live_traffic, bbox")
+
+
 def status(engine, verbose: bool = False) -> dict:
     info = engine.info()
     built = info.get("built")
@@ -528,6 +534,6 @@ def _edge_coordinates(g, edges: np.ndarray) -> list[list]:
 
 
 __all__ = ["ACTIONS", "ExpansionRequest", "HeightRequest", "LocateRequest", "SourcesToTargetsRequest",
-           "TraceRequest", "GeoengineError", "expansion", "height", "locate", "matrix_document",
+           "StatusRequest", "TraceRequest", "expansion", "height", "locate", "matrix_document",
            "optimized_route", "sources_to_targets", "status", "trace_attributes", "trace_route",
            "valhalla_maneuvers"]
