@@ -562,12 +562,35 @@ def _waypoint(lon: float, lat: float, distance: float, name: str, q: dict) -> di
     return w
 
 
-def _waypoints(trip: dict, q: dict) -> list[dict]:
+def _street_names(engine, costing: str, points: list[tuple[float, float]]) -> list[str]:
+    """Names of the streets at snapped positions: the edge under each point for the costing (one grid
+    kernel call per point, a few microseconds; used when no maneuvers were made)."""
+    from types import SimpleNamespace
+
+    router = engine.router
+    prof = router.profile(costing)
+    g = engine.graph
+    seg_name = np.asarray(g.seg_name)
+    out = []
+    for i, (lo, la) in enumerate(points):
+        try:
+            c = router.plain_candidates(prof, SimpleNamespace(lon=lo, lat=la, search_radius=5), i)
+            out.append(g.strings[int(seg_name[int(c["edge"][0]) >> 1])] if len(c["edge"]) else "")
+        except GeoengineError:
+            out.append("")
+    return out
+
+
+def _waypoints(trip: dict, q: dict, engine=None, costing: str = "auto") -> list[dict]:
     """One Waypoint per input location of the trip: its snapped position, the distance to it and the
-    name of the street it snapped to (from the maneuvers when they were made)."""
+    name of the street it snapped to (from the maneuvers when they were made, else from the graph)."""
     legs = trip["legs"]
     out = []
     locs = trip["locations"]
+    if engine is not None and not any(leg.get("maneuvers") for leg in legs):
+        names = _street_names(engine, costing, [(loc["snapped"]["lon"], loc["snapped"]["lat"]) for loc in locs])
+        return [_waypoint(loc["snapped"]["lon"], loc["snapped"]["lat"], loc["snapped"].get("distance_m", 0.0),
+                          names[i], q) for i, loc in enumerate(locs)]
     names = [""] * len(locs)
     # break locations: leg k starts at the k-th break location
     breaks = [i for i, loc in enumerate(locs) if i in (0, len(locs) - 1) or loc.get("type") in ("break", "break_through")]
@@ -583,11 +606,16 @@ def _waypoints(trip: dict, q: dict) -> list[dict]:
     return out
 
 
+def _directions_type(q: dict) -> str:
+    """Maneuvers only when steps are asked for: they cost more than the route itself."""
+    return "maneuvers" if q.get("steps") else "none"
+
+
 def _route_body(coords: np.ndarray, costing: str, q: dict, kinds: list[str]) -> dict:
     locs = [_location(lo, la, q, i, kinds[i]) for i, (lo, la) in enumerate(coords.tolist())]
     body: dict[str, Any] = {
         "locations": locs, "costing": costing, "shape_format": "geojson",
-        "directions_options": {"units": "kilometers", "directions_type": "maneuvers"},
+        "directions_options": {"units": "kilometers", "directions_type": _directions_type(q)},
     }
     co = _costing_options(costing, q)
     if co:
@@ -619,7 +647,7 @@ def route(engine, profile: str, coordinates: str, query: Mapping[str, str]) -> d
     routes += [route_object(alt["trip"], q, mode) for alt in doc.get("alternates", [])]
     out: dict[str, Any] = {"code": "Ok", "routes": routes}
     if not q["skip_waypoints"]:
-        wps = _waypoints(doc["trip"], q)
+        wps = _waypoints(doc["trip"], q, engine, costing)
         if "waypoints" in q:
             wps = [wps[i] for i in q["waypoints"]]
         out["waypoints"] = wps
@@ -726,7 +754,7 @@ def trip(engine, profile: str, coordinates: str, query: Mapping[str, str]) -> di
         order = list(doc.get("optimized_order") or range(len(pts)))
     t = doc["trip"]
     route_doc = route_object(t, q, _MODE.get(costing, "driving"))
-    wps_trip = _waypoints(t, q)
+    wps_trip = _waypoints(t, q, engine, costing)
     waypoints: list[dict | None] = [None] * n
     for pos, orig in enumerate(order):
         if orig < n and waypoints[orig] is None:
@@ -758,7 +786,7 @@ def match(engine, profile: str, coordinates: str, query: Mapping[str, str]) -> d
     if q["gaps"] == "ignore":
         trace_options["breakage_distance"] = 10000.0
     body: dict[str, Any] = {"shape": shape, "costing": costing, "shape_match": "map_snap", "shape_format": "geojson",
-                            "directions_options": {"units": "kilometers", "directions_type": "maneuvers"},
+                            "directions_options": {"units": "kilometers", "directions_type": _directions_type(q)},
                             "trace_options": trace_options}
     co = _costing_options(costing, q)
     if co:
