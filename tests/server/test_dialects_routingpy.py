@@ -126,18 +126,21 @@ def test_valhalla_matrix_equals_spec_matrix(valhalla, spec):
     assert m.raw["algorithm"] == "timedistancematrix"
 
 
-def test_valhalla_matrix_parser_takes_an_unreachable_pair(andorra):
-    """An unreachable pair is an object with null time and distance, which routingpy's parser reads."""
-    from geoengine.services.dialects.valhalla import matrix_document
+# a car-usable street off Andorra's main car network (a piece the car cannot reach from the rest),
+# pinned with a 2 m search radius
+ISOLATED = (1.5282352, 42.5058251)
 
-    doc = andorra.matrix_request({"sources": [{"lon": A[0], "lat": A[1]}], "targets": [{"lon": B[0], "lat": B[1]}]})
-    doc["sources_to_targets"][0].append(None)  # as the engine reports a pair with no route
-    body = matrix_document(doc)
-    cell = body["sources_to_targets"][0][1]
-    assert cell == {"from_index": 0, "to_index": 1, "time": None, "distance": None}
-    parsed = routingpy.Valhalla.parse_matrix_json(body, None)
-    assert parsed.durations[0][1] is None and parsed.distances[0][1] is None
-    assert parsed.durations[0][0] == doc["sources_to_targets"][0][0]["time"]
+
+def test_valhalla_matrix_with_an_unreachable_pair(valhalla, spec):
+    """An unreachable pair is an object with null time and distance (Valhalla's shape), which routingpy's
+    parser reads; the spec's /matrix gives null for the same pair."""
+    m = valhalla.matrix(locations=[list(A), valhalla.Waypoint(list(ISOLATED), search_radius=2)], profile="auto",
+                        sources=[0], destinations=[1])
+    assert m.durations == [[None]] and m.distances == [[None]]
+    assert m.raw["sources_to_targets"][0][0] == {"from_index": 0, "to_index": 0, "time": None, "distance": None}
+    ref = spec.post("/matrix", json={"sources": [{"lon": A[0], "lat": A[1]}],
+                                     "targets": [{"lon": ISOLATED[0], "lat": ISOLATED[1], "search_radius": 2}]})
+    assert ref.json()["sources_to_targets"] == [[None]]
 
 
 def _trace(andorra, a, b, step=6):
