@@ -133,6 +133,22 @@ def test_table_within_one_percent_and_indices(client):
     assert walk["durations"][0][1] > body["durations"][0][1]
 
 
+ISOLATED = (1.5282352, 42.5058251)  # a car street off the main car network (pinned with radius 2 m)
+
+
+def test_table_unreachable_and_fallback_speed(client):
+    path = f"/table/v1/driving/{coords(A, ISOLATED)}"
+    body = ok(client.get(path, params={"radiuses": ";2", "sources": "0", "destinations": "1",
+                                       "annotations": "duration,distance"}))
+    assert body["durations"] == [[None]] and body["distances"] == [[None]]
+    fb = ok(client.get(path, params={"radiuses": ";2", "sources": "0", "destinations": "1",
+                                     "annotations": "duration,distance", "fallback_speed": "10"}))
+    crow = float(haversine_m(A[1], A[0], ISOLATED[1], ISOLATED[0]))
+    assert fb["fallback_speed_cells"] == [[0, 0]]
+    assert abs(fb["distances"][0][0] - crow) < 1 and abs(fb["durations"][0][0] - crow / 10) < 0.2
+    osrm_error(client.get(f"/route/v1/driving/{coords(A, ISOLATED)}", params={"radiuses": ";2"}), "NoRoute")
+
+
 # -- nearest, trip, match ---------------------------------------------------------------------------------------------
 def test_nearest(client):
     body = ok(client.get(f"/nearest/v1/driving/{coords(A)}", params={"number": "3"}))
