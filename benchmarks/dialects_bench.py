@@ -133,7 +133,7 @@ def main() -> int:
     ap.add_argument("--no-peer", action="store_true")
     args = ap.parse_args()
 
-    from geoengine.build.pipeline import build, default_out, resolve_inputs
+    from geoengine.bundler.pipeline import build, default_out, resolve_inputs
     from geoengine.config import Settings
     from geoengine.progress import NullProgress
 

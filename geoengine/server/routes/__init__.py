@@ -9,7 +9,7 @@ ROUTE_MODULES: list[str] = [
     "geoengine.server.routes.tiles",
     "geoengine.server.routes.matching",
     "geoengine.server.routes.directions",
-    "geoengine.server.routes.optimise",
+    "geoengine.server.routes.optimised_route",
     "geoengine.server.routes.valhalla",
     "geoengine.server.routes.osrm",
 ]

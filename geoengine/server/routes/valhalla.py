@@ -11,10 +11,10 @@ from fastapi import APIRouter, Depends, Query, Request
 
 from geoengine.engine import Engine
 from geoengine.errors import InvalidRequest
-from geoengine.routing.models import MatrixResponse
-from geoengine.routing.optimise import OptimisedRouteRequest
 from geoengine.server.deps import get_engine, run_engine
 from geoengine.services.dialects import valhalla as V
+from geoengine.services.matrix import MatrixResponse
+from geoengine.services.optimised_route import OptimisedRouteRequest
 from geoengine.validation import validate
 
 router = APIRouter(tags=["Valhalla dialect"])

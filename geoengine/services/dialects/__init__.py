@@ -1,6 +1,12 @@
-"""Dialects: the Valhalla and OSRM HTTP APIs served from the same engine calls as the spec endpoints.
+"""Serializers: one typed result, rendered per dialect (as Valhalla's tyr does). Pure functions from the
+services' typed results to JSON-ready documents; no HTTP here.
 
-Each dialect module parses its wire format into the engine's request models, makes the engine call(s)
-and renders the result in the dialect's response shape. They never see HTTP: `geoengine.server.routes.
-valhalla` and `.osrm` are the thin HTTP routes. See docs/valhalla.md and docs/osrm.md.
+- `trip`: the POST /route, /optimised_route and /map_match trip document (Valhalla's trip shape).
+- `directions`: the POST /v1/routing/directions document.
+- `valhalla`: Valhalla's other actions (/sources_to_targets, /trace_attributes, /height, /locate, ...):
+  request models, the engine calls and Valhalla's response shapes (docs/valhalla.md).
+- `osrm`: OSRM's HTTP API v1 (route, table, match, nearest, trip): URL and query parsing, the engine
+  calls and OSRM's response shapes and error codes (docs/osrm.md).
+
+The thin HTTP routes of the last two are `geoengine.server.routes.valhalla` and `.osrm`.
 """

@@ -17,6 +17,7 @@ from typing import Any
 
 import numpy as np
 
+from geoengine.costing.schema import COSTINGS
 from geoengine.errors import (
     GeoengineError,
     InvalidRequest,
@@ -26,15 +27,14 @@ from geoengine.errors import (
     Unsnappable,
 )
 from geoengine.geo import decode_polyline, encode_polyline, haversine_m
+from geoengine.services.models import PROFILE_COSTING
 
 SERVICES = ("route", "table", "match", "nearest", "trip")
 
 # OSRM profile names (and the car/foot/bike aliases of osrm-backend's profiles) -> costing. Every costing
 # name is also a profile of its own.
-COSTINGS = ("auto", "auto_shorter", "bicycle", "bus", "pedestrian", "truck", "motorcycle", "motor_scooter", "taxi")
 PROFILES: dict[str, str] = {
-    "driving": "auto", "car": "auto", "walking": "pedestrian", "foot": "pedestrian", "cycling": "bicycle",
-    "bike": "bicycle", **{c: c for c in COSTINGS},
+    **PROFILE_COSTING, "car": "auto", "foot": "pedestrian", "bike": "bicycle", **{c: c for c in COSTINGS},
 }
 _MODE = {"pedestrian": "walking", "bicycle": "cycling"}
 
@@ -403,52 +403,40 @@ _TYPES: dict[int, tuple[str, str | None]] = {
 }
 
 
-def maneuver_code(m: dict) -> int:
-    """The Valhalla type code of a maneuver document (`type` is the integer, or a name with `type_code`)."""
-    t = m.get("type")
-    return int(t) if isinstance(t, int) else int(m.get("type_code", 0))
-
-
-def _step(m: dict, coords: np.ndarray, q: dict, mode: str) -> dict:
-    b, e = int(m["begin_shape_index"]), int(m["end_shape_index"])
-    code = maneuver_code(m)
-    kind, modifier = _TYPES.get(code, ("turn", None))
-    before = m.get("bearing_before")
-    after = m.get("bearing_after")
-    if kind == "depart":
-        before = 0
-    if kind == "arrive":
-        after = 0
-        b = e = len(coords) - 1 if e >= len(coords) else e
-    if modifier is None and kind != "notification":
-        if before is not None and after is not None and kind not in ("depart", "arrive"):
-            modifier = _modifier(((float(after) - float(before) + 540.0) % 360.0) - 180.0)
-        elif kind not in ("depart", "arrive"):
-            modifier = "straight"
-    seg = coords[b: e + 1] if e > b else coords[[b, b]]
-    location = [round(float(coords[b, 0]), 6), round(float(coords[b, 1]), 6)]
-    maneuver: dict[str, Any] = {"type": kind, "bearing_before": int(round(float(before or 0))) % 360,
-                                "bearing_after": int(round(float(after or 0))) % 360, "location": location}
+def _step(m, lon: np.ndarray, lat: np.ndarray, q: dict, mode: str) -> dict:
+    """An OSRM RouteStep from a typed Maneuver (`geoengine.services.route.Maneuver`) of a leg whose shape
+    is (lon, lat)."""
+    last = len(lon) - 1
+    b, e = min(int(m.begin_shape_index), last), min(int(m.end_shape_index), last)
+    kind, modifier = _TYPES.get(int(m.type), ("turn", None))
+    before = 0 if kind == "depart" else int(round(float(m.bearing_before or 0))) % 360
+    after = 0 if kind == "arrive" else int(round(float(m.bearing_after or 0))) % 360
+    if modifier is None and kind not in ("notification", "depart", "arrive"):
+        modifier = _modifier(((after - before + 540.0) % 360.0) - 180.0) \
+            if m.bearing_before is not None and m.bearing_after is not None else "straight"
+    idx = np.arange(b, e + 1) if e > b else np.array([b, b])
+    location = [round(float(lon[b]), 6), round(float(lat[b]), 6)]
+    maneuver: dict[str, Any] = {"type": kind, "bearing_before": before, "bearing_after": after, "location": location}
     if modifier is not None:
         maneuver["modifier"] = modifier
-    if code == 26 and m.get("roundabout_exit_count"):
-        maneuver["exit"] = int(m["roundabout_exit_count"])
-    names = list(m.get("street_names") or [])
+    if int(m.type) == 26 and m.roundabout_exit_count:
+        maneuver["exit"] = int(m.roundabout_exit_count)
+    names = list(m.street_names or [])
     step: dict[str, Any] = {
-        "distance": round(float(m.get("length_m", 0.0)) if "length_m" in m else float(m.get("length", 0.0)) * 1000.0, 1),
-        "duration": round(float(m.get("time", 0.0)), 1),
-        "weight": round(float(m.get("time", 0.0)), 1),
+        "distance": round(float(m.length_m), 1),
+        "duration": round(float(m.time_s), 1),
+        "weight": round(float(m.time_s), 1),
         "name": names[0] if names else "",
-        "mode": "ferry" if code == 28 else mode,
+        "mode": "ferry" if int(m.type) == 28 else mode,
         "driving_side": "right",
-        "geometry": _geometry(seg, q["geometries"]),
+        "geometry": _geometry(np.column_stack([lon[idx], lat[idx]]), q["geometries"]),
         "maneuver": maneuver,
-        "intersections": [_intersection(kind, location, maneuver["bearing_before"], maneuver["bearing_after"])],
+        "intersections": [_intersection(kind, location, before, after)],
     }
     if len(names) > 1:
         step["ref"] = "; ".join(names[1:])
-    if m.get("instruction"):
-        step["instruction"] = m["instruction"]  # geoengine's own text (OSRM clients render their own)
+    if m.text.get("instruction"):
+        step["instruction"] = m.text["instruction"]  # geoengine's own text (OSRM clients render their own)
     return step
 
 
@@ -464,14 +452,11 @@ def _intersection(kind: str, location: list, before: int, after: int) -> dict:
             "in": arms.index((before + 180) % 360), "out": arms.index(after)}
 
 
-def _annotation(coords: np.ndarray, duration: float, which: list[str]) -> dict:
+def _annotation(lon: np.ndarray, lat: np.ndarray, duration: float, which: list[str]) -> dict:
     """Per-segment annotations of a leg's geometry: distances from the coordinates, durations spread
     over them in proportion to distance (the leg's total duration is exact; per-segment values are
     estimates)."""
-    if len(coords) < 2:
-        d = np.zeros(0)
-    else:
-        d = haversine_m(coords[:-1, 1], coords[:-1, 0], coords[1:, 1], coords[1:, 0])
+    d = haversine_m(lat[:-1], lon[:-1], lat[1:], lon[1:]) if len(lon) > 1 else np.zeros(0)
     total = float(d.sum())
     t = d * (duration / total) if total > 0 else np.zeros_like(d)
     out: dict[str, Any] = {}
@@ -488,25 +473,17 @@ def _annotation(coords: np.ndarray, duration: float, which: list[str]) -> dict:
     return out
 
 
-def _leg_coords(leg: dict) -> np.ndarray:
-    shape = leg["shape"]
-    if isinstance(shape, dict):
-        return np.asarray(shape["coordinates"], dtype=np.float64).reshape(-1, 2)
-    lat, lon = decode_polyline(shape, 6)
-    return np.column_stack([lon, lat])
-
-
 def _summary(steps: list[dict]) -> str:
+    """The names of the two longest-driven streets of a leg, in route order."""
     by_name: dict[str, float] = {}
     for s in steps:
         if s["name"]:
             by_name[s["name"]] = by_name.get(s["name"], 0.0) + s["distance"]
-    top = sorted(by_name, key=lambda k: -by_name[k])[:2]
-    order = [s["name"] for s in steps if s["name"] in top]
+    top = set(sorted(by_name, key=lambda k: -by_name[k])[:2])
     seen: list[str] = []
-    for name in order:
-        if name not in seen:
-            seen.append(name)
+    for s in steps:
+        if s["name"] in top and s["name"] not in seen:
+            seen.append(s["name"])
     return ", ".join(seen)
 
 
@@ -522,36 +499,35 @@ def _spread_turn_delays(steps: list[dict], duration: float) -> None:
         s["duration"] = s["weight"] = round(s["duration"] * f, 1)
 
 
-def route_object(trip: dict, q: dict, mode: str) -> dict:
-    """An OSRM Route from a geoengine trip (legs with GeoJSON or polyline6 shapes, maneuvers)."""
-    legs = []
-    all_coords = []
-    scale = 1000.0 if trip.get("units", "kilometers") == "kilometers" else 1609.344
-    for i, leg in enumerate(trip["legs"]):
-        coords = _leg_coords(leg)
-        all_coords.append(coords if i == 0 else coords[1:])
-        duration = float(leg["summary"]["time"])
-        distance = float(leg["summary"]["length"]) * scale
-        steps = [_step(m, coords, q, mode) for m in leg.get("maneuvers") or []]
-        _spread_turn_delays(steps, duration)
-        out: dict[str, Any] = {"distance": round(distance, 1), "duration": round(duration, 1),
-                               "weight": round(duration, 1), "summary": _summary(steps),
+def route_object(route, q: dict, mode: str, legs=None) -> dict:
+    """An OSRM Route from a typed `geoengine.services.route.Route` (or some of its `legs`): distances and
+    durations are the route's own metres and seconds."""
+    legs = route.legs if legs is None else legs
+    out_legs = []
+    for leg in legs:
+        steps = [_step(m, leg.lon, leg.lat, q, mode) for m in leg.maneuvers or []]
+        _spread_turn_delays(steps, leg.time_s)
+        out: dict[str, Any] = {"distance": round(leg.length_m, 1), "duration": round(leg.time_s, 1),
+                               "weight": round(leg.time_s, 1), "summary": _summary(steps),
                                "steps": steps if q.get("steps") else []}
         if q.get("annotations"):
-            out["annotation"] = _annotation(coords, duration, q["annotations"])
-        legs.append(out)
-    coords = np.concatenate(all_coords) if all_coords else np.zeros((0, 2))
-    route: dict[str, Any] = {
-        "distance": round(sum(leg["distance"] for leg in legs), 1),
-        "duration": round(float(trip["summary"]["time"]), 1),
-        "weight": round(float(trip["summary"]["time"]), 1),
+            out["annotation"] = _annotation(leg.lon, leg.lat, leg.time_s, q["annotations"])
+        out_legs.append(out)
+    time_s = float(sum(leg.time_s for leg in legs))
+    result: dict[str, Any] = {
+        "distance": round(float(sum(leg.length_m for leg in legs)), 1),
+        "duration": round(time_s, 1),
+        "weight": round(time_s, 1),
         "weight_name": "duration",
-        "legs": legs,
+        "legs": out_legs,
     }
-    geometry = _overview(coords, q)
-    if geometry is not None:
-        route["geometry"] = geometry
-    return route
+    if legs:
+        lon = np.concatenate([leg.lon if i == 0 else leg.lon[1:] for i, leg in enumerate(legs)])
+        lat = np.concatenate([leg.lat if i == 0 else leg.lat[1:] for i, leg in enumerate(legs)])
+        geometry = _overview(np.column_stack([lon, lat]), q)
+        if geometry is not None:
+            result["geometry"] = geometry
+    return result
 
 
 def _waypoint(lon: float, lat: float, distance: float, name: str, q: dict) -> dict:
@@ -562,48 +538,48 @@ def _waypoint(lon: float, lat: float, distance: float, name: str, q: dict) -> di
     return w
 
 
+def _edge_names(engine, edges) -> list[str]:
+    g = engine.graph
+    seg = np.asarray(g.seg_name)[np.asarray(edges, dtype=np.int64) >> 1]
+    return [g.strings[int(i)] for i in seg.tolist()]
+
+
 def _street_names(engine, costing: str, points: list[tuple[float, float]]) -> list[str]:
     """Names of the streets at snapped positions: the edge under each point for the costing (one grid
-    kernel call per point, a few microseconds; used when no maneuvers were made)."""
+    kernel call per point, a few microseconds)."""
     from types import SimpleNamespace
 
     router = engine.router
     prof = router.profile(costing)
-    g = engine.graph
-    seg_name = np.asarray(g.seg_name)
     out = []
     for i, (lo, la) in enumerate(points):
         try:
             c = router.plain_candidates(prof, SimpleNamespace(lon=lo, lat=la, search_radius=5), i)
-            out.append(g.strings[int(seg_name[int(c["edge"][0]) >> 1])] if len(c["edge"]) else "")
+            out.append(_edge_names(engine, c["edge"][:1])[0] if len(c["edge"]) else "")
         except GeoengineError:
             out.append("")
     return out
 
 
-def _waypoints(trip: dict, q: dict, engine=None, costing: str = "auto") -> list[dict]:
-    """One Waypoint per input location of the trip: its snapped position, the distance to it and the
-    name of the street it snapped to (from the maneuvers when they were made, else from the graph)."""
-    legs = trip["legs"]
-    out = []
-    locs = trip["locations"]
-    if engine is not None and not any(leg.get("maneuvers") for leg in legs):
-        names = _street_names(engine, costing, [(loc["snapped"]["lon"], loc["snapped"]["lat"]) for loc in locs])
-        return [_waypoint(loc["snapped"]["lon"], loc["snapped"]["lat"], loc["snapped"].get("distance_m", 0.0),
-                          names[i], q) for i, loc in enumerate(locs)]
+def _waypoints(route, q: dict, engine, costing: str) -> list[dict]:
+    """One Waypoint per location of the route: its snapped position, the distance to it and the name of
+    the street it snapped to (the first edge of the leg it starts, the last of the leg it ends)."""
+    locs = route.locations
     names = [""] * len(locs)
-    # break locations: leg k starts at the k-th break location
-    breaks = [i for i, loc in enumerate(locs) if i in (0, len(locs) - 1) or loc.get("type") in ("break", "break_through")]
-    for k, leg in enumerate(legs):
-        ms = leg.get("maneuvers") or []
-        if ms and k < len(breaks):
-            names[breaks[k]] = (ms[0].get("street_names") or [""])[0]
-            if k + 1 < len(breaks) and len(ms) > 1:
-                names[breaks[k + 1]] = (ms[-2].get("street_names") or [""])[0]
-    for i, loc in enumerate(locs):
-        s = loc["snapped"]
-        out.append(_waypoint(s["lon"], s["lat"], s.get("distance_m", 0.0), names[i], q))
-    return out
+    breaks = [i for i, loc in enumerate(locs) if i in (0, len(locs) - 1) or loc.type in ("break", "break_through")]
+    for k, leg in enumerate(route.legs):
+        if len(leg.edges) and k < len(breaks):
+            first, last = _edge_names(engine, [leg.edges[0], leg.edges[-1]])
+            names[breaks[k]] = names[breaks[k]] or first
+            if k + 1 < len(breaks):
+                names[breaks[k + 1]] = last
+    missing = [i for i, loc in enumerate(locs) if i not in breaks]
+    if missing:  # pass-through locations: look their streets up
+        for i, name in zip(missing, _street_names(engine, costing, [(locs[i].snapped_lon, locs[i].snapped_lat)
+                                                                     for i in missing]), strict=True):
+            names[i] = name
+    return [_waypoint(loc.snapped_lon, loc.snapped_lat, loc.snapped_distance_m, names[i], q)
+            for i, loc in enumerate(locs)]
 
 
 def _directions_type(q: dict) -> str:
@@ -614,7 +590,7 @@ def _directions_type(q: dict) -> str:
 def _route_body(coords: np.ndarray, costing: str, q: dict, kinds: list[str]) -> dict:
     locs = [_location(lo, la, q, i, kinds[i]) for i, (lo, la) in enumerate(coords.tolist())]
     body: dict[str, Any] = {
-        "locations": locs, "costing": costing, "shape_format": "geojson",
+        "locations": locs, "costing": costing,
         "directions_options": {"units": "kilometers", "directions_type": _directions_type(q)},
     }
     co = _costing_options(costing, q)
@@ -641,13 +617,11 @@ def route(engine, profile: str, coordinates: str, query: Mapping[str, str]) -> d
     body = _route_body(coords, costing, q, kinds)
     if q["alternatives"]:
         body["alternates"] = q["alternatives"]
-    doc = engine.route(body)
+    result = engine.compute_route(body)
     mode = _MODE.get(costing, "driving")
-    routes = [route_object(doc["trip"], q, mode)]
-    routes += [route_object(alt["trip"], q, mode) for alt in doc.get("alternates", [])]
-    out: dict[str, Any] = {"code": "Ok", "routes": routes}
+    out: dict[str, Any] = {"code": "Ok", "routes": [route_object(r, q, mode) for r in result.routes]}
     if not q["skip_waypoints"]:
-        wps = _waypoints(doc["trip"], q, engine, costing)
+        wps = _waypoints(result.best, q, engine, costing)
         if "waypoints" in q:
             wps = [wps[i] for i in q["waypoints"]]
         out["waypoints"] = wps
@@ -684,14 +658,14 @@ def table(engine, profile: str, coordinates: str, query: Mapping[str, str]) -> d
     if "distance" in q["annotations"]:
         out["distances"] = _table_values(dist_m, missing)
     if not q["skip_waypoints"]:
-        names_s = [""] * len(si)  # the matrix kernel does not report the snapped edges
-        names_d = [""] * len(di)
-        ds = haversine_m(src[:, 1], src[:, 0], np.asarray(res.sources)[:, 1], np.asarray(res.sources)[:, 0])
-        dd = haversine_m(dst[:, 1], dst[:, 0], np.asarray(res.targets)[:, 1], np.asarray(res.targets)[:, 0])
-        out["sources"] = [_waypoint(lo, la, d, nm, q) for (lo, la), d, nm in
-                          zip(np.asarray(res.sources).tolist(), np.atleast_1d(ds).tolist(), names_s, strict=True)]
-        out["destinations"] = [_waypoint(lo, la, d, nm, q) for (lo, la), d, nm in
-                               zip(np.asarray(res.targets).tolist(), np.atleast_1d(dd).tolist(), names_d, strict=True)]
+        snapped_s, snapped_d = np.asarray(res.sources), np.asarray(res.targets)
+        ds = haversine_m(src[:, 1], src[:, 0], snapped_s[:, 1], snapped_s[:, 0])
+        dd = haversine_m(dst[:, 1], dst[:, 0], snapped_d[:, 1], snapped_d[:, 0])
+        # names are empty: the matrix kernel does not report the snapped edges
+        out["sources"] = [_waypoint(lo, la, d, "", q) for (lo, la), d in
+                          zip(snapped_s.tolist(), np.atleast_1d(ds).tolist(), strict=True)]
+        out["destinations"] = [_waypoint(lo, la, d, "", q) for (lo, la), d in
+                               zip(snapped_d.tolist(), np.atleast_1d(dd).tolist(), strict=True)]
     return out
 
 
@@ -720,7 +694,7 @@ def nearest(engine, profile: str, coordinates: str, query: Mapping[str, str]) ->
     # one waypoint per road segment (both directions of a segment snap to the same point), nearest first
     _, first = np.unique(seg, return_index=True)
     order = np.sort(first)[: q["number"]]
-    names = [g.strings[int(i)] for i in np.asarray(g.seg_name)[seg[order]].tolist()]
+    names = _edge_names(engine, np.asarray(c.edge)[order])
     nodes = np.asarray(g.node_osm_id)[np.column_stack([np.asarray(g.edge_src)[c.edge[order]],
                                                        np.asarray(g.edge_dst)[c.edge[order]]])]
     wps = []
@@ -732,6 +706,9 @@ def nearest(engine, profile: str, coordinates: str, query: Mapping[str, str]) ->
 
 
 def trip(engine, profile: str, coordinates: str, query: Mapping[str, str]) -> dict:
+    from geoengine.services.optimised_route import OptimisedRouteRequest, optimise
+    from geoengine.validation import validate
+
     coords = parse_coordinates(coordinates)
     _check_size("trip", len(coords))
     costing = costing_of(profile)
@@ -739,36 +716,32 @@ def trip(engine, profile: str, coordinates: str, query: Mapping[str, str]) -> di
     n = len(coords)
     if not q["roundtrip"] and (q["source"] != "first" or q["destination"] != "last"):
         raise OsrmError("NotImplemented", "roundtrip=false is supported with source=first and destination=last")
-    if q["roundtrip"] and q["destination"] == "last" and n > 1:
+    if q["roundtrip"] and q["destination"] == "last":
         raise OsrmError("NotImplemented", "roundtrip=true is supported with destination=any")
     pts = np.vstack([coords, coords[:1]]) if q["roundtrip"] else coords
-    body = _route_body(pts, costing, {**q, "radius": q["radius"] + q["radius"][:1],
-                                      "heading": q["heading"] + q["heading"][:1], "side": q["side"] + q["side"][:1]},
-                       ["break"] * len(pts))
-    body.pop("shape_format")
+    wrap = {**q, "radius": q["radius"] + q["radius"][:1], "heading": q["heading"] + q["heading"][:1],
+            "side": q["side"] + q["side"][:1]}
+    body = _route_body(pts, costing, wrap, ["break"] * len(pts))
     if n == 2 and not q["roundtrip"]:  # nothing to order
-        order = list(range(len(pts)))
-        doc = engine.route({**body, "shape_format": "geojson"})
+        best, order = engine.compute_route(body).best, [0, 1]
     else:
-        doc = engine.optimised_route(body)
-        order = list(doc.get("optimized_order") or range(len(pts)))
-    t = doc["trip"]
-    route_doc = route_object(t, q, _MODE.get(costing, "driving"))
-    wps_trip = _waypoints(t, q, engine, costing)
-    waypoints: list[dict | None] = [None] * n
-    for pos, orig in enumerate(order):
-        if orig < n and waypoints[orig] is None:
-            w = dict(wps_trip[pos])
-            w["waypoint_index"] = pos
-            w["trips_index"] = 0
-            waypoints[orig] = w
-    out: dict[str, Any] = {"code": "Ok", "trips": [route_doc]}
+        order, _method, _cost, _given, best = optimise(engine, validate(OptimisedRouteRequest, body))
+    out: dict[str, Any] = {"code": "Ok", "trips": [route_object(best, q, _MODE.get(costing, "driving"))]}
     if not q["skip_waypoints"]:
+        in_trip = _waypoints(best, q, engine, costing)
+        waypoints: list[dict | None] = [None] * n
+        for pos, orig in enumerate(order):
+            if orig < n and waypoints[orig] is None:
+                waypoints[orig] = {**in_trip[pos], "waypoint_index": pos, "trips_index": 0}
         out["waypoints"] = waypoints
     return out
 
 
 def match(engine, profile: str, coordinates: str, query: Mapping[str, str]) -> dict:
+    from geoengine.routing.matching import UNMATCHED
+    from geoengine.services.matching import MapMatchRequest, matched_route
+    from geoengine.validation import validate
+
     coords = parse_coordinates(coordinates)
     _check_size("match", len(coords))
     costing = costing_of(profile)
@@ -785,44 +758,40 @@ def match(engine, profile: str, coordinates: str, query: Mapping[str, str]) -> d
         trace_options = {"gps_accuracy": acc, "search_radius": min(max(3.0 * acc, 50.0), 100.0)}
     if q["gaps"] == "ignore":
         trace_options["breakage_distance"] = 10000.0
-    body: dict[str, Any] = {"shape": shape, "costing": costing, "shape_match": "map_snap", "shape_format": "geojson",
+    body: dict[str, Any] = {"shape": shape, "costing": costing, "shape_match": "map_snap",
                             "directions_options": {"units": "kilometers", "directions_type": _directions_type(q)},
                             "trace_options": trace_options}
     co = _costing_options(costing, q)
     if co:
         body["costing_options"] = co
-    doc = engine.map_match(body)
-    attrs = engine.trace_attributes({k: v for k, v in body.items() if k != "shape_format"})
+    matched, res = matched_route(engine.matcher, validate(MapMatchRequest, body))  # one matching
     mode = _MODE.get(costing, "driving")
-    trip_doc = doc["trip"]
-    points = attrs["matched_points"]
-    edges = attrs["edges"]
-    section_of_point = [edges[p["edge_index"]]["section"] if p.get("edge_index") is not None else None
-                        for p in points]
+    # per trace point: its section (matching) and the edge it lies on
+    sizes = [len(sec.edges) for sec in res.sections]
+    sec_of_edge = np.repeat(np.arange(len(sizes)), sizes)
+    all_edges = np.concatenate([sec.edges for sec in res.sections])
+    kept = (res.type != UNMATCHED) & (res.edge_index >= 0)
+    sec_of_point = np.where(kept, sec_of_edge[np.clip(res.edge_index, 0, len(sec_of_edge) - 1)], -1)
+    names = _edge_names(engine, all_edges[np.clip(res.edge_index, 0, len(all_edges) - 1)])
     matchings = []
-    for k, leg in enumerate(trip_doc["legs"]):
-        single = {**trip_doc, "legs": [leg], "summary": leg["summary"]}
-        r = route_object(single, q, mode)
-        in_sec = [i for i, s in enumerate(section_of_point) if s == k]
-        matched = sum(1 for i in in_sec if points[i]["type"] == "matched")
-        r["confidence"] = round(matched / len(in_sec), 3) if in_sec else 0.0
+    for k, leg in enumerate(matched.legs):
+        r = route_object(matched, q, mode, legs=[leg])
+        in_sec = sec_of_point == k
+        r["confidence"] = round(float((res.type[in_sec] != UNMATCHED).mean()) if in_sec.any() else 0.0, 3)
         matchings.append(r)
-    tracepoints: list[dict | None] = []
-    counters: dict[int, int] = {}
-    for i, p in enumerate(points):
-        s = section_of_point[i]
-        if s is None or p["type"] == "unmatched":
-            tracepoints.append(None)
-            continue
-        e = edges[p["edge_index"]]
-        w = _waypoint(p["lon"], p["lat"], p.get("distance_from_trace_point", 0.0), (e.get("names") or [""])[0], q)
-        w["matchings_index"] = s
-        w["waypoint_index"] = counters.get(s, 0)
-        w["alternatives_count"] = 0
-        counters[s] = counters.get(s, 0) + 1
-        tracepoints.append(w)
     out: dict[str, Any] = {"code": "Ok", "matchings": matchings}
     if not q["skip_waypoints"]:
+        tracepoints: list[dict | None] = []
+        counters: dict[int, int] = {}
+        dist = np.nan_to_num(res.distance).tolist()
+        for i, s in enumerate(sec_of_point.tolist()):
+            if s < 0:
+                tracepoints.append(None)
+                continue
+            w = _waypoint(res.lon[i], res.lat[i], dist[i], names[i], q)
+            w.update(matchings_index=s, waypoint_index=counters.get(s, 0), alternatives_count=0)
+            counters[s] = counters.get(s, 0) + 1
+            tracepoints.append(w)
         out["tracepoints"] = tracepoints
     return out
 

@@ -19,30 +19,12 @@ from geoengine import __version__
 from geoengine.errors import FieldError, InvalidRequest
 from geoengine.geo import encode_polyline, haversine_m
 from geoengine.graph import tags as T
-from geoengine.routing.match_models import MapMatchRequest
-from geoengine.routing.models import COSTINGS, Costing, Lat, Location, Lon, MatrixRequest
+from geoengine.services.matching import MapMatchRequest
+from geoengine.services.matrix import MatrixRequest
+from geoengine.services.models import Costing, IsochroneCosting, Lat, Location, Lon, costing_validator
 
 ACTIONS = ("route", "isochrone", "sources_to_targets", "optimized_route", "trace_route", "trace_attributes",
            "height", "locate", "status", "expansion")
-
-
-# ------------------------------------------------------------------------------------------------------
-# maneuvers: Valhalla's integer type
-# ------------------------------------------------------------------------------------------------------
-def valhalla_maneuvers(doc: dict) -> dict:
-    """Maneuver `type` as Valhalla's integer in every leg of `doc["trip"]` (and its alternates), in place.
-    (A maneuver that already has an integer `type` is left as it is.)"""
-    trips = [doc.get("trip")] + [a.get("trip") for a in doc.get("alternates", []) or []]
-    for trip in trips:
-        if not trip:
-            continue
-        for leg in trip.get("legs", []):
-            for m in leg.get("maneuvers") or []:
-                if not isinstance(m.get("type"), int):
-                    m["type"] = int(m.pop("type_code", 0))
-                else:
-                    m.pop("type_code", None)
-    return doc
 
 
 # ------------------------------------------------------------------------------------------------------
@@ -118,8 +100,8 @@ def _match_body(req: TraceRequest) -> dict:
 
 
 def trace_route(engine, req: TraceRequest) -> dict:
-    doc = engine.map_match(_match_body(req))
-    return valhalla_maneuvers(doc)
+    """The /map_match document (its trip's maneuver `type` is Valhalla's integer already)."""
+    return engine.map_match(_match_body(req))
 
 
 # geoengine road class -> (Valhalla road_class, use); uses limited to the values Valhalla clients know
@@ -212,7 +194,9 @@ def trace_attributes(engine, req: TraceRequest) -> dict:
 # /optimized_route
 # ------------------------------------------------------------------------------------------------------
 def optimized_route(engine, body) -> dict:
-    return valhalla_maneuvers(engine.optimised_route(body))
+    """The /optimised_route document: Valhalla's optimized_route trip (first and last fixed) plus
+    geoengine's `optimized_order` and `optimisation`."""
+    return engine.optimised_route(body)
 
 
 # ------------------------------------------------------------------------------------------------------
@@ -301,12 +285,7 @@ class LocateRequest(BaseModel):
     verbose: bool = False
     id: str | None = None
 
-    @field_validator("costing", mode="before")
-    @classmethod
-    def _costing_known(cls, v):
-        if isinstance(v, str) and v not in COSTINGS:
-            raise ValueError(f"unknown costing '{v}'; costings: {', '.join(COSTINGS)}")
-        return v
+    _costing_known = costing_validator("route")
 
 
 def locate(engine, req: LocateRequest) -> list[dict]:
@@ -438,13 +417,15 @@ class ExpansionRequest(BaseModel):
 
     action: Literal["isochrone", "route"]
     locations: list[Location] = Field(min_length=1)
-    costing: Literal["auto", "bicycle", "pedestrian", "truck", "motorcycle", "motor_scooter"] = "auto"
+    costing: IsochroneCosting = "auto"
     costing_options: dict[str, Any] | None = None
     contours: list[ExpansionContour] | None = None
     skip_opposites: bool = False
     dedupe: bool = False
     expansion_properties: list[str] = Field(default_factory=list)
     id: str | None = None
+
+    _costing_known = costing_validator("isochrone")
 
     @field_validator("expansion_properties")
     @classmethod
@@ -535,5 +516,4 @@ def _edge_coordinates(g, edges: np.ndarray) -> list[list]:
 
 __all__ = ["ACTIONS", "ExpansionRequest", "HeightRequest", "LocateRequest", "SourcesToTargetsRequest",
            "StatusRequest", "TraceRequest", "expansion", "height", "locate", "matrix_document",
-           "optimized_route", "sources_to_targets", "status", "trace_attributes", "trace_route",
-           "valhalla_maneuvers"]
+           "optimized_route", "sources_to_targets", "status", "trace_attributes", "trace_route"]
