@@ -91,6 +91,9 @@ def test_valhalla_directions(valhalla, spec, a, b):
     assert _crow(a, b) <= d.distance <= 4 * _crow(a, b) + 500
     start, end = d.geometry[0], d.geometry[-1]
     assert _crow(start, a) < 300 and _crow(end, b) < 300
+    ms = [m for leg in d.raw["trip"]["legs"] for m in leg["maneuvers"]]
+    assert ms and all(isinstance(m["type"], int) for m in ms)  # Valhalla's integer maneuver types
+    assert ms[0]["type"] in (1, 2, 3) and ms[-1]["type"] in (4, 5, 6)
 
 
 def test_valhalla_isochrones_default_arguments(valhalla):
