@@ -31,6 +31,8 @@ __all__ = [
     "NoRoute",
     "OutsideCoverage",
     "Unavailable",
+    "to_pandas",
+    "to_geopandas",
 ]
 
 
@@ -39,6 +41,22 @@ def open(path, settings=None):  # noqa: A001 - the public name the docs promise
     from geoengine.engine import Engine
 
     return Engine.open(path, settings=settings)
+
+
+def to_pandas(result):
+    """A pandas DataFrame of an engine result (matrix, route, isochrone(s), search, reverse, accessibility,
+    nearest POIs); needs `geoengine[analysis]`. See docs/analysis.md."""
+    from geoengine.analysis.frames import to_pandas as _to_pandas
+
+    return _to_pandas(result)
+
+
+def to_geopandas(result):
+    """A GeoDataFrame (EPSG:4326, lon/lat) of an engine result with geometry: route legs, isochrones,
+    search and reverse results, accessibility points; needs `geoengine[analysis]`."""
+    from geoengine.analysis.frames import to_geopandas as _to_geopandas
+
+    return _to_geopandas(result)
 
 
 def __getattr__(name):

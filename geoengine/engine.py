@@ -28,6 +28,11 @@ class Engine:
     def open(cls, path: str | Path, settings: Settings | None = None) -> Engine:
         return cls(Bundle.open(path), settings=settings)
 
+    def __reduce__(self):
+        """Pickling keeps only the bundle path and settings: unpickling reopens the bundle (memory-mapped,
+        milliseconds), so multiprocessing, joblib and Dask workers can take an Engine."""
+        return (_reopen, (str(self.bundle.path), self.settings))
+
     # -- metadata -------------------------------------------------------------------------------
     @property
     def path(self) -> Path:
@@ -174,7 +179,58 @@ class Engine:
         from geoengine.routing.isochrone import reach
 
         return reach(self.router, lon, lat, costing, costing_options, metric=metric, limit=limit)
+    def isochrones(self, origins, contours, costing: str = "auto", costing_options=None, *,
+                   polygons: bool = True, denoise: float = 1.0, generalize=None, as_frame: bool = False,
+                   progress=None):
+        """Isochrones of many origins in one call: `origins` (n, 2) rows of (lon, lat), `contours` like
+        /isochrone's ([{"time": 10}, {"distance": 5}] or plain numbers = minutes). Each origin is one
+        compiled reach search + contouring, spread over both cores. Returns a list of FeatureCollections
+        (one per origin, in order), or with `as_frame=True` one GeoDataFrame (EPSG:4326) with an `origin`
+        column. See docs/analysis.md."""
+        from geoengine.analysis.batch_iso import isochrones
+
+        return isochrones(self, origins, contours, costing, costing_options, polygons=polygons,
+                          denoise=denoise, generalize=generalize, as_frame=as_frame, progress=progress)
     # -- end of isochrones block ---------------------------------------------------------------------
+    # -- analysis (geoengine/analysis; docs/analysis.md) ----------------------------------------------
+    def network(self, costing: str = "auto", costing_options=None):
+        """The routable network of `costing` as documented arrays (`geoengine.analysis.network.Network`:
+        nodes lon/lat/osm_id, edges src/dst/length_m/time_s/cost) with .to_networkx(), .to_scipy(),
+        .to_igraph() and .turns() (the edge-based graph the router searches). Cached per costing for the
+        default options."""
+        from geoengine.analysis.network import Network
+
+        router = self.router
+        options = router.parse_options(costing, costing_options)
+        prof = router.profile(costing, options)
+        with self._lock:
+            cache = self._components.setdefault("networks", {})
+            key = (costing, id(prof))
+            net = cache.get(key)
+            if net is None or net.profile is not prof:
+                net = cache[key] = Network(self.graph, prof)
+            return net
+
+    def accessibility(self, pois, costing: str = "auto", *, max_time_s=None, max_distance_m=None,
+                      aggregation: str = "count", weights=None, at="nodes", costing_options=None):
+        """pandana-style aggregation of POIs ((n, 2) lon/lat rows, or a GeoDataFrame of points) within
+        `max_time_s` or `max_distance_m` of every junction (`at="nodes"`) or of given (lon, lat) points:
+        "count", or "sum" / "mean" / "min" / "max" of `weights` (one per POI). Returns an
+        AccessibilityResult (value, count, node, snap_distance_m; .to_pandas()). See docs/analysis.md."""
+        from geoengine.analysis.access import accessibility
+
+        return accessibility(self.network(costing, costing_options), pois, max_time_s=max_time_s,
+                             max_distance_m=max_distance_m, aggregation=aggregation, weights=weights, at=at)
+
+    def nearest_pois(self, points, pois, k: int = 1, costing: str = "auto", *, max_time_s=None,
+                     max_distance_m=None, costing_options=None):
+        """The k nearest POIs of each point over the network within the limit: NearestPoisResult with
+        distance [n, k] (seconds or metres, inf where fewer in reach) and poi [n, k] (indices, -1)."""
+        from geoengine.analysis.access import nearest_pois
+
+        return nearest_pois(self.network(costing, costing_options), points, pois, k, max_time_s=max_time_s,
+                            max_distance_m=max_distance_m)
+    # -- end of analysis ------------------------------------------------------------------------------
     # -- map matching (geoengine/routing/matching.py; docs/map_matching.md) ---------------------------
     @cached_property
     def matcher(self):
@@ -319,3 +375,15 @@ class Engine:
         return TileService(discover(folders), self.settings.tile_cache_bytes)
 
     # -- end tiles --------------------------------------------------------------------------------
+
+
+def _reopen(path: str, settings):
+    """Unpickle an Engine: one per bundle path and settings in each process (workers reuse it)."""
+    key = (path, settings)
+    engine = _REOPENED.get(key)
+    if engine is None:
+        engine = _REOPENED[key] = Engine.open(path, settings=settings)
+    return engine
+
+
+_REOPENED: dict = {}
