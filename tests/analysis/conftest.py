@@ -26,5 +26,7 @@ def real_pois(andorra):
 
 @pytest.fixture(scope="session")
 def town_points(andorra):
-    """(40, 2) other real points (query locations)."""
-    return search_points(andorra, 40, seed=7)
+    """(40, 2) other real points (query locations) within 100 m of a car-network junction."""
+    pts = search_points(andorra, 400, seed=7)
+    _, d = andorra.network("auto").nearest_nodes(pts[:, 0], pts[:, 1])
+    return pts[d < 100][:40]
