@@ -10,6 +10,15 @@ from __future__ import annotations
 
 __version__ = "0.1.0"
 
+import os as _os  # noqa: E402
+
+# One compile cache for every process of this installation (`geoengine warm` fills it): Numba reads
+# NUMBA_CACHE_DIR when it is first imported, so set the default before anything imports it.
+if "NUMBA_CACHE_DIR" not in _os.environ:
+    _home = _os.environ.get("GEOENGINE_HOME") or _os.path.join(
+        _os.environ.get("XDG_DATA_HOME") or _os.path.join(_os.path.expanduser("~"), ".local", "share"), "geoengine")
+    _os.environ["NUMBA_CACHE_DIR"] = _os.path.join(_home, "numba-cache")
+
 from geoengine.errors import (  # noqa: E402
     BundleError,
     GeoengineError,

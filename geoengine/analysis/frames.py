@@ -115,7 +115,7 @@ def to_pandas(result):
     pd = _pd()
     if hasattr(result, "to_pandas"):
         return result.to_pandas()
-    if hasattr(result, "time_s") and np.ndim(getattr(result, "time_s")) == 2:  # a matrix result
+    if hasattr(result, "time_s") and np.ndim(result.time_s) == 2:  # a matrix result
         return matrix_frame(np.asarray(result.time_s), np.asarray(result.distance_m))
     feats = _features(result)
     if feats is not None:
