@@ -91,18 +91,28 @@ def _run(tasks, fn, client, processes, progress, desc):
         return out
 
 
+def _workers(client, processes) -> int:
+    if client is not None:
+        return max(1, len(client.scheduler_info().get("workers", {})))
+    return max(1, (os.cpu_count() or 1) if processes is None else int(processes))
+
+
 def matrix(engine_or_path, sources, targets, costing: str = "auto", costing_options=None, *, client=None,
-           block: int = 1000, processes: int | None = None, progress=None):
+           block: int | None = None, processes: int | None = None, progress=None):
     """`engine.matrix(sources, targets, costing, costing_options)` computed in blocks of `block` source
     rows on `client` (a dask.distributed Client) or on `processes` local worker processes (default: one
-    per core; 0 = in this process). Returns the same MatrixResult, bit for bit."""
+    per core; 0 = in this process). Returns the same MatrixResult, bit for bit.
+
+    Every block searches backwards from ALL targets once (the bucket table's cost that does not shrink
+    with the block), so the default block is one per worker (sources / workers, rounded up); smaller
+    blocks only pay off for progress reporting or for spreading over uneven workers."""
     from geoengine.analysis.access import points_array
     from geoengine.routing.router import MatrixResult
 
     path, settings, engine = _engine_ref(engine_or_path)
-    b = _block_size(block)
     src = points_array(sources, "sources")
     dst = points_array(targets, "targets")
+    b = -(-len(src) // _workers(client, processes)) if block is None else _block_size(block)
     engine.router.parse_options(costing, costing_options)  # bad costing/options fail here, once
     if client is not None:
         dst_arg = client.scatter(dst, broadcast=True)

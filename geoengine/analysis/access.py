@@ -74,7 +74,9 @@ def _pop(hk, hv, size):
 @numba.njit(cache=True, nogil=True, parallel=True)
 def _reach_bits(off, tgt, w, sources, limit, n, nthreads):
     """bits[p, n >> 6] has bit (n & 63) set when junction n is within `limit` of sources[p] over the
-    graph (off, tgt, w) (pass the REVERSED graph to get d(n, source) <= limit)."""
+    graph (off, tgt, w) (pass the REVERSED graph to get d(n, source) <= limit). Lazy-deletion heap: an
+    entry is stale when its key exceeds the vertex's distance (keys are pushed only when strictly
+    smaller, so a vertex is settled once)."""
     P = len(sources)
     nw = (n + 63) >> 6
     bits = np.zeros((P, nw), dtype=np.uint64)
@@ -82,26 +84,23 @@ def _reach_bits(off, tgt, w, sources, limit, n, nthreads):
     cap = len(tgt) + 1
     for t in numba.prange(nt):
         dist = np.full(n, np.inf)
-        done = np.zeros(n, dtype=np.bool_)
         touched = np.empty(n, dtype=np.int64)
         hk = np.empty(cap, dtype=np.float64)
         hv = np.empty(cap, dtype=np.int64)
         for p in range(t, P, nt):
             s = sources[p]
-            nt_ = 0
-            size = 0
+            row = bits[p]
             dist[s] = 0.0
-            touched[nt_] = s
-            nt_ += 1
-            size = _push(hk, hv, size, 0.0, s)
+            touched[0] = s
+            nt_ = 1
+            size = _push(hk, hv, 0, 0.0, s)
             while size > 0:
                 d = hk[0]
                 u = hv[0]
                 size = _pop(hk, hv, size)
-                if done[u] or d > dist[u]:
+                if d > dist[u]:
                     continue
-                done[u] = True
-                bits[p, u >> 6] |= np.uint64(1) << np.uint64(u & 63)
+                row[u >> 6] |= np.uint64(1) << np.uint64(u & 63)
                 for k in range(off[u], off[u + 1]):
                     v = tgt[k]
                     nd = d + w[k]
@@ -113,7 +112,6 @@ def _reach_bits(off, tgt, w, sources, limit, n, nthreads):
                         size = _push(hk, hv, size, nd, v)
             for i in range(nt_):
                 dist[touched[i]] = np.inf
-                done[touched[i]] = False
     return bits
 
 
