@@ -134,11 +134,20 @@ class Engine:
         doc, searched = self.router.route_searched(req)
         return self.route_extras(doc, req, searched)
 
-    def matrix(self, sources, targets, costing: str = "auto", costing_options=None):
+    def matrix(self, sources, targets, costing: str = "auto", costing_options=None, *, unsnappable: str = "raise"):
         """Many-to-many travel times and distances for notebooks: `sources`, `targets` as arrays of
         (lon, lat) rows. Returns a MatrixResult with numpy arrays `time_s`, `distance_m` [N, M] (inf where
-        no route) and the snapped `sources`, `targets`."""
-        return self.router.matrix(sources, targets, costing, costing_options)
+        no route), the snapped `sources`, `targets`, and `snapped` / `snap_distance_m` (per sources and
+        targets). `unsnappable="nan"`: points with no road in reach get NaN rows/columns instead of
+        failing the call (docs/analysis.md). `.to_pandas()` via geoengine.to_pandas."""
+        import numpy as np
+
+        from geoengine.analysis import unsnappable as U
+
+        U.check_mode(unsnappable)
+        src = np.asarray(sources, dtype=np.float64).reshape(-1, 2)
+        dst = np.asarray(targets, dtype=np.float64).reshape(-1, 2)
+        return U.matrix(self.router, src, dst, costing, costing_options, unsnappable)
 
     def matrix_request(self, request=None, **fields) -> dict:
         """The /matrix document for a `MatrixRequest` (or dict / keyword fields)."""
@@ -147,18 +156,24 @@ class Engine:
 
         return self.router.matrix_request(validate(MatrixRequest, request, **fields))
 
-    def route_many(self, origins, destinations, costing: str = "auto", costing_options=None):
+    def route_many(self, origins, destinations, costing: str = "auto", costing_options=None, *,
+                   unsnappable: str = "raise", geometry: bool = False):
         """Batch form: the route from origins[i] to destinations[i] for every i (arrays of (lon, lat)
-        rows). Returns (time_s, distance_m) float64 arrays, inf where there is no route."""
+        rows). Returns a RouteManyResult: `time_s`, `distance_m` float64 arrays (inf where there is no
+        route, NaN for a point off the network with `unsnappable="nan"`), `snapped`, `snap_distance_m`,
+        and with `geometry=True` one shapely LineString per pair; it unpacks as (time_s, distance_m)."""
         import numpy as np
 
+        from geoengine.analysis import unsnappable as U
+
+        U.check_mode(unsnappable)
         o = np.asarray(origins, dtype=np.float64).reshape(-1, 2)
         d = np.asarray(destinations, dtype=np.float64).reshape(-1, 2)
         if o.shape != d.shape:
             from geoengine.errors import InvalidRequest
 
             raise InvalidRequest.field("destinations", "origins and destinations must have the same length")
-        return self.router.route_many(o, d, costing, costing_options)
+        return U.route_many(self.router, o, d, costing, costing_options, unsnappable, geometry)
     # -- end of routing block ------------------------------------------------------------------------
 
     # -- isochrones (geoengine/routing/isochrone.py; docs/isochrone.md) ------------------------------
