@@ -107,7 +107,7 @@ def matrix(engine_or_path, sources, targets, costing: str = "auto", costing_opti
     with the block), so the default block is one per worker (sources / workers, rounded up); smaller
     blocks only pay off for progress reporting or for spreading over uneven workers."""
     from geoengine.analysis.access import points_array
-    from geoengine.routing.router import MatrixResult
+    from geoengine.services.router import MatrixResult
 
     path, settings, engine = _engine_ref(engine_or_path)
     src = points_array(sources, "sources")

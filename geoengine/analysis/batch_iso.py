@@ -39,7 +39,7 @@ def _contours(contours) -> list[dict]:
 def isochrones(engine, origins, contours, costing: str = "auto", costing_options=None, *, polygons=True,
                denoise=1.0, generalize=None, as_frame=False, progress=None):
     from geoengine.analysis.access import points_array
-    from geoengine.routing.isochrone import IsochroneRequest, isochrone
+    from geoengine.services.isochrone import IsochroneRequest, isochrone
     from geoengine.validation import validate
 
     pts = points_array(origins, "origins")
