@@ -64,7 +64,7 @@ class Engine:
 
     def warm(self) -> None:
         """Open every component the bundle has (used by the server at start-up)."""
-        self.elevation([0.0], [0.0])  # elevation: map the DEM tiles, load the compiled sampler
+        self.elevation(lon=[0.0], lat=[0.0])  # elevation: map the DEM tiles, load the compiled sampler
         if self.bundle.has_stage("search"):
             self.search_index.warm()
         if self.bundle.has_stage("graph"):
@@ -321,29 +321,42 @@ class Engine:
 
         return ElevationModel.open(self.bundle.path / "elevation")
 
-    def elevation(self, lats, lons):
-        """Heights in metres (float64 array shaped like `lats`) at the given points; NaN outside the
-        DEM coverage and where the DEM has only voids around a point."""
+    def elevation(self, points=None, *old_order, lon=None, lat=None):
+        """Heights in metres at points given as (lon, lat) rows (`engine.elevation([[1.52, 42.51], ...])`)
+        or as `lon=`, `lat=` arrays by name (the result is shaped like `lat`); NaN outside the DEM coverage
+        and where the DEM has only voids around a point. Two positional arrays were the old
+        `elevation(lats, lons)` order and raise InvalidRequest (ambiguous): name them."""
         from geoengine.elevation import query
 
+        lons, lats = _lon_lat(points, old_order, lon, lat, "elevation")
         return query.heights(self._elevation, lats, lons)
 
-    def elevation_at(self, lat: float, lon: float) -> float:
-        """Height in metres at one point; InvalidRequest for impossible coordinates, OutsideCoverage
-        when the bundle's DEM has no height there."""
+    def elevation_at(self, *point, lon=None, lat=None) -> float:
+        """Height in metres at one point: `elevation_at(lon=..., lat=...)` or `elevation_at((lon, lat))`;
+        InvalidRequest for impossible coordinates or two positional numbers (the old (lat, lon) order),
+        OutsideCoverage when the bundle's DEM has no height there."""
         from geoengine.elevation import query
 
-        return query.height_at(self._elevation, lat, lon, bundle_name=str(self.bundle.path))
+        x, y = _one_lon_lat(point, lon, lat, "elevation_at")
+        return query.height_at(self._elevation, y, x, bundle_name=str(self.bundle.path))
 
-    def elevation_profile(self, lats=None, lons=None, *, encoded_polyline=None, precision: int = 6, max_points=None):
-        """Heights and cumulative great-circle distances along a shape given as coordinates or as an
-        encoded polyline (exactly one). `max_points` defaults to Settings.elevation_max_points."""
+    def elevation_profile(self, points=None, *old_order, lon=None, lat=None, encoded_polyline=None,
+                          precision: int = 6, max_points=None, lats=None, lons=None):
+        """Heights and cumulative great-circle distances along a shape given as (lon, lat) rows, as
+        `lon=`/`lat=` arrays (`lons=`/`lats=` are accepted too) or as an encoded polyline (exactly one).
+        `max_points` defaults to Settings.elevation_max_points."""
         from geoengine.elevation import query
 
+        lon = lons if lon is None else lon
+        lat = lats if lat is None else lat
+        if points is None and lon is None and lat is None and not old_order:
+            xs = ys = None
+        else:
+            xs, ys = _lon_lat(points, old_order, lon, lat, "elevation_profile")
         return query.profile(
             self._elevation,
-            lats=lats,
-            lons=lons,
+            lats=ys,
+            lons=xs,
             encoded_polyline=encoded_polyline,
             precision=precision,
             max_points=self.settings.elevation_max_points if max_points is None else max_points,
@@ -363,9 +376,12 @@ class Engine:
         """Autocomplete search: {query, total, took_ms, results: [Search Result dict]}; see docs/search.md."""
         return self.search_index.search(q, types=types, lat=lat, lon=lon, size=size)
 
-    def reverse(self, lat: float, lon: float, radius="2km", size: int = 5, types=None) -> dict:
-        """Nearest documents to a point, nearest first, each with distance_m: {lat, lon, took_ms, results}."""
-        return self.search_index.reverse(lat, lon, radius=radius, size=size, types=types)
+    def reverse(self, *point, lon=None, lat=None, radius="2km", size: int = 5, types=None) -> dict:
+        """Nearest documents to a point, nearest first, each with distance_m: {lat, lon, took_ms, results}.
+        The point: `reverse(lon=..., lat=...)` or `reverse((lon, lat))`; two positional numbers were the
+        old reverse(lat, lon) order and raise InvalidRequest (ambiguous): name them."""
+        x, y = _one_lon_lat(point, lon, lat, "reverse")
+        return self.search_index.reverse(y, x, radius=radius, size=size, types=types)
 
     def place(self, doc_id: str) -> dict:
         """One document by id or canonical id (NotFound when missing); `score` is null."""
@@ -389,6 +405,53 @@ class Engine:
         return TileService(discover(folders), self.settings.tile_cache_bytes)
 
     # -- end tiles --------------------------------------------------------------------------------
+
+
+_OLD_ORDER = ("two positional coordinates are ambiguous: {name} used to take (lat, lon) and now takes "
+              "(lon, lat); pass them by name (lon=..., lat=...) or as (lon, lat) rows")
+
+
+def _lon_lat(points, old_order, lon, lat, name: str):
+    """(lons, lats) float64 arrays of a call taking (lon, lat) rows or lon=/lat= keywords."""
+    import numpy as np
+
+    from geoengine.errors import InvalidRequest
+
+    if old_order:
+        raise InvalidRequest.field("lat", _OLD_ORDER.format(name=name))
+    if points is not None:
+        if lon is not None or lat is not None:
+            raise InvalidRequest.field("points", "give (lon, lat) rows or lon= and lat=, not both")
+        try:
+            a = np.asarray(points, dtype=np.float64)
+        except (TypeError, ValueError):
+            raise InvalidRequest.field("points", "must be (lon, lat) rows of numbers") from None
+        if a.ndim == 1 and a.shape[0] == 2:
+            a = a.reshape(1, 2)
+        if a.ndim != 2 or a.shape[1] != 2:
+            raise InvalidRequest.field("points", f"must be (lon, lat) rows, shape (n, 2); got shape {a.shape}")
+        return a[:, 0], a[:, 1]
+    if lon is None or lat is None:
+        raise InvalidRequest.field("lat" if lat is None else "lon", "give (lon, lat) rows or both lon= and lat=")
+    return lon, lat
+
+
+def _one_lon_lat(point, lon, lat, name: str) -> tuple:
+    """(lon, lat) of a call taking one point as lon=/lat= keywords or one (lon, lat) pair."""
+    from geoengine.errors import InvalidRequest
+
+    if len(point) > 1:
+        raise InvalidRequest.field("lat", _OLD_ORDER.format(name=name))
+    if point:
+        if lon is not None or lat is not None:
+            raise InvalidRequest.field("lon", "give one (lon, lat) pair or lon= and lat=, not both")
+        try:
+            lon, lat = point[0]
+        except (TypeError, ValueError):
+            raise InvalidRequest.field("lon", f"{name} takes one (lon, lat) pair or lon=, lat= by name") from None
+    if lon is None or lat is None:
+        raise InvalidRequest.field("lat" if lat is None else "lon", "give both lon= and lat=")
+    return lon, lat
 
 
 def _reopen(path: str, settings):

@@ -53,5 +53,5 @@ def warm(engine, log=None) -> dict[str, float]:
     step("network", lambda: (net.to_scipy(), net.turns()))
     step("accessibility", lambda: engine.accessibility(pts, max_time_s=120, at=pts))
     step("nearest_pois", lambda: engine.nearest_pois(pts, pts, 2, max_distance_m=2000))
-    step("elevation", lambda: engine.elevation(pts[:, 1], pts[:, 0]))
+    step("elevation", lambda: engine.elevation(lat=pts[:, 1], lon=pts[:, 0]))
     return steps

@@ -65,7 +65,7 @@ def test_route_search_reverse_to_geopandas(andorra, town_points):
     res = andorra.search("andorra", size=5)
     g2 = geoengine.to_geopandas(res)
     assert len(g2) == len(res["results"]) > 0 and g2.geom_type.eq("Point").all()
-    rev = andorra.reverse(42.5063, 1.5218)
+    rev = andorra.reverse(lat=42.5063, lon=1.5218)
     g3 = geoengine.to_geopandas(rev)
     assert len(g3) == len(rev["results"]) and "distance_m" in g3.columns
     with pytest.raises(InvalidRequest):

@@ -98,7 +98,7 @@ async def reverse(
     radius: str = Query("2km", pattern=r"^\d+(\.\d+)?(m|km)$",
                         description="Search radius: a number followed by m or km (500m, 2km), at most 100km"),
 ) -> JSONResponse:
-    return JSONResponse(engine.reverse(lat, lon, radius=radius, size=size, types=types))
+    return JSONResponse(engine.reverse(lat=lat, lon=lon, radius=radius, size=size, types=types))
 
 
 @router.get("/search/detail/{doc_id}", response_model=None,
@@ -159,7 +159,7 @@ def _fast_reverse(engine, params: dict):
     radius = params.get("radius", "2km")
     if lat is None or lon is None or lat is False or lon is False or size is False:
         return None
-    return engine.reverse(lat, lon, radius=radius, size=size, types=params.get("types"))
+    return engine.reverse(lat=lat, lon=lon, radius=radius, size=size, types=params.get("types"))
 
 
 class _FastRoute:
