@@ -45,11 +45,11 @@ def _block_size(block, name: str = "block") -> int:
 
 
 # -- worker-side functions (module level so they pickle by reference) -----------------------------------
-def _matrix_block(path, settings, src, targets, costing, costing_options):
+def _matrix_block(path, settings, src, targets, costing, costing_options, unsnappable="raise"):
     from geoengine.engine import _reopen
 
-    res = _reopen(path, settings).matrix(src, targets, costing, costing_options)
-    return res.time_s, res.distance_m, res.sources, res.targets
+    res = _reopen(path, settings).matrix(src, targets, costing, costing_options, unsnappable=unsnappable)
+    return res.time_s, res.distance_m, res.sources, res.targets, res.snapped, res.snap_distance_m
 
 
 def _access_block(path, settings, costing, costing_options, parts, pj, metric, limit, out_nodes):
@@ -98,7 +98,7 @@ def _workers(client, processes) -> int:
 
 
 def matrix(engine_or_path, sources, targets, costing: str = "auto", costing_options=None, *, client=None,
-           block: int | None = None, processes: int | None = None, progress=None):
+           block: int | None = None, processes: int | None = None, progress=None, unsnappable: str = "raise"):
     """`engine.matrix(sources, targets, costing, costing_options)` computed in blocks of `block` source
     rows on `client` (a dask.distributed Client) or on `processes` local worker processes (default: one
     per core; 0 = in this process). Returns the same MatrixResult, bit for bit.
@@ -114,16 +114,22 @@ def matrix(engine_or_path, sources, targets, costing: str = "auto", costing_opti
     dst = points_array(targets, "targets")
     b = -(-len(src) // _workers(client, processes)) if block is None else _block_size(block)
     engine.router.parse_options(costing, costing_options)  # bad costing/options fail here, once
+    from geoengine.analysis.unsnappable import MatrixSnap, check_mode
+
+    check_mode(unsnappable)
     if client is not None:
         dst_arg = client.scatter(dst, broadcast=True)
     else:
         dst_arg = dst
-    tasks = [(path, settings, src[a:a + b], dst_arg, costing, costing_options) for a in range(0, len(src), b)]
+    tasks = [(path, settings, src[a:a + b], dst_arg, costing, costing_options, unsnappable)
+             for a in range(0, len(src), b)]
     parts = _run(tasks, _matrix_block, client, processes, progress, "matrix blocks")
     time_s = np.concatenate([p[0] for p in parts], axis=0)
     dist_m = np.concatenate([p[1] for p in parts], axis=0)
     snapped_s = np.concatenate([p[2] for p in parts], axis=0)
-    return MatrixResult(time_s, dist_m, snapped_s, parts[0][3])
+    ok = MatrixSnap(np.concatenate([p[4].sources for p in parts]), parts[0][4].targets)
+    sd = MatrixSnap(np.concatenate([p[5].sources for p in parts]), parts[0][5].targets)
+    return MatrixResult(time_s, dist_m, snapped_s, parts[0][3], ok, sd)
 
 
 def accessibility(engine_or_path, pois, costing: str = "auto", *, max_time_s=None, max_distance_m=None,

@@ -32,6 +32,17 @@ def test_matrix_blocks_in_process_are_bit_identical(andorra, town_points):
     _same(got, ref)
 
 
+def test_matrix_blocks_with_unsnappable_points(andorra, town_points):
+    rng = np.random.default_rng(0)
+    mixed = np.column_stack([rng.uniform(1.50, 1.56, 30), rng.uniform(42.49, 42.53, 30)])
+    ref = andorra.matrix(mixed, town_points[:5], unsnappable="nan")
+    got = batch.matrix(andorra, mixed, town_points[:5], block=8, processes=0, unsnappable="nan")
+    assert not ref.snapped.sources.all()
+    assert got.time_s.tobytes() == ref.time_s.tobytes() and got.distance_m.tobytes() == ref.distance_m.tobytes()
+    assert np.array_equal(got.snapped.sources, ref.snapped.sources)
+    assert got.snap_distance_m.sources.tobytes() == ref.snap_distance_m.sources.tobytes()
+
+
 def test_matrix_and_accessibility_on_local_processes(andorra, town_points, real_pois):
     got = batch.matrix(str(andorra.bundle.path), town_points, town_points[:10], costing="pedestrian", block=15,
                        processes=2)
