@@ -52,7 +52,40 @@ def cmd_build(args) -> int:
     inputs = resolve_inputs(args.target, settings, dem=args.dem, places=args.places, progress=progress)
     out = Path(args.out) if args.out else default_out(inputs, settings)
     path = build(inputs, out, settings, resume=args.resume, progress=progress)
+    if not getattr(args, "no_warm", False):
+        _warm_bundle(path, settings, progress.log)
     print(path)
+    return 0
+
+
+def _warm_bundle(path, settings, log) -> None:
+    """Fill the compile cache for this bundle's request paths (geoengine.analysis.warm)."""
+    import time
+
+    from geoengine.analysis.warm import warm
+    from geoengine.engine import Engine
+
+    t0 = time.perf_counter()
+    warm(Engine.open(path, settings=settings))
+    log(f"[warm] {path}: compiled kernels cached in {time.perf_counter() - t0:.1f}s")
+
+
+def cmd_warm(args) -> int:
+    from geoengine.bundle import Bundle
+    from geoengine.progress import Progress
+
+    settings = _settings(args)
+    progress = Progress(quiet=args.quiet)
+    bundles = [Path(b) for b in args.bundles]
+    if not bundles:
+        root = Path(settings.bundles_dir)
+        bundles = sorted(p for p in root.iterdir() if (p / "manifest.json").exists()) if root.is_dir() else []
+        if not bundles:
+            progress.log(f"warm: no bundles under {root} yet; `geoengine build` warms the bundle it builds")
+            return 0
+    for b in bundles:
+        Bundle.open(b)  # fail fast with the manifest check's message
+        _warm_bundle(b, settings, progress.log)
     return 0
 
 
@@ -187,7 +220,16 @@ def make_parser() -> argparse.ArgumentParser:
     b.add_argument("--out", metavar="DIR", help="bundle path (default $GEOENGINE_BUNDLES/NAME)")
     b.add_argument("--continue", dest="resume", action="store_true", help="resume after the last finished stage")
     b.add_argument("--quiet", action="store_true", help="no progress output")
+    b.add_argument("--no-warm", action="store_true", help="do not fill the compile cache for the new bundle")
     b.set_defaults(func=cmd_build)
+
+    w = sub.add_parser("warm", help="fill the compile cache (Numba) for bundles' request paths",
+                       description="Run one route, matrix, isochrone, accessibility, ... over each bundle so "
+                       "every compiled kernel is cached in NUMBA_CACHE_DIR (default $GEOENGINE_HOME/numba-cache) "
+                       "and later processes start fast. Without arguments: every bundle under $GEOENGINE_BUNDLES.")
+    w.add_argument("bundles", nargs="*", metavar="DIR", help="bundle folders (default: all published bundles)")
+    w.add_argument("--quiet", action="store_true", help="no progress output")
+    w.set_defaults(func=cmd_warm)
 
     s = sub.add_parser("serve", help="serve a bundle over HTTP (needs the server extra)",
                        description="Serve a bundle. Without --bundle, fetches and builds the default region first.")
