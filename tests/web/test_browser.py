@@ -14,7 +14,16 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 import pytest
 
 from ..conftest import SHARED_DATA
-from .browser import CHROMIUM_FLAGS, SCREENSHOTS, chromium_path, free_port, image_stats, start_server, stop, wait_until_up
+from .browser import (
+    CHROMIUM_FLAGS,
+    SCREENSHOTS,
+    chromium_path,
+    free_port,
+    image_stats,
+    start_server,
+    stop,
+    wait_until_up,
+)
 
 pytestmark = pytest.mark.e2e
 
@@ -99,10 +108,21 @@ class Page:
         self.ctx.close()
 
 
-def _not_blank(browser, png: bytes) -> dict:
+def _data_box(p: Page) -> tuple[int, int, int, int]:
+    """The part of the map area (right of the panel) where the extract's bounds are drawn."""
+    b = p.page.evaluate("""() => { const s = window.geoengineMap.getSource('protomaps').bounds;
+        const m = window.geoengineMap; const a = m.project([s[0], s[3]]), c = m.project([s[2], s[1]]);
+        return [a.x, a.y, c.x, c.y]; }""")
+    x0, y0 = max(MAP_BOX[0], int(b[0]) + 2), max(MAP_BOX[1], int(b[1]) + 2)
+    x1, y1 = min(MAP_BOX[2], int(b[2]) - 2), min(MAP_BOX[3], int(b[3]) - 2)
+    assert x1 - x0 > 100 and y1 - y0 > 100, (x0, y0, x1, y1)
+    return x0, y0, x1, y1
+
+
+def _not_blank(browser, png: bytes, box) -> dict:
     blank = browser.new_page()
     try:
-        return image_stats(blank, png, MAP_BOX)
+        return image_stats(blank, png, box)
     finally:
         blank.close()
 
@@ -120,7 +140,7 @@ def test_page_draws_the_basemap_with_labels_and_icons(browser, server, shots):
         p = Page(browser, f"{server['url']}/#{z}/{lat}/{lon}")
         try:
             png = p.page.screenshot(path=str(shots / f"basemap-z{z}.png"))
-            stats = _not_blank(browser, png)
+            stats = _not_blank(browser, png, _data_box(p))
             assert stats["variance"] > 30 and stats["colours"] > 50, (z, stats)
             # Labels need glyphs: rendered symbol features of the places / roads / water labels.
             labels = p.page.evaluate("""() => window.geoengineMap.queryRenderedFeatures()

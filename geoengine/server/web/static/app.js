@@ -59,6 +59,10 @@ async function main() {
   map.addControl(new maplibregl.NavigationControl(), "top-right");
   map.addControl(new maplibregl.ScaleControl(), "bottom-left");
   map.on("load", () => {
+    // Overlays go under the basemap's labels, so names stay readable.
+    const below = map.getStyle().layers.find((l) => l.type === "symbol")?.id;
+    const addLayer = map.addLayer.bind(map);
+    map.addLayer = (layer) => addLayer(layer, below);
     map.addSource("isochrone", { type: "geojson", data: { type: "FeatureCollection", features: [] } });
     map.addLayer({ id: "isochrone-fill", type: "fill", source: "isochrone", filter: ["==", ["geometry-type"], "Polygon"],
       paint: { "fill-color": ["get", "color"], "fill-opacity": 0.3 } });
@@ -69,6 +73,7 @@ async function main() {
       layout: { "line-join": "round", "line-cap": "round" }, paint: { "line-color": "#7c8aa5", "line-width": 5, "line-opacity": 0.8 } });
     map.addLayer({ id: "route-line", type: "line", source: "routes", filter: ["==", ["get", "rank"], 0],
       layout: { "line-join": "round", "line-cap": "round" }, paint: { "line-color": "#1d4ed8", "line-width": 6 } });
+    map.addLayer = addLayer;
     document.body.dataset.ready = "1";
   });
   map.on("click", (ev) => onClick(map, ev.lngLat));
