@@ -281,3 +281,30 @@ def test_publishable_store_rejects_bad_input(tmp_path):
                                   ("free", [ALLOWED], [])]:
         with pytest.raises(InvalidRequest):
             store.create(plan, origins, scopes)
+
+
+def test_cli_publishable_keys(settings, tmp_path):
+    import os
+    import subprocess
+    import sys
+
+    env = {**os.environ, "GEOENGINE_HOME": str(tmp_path)}
+
+    def cli(*args):
+        return subprocess.run([sys.executable, "-m", "geoengine", "keys", *args], env=env, capture_output=True,
+                              text=True, timeout=120)
+
+    assert "--origin" in cli("publishable", "--help").stdout
+    bad = cli("publishable", "--plan", "free", "--origin", "maps.example.org", "--scope", "tiles")
+    assert bad.returncode != 0 and "origin" in bad.stderr and "Traceback" not in bad.stderr
+    bad = cli("publishable", "--plan", "free", "--origin", ALLOWED, "--scope", "routing")
+    assert bad.returncode != 0 and "Traceback" not in bad.stderr
+    made = cli("publishable", "--plan", "free", "--origin", ALLOWED, "--scope", "search")
+    assert made.returncode == 0, made.stderr
+    key = made.stdout.strip().splitlines()[-1]
+    assert key.startswith("pk_")
+    listed = cli("list")
+    assert "publishable" in listed.stdout and ALLOWED in listed.stdout and key not in listed.stdout
+    gone = cli("revoke", key)
+    assert gone.returncode == 0 and "revoked publishable key" in gone.stdout
+    assert PublishableKeys(tmp_path / "state.sqlite3").authenticate(key) is None

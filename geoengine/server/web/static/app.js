@@ -61,19 +61,16 @@ async function main() {
   map.on("load", () => {
     // Overlays go under the basemap's labels, so names stay readable.
     const below = map.getStyle().layers.find((l) => l.type === "symbol")?.id;
-    const addLayer = map.addLayer.bind(map);
-    map.addLayer = (layer) => addLayer(layer, below);
     map.addSource("isochrone", { type: "geojson", data: { type: "FeatureCollection", features: [] } });
     map.addLayer({ id: "isochrone-fill", type: "fill", source: "isochrone", filter: ["==", ["geometry-type"], "Polygon"],
-      paint: { "fill-color": ["get", "color"], "fill-opacity": 0.3 } });
+      paint: { "fill-color": ["get", "color"], "fill-opacity": 0.3 } }, below);
     map.addLayer({ id: "isochrone-line", type: "line", source: "isochrone", filter: ["==", ["geometry-type"], "Polygon"],
-      paint: { "line-color": ["get", "color"], "line-width": 1.5 } });
+      paint: { "line-color": ["get", "color"], "line-width": 1.5 } }, below);
     map.addSource("routes", { type: "geojson", data: { type: "FeatureCollection", features: [] } });
     map.addLayer({ id: "route-alternates", type: "line", source: "routes", filter: ["==", ["get", "rank"], 1],
-      layout: { "line-join": "round", "line-cap": "round" }, paint: { "line-color": "#7c8aa5", "line-width": 5, "line-opacity": 0.8 } });
+      layout: { "line-join": "round", "line-cap": "round" }, paint: { "line-color": "#7c8aa5", "line-width": 5, "line-opacity": 0.8 } }, below);
     map.addLayer({ id: "route-line", type: "line", source: "routes", filter: ["==", ["get", "rank"], 0],
-      layout: { "line-join": "round", "line-cap": "round" }, paint: { "line-color": "#1d4ed8", "line-width": 6 } });
-    map.addLayer = addLayer;
+      layout: { "line-join": "round", "line-cap": "round" }, paint: { "line-color": "#1d4ed8", "line-width": 6 } }, below);
     document.body.dataset.ready = "1";
   });
   map.on("click", (ev) => onClick(map, ev.lngLat));
