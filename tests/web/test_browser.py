@@ -27,8 +27,8 @@ from .browser import (
 
 pytestmark = pytest.mark.e2e
 
-VIEW = {"width": 1100, "height": 800}
-MAP_BOX = (360, 0, 1050, 760)  # the map area right of the side panel, above the attribution
+VIEW = {"width": 960, "height": 680}
+MAP_BOX = (360, 0, 950, 650)  # the map area right of the side panel, above the attribution
 # Two points on streets of Andorra la Vella and Escaldes, and a spot in the old town.
 A, B = (1.5218, 42.5063), (1.5333, 42.5107)
 
