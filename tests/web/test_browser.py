@@ -88,6 +88,8 @@ class Page:
                      if m.type == "error" else None)
         self.page.on("pageerror", lambda e: self.errors.append(f"page error: {e}"))
         self.page.on("request", lambda r: self.requests.append(r.url))
+        self.page.on("request", lambda r: self.errors.append(f"key sent to {r.url}")
+                     if "x-gateway-key" in r.headers else None)
         self.page.on("response", lambda r: self.errors.append(f"HTTP {r.status} {r.url}") if r.status >= 400 else None)
         self.page.goto(url)
         self.settle()
@@ -165,6 +167,16 @@ def test_search_box_autocompletes_and_shows_markers(map_page, shots):
     assert p.page.locator(".result-marker").count() >= 1
     p.page.screenshot(path=str(shots / "search.png"))
     assert not p.errors, p.errors
+
+
+def test_the_page_holds_no_key_and_cannot_read_its_session(map_page, server):
+    p = map_page
+    assert p.page.evaluate("document.cookie") == ""  # HttpOnly: scripts never see the session
+    html = p.page.content()
+    assert "gk_" not in html and "pk_" not in html and server["pk"] not in html
+    cookies = p.ctx.cookies()
+    (session,) = [c for c in cookies if c["name"] == "geoengine_session"]
+    assert session["httpOnly"] and session["sameSite"] == "Strict" and session["expires"] > 0
 
 
 def test_click_shows_what_is_here(map_page, shots):

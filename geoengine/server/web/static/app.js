@@ -57,7 +57,7 @@ async function main() {
   window.geoengineMap = map;
   map.addControl(new maplibregl.AttributionControl({ compact: false }), "bottom-right");
   map.addControl(new maplibregl.NavigationControl(), "top-right");
-  map.addControl(new maplibregl.ScaleControl(), "bottom-left");
+  map.addControl(new maplibregl.ScaleControl(), "bottom-right");
   map.on("load", () => {
     // Overlays go under the basemap's labels, so names stay readable.
     const below = map.getStyle().layers.find((l) => l.type === "symbol")?.id;
