@@ -78,6 +78,14 @@ def ensure_default_bundle(settings: Settings, region: str | None = None, quiet: 
     return build(inputs, out, settings, resume=True, progress=progress)
 
 
+def default_workers() -> int:
+    """The number of cores this process may run on."""
+    try:
+        return max(1, len(os.sched_getaffinity(0)))
+    except AttributeError:  # not Linux
+        return max(1, os.cpu_count() or 1)
+
+
 def cmd_serve(args) -> int:
     try:
         import uvicorn
@@ -103,14 +111,26 @@ def cmd_serve(args) -> int:
         timer = threading.Timer(args.exit_after, lambda: os.kill(os.getpid(), signal.SIGINT))
         timer.daemon = True
         timer.start()
-    print(f"serving {bundle} on http://{args.host}:{args.port} (gateway host '{settings.gateway_host}')",
-          file=sys.stderr, flush=True)
-    if args.workers and args.workers > 1:
-        uvicorn.run("geoengine.server.app:app_from_env", factory=True, host=args.host, port=args.port,
-                    workers=args.workers, log_level=settings.log_level, access_log=not args.no_access_log)
+    workers = args.workers or settings.workers or default_workers()
+    if workers < 1:
+        print("error: --workers must be at least 1", file=sys.stderr)
+        return 2
+    print(f"serving {bundle} on http://{args.host}:{args.port} with {workers} worker process"
+          f"{'es' if workers > 1 else ''} (gateway host '{settings.gateway_host}')", file=sys.stderr, flush=True)
+    if workers > 1:
+        from geoengine.tiles.shared import create_state_file
+
+        state = create_state_file(Path(settings.home) / "run" / f"serve-{os.getpid()}.workers")
+        os.environ["GEOENGINE_WORKER_STATE"] = str(state)
+        try:
+            uvicorn.run("geoengine.server.app:app_from_env", factory=True, host=args.host, port=args.port,
+                        workers=workers, log_level=settings.log_level, access_log=not args.no_access_log)
+        finally:
+            state.unlink(missing_ok=True)
     else:
         from geoengine.server.app import app_from_env
 
+        os.environ.pop("GEOENGINE_WORKER_STATE", None)
         uvicorn.run(app_from_env(), host=args.host, port=args.port, log_level=settings.log_level,
                     access_log=not args.no_access_log)
     return 0
@@ -195,7 +215,8 @@ def make_parser() -> argparse.ArgumentParser:
     s.add_argument("--region", help="region to build and serve when no bundle is given (default andorra)")
     s.add_argument("--host", default="127.0.0.1", help="address to listen on (default 127.0.0.1)")
     s.add_argument("--port", type=int, default=8000, help="port (default 8000)")
-    s.add_argument("--workers", type=int, default=1, help="worker processes (default 1; each uses threads too)")
+    s.add_argument("--workers", type=int, help="worker processes (default GEOENGINE_WORKERS, else the number of "
+                   "cores); tile cache clears reach every worker")
     s.add_argument("--exit-after", type=float, metavar="SECONDS", help="stop by itself after this many seconds")
     s.add_argument("--no-access-log", action="store_true", help="do not log each request")
     s.set_defaults(func=cmd_serve)

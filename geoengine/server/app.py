@@ -11,6 +11,7 @@ from geoengine import __version__
 from geoengine.config import Settings
 from geoengine.engine import Engine
 from geoengine.gateway import KeyStore, load_plans
+from geoengine.gateway_cache import CachedKeyStore
 from geoengine.server import problems
 from geoengine.server.middleware import BodyLimitMiddleware, GatewayMiddleware
 from geoengine.server.routes import ROUTE_MODULES
@@ -47,10 +48,16 @@ PROBLEM_SCHEMA = {
 def create_app(engine: Engine, settings: Settings | None = None, keystore: KeyStore | None = None) -> FastAPI:
     settings = settings or engine.settings
     keystore = keystore or KeyStore(settings.state, load_plans(settings.plans_file))
+    if not isinstance(keystore, CachedKeyStore):
+        keystore = CachedKeyStore(keystore, settings.gateway_key_ttl_s)
     app = FastAPI(title="geoengine", version=__version__, description=DESCRIPTION)
     app.state.engine = engine
     app.state.settings = settings
     app.state.keystore = keystore
+    if settings.worker_state is not None:  # several workers: tile cache clears reach them all
+        from geoengine.tiles.shared import SharedCacheState
+
+        engine.tiles.share_with_workers(SharedCacheState(settings.worker_state))
     problems.install(app)
     for name in ROUTE_MODULES:
         app.include_router(importlib.import_module(name).router)
