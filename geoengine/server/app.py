@@ -13,9 +13,9 @@ from geoengine.engine import Engine
 from geoengine.gateway import KeyStore, load_plans
 from geoengine.gateway_cache import CachedKeyStore
 from geoengine.server import problems
+from geoengine.server.hotpath import HotPath
 from geoengine.server.middleware import BodyLimitMiddleware, GatewayMiddleware
 from geoengine.server.routes import ROUTE_MODULES
-from geoengine.server.routes.tiles import TileFastPath
 
 DESCRIPTION = """
 Routing, search, vector tiles and elevation from one OpenStreetMap bundle.
@@ -61,7 +61,7 @@ def create_app(engine: Engine, settings: Settings | None = None, keystore: KeySt
     problems.install(app)
     for name in ROUTE_MODULES:
         app.include_router(importlib.import_module(name).router)
-    app.add_middleware(TileFastPath)  # innermost: tile requests skip the router (see routes/tiles.py)
+    app.add_middleware(HotPath)  # innermost: tiles, search, point elevation and /route skip the router
     app.add_middleware(BodyLimitMiddleware, limit=settings.max_body_bytes)
     app.add_middleware(GatewayMiddleware, keystore=keystore, gateway_host=settings.gateway_host)
     _document_gateway(app)
