@@ -133,3 +133,20 @@ def test_gateway_guards_and_counts_hot_requests(clients, andorra, tmp_path):
         assert c.post("/route", json=ROUTE_BODIES[0], headers=h).status_code == 200
     assert c.post("/route", content=b"{", headers={**h, "content-type": "application/json"}).status_code == 400
     assert sum(store.usage(rec.id).values()) == 4  # the 400 counts too, as documented
+
+
+def test_matrix_documents_and_problems_are_the_same(clients):
+    hot, plain, _ = clients
+    pts = [A, B, C, {"lon": 1.55489, "lat": 42.51822}]
+    for body in ({"sources": pts, "targets": pts},
+                 {"sources": pts[:2], "targets": pts, "costing": "pedestrian", "units": "miles", "id": "m"}):
+        a, b = hot.post("/matrix", json=body), plain.post("/matrix", json=body)
+        assert a.status_code == b.status_code == 200, a.text
+        assert a.json() == b.json()
+        cells = [c for row in a.json()["sources_to_targets"] for c in row]
+        assert len(cells) == len(body["sources"]) * len(body["targets"]) and any(c["time"] for c in cells)
+    for raw in (b"{", b'{"sources": [], "targets": []}', b'{"sources": [{"lon": 1}], "targets": [{"lon": 1, "lat": 2}]}',
+                b'{"sources": [{"lon": 1.52, "lat": 42.5}], "targets": [{"lon": 1.52, "lat": 42.5}], "costing": "bus"}'):
+        a = hot.post("/matrix", content=raw, headers={"content-type": "application/json"})
+        b = plain.post("/matrix", content=raw, headers={"content-type": "application/json"})
+        assert a.status_code == b.status_code and a.status_code >= 400 and a.json() == b.json(), raw
