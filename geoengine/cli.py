@@ -100,6 +100,7 @@ def cmd_serve(args) -> int:
         bundle = ensure_default_bundle(settings, args.region)
     from geoengine.bundle import Bundle
     from geoengine.gateway import KeyStore, load_plans
+    from geoengine.server.protocol import CorkedHttpToolsProtocol
 
     Bundle.open(bundle)  # fail fast with the manifest check's message
     settings = Settings.from_env(bundle=Path(bundle).absolute())
@@ -124,7 +125,8 @@ def cmd_serve(args) -> int:
         os.environ["GEOENGINE_WORKER_STATE"] = str(state)
         try:
             uvicorn.run("geoengine.server.app:app_from_env", factory=True, host=args.host, port=args.port,
-                        workers=workers, log_level=settings.log_level, access_log=not args.no_access_log)
+                        workers=workers, log_level=settings.log_level, access_log=not args.no_access_log,
+                        http=CorkedHttpToolsProtocol)
         finally:
             state.unlink(missing_ok=True)
     else:
@@ -132,7 +134,7 @@ def cmd_serve(args) -> int:
 
         os.environ.pop("GEOENGINE_WORKER_STATE", None)
         uvicorn.run(app_from_env(), host=args.host, port=args.port, log_level=settings.log_level,
-                    access_log=not args.no_access_log)
+                    access_log=not args.no_access_log, http=CorkedHttpToolsProtocol)
     return 0
 
 
