@@ -261,7 +261,7 @@ def main() -> int:
         print("wrk is not installed (apt-get install wrk)")
         return 1
 
-    from geoengine.build.fetch import fetch_region
+    from geoengine.bundler.fetch import fetch_region
     from geoengine.config import Settings
     from geoengine.gateway import KeyStore
 

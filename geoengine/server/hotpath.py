@@ -110,8 +110,9 @@ def _cheap_route(req) -> bool:
 class HotPath:
     def __init__(self, app):
         self.app = app
-        from geoengine.routing.models import MatrixRequest, RouteRequest
         from geoengine.server.routes import search, tiles
+        from geoengine.services.matrix import MatrixRequest
+        from geoengine.services.route import RouteRequest
 
         # path -> (request model, engine method name, whether a request may run on the event loop)
         self._posts = {"/route": (RouteRequest, "route", _cheap_route),
