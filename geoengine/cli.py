@@ -93,6 +93,10 @@ def cmd_serve(args) -> int:
         print("error: the HTTP façade needs the server extra: pip install 'geoengine[server]'", file=sys.stderr)
         return 1
     settings = _settings(args)
+    workers = args.workers if args.workers is not None else (settings.workers or default_workers())
+    if workers < 1:
+        print("error: --workers must be at least 1", file=sys.stderr)
+        return 2
     bundle = Path(args.bundle) if args.bundle else None
     if bundle is None and settings.bundle is not None:
         bundle = settings.bundle
@@ -112,10 +116,6 @@ def cmd_serve(args) -> int:
         timer = threading.Timer(args.exit_after, lambda: os.kill(os.getpid(), signal.SIGINT))
         timer.daemon = True
         timer.start()
-    workers = args.workers or settings.workers or default_workers()
-    if workers < 1:
-        print("error: --workers must be at least 1", file=sys.stderr)
-        return 2
     print(f"serving {bundle} on http://{args.host}:{args.port} with {workers} worker process"
           f"{'es' if workers > 1 else ''} (gateway host '{settings.gateway_host}')", file=sys.stderr, flush=True)
     if workers > 1:
