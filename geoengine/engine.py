@@ -286,16 +286,22 @@ class Engine:
 
         return SearchIndex(self.require_stage("search", "search"))
 
-    def search(self, q: str, types=None, lat: float | None = None, lon: float | None = None, size: int = 10) -> dict:
-        """Autocomplete search: {query, total, took_ms, results: [Search Result dict]}; see docs/search.md."""
-        return self.search_index.search(q, types=types, lat=lat, lon=lon, size=size)
+    def search(self, q: str, types=None, lat: float | None = None, lon: float | None = None, size: int = 10,
+               categories=None, bbox=None, countries=None) -> dict:
+        """Autocomplete search: {query, total, took_ms, results: [Search Result dict]}; see docs/search.md.
+        Filters: `categories` (preset ids, tags or category words), `bbox` (min_lon,min_lat,max_lon,max_lat),
+        `countries` (ISO 3166-1 alpha-2 codes); each a comma-separated string or a list."""
+        return self.search_index.search(q, types=types, lat=lat, lon=lon, size=size, categories=categories, bbox=bbox,
+                                        countries=countries)
 
-    def reverse(self, lat: float, lon: float, radius="2km", size: int = 5, types=None) -> dict:
-        """Nearest documents to a point, nearest first, each with distance_m: {lat, lon, took_ms, results}."""
-        return self.search_index.reverse(lat, lon, radius=radius, size=size, types=types)
+    def reverse(self, lat: float, lon: float, radius="2km", size: int = 5, types=None, categories=None) -> dict:
+        """Nearest documents to a point, nearest first, each with distance_m: {lat, lon, took_ms, results};
+        `categories` keeps documents of those categories ("nearest pharmacy")."""
+        return self.search_index.reverse(lat, lon, radius=radius, size=size, types=types, categories=categories)
 
     def place(self, doc_id: str) -> dict:
-        """One document by id or canonical id (NotFound when missing); `score` is null."""
+        """One document by id or canonical id (NotFound when missing); `score` is null; with its full
+        details (names, categories, address, osm, tags, geometry, merged): see docs/search.md."""
         return self.search_index.place(doc_id)
 
     # -- end search ---------------------------------------------------------------------------------

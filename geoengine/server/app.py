@@ -10,7 +10,7 @@ from fastapi import FastAPI
 from geoengine import __version__
 from geoengine.config import Settings
 from geoengine.engine import Engine
-from geoengine.gateway import KeyStore, load_plans
+from geoengine.gateway import KeyStore, auth_failure_status, load_plans
 from geoengine.gateway_cache import CachedKeyStore
 from geoengine.server import problems
 from geoengine.server.hotpath import HotPath
@@ -90,7 +90,7 @@ def _document_gateway(app: FastAPI) -> None:
         schema["security"] = [{"GatewayKey": [], "GatewayHost": []}]
         ref = {"application/problem+json": {"schema": {"$ref": "#/components/schemas/Problem"}}}
         for path, ops in schema.get("paths", {}).items():
-            auth = "401" if path in ("/matrix", "/v1/routing/directions") else "403"
+            auth = str(auth_failure_status(path))
             for op in ops.values():
                 responses = op.setdefault("responses", {})
                 responses.pop("422", None) if _is_default_422(responses.get("422")) else None
