@@ -352,7 +352,7 @@ def main() -> None:
         for _ in range(300):
             row = rng.randrange(ix.n)
             t = time.perf_counter()
-            engine.reverse(float(ix.lat[row]) + 0.001, float(ix.lon[row]), radius="2km")
+            engine.reverse(lat=float(ix.lat[row]) + 0.001, lon=float(ix.lon[row]), radius="2km")
             rtimes.append(time.perf_counter() - t)
         rms = np.array(rtimes) * 1000
         print(f"engine.reverse over 300 points: p50 {np.percentile(rms, 50):.2f} ms, p95 {np.percentile(rms, 95):.2f} ms")

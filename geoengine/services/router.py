@@ -524,11 +524,22 @@ class _CandArrays:
 
 @dataclass
 class MatrixResult:
-    """time_s, distance_m: float64[N, M] (inf = no route); sources, targets: snapped (lon, lat) [N|M, 2]."""
+    """time_s, distance_m: float64[N, M] (inf = no route; NaN = a point not on the network, with
+    engine.matrix(..., unsnappable="nan")); sources, targets: snapped (lon, lat) [N|M, 2] (NaN where not
+    snapped); snapped, snap_distance_m: (sources, targets) pairs of bool / metre arrays, set by
+    engine.matrix (see geoengine.analysis.unsnappable)."""
 
     time_s: np.ndarray
     distance_m: np.ndarray
     sources: np.ndarray
     targets: np.ndarray
+    snapped: tuple | None = None
+    snap_distance_m: tuple | None = None
+
+    def to_pandas(self):
+        """Long form: one row per (source, target) with time_s and distance_m (needs pandas)."""
+        from geoengine.analysis.frames import matrix_frame
+
+        return matrix_frame(self.time_s, self.distance_m)
 
 

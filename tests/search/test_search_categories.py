@@ -197,7 +197,7 @@ def test_categories_filter_on_search_and_reverse(andorra):
     res = andorra.search("Hotel", categories="tourism/hotel", size=25)["results"]
     assert res and all(r["category"] == "hotel" for r in res)
     for spelling in ("amenity=pharmacy", "pharmacy", "Apotheke", "amenity/pharmacy,amenity/fuel"):
-        rev = andorra.reverse(42.5075, 1.5218, radius="20km", size=3, categories=spelling)["results"]
+        rev = andorra.reverse(lat=42.5075, lon=1.5218, radius="20km", size=3, categories=spelling)["results"]
         assert len(rev) == 3 and all(r["category"] in ("pharmacy", "fuel") for r in rev), spelling
         d = [r["distance_m"] for r in rev]
         assert d == sorted(d)
@@ -205,10 +205,10 @@ def test_categories_filter_on_search_and_reverse(andorra):
     ix = andorra.search_index
     rows = ix.category_rows([ix._cat_index["amenity/pharmacy"]])
     dist = haversine_m(42.5075, 1.5218, ix.lat[rows], ix.lon[rows])
-    rev = andorra.reverse(42.5075, 1.5218, radius="50km", size=1, categories="pharmacy")["results"]
+    rev = andorra.reverse(lat=42.5075, lon=1.5218, radius="50km", size=1, categories="pharmacy")["results"]
     assert abs(rev[0]["distance_m"] - dist.min()) < 1.0
     # a valid category absent from the bundle: no result, not an error
-    assert andorra.reverse(42.5075, 1.5218, radius="50km", categories="amenity/casino")["results"] == []
+    assert andorra.reverse(lat=42.5075, lon=1.5218, radius="50km", categories="amenity/casino")["results"] == []
 
 
 def test_bbox_and_countries_filters(andorra):

@@ -139,7 +139,7 @@ def test_fast_path_answers_like_the_engine(client, andorra):
     got = r.json()
     assert {**got, "took_ms": 0} == {**want, "took_ms": 0}
     r = client.get("/search/reverse", params={"lat": 42.5075, "lon": 1.5218, "radius": "500m", "size": 3})
-    want = andorra.reverse(42.5075, 1.5218, radius="500m", size=3)
+    want = andorra.reverse(lat=42.5075, lon=1.5218, radius="500m", size=3)
     assert r.status_code == 200 and {**r.json(), "took_ms": 0} == {**want, "took_ms": 0}
 
 

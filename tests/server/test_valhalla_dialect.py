@@ -119,7 +119,7 @@ def test_height(client, andorra):
     r = client.post("/height", json={"shape": shape, "range": True, "height_precision": 1})
     assert r.status_code == 200, r.text
     rh = r.json()["range_height"]
-    want = andorra.elevation([p["lat"] for p in shape], [p["lon"] for p in shape])
+    want = andorra.elevation(lat=[p["lat"] for p in shape], lon=[p["lon"] for p in shape])
     assert [h for _, h in rh] == [round(float(x), 1) for x in want]
     assert rh[0][0] == 0 and rh[1][0] == round(float(haversine_m(A["lat"], A["lon"], B["lat"], B["lon"])))
     r = client.post("/height", json={"shape": [A, B], "resample_distance": 100})

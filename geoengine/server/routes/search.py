@@ -121,7 +121,7 @@ async def reverse(
                         description="Search radius: a number followed by m or km (500m, 2km), at most 100km"),
     categories: str | None = Query(None, description=CATEGORIES_DOC),
 ) -> JSONResponse:
-    return JSONResponse(engine.reverse(lat, lon, radius=radius, size=size, types=types, categories=categories))
+    return JSONResponse(engine.reverse(lat=lat, lon=lon, radius=radius, size=size, types=types, categories=categories))
 
 
 @router.get("/search/detail/{doc_id}", response_model=None,
@@ -183,7 +183,7 @@ def _fast_reverse(engine, params: dict):
     radius = params.get("radius", "2km")
     if lat is None or lon is None or lat is False or lon is False or size is False:
         return None
-    return engine.reverse(lat, lon, radius=radius, size=size, types=params.get("types"), categories=params.get("categories"))
+    return engine.reverse(lat=lat, lon=lon, radius=radius, size=size, types=params.get("types"), categories=params.get("categories"))
 
 
 class _FastRoute:

@@ -240,7 +240,7 @@ def height(engine, req: HeightRequest) -> dict:
     if req.shape is not None:
         lats = np.array([p.lat for p in req.shape], dtype=np.float64)
         lons = np.array([p.lon for p in req.shape], dtype=np.float64)
-        prof = engine.elevation_profile(lats, lons, max_points=None if req.resample_distance else max_points)
+        prof = engine.elevation_profile(lats=lats, lons=lons, max_points=None if req.resample_distance else max_points)
     else:
         prof = engine.elevation_profile(encoded_polyline=req.encoded_polyline,
                                         precision=6 if req.shape_format == "polyline6" else 5,
@@ -251,7 +251,7 @@ def height(engine, req: HeightRequest) -> dict:
         if len(lats) > max_points:
             raise InvalidRequest.field("resample_distance", f"resampling gives {len(lats)} points; at most "
                                        f"{max_points} are allowed per request")
-        prof = engine.elevation_profile(lats, lons, max_points=max_points)
+        prof = engine.elevation_profile(lats=lats, lons=lons, max_points=max_points)
     h = np.round(prof.heights, req.height_precision)
     heights = [None if np.isnan(x) else (int(x) if req.height_precision == 0 else float(x)) for x in h.tolist()]
     out: dict[str, Any] = {}
