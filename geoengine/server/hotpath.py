@@ -172,7 +172,7 @@ class HotPath:
         lat, lon = self._number(params, "lat", -90, 90), self._number(params, "lon", -180, 180)
         if lat is None or lon is None or lat is False or lon is False:
             return None
-        return {"lat": lat, "lon": lon, "elevation_m": round(engine.elevation_at(lat, lon), 1)}
+        return {"lat": lat, "lon": lon, "elevation_m": round(engine.elevation_at(lon=lon, lat=lat), 1)}
 
     # -- POST /route, POST /matrix ---------------------------------------------------------------
     async def _post(self, scope, send, body: bytes, model, method: str, inline) -> bool:
