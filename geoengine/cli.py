@@ -151,27 +151,47 @@ def cmd_serve(args) -> int:
 
 def cmd_keys(args) -> int:
     from geoengine.gateway import KeyStore, load_plans
+    from geoengine.publishable import PublishableKeys
 
     settings = _settings(args)
     store = KeyStore(settings.state, load_plans(settings.plans_file))
-    if args.keys_cmd == "create":
+    pub = PublishableKeys(settings.state, store.plans)
+    if args.keys_cmd == "publishable":
+        key, prec = pub.create(args.plan, args.origin, args.scope, args.label or "")
+        print(f"created publishable key {prec.id} on plan '{prec.plan}' for {', '.join(prec.origins)} "
+              f"(scopes {', '.join(prec.scopes)})")
+        print("it may sit in a web page; it works only from those origins when they are in GEOENGINE_CORS_ORIGINS")
+        print(key)
+    elif args.keys_cmd == "create":
         key, rec = store.create(args.plan, args.label or "")
         print(f"created key {rec.id} on plan '{rec.plan}'" + (f" ({rec.label})" if rec.label else ""))
         print("store it now: it is shown only once")
         print(key)
     elif args.keys_cmd == "list":
         records = store.list()
+        pubs = pub.list()
         if args.json:
-            print(json.dumps([r.as_dict() for r in records], indent=2))
+            print(json.dumps([r.as_dict() for r in records]
+                             + [{**p.as_dict(), "publishable": True, "usage": store.usage(p.usage_id)} for p in pubs],
+                             indent=2))
         else:
             print(f"{'id':10s} {'plan':10s} {'created':21s} {'status':8s} label / usage")
             for r in records:
                 status = "revoked" if r.revoked else "active"
                 usage = ", ".join(f"{k}={v}" for k, v in sorted(r.usage.items()))
                 print(f"{r.id:10s} {r.plan:10s} {r.created:21s} {status:8s} {r.label} {usage}".rstrip())
+            for p in pubs:
+                status = "revoked" if p.revoked else "active"
+                usage = ", ".join(f"{k}={v}" for k, v in sorted(store.usage(p.usage_id).items()))
+                print(f"{p.id:10s} {p.plan:10s} {p.created:21s} {status:8s} publishable {','.join(p.scopes)} "
+                      f"{' '.join(p.origins)} {p.label} {usage}".rstrip())
     elif args.keys_cmd == "revoke":
-        rec = store.revoke(args.key)
-        print(f"revoked key {rec.id} at {rec.revoked}")
+        if args.key.startswith("pk_") or (not args.key.startswith("gk_") and args.key in {p.id for p in pub.list()}):
+            prec = pub.revoke(args.key)
+            print(f"revoked publishable key {prec.id} at {prec.revoked}")
+        else:
+            rec = store.revoke(args.key)
+            print(f"revoked key {rec.id} at {rec.revoked}")
     elif args.keys_cmd == "plans":
         for plan in store.plans.values():
             pools = "; ".join(f"{p.limit} {p.scope} per {p.period}" for p in plan.pools) or "no quota"
@@ -249,6 +269,17 @@ def make_parser() -> argparse.ArgumentParser:
                          description="Create a key on a plan. The key is printed once, alone on the last line.")
     kc.add_argument("--plan", required=True, help="plan name: free, starter, unlimited (or from GEOENGINE_PLANS_FILE)")
     kc.add_argument("--label", help="free text to recognise the key by")
+    kp = ksub.add_parser("publishable", help="create a publishable key for pages on other origins",
+                         description="Create a publishable key (pk_...): meant to sit in a web page, it is accepted "
+                                     "only from the given browser origins (which must also be in "
+                                     "GEOENGINE_CORS_ORIGINS) and only on the given scopes. Printed once, alone "
+                                     "on the last line.")
+    kp.add_argument("--plan", required=True, help="plan name: free, starter, unlimited (or from GEOENGINE_PLANS_FILE)")
+    kp.add_argument("--origin", action="append", required=True, metavar="ORIGIN",
+                    help="allowed page origin, scheme://host[:port] (repeat for several)")
+    kp.add_argument("--scope", action="append", required=True, choices=["tiles", "search"],
+                    help="what the key may call: tiles (/sources, /tiles/...) or search (/search...); repeatable")
+    kp.add_argument("--label", help="free text to recognise the key by")
     kl = ksub.add_parser("list", help="list keys (ids, plans, status, usage; never the keys)")
     kl.add_argument("--json", action="store_true", help="JSON output")
     kr = ksub.add_parser("revoke", help="revoke a key by the key itself or its id")

@@ -120,7 +120,7 @@ class Engine:
 
         ch_dir = self.bundle.path / "routing" if self.bundle.has_stage("routing") else None
         with self._lock:
-            return Router(self.graph, self.snapper, ch_dir)
+            return Router(self.graph, self.snapper, ch_dir, cch_cache_bytes=self.settings.cch_cache_bytes)
 
     def compute_route(self, request=None, **fields):
         """The typed result of a route request (`geoengine.services.route.RouteResult`: the best `Route`

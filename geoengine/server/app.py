@@ -15,6 +15,7 @@ from geoengine.server import problems
 from geoengine.server.middleware import BodyLimitMiddleware, GatewayMiddleware
 from geoengine.server.routes import ROUTE_MODULES
 from geoengine.server.routes.tiles import TileFastPath
+from geoengine.server.web.access import WebAccessMiddleware
 
 DESCRIPTION = """
 Routing, search, vector tiles and elevation from one OpenStreetMap bundle.
@@ -57,6 +58,7 @@ def create_app(engine: Engine, settings: Settings | None = None, keystore: KeySt
     app.add_middleware(TileFastPath)  # innermost: tile requests skip the router (see routes/tiles.py)
     app.add_middleware(BodyLimitMiddleware, limit=settings.max_body_bytes)
     app.add_middleware(GatewayMiddleware, keystore=keystore, gateway_host=settings.gateway_host)
+    app.add_middleware(WebAccessMiddleware, keystore=keystore, settings=settings)  # outermost: page, CORS
     _document_gateway(app)
     return app
 

@@ -40,7 +40,8 @@ class GatewayMiddleware:
         if scope["type"] != "http":
             return await self.app(scope, receive, send)
         path = scope["path"]
-        if path in OPEN_PATHS:
+        if path in OPEN_PATHS or scope.get("state", {}).get("web_principal"):
+            # web_principal: a page session or publishable key already checked and counted (server/web/)
             return await self.app(scope, receive, send)
         key = host = None
         for name, value in scope["headers"]:
