@@ -1,0 +1,386 @@
+"""Scale benchmark: how the whole build's time, memory and output grow with the input, against OSRM.
+
+    PYTHONPATH=. .venv/bin/python benchmarks/scale_bench.py [--copies 1 4 16 64] [--cache DIR]
+        [--json FILE] [--no-osrm] [--valhalla] [--check] [--keep DIR]
+
+For each N in --copies it makes an N-copy stitched extract of Liechtenstein with
+../shared/tools/replicate_extract.py (a square grid of copies joined by trunk links: a simulation for
+measuring cost growth only; N must be a square), cached in --cache (default /work/scale-cache, outside
+the repo). Then, in the same run and on the same file:
+
+- geoengine: `python -m geoengine build FILE --report R.json` in a child process. Per build step (the
+  report's steps: startup, inputs, source, graph, elevation, routing, search, tiles, manifest, publish,
+  plus `exit`: the child's wall after the report's last step), wall, CPU (workers included), peak RSS
+  (each step's own high-water mark, see geoengine.build.measure) and output bytes; the child's peak RSS
+  from wait4, and the peak PSS of the whole process tree (the tiles workers share pages with the
+  parent) polled from /proc every 0.2 s.
+- OSRM (osrm-bindings, benchmarks/.peers/venv, car profile): osrm-extract then osrm-contract, each
+  measured with wait4 (wall, CPU, peak RSS), and the size of the files they write.
+- Valhalla (--valhalla; pyvalhalla in benchmarks/.peers/valhalla-venv): valhalla_build_tiles, wall,
+  CPU, peak RSS and tile folder size.
+
+Costs are also given per million input OSM nodes (memory net of the start-up footprint). `--check`
+opens the largest bundle in a fresh process and checks it end to end (open time, a corner-to-corner
+route, a proximity-biased search, a tile of the last copy). Figures go to --json (default
+benchmarks/results/scale.json) and a table to stdout. Run it on an otherwise idle machine when you
+can; when the machine is shared, only the ratios of the same run mean much.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import os
+import platform
+import shutil
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+SHARED = ROOT.parent / "shared"
+BASE_PBF = SHARED / "data" / "liechtenstein" / "valhalla-liechtenstein-latest.osm.pbf"
+REPLICATE = SHARED / "tools" / "replicate_extract.py"
+PEER_PY = ROOT / "benchmarks" / ".peers" / "venv" / "bin" / "python"
+VALHALLA_PY = ROOT / "benchmarks" / ".peers" / "valhalla-venv" / "bin" / "python"
+MB = 1 << 20
+
+
+def extract_for(n: int, cache: Path) -> Path:
+    if n == 1:
+        return BASE_PBF
+    side = math.isqrt(n)
+    if side * side != n:
+        raise SystemExit(f"--copies {n}: the replicated extract is a square grid, use a square number")
+    dst = cache / f"liechtenstein-x{n}.osm.pbf"
+    if not dst.exists():
+        cache.mkdir(parents=True, exist_ok=True)
+        tmp = dst.with_suffix(".tmp.pbf")
+        t = time.perf_counter()
+        subprocess.run([sys.executable, str(REPLICATE), str(BASE_PBF), str(tmp), str(side)], check=True)
+        os.replace(tmp, dst)
+        print(f"  made {dst} in {time.perf_counter() - t:.0f} s", flush=True)
+    return dst
+
+
+def _tree_pids(root: int) -> list[int]:
+    """root and its descendants (from /proc/*/stat parent ids)."""
+    parent: dict[int, int] = {}
+    for d in os.listdir("/proc"):
+        if d.isdigit():
+            try:
+                with open(f"/proc/{d}/stat") as fh:
+                    parent[int(d)] = int(fh.read().rsplit(")", 1)[1].split()[1])
+            except (OSError, ValueError, IndexError):
+                pass
+    out, todo = [], [root]
+    while todo:
+        p = todo.pop()
+        out.append(p)
+        todo.extend(c for c, pp in parent.items() if pp == p)
+    return out
+
+
+def _pss_mb(pid: int) -> float:
+    try:
+        with open(f"/proc/{pid}/smaps_rollup") as fh:
+            for line in fh:
+                if line.startswith("Pss:"):
+                    return int(line.split()[1]) / 1024
+    except OSError:
+        pass
+    return 0.0
+
+
+def run_measured(cmd: list[str], *, env=None, cwd=None, log: Path | None = None) -> dict:
+    """Run `cmd`; wall, CPU (children included), peak RSS of the child (wait4) and peak tree PSS."""
+    out = open(log, "wb") if log else subprocess.DEVNULL
+    t0 = time.perf_counter()
+    proc = subprocess.Popen(cmd, env=env, cwd=cwd, stdout=out, stderr=subprocess.STDOUT)
+    peak = [0.0]
+    stop = threading.Event()
+
+    def poll():
+        while not stop.wait(0.2):
+            total = sum(_pss_mb(p) for p in _tree_pids(proc.pid))
+            peak[0] = max(peak[0], total)
+
+    th = threading.Thread(target=poll, daemon=True)
+    th.start()
+    _, status, ru = os.wait4(proc.pid, 0)
+    wall = time.perf_counter() - t0
+    stop.set()
+    th.join()
+    proc.returncode = os.waitstatus_to_exitcode(status)
+    if log:
+        out.close()
+    if proc.returncode != 0:
+        tail = log.read_text(errors="replace")[-2000:] if log else ""
+        raise RuntimeError(f"{cmd[0]} {' '.join(cmd[1:3])} failed ({proc.returncode}): {tail}")
+    return {"seconds": round(wall, 3), "cpu_seconds": round(ru.ru_utime + ru.ru_stime, 3),
+            "peak_rss_mb": round(ru.ru_maxrss / 1024, 1), "tree_peak_pss_mb": round(peak[0], 1)}
+
+
+def dir_bytes(paths) -> int:
+    total = 0
+    for p in paths:
+        p = Path(p)
+        if p.is_file():
+            total += p.stat().st_size
+        elif p.is_dir():
+            total += sum(f.stat().st_size for f in p.rglob("*") if f.is_file())
+    return total
+
+
+def run_geoengine(pbf: Path, work: Path) -> dict:
+    env = dict(os.environ)
+    env.setdefault("GEOENGINE_HOME", str(work / "home"))
+    env.setdefault("NUMBA_CACHE_DIR", str(ROOT / ".geoengine" / "numba-cache"))
+    env["PYTHONPATH"] = str(ROOT)
+    report = work / "report.json"
+    bundle = work / "bundle"
+    res = run_measured([sys.executable, "-m", "geoengine", "build", str(pbf), "--out", str(bundle),
+                        "--report", str(report)], env=env, log=work / "geoengine.log")
+    rep = json.loads(report.read_text())
+    steps = rep["steps"]
+    accounted = sum(s["seconds"] for s in steps.values() if s is not steps.get("remove_replaced_version"))
+    steps["exit"] = {"seconds": round(max(0.0, res["seconds"] - accounted), 3)}
+    manifest = json.loads((bundle / "manifest.json").read_text())
+    res["steps"] = steps
+    res["startup_rss_mb"] = steps["startup"]["peak_rss_mb"]
+    res["bundle_bytes"] = dir_bytes([bundle.resolve()])
+    res["input_nodes"] = manifest["stages"]["source"]["counts"]["nodes"]
+    res["graph_counts"] = {k: manifest["stages"]["graph"]["counts"][k] for k in ("nodes", "edges")}
+    res["bundle"] = str(bundle)
+    return res
+
+
+def run_osrm(pbf: Path, work: Path) -> dict:
+    if not PEER_PY.exists():
+        return {"error": f"{PEER_PY} missing: python -m venv benchmarks/.peers/venv && "
+                         "benchmarks/.peers/venv/bin/pip install osrm-bindings"}
+    base = Path(subprocess.run([str(PEER_PY), "-c", "import osrm, os; print(os.path.dirname(osrm.__file__))"],
+                               check=True, capture_output=True, text=True).stdout.strip())
+    d = work / "osrm"
+    d.mkdir(parents=True, exist_ok=True)
+    src = d / "region.osm.pbf"
+    src.symlink_to(pbf)
+    threads = str(os.cpu_count() or 1)
+    ext = run_measured([str(base / "bin/osrm-extract"), "-p", str(base / "share/profiles/car.lua"), str(src),
+                        "-t", threads], log=d / "extract.log")
+    con = run_measured([str(base / "bin/osrm-contract"), str(d / "region.osrm"), "-t", threads],
+                       log=d / "contract.log")
+    files = [p for p in d.iterdir() if p.name.startswith("region.osrm")]
+    return {"extract": ext, "contract": con, "seconds": round(ext["seconds"] + con["seconds"], 3),
+            "cpu_seconds": round(ext["cpu_seconds"] + con["cpu_seconds"], 3),
+            "peak_rss_mb": max(ext["peak_rss_mb"], con["peak_rss_mb"]), "output_bytes": dir_bytes(files),
+            "threads": int(threads)}
+
+
+def run_valhalla(pbf: Path, work: Path) -> dict:
+    if not VALHALLA_PY.exists():
+        return {"error": f"{VALHALLA_PY} missing (pip install pyvalhalla there)"}
+    d = work / "valhalla"
+    (d / "tiles").mkdir(parents=True, exist_ok=True)
+    cfg = d / "valhalla.json"
+    subprocess.run([str(VALHALLA_PY), "-c", (
+        "import json, sys\nfrom valhalla import get_config\n"
+        f"c = get_config(tile_extract='', tile_dir={str(d / 'tiles')!r}, verbose=False)\n"
+        f"c['mjolnir']['concurrency'] = {os.cpu_count() or 1}\n"
+        f"open({str(cfg)!r}, 'w').write(json.dumps(c))")], check=True)
+    binary = subprocess.run([str(VALHALLA_PY), "-c", "import valhalla, os; print(os.path.join("
+                             "os.path.dirname(valhalla.__file__), 'bin', 'valhalla_build_tiles'))"],
+                            check=True, capture_output=True, text=True).stdout.strip()
+    res = run_measured([binary, "-c", str(cfg), str(pbf)], log=d / "build.log")
+    res["output_bytes"] = dir_bytes([d / "tiles"])
+    return res
+
+
+CHECK = r"""
+import json, sys, time
+t0 = time.perf_counter()
+import geoengine
+t_import = time.perf_counter() - t0
+t0 = time.perf_counter()
+eng = geoengine.open(sys.argv[1])
+info = eng.info()
+t_open = time.perf_counter() - t0
+n = int(sys.argv[2]); side = int(n ** 0.5)
+out = {"open_seconds": round(t_open, 3), "import_seconds": round(t_import, 3)}
+# Vaduz (the same place in every copy): first and last copy
+vaduz = (9.5209, 47.1410)
+sys_span = (float(sys.argv[3]), float(sys.argv[4]))
+def copy_point(i, j):
+    return {"lon": vaduz[0] + i * sys_span[0], "lat": vaduz[1] + j * sys_span[1]}
+a, b = copy_point(0, 0), copy_point(side - 1, side - 1)
+t0 = time.perf_counter()
+try:
+    r = eng.route(locations=[a, b], costing="auto")
+    s = r["trip"]["summary"]
+    out["route"] = {"ok": True, "length_km": s["length"], "time_s": s["time"], "seconds": round(time.perf_counter() - t0, 3)}
+except Exception as exc:
+    out["route"] = {"ok": False, "error": repr(exc)[:300]}
+last = copy_point(side - 1, side - 1)
+try:
+    res = eng.search("Landstrasse", lat=last["lat"], lon=last["lon"], size=5)
+    feats = res.get("features", [])
+    top = feats[0]["geometry"]["coordinates"] if feats else None
+    out["search"] = {"ok": bool(top) and abs(top[0] - last["lon"]) < sys_span[0] / 2 and abs(top[1] - last["lat"]) < sys_span[1] / 2,
+                     "top": top, "name": feats[0]["properties"].get("name") if feats else None}
+except Exception as exc:
+    out["search"] = {"ok": False, "error": repr(exc)[:300]}
+try:
+    import gzip, math
+    import mapbox_vector_tile
+    z = 14
+    lon, lat = last["lon"], last["lat"]
+    x = int((lon + 180) / 360 * 2 ** z)
+    y = int((1 - math.asinh(math.tan(math.radians(lat))) / math.pi) / 2 * 2 ** z)
+    src = eng.tiles.sources()[0] if hasattr(eng.tiles, "sources") else None
+    sid = src["id"] if isinstance(src, dict) else (src or json.load(open(sys.argv[1] + "/manifest.json"))["stages"]["tiles"]["info"]["source"])
+    data = eng.tiles.get(sid, z, x, y)
+    tile = mapbox_vector_tile.decode(gzip.decompress(data) if data[:2] == b"\x1f\x8b" else data)
+    out["tile"] = {"ok": bool(tile), "z": z, "x": x, "y": y, "layers": sorted(tile)}
+except Exception as exc:
+    out["tile"] = {"ok": False, "error": repr(exc)[:300]}
+print(json.dumps(out))
+"""
+
+
+def check_bundle(bundle: Path, n: int) -> dict:
+    """Open the bundle in a fresh process and check it end to end (see CHECK)."""
+    span = _copy_span()
+    env = dict(os.environ, PYTHONPATH=str(ROOT))
+    p = subprocess.run([sys.executable, "-c", CHECK, str(bundle), str(n), str(span[0]), str(span[1])],
+                       capture_output=True, text=True, env=env)
+    if p.returncode != 0:
+        return {"error": p.stderr[-1500:]}
+    return json.loads(p.stdout.strip().splitlines()[-1])
+
+
+def _copy_span() -> tuple[float, float]:
+    """The replicator's shift between copies: the road nodes' span times 1.02 (see replicate_extract.py)."""
+    import numpy as np
+    import osmium
+
+    road = ("primary", "secondary", "tertiary", "trunk", "motorway", "unclassified", "residential")
+    ids = []
+    for w in osmium.FileProcessor(str(BASE_PBF), osmium.osm.WAY):
+        if w.tags.get("highway") in road:
+            ids.extend(n.ref for n in w.nodes)
+    want = set(ids)
+    xs, ys = [], []
+    for nd in osmium.FileProcessor(str(BASE_PBF), osmium.osm.NODE):
+        if nd.id in want:
+            xs.append(nd.location.lon)
+            ys.append(nd.location.lat)
+    return float(np.ptp(xs)) * 1.02, float(np.ptp(ys)) * 1.02
+
+
+def per_million(res: dict, nodes: int) -> dict:
+    m = nodes / 1e6
+    base = res.get("startup_rss_mb", 0.0)
+    out = {}
+    for name, s in res["steps"].items():
+        row = {"seconds_per_mnode": round(s["seconds"] / m, 3)}
+        if "peak_rss_mb" in s and name not in ("startup", "exit"):
+            row["net_peak_mb_per_mnode"] = round(max(0.0, s["peak_rss_mb"] - base) / m, 2)
+        out[name] = row
+    return out
+
+
+def fmt_row(cells, widths):
+    return " ".join(str(c).rjust(w) for c, w in zip(cells, widths, strict=True))
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
+                                 formatter_class=argparse.RawDescriptionHelpFormatter, epilog=__doc__)
+    ap.add_argument("--copies", type=int, nargs="+", default=[1, 4, 16, 64])
+    ap.add_argument("--cache", type=Path, default=Path("/work/scale-cache"))
+    ap.add_argument("--json", type=Path, default=ROOT / "benchmarks" / "results" / "scale.json")
+    ap.add_argument("--no-osrm", action="store_true")
+    ap.add_argument("--valhalla", action="store_true", help="also run valhalla_build_tiles (slow)")
+    ap.add_argument("--check", action="store_true", help="check the largest bundle end to end")
+    ap.add_argument("--keep", type=Path, help="keep work folders (bundles, OSRM files) under this folder")
+    args = ap.parse_args(argv)
+
+    results = {"machine": {"cpus": os.cpu_count(), "platform": platform.platform(),
+                           "load_avg_at_start": os.getloadavg()},
+               "started": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), "runs": []}
+    args.json.parent.mkdir(parents=True, exist_ok=True)
+    for n in args.copies:
+        pbf = extract_for(n, args.cache)
+        work = Path(tempfile.mkdtemp(prefix=f"scale-x{n}-", dir=args.keep))
+        print(f"== {n} copies: {pbf.name} ({pbf.stat().st_size / MB:.1f} MB)", flush=True)
+        run = {"copies": n, "pbf": str(pbf), "pbf_bytes": pbf.stat().st_size}
+        try:
+            ge = run_geoengine(pbf, work)
+            run["geoengine"] = ge
+            nodes = ge["input_nodes"]
+            run["input_nodes"] = nodes
+            ge["per_mnode"] = per_million(ge, nodes)
+            print(f"  geoengine {ge['seconds']:.1f} s, cpu {ge['cpu_seconds']:.1f} s, peak RSS {ge['peak_rss_mb']:.0f} MB "
+                  f"(tree PSS {ge['tree_peak_pss_mb']:.0f} MB), bundle {ge['bundle_bytes'] / MB:.0f} MB", flush=True)
+            if not args.no_osrm:
+                o = run_osrm(pbf, work)
+                run["osrm"] = o
+                if "error" not in o:
+                    print(f"  osrm extract+contract {o['seconds']:.1f} s, peak RSS {o['peak_rss_mb']:.0f} MB, "
+                          f"files {o['output_bytes'] / MB:.0f} MB", flush=True)
+                    run["ratios"] = {
+                        "wall_vs_osrm": round(ge["seconds"] / o["seconds"], 2),
+                        "peak_rss_vs_osrm_extract": round(ge["peak_rss_mb"] / o["extract"]["peak_rss_mb"], 2),
+                        "tree_pss_vs_osrm_extract": round(ge["tree_peak_pss_mb"] / o["extract"]["peak_rss_mb"], 2),
+                        "bundle_vs_osrm_files": round(ge["bundle_bytes"] / o["output_bytes"], 2),
+                    }
+                else:
+                    print(f"  osrm: {o['error']}")
+            if args.valhalla:
+                run["valhalla"] = run_valhalla(pbf, work)
+            if args.check and n == max(args.copies):
+                run["check"] = check_bundle(Path(ge["bundle"]), n)
+                print(f"  check: {json.dumps(run['check'])}", flush=True)
+        finally:
+            if not args.keep:
+                shutil.rmtree(work, ignore_errors=True)
+        results["runs"].append(run)
+        args.json.write_text(json.dumps(results, indent=2))
+        _print_steps(run)
+    _print_summary(results)
+    print(f"figures: {args.json}")
+    return 0
+
+
+def _print_steps(run: dict) -> None:
+    ge = run["geoengine"]
+    w = (24, 9, 9, 10, 11, 10, 12)
+    print(fmt_row(["step", "wall s", "cpu s", "peak MB", "output MB", "s/Mnode", "net MB/Mnode"], w))
+    for name, s in ge["steps"].items():
+        pm = ge["per_mnode"].get(name, {})
+        print(fmt_row([name, f"{s['seconds']:.1f}", f"{s.get('cpu_seconds', 0):.1f}",
+                       f"{s['peak_rss_mb']:.0f}" if "peak_rss_mb" in s else "-",
+                       f"{s.get('output_bytes', 0) / MB:.1f}", f"{pm.get('seconds_per_mnode', 0):.2f}",
+                       pm.get("net_peak_mb_per_mnode", "-")], w))
+
+
+def _print_summary(results: dict) -> None:
+    w = (7, 9, 8, 11, 10, 10, 10, 10, 9, 9)
+    print(fmt_row(["copies", "PBF MB", "Mnodes", "ge wall s", "ge peak", "ge bundle", "osrm s", "osrm peak",
+                   "osrm MB", "wall x"], w))
+    for r in results["runs"]:
+        ge, o = r["geoengine"], r.get("osrm", {})
+        print(fmt_row([r["copies"], f"{r['pbf_bytes'] / MB:.1f}", f"{r['input_nodes'] / 1e6:.2f}",
+                       f"{ge['seconds']:.1f}", f"{ge['peak_rss_mb']:.0f}", f"{ge['bundle_bytes'] / MB:.0f}",
+                       f"{o['seconds']:.1f}" if "seconds" in o else "-",
+                       f"{o['extract']['peak_rss_mb']:.0f}" if "extract" in o else "-",
+                       f"{o['output_bytes'] / MB:.0f}" if "output_bytes" in o else "-",
+                       r.get("ratios", {}).get("wall_vs_osrm", "-")], w))
+
+
+if __name__ == "__main__":
+    sys.exit(main())
