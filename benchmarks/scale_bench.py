@@ -147,11 +147,15 @@ def run_geoengine(pbf: Path, work: Path) -> dict:
                         "--report", str(report)], env=env, log=work / "geoengine.log")
     rep = json.loads(report.read_text())
     steps = rep["steps"]
-    accounted = sum(s["seconds"] for s in steps.values() if s is not steps.get("remove_replaced_version"))
-    steps["exit"] = {"seconds": round(max(0.0, res["seconds"] - accounted), 3)}
+    accounted = sum(s["seconds"] for k, s in steps.items() if k != "remove_replaced_version")
+    if "process_seconds" in rep:  # between named steps (argument parsing, resolving inputs) and at exit
+        steps["unnamed"] = {"seconds": round(max(0.0, rep["process_seconds"] - accounted), 3)}
+        steps["exit"] = {"seconds": round(max(0.0, res["seconds"] - rep["process_seconds"]), 3)}
+    else:
+        steps["exit"] = {"seconds": round(max(0.0, res["seconds"] - accounted), 3)}
     manifest = json.loads((bundle / "manifest.json").read_text())
     res["steps"] = steps
-    res["startup_rss_mb"] = steps["startup"]["peak_rss_mb"]
+    res["startup_rss_mb"] = _baseline_mb(steps)
     res["bundle_bytes"] = dir_bytes([bundle.resolve()])
     res["input_nodes"] = manifest["stages"]["source"]["counts"]["nodes"]
     res["graph_counts"] = {k: manifest["stages"]["graph"]["counts"][k] for k in ("nodes", "edges")}
@@ -281,13 +285,24 @@ def _copy_span() -> tuple[float, float]:
     return float(np.ptp(xs)) * 1.02, float(np.ptp(ys)) * 1.02
 
 
+def _baseline_mb(steps: dict) -> float:
+    """The process's start-up footprint: its RSS once the stage modules are imported (numpy, numba,
+    shapely...), i.e. when the first stage starts."""
+    for name in ("source", "inputs", "load_stages"):
+        if "rss_start_mb" in steps.get(name, {}):
+            return steps[name]["rss_start_mb"]
+    return steps.get("startup", {}).get("peak_rss_mb", 0.0)
+
+
 def per_million(res: dict, nodes: int) -> dict:
     m = nodes / 1e6
-    base = res.get("startup_rss_mb", 0.0)
+    base = _baseline_mb(res["steps"])
     out = {}
     for name, s in res["steps"].items():
         row = {"seconds_per_mnode": round(s["seconds"] / m, 3)}
-        if "peak_rss_mb" in s and name not in ("startup", "exit"):
+        if "cpu_seconds" in s:
+            row["cpu_seconds_per_mnode"] = round(s["cpu_seconds"] / m, 3)
+        if "peak_rss_mb" in s and name not in ("startup", "load_stages", "exit", "unnamed"):
             row["net_peak_mb_per_mnode"] = round(max(0.0, s["peak_rss_mb"] - base) / m, 2)
         out[name] = row
     return out
@@ -307,7 +322,12 @@ def main(argv=None) -> int:
     ap.add_argument("--valhalla", action="store_true", help="also run valhalla_build_tiles (slow)")
     ap.add_argument("--check", action="store_true", help="check the largest bundle end to end")
     ap.add_argument("--keep", type=Path, help="keep work folders (bundles, OSRM files) under this folder")
+    ap.add_argument("--markdown", type=Path, metavar="JSON",
+                    help="print the tables of an earlier run's JSON as Markdown (for docs/scale.md) and exit")
     args = ap.parse_args(argv)
+    if args.markdown:
+        print(markdown(json.loads(args.markdown.read_text())))
+        return 0
 
     results = {"machine": {"cpus": os.cpu_count(), "platform": platform.platform(),
                            "load_avg_at_start": os.getloadavg()},
@@ -334,6 +354,7 @@ def main(argv=None) -> int:
                           f"files {o['output_bytes'] / MB:.0f} MB", flush=True)
                     run["ratios"] = {
                         "wall_vs_osrm": round(ge["seconds"] / o["seconds"], 2),
+                        "cpu_vs_osrm": round(ge["cpu_seconds"] / o["cpu_seconds"], 2),
                         "peak_rss_vs_osrm_extract": round(ge["peak_rss_mb"] / o["extract"]["peak_rss_mb"], 2),
                         "tree_pss_vs_osrm_extract": round(ge["tree_peak_pss_mb"] / o["extract"]["peak_rss_mb"], 2),
                         "bundle_vs_osrm_files": round(ge["bundle_bytes"] / o["output_bytes"], 2),
@@ -380,6 +401,35 @@ def _print_summary(results: dict) -> None:
                        f"{o['extract']['peak_rss_mb']:.0f}" if "extract" in o else "-",
                        f"{o['output_bytes'] / MB:.0f}" if "output_bytes" in o else "-",
                        r.get("ratios", {}).get("wall_vs_osrm", "-")], w))
+
+
+def markdown(results: dict) -> str:
+    """The run's summary table and per-step table of each run, in Markdown."""
+    lines = ["| copies | PBF MB | OSM nodes (M) | geoengine wall s / CPU s | geoengine peak RSS MB (tree PSS) | bundle MB "
+             "| OSRM extract+contract wall s / CPU s | OSRM extract peak RSS MB | OSRM files MB | wall ratio | peak ratio "
+             "| size ratio |", "|" + "---|" * 12]
+    for r in results["runs"]:
+        ge, o, q = r["geoengine"], r.get("osrm", {}), r.get("ratios", {})
+        lines.append(
+            f"| {r['copies']} | {r['pbf_bytes'] / MB:.1f} | {r['input_nodes'] / 1e6:.2f} "
+            f"| {ge['seconds']:.0f} / {ge['cpu_seconds']:.0f} | {ge['peak_rss_mb']:.0f} ({ge['tree_peak_pss_mb']:.0f}) "
+            f"| {ge['bundle_bytes'] / MB:.0f} "
+            + (f"| {o['seconds']:.1f} / {o['cpu_seconds']:.1f} | {o['extract']['peak_rss_mb']:.0f} | {o['output_bytes'] / MB:.0f} "
+               if "extract" in o else "| - | - | - ")
+            + f"| {q.get('wall_vs_osrm', '-')} | {q.get('peak_rss_vs_osrm_extract', '-')} | {q.get('bundle_vs_osrm_files', '-')} |")
+    for r in results["runs"]:
+        ge = r["geoengine"]
+        ge["per_mnode"] = per_million(ge, r["input_nodes"])
+        lines += ["", f"{r['copies']} copies ({r['input_nodes'] / 1e6:.2f} M nodes), per step:", "",
+                  "| step | wall s | CPU s | peak RSS MB | output MB | wall s per M nodes | CPU s per M nodes "
+                  "| net peak MB per M nodes |", "|---|---|---|---|---|---|---|---|"]
+        for name, st in ge["steps"].items():
+            pm = ge["per_mnode"].get(name, {})
+            lines.append(f"| {name} | {st['seconds']:.1f} | {st.get('cpu_seconds', 0):.1f} "
+                         f"| {st['peak_rss_mb']:.0f} | " if "peak_rss_mb" in st else f"| {name} | {st['seconds']:.1f} | - | - | ")
+            lines[-1] += (f"{st.get('output_bytes', 0) / MB:.1f} | {pm.get('seconds_per_mnode', 0):.2f} "
+                          f"| {pm.get('cpu_seconds_per_mnode', '-')} | {pm.get('net_peak_mb_per_mnode', '-')} |")
+    return "\n".join(lines)
 
 
 if __name__ == "__main__":

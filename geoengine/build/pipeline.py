@@ -172,7 +172,10 @@ def build(
     from geoengine.build.stages import all_stages
 
     progress = progress or NullProgress()
-    stages = stages if stages is not None else all_stages()
+    steps: dict[str, dict] = {} if report is None else report.setdefault("steps", {})
+    with StepMeter() as m:
+        stages = stages if stages is not None else all_stages()  # imports the stage modules (numba, ...)
+    steps["load_stages"] = m.record()
     out = Path(out).expanduser().absolute()
     out.parent.mkdir(parents=True, exist_ok=True)
     work = out.parent / f".{out.name}.build"
@@ -183,7 +186,6 @@ def build(
         except BlockingIOError:
             raise BuildError(f"another build of {out} is running") from None
         started = time.time()
-        steps: dict[str, dict] = {} if report is None else report.setdefault("steps", {})
         with StepMeter() as m:
             input_docs = []
             for role, p in inputs.listed():
@@ -233,7 +235,7 @@ def build(
             steps[stage.name] = cost
             secs = cost["seconds"]
             counts = ", ".join(f"{k}={v:,}" for k, v in result.counts.items())
-            progress.done(counts)
+            progress.done(counts, seconds=secs)  # the whole stage, even when it restarted the progress task
             state["stages"][stage.name] = {
                 "version": stage.version,
                 "outputs": result.outputs,
@@ -268,8 +270,11 @@ def build(
         with StepMeter() as m:
             published = publish(work, out, steps=steps)
         steps["publish"] = m.record()
+        total = time.time() - started
         if report is not None:
-            report["build_seconds"] = round(time.time() - started, 3)
+            report["build_seconds"] = round(total, 3)
+        named = ", ".join(f"{k} {v['seconds']:.1f}" for k, v in steps.items() if k != "remove_replaced_version")
+        progress.log(f"built {out} in {total:.1f}s: {named}")
         return published
 
 

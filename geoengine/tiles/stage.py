@@ -38,6 +38,7 @@ def run(ctx: BuildContext) -> StageResult:
     out = ctx.stage_dir("tiles")
     path = out / f"{sid}.mbtiles"
     writer = MBTilesWriter(path)
+    ctx.progress.log(f"[tiles] {len(fs):,} features collected in {t_collect:.1f}s")
     n_tasks = len(tasks_for(bbox, MINZOOM, MAXZOOM, *feature_bounds(fs)))
     ctx.progress.task("tiles", total=n_tasks)
     done = [0]
