@@ -429,6 +429,58 @@ def markdown(results: dict) -> str:
                          f"| {st['peak_rss_mb']:.0f} | " if "peak_rss_mb" in st else f"| {name} | {st['seconds']:.1f} | - | - | ")
             lines[-1] += (f"{st.get('output_bytes', 0) / MB:.1f} | {pm.get('seconds_per_mnode', 0):.2f} "
                           f"| {pm.get('cpu_seconds_per_mnode', '-')} | {pm.get('net_peak_mb_per_mnode', '-')} |")
+    lines += ["", projection(results)]
+    return "\n".join(lines)
+
+
+TARGETS = {"Germany (~420 M nodes)": 420.0, "planet (~9,500 M nodes)": 9500.0}
+
+
+def _fit(points: list[tuple[float, float]], at: float) -> float:
+    """Value at `at` on the line through the two largest of (M nodes, value) points (one point: through 0)."""
+    pts = sorted(points)[-2:]
+    if len(pts) == 1 or pts[1][0] == pts[0][0]:
+        return pts[-1][1] / pts[-1][0] * at
+    (x0, y0), (x1, y1) = pts
+    slope = max(0.0, (y1 - y0) / (x1 - x0))
+    return y1 + slope * (at - x1)
+
+
+def projection(results: dict) -> str:
+    """Linear projection (the line through the two largest runs: a fixed part plus a cost per million
+    nodes) of each step's CPU time, peak memory and output size; OSRM's extract+contract the same way."""
+    runs = sorted(results["runs"], key=lambda x: x["input_nodes"])
+    used = runs[-2:]
+    names = ", ".join(f"{r['copies']}-copy" for r in used)
+    lines = [f"Projected linearly through the {names} runs (a fixed part plus a cost per million nodes). CPU "
+             "seconds, not wall (the measuring machine was shared): on an idle machine a one-core step's "
+             "wall is about its CPU, the tiles stage's about CPU/2.", "",
+             "| step | " + " | ".join(f"{t}: CPU h / peak GB / disk GB" for t in TARGETS) + " |",
+             "|---|" + "---|" * len(TARGETS)]
+    last = used[-1]["geoengine"]["steps"]
+    stages = [k for k, s in last.items() if "output_bytes" in s and all(k in r["geoengine"]["steps"] for r in used)]
+    peak_total = dict.fromkeys(TARGETS, 0.0)
+
+    def pts(fn):
+        return [(r["input_nodes"] / 1e6, fn(r)) for r in used]
+
+    for name in stages:
+        cells = []
+        for t, mn in TARGETS.items():
+            cpu = _fit(pts(lambda r, n=name: r["geoengine"]["steps"][n]["cpu_seconds"]), mn)
+            peak = _fit(pts(lambda r, n=name: r["geoengine"]["steps"][n]["peak_rss_mb"]), mn) / 1024
+            disk = _fit(pts(lambda r, n=name: r["geoengine"]["steps"][n]["output_bytes"]), mn) / 2**30
+            peak_total[t] = max(peak_total[t], peak)
+            cells.append(f"{cpu / 3600:.1f} / {peak:.1f} / {disk:.1f}")
+        lines.append(f"| {name} | " + " | ".join(cells) + " |")
+    lines.append("| **whole build** | " + " | ".join(
+        f"**{_fit(pts(lambda r: r['geoengine']['cpu_seconds']), mn) / 3600:.1f} / {peak_total[t]:.1f} / "
+        f"{_fit(pts(lambda r: r['geoengine']['bundle_bytes']), mn) / 2**30:.1f}**" for t, mn in TARGETS.items()) + " |")
+    if all("extract" in r.get("osrm", {}) for r in used):
+        lines.append("| OSRM extract+contract (car) | " + " | ".join(
+            f"{_fit(pts(lambda r: r['osrm']['cpu_seconds']), mn) / 3600:.1f} / "
+            f"{_fit(pts(lambda r: r['osrm']['extract']['peak_rss_mb']), mn) / 1024:.1f} / "
+            f"{_fit(pts(lambda r: r['osrm']['output_bytes']), mn) / 2**30:.1f}" for mn in TARGETS.values()) + " |")
     return "\n".join(lines)
 
 
