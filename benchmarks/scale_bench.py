@@ -11,7 +11,7 @@ the repo). Then, in the same run and on the same file:
 - geoengine: `python -m geoengine build FILE --report R.json` in a child process. Per build step (the
   report's steps: startup, inputs, source, graph, elevation, routing, search, tiles, manifest, publish,
   plus `exit`: the child's wall after the report's last step), wall, CPU (workers included), peak RSS
-  (each step's own high-water mark, see geoengine.build.measure) and output bytes; the child's peak RSS
+  (each step's own high-water mark, see geoengine.bundler.measure) and output bytes; the child's peak RSS
   from wait4, and the peak PSS of the whole process tree (the tiles workers share pages with the
   parent) polled from /proc every 0.2 s.
 - OSRM (osrm-bindings, benchmarks/.peers/venv, car profile): osrm-extract then osrm-contract, each

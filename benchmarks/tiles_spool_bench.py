@@ -21,7 +21,7 @@ from scale_bench import run_measured  # noqa: E402
 CHILD = r"""
 import hashlib, json, sys, tempfile
 from pathlib import Path
-from geoengine.build.source import describe_extract
+from geoengine.bundler.source import describe_extract
 path, mode, out = sys.argv[1], sys.argv[2], sys.argv[3]
 bbox = describe_extract(path)["bbox"]
 h = {}

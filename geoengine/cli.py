@@ -24,7 +24,7 @@ def _settings(args) -> Settings:
 
 
 def cmd_fetch(args) -> int:
-    from geoengine.build.fetch import fetch_region, load_regions
+    from geoengine.bundler.fetch import fetch_region, load_regions
     from geoengine.progress import Progress
 
     catalog = load_regions()
@@ -44,7 +44,7 @@ def cmd_fetch(args) -> int:
 
 
 def cmd_build(args) -> int:
-    from geoengine.build.pipeline import build, default_out, resolve_inputs
+    from geoengine.bundler.pipeline import build, default_out, resolve_inputs
     from geoengine.progress import Progress
 
     settings = _settings(args)
@@ -53,13 +53,13 @@ def cmd_build(args) -> int:
     out = Path(args.out) if args.out else default_out(inputs, settings)
     report: dict | None = None
     if args.report:
-        from geoengine.build.measure import process_age_s, rss_mb
+        from geoengine.bundler.measure import process_age_s, rss_mb
 
         # start-up (interpreter, imports) counts as a step of its own
         report = {"steps": {"startup": {"seconds": round(process_age_s(), 3), "peak_rss_mb": round(rss_mb(), 1)}}}
     path = build(inputs, out, settings, resume=args.resume, progress=progress, report=report)
     if report is not None:
-        from geoengine.build.measure import process_age_s
+        from geoengine.bundler.measure import process_age_s
 
         report["process_seconds"] = round(process_age_s(), 3)  # the rest of the wall is interpreter exit
         Path(args.report).write_text(json.dumps(report, indent=2))
@@ -69,9 +69,9 @@ def cmd_build(args) -> int:
 
 def ensure_default_bundle(settings: Settings, region: str | None = None, quiet: bool = False) -> Path:
     """The published bundle of `region` (default: the catalog's default), fetched and built when absent."""
-    from geoengine.build.fetch import load_regions
-    from geoengine.build.pipeline import build, resolve_inputs
     from geoengine.bundle import Bundle
+    from geoengine.bundler.fetch import load_regions
+    from geoengine.bundler.pipeline import build, resolve_inputs
     from geoengine.errors import BundleError
     from geoengine.progress import Progress
 

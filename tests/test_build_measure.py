@@ -13,9 +13,9 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from geoengine.build.measure import StepMeter, reset_peak
-from geoengine.build.pbfscan import packed_sint64, scan_pbf
-from geoengine.build.source import _Counter, describe_extract
+from geoengine.bundler.measure import StepMeter, reset_peak
+from geoengine.bundler.pbfscan import packed_sint64, scan_pbf
+from geoengine.bundler.source import _Counter, describe_extract
 
 from .conftest import SHARED_DATA
 

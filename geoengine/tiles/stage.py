@@ -7,7 +7,7 @@ import json
 import shutil
 import time
 
-from geoengine.build.pipeline import BuildContext, Stage, StageResult
+from geoengine.bundler.pipeline import BuildContext, Stage, StageResult
 from geoengine.tiles import schema
 from geoengine.tiles.mbtiles import MBTilesWriter
 from geoengine.tiles.spool import collect_spooled, cut_spooled, low_task_count
@@ -89,7 +89,7 @@ def run(ctx: BuildContext) -> StageResult:
 def _region(name: str | None):
     if not name:
         return None
-    from geoengine.build.fetch import load_regions
+    from geoengine.bundler.fetch import load_regions
 
     try:
         return load_regions().regions.get(name)

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from geoengine.build.source import describe_extract
+from geoengine.bundler.source import describe_extract
 from geoengine.tiles.features import collect
 from geoengine.tiles.spool import collect_spooled, cut_spooled
 from geoengine.tiles.tiler import cut_tiles

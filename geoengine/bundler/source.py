@@ -6,8 +6,8 @@ import json
 
 import osmium
 
-from geoengine.build.pbfscan import scan_pbf
-from geoengine.build.pipeline import BuildContext, Stage, StageResult
+from geoengine.bundler.pbfscan import scan_pbf
+from geoengine.bundler.pipeline import BuildContext, Stage, StageResult
 
 
 class _Counter(osmium.SimpleHandler):
@@ -39,7 +39,7 @@ class _Counter(osmium.SimpleHandler):
 
 
 def _count(path) -> _Counter:
-    """Object counts and the nodes' bbox: from the PBF blocks (geoengine.build.pbfscan), else osmium."""
+    """Object counts and the nodes' bbox: from the PBF blocks (geoengine.bundler.pbfscan), else osmium."""
     scan = scan_pbf(path)
     counter = _Counter()
     if scan is None:

@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from geoengine import __version__
-from geoengine.build.measure import StepMeter, dir_bytes
+from geoengine.bundler.measure import StepMeter, dir_bytes
 from geoengine.bundle import FORMAT, FORMAT_VERSION, STAGE_VERSIONS
 from geoengine.config import Settings
 from geoengine.errors import BuildError, InvalidRequest
@@ -116,7 +116,7 @@ def resolve_inputs(
     progress: Progress | None = None,
 ) -> BuildInputs:
     """A region name (fetched into the cache) or a path to an OSM extract, plus optional DEM/places."""
-    from geoengine.build.fetch import fetch_region, load_regions
+    from geoengine.bundler.fetch import fetch_region, load_regions
 
     path = Path(target).expanduser()
     catalog = load_regions()
@@ -166,10 +166,10 @@ def build(
     """Run every applicable stage into a work folder and publish it at `out`. Returns `out`.
 
     Every step (hashing the inputs, each stage, the manifest, publication, removing the replaced
-    version) is measured (wall, CPU, peak RSS, output bytes; see geoengine.build.measure): the stages'
+    version) is measured (wall, CPU, peak RSS, output bytes; see geoengine.bundler.measure): the stages'
     figures go into the manifest, and all of them into `report["steps"]` when a dict is passed."""
-    from geoengine.build.fetch import sha256_file
-    from geoengine.build.stages import all_stages
+    from geoengine.bundler.fetch import sha256_file
+    from geoengine.bundler.stages import all_stages
 
     progress = progress or NullProgress()
     steps: dict[str, dict] = {} if report is None else report.setdefault("steps", {})
