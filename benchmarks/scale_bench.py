@@ -221,6 +221,7 @@ sys_span = (float(sys.argv[3]), float(sys.argv[4]))
 def copy_point(i, j):
     return {"lon": vaduz[0] + i * sys_span[0], "lat": vaduz[1] + j * sys_span[1]}
 a, b = copy_point(0, 0), copy_point(side - 1, side - 1)
+eng.route(locations=[a, copy_point(0, 0) | {"lat": a["lat"] + 0.01}], costing="auto")  # compile/load kernels once
 t0 = time.perf_counter()
 try:
     r = eng.route(locations=[a, b], costing="auto")
@@ -231,10 +232,10 @@ except Exception as exc:
 last = copy_point(side - 1, side - 1)
 try:
     res = eng.search("Landstrasse", lat=last["lat"], lon=last["lon"], size=5)
-    feats = res.get("features", [])
-    top = feats[0]["geometry"]["coordinates"] if feats else None
+    hits = res.get("results", [])
+    top = [hits[0]["location"]["lon"], hits[0]["location"]["lat"]] if hits else None
     out["search"] = {"ok": bool(top) and abs(top[0] - last["lon"]) < sys_span[0] / 2 and abs(top[1] - last["lat"]) < sys_span[1] / 2,
-                     "top": top, "name": feats[0]["properties"].get("name") if feats else None}
+                     "top": top, "name": hits[0]["name"] if hits else None, "total": res.get("total")}
 except Exception as exc:
     out["search"] = {"ok": False, "error": repr(exc)[:300]}
 try:
@@ -244,8 +245,7 @@ try:
     lon, lat = last["lon"], last["lat"]
     x = int((lon + 180) / 360 * 2 ** z)
     y = int((1 - math.asinh(math.tan(math.radians(lat))) / math.pi) / 2 * 2 ** z)
-    src = eng.tiles.sources()[0] if hasattr(eng.tiles, "sources") else None
-    sid = src["id"] if isinstance(src, dict) else (src or json.load(open(sys.argv[1] + "/manifest.json"))["stages"]["tiles"]["info"]["source"])
+    sid = json.load(open(sys.argv[1] + "/manifest.json"))["stages"]["tiles"]["info"]["source"]
     data = eng.tiles.get(sid, z, x, y)
     tile = mapbox_vector_tile.decode(gzip.decompress(data) if data[:2] == b"\x1f\x8b" else data)
     out["tile"] = {"ok": bool(tile), "z": z, "x": x, "y": y, "layers": sorted(tile)}
@@ -259,6 +259,7 @@ def check_bundle(bundle: Path, n: int) -> dict:
     """Open the bundle in a fresh process and check it end to end (see CHECK)."""
     span = _copy_span()
     env = dict(os.environ, PYTHONPATH=str(ROOT))
+    env.setdefault("NUMBA_CACHE_DIR", str(ROOT / ".geoengine" / "numba-cache"))  # compiled kernels, as a server has
     p = subprocess.run([sys.executable, "-c", CHECK, str(bundle), str(n), str(span[0]), str(span[1])],
                        capture_output=True, text=True, env=env)
     if p.returncode != 0:
@@ -322,9 +323,13 @@ def main(argv=None) -> int:
     ap.add_argument("--valhalla", action="store_true", help="also run valhalla_build_tiles (slow)")
     ap.add_argument("--check", action="store_true", help="check the largest bundle end to end")
     ap.add_argument("--keep", type=Path, help="keep work folders (bundles, OSRM files) under this folder")
+    ap.add_argument("--check-bundle", type=Path, metavar="BUNDLE", help="only check BUNDLE (made from --copies N)")
     ap.add_argument("--markdown", type=Path, metavar="JSON",
                     help="print the tables of an earlier run's JSON as Markdown (for docs/scale.md) and exit")
     args = ap.parse_args(argv)
+    if args.check_bundle:
+        print(json.dumps(check_bundle(args.check_bundle, args.copies[0]), indent=2))
+        return 0
     if args.markdown:
         print(markdown(json.loads(args.markdown.read_text())))
         return 0

@@ -23,9 +23,9 @@ from pathlib import Path
 import pytest
 
 import geoengine
+from geoengine.bundle import Bundle
 from geoengine.bundler.pipeline import build, resolve_inputs
 from geoengine.bundler.source import STAGE as SOURCE
-from geoengine.bundle import Bundle
 from geoengine.config import Settings
 from geoengine.graph.stage import STAGE as GRAPH
 

@@ -21,8 +21,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from geoengine import __version__
-from geoengine.bundler.measure import StepMeter, dir_bytes
 from geoengine.bundle import FORMAT, FORMAT_VERSION, STAGE_VERSIONS
+from geoengine.bundler.measure import StepMeter, dir_bytes
 from geoengine.config import Settings
 from geoengine.errors import BuildError, InvalidRequest
 from geoengine.progress import NullProgress, Progress
