@@ -58,12 +58,50 @@ def cmd_build(args) -> int:
         # start-up (interpreter, imports) counts as a step of its own
         report = {"steps": {"startup": {"seconds": round(process_age_s(), 3), "peak_rss_mb": round(rss_mb(), 1)}}}
     path = build(inputs, out, settings, resume=args.resume, progress=progress, report=report)
+    if not getattr(args, "no_warm", False):
+        from geoengine.bundler.measure import StepMeter
+
+        with StepMeter() as m:
+            _warm_bundle(path, settings, progress.log)
+        if report is not None:
+            report["steps"]["warm"] = m.record()
     if report is not None:
         from geoengine.bundler.measure import process_age_s
 
         report["process_seconds"] = round(process_age_s(), 3)  # the rest of the wall is interpreter exit
         Path(args.report).write_text(json.dumps(report, indent=2))
     print(path)
+    return 0
+
+
+def _warm_bundle(path, settings, log) -> None:
+    """Fill the compile cache for this bundle's request paths (geoengine.analysis.warm)."""
+    import time
+
+    from geoengine.analysis.warm import warm
+    from geoengine.engine import Engine
+
+    t0 = time.perf_counter()
+    warm(Engine.open(path, settings=settings))
+    log(f"[warm] {path}: compiled kernels cached in {time.perf_counter() - t0:.1f}s")
+
+
+def cmd_warm(args) -> int:
+    from geoengine.bundle import Bundle
+    from geoengine.progress import Progress
+
+    settings = _settings(args)
+    progress = Progress(quiet=args.quiet)
+    bundles = [Path(b) for b in args.bundles]
+    if not bundles:
+        root = Path(settings.bundles_dir)
+        bundles = sorted(p for p in root.iterdir() if (p / "manifest.json").exists()) if root.is_dir() else []
+        if not bundles:
+            progress.log(f"warm: no bundles under {root} yet; `geoengine build` warms the bundle it builds")
+            return 0
+    for b in bundles:
+        Bundle.open(b)  # fail fast with the manifest check's message
+        _warm_bundle(b, settings, progress.log)
     return 0
 
 
@@ -89,6 +127,14 @@ def ensure_default_bundle(settings: Settings, region: str | None = None, quiet: 
     return build(inputs, out, settings, resume=True, progress=progress)
 
 
+def default_workers() -> int:
+    """The number of cores this process may run on."""
+    try:
+        return max(1, len(os.sched_getaffinity(0)))
+    except AttributeError:  # not Linux
+        return max(1, os.cpu_count() or 1)
+
+
 def cmd_serve(args) -> int:
     try:
         import uvicorn
@@ -96,6 +142,10 @@ def cmd_serve(args) -> int:
         print("error: the HTTP façade needs the server extra: pip install 'geoengine[server]'", file=sys.stderr)
         return 1
     settings = _settings(args)
+    workers = args.workers if args.workers is not None else (settings.workers or default_workers())
+    if workers < 1:
+        print("error: --workers must be at least 1", file=sys.stderr)
+        return 2
     bundle = Path(args.bundle) if args.bundle else None
     if bundle is None and settings.bundle is not None:
         bundle = settings.bundle
@@ -103,6 +153,7 @@ def cmd_serve(args) -> int:
         bundle = ensure_default_bundle(settings, args.region)
     from geoengine.bundle import Bundle
     from geoengine.gateway import KeyStore, load_plans
+    from geoengine.server.protocol import CorkedHttpToolsProtocol
 
     Bundle.open(bundle)  # fail fast with the manifest check's message
     settings = Settings.from_env(bundle=Path(bundle).absolute())
@@ -114,42 +165,71 @@ def cmd_serve(args) -> int:
         timer = threading.Timer(args.exit_after, lambda: os.kill(os.getpid(), signal.SIGINT))
         timer.daemon = True
         timer.start()
-    print(f"serving {bundle} on http://{args.host}:{args.port} (gateway host '{settings.gateway_host}')",
-          file=sys.stderr, flush=True)
-    if args.workers and args.workers > 1:
-        uvicorn.run("geoengine.server.app:app_from_env", factory=True, host=args.host, port=args.port,
-                    workers=args.workers, log_level=settings.log_level, access_log=not args.no_access_log)
+    print(f"serving {bundle} on http://{args.host}:{args.port} with {workers} worker process"
+          f"{'es' if workers > 1 else ''} (gateway host '{settings.gateway_host}')", file=sys.stderr, flush=True)
+    if workers > 1:
+        from geoengine.tiles.shared import create_state_file
+
+        state = create_state_file(Path(settings.home) / "run" / f"serve-{os.getpid()}.workers")
+        os.environ["GEOENGINE_WORKER_STATE"] = str(state)
+        try:
+            uvicorn.run("geoengine.server.app:app_from_env", factory=True, host=args.host, port=args.port,
+                        workers=workers, log_level=settings.log_level, access_log=not args.no_access_log,
+                        http=CorkedHttpToolsProtocol)
+        finally:
+            state.unlink(missing_ok=True)
     else:
         from geoengine.server.app import app_from_env
 
+        os.environ.pop("GEOENGINE_WORKER_STATE", None)
         uvicorn.run(app_from_env(), host=args.host, port=args.port, log_level=settings.log_level,
-                    access_log=not args.no_access_log)
+                    access_log=not args.no_access_log, http=CorkedHttpToolsProtocol)
     return 0
 
 
 def cmd_keys(args) -> int:
     from geoengine.gateway import KeyStore, load_plans
+    from geoengine.publishable import PublishableKeys
 
     settings = _settings(args)
     store = KeyStore(settings.state, load_plans(settings.plans_file))
-    if args.keys_cmd == "create":
+    pub = PublishableKeys(settings.state, store.plans)
+    if args.keys_cmd == "publishable":
+        key, prec = pub.create(args.plan, args.origin, args.scope, args.label or "")
+        print(f"created publishable key {prec.id} on plan '{prec.plan}' for {', '.join(prec.origins)} "
+              f"(scopes {', '.join(prec.scopes)})")
+        print("it may sit in a web page; it works only from those origins when they are in GEOENGINE_CORS_ORIGINS")
+        print(key)
+    elif args.keys_cmd == "create":
         key, rec = store.create(args.plan, args.label or "")
         print(f"created key {rec.id} on plan '{rec.plan}'" + (f" ({rec.label})" if rec.label else ""))
         print("store it now: it is shown only once")
         print(key)
     elif args.keys_cmd == "list":
         records = store.list()
+        pubs = pub.list()
         if args.json:
-            print(json.dumps([r.as_dict() for r in records], indent=2))
+            print(json.dumps([r.as_dict() for r in records]
+                             + [{**p.as_dict(), "publishable": True, "usage": store.usage(p.usage_id)} for p in pubs],
+                             indent=2))
         else:
             print(f"{'id':10s} {'plan':10s} {'created':21s} {'status':8s} label / usage")
             for r in records:
                 status = "revoked" if r.revoked else "active"
                 usage = ", ".join(f"{k}={v}" for k, v in sorted(r.usage.items()))
                 print(f"{r.id:10s} {r.plan:10s} {r.created:21s} {status:8s} {r.label} {usage}".rstrip())
+            for p in pubs:
+                status = "revoked" if p.revoked else "active"
+                usage = ", ".join(f"{k}={v}" for k, v in sorted(store.usage(p.usage_id).items()))
+                print(f"{p.id:10s} {p.plan:10s} {p.created:21s} {status:8s} publishable {','.join(p.scopes)} "
+                      f"{' '.join(p.origins)} {p.label} {usage}".rstrip())
     elif args.keys_cmd == "revoke":
-        rec = store.revoke(args.key)
-        print(f"revoked key {rec.id} at {rec.revoked}")
+        if args.key.startswith("pk_") or (not args.key.startswith("gk_") and args.key in {p.id for p in pub.list()}):
+            prec = pub.revoke(args.key)
+            print(f"revoked publishable key {prec.id} at {prec.revoked}")
+        else:
+            rec = store.revoke(args.key)
+            print(f"revoked key {rec.id} at {rec.revoked}")
     elif args.keys_cmd == "plans":
         for plan in store.plans.values():
             pools = "; ".join(f"{p.limit} {p.scope} per {p.period}" for p in plan.pools) or "no quota"
@@ -200,7 +280,16 @@ def make_parser() -> argparse.ArgumentParser:
     b.add_argument("--quiet", action="store_true", help="no progress output")
     b.add_argument("--report", metavar="FILE", help="write every build step's wall, CPU, peak RSS and output size "
                    "as JSON to FILE (see docs/scale.md)")
+    b.add_argument("--no-warm", action="store_true", help="do not fill the compile cache for the new bundle")
     b.set_defaults(func=cmd_build)
+
+    w = sub.add_parser("warm", help="fill the compile cache (Numba) for bundles' request paths",
+                       description="Run one route, matrix, isochrone, accessibility, ... over each bundle so "
+                       "every compiled kernel is cached in NUMBA_CACHE_DIR (default $GEOENGINE_HOME/numba-cache) "
+                       "and later processes start fast. Without arguments: every bundle under $GEOENGINE_BUNDLES.")
+    w.add_argument("bundles", nargs="*", metavar="DIR", help="bundle folders (default: all published bundles)")
+    w.add_argument("--quiet", action="store_true", help="no progress output")
+    w.set_defaults(func=cmd_warm)
 
     s = sub.add_parser("serve", help="serve a bundle over HTTP (needs the server extra)",
                        description="Serve a bundle. Without --bundle, fetches and builds the default region first.")
@@ -208,7 +297,8 @@ def make_parser() -> argparse.ArgumentParser:
     s.add_argument("--region", help="region to build and serve when no bundle is given (default andorra)")
     s.add_argument("--host", default="127.0.0.1", help="address to listen on (default 127.0.0.1)")
     s.add_argument("--port", type=int, default=8000, help="port (default 8000)")
-    s.add_argument("--workers", type=int, default=1, help="worker processes (default 1; each uses threads too)")
+    s.add_argument("--workers", type=int, help="worker processes (default GEOENGINE_WORKERS, else the number of "
+                   "cores); tile cache clears reach every worker")
     s.add_argument("--exit-after", type=float, metavar="SECONDS", help="stop by itself after this many seconds")
     s.add_argument("--no-access-log", action="store_true", help="do not log each request")
     s.set_defaults(func=cmd_serve)
@@ -220,6 +310,17 @@ def make_parser() -> argparse.ArgumentParser:
                          description="Create a key on a plan. The key is printed once, alone on the last line.")
     kc.add_argument("--plan", required=True, help="plan name: free, starter, unlimited (or from GEOENGINE_PLANS_FILE)")
     kc.add_argument("--label", help="free text to recognise the key by")
+    kp = ksub.add_parser("publishable", help="create a publishable key for pages on other origins",
+                         description="Create a publishable key (pk_...): meant to sit in a web page, it is accepted "
+                                     "only from the given browser origins (which must also be in "
+                                     "GEOENGINE_CORS_ORIGINS) and only on the given scopes. Printed once, alone "
+                                     "on the last line.")
+    kp.add_argument("--plan", required=True, help="plan name: free, starter, unlimited (or from GEOENGINE_PLANS_FILE)")
+    kp.add_argument("--origin", action="append", required=True, metavar="ORIGIN",
+                    help="allowed page origin, scheme://host[:port] (repeat for several)")
+    kp.add_argument("--scope", action="append", required=True, choices=["tiles", "search"],
+                    help="what the key may call: tiles (/sources, /tiles/...) or search (/search...); repeatable")
+    kp.add_argument("--label", help="free text to recognise the key by")
     kl = ksub.add_parser("list", help="list keys (ids, plans, status, usage; never the keys)")
     kl.add_argument("--json", action="store_true", help="JSON output")
     kr = ksub.add_parser("revoke", help="revoke a key by the key itself or its id")

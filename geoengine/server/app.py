@@ -10,11 +10,13 @@ from fastapi import FastAPI
 from geoengine import __version__
 from geoengine.config import Settings
 from geoengine.engine import Engine
-from geoengine.gateway import KeyStore, load_plans
+from geoengine.gateway import KeyStore, auth_failure_status, load_plans
+from geoengine.gateway_cache import CachedKeyStore
 from geoengine.server import problems
+from geoengine.server.hotpath import HotPath
 from geoengine.server.middleware import BodyLimitMiddleware, GatewayMiddleware
 from geoengine.server.routes import ROUTE_MODULES
-from geoengine.server.routes.tiles import TileFastPath
+from geoengine.server.web.access import WebAccessMiddleware
 
 DESCRIPTION = """
 Routing, search, vector tiles and elevation from one OpenStreetMap bundle.
@@ -47,16 +49,26 @@ PROBLEM_SCHEMA = {
 def create_app(engine: Engine, settings: Settings | None = None, keystore: KeyStore | None = None) -> FastAPI:
     settings = settings or engine.settings
     keystore = keystore or KeyStore(settings.state, load_plans(settings.plans_file))
-    app = FastAPI(title="geoengine", version=__version__, description=DESCRIPTION)
+    if not isinstance(keystore, CachedKeyStore):
+        keystore = CachedKeyStore(keystore, settings.gateway_key_ttl_s)
+    # FastAPI's OpenTelemetry bridge asks the (unconfigured) providers on every request: about 6 % of a
+    # cached tile's CPU (py-spy). geoengine configures no provider, so it is off.
+    app = FastAPI(title="geoengine", version=__version__, description=DESCRIPTION,
+                  telemetry={"tracing": False, "metrics": False, "logs": False})
     app.state.engine = engine
     app.state.settings = settings
     app.state.keystore = keystore
+    if settings.worker_state is not None:  # several workers: tile cache clears reach them all
+        from geoengine.tiles.shared import SharedCacheState
+
+        engine.tiles.share_with_workers(SharedCacheState(settings.worker_state))
     problems.install(app)
     for name in ROUTE_MODULES:
         app.include_router(importlib.import_module(name).router)
-    app.add_middleware(TileFastPath)  # innermost: tile requests skip the router (see routes/tiles.py)
+    app.add_middleware(HotPath)  # innermost: tiles, search, point elevation and /route skip the router
     app.add_middleware(BodyLimitMiddleware, limit=settings.max_body_bytes)
     app.add_middleware(GatewayMiddleware, keystore=keystore, gateway_host=settings.gateway_host)
+    app.add_middleware(WebAccessMiddleware, keystore=keystore, settings=settings)  # outermost: page, CORS
     _document_gateway(app)
     return app
 
@@ -80,7 +92,7 @@ def _document_gateway(app: FastAPI) -> None:
         schema["security"] = [{"GatewayKey": [], "GatewayHost": []}]
         ref = {"application/problem+json": {"schema": {"$ref": "#/components/schemas/Problem"}}}
         for path, ops in schema.get("paths", {}).items():
-            auth = "401" if path in ("/matrix", "/v1/routing/directions") else "403"
+            auth = str(auth_failure_status(path))
             for op in ops.values():
                 responses = op.setdefault("responses", {})
                 responses.pop("422", None) if _is_default_422(responses.get("422")) else None
