@@ -21,6 +21,7 @@ from __future__ import annotations
 import multiprocessing as mp
 import os
 import pickle
+from array import array
 from pathlib import Path
 
 import numpy as np
@@ -64,6 +65,7 @@ class Spool:
         self.low: list[tuple] = []  # (seq, geom, layer, min_zoom, props): drawn at low zooms
         self.low_bounds: list[tuple] = []  # (minx, miny, maxx, maxy, min_zoom), low min zooms, not earth
         self.shared_spans: list[tuple[int, int, int, int]] = []
+        self.all_bounds = array("d")  # minx, miny, maxx, maxy, min_zoom of every non-earth feature
         self.coastlines: list = []
         self.skipped_ways = 0
         self.partial_ways = 0
@@ -74,7 +76,13 @@ class Spool:
     def counts(self) -> dict[str, int]:
         return {name: self.counts_by_layer[i] for i, name in enumerate(schema.LAYERS)}
 
+    clip_box = None  # while set, features are clipped to it as features.clip_to_box does
+
     def add(self, geom, feat: schema.Feature, tags) -> None:
+        if self.clip_box is not None:
+            geom = _clip_one(geom, self.clip_box)
+            if geom is None:
+                return
         self.add_record(geom, schema.LAYERS.index(feat.layer), feat.min_zoom, schema.properties(feat, tags))
 
     def add_record(self, geom, layer: int, min_zoom: int, props: dict, seq: int | None = None) -> None:
@@ -84,6 +92,8 @@ class Spool:
             self.counts_by_layer[layer] += 1
         b = shapely.bounds(geom)
         mz = min(min_zoom, self.maxzoom)
+        if layer != _EARTH:
+            self.all_bounds.extend((*b, float(min_zoom)))
         if mz < self.pz:
             dim = int(shapely.get_dimensions(geom))
             size = np.sqrt(shapely.area(geom)) if dim == 2 else shapely.length(geom) if dim == 1 else np.inf
@@ -120,6 +130,27 @@ class Spool:
         for x0, y0, x1, y1 in self.shared_spans:
             keys.update((x, y) for x in range(x0, x1 + 1) for y in range(y0, y1 + 1))
         return sorted(keys)
+
+
+def _clip_one(geom, box):
+    """features.clip_to_box for one geometry: None when nothing of it is left in the box."""
+    if shapely.contains_properly(box, geom):
+        return geom
+    dim = int(shapely.get_dimensions(geom))
+    x0, y0, x1, y1 = box.bounds
+    clipped = shapely.clip_by_rect(geom, x0, y0, x1, y1)
+    if shapely.is_empty(clipped):
+        return None
+    if shapely.get_type_id(clipped) == 7:
+        parts = [p for p in shapely.get_parts(clipped) if shapely.get_dimensions(p) == dim]
+        if not parts:
+            return None
+        if dim == 2:
+            return shapely.union_all(parts)
+        if dim == 1:
+            return shapely.multilinestrings([q for p in parts for q in shapely.get_parts(p)])
+        return shapely.multipoints(parts)
+    return clipped
 
 
 def _load(path: Path) -> list[tuple]:
@@ -183,11 +214,32 @@ def _cut_partition(key: tuple[int, int]) -> list[tuple[int, int, int, bytes]]:
         rng = (max(px * k, brng[0]), max(py * k, brng[1]), min(px * k + k - 1, brng[2]), min(py * k + k - 1, brng[3]))
         if rng[0] > rng[2] or rng[1] > rng[3]:
             continue
-        ids = _tiles_in(bounds[min_zoom <= z], z, brng, rng)
+        if job["full_grid"].get(z):  # the whole-set cut makes every tile of the box at this zoom
+            xs, ys = np.meshgrid(np.arange(rng[0], rng[2] + 1, dtype=np.int64),
+                                 np.arange(rng[1], rng[3] + 1, dtype=np.int64))
+            ids = np.sort(((xs << 32) | ys).ravel())
+        else:
+            ids = _tiles_in(bounds[min_zoom <= z], z, brng, rng)
         tiles = list(zip((ids >> 32).tolist(), (ids & 0xFFFFFFFF).tolist(), strict=True))
         for i in range(0, len(tiles), T.BATCH):
             out.extend(T._encode_batch((z, tiles[i:i + T.BATCH])))
     T._STATE = {}
+    return out
+
+
+def _full_grid(spool: Spool, bbox) -> dict[int, bool]:
+    """Per zoom >= the partition zoom: does tiler.tasks_for make every tile of the box (features touch at
+    least 1/FULL_GRID_FACTOR of them)? Decided over all features' bounds, as the whole-set cut does."""
+    factor = getattr(T, "FULL_GRID_FACTOR", None)
+    if factor is None:
+        return {}
+    ab = np.frombuffer(spool.all_bounds, dtype=np.float64).reshape(-1, 5) if len(spool.all_bounds) else np.zeros((0, 5))
+    out = {}
+    for z in range(spool.pz, spool.maxzoom + 1):
+        rng = T.tile_range(bbox, z)
+        sel = ab[np.minimum(ab[:, 4], spool.maxzoom) <= z, :4]
+        n = len(T._feature_tiles(sel, z, rng))
+        out[z] = (rng[2] - rng[0] + 1) * (rng[3] - rng[1] + 1) <= factor * n
     return out
 
 
@@ -203,7 +255,12 @@ def cut_spooled(spool: Spool, partitions: list[tuple[int, int]], bbox, *, proces
     lb = np.asarray(spool.low_bounds, dtype=np.float64).reshape(-1, 5)
     low_tasks = T.tasks_for(bbox, T.MINZOOM, spool.pz - 1, lb[:, :4], lb[:, 4].astype(np.int16))
     T._STATE = low_state
-    _JOB = {"folder": spool.folder, "shared": spool.shared, "maxzoom": maxzoom, "bbox": bbox, "pz": spool.pz}
+    full_grid = _full_grid(spool, bbox)
+    if any(full_grid.values()):  # every partition of the box then has tiles, even one without features
+        x0, y0, x1, y1 = spool.prange
+        partitions = sorted(set(partitions) | {(x, y) for x in range(x0, x1 + 1) for y in range(y0, y1 + 1)})
+    _JOB = {"folder": spool.folder, "shared": spool.shared, "maxzoom": maxzoom, "bbox": bbox, "pz": spool.pz,
+            "full_grid": full_grid}
     try:
         if processes <= 1:
             for t in low_tasks:
@@ -247,9 +304,11 @@ def collect_spooled(osm_path, bbox, folder: Path, *, maxzoom: int = T.MAXZOOM,
     x0, y0 = lonlat_to_merc(bbox[0], bbox[1])
     x1, y1 = lonlat_to_merc(bbox[2], bbox[3])
     box = shapely.box(float(x0), float(y0), float(x1), float(y1))
+    spool.clip_box = box
     spool.add(box, schema.Feature("earth", "earth", 0), {})
     coll = _Collector(spool, rel.way_level)
     coll.apply_file(str(osm_path), locations=True)
+    spool.clip_box = None
     if spool.coastlines:
         split = split_land_sea(spool.coastlines, box)
         if split is not None:
