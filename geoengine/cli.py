@@ -51,9 +51,25 @@ def cmd_build(args) -> int:
     progress = Progress(quiet=args.quiet)
     inputs = resolve_inputs(args.target, settings, dem=args.dem, places=args.places, progress=progress)
     out = Path(args.out) if args.out else default_out(inputs, settings)
-    path = build(inputs, out, settings, resume=args.resume, progress=progress)
+    report: dict | None = None
+    if args.report:
+        from geoengine.bundler.measure import process_age_s, rss_mb
+
+        # start-up (interpreter, imports) counts as a step of its own
+        report = {"steps": {"startup": {"seconds": round(process_age_s(), 3), "peak_rss_mb": round(rss_mb(), 1)}}}
+    path = build(inputs, out, settings, resume=args.resume, progress=progress, report=report)
     if not getattr(args, "no_warm", False):
-        _warm_bundle(path, settings, progress.log)
+        from geoengine.bundler.measure import StepMeter
+
+        with StepMeter() as m:
+            _warm_bundle(path, settings, progress.log)
+        if report is not None:
+            report["steps"]["warm"] = m.record()
+    if report is not None:
+        from geoengine.bundler.measure import process_age_s
+
+        report["process_seconds"] = round(process_age_s(), 3)  # the rest of the wall is interpreter exit
+        Path(args.report).write_text(json.dumps(report, indent=2))
     print(path)
     return 0
 
@@ -262,6 +278,8 @@ def make_parser() -> argparse.ArgumentParser:
     b.add_argument("--out", metavar="DIR", help="bundle path (default $GEOENGINE_BUNDLES/NAME)")
     b.add_argument("--continue", dest="resume", action="store_true", help="resume after the last finished stage")
     b.add_argument("--quiet", action="store_true", help="no progress output")
+    b.add_argument("--report", metavar="FILE", help="write every build step's wall, CPU, peak RSS and output size "
+                   "as JSON to FILE (see docs/scale.md)")
     b.add_argument("--no-warm", action="store_true", help="do not fill the compile cache for the new bundle")
     b.set_defaults(func=cmd_build)
 

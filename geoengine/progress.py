@@ -54,8 +54,9 @@ class Progress:
         else:
             self._write(text)
 
-    def done(self, message: str = "") -> None:
-        secs = time.monotonic() - self._start
+    def done(self, message: str = "", seconds: float | None = None) -> None:
+        """End the task; `seconds` (when given) is the task's own measured time, else since `task()`."""
+        secs = seconds if seconds is not None else time.monotonic() - self._start
         prefix = "\n" if self._tty and self._last else ""
         self._write(f"{prefix}[{self._name}] done in {secs:.1f}s {message}".rstrip())
 

@@ -22,6 +22,7 @@ from pathlib import Path
 
 from geoengine import __version__
 from geoengine.bundle import FORMAT, FORMAT_VERSION, STAGE_VERSIONS
+from geoengine.bundler.measure import StepMeter, dir_bytes
 from geoengine.config import Settings
 from geoengine.errors import BuildError, InvalidRequest
 from geoengine.progress import NullProgress, Progress
@@ -160,13 +161,21 @@ def build(
     resume: bool = False,
     progress: Progress | None = None,
     stages: list[Stage] | None = None,
+    report: dict | None = None,
 ) -> Path:
-    """Run every applicable stage into a work folder and publish it at `out`. Returns `out`."""
+    """Run every applicable stage into a work folder and publish it at `out`. Returns `out`.
+
+    Every step (hashing the inputs, each stage, the manifest, publication, removing the replaced
+    version) is measured (wall, CPU, peak RSS, output bytes; see geoengine.bundler.measure): the stages'
+    figures go into the manifest, and all of them into `report["steps"]` when a dict is passed."""
     from geoengine.bundler.fetch import sha256_file
     from geoengine.bundler.stages import all_stages
 
     progress = progress or NullProgress()
-    stages = stages if stages is not None else all_stages()
+    steps: dict[str, dict] = {} if report is None else report.setdefault("steps", {})
+    with StepMeter() as m:
+        stages = stages if stages is not None else all_stages()  # imports the stage modules (numba, ...)
+    steps["load_stages"] = m.record()
     out = Path(out).expanduser().absolute()
     out.parent.mkdir(parents=True, exist_ok=True)
     work = out.parent / f".{out.name}.build"
@@ -177,9 +186,11 @@ def build(
         except BlockingIOError:
             raise BuildError(f"another build of {out} is running") from None
         started = time.time()
-        input_docs = []
-        for role, p in inputs.listed():
-            input_docs.append({"role": role, "path": str(p), "size": p.stat().st_size, "sha256": sha256_file(p)})
+        with StepMeter() as m:
+            input_docs = []
+            for role, p in inputs.listed():
+                input_docs.append({"role": role, "path": str(p), "size": p.stat().st_size, "sha256": sha256_file(p)})
+        steps["inputs"] = m.record()
         plan = {
             "inputs": [(d["role"], d["sha256"]) for d in input_docs],
             "stage_versions": {s.name: s.version for s in stages},
@@ -211,25 +222,30 @@ def build(
             stage_path = work / stage.name
             if stage_path.exists():
                 shutil.rmtree(stage_path)
-            t0 = time.time()
             progress.task(stage.name)
-            try:
-                result = stage.run(ctx)
-            except (BuildError, InvalidRequest):
-                raise
-            except Exception as exc:
-                raise BuildError(f"stage '{stage.name}' failed: {type(exc).__name__}: {exc}") from exc
-            secs = round(time.time() - t0, 3)
+            with StepMeter() as m:
+                try:
+                    result = stage.run(ctx)
+                except (BuildError, InvalidRequest):
+                    raise
+                except Exception as exc:
+                    raise BuildError(f"stage '{stage.name}' failed: {type(exc).__name__}: {exc}") from exc
+            cost = m.record()
+            cost["output_bytes"] = dir_bytes(stage_path)
+            steps[stage.name] = cost
+            secs = cost["seconds"]
             counts = ", ".join(f"{k}={v:,}" for k, v in result.counts.items())
-            progress.done(counts)
+            progress.done(counts, seconds=secs)  # the whole stage, even when it restarted the progress task
             state["stages"][stage.name] = {
                 "version": stage.version,
                 "outputs": result.outputs,
                 "counts": result.counts,
                 "info": result.info,
                 "seconds": secs,
+                "cost": cost,
             }
             _write_json_atomic(state_path, state)
+        m = StepMeter().__enter__()
         source_info = state["stages"].get("source", {}).get("info", {})
         manifest = {
             "format": FORMAT,
@@ -249,10 +265,20 @@ def build(
         }
         _write_json_atomic(work / "manifest.json", manifest)
         state_path.unlink()
-        return publish(work, out)
+        m.__exit__(None, None, None)
+        steps["manifest"] = m.record()
+        with StepMeter() as m:
+            published = publish(work, out, steps=steps)
+        steps["publish"] = m.record()
+        total = time.time() - started
+        if report is not None:
+            report["build_seconds"] = round(total, 3)
+        named = ", ".join(f"{k} {v['seconds']:.1f}" for k, v in steps.items() if k != "remove_replaced_version")
+        progress.log(f"built {out} in {total:.1f}s: {named}")
+        return published
 
 
-def publish(work: Path, out: Path) -> Path:
+def publish(work: Path, out: Path, steps: dict | None = None) -> Path:
     """Move `work` to a new version folder and point `out` at it atomically."""
     build_id = time.strftime("%Y%m%dT%H%M%S", time.gmtime()) + f"-{secrets.token_hex(3)}"
     version_dir = out.parent / f".{out.name}.{build_id}"
@@ -270,5 +296,8 @@ def publish(work: Path, out: Path) -> Path:
     os.replace(link_tmp, out)
     if old_target is not None and old_target.exists() and old_target.resolve() != version_dir.resolve():
         # Servers holding the old version keep their open (memory-mapped) files until they reopen.
-        shutil.rmtree(old_target, ignore_errors=True)
+        with StepMeter() as m:
+            shutil.rmtree(old_target, ignore_errors=True)
+        if steps is not None:
+            steps["remove_replaced_version"] = m.record()
     return out

@@ -6,6 +6,7 @@ import json
 
 import osmium
 
+from geoengine.bundler.pbfscan import scan_pbf
 from geoengine.bundler.pipeline import BuildContext, Stage, StageResult
 
 
@@ -37,10 +38,22 @@ class _Counter(osmium.SimpleHandler):
         self.relations += 1
 
 
+def _count(path) -> _Counter:
+    """Object counts and the nodes' bbox: from the PBF blocks (geoengine.bundler.pbfscan), else osmium."""
+    scan = scan_pbf(path)
+    counter = _Counter()
+    if scan is None:
+        counter.apply_file(str(path))
+        return counter
+    counter.nodes, counter.ways, counter.relations = scan["nodes"], scan["ways"], scan["relations"]
+    if scan["bbox"]:
+        counter.min_lon, counter.min_lat, counter.max_lon, counter.max_lat = scan["bbox"]
+    return counter
+
+
 def describe_extract(path) -> dict:
     """bbox [min_lon, min_lat, max_lon, max_lat] (the header's, else the nodes'), centre and counts."""
-    counter = _Counter()
-    counter.apply_file(str(path))
+    counter = _count(path)
     reader = osmium.io.Reader(str(path), osmium.osm.osm_entity_bits.NOTHING)
     try:
         box = reader.header().box()

@@ -8,6 +8,8 @@ nodes missing from the extract (clipped extracts) are cut at the gap, not droppe
 from __future__ import annotations
 
 import json
+from array import array
+from itertools import repeat
 from pathlib import Path
 
 import numpy as np
@@ -54,41 +56,51 @@ def _restriction_modes(rtags: dict) -> tuple[str | None, int]:
     return value, modes
 
 
+_ATTR_COLUMNS = (("cls", "B"), ("flags", "L"), ("surface", "B"), ("sac", "B"), ("speed_fwd", "f"),
+                 ("speed_bwd", "f"), ("access_fwd", "l"), ("access_bwd", "l"), ("dest_fwd", "B"),
+                 ("dest_bwd", "B"), ("duration_s", "d"), ("name", "l"), ("ref", "l"))
+_UNDEFINED_COORD = 2147483647  # osmium's x/y of a node reference without a location
+
+
 def read_osm(path: str | Path) -> dict:
-    """One pass over the extract: routable ways (with node locations), barrier nodes, restrictions."""
+    """One pass over the extract: routable ways (with node locations), barrier nodes, restrictions.
+
+    Memory is bounded by compact columns: way-node references, fixed-point coordinates and the way
+    index are appended to typed arrays (8 + 4 + 4 + 4 bytes per way node), way attributes to one typed
+    column per attribute; no Python object is kept per node, way node or way. Node locations come
+    from osmium's own index (C++), so untagged nodes never reach Python."""
     strings = _Strings()
-    way_ids, way_attr = [], []
-    refs, lons, lats, way_of_point = [], [], [], []
+    way_ids = array("q")
+    cols = {key: array(code) for key, code in _ATTR_COLUMNS}
+    limits = array("f")
+    refs, xs, ys, way_of_point = array("q"), array("i"), array("i"), array("i")
     barriers: dict[int, int] = {}
     borders: set[int] = set()
     signals: set[int] = set()
     restrictions = []
-    n_way_points = 0
+    inf = float("inf")
     fp = osmium.FileProcessor(str(path)).with_locations().with_filter(
         osmium.filter.KeyFilter("highway", "route", "type", "barrier")
     )
     for obj in fp:
         if obj.is_way():
-            tags = dict(obj.tags)
-            attr = T.classify_way(tags)
+            attr = T.classify_way(dict(obj.tags))
             if attr is None:
                 continue
             wi = len(way_ids)
             way_ids.append(obj.id)
             attr["name"] = strings.add(attr["name"])
             attr["ref"] = strings.add(attr["ref"])
-            way_attr.append(attr)
-            for n in obj.nodes:
-                loc = n.location
-                refs.append(n.ref)
-                if loc.valid():
-                    lons.append(loc.lon)
-                    lats.append(loc.lat)
-                else:
-                    lons.append(np.nan)
-                    lats.append(np.nan)
-                way_of_point.append(wi)
-            n_way_points += len(obj.nodes)
+            attr["duration_s"] = attr["duration_s"] or 0.0
+            for key, col in cols.items():
+                col.append(attr[key])
+            limits.extend([inf if v is None else v for v in attr["limits"]])
+            nodes = obj.nodes
+            k = len(nodes)
+            refs.extend([n.ref for n in nodes])
+            xs.extend([n.x for n in nodes])
+            ys.extend([n.y for n in nodes])
+            way_of_point.extend(repeat(wi, k))
         elif obj.is_node():
             tags = obj.tags
             if tags.get("highway") == "traffic_signals" or tags.get("crossing") == "traffic_signals":
@@ -106,19 +118,35 @@ def read_osm(path: str | Path) -> dict:
             value, modes = _restriction_modes(rtags)
             members = [(m.type, m.ref, m.role) for m in obj.members]
             restrictions.append((obj.id, value, modes, members))
+    x = np.frombuffer(xs, dtype=np.int32) if len(xs) else np.zeros(0, np.int32)
+    y = np.frombuffer(ys, dtype=np.int32) if len(ys) else np.zeros(0, np.int32)
+    missing = (x == _UNDEFINED_COORD) | (y == _UNDEFINED_COORD)
+    lon = x / 1e7
+    lat = y / 1e7
+    lon[missing] = np.nan
+    lat[missing] = np.nan
+    del xs, ys, x, y
+    n_ways = len(way_ids)
     return {
         "strings": strings.items,
-        "way_ids": np.asarray(way_ids, dtype=np.int64),
-        "way_attr": way_attr,
-        "refs": np.asarray(refs, dtype=np.int64),
-        "lon": np.asarray(lons, dtype=np.float64),
-        "lat": np.asarray(lats, dtype=np.float64),
-        "way_of_point": np.asarray(way_of_point, dtype=np.int64),
+        "way_ids": _np(way_ids, np.int64),
+        "way_cols": {key: _np(col, None) for key, col in cols.items()},
+        "way_limits": _np(limits, np.float32).reshape(n_ways, len(T.LIMIT_NAMES)),
+        "refs": _np(refs, np.int64),
+        "lon": lon,
+        "lat": lat,
+        "way_of_point": _np(way_of_point, np.int64),
         "barriers": barriers,
         "borders": borders,
         "signals": signals,
         "restrictions": restrictions,
     }
+
+
+def _np(buf: array, dtype) -> np.ndarray:
+    """A typed array's contents as a numpy array (copied, so the buffer can be freed)."""
+    a = np.frombuffer(buf, dtype=np.dtype(buf.typecode)) if len(buf) else np.zeros(0, dtype=np.dtype(buf.typecode))
+    return a.astype(dtype) if dtype is not None else a.copy()
 
 
 def build_graph(osm_path: str | Path, out_dir: str | Path) -> dict:
@@ -127,8 +155,8 @@ def build_graph(osm_path: str | Path, out_dir: str | Path) -> dict:
     out_dir.mkdir(parents=True, exist_ok=True)
     raw = read_osm(osm_path)
     refs, lon, lat, wop = raw["refs"], raw["lon"], raw["lat"], raw["way_of_point"]
-    attrs = raw["way_attr"]
-    n_ways = len(attrs)
+    cols = raw["way_cols"]
+    n_ways = len(raw["way_ids"])
     valid = ~np.isnan(lon)
     n_missing = int((~valid).sum())
     ways_cut = int(np.unique(wop[~valid]).size) if n_missing else 0
@@ -210,7 +238,7 @@ def build_graph(osm_path: str | Path, out_dir: str | Path) -> dict:
 
     # Way attributes per segment.
     seg_wi = wop[start_pt]
-    A = lambda key, dt: np.asarray([a[key] for a in attrs], dtype=dt)[seg_wi]  # noqa: E731
+    A = lambda key, dt: cols[key].astype(dt, copy=False)[seg_wi]  # noqa: E731
     seg_way = raw["way_ids"][seg_wi]
     seg_class = A("cls", np.uint8)
     seg_flags = A("flags", np.uint32)
@@ -218,8 +246,7 @@ def build_graph(osm_path: str | Path, out_dir: str | Path) -> dict:
     seg_sac = A("sac", np.uint8)
     seg_name = A("name", np.int32)
     seg_ref = A("ref", np.int32)
-    lim = np.asarray([[np.inf if v is None else v for v in a["limits"]] for a in attrs], dtype=np.float32)
-    seg_limits = lim.reshape(n_ways, len(T.LIMIT_NAMES))[seg_wi] if n_ways else np.zeros((0, 6), np.float32)
+    seg_limits = raw["way_limits"][seg_wi] if n_ways else np.zeros((0, len(T.LIMIT_NAMES)), np.float32)
 
     # Barriers and borders: points of a segment (shape including ends).
     seg_of_shape = np.repeat(np.arange(S), n_shape)
@@ -272,7 +299,7 @@ def build_graph(osm_path: str | Path, out_dir: str | Path) -> dict:
     speed[0::2] = A("speed_fwd", np.float32)
     speed[1::2] = A("speed_bwd", np.float32)
     # Ferries with a duration: speed from the duration over the whole way's length.
-    dur = np.asarray([a["duration_s"] or 0.0 for a in attrs], dtype=np.float64)
+    dur = cols["duration_s"].astype(np.float64)
     if (dur > 0).any():
         way_len = np.bincount(seg_wi, weights=seg_length, minlength=n_ways)
         wspeed = np.where(dur > 0, way_len / np.maximum(dur, 1.0) * 3.6, 0.0)

@@ -4,13 +4,14 @@ vector tiles z0-14 and stored in `tiles/<id>.mbtiles` (id = region name, else th
 from __future__ import annotations
 
 import json
+import shutil
 import time
 
 from geoengine.bundler.pipeline import BuildContext, Stage, StageResult
 from geoengine.tiles import schema
-from geoengine.tiles.features import collect
 from geoengine.tiles.mbtiles import MBTilesWriter
-from geoengine.tiles.tiler import MAXZOOM, MINZOOM, cut_tiles, feature_bounds, tasks_for
+from geoengine.tiles.spool import collect_spooled, cut_spooled, low_task_count
+from geoengine.tiles.tiler import MAXZOOM, MINZOOM
 
 ATTRIBUTION = "© OpenStreetMap contributors"
 
@@ -32,22 +33,27 @@ def run(ctx: BuildContext) -> StageResult:
     t0 = time.time()
     if bbox is None:
         raise ValueError("the extract has no bounding box (no header box and no located nodes): nothing to tile")
-    fs = collect(ctx.inputs.osm, bbox)
+    out = ctx.stage_dir("tiles")
+    spool_dir = out / "spool"
+    # features go to disk by partition as they are collected (geoengine.tiles.spool), not into memory
+    fs, partitions = collect_spooled(ctx.inputs.osm, bbox, spool_dir)
     t_collect = time.time() - t0
     sid = source_id(ctx)
-    out = ctx.stage_dir("tiles")
     path = out / f"{sid}.mbtiles"
     writer = MBTilesWriter(path)
-    n_tasks = len(tasks_for(bbox, MINZOOM, MAXZOOM, *feature_bounds(fs)))
-    ctx.progress.task("tiles", total=n_tasks)
+    ctx.progress.log(f"[tiles] {len(fs):,} features collected in {t_collect:.1f}s, spooled into "
+                     f"{len(partitions)} partitions")
+    n_steps = low_task_count(fs, bbox) + len(partitions)
+    ctx.progress.task("tiles", total=n_steps)
     done = [0]
 
-    def on_batch(k):
+    def on_step(k):
         done[0] += k
-        ctx.progress.update(done[0], "of tile batches")
+        ctx.progress.update(done[0], "of tile batches and partitions")
 
-    for z, x, y, data in cut_tiles(fs, bbox, on_batch=on_batch):
+    for z, x, y, data in cut_spooled(fs, partitions, bbox, on_step=on_step):
         writer.add(z, x, y, data)
+    shutil.rmtree(spool_dir, ignore_errors=True)
     center = _catalog_center(ctx.inputs.region, bbox) or ((bbox[0] + bbox[2]) / 2, (bbox[1] + bbox[3]) / 2, 12)
     name = _catalog_title(ctx.inputs.region) or sid.replace("_", " ").title()
     metadata = {
@@ -75,7 +81,7 @@ def run(ctx: BuildContext) -> StageResult:
     return StageResult(
         outputs=[f"tiles/{sid}.mbtiles"],
         counts=counts,
-        info={"source": sid, "bytes": nbytes, "minzoom": MINZOOM, "maxzoom": MAXZOOM,
+        info={"source": sid, "bytes": nbytes, "minzoom": MINZOOM, "maxzoom": MAXZOOM, "partitions": len(partitions),
               "collect_seconds": round(t_collect, 3), "cut_seconds": round(time.time() - t0 - t_collect, 3)},
     )
 
