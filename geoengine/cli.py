@@ -91,12 +91,12 @@ def cmd_serve(args) -> int:
     if bundle is None:
         bundle = ensure_default_bundle(settings, args.region)
     from geoengine.bundle import Bundle
-    from geoengine.gateway import KeyStore, load_plans
+    from geoengine.gateway_store import open_keystore
 
     Bundle.open(bundle)  # fail fast with the manifest check's message
     settings = Settings.from_env(bundle=Path(bundle).absolute())
     os.environ.update(settings.to_env())
-    store = KeyStore(settings.state, load_plans(settings.plans_file))
+    store = open_keystore(settings)
     if not [k for k in store.list() if not k.revoked]:
         print("note: no API keys exist yet; create one with `geoengine keys create --plan free`", file=sys.stderr)
     if args.exit_after:
@@ -107,23 +107,25 @@ def cmd_serve(args) -> int:
           file=sys.stderr, flush=True)
     if args.workers and args.workers > 1:
         uvicorn.run("geoengine.server.app:app_from_env", factory=True, host=args.host, port=args.port,
-                    workers=args.workers, log_level=settings.log_level, access_log=not args.no_access_log)
+                    workers=args.workers, log_level=settings.log_level, access_log=not args.no_access_log,
+                    proxy_headers=False)  # forwarded headers: geoengine.server.proxy, trusted peers only
     else:
         from geoengine.server.app import app_from_env
 
         uvicorn.run(app_from_env(), host=args.host, port=args.port, log_level=settings.log_level,
-                    access_log=not args.no_access_log)
+                    access_log=not args.no_access_log, proxy_headers=False)
     return 0
 
 
 def cmd_keys(args) -> int:
-    from geoengine.gateway import KeyStore, load_plans
+    from geoengine.gateway_store import open_keystore
 
     settings = _settings(args)
-    store = KeyStore(settings.state, load_plans(settings.plans_file))
+    store = open_keystore(settings)
     if args.keys_cmd == "create":
-        key, rec = store.create(args.plan, args.label or "")
-        print(f"created key {rec.id} on plan '{rec.plan}'" + (f" ({rec.label})" if rec.label else ""))
+        key, rec = store.create(args.plan, args.label or "", args.scope or ())
+        print(f"created key {rec.id} on plan '{rec.plan}'" + (f" ({rec.label})" if rec.label else "")
+              + (f" with scopes {', '.join(rec.scopes)}" if rec.scopes else ""))
         print("store it now: it is shown only once")
         print(key)
     elif args.keys_cmd == "list":
@@ -135,7 +137,8 @@ def cmd_keys(args) -> int:
             for r in records:
                 status = "revoked" if r.revoked else "active"
                 usage = ", ".join(f"{k}={v}" for k, v in sorted(r.usage.items()))
-                print(f"{r.id:10s} {r.plan:10s} {r.created:21s} {status:8s} {r.label} {usage}".rstrip())
+                scopes = f"[{' '.join(r.scopes)}] " if r.scopes else ""
+                print(f"{r.id:10s} {r.plan:10s} {r.created:21s} {status:8s} {scopes}{r.label} {usage}".rstrip())
     elif args.keys_cmd == "revoke":
         rec = store.revoke(args.key)
         print(f"revoked key {rec.id} at {rec.revoked}")
@@ -201,12 +204,15 @@ def make_parser() -> argparse.ArgumentParser:
     s.set_defaults(func=cmd_serve)
 
     k = sub.add_parser("keys", help="manage API keys of the gateway",
-                       description="API keys are stored hashed in the state database (GEOENGINE_STATE).")
+                       description="API keys are stored hashed in the state database (GEOENGINE_STATE), "
+                       "or in Redis when GEOENGINE_REDIS_URL is set.")
     ksub = k.add_subparsers(dest="keys_cmd", metavar="ACTION", required=True)
     kc = ksub.add_parser("create", help="create a key; prints it alone on the last line",
                          description="Create a key on a plan. The key is printed once, alone on the last line.")
     kc.add_argument("--plan", required=True, help="plan name: free, starter, unlimited (or from GEOENGINE_PLANS_FILE)")
     kc.add_argument("--label", help="free text to recognise the key by")
+    kc.add_argument("--scope", action="append", metavar="SCOPE",
+                    help="a permission of the key, repeatable: admin (may clear tile caches)")
     kl = ksub.add_parser("list", help="list keys (ids, plans, status, usage; never the keys)")
     kl.add_argument("--json", action="store_true", help="JSON output")
     kr = ksub.add_parser("revoke", help="revoke a key by the key itself or its id")

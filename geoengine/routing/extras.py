@@ -32,6 +32,11 @@ from geoengine.errors import FieldError, InvalidRequest, Unprocessable
 FORMAT = "%Y-%m-%dT%H:%M"
 DATE_TIME_TYPES = {0: "current", 1: "depart_at", 2: "arrive_by", 3: "invariant"}
 MAX_ELEVATION_POINTS = 10_000
+# The dates a date_time value may name, and the longest wait at one location: bounds that keep every
+# departure and arrival computed from them (value +- trip time + waits) inside datetime's range.
+DATE_MIN = datetime(1900, 1, 1)
+DATE_MAX = datetime(2199, 12, 31, 23, 59)
+MAX_WAITING_SECS = 7 * 86_400
 
 
 def parse_date_time(date_time, now: datetime | None = None, field: str = "date_time") -> tuple[int, datetime]:
@@ -48,9 +53,13 @@ def parse_date_time(date_time, now: datetime | None = None, field: str = "date_t
     if not isinstance(value, str):
         raise InvalidRequest.field(f"{field}.value", "required for types 1-3: a local time 'YYYY-MM-DDTHH:MM'")
     try:
-        return t, datetime.strptime(value, FORMAT)
+        when = datetime.strptime(value, FORMAT)
     except ValueError:
         raise InvalidRequest.field(f"{field}.value", f"'{value}' is not a time 'YYYY-MM-DDTHH:MM'") from None
+    if not DATE_MIN <= when <= DATE_MAX:
+        raise InvalidRequest.field(f"{field}.value", f"'{value}' is outside the supported dates "
+                                   f"{_fmt(DATE_MIN)} to {_fmt(DATE_MAX)}")
+    return t, when
 
 
 def _fmt(dt: datetime) -> str:
@@ -61,6 +70,14 @@ def apply_date_time(doc: dict, date_time, locations=None, *, now: datetime | Non
     """Add departure / arrival times to the trip of `doc` (in place; also returned). `locations`: the
     request's locations (their waiting_secs), optional."""
     kind, when = parse_date_time(date_time, now)
+    try:
+        return _apply_date_time(doc, kind, when, locations)
+    except OverflowError:  # unreachable through the models' bounds; library callers passing dicts
+        raise InvalidRequest.field("date_time", "the trip's times fall outside the supported dates "
+                                   f"{_fmt(DATE_MIN)} to {_fmt(DATE_MAX)}") from None
+
+
+def _apply_date_time(doc: dict, kind: int, when: datetime, locations) -> dict:
     trip = doc["trip"]
     legs = trip["legs"]
     tlocs = trip["locations"]
@@ -68,7 +85,11 @@ def apply_date_time(doc: dict, date_time, locations=None, *, now: datetime | Non
     if locations is not None:
         for i, loc in enumerate(locations[:len(tlocs)]):
             w = loc.get("waiting_secs") if isinstance(loc, dict) else getattr(loc, "waiting_secs", None)
-            waits[i] = float(w or 0)
+            w = float(w or 0)
+            if not 0 <= w <= MAX_WAITING_SECS:
+                raise InvalidRequest.field(f"locations[{i}].waiting_secs",
+                                           f"must be between 0 and {MAX_WAITING_SECS} seconds (7 days)")
+            waits[i] = w
     ends = _leg_end_locations(trip)
     total = float(trip["summary"]["time"])
     # arrive_by: the arrival at the last location (before any wait there) is the given time

@@ -15,8 +15,9 @@ Costing = Literal["auto", "auto_shorter", "bicycle", "bus", "pedestrian", "truck
 MatrixCosting = Literal["auto", "bicycle", "pedestrian", "truck", "motorcycle"]
 Units = Literal["kilometers", "miles"]
 
-Lon = Annotated[float, Field(ge=-180, le=180, description="Longitude, WGS84 degrees")]
-Lat = Annotated[float, Field(ge=-90, le=90, description="Latitude, WGS84 degrees")]
+Lon = Annotated[float, Field(ge=-180, le=180, allow_inf_nan=False, description="Longitude, WGS84 degrees")]
+Lat = Annotated[float, Field(ge=-90, le=90, allow_inf_nan=False, description="Latitude, WGS84 degrees")]
+MAX_WAITING_SECS = 7 * 86_400  # = geoengine.routing.extras.MAX_WAITING_SECS: keeps date_time arithmetic in range
 
 
 def _units(v):
@@ -39,7 +40,8 @@ class Location(BaseModel):
     name: str | None = Field(None, description="Human-readable location name, echoed in the response")
     street: str | None = Field(None, description="Street name hint: candidates on a street of that name rank first")
     city: str | None = Field(None, description="City hint, echoed in the response")
-    waiting_secs: int | None = Field(None, ge=0, description="Waiting time at the location, added to the time")
+    waiting_secs: int | None = Field(None, ge=0, le=MAX_WAITING_SECS,
+                                     description="Waiting time at the location, added to the time (at most 7 days)")
     search_radius: int | None = Field(None, ge=1, le=100, description="Candidate search radius in metres")
     rank_candidates: bool | None = Field(None, description="Rank candidates by distance and hints (default true)")
     preferred_side: Literal["same", "opposite", "either"] | None = Field(
@@ -76,7 +78,7 @@ class RouteRequest(BaseModel):
         "({\"auto\": {...}}); see GET /costing/options/{costing}")
     directions_options: DirectionsOptions = Field(default_factory=DirectionsOptions)
     avoid_locations: list[AvoidLocation] | None = None
-    avoid_polygons: list[list[tuple[float, float]]] | None = Field(
+    avoid_polygons: list[list[tuple[Lon, Lat]]] | None = Field(
         None, description="Rings of [lon, lat] pairs; roads crossing them are avoided")
     alternates: int | None = Field(None, ge=1, le=3)
     date_time: dict[str, Any] | None = None

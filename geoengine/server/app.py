@@ -10,9 +10,11 @@ from fastapi import FastAPI
 from geoengine import __version__
 from geoengine.config import Settings
 from geoengine.engine import Engine
-from geoengine.gateway import KeyStore, load_plans
+from geoengine.gateway import KeyStore
+from geoengine.gateway_store import open_keystore
 from geoengine.server import problems
 from geoengine.server.middleware import BodyLimitMiddleware, GatewayMiddleware
+from geoengine.server.proxy import ProxyHeadersMiddleware
 from geoengine.server.routes import ROUTE_MODULES
 from geoengine.server.routes.tiles import TileFastPath
 
@@ -46,7 +48,7 @@ PROBLEM_SCHEMA = {
 
 def create_app(engine: Engine, settings: Settings | None = None, keystore: KeyStore | None = None) -> FastAPI:
     settings = settings or engine.settings
-    keystore = keystore or KeyStore(settings.state, load_plans(settings.plans_file))
+    keystore = keystore or open_keystore(settings)
     app = FastAPI(title="geoengine", version=__version__, description=DESCRIPTION)
     app.state.engine = engine
     app.state.settings = settings
@@ -57,6 +59,7 @@ def create_app(engine: Engine, settings: Settings | None = None, keystore: KeySt
     app.add_middleware(TileFastPath)  # innermost: tile requests skip the router (see routes/tiles.py)
     app.add_middleware(BodyLimitMiddleware, limit=settings.max_body_bytes)
     app.add_middleware(GatewayMiddleware, keystore=keystore, gateway_host=settings.gateway_host)
+    app.add_middleware(ProxyHeadersMiddleware, trusted=settings.forwarded_allow_ips)  # outermost
     _document_gateway(app)
     return app
 
