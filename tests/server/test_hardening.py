@@ -80,8 +80,8 @@ def test_dates_inside_the_bounds_still_work(client):
 
 @pytest.mark.parametrize("waiting", ["999999999999999", "99999999999999999999999", "604801"])
 def test_huge_waiting_secs_is_400(client, waiting):
-    text = ('{"locations": [{"lon": 1.5218, "lat": 42.5063, "waiting_secs": %s}, {"lon": 1.5333, "lat": 42.5107}],'
-            ' "date_time": {"type": 1, "value": "2026-01-01T08:00"}}' % waiting)
+    text = ('{"locations": [{"lon": 1.5218, "lat": 42.5063, "waiting_secs": W}, {"lon": 1.5333, "lat": 42.5107}],'
+            ' "date_time": {"type": 1, "value": "2026-01-01T08:00"}}').replace("W", waiting)
     body = problem(_raw(client, "/route", text), 400)
     assert fields(body) == ["locations[0].waiting_secs"]
 
@@ -98,7 +98,7 @@ def test_longest_wait_is_served(client):
 @pytest.mark.parametrize("bad", ["NaN", "Infinity", "-Infinity"])
 def test_non_finite_avoid_polygon_point_is_400(client, bad):
     text = ('{"locations": [{"lon": 1.5218, "lat": 42.5063}, {"lon": 1.5333, "lat": 42.5107}],'
-            ' "avoid_polygons": [[[1.52, 42.50], [%s, 42.51], [1.53, 42.51], [1.52, 42.50]]]}' % bad)
+            ' "avoid_polygons": [[[1.52, 42.50], [X, 42.51], [1.53, 42.51], [1.52, 42.50]]]}').replace("X", bad)
     body = problem(_raw(client, "/route", text), 400)
     assert fields(body) == ["avoid_polygons[0][1][0]"]
     assert "finite" in body["detail"]
@@ -112,7 +112,7 @@ def test_avoid_polygon_outside_the_world_is_400(client):
 
 @pytest.mark.parametrize("bad", ["NaN", "Infinity"])
 def test_non_finite_coordinates_say_finite(client, bad):
-    text = '{"locations": [{"lon": 1.5218, "lat": %s}, {"lon": 1.5333, "lat": 42.5107}]}' % bad
+    text = '{"locations": [{"lon": 1.5218, "lat": X}, {"lon": 1.5333, "lat": 42.5107}]}'.replace("X", bad)
     body = problem(_raw(client, "/route", text), 400)
     assert fields(body) == ["locations[0].lat"]
     assert "finite" in body["detail"] and "less than" not in body["detail"]
