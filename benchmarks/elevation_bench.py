@@ -116,7 +116,7 @@ def summary(ms: list[float]) -> str:
 
 
 def build_bundle(home: Path, name: str, dem: list[Path]):
-    from geoengine.build.pipeline import BuildInputs, build
+    from geoengine.bundler.pipeline import BuildInputs, build
     from geoengine.config import Settings
 
     settings = Settings(home=home, data_mirror=str(SHARED))

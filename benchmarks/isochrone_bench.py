@@ -126,7 +126,7 @@ def geoengine_bundle(region: str, bundles: Path) -> Path:
     out = bundles / region
     if (out / "manifest.json").exists():
         return out
-    from geoengine.build.pipeline import BuildInputs, build
+    from geoengine.bundler.pipeline import BuildInputs, build
     from geoengine.config import Settings
 
     settings = Settings(home=bundles / "home", data_mirror=str(SHARED))

@@ -102,7 +102,7 @@ def valhalla_tiles(py: Path, region: str) -> tuple[Path, float]:
 
 def geoengine_bundle(region: str):
     import geoengine
-    from geoengine.build.pipeline import build, resolve_inputs
+    from geoengine.bundler.pipeline import build, resolve_inputs
     from geoengine.config import Settings
     from geoengine.progress import NullProgress
 

@@ -47,7 +47,7 @@ def open_engine(bundle: str | None, region: str):
     settings = Settings.from_env()
     if bundle:
         return geoengine.open(bundle, settings=settings)
-    from geoengine.build.pipeline import build, default_out, resolve_inputs
+    from geoengine.bundler.pipeline import build, default_out, resolve_inputs
     from geoengine.progress import NullProgress
 
     inputs = resolve_inputs(region, settings, progress=NullProgress())
@@ -81,7 +81,7 @@ def main():
     ap.add_argument("--valhalla-python", default=str(PEERS / "valhalla-venv" / "bin" / "python"))
     args = ap.parse_args()
 
-    from geoengine.routing.optimise import path_cost
+    from geoengine.routing.stop_order import path_cost
 
     engine = open_engine(args.bundle, args.region)
     data = Path(engine.settings.data_mirror or HERE.parents[1] / "shared" / "data")

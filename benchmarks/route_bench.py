@@ -50,8 +50,8 @@ def p50(xs) -> float:
 
 def build_bundle(name: str, home: Path):
     """Build source + graph + routing for a region; returns (bundle path, manifest stages)."""
-    from geoengine.build.pipeline import build, default_out, resolve_inputs
-    from geoengine.build.stages import all_stages
+    from geoengine.bundler.pipeline import build, default_out, resolve_inputs
+    from geoengine.bundler.stages import all_stages
     from geoengine.config import Settings
     from geoengine.progress import NullProgress
 
@@ -80,7 +80,7 @@ def random_points(engine, n, seed):
 
 
 def bench_geoengine(engine, pts, pairs, tables, res):
-    from geoengine.routing.models import Location
+    from geoengine.services.models import Location
 
     locs = [{"lon": float(x), "lat": float(y)} for x, y in pts]
     engine.route(locations=[locs[0], locs[1]])  # warm kernels and profile

@@ -168,7 +168,7 @@ def main() -> None:
     if args.bundle:
         bundle = Path(args.bundle)
     else:
-        from geoengine.build.pipeline import build, default_out, resolve_inputs
+        from geoengine.bundler.pipeline import build, default_out, resolve_inputs
         from geoengine.progress import NullProgress
 
         inputs = resolve_inputs(args.region, settings)

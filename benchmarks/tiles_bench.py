@@ -144,7 +144,7 @@ def measured(cmd: list[str], env=None, cwd=None) -> tuple[float, int, subprocess
 
 
 def region_bundle(region: str, home: Path) -> Path:
-    from geoengine.build.pipeline import build, default_out, resolve_inputs
+    from geoengine.bundler.pipeline import build, default_out, resolve_inputs
     from geoengine.config import Settings
     from geoengine.progress import NullProgress
 
@@ -375,8 +375,8 @@ GE_BUILD = """
 import sys, time
 from pathlib import Path
 sys.path.insert(0, {root!r})
-from geoengine.build.pipeline import BuildContext, BuildInputs
-from geoengine.build.source import describe_extract
+from geoengine.bundler.pipeline import BuildContext, BuildInputs
+from geoengine.bundler.source import describe_extract
 from geoengine.config import Settings
 from geoengine.progress import NullProgress
 from geoengine.tiles.stage import run
@@ -392,7 +392,7 @@ EXPORT = """
 import json, sys
 import numpy as np, shapely
 sys.path.insert(0, {root!r})
-from geoengine.build.source import describe_extract
+from geoengine.bundler.source import describe_extract
 from geoengine.tiles import schema
 from geoengine.tiles.features import EARTH_RADIUS, collect
 osm = {osm!r}
@@ -496,7 +496,7 @@ def main() -> int:
             if why:
                 print(f"tippecanoe: {why}")
 
-    from geoengine.build.fetch import fetch_region
+    from geoengine.bundler.fetch import fetch_region
     from geoengine.config import Settings
 
     results: dict = {}

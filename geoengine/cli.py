@@ -24,7 +24,7 @@ def _settings(args) -> Settings:
 
 
 def cmd_fetch(args) -> int:
-    from geoengine.build.fetch import fetch_region, load_regions
+    from geoengine.bundler.fetch import fetch_region, load_regions
     from geoengine.progress import Progress
 
     catalog = load_regions()
@@ -44,7 +44,7 @@ def cmd_fetch(args) -> int:
 
 
 def cmd_build(args) -> int:
-    from geoengine.build.pipeline import build, default_out, resolve_inputs
+    from geoengine.bundler.pipeline import build, default_out, resolve_inputs
     from geoengine.progress import Progress
 
     settings = _settings(args)
@@ -58,9 +58,9 @@ def cmd_build(args) -> int:
 
 def ensure_default_bundle(settings: Settings, region: str | None = None, quiet: bool = False) -> Path:
     """The published bundle of `region` (default: the catalog's default), fetched and built when absent."""
-    from geoengine.build.fetch import load_regions
-    from geoengine.build.pipeline import build, resolve_inputs
     from geoengine.bundle import Bundle
+    from geoengine.bundler.fetch import load_regions
+    from geoengine.bundler.pipeline import build, resolve_inputs
     from geoengine.errors import BundleError
     from geoengine.progress import Progress
 

@@ -64,7 +64,7 @@ class Engine:
             self.search_index.warm()
         if self.bundle.has_stage("graph"):
             self.router.warm()
-            from geoengine.routing.isochrone import warm as warm_isochrone
+            from geoengine.services.isochrone import warm as warm_isochrone
 
             warm_isochrone(self.router)
             self.matcher.warm(self.router.profile("auto"))
@@ -107,27 +107,36 @@ class Engine:
 
         return costing_options_schema(costing)
     # -- end of road graph block --------------------------------------------------------------------
-    # -- routing (router over graph + costing + contraction hierarchies) -----------------------------
+    # -- routing: the router (search layer) and the services (geoengine/services; docs/routing.md) ------
     @cached_property
     def router(self):
-        """The bundle's `geoengine.routing.router.Router`; Unavailable without a graph stage."""
-        from geoengine.routing.router import Router
+        """The bundle's `geoengine.services.router.Router`; Unavailable without a graph stage."""
+        from geoengine.services.router import Router
 
         ch_dir = self.bundle.path / "routing" if self.bundle.has_stage("routing") else None
         with self._lock:
             return Router(self.graph, self.snapper, ch_dir)
 
+    def compute_route(self, request=None, **fields):
+        """The typed result of a route request (`geoengine.services.route.RouteResult`: the best `Route`
+        first, then its alternates), with the options alternates, linear_references,
+        elevation_interval and date_time applied. Same arguments as `route`."""
+        from geoengine.services import route
+        from geoengine.validation import validate
+
+        return route.run(self, validate(route.RouteRequest, request, **fields))
+
     def route(self, request=None, **fields) -> dict:
         """A route between two or more locations: `engine.route(locations=[{"lon":..,"lat":..}, ...],
         costing="auto", costing_options={...}, directions_options={...}, shape_format=...)` or a
-        `RouteRequest` / dict. Returns the trip document of POST /route, with the options alternates,
-        linear_references, elevation_interval and date_time applied (`route_extras`)."""
-        from geoengine.routing.models import RouteRequest
+        `RouteRequest` / dict. Returns the trip document of POST /route (`compute_route` gives the
+        typed result)."""
+        from geoengine.services import route
+        from geoengine.services.dialects.trip import route_document
         from geoengine.validation import validate
 
-        req = validate(RouteRequest, request, **fields)
-        doc, searched = self.router.route_searched(req)
-        return self.route_extras(doc, req, searched)
+        req = validate(route.RouteRequest, request, **fields)
+        return route_document(route.run(self, req), alternates_requested=bool(req.alternates))
 
     def matrix(self, sources, targets, costing: str = "auto", costing_options=None):
         """Many-to-many travel times and distances for notebooks: `sources`, `targets` as arrays of
@@ -137,10 +146,10 @@ class Engine:
 
     def matrix_request(self, request=None, **fields) -> dict:
         """The /matrix document for a `MatrixRequest` (or dict / keyword fields)."""
-        from geoengine.routing.models import MatrixRequest
+        from geoengine.services import matrix
         from geoengine.validation import validate
 
-        return self.router.matrix_request(validate(MatrixRequest, request, **fields))
+        return matrix.matrix_document(self.router, validate(matrix.MatrixRequest, request, **fields))
 
     def route_many(self, origins, destinations, costing: str = "auto", costing_options=None):
         """Batch form: the route from origins[i] to destinations[i] for every i (arrays of (lon, lat)
@@ -154,15 +163,13 @@ class Engine:
 
             raise InvalidRequest.field("destinations", "origins and destinations must have the same length")
         return self.router.route_many(o, d, costing, costing_options)
-    # -- end of routing block ------------------------------------------------------------------------
 
-    # -- isochrones (geoengine/routing/isochrone.py; docs/isochrone.md) ------------------------------
     def isochrone(self, request=None, **fields) -> dict:
         """Reachability contours of one location: `engine.isochrone(locations=[{"lon":..,"lat":..}],
         costing="auto", contours=[{"time": 10}, {"distance": 5}], polygons=True, denoise=1.0,
         generalize=None, show_locations=True)` or an `IsochroneRequest` / dict. Returns the GeoJSON
         FeatureCollection of POST /isochrone."""
-        from geoengine.routing.isochrone import IsochroneRequest, isochrone
+        from geoengine.services.isochrone import IsochroneRequest, isochrone
         from geoengine.validation import validate
 
         return isochrone(self.router, validate(IsochroneRequest, request, **fields))
@@ -171,11 +178,10 @@ class Engine:
                         metric: str = "time", limit: float = 600.0):
         """Per-edge reach arrays for notebooks (`geoengine.routing.isochrone.Reach`): where each directed
         edge is entered and finished, in seconds (metric "time") or metres ("distance"), within `limit`."""
-        from geoengine.routing.isochrone import reach
+        from geoengine.services.isochrone import reach
 
         return reach(self.router, lon, lat, costing, costing_options, metric=metric, limit=limit)
-    # -- end of isochrones block ---------------------------------------------------------------------
-    # -- map matching (geoengine/routing/matching.py; docs/map_matching.md) ---------------------------
+
     @cached_property
     def matcher(self):
         """The bundle's `geoengine.routing.matching.Matcher` (HMM map matching over the router)."""
@@ -189,18 +195,18 @@ class Engine:
         """Match a GPS trace to the roads: `engine.map_match(shape=[{"lon":..,"lat":..}, ...] or
         encoded_polyline=..., shape_match="map_snap", costing="auto", trace_options={...})` or a
         `MapMatchRequest` / dict. Returns the /map_match document (a /route-shaped `trip`)."""
-        from geoengine.routing.match_models import MapMatchRequest
+        from geoengine.services.matching import MapMatchRequest, map_match_document
         from geoengine.validation import validate
 
-        return self.matcher.trip(validate(MapMatchRequest, request, **fields))
+        return map_match_document(self.matcher, validate(MapMatchRequest, request, **fields))
 
     def trace_attributes(self, request=None, **fields) -> dict:
         """Like `map_match`, but returns the /map_match/attributes document: matched `edges` (names,
         length, speed, road_class, way_id, shape indices), `matched_points` and the encoded `shape`."""
-        from geoengine.routing.match_models import MapMatchRequest
+        from geoengine.services.matching import MapMatchRequest, attributes_document
         from geoengine.validation import validate
 
-        return self.matcher.attributes(validate(MapMatchRequest, request, **fields))
+        return attributes_document(self.matcher, validate(MapMatchRequest, request, **fields))
 
     def match_trace(self, lons, lats, costing: str = "auto", costing_options=None, **trace_options):
         """Notebook form: arrays of lon, lat -> `MatchResult` (numpy arrays per point, matched sections).
@@ -209,37 +215,28 @@ class Engine:
         router = self.router
         prof = router.profile(costing, router.parse_options(costing, costing_options))
         return self.matcher.match(prof, lons, lats, **trace_options)
-    # -- end of map matching -------------------------------------------------------------------------
-    # -- directions, alternates, optimised route, route extras (geoengine/routing/directions.py,
-    #    alternates.py, optimise.py, extras.py; docs/directions.md) -------------------------------------
+
     def directions(self, request=None, **fields) -> dict:
         """POST /v1/routing/directions: `engine.directions(waypoints=[{"lon":..,"lat":..}, ...],
         profile="driving", geometry="geojson", alternatives=False, steps=True, language="en")` or a
         `DirectionsRequest` / dict. Returns {routes: [...], waypoints: [...]}."""
-        from geoengine.routing.directions import DirectionsRequest, directions
+        from geoengine.services.directions import DirectionsRequest, directions
         from geoengine.validation import validate
 
-        return directions(self.router, validate(DirectionsRequest, request, **fields))
+        return directions(self, validate(DirectionsRequest, request, **fields))
 
     def optimised_route(self, request=None, **fields) -> dict:
         """POST /optimised_route: the best visiting order of the locations (first and last fixed) and the
         trip through them in that order: `engine.optimised_route(locations=[...], costing="auto")`."""
-        from geoengine.routing.optimise import OptimisedRouteRequest, optimised_route
+        from geoengine.services.optimised_route import OptimisedRouteRequest, optimised_route
         from geoengine.validation import validate
 
-        return optimised_route(self.router, validate(OptimisedRouteRequest, request, **fields))
+        return optimised_route(self, validate(OptimisedRouteRequest, request, **fields))
 
     def route_with_options(self, request=None, **fields) -> dict:
         """The same as `route` (kept for callers of the earlier name)."""
         return self.route(request, **fields)
-
-    def route_extras(self, doc: dict, request, searched=None) -> dict:
-        """Apply the /route options alternates, date_time and elevation_interval of `request` (a
-        RouteRequest) to its route document `doc` (see geoengine.routing.extras.apply)."""
-        from geoengine.routing import extras
-
-        return extras.apply(self, doc, request, searched)
-    # -- end of directions block ---------------------------------------------------------------------
+    # -- end of routing block ------------------------------------------------------------------------
 
     # -- elevation (geoengine/elevation; docs/elevation.md) -------------------------------------------
     @cached_property

@@ -7,6 +7,41 @@ carries a list of `FieldError(field, message)` where `field` is a path such as `
 from __future__ import annotations
 
 from dataclasses import dataclass
+from numbers import Integral
+
+
+def field_path(*parts) -> str:
+    """The one way a field path is written: field_path("locations", 1, "lat") -> "locations[1].lat".
+    Parts may be names, indices or whole paths (a pydantic error `loc` tuple works too)."""
+    out = ""
+    for p in parts:
+        if isinstance(p, (tuple, list)):
+            p = field_path(*p)
+            if not p:
+                continue
+            out += p if (not out or p.startswith("[")) else "." + p
+        elif isinstance(p, Integral):
+            out += f"[{int(p)}]"
+        elif str(p).startswith(("function-", "tagged-union")) or p == "":
+            continue
+        else:
+            out += ("." if out else "") + str(p)
+    return out
+
+
+def problem_document(status: int, detail: str, title: str | None = None, errors: list[dict] | None = None) -> dict:
+    """The one writer of the problem body (RFC 9457) that every error of every endpoint is served as."""
+    if title is None:
+        from http import HTTPStatus
+
+        try:
+            title = HTTPStatus(status).phrase
+        except ValueError:
+            title = "Error"
+    body = {"type": "about:blank", "title": title, "status": status, "detail": detail}
+    if errors:
+        body["errors"] = errors
+    return body
 
 
 @dataclass(frozen=True)
@@ -27,8 +62,10 @@ class GeoengineError(Exception):
         self.detail = detail or self.title
         self.headers = headers or {}
 
+    errors: list[FieldError] = []
+
     def to_problem(self) -> dict:
-        return {"type": "about:blank", "title": self.title, "status": self.status, "detail": self.detail}
+        return problem_document(self.status, self.detail, self.title, [e.as_dict() for e in self.errors])
 
 
 class InvalidRequest(GeoengineError):
@@ -47,12 +84,6 @@ class InvalidRequest(GeoengineError):
     @classmethod
     def field(cls, field: str, message: str) -> InvalidRequest:
         return cls(errors=[FieldError(field, message)])
-
-    def to_problem(self) -> dict:
-        body = super().to_problem()
-        if self.errors:
-            body["errors"] = [e.as_dict() for e in self.errors]
-        return body
 
 
 class Unauthorized(GeoengineError):
@@ -79,12 +110,6 @@ class Unprocessable(GeoengineError):
     def __init__(self, detail: str = "", errors: list[FieldError] | None = None, **kw):
         super().__init__(detail, **kw)
         self.errors = list(errors or [])
-
-    def to_problem(self) -> dict:
-        body = super().to_problem()
-        if self.errors:
-            body["errors"] = [e.as_dict() for e in self.errors]
-        return body
 
 
 class OutsideCoverage(Unprocessable):

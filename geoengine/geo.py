@@ -17,9 +17,15 @@ from __future__ import annotations
 import numba
 import numpy as np
 
-from geoengine.errors import InvalidRequest
+from geoengine.errors import InvalidRequest, field_path
 
 EARTH_RADIUS_M = 6_371_008.8
+METRES_PER_MILE = 1609.344
+
+
+def metres_per_unit(units: str) -> float:
+    """Metres in one unit of a request's `units` ("kilometers" or "miles")."""
+    return 1000.0 if units == "kilometers" else METRES_PER_MILE
 
 
 # -- distances and bearings --------------------------------------------------------------------------
@@ -39,6 +45,15 @@ def haversine_m(lat1, lon1, lat2, lon2) -> np.ndarray:
     sin_dlon = np.sin((lon2 - lon1) * 0.5)
     a = sin_dlat * sin_dlat + np.cos(lat1) * np.cos(lat2) * sin_dlon * sin_dlon
     return 2.0 * EARTH_RADIUS_M * np.arcsin(np.sqrt(np.clip(a, 0.0, 1.0)))
+
+
+@numba.njit(cache=True, nogil=True)
+def haversine_scalar(lat1, lon1, lat2, lon2):
+    """`haversine_m` for one pair of points, callable from other Numba kernels (same argument order)."""
+    r = np.pi / 180.0
+    a = (np.sin((lat2 - lat1) * r / 2) ** 2
+         + np.cos(lat1 * r) * np.cos(lat2 * r) * np.sin((lon2 - lon1) * r / 2) ** 2)
+    return 2 * EARTH_RADIUS_M * np.arcsin(np.sqrt(min(a, 1.0)))
 
 
 def segment_lengths_m(lats, lons) -> np.ndarray:
@@ -192,5 +207,5 @@ def check_coordinates(lats, lons, *, field: str = "shape") -> None:
     if bad.any():
         i = int(np.argmax(bad))
         if bad_lat[i]:
-            raise InvalidRequest.field(f"{field}[{i}].lat", f"latitude {lats[i]} is outside [-90, 90]")
-        raise InvalidRequest.field(f"{field}[{i}].lon", f"longitude {lons[i]} is outside [-180, 180]")
+            raise InvalidRequest.field(field_path(field, i, "lat"), f"latitude {lats[i]} is outside [-90, 90]")
+        raise InvalidRequest.field(field_path(field, i, "lon"), f"longitude {lons[i]} is outside [-180, 180]")

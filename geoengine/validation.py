@@ -4,20 +4,7 @@ from __future__ import annotations
 
 from pydantic import BaseModel, ValidationError
 
-from geoengine.errors import FieldError, InvalidRequest
-
-
-def field_path(loc) -> str:
-    """('locations', 1, 'lat') -> 'locations[1].lat'."""
-    out = ""
-    for p in loc:
-        if isinstance(p, int):
-            out += f"[{p}]"
-        elif str(p).startswith(("function-", "tagged-union")):
-            continue
-        else:
-            out += ("." if out else "") + str(p)
-    return out
+from geoengine.errors import FieldError, InvalidRequest, field_path
 
 
 def validate(model: type[BaseModel], request=None, **fields):

@@ -57,7 +57,7 @@ _BUNDLES: dict[str, Path] = {}
 @pytest.fixture(scope="session")
 def build_region(settings):
     """build_region(name) -> path of a bundle of that sample region with every stage, built once per session."""
-    from geoengine.build.pipeline import build, default_out, resolve_inputs
+    from geoengine.bundler.pipeline import build, default_out, resolve_inputs
     from geoengine.progress import NullProgress
 
     def _build(name: str) -> Path:

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from geoengine.build.fetch import SourceFile, download, fetch_file, fetch_region, load_regions, sha256_file
+from geoengine.bundler.fetch import SourceFile, download, fetch_file, fetch_region, load_regions, sha256_file
 from geoengine.config import Settings
 from geoengine.errors import FetchError
 

@@ -246,7 +246,7 @@ def parse_costing_options(costing: str, raw: Any, *, field_name: str = "costing_
     """Validate a request's costing options against the costing's table and return `Options`.
 
     `raw` is None, a flat object `{"use_highways": 0.3}` or an object nested under the costing's own
-    key `{"auto": {"use_highways": 0.3}}`. Unknown names (listing the allowed ones), wrong types and
+    key `{"auto": {"use_highways": 0.3}}` (keys of other costings are ignored, as Valhalla does). Unknown names (listing the allowed ones), wrong types and
     out-of-range values raise InvalidRequest with one FieldError per problem, at paths like
     `costing_options.use_highways` or `costing_options.auto.use_highways`.
     """
@@ -259,15 +259,13 @@ def parse_costing_options(costing: str, raw: Any, *, field_name: str = "costing_
     path = field_name
     nested_keys = [k for k in raw if k in COSTINGS]
     if nested_keys:
+        # Options nested under other costings' keys are ignored, as Valhalla does (a client may send the
+        # options of every mode it offers and switch only the costing).
         others = [k for k in raw if k not in COSTINGS]
-        errors = [FieldError(f"{field_name}.{k}", f"options for costing '{k}' given but the costing is '{costing}'")
-                  for k in nested_keys if k != costing]
         if others:
-            errors += [FieldError(f"{field_name}.{k}", "mixes flat options with options nested under a costing key")
-                       for k in others]
-        if errors:
-            raise InvalidRequest(errors=errors)
-        raw = raw[costing]
+            raise InvalidRequest(errors=[FieldError(f"{field_name}.{k}", "mixes flat options with options nested "
+                                                    "under a costing key") for k in others])
+        raw = raw.get(costing)
         path = f"{field_name}.{costing}"
         if raw is None:
             return default_options(costing)

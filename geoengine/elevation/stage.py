@@ -19,7 +19,7 @@ import json
 
 import numpy as np
 
-from geoengine.build.pipeline import BuildContext, Stage, StageResult
+from geoengine.bundler.pipeline import BuildContext, Stage, StageResult
 from geoengine.elevation.dem import DemTile, read_dem
 from geoengine.elevation.model import INDEX_FORMAT, SAMPLES_FILE
 

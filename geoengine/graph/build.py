@@ -16,19 +16,7 @@ import osmium
 from geoengine import geo
 from geoengine.graph import tags as T
 
-EARTH_R = geo.EARTH_RADIUS_M
-
 GRAPH_FORMAT = 2
-
-
-def haversine_m(lon1, lat1, lon2, lat2):
-    """Great-circle distance in metres (vectorised; lon first, as the graph's arrays are laid out)."""
-    return geo.haversine_m(lat1, lon1, lat2, lon2)
-
-
-def bearing_deg(lon1, lat1, lon2, lat2):
-    """Initial bearing from point 1 to point 2, degrees clockwise from north in [0, 360)."""
-    return geo.bearing_deg(lat1, lon1, lat2, lon2)
 
 
 class _Strings:
@@ -204,7 +192,7 @@ def build_graph(osm_path: str | Path, out_dir: str | Path) -> dict:
     shape_lat = lat[shape_idx]
 
     piece = np.flatnonzero(seg_ok)
-    piece_len = haversine_m(lon[piece], lat[piece], lon[piece + 1], lat[piece + 1])
+    piece_len = geo.haversine_m(lat[piece], lon[piece], lat[piece + 1], lon[piece + 1])
     seg_length = np.bincount(seg_of_piece[piece], weights=piece_len, minlength=S)
 
     # Junction vertices: compact ids.
@@ -296,8 +284,8 @@ def build_graph(osm_path: str | Path, out_dir: str | Path) -> dict:
     # Bearings of each directed edge at its start and its end.
     f0 = shape_offsets[:-1]
     f1 = shape_offsets[1:] - 1
-    b_u = bearing_deg(shape_lon[f0], shape_lat[f0], shape_lon[f0 + 1], shape_lat[f0 + 1])
-    b_v = bearing_deg(shape_lon[f1 - 1], shape_lat[f1 - 1], shape_lon[f1], shape_lat[f1])
+    b_u = geo.bearing_deg(shape_lat[f0], shape_lon[f0], shape_lat[f0 + 1], shape_lon[f0 + 1])
+    b_v = geo.bearing_deg(shape_lat[f1 - 1], shape_lon[f1 - 1], shape_lat[f1], shape_lon[f1])
     bearing_start = np.empty(E, dtype=np.float32)
     bearing_end = np.empty(E, dtype=np.float32)
     bearing_start[0::2], bearing_end[0::2] = b_u, b_v

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from geoengine.build.pipeline import BuildContext, Stage, StageResult
+from geoengine.bundler.pipeline import BuildContext, Stage, StageResult
 from geoengine.graph.build import build_graph
 
 

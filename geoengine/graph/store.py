@@ -223,11 +223,11 @@ class Graph:
 def cut_polyline(lon: np.ndarray, lat: np.ndarray, start: float, end: float) -> tuple[np.ndarray, np.ndarray]:
     """The part of a polyline between fractions `start` <= `end` of its length (planar interpolation,
     lengths measured on the local equirectangular projection)."""
-    from geoengine.graph.build import haversine_m
+    from geoengine.geo import haversine_m
 
     start = min(max(start, 0.0), 1.0)
     end = min(max(end, start), 1.0)
-    d = haversine_m(lon[:-1], lat[:-1], lon[1:], lat[1:])
+    d = haversine_m(lat[:-1], lon[:-1], lat[1:], lon[1:])
     cum = np.concatenate([[0.0], np.cumsum(d)])
     total = cum[-1]
     if total <= 0:

@@ -9,13 +9,13 @@ routing runs on the edge-based, turn-expanded graph whose vertices are directed 
 See docs/routing-algorithms.md.
 """
 
-from geoengine.routing.ch import ContractionHierarchy, Route, flatten_locations
+from geoengine.routing.ch import ContractionHierarchy, PathResult, flatten_locations
 from geoengine.routing.dijkstra import Graph, bidirectional_dijkstra, dijkstra, one_to_all
 from geoengine.routing.dijkstra import table as dijkstra_table
 
 __all__ = [
     "ContractionHierarchy",
-    "Route",
+    "PathResult",
     "flatten_locations",
     "Graph",
     "dijkstra",

@@ -791,7 +791,7 @@ def flatten_locations(locs, n):
     return np.concatenate(vs), np.concatenate(os_), np.concatenate(o2s), np.asarray(ptr, np.int64)
 
 
-class Route:
+class PathResult:
     """Result of a point-to-point query: primary and secondary totals, the original-vertex path, and
     the index (into the given source/target candidate arrays) of the candidates the path uses."""
 
@@ -809,7 +809,7 @@ class Route:
         return bool(np.isfinite(self.primary))
 
     def __repr__(self) -> str:
-        return (f"Route(primary={self.primary!r}, secondary={self.secondary!r}, vertices={len(self.path)}, "
+        return (f"PathResult(primary={self.primary!r}, secondary={self.secondary!r}, vertices={len(self.path)}, "
                 f"source_index={self.source_index}, target_index={self.target_index})")
 
 
@@ -932,7 +932,7 @@ class ContractionHierarchy:
 
     # -- queries -----------------------------------------------------------------------------------
     def query(self, sources, targets, source_offsets=None, target_offsets=None, source_offsets2=None,
-              target_offsets2=None, *, force_loop=False, path=True) -> Route:
+              target_offsets2=None, *, force_loop=False, path=True) -> PathResult:
         """Shortest path from any source candidate to any target candidate.
 
         Cost = min over (s, t) of source_offset[s] + d(s, t) + target_offset[t], with d(v, v) = 0: when a
@@ -941,7 +941,7 @@ class ContractionHierarchy:
         returned (use it when the target lies behind the source on the same directed edge). Offsets may
         be negative (e.g. minus the unused remainder of a target edge) as long as every path cost stays
         meaningful; the search stays exact because its stopping test adds the other side's minimum offset.
-        Returns a `Route`; primary = inf and an empty path when no path exists.
+        Returns a `PathResult`; primary = inf and an empty path when no path exists.
         """
         sv, so, so2 = _as_locations(sources, source_offsets, source_offsets2, "sources")
         tv, to, to2 = _as_locations(targets, target_offsets, target_offsets2, "targets")
@@ -960,9 +960,9 @@ class ContractionHierarchy:
         best, best2, mv = _p2p(self.up_off, self.up_tgt, self.up_w, self.up_s, self.dn_off, self.dn_tgt, self.dn_w,
                                self.dn_s, sr, so, so2, tr, to, to2, False, *f, *b, ctr)
         if mv < 0:
-            return Route(INF, INF, np.empty(0, np.int64), -1, -1)
+            return PathResult(INF, INF, np.empty(0, np.int64), -1, -1)
         if not path:
-            return Route(float(best), float(best2), np.empty(0, np.int64), -1, -1)
+            return PathResult(float(best), float(best2), np.empty(0, np.int64), -1, -1)
         p, srank, trank = _path(mv, f[2], b[2], self.up_row, self.up_tgt, self.up_mid, self.up_c1, self.up_c2,
                                 self.up_hops, self.dn_row, self.dn_tgt, self.dn_mid, self.dn_c1, self.dn_c2,
                                 self.dn_hops, self.order)
@@ -972,7 +972,7 @@ class ContractionHierarchy:
             if first[si] >= 0:
                 p = np.concatenate([[first[si]], p])
             si = int(src_index[si])
-        return Route(float(best), float(best2), p, si, ti)
+        return PathResult(float(best), float(best2), p, si, ti)
 
     def _expand_loop_sources(self, sv, so, so2, tv):
         """Source candidates that are also targets -> their out-neighbours with the arc's costs added.

@@ -20,7 +20,7 @@ import numba
 import numpy as np
 
 from geoengine.routing._heap import heap_decrease, heap_pop, heap_push, init_labels
-from geoengine.routing.ch import Route, _as_locations, _readonly, flatten_locations
+from geoengine.routing.ch import PathResult, _as_locations, _readonly, flatten_locations
 
 INF = np.inf
 
@@ -391,7 +391,7 @@ class Graph:
 
 
 def dijkstra(graph: Graph, sources, targets, source_offsets=None, target_offsets=None, source_offsets2=None,
-             target_offsets2=None, *, force_loop=False) -> Route:
+             target_offsets2=None, *, force_loop=False) -> PathResult:
     """Exact shortest path by plain Dijkstra (stops once no better target can be reached)."""
     sv, so, so2 = graph._locs(sources, source_offsets, source_offsets2, "sources")
     tv, to, to2 = graph._locs(targets, target_offsets, target_offsets2, "targets")
@@ -400,17 +400,17 @@ def dijkstra(graph: Graph, sources, targets, source_offsets=None, target_offsets
                                        to, to2, bool(force_loop), f[0], f[1], f[2], f[3], f[4], f[5], f[6], tmark,
                                        tbest, tbest2, ctr)
     if end_v < 0:
-        return Route(INF, INF, np.empty(0, np.int64), -1, -1)
+        return PathResult(INF, INF, np.empty(0, np.int64), -1, -1)
     tails = graph.reverse[0]
     path = _walk_back(end_v, f[2], tails)
     if end_arc >= 0:
         path = np.append(path, np.int64(graph.targets[end_arc]))
-    return Route(float(best), float(best2), path, _pick(sv, so, path[0], f[0][path[0]]),
+    return PathResult(float(best), float(best2), path, _pick(sv, so, path[0], f[0][path[0]]),
                  _pick(tv, to, path[-1], None))
 
 
 def bidirectional_dijkstra(graph: Graph, sources, targets, source_offsets=None, target_offsets=None,
-                           source_offsets2=None, target_offsets2=None, *, force_loop=False) -> Route:
+                           source_offsets2=None, target_offsets2=None, *, force_loop=False) -> PathResult:
     """Exact shortest path by bidirectional Dijkstra over the original graph and its reverse."""
     sv, so, so2 = graph._locs(sources, source_offsets, source_offsets2, "sources")
     tv, to, to2 = graph._locs(targets, target_offsets, target_offsets2, "targets")
@@ -419,12 +419,12 @@ def bidirectional_dijkstra(graph: Graph, sources, targets, source_offsets=None, 
     best, best2, mu, marc = _bi(graph.offsets, graph.targets, graph.weights, graph.secondary, roff, rarc, tails, sv, so,
                                 so2, tv, to, to2, bool(force_loop), *f, *b, ctr)
     if mu < 0:
-        return Route(INF, INF, np.empty(0, np.int64), -1, -1)
+        return PathResult(INF, INF, np.empty(0, np.int64), -1, -1)
     head = mu if marc < 0 else int(graph.targets[marc])
     front = _walk_back(mu, f[2], tails)
     back = _walk_fwd(head, b[2], graph.targets)
     path = np.concatenate([front, back]) if marc >= 0 else np.concatenate([front, back[1:]])
-    return Route(float(best), float(best2), path, _pick(sv, so, path[0], f[0][path[0]]),
+    return PathResult(float(best), float(best2), path, _pick(sv, so, path[0], f[0][path[0]]),
                  _pick(tv, to, path[-1], b[0][path[-1]]))
 
 

@@ -13,7 +13,7 @@ from __future__ import annotations
 import numba
 import numpy as np
 
-from geoengine.errors import FieldError, Unsnappable
+from geoengine.errors import FieldError, Unsnappable, field_path
 from geoengine.routing.snap import _M_PER_DEG, DEFAULT_RADII, MAX_DEFAULT_RADIUS
 
 CELL_M = 100.0
@@ -221,7 +221,7 @@ class GridSnapper:
         if island is not None:
             return island
         reach = radii[-1] if radius is not None and np.isfinite(radius) else MAX_DEFAULT_RADIUS
-        where = f"{field}[{index}]"
+        where = field_path(field, index)
         raise Unsnappable(
             f"{where} ({lon:.6f}, {lat:.6f}) has no road the costing may use within {reach:g} m",
             errors=[FieldError(where, f"no routable edge within {reach:g} m")],

@@ -14,15 +14,15 @@ from dataclasses import dataclass
 import numpy as np
 from rtree import index as rtree_index
 
-from geoengine.errors import FieldError, InvalidRequest, Unsnappable
-from geoengine.graph.build import EARTH_R, bearing_deg, haversine_m
+from geoengine.errors import FieldError, InvalidRequest, Unsnappable, field_path
+from geoengine.geo import EARTH_RADIUS_M, bearing_deg, haversine_m
 
 # Radii (metres) tried in turn when the location gives no search_radius; the last is the maximum.
 DEFAULT_RADII = (25.0, 50.0, 100.0, 200.0, 500.0)
 MAX_DEFAULT_RADIUS = DEFAULT_RADII[-1]
 DEFAULT_HEADING_TOLERANCE = 60.0
 ON_LINE_M = 0.5  # a point this close to the centre line is on both sides
-_M_PER_DEG = EARTH_R * np.pi / 180.0
+_M_PER_DEG = EARTH_RADIUS_M * np.pi / 180.0
 
 
 @dataclass(frozen=True)
@@ -105,7 +105,7 @@ class Snapper:
         a = np.flatnonzero(~is_last)  # piece i: shape point a[i] -> a[i] + 1
         self.piece_a = a
         self.piece_seg = np.searchsorted(off, a, side="right") - 1
-        plen = haversine_m(lon[a], lat[a], lon[a + 1], lat[a + 1])
+        plen = haversine_m(lat[a], lon[a], lat[a + 1], lon[a + 1])
         cum = np.cumsum(plen)
         seg_first_piece = np.searchsorted(self.piece_seg, np.arange(len(off) - 1), side="left")
         start_cum = np.r_[0.0, cum][seg_first_piece]
@@ -168,7 +168,7 @@ class Snapper:
         """
         if rank_candidates is None:
             rank_candidates = True
-        where = f"{field}[{index}]"
+        where = field_path(field, index)
         if preferred_side not in (None, "same", "opposite", "either"):
             raise InvalidRequest.field(f"{where}.preferred_side", "must be one of same, opposite, either")
         if search_radius is not None and not (0 < search_radius <= 100):
@@ -247,14 +247,14 @@ class Snapper:
             raise ValueError("lons and lats must have the same length")
         bad = ~(np.isfinite(lons) & np.isfinite(lats) & (np.abs(lons) <= 180) & (np.abs(lats) <= 90))
         if bad.any():
-            raise InvalidRequest(errors=[FieldError(f"{field}[{i}]", "lon must be in [-180, 180] and lat in [-90, 90]")
+            raise InvalidRequest(errors=[FieldError(field_path(field, i), "lon must be in [-180, 180] and lat in [-90, 90]")
                                          for i in np.flatnonzero(bad).tolist()])
         radius = np.full(n, np.nan) if search_radius is None else np.broadcast_to(
             np.asarray(search_radius, dtype=np.float64), (n,)).copy()
         strict = np.isfinite(radius)
         badr = strict & ~((radius > 0) & (radius <= 100))
         if badr.any():
-            raise InvalidRequest(errors=[FieldError(f"{field}[{i}].search_radius", "must be between 1 and 100 metres")
+            raise InvalidRequest(errors=[FieldError(field_path(field, i, "search_radius"), "must be between 1 and 100 metres")
                                          for i in np.flatnonzero(badr).tolist()])
         mask = np.asarray(allowed_edges_mask, dtype=bool)
         comp = None if component_mask is None else np.asarray(component_mask, dtype=bool)
@@ -312,7 +312,7 @@ class Snapper:
         if len(todo):
             raise Unsnappable(
                 f"{len(todo)} location(s) have no road the costing may use within reach",
-                errors=[FieldError(f"{field}[{i}]", "no routable edge within "
+                errors=[FieldError(field_path(field, i), "no routable edge within "
                                    f"{(radius[i] if strict[i] else MAX_DEFAULT_RADIUS):g} m")
                         for i in np.sort(todo).tolist()],
             )
@@ -351,7 +351,7 @@ class Snapper:
         frac = np.clip((self.piece_cum[ids] + t * self.piece_len[ids]) / self.seg_len[seg], 0.0, 1.0)
         slon = self.lon[a] + t * (self.lon[a + 1] - self.lon[a])
         slat = self.lat[a] + t * (self.lat[a + 1] - self.lat[a])
-        b = bearing_deg(self.lon[a], self.lat[a], self.lon[a + 1], self.lat[a + 1])
+        b = bearing_deg(self.lat[a], self.lon[a], self.lat[a + 1], self.lon[a + 1])
         edge = np.concatenate([2 * seg, 2 * seg + 1])
         ok = mask[edge]
         if not ok.any():
@@ -396,7 +396,7 @@ class Snapper:
         frac = np.clip((self.piece_cum[ids] + t * self.piece_len[ids]) / self.seg_len[seg], 0.0, 1.0)
         slon = self.lon[a] + t * (self.lon[a + 1] - self.lon[a])
         slat = self.lat[a] + t * (self.lat[a + 1] - self.lat[a])
-        b = bearing_deg(self.lon[a], self.lat[a], self.lon[a + 1], self.lat[a + 1])
+        b = bearing_deg(self.lat[a], self.lon[a], self.lat[a + 1], self.lon[a + 1])
         # two directed edges per segment
         edge = np.concatenate([2 * seg, 2 * seg + 1])
         ok = mask[edge]

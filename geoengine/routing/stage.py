@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import time
 
-from geoengine.build.pipeline import BuildContext, Stage, StageResult
+from geoengine.bundler.pipeline import BuildContext, Stage, StageResult
 from geoengine.costing import COSTINGS, default_options
 
 CH_COSTINGS = COSTINGS

@@ -29,13 +29,14 @@ from rapidfuzz import fuzz, process
 from rapidfuzz.distance import OSA
 
 from geoengine.errors import FieldError, InvalidRequest, NotFound, UpstreamError
+from geoengine.geo import EARTH_RADIUS_M as EARTH_M
+from geoengine.geo import haversine_m
 from geoengine.search.store import Strings, write_strings
 from geoengine.search.text import max_typos, normalise
 
 SEP = "\x1f"
 TYPES = {"place": 0, "poi": 1}
 STRING_COLUMNS = ("id", "index", "doc_type", "name", "name_en", "display_name", "place_class", "category", "source")
-EARTH_M = 6_371_008.8
 
 # ranking (see docs/search.md)
 W_COVERAGE = 2.0
@@ -227,14 +228,6 @@ def _check_size(size, lo: int, hi: int) -> int:
     if isinstance(size, bool) or not isinstance(size, (int, np.integer)) or not (lo <= size <= hi):
         raise InvalidRequest.field("size", f"size must be an integer from {lo} to {hi}")
     return int(size)
-
-
-def haversine_m(lat0: float, lon0: float, lat: np.ndarray, lon: np.ndarray) -> np.ndarray:
-    p0, p = math.radians(lat0), np.radians(lat)
-    dlat = p - p0
-    dlon = np.radians(lon) - math.radians(lon0)
-    a = np.sin(dlat / 2) ** 2 + math.cos(p0) * np.cos(p) * np.sin(dlon / 2) ** 2
-    return 2 * EARTH_M * np.arcsin(np.sqrt(np.minimum(a, 1.0)))
 
 
 def segment_distance_m(lat0: float, lon0: float, seg: np.ndarray) -> np.ndarray:

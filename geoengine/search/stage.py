@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import time
 
-from geoengine.build.pipeline import BuildContext, Stage, StageResult
+from geoengine.bundler.pipeline import BuildContext, Stage, StageResult
 from geoengine.errors import BuildError
 from geoengine.search.documents import build_documents
 from geoengine.search.index import write_index

@@ -10,29 +10,20 @@ from __future__ import annotations
 
 import json
 import logging
-from http import HTTPStatus
 
 from fastapi import Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
-from geoengine.errors import FieldError, GeoengineError
+from geoengine.errors import FieldError, GeoengineError, field_path, problem_document
 
 log = logging.getLogger("geoengine.server")
 
 PROBLEM_JSON = "application/problem+json"
 
 
-def problem_body(status: int, detail: str, title: str | None = None, errors: list[dict] | None = None) -> dict:
-    try:
-        default_title = HTTPStatus(status).phrase
-    except ValueError:
-        default_title = "Error"
-    body = {"type": "about:blank", "title": title or default_title, "status": status, "detail": detail}
-    if errors:
-        body["errors"] = errors
-    return body
+problem_body = problem_document  # the one writer lives with the domain errors
 
 
 def problem_response(status: int, detail: str, title: str | None = None, errors=None, headers=None) -> JSONResponse:
@@ -44,20 +35,12 @@ def problem_bytes(status: int, detail: str, title: str | None = None) -> bytes:
     return json.dumps(problem_body(status, detail, title)).encode()
 
 
-def field_path(loc) -> str:
-    """('body', 'locations', 1, 'lat') -> 'locations[1].lat'."""
+def request_field_path(loc) -> str:
+    """('body', 'locations', 1, 'lat') -> 'locations[1].lat' (the request part dropped)."""
     parts = list(loc)
     if parts and parts[0] in ("body", "query", "path", "header"):
         parts = parts[1:]
-    out = ""
-    for p in parts:
-        if isinstance(p, int):
-            out += f"[{p}]"
-        elif p in ("function-after", "function-before", "function-wrap") or str(p).startswith(("function-", "tagged-union")):
-            continue
-        else:
-            out += ("." if out else "") + str(p)
-    return out
+    return field_path(parts)
 
 
 def _validation_message(err: dict) -> str:
@@ -89,7 +72,7 @@ def validation_errors(exc: RequestValidationError) -> tuple[str, list[dict]]:
             detail = "the request body must be a JSON object"
             errors.append(FieldError("", detail).as_dict())
             continue
-        errors.append(FieldError(field_path(loc), _validation_message(err)).as_dict())
+        errors.append(FieldError(request_field_path(loc), _validation_message(err)).as_dict())
     if detail is None:
         detail = "; ".join(f"{e['field']}: {e['message']}" if e["field"] else e["message"] for e in errors)
     return detail, errors

@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 import time
 
-from geoengine.build.pipeline import BuildContext, Stage, StageResult
+from geoengine.bundler.pipeline import BuildContext, Stage, StageResult
 from geoengine.tiles import schema
 from geoengine.tiles.features import collect
 from geoengine.tiles.mbtiles import MBTilesWriter
@@ -83,7 +83,7 @@ def run(ctx: BuildContext) -> StageResult:
 def _region(name: str | None):
     if not name:
         return None
-    from geoengine.build.fetch import load_regions
+    from geoengine.bundler.fetch import load_regions
 
     try:
         return load_regions().regions.get(name)

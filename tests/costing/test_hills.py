@@ -153,7 +153,7 @@ def test_use_hills_route_climb_agrees_with_the_grades(andorra):
     """The climb of a route from the edge grades (what route summaries report) matches the climb read
     along its shape from the DEM."""
     from geoengine.elevation.grades import climb_descent
-    from geoengine.routing.models import RouteRequest
+    from geoengine.services.route import RouteRequest
     from geoengine.validation import validate
 
     router = andorra.router

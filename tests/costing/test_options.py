@@ -103,11 +103,17 @@ def test_bad_values_name_the_field(costing, raw, field):
     assert field in _errors(costing, raw)
 
 
+def test_other_costings_options_are_ignored_as_valhalla_does():
+    opts = parse_costing_options("auto", {"bicycle": {"use_roads": 0.2}, "auto": {"use_tolls": 0.1}})
+    assert opts.given == {"use_tolls"} and opts["use_tolls"] == 0.1
+    assert not parse_costing_options("auto", {"pedestrian": {"walking_speed": 4}}).given
+    # still validated for the request's own costing
+    assert "costing_options.auto.use_tolls" in _errors("auto", {"bicycle": {}, "auto": {"use_tolls": 7}})
+
+
 def test_structure_errors():
     assert "costing_options" in _errors("auto", [1, 2])
     assert "costing_options.auto" in _errors("auto", {"auto": 3})
-    errs = _errors("auto", {"bicycle": {"use_roads": 0.2}})
-    assert "costing_options.bicycle" in errs and "costing is 'auto'" in errs["costing_options.bicycle"]
     assert "costing_options.use_tolls" in _errors("auto", {"auto": {}, "use_tolls": 0.2})
     errs = _errors("auto", {"use_highways": 2, "use_tolls": 3, "nope": 1})
     assert len(errs) == 3  # every problem reported at once

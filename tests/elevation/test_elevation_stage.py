@@ -117,7 +117,7 @@ def test_build_with_a_geotiff_dem(tmp_path, settings, shared_data_dir, n42e001, 
     """The pipeline with a GeoTIFF input: the real N42E001 samples written as float32 GeoTIFF pixels."""
     import tifffile
 
-    from geoengine.build.pipeline import BuildInputs, build
+    from geoengine.bundler.pipeline import BuildInputs, build
 
     tif = tmp_path / "andorra-dem.tif"
     step = 1 / 1200
@@ -136,7 +136,7 @@ def test_build_with_a_geotiff_dem(tmp_path, settings, shared_data_dir, n42e001, 
 
 
 def test_build_with_dem_files_that_miss_the_extract(tmp_path, settings, shared_data_dir):
-    from geoengine.build.pipeline import BuildInputs, build
+    from geoengine.bundler.pipeline import BuildInputs, build
     from geoengine.errors import OutsideCoverage
 
     inputs = BuildInputs(osm=shared_data_dir / "andorra/andorra.osm.pbf", dem=[shared_data_dir / "monaco/N43E007.hgt.zip"])

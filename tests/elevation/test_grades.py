@@ -167,7 +167,7 @@ def test_climb_descent_along_a_path(graph):
 
 def test_dem_build_without_graph_writes_no_grades(tmp_path, settings, shared_data_dir):
     """The elevation stage alone (no `graph` stage before it) stores the tiles and no grade files."""
-    from geoengine.build.pipeline import BuildContext, BuildInputs
+    from geoengine.bundler.pipeline import BuildContext, BuildInputs
     from geoengine.elevation.stage import run
     from geoengine.progress import NullProgress
 

@@ -9,9 +9,9 @@ import osmium
 import pytest
 
 from geoengine.bundle import Bundle
+from geoengine.geo import haversine_m
 from geoengine.graph import Graph
 from geoengine.graph import tags as T
-from geoengine.graph.build import haversine_m
 
 
 def test_graph_loads_memory_mapped_with_manifest_counts(build_region):
@@ -51,7 +51,7 @@ def test_graph_invariants(name, request):
     lon, lat = np.asarray(g.shape_lon), np.asarray(g.shape_lat)
     seg_of = np.repeat(np.arange(g.n_segments), np.diff(off))
     same = seg_of[1:] == seg_of[:-1]
-    pieces = haversine_m(lon[:-1], lat[:-1], lon[1:], lat[1:])
+    pieces = haversine_m(lat[:-1], lon[:-1], lat[1:], lon[1:])
     total = np.bincount(seg_of[:-1][same], weights=pieces[same], minlength=g.n_segments)
     assert np.allclose(total, g.seg_length)
     # out-edge CSR lists exactly the edges leaving each node
@@ -70,7 +70,7 @@ def test_edge_shape_and_names(liechtenstein_graph):
     assert np.array_equal(lon, rlon[::-1]) and np.array_equal(lat, rlat[::-1])
     assert g.edge_name(e) == g.edge_name(e ^ 1) != ""
     half_lon, half_lat = g.edge_shape(e, 0.0, 0.5)
-    d_half = haversine_m(half_lon[:-1], half_lat[:-1], half_lon[1:], half_lat[1:]).sum()
+    d_half = haversine_m(half_lat[:-1], half_lon[:-1], half_lat[1:], half_lon[1:]).sum()
     assert d_half == pytest.approx(g.seg_length[e >> 1] / 2, rel=1e-3)
     plon, _plat = g.path_shape([e, e ^ 1])
     assert len(plon) == 2 * len(lon) - 1

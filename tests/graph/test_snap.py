@@ -7,8 +7,8 @@ import pytest
 
 from geoengine.costing import edge_costs
 from geoengine.errors import InvalidRequest, Unsnappable
+from geoengine.geo import bearing_deg, haversine_m
 from geoengine.graph import tags as T
-from geoengine.graph.build import bearing_deg, haversine_m
 from geoengine.routing.snap import MAX_DEFAULT_RADIUS, Snapper
 
 
@@ -27,7 +27,7 @@ def _mid_piece(g, seg):
     """Midpoint of the middle shape piece of a segment and that piece's bearing (way direction)."""
     a = int(g.shape_offsets[seg]) + (int(g.shape_offsets[seg + 1]) - int(g.shape_offsets[seg]) - 1) // 2
     lon0, lat0, lon1, lat1 = g.shape_lon[a], g.shape_lat[a], g.shape_lon[a + 1], g.shape_lat[a + 1]
-    return (lon0 + lon1) / 2, (lat0 + lat1) / 2, float(bearing_deg(lon0, lat0, lon1, lat1))
+    return (lon0 + lon1) / 2, (lat0 + lat1) / 2, float(bearing_deg(lat0, lon0, lat1, lon1))
 
 
 def _long_segments(g, mask_fwd, mask_bwd, cls=None, min_len=80):
@@ -50,7 +50,7 @@ def test_point_on_a_road_snaps_onto_it(liechtenstein_graph, snapper, masks):
     assert both[2 * seg] + both[2 * seg + 1] == pytest.approx(1.0)
     # fraction: the snapped point splits the edge's shape at that share of its length
     lo, la = g.edge_shape(2 * seg, 0.0, both[2 * seg])
-    assert haversine_m(lo[:-1], la[:-1], lo[1:], la[1:]).sum() == pytest.approx(both[2 * seg] * g.seg_length[seg], abs=0.5)
+    assert haversine_m(la[:-1], lo[:-1], la[1:], lo[1:]).sum() == pytest.approx(both[2 * seg] * g.seg_length[seg], abs=0.5)
 
 
 def test_access_decides_candidates(liechtenstein_graph, snapper, masks):

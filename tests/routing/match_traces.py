@@ -9,8 +9,8 @@ from dataclasses import dataclass
 import numpy as np
 
 from geoengine.geo import EARTH_RADIUS_M, haversine_m
-from geoengine.routing.models import Location
-from geoengine.routing.trip import piece_geometry
+from geoengine.routing.pieces import piece_geometry
+from geoengine.services.models import Location
 
 M_PER_DEG = EARTH_RADIUS_M * np.pi / 180.0
 

@@ -10,7 +10,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from hypothesis.extra.numpy import arrays
 
-from geoengine.routing.isochrone import _contour_rings, _polygons, _simplify_rings
+from geoengine.routing.isochrone import _contour_rings, _simplify_rings, contour_polygons
 
 
 def _padded(values):
@@ -53,7 +53,7 @@ def test_rings_cover_exactly_the_inside_cells(values, level):
 def test_polygons_are_valid_and_contain_inside_cells(values):
     grid = _padded(values)
     cell = 10.0
-    geom = _polygons(grid, 5.0, 0.0, 0.0, cell, 0.0, cell / 2)
+    geom = contour_polygons(grid, 5.0, 0.0, 0.0, cell, 0.0, cell / 2)
     inside = grid <= 5.0
     if not inside.any():
         assert geom is None
@@ -62,7 +62,7 @@ def test_polygons_are_valid_and_contain_inside_cells(values):
     cy, cx = np.nonzero(inside)
     px, py = (cx + 0.5) * cell, (cy + 0.5) * cell
     # unsimplified, every cell centre inside the region is covered
-    exact = _polygons(grid, 5.0, 0.0, 0.0, cell, 0.0, 0.0)
+    exact = contour_polygons(grid, 5.0, 0.0, 0.0, cell, 0.0, 0.0)
     assert exact is not None and exact.is_valid
     assert shapely.intersects_xy(exact.buffer(1e-6), px, py).all()
     # simplified by half a cell (Douglas-Peucker), no inside centre ends farther than that from the shape
@@ -89,10 +89,10 @@ def test_denoise_drops_parts_smaller_than_the_share_of_the_largest():
     def parts(g):
         return len(g.geoms) if g.geom_type == "MultiPolygon" else 1
 
-    assert parts(_polygons(grid, 1.0, 0.0, 0.0, 10.0, 0.0, 0.0)) == 2
-    assert parts(_polygons(grid, 1.0, 0.0, 0.0, 10.0, 0.1, 0.0)) == 2
-    assert parts(_polygons(grid, 1.0, 0.0, 0.0, 10.0, 0.3, 0.0)) == 1
-    big = _polygons(grid, 1.0, 0.0, 0.0, 10.0, 1.0, 0.0)
+    assert parts(contour_polygons(grid, 1.0, 0.0, 0.0, 10.0, 0.0, 0.0)) == 2
+    assert parts(contour_polygons(grid, 1.0, 0.0, 0.0, 10.0, 0.1, 0.0)) == 2
+    assert parts(contour_polygons(grid, 1.0, 0.0, 0.0, 10.0, 0.3, 0.0)) == 1
+    big = contour_polygons(grid, 1.0, 0.0, 0.0, 10.0, 1.0, 0.0)
     assert parts(big) == 1 and shapely.contains_xy(big, 50.0, 50.0)
 
 
@@ -100,8 +100,8 @@ def test_small_holes_are_filled_large_holes_kept():
     values = np.zeros((12, 12))
     values[5, 5] = np.inf          # one-cell hole: filled
     grid = _padded(values)
-    g = _polygons(grid, 1.0, 0.0, 0.0, 10.0, 1.0, 0.0)
+    g = contour_polygons(grid, 1.0, 0.0, 0.0, 10.0, 1.0, 0.0)
     assert g.geom_type == "Polygon" and len(g.interiors) == 0
     values[2:6, 7:11] = np.inf     # 4 x 4 hole: kept
-    g = _polygons(_padded(values), 1.0, 0.0, 0.0, 10.0, 1.0, 0.0)
+    g = contour_polygons(_padded(values), 1.0, 0.0, 0.0, 10.0, 1.0, 0.0)
     assert len(g.interiors) == 1 and not shapely.contains_xy(g, 95.0, 45.0)

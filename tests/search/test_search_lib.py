@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from geoengine.errors import InvalidRequest, NotFound
-from geoengine.search.index import haversine_m
+from geoengine.geo import haversine_m
 from geoengine.search.text import normalise, tokens
 
 SPEC_FIELDS = {"id", "score", "index", "doc_type", "display_name", "name", "name_en", "place_class", "category",

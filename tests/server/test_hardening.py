@@ -119,14 +119,17 @@ def test_non_finite_coordinates_say_finite(client, bad):
 
 
 def test_library_date_time_guard(andorra):
-    """Library callers passing plain dicts get the same 400, not an OverflowError."""
+    """Library callers of apply_date_time get the same 400, not an OverflowError."""
     from geoengine.errors import InvalidRequest
-    from geoengine.routing.extras import apply_date_time
+    from geoengine.services.route_options import apply_date_time
 
-    doc = andorra.route(locations=[A, B])
+    route = andorra.compute_route(locations=[A, B]).routes[0]
     with pytest.raises(InvalidRequest) as err:
-        apply_date_time(doc, {"type": 1, "value": "2026-01-01T08:00"}, [{"waiting_secs": 1e15}, {}])
+        apply_date_time(route, {"type": 1, "value": "2026-01-01T08:00"}, [1e15, 0])
     assert err.value.errors[0].field == "locations[0].waiting_secs"
+    with pytest.raises(InvalidRequest) as err:
+        apply_date_time(route, {"type": 2, "value": "0001-01-01T00:00"})
+    assert err.value.errors[0].field == "date_time.value"
 
 
 # -- trust boundaries ----------------------------------------------------------------------------------

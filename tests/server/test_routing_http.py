@@ -61,10 +61,28 @@ def test_route_shape_and_library_agree(client, engine):
     assert 2.0 < s["length"] < 6.0 and 120 < s["time"] < 900
     assert s["min_lat"] <= min(A["lat"], B["lat"]) + 1e-3 and s["max_lat"] >= max(A["lat"], B["lat"]) - 1e-3
     man = trip["legs"][0]["maneuvers"]
-    assert man[0]["type"].startswith("start") and man[-1]["type"].startswith("destination")
+    # Valhalla's maneuver fields: integer type (1-3 start, 4-6 destination), travel mode/type, cost
+    assert man[0]["type"] in (1, 2, 3) and man[-1]["type"] in (4, 5, 6)
+    assert man[0]["type_name"].startswith("start") and man[-1]["type_name"].startswith("destination")
+    assert all(m["travel_mode"] == "drive" and m["travel_type"] == "car" and m["cost"] >= 0 for m in man)
+    # maneuvers cost their edges; the summary adds the turn costs of the search
+    assert s["cost"] >= s["time"] * 0.5 and 0.5 * s["cost"] <= sum(m["cost"] for m in man) <= s["cost"] + 1e-3
     assert any(m["street_names"] for m in man)
     lib = engine.route(locations=[A, B])["trip"]
     assert lib["summary"] == s
+
+
+def test_route_as_valhalla_clients_send_it(client):
+    """alternates 0, and options for other costings in the same body (ignored, as Valhalla does)."""
+    plain = client.post("/route", json={"locations": [A, B]}).json()["trip"]["summary"]
+    body = {"locations": [A, B], "alternates": 0,
+            "costing_options": {"auto": {}, "bicycle": {"bicycle_type": "Road"}, "pedestrian": {"walking_speed": 4}}}
+    r = client.post("/route", json=body)
+    assert r.status_code == 200, r.text
+    assert r.json()["trip"]["summary"] == plain and "alternates" not in r.json()
+    # the request's own costing's options are still validated
+    r = client.post("/route", json={**body, "costing_options": {"bicycle": {}, "auto": {"use_tolls": 3}}})
+    assert r.status_code == 400 and "costing_options.auto.use_tolls" in fields(r.json())
 
 
 @pytest.mark.parametrize("fmt,precision", [("polyline6", 6), ("polyline5", 5), (None, 6)])
@@ -130,9 +148,9 @@ def test_route_unknown_option_lists_allowed(client):
     assert fields(p) == ["costing_options.use_rockets"]
     msg = p["errors"][0]["message"]
     assert "use_highways" in msg and "top_speed" in msg
-    # nested under another costing's key
-    p = problem(client.post("/route", json={"locations": [A, B], "costing_options": {"truck": {"height": 3}}}), 400)
-    assert fields(p) == ["costing_options.truck"]
+    # unknown names under the request's own costing key are refused too
+    p = problem(client.post("/route", json={"locations": [A, B], "costing_options": {"auto": {"height_m": 3}}}), 400)
+    assert fields(p) == ["costing_options.auto.height_m"]
 
 
 def test_malformed_json_and_missing_body(client):
@@ -153,11 +171,7 @@ def test_flat_and_nested_options_agree(client):
 
 
 def test_unsnappable_location_422(client, engine):
-    import sys
-    from pathlib import Path
-
-    sys.path.insert(0, str(Path(__file__).parents[1] / "routing"))
-    from test_router import far_from_roads
+    from tests.services.test_route import far_from_roads
 
     lon, lat = far_from_roads(engine)
     p = problem(client.post("/route", json={"locations": [A, {"lon": lon, "lat": lat, "search_radius": 100}]}), 422)

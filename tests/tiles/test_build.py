@@ -211,7 +211,7 @@ def test_tiles_only_where_features_are():
 def test_coastline_splits_land_and_sea(shared_data_dir):
     """Monaco: the coastline (clipped by the extract, extended to the box's edge) leaves the
     Mediterranean out of `earth` and makes it an `ocean` polygon."""
-    from geoengine.build.source import describe_extract
+    from geoengine.bundler.source import describe_extract
     from geoengine.tiles.features import lonlat_to_merc
 
     path = shared_data_dir / "monaco" / "monaco.osm.gz"

@@ -9,5 +9,5 @@ ROUTE_MODULES: list[str] = [
     "geoengine.server.routes.tiles",
     "geoengine.server.routes.matching",
     "geoengine.server.routes.directions",
-    "geoengine.server.routes.optimise",
+    "geoengine.server.routes.optimised_route",
 ]

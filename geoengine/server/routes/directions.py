@@ -5,8 +5,8 @@ from __future__ import annotations
 from fastapi import APIRouter, Depends, Request
 
 from geoengine.engine import Engine
-from geoengine.routing.directions import DirectionsRequest, DirectionsResponse
 from geoengine.server.deps import get_engine, run_engine
+from geoengine.services.directions import DirectionsRequest, DirectionsResponse
 
 router = APIRouter(tags=["Directions"])
 

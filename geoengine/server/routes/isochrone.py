@@ -2,32 +2,15 @@
 
 from __future__ import annotations
 
-from typing import Annotated, Any, Literal
+from typing import Annotated
 
 from fastapi import APIRouter, Depends, Request
-from pydantic import BaseModel, Field
 
 from geoengine.engine import Engine
-from geoengine.routing.isochrone import IsochroneRequest
 from geoengine.server.deps import get_engine, run_engine
+from geoengine.services.isochrone import IsochroneRequest, IsochroneResponse
 
 router = APIRouter(tags=["Routing"])
-
-
-class IsoFeature(BaseModel):
-    type: Literal["Feature"]
-    properties: dict[str, Any] = Field(
-        description="Contours: contour (minutes or km), metric (time|distance), color, fill, fillColor, "
-        "fill-opacity, fillOpacity, opacity. Locations: location_index, type (input|snapped)")
-    geometry: dict[str, Any] = Field(
-        description="GeoJSON Polygon/MultiPolygon (polygons=true) or LineString/MultiLineString (outer rings), "
-        "Point for locations; [lon, lat]")
-
-
-class IsochroneResponse(BaseModel):
-    type: Literal["FeatureCollection"]
-    features: list[IsoFeature] = Field(description="One feature per contour, largest first, then the locations")
-    id: str | None = None
 
 
 @router.post("/isochrone", summary="Reachability contours (time or distance) around one location",

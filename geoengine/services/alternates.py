@@ -14,7 +14,8 @@ profile's edge-based graph with the penalised weights. A candidate is kept when
 The search stops after `n` alternatives or `MAX_ROUNDS(n)` re-searches. Everything except the choice of
 edges to penalise (numpy, vectorised) runs in the Numba Dijkstra kernels.
 
-Library use (the /route `alternates` option and /v1/routing/directions `alternatives`):
+Library use (the /route `alternates` option and /v1/routing/directions `alternatives`; see
+geoengine.services.route.run):
 
     cands, best = router.route_legs(prof, locations)
     for pieces in alternatives(router, prof, cands, 2, best=best): ...  # lists of Leg, one per leg
@@ -27,7 +28,7 @@ import copy
 import numba
 import numpy as np
 
-from geoengine.routing.router import Leg
+from geoengine.routing.pieces import Leg
 
 PENALTY = 1.6
 MAX_STRETCH = 1.5
@@ -183,23 +184,3 @@ def alternatives(router, prof, cands, n: int, *, best: list[Leg] | None = None,
             kept.append(pieces)
             out.append(pieces)
     return out
-
-
-def search_request(router, req):
-    """(profile, candidates, best pieces, notes) of a RouteRequest, exactly as `Router.route` finds them."""
-    return router.search(req)
-
-
-def route_alternates(router, req, doc: dict, searched=None) -> list[list[Leg]]:
-    """The /route `alternates` option: add `alternates: [{"trip": ...}, ...]` (Valhalla's shape) to the
-    route document `doc` of the RouteRequest `req` (nothing when req.alternates is absent; an empty list
-    when no different route exists). Returns the alternatives' pieces. `searched`: the result of
-    `search_request(router, req)` when the caller has it."""
-    if not getattr(req, "alternates", None):
-        return []
-    from geoengine.routing.trip import build_trip
-
-    prof, cands, best, notes = searched or search_request(router, req)
-    alts = alternatives(router, prof, cands, int(req.alternates), best=best)
-    doc["alternates"] = [{"trip": build_trip(router, prof, req, cands, pieces, notes)["trip"]} for pieces in alts]
-    return alts

@@ -1,4 +1,5 @@
-"""date_time and elevation_interval post-processing of /route trips on the Andorra bundle."""
+"""date_time, elevation_interval, alternates and linear_references applied to typed routes on the
+Andorra bundle (geoengine.services.route_options), and through the engine's /route document."""
 
 from __future__ import annotations
 
@@ -9,8 +10,9 @@ import pytest
 
 from geoengine.errors import InvalidRequest, Unprocessable
 from geoengine.geo import cumulative_distance_m, decode_polyline
-from geoengine.routing import extras
-from geoengine.routing.models import RouteRequest
+from geoengine.services import route_options as extras
+from geoengine.services.dialects.trip import trip_document
+from geoengine.services.route import RouteRequest
 
 from .conftest import ANDORRA
 
@@ -24,15 +26,23 @@ def _locs(*names, waits=None):
     return out
 
 
+def _waits(locs):
+    return [loc.get("waiting_secs", 0) for loc in locs]
+
+
+def _best(engine, **fields):
+    return engine.compute_route(**fields).best
+
+
 def _t(s):
     return datetime.strptime(s, F)
 
 
 def test_depart_at_times_follow_the_trip(andorra):
     locs = _locs("andorra_la_vella", "canillo", "pas_de_la_casa", waits={0: 120, 1: 600})
-    doc = andorra.route(locations=locs)
-    extras.apply_date_time(doc, {"type": 1, "value": "2026-03-01T08:00"}, locs)
-    trip = doc["trip"]
+    route = _best(andorra, locations=locs)
+    extras.apply_date_time(route, {"type": 1, "value": "2026-03-01T08:00"}, _waits(locs))
+    trip = trip_document(route)
     legs = trip["legs"]
     assert trip["departure"] == "2026-03-01T08:00"
     # leaves the first stop after its wait
@@ -55,18 +65,18 @@ def test_depart_at_times_follow_the_trip(andorra):
 
 def test_arrive_by_ends_at_the_given_time(andorra):
     locs = _locs("sant_julia", "encamp")
-    doc = andorra.route(locations=locs)
-    extras.apply_date_time(doc, {"type": 2, "value": "2026-03-01T09:30"}, locs)
-    trip = doc["trip"]
+    route = _best(andorra, locations=locs)
+    extras.apply_date_time(route, {"type": 2, "value": "2026-03-01T09:30"}, _waits(locs))
+    trip = trip_document(route)
     assert trip["arrival"] == "2026-03-01T09:30"
     span = (_t(trip["arrival"]) - _t(trip["departure"])).total_seconds()
     assert abs(span - trip["summary"]["time"]) <= 60
 
 
 def test_current_uses_now(andorra):
-    doc = andorra.route(locations=_locs("sant_julia", "encamp"))
-    extras.apply_date_time(doc, {"type": 0}, now=datetime(2030, 1, 2, 3, 4, 59))
-    assert doc["trip"]["departure"] == "2030-01-02T03:04"
+    route = _best(andorra, locations=_locs("sant_julia", "encamp"))
+    extras.apply_date_time(route, {"type": 0}, now=datetime(2030, 1, 2, 3, 4, 59))
+    assert trip_document(route)["departure"] == "2030-01-02T03:04"
 
 
 @pytest.mark.parametrize("dt, field", [
@@ -78,18 +88,18 @@ def test_current_uses_now(andorra):
     ("2026-03-01T08:00", "date_time"),
 ])
 def test_bad_date_time(andorra, dt, field):
-    doc = andorra.route(locations=_locs("sant_julia", "encamp"))
+    route = _best(andorra, locations=_locs("sant_julia", "encamp"))
     with pytest.raises(InvalidRequest) as e:
-        extras.apply_date_time(doc, dt)
+        extras.apply_date_time(route, dt)
     assert e.value.errors[0].field == field
 
 
 @pytest.mark.parametrize("shape_format", ["polyline6", "geojson"])
 def test_elevation_along_legs(andorra, shape_format):
     locs = _locs("andorra_la_vella", "pas_de_la_casa")
-    doc = andorra.route(locations=locs, shape_format=shape_format)
-    extras.apply_elevation(andorra, doc, 50.0, shape_format)
-    leg = doc["trip"]["legs"][0]
+    route = _best(andorra, locations=locs, shape_format=shape_format)
+    extras.apply_elevation(andorra, route, 50.0)
+    leg = trip_document(route, shape_format)["legs"][0]
     if shape_format == "geojson":
         a = np.asarray(leg["shape"]["coordinates"])
         lon, lat = a[:, 0], a[:, 1]
@@ -119,24 +129,24 @@ def test_elevation_sampling_spacing():
 
 
 def test_elevation_too_many_samples_is_400(andorra):
-    doc = andorra.route(locations=_locs("andorra_la_vella", "pas_de_la_casa"))
+    route = _best(andorra, locations=_locs("andorra_la_vella", "pas_de_la_casa"))
     with pytest.raises(InvalidRequest) as e:
-        extras.apply_elevation(andorra, doc, 0.5)
+        extras.apply_elevation(andorra, route, 0.5)
     assert e.value.errors[0].field == "elevation_interval"
 
 
 def test_elevation_without_dem_is_422(liechtenstein):
     if liechtenstein.bundle.has_stage("elevation"):
         pytest.skip("this Liechtenstein bundle has elevation data")
-    doc = liechtenstein.route(locations=[{"lon": 9.5215, "lat": 47.1410}, {"lon": 9.5095, "lat": 47.1650}])
+    route = _best(liechtenstein, locations=[{"lon": 9.5215, "lat": 47.1410}, {"lon": 9.5095, "lat": 47.1650}])
     with pytest.raises(Unprocessable):
-        extras.apply_elevation(liechtenstein, doc, 30.0)
+        extras.apply_elevation(liechtenstein, route, 30.0)
 
 
-def test_apply_both_through_the_engine(andorra):
+def test_date_time_and_elevation_through_the_engine(andorra):
     req = RouteRequest.model_validate({"locations": _locs("encamp", "canillo"), "elevation_interval": 200,
                                        "date_time": {"type": 1, "value": "2026-06-01T12:00"}})
-    doc = andorra.route_extras(andorra.route(req), req)
+    doc = andorra.route(req)
     leg = doc["trip"]["legs"][0]
     assert leg["departure"] == "2026-06-01T12:00" and len(leg["elevation"]) >= 2
 
@@ -145,7 +155,7 @@ def test_route_alternates_with_extras(andorra):
     req = RouteRequest.model_validate({"locations": _locs("andorra_la_vella", "ordino"), "alternates": 2,
                                        "elevation_interval": 100,
                                        "date_time": {"type": 1, "value": "2026-06-01T12:00"}})
-    doc = andorra.route_extras(andorra.route(req), req)
+    doc = andorra.route(req)
     alts = doc["alternates"]
     assert 1 <= len(alts) <= 2
     best = doc["trip"]
@@ -158,7 +168,7 @@ def test_route_alternates_with_extras(andorra):
 
 def test_no_alternates_key_without_option(andorra):
     req = RouteRequest.model_validate({"locations": _locs("andorra_la_vella", "ordino")})
-    assert "alternates" not in andorra.route_extras(andorra.route(req), req)
+    assert "alternates" not in andorra.route(req)
 
 
 def test_linear_references_through_apply(andorra):
@@ -166,7 +176,7 @@ def test_linear_references_through_apply(andorra):
 
     req = RouteRequest.model_validate({"locations": _locs("andorra_la_vella", "ordino"), "alternates": 1,
                                        "linear_references": True})
-    doc = andorra.route_extras(andorra.route(req), req)
+    doc = andorra.route(req)
     refs = doc["trip"]["linear_references"]
     assert refs and all(len(decode(r)["points"]) == 2 for r in refs)
     for a in doc["alternates"]:

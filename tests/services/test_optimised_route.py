@@ -10,7 +10,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from geoengine.routing.optimise import (
+from geoengine.routing.stop_order import (
     EXACT_MAX,
     held_karp,
     iterated_local_search,

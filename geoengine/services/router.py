@@ -1,8 +1,8 @@
-"""The router: locations -> candidates -> shortest paths (CH, or exact Dijkstra for non-default
-options) -> legs with geometry, totals and maneuvers. One Router per bundle, shared by threads.
-
-Library API (through `Engine`): `route(request)` returns the Valhalla-style trip document,
-`matrix(...)` returns numpy arrays, `matrix_request(request)` the /matrix document.
+"""The router: the search layer every routing service shares. Locations -> candidates (snapping) ->
+shortest pieces (CH, or exact Dijkstra for non-default options) and many-to-many arrays. It returns
+`Leg` pieces and numpy arrays, never documents: the services (route, matrix, optimised_route,
+isochrone, matching, directions) build their results from them. One Router per bundle, shared by
+threads.
 """
 
 from __future__ import annotations
@@ -15,7 +15,8 @@ from pathlib import Path
 import numpy as np
 
 from geoengine.costing import default_options, inactive_options, parse_costing_options
-from geoengine.errors import FieldError, InvalidRequest, NoRoute, Unsnappable
+from geoengine.errors import FieldError, InvalidRequest, NoRoute, Unsnappable, field_path
+from geoengine.routing.pieces import Leg
 from geoengine.routing.profile import Profile, unpack
 
 # Candidates farther than the nearest one by more than this (metres) are not offered to the search:
@@ -24,21 +25,6 @@ from geoengine.routing.profile import Profile, unpack
 CANDIDATE_SLACK_M = 1.0
 MAX_CANDIDATES = 8
 PROFILE_CACHE = 8
-KM_PER_MILE = 1.609344
-
-
-@dataclass
-class Leg:
-    """One piece between two consecutive locations: directed edges and positions on the end edges."""
-
-    edges: np.ndarray
-    f_first: float
-    f_last: float
-    cost: float
-    time_s: float
-    length_m: float
-    src_index: int = 0  # which candidate of the start location (and of the end location) the path uses
-    dst_index: int = 0
 
 
 class Router:
@@ -187,33 +173,27 @@ class Router:
             if leg is None:
                 raise NoRoute(
                     f"no route from {field}[{i}] to {field}[{i + 1}] for costing '{prof.costing}'",
-                    errors=[FieldError(f"{field}[{i + 1}]", f"not reachable from {field}[{i}]")],
+                    errors=[FieldError(field_path(field, i + 1), f"not reachable from {field}[{i}]")],
                 )
             pieces.append(leg)
             prev = leg
         return cands, pieces
 
-    # -- route document ------------------------------------------------------------------------------
-    def search(self, req):
-        """(profile, candidates, pieces, notes) of a RouteRequest: costing options and avoid areas
-        applied, every location snapped, each piece found. The one place /route's search is made."""
-        options = self.parse_options(req.costing, req.costing_options)
-        prof = self.profile(req.costing, options, self._avoid_mask(req))
-        cands, pieces = self.route_legs(prof, req.locations)
-        notes = inactive_options(self.graph, options) + self._absent_feature_notes(options)
-        return prof, cands, pieces, notes
+    # -- one search for a route request -----------------------------------------------------------------
+    def search(self, costing: str, costing_options, locations, *, avoid_locations=None, avoid_polygons=None,
+               field: str = "locations") -> Searched:
+        """Costing options and avoid areas applied, every location snapped, each piece found: the one
+        place a route's search is made (route, directions, optimised route)."""
+        options = self.parse_options(costing, costing_options)
+        blocked = self._avoid_mask(avoid_locations, avoid_polygons)
+        prof = self.profile(costing, options, blocked)
+        cands, pieces = self.route_legs(prof, locations, field)
+        notes = self.notes(options)
+        return Searched(prof, cands, pieces, notes)
 
-    def route_searched(self, req):
-        """(the /route document, the `search` result it was built from), so options applied after
-        the search (alternates, linear references) reuse it instead of searching again."""
-        from geoengine.routing.trip import build_trip
-
-        searched = self.search(req)
-        prof, cands, pieces, notes = searched
-        return build_trip(self, prof, req, cands, pieces, notes), searched
-
-    def route(self, req) -> dict:
-        return self.route_searched(req)[0]
+    def notes(self, options) -> list[str]:
+        """Warnings for options that cannot act on this bundle (said, never silently ignored)."""
+        return inactive_options(self.graph, options) + self._absent_feature_notes(options)
 
     def _absent_feature_notes(self, options) -> list[str]:
         """Notes for options that concern road features this bundle does not have (the option is
@@ -234,12 +214,12 @@ class Router:
         return [f"{name} has no effect: this bundle's graph has no {what[name]}"
                 for name, present in self._features.items() if name in options.given and not present]
 
-    def _avoid_mask(self, req) -> np.ndarray | None:
-        if not req.avoid_locations and not req.avoid_polygons:
+    def _avoid_mask(self, avoid_locations, avoid_polygons) -> np.ndarray | None:
+        if not avoid_locations and not avoid_polygons:
             return None
         from geoengine.routing.avoid import avoid_mask
 
-        return avoid_mask(self.graph, self.snapper, req.avoid_locations or [], req.avoid_polygons or [])
+        return avoid_mask(self.graph, self.snapper, avoid_locations or [], avoid_polygons or [])
 
     # -- matrix ------------------------------------------------------------------------------------------
     def _snap_many(self, prof: Profile, lons, lats, radii, field: str, memo: dict | None = None):
@@ -253,12 +233,12 @@ class Router:
         n = len(lons)
         bad = ~(np.isfinite(lons) & np.isfinite(lats) & (np.abs(lons) <= 180) & (np.abs(lats) <= 90))
         if bad.any():
-            raise InvalidRequest(errors=[FieldError(f"{field}[{i}]", "lon must be in [-180, 180] and lat in [-90, 90]")
+            raise InvalidRequest(errors=[FieldError(field_path(field, i), "lon must be in [-180, 180] and lat in [-90, 90]")
                                          for i in np.flatnonzero(bad).tolist()])
         rad = np.full(n, np.nan) if radii is None else np.broadcast_to(np.asarray(radii, dtype=np.float64), (n,))
         badr = np.isfinite(rad) & ~((rad > 0) & (rad <= 100))
         if badr.any():
-            raise InvalidRequest(errors=[FieldError(f"{field}[{i}].search_radius", "must be between 1 and 100 metres")
+            raise InvalidRequest(errors=[FieldError(field_path(field, i, "search_radius"), "must be between 1 and 100 metres")
                                          for i in np.flatnonzero(badr).tolist()])
         memo = {} if memo is None else memo  # (lon, lat, radius) -> candidates, shared by sources and targets
         parts, rows, errors = [], [], []
@@ -287,20 +267,21 @@ class Router:
         return _CandArrays(*cat), rows
 
     def matrix(self, sources, targets, costing: str = "auto", costing_options=None, *,
-               source_radius=None, target_radius=None):
+               source_radius=None, target_radius=None, field: str | None = None):
         """Travel time (s) and distance (m) between every source and target, as float64 arrays [N, M]
         with inf where there is no route; also the snapped (lon, lat) of sources and targets.
 
         `sources`, `targets`: arrays of shape (N, 2) as (lon, lat). Uses the CH bucket table for the
-        costing's default options, one-to-all Dijkstra per source otherwise.
+        costing's default options, one-to-all Dijkstra per source otherwise. `field`: the request field
+        both point lists come from, for error paths (default: "sources" and "targets").
         """
         src = np.asarray(sources, dtype=np.float64).reshape(-1, 2)
         dst = np.asarray(targets, dtype=np.float64).reshape(-1, 2)
         options = self.parse_options(costing, costing_options)
         prof = self.profile(costing, options)
         memo: dict = {}
-        cs, sl = self._snap_many(prof, src[:, 0], src[:, 1], source_radius, "sources", memo)
-        ct, tl = self._snap_many(prof, dst[:, 0], dst[:, 1], target_radius, "targets", memo)
+        cs, sl = self._snap_many(prof, src[:, 0], src[:, 1], source_radius, field or "sources", memo)
+        ct, tl = self._snap_many(prof, dst[:, 0], dst[:, 1], target_radius, field or "targets", memo)
 
         sv, so, so2, sp = _flat(prof, cs, sl, target=False)
         tv, to, to2, tp = _flat(prof, ct, tl, target=True)
@@ -370,38 +351,6 @@ class Router:
         t, d = unpack(S)
         found = np.isfinite(np.minimum(P, ahead_c))
         return np.where(found, t, np.inf), np.where(found, d, np.inf)
-
-    def matrix_request(self, req) -> dict:
-        src = np.array([[loc.lon, loc.lat] for loc in req.sources], dtype=np.float64)
-        dst = np.array([[loc.lon, loc.lat] for loc in req.targets], dtype=np.float64)
-        sr = _radii(req.sources)
-        tr = _radii(req.targets)
-        options, depart = _matrix_departure(req)
-        res = self.matrix(src, dst, req.costing, options, source_radius=sr, target_radius=tr)
-        scale = 1000.0 if req.units == "kilometers" else 1000.0 * KM_PER_MILE
-        ok = np.isfinite(res.time_s)
-        times = np.rint(np.where(ok, res.time_s, 0.0)).astype(np.int64).tolist()
-        dists = np.round(np.where(ok, res.distance_m, 0.0) / scale, 3).tolist()
-        ok = ok.tolist()
-        m = len(req.targets)
-        rows = [[{"from_index": i, "to_index": j, "time": t_row[j], "distance": d_row[j]} if ok_row[j] else None
-                 for j in range(m)]
-                for i, (t_row, d_row, ok_row) in enumerate(zip(times, dists, ok, strict=True))]
-        if depart is not None:  # estimated arrival per cell
-            from datetime import timedelta
-
-            for t_row, row in zip(times, rows, strict=True):
-                for j, cell in enumerate(row):
-                    if cell is not None:
-                        cell["date_time"] = (depart + timedelta(seconds=t_row[j])).strftime("%Y-%m-%dT%H:%M")
-        return {
-            "sources_to_targets": rows,
-            "sources": [{"lat": round(float(la), 6), "lon": round(float(lo), 6)} for lo, la in res.sources],
-            "targets": [{"lat": round(float(la), 6), "lon": round(float(lo), 6)} for lo, la in res.targets],
-            "units": req.units,
-            **({"id": req.id} if req.id is not None else {}),
-        }
-
 
     def route_many(self, origins, destinations, costing: str = "auto", costing_options=None):
         """Batch: (time_s, distance_m) of the route origins[i] -> destinations[i] for every i. With a
@@ -511,33 +460,7 @@ def _plain(loc) -> bool:
             and loc.rank_candidates is not False)
 
 
-def _matrix_departure(req):
-    """(costing options without date_time, departure datetime or None). The spec puts the departure
-    time in costing_options (flat or under the costing key); a top-level `date_time` is accepted too."""
-    from geoengine.routing.extras import parse_date_time
-
-    raw = req.costing_options
-    dt, where = getattr(req, "date_time", None), "date_time"
-    if isinstance(raw, dict):
-        raw = dict(raw)
-        if "date_time" in raw:
-            dt, where = raw.pop("date_time"), "costing_options.date_time"
-        nested = raw.get(req.costing)
-        if isinstance(nested, dict) and "date_time" in nested:
-            nested = dict(nested)
-            dt, where = nested.pop("date_time"), f"costing_options.{req.costing}.date_time"
-            raw[req.costing] = nested
-    if dt is None:
-        return raw, None
-    kind, when = parse_date_time(dt, field=where)
-    if kind == 2:
-        from geoengine.errors import InvalidRequest
-
-        raise InvalidRequest.field(f"{where}.type", "/matrix takes a departure time (type 0, 1 or 3), not arrive_by (2)")
-    return raw, when
-
-
-def _radii(locs):
+def radii(locs):
     r = np.array([np.nan if loc.search_radius is None else loc.search_radius for loc in locs], dtype=np.float64)
     return None if np.isnan(r).all() else r
 
@@ -545,6 +468,17 @@ def _radii(locs):
 def _cand(cset, rows) -> dict:
     return {"edge": cset.edge[rows].astype(np.int64), "fraction": cset.fraction[rows].astype(np.float64),
             "lon": cset.lon[rows], "lat": cset.lat[rows], "distance": cset.distance[rows]}
+
+
+@dataclass
+class Searched:
+    """A route request's search: the profile, each location's candidates, the pieces between consecutive
+    locations (one `Leg` each) and the warnings for options that cannot act here."""
+
+    prof: Profile
+    cands: list
+    pieces: list[Leg]
+    notes: list[str]
 
 
 @dataclass
@@ -565,7 +499,4 @@ class MatrixResult:
     sources: np.ndarray
     targets: np.ndarray
 
-
-def bad_request(field: str, message: str) -> InvalidRequest:
-    return InvalidRequest(errors=[FieldError(field, message)])
 

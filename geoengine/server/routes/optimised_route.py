@@ -5,8 +5,8 @@ from __future__ import annotations
 from fastapi import APIRouter, Depends, Request
 
 from geoengine.engine import Engine
-from geoengine.routing.optimise import OptimisedRouteRequest, OptimisedRouteResponse
 from geoengine.server.deps import get_engine, run_engine
+from geoengine.services.optimised_route import OptimisedRouteRequest, OptimisedRouteResponse
 
 router = APIRouter(tags=["Routing"])
 

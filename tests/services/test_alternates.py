@@ -6,8 +6,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from geoengine.routing.alternates import MAX_SHARE, MAX_STRETCH, alternatives, has_loop, shared_fraction
-from geoengine.routing.models import Location
+from geoengine.services.alternates import MAX_SHARE, MAX_STRETCH, alternatives, has_loop, shared_fraction
+from geoengine.services.models import Location
 
 from .conftest import ANDORRA, LIECHTENSTEIN
 
@@ -87,7 +87,7 @@ def test_directions_alternatives(andorra_client):
     # every alternative starts and ends near the snapped waypoints (it may use another candidate road
     # position within the router's candidate slack, e.g. the other side of a dual carriageway)
     from geoengine.geo import haversine_m
-    from geoengine.routing.router import CANDIDATE_SLACK_M
+    from geoengine.services.router import CANDIDATE_SLACK_M
 
     w = many["waypoints"]
     for r in many["routes"]:
@@ -103,8 +103,8 @@ def test_zero_alternatives(andorra):
 
 def _windows_are_shortest(router, prof, piece, best_piece, window):
     """Independent T-test: the same windows checked with plain Dijkstra on the turn graph."""
-    from geoengine.routing.alternates import path_prefix_costs
     from geoengine.routing.dijkstra import dijkstra
+    from geoengine.services.alternates import path_prefix_costs
 
     e = piece.edges
     off = ~np.isin(e >> 1, best_piece.edges >> 1)
@@ -130,7 +130,7 @@ def _windows_are_shortest(router, prof, piece, best_piece, window):
 
 @pytest.mark.parametrize("region, a, b", PAIRS)
 def test_alternatives_are_locally_optimal(engine_for, region, a, b):
-    from geoengine.routing.alternates import LOCAL_SHARE
+    from geoengine.services.alternates import LOCAL_SHARE
 
     router, prof, cands, best, alts = _route(engine_for(region), a, b)
     window = LOCAL_SHARE * sum(p.cost for p in best)
@@ -140,7 +140,7 @@ def test_alternatives_are_locally_optimal(engine_for, region, a, b):
 
 def test_local_check_rejects_detours(liechtenstein):
     # without the T-test the penalty method offers detours on this pair; the test removes them
-    from geoengine.routing.alternates import LOCAL_SHARE
+    from geoengine.services.alternates import LOCAL_SHARE
 
     router, prof, cands, best, checked = _route(liechtenstein, LIECHTENSTEIN["balzers"], LIECHTENSTEIN["eschen"])
     unchecked = alternatives(router, prof, cands, 3, best=best, local_check=False)

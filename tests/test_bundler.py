@@ -9,9 +9,9 @@ import os
 import pytest
 
 import geoengine
-from geoengine.build.pipeline import BuildInputs, Stage, StageResult, build, resolve_inputs
-from geoengine.build.source import STAGE as SOURCE
 from geoengine.bundle import STAGE_VERSIONS, Bundle
+from geoengine.bundler.pipeline import BuildInputs, Stage, StageResult, build, resolve_inputs
+from geoengine.bundler.source import STAGE as SOURCE
 from geoengine.config import Settings
 from geoengine.errors import BuildError, BundleError, InvalidRequest
 

@@ -14,7 +14,7 @@ import shapely
 from shapely.geometry import shape
 
 from geoengine.errors import InvalidRequest, Unprocessable
-from geoengine.routing.models import Location
+from geoengine.services.models import Location
 
 ANDORRA = (1.5218, 42.5063)  # Andorra la Vella
 ESCALDES = (1.5343, 42.5097)

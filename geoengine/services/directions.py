@@ -2,8 +2,8 @@
 polyline6) geometry, optional alternative routes, and steps in six languages.
 
 Library: `engine.directions(waypoints=[{"lon": .., "lat": ..}, ...], profile="driving", ...)` or a
-`DirectionsRequest`. The routes come from the same router as POST /route (snapping, exact shortest
-paths, narrative); this module only maps the request onto it and reshapes the trip document.
+`DirectionsRequest`. The routes come from the route service (one search, typed routes); this module
+maps the request onto a RouteRequest, and `dialects.directions` renders the typed routes.
 """
 
 from __future__ import annotations
@@ -12,9 +12,9 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
-from geoengine.routing.models import Lat, Lon
+from geoengine.services.models import PROFILE_COSTING, Lat, Lon
 
-PROFILES = {"driving": "auto", "walking": "pedestrian", "cycling": "bicycle"}
+PROFILES = PROFILE_COSTING
 LANGUAGES = ("en", "hi", "fr", "de", "es", "ar")
 # locale file per language (the narrative layer's tags)
 _LOCALE = {"en": "en-US", "hi": "hi", "fr": "fr", "de": "de", "es": "es", "ar": "ar"}
@@ -84,8 +84,9 @@ class DirectionsResponse(BaseModel):
     waypoints: list[Waypoint] = Field(description="The waypoints snapped to the nearest road the profile may use")
 
 
-def _route_request(req: DirectionsRequest):
-    from geoengine.routing.models import RouteRequest
+def route_request(req: DirectionsRequest):
+    """The RouteRequest a directions request stands for."""
+    from geoengine.services.route import RouteRequest
 
     return RouteRequest(
         locations=[{"lon": w.lon, "lat": w.lat, "type": "break"} for w in req.waypoints],
@@ -96,61 +97,16 @@ def _route_request(req: DirectionsRequest):
     )
 
 
-def _route_doc(trip: dict, geometry: str, steps: bool) -> dict:
-    import numpy as np
-
-    from geoengine.geo import encode_polyline
-
-    coords: list[list[float]] = []
-    legs = []
-    for i, leg in enumerate(trip["legs"]):
-        c = leg["shape"]["coordinates"]
-        coords.extend(c if i == 0 else c[1:])
-        doc = {"distance_m": round(leg["summary"]["length"] * 1000.0, 1),
-               "duration_s": round(leg["summary"]["time"], 1)}
-        if steps:
-            doc["steps"] = [_step(m) for m in leg.get("maneuvers", [])]
-        legs.append(doc)
-    if geometry == "polyline6":
-        a = np.asarray(coords, dtype=np.float64).reshape(-1, 2)
-        geom: Any = encode_polyline(a[:, 1], a[:, 0], 6)
-    else:
-        geom = {"type": "LineString", "coordinates": coords}
-    return {"distance_m": round(trip["summary"]["length"] * 1000.0, 1),
-            "duration_s": round(trip["summary"]["time"], 1), "geometry": geom, "legs": legs}
-
-
-def _step(m: dict) -> dict:
-    d = {"instruction": m.get("instruction", ""), "distance_m": m.get("length_m", round(m["length"] * 1000.0, 1)),
-         "duration_s": round(float(m["time"]), 1), "maneuver": m["type"], "bearing": m.get("bearing_after"),
-         "bearing_before": m.get("bearing_before")}
-    if m.get("street_names"):
-        d["name"] = "/".join(m["street_names"])
-    return d
-
-
 # The spec allows up to 3 routes in all: the best and at most two alternatives.
 DIRECTIONS_MAX_ALTERNATES = 2
 
 
-def directions(router, req: DirectionsRequest) -> dict:
+def directions(engine, req: DirectionsRequest) -> dict:
     """The /v1/routing/directions document for a validated request. Raises Unsnappable / NoRoute (422)
     when a waypoint has no usable road near it or no route joins two waypoints."""
-    from geoengine.costing import inactive_options
-    from geoengine.routing.alternates import alternatives
-    from geoengine.routing.trip import build_trip
+    from geoengine.services import route
+    from geoengine.services.dialects.directions import directions_document
 
-    rreq = _route_request(req)
-    options = router.parse_options(rreq.costing, None)
-    prof = router.profile(rreq.costing, options)
-    cands, pieces = router.route_legs(prof, rreq.locations, field="waypoints")
-    notes = inactive_options(router.graph, options)
-    trips = [build_trip(router, prof, rreq, cands, pieces, notes)["trip"]]
-    if req.alternatives:
-        for alt in alternatives(router, prof, cands, DIRECTIONS_MAX_ALTERNATES, best=pieces):
-            trips.append(build_trip(router, prof, rreq, cands, alt, notes)["trip"])
-    # the positions the best route actually starts from and reaches (the candidate the search chose)
-    legs = trips[0]["legs"]
-    ends = [leg["shape"]["coordinates"][0] for leg in legs] + [legs[-1]["shape"]["coordinates"][-1]]
-    snapped = [{"lon": c[0], "lat": c[1]} for c in ends]
-    return {"routes": [_route_doc(t, req.geometry, req.steps) for t in trips], "waypoints": snapped}
+    result = route.run(engine, route_request(req), field="waypoints",
+                       alternates=DIRECTIONS_MAX_ALTERNATES if req.alternatives else 0)
+    return directions_document(result, req.geometry, req.steps)

@@ -4,10 +4,8 @@ from __future__ import annotations
 
 import importlib
 
-from geoengine.build.pipeline import Stage
-
 STAGE_MODULES: list[str] = [
-    "geoengine.build.source",
+    "geoengine.bundler.source",
     "geoengine.graph.stage",
     "geoengine.elevation.stage",
     "geoengine.routing.stage",
@@ -16,5 +14,6 @@ STAGE_MODULES: list[str] = [
 ]
 
 
-def all_stages() -> list[Stage]:
+def all_stages() -> list:
+    """The `Stage` objects (geoengine.bundler.pipeline.Stage) in build order."""
     return [importlib.import_module(m).STAGE for m in STAGE_MODULES]

@@ -115,7 +115,7 @@ def resolve_inputs(
     progress: Progress | None = None,
 ) -> BuildInputs:
     """A region name (fetched into the cache) or a path to an OSM extract, plus optional DEM/places."""
-    from geoengine.build.fetch import fetch_region, load_regions
+    from geoengine.bundler.fetch import fetch_region, load_regions
 
     path = Path(target).expanduser()
     catalog = load_regions()
@@ -162,8 +162,8 @@ def build(
     stages: list[Stage] | None = None,
 ) -> Path:
     """Run every applicable stage into a work folder and publish it at `out`. Returns `out`."""
-    from geoengine.build.fetch import sha256_file
-    from geoengine.build.stages import all_stages
+    from geoengine.bundler.fetch import sha256_file
+    from geoengine.bundler.stages import all_stages
 
     progress = progress or NullProgress()
     stages = stages if stages is not None else all_stages()

@@ -14,8 +14,8 @@ from scipy.sparse.csgraph import dijkstra as scipy_dijkstra
 from geoengine.costing import parse_costing_options
 from geoengine.errors import InvalidRequest, NoRoute, Unsnappable
 from geoengine.graph import tags as T
-from geoengine.routing.models import Location
 from geoengine.routing.profile import unpack
+from geoengine.services.models import Location
 
 REGIONS = ["andorra", "liechtenstein"]
 

@@ -9,8 +9,8 @@ import numpy as np
 import pytest
 
 from geoengine.geo import haversine_m
-from geoengine.routing.models import Location
 from geoengine.routing.openlr import decode, edge_references, encode_lines, route_linear_references
+from geoengine.services.models import Location
 
 from .conftest import ANDORRA
 

@@ -6,7 +6,7 @@ import json
 
 import osmium
 
-from geoengine.build.pipeline import BuildContext, Stage, StageResult
+from geoengine.bundler.pipeline import BuildContext, Stage, StageResult
 
 
 class _Counter(osmium.SimpleHandler):

@@ -1,4 +1,5 @@
-"""POST /optimised_route: the best order in which to visit stops, and the trip in that order.
+"""Stop order: the best order in which to visit stops, given their cost matrix (the kernels of
+POST /optimised_route; the service is geoengine.services.optimised_route).
 
 The FIRST and the LAST location stay where they are (start and end of the tour; give the same place
 twice for a round trip); the locations between them are reordered. Costs are travel times (seconds) from
@@ -12,61 +13,18 @@ the router's many-to-many matrix (the CH bucket table for default options), asym
   then perturb (double bridge) and descend again for a fixed number of rounds with a fixed seed, keeping
   the best. The result is never worse than the given order.
 
-Library: `engine.optimised_route(locations=[...], costing="auto")`; the kernels `held_karp(D)`,
-`local_search(D, order)` and `solve(D, order)` work on any square cost matrix.
+The kernels `held_karp(D)`, `local_search(D, order)` and `solve(D, order)` work on any square cost
+matrix.
 """
 
 from __future__ import annotations
 
-from typing import Any, Literal
-
 import numba
 import numpy as np
-from pydantic import BaseModel, ConfigDict, Field, field_validator
-
-from geoengine.routing.models import DirectionsOptions, Location
 
 EXACT_MAX = 14  # locations (12 intermediate stops): 2^12 * 12^2 = 0.6 M steps
 ILS_ROUNDS = 200
-OPT_COSTINGS = ("auto", "bicycle", "pedestrian", "truck")
 UNREACHABLE = 1e12  # stands for an infinite matrix cell inside the kernels
-
-
-class OptimisedRouteRequest(BaseModel):
-    """Body of POST /optimised_route."""
-
-    model_config = ConfigDict(extra="ignore")
-
-    locations: list[Location] = Field(min_length=2, description="Stops, at least 2. The first and the last stay "
-                                      "first and last; the ones between are reordered. Repeat the first location "
-                                      "at the end for a round trip.")
-    costing: Literal["auto", "bicycle", "pedestrian", "truck"] = "auto"
-    costing_options: dict[str, Any] | None = Field(None, description="Options of the costing (see GET /costing/options/{costing})")
-    directions_options: DirectionsOptions = Field(default_factory=DirectionsOptions)
-    shape_format: Literal["polyline6", "polyline5", "geojson"] = "polyline6"
-    id: str | None = Field(None, description="Echoed in the response")
-
-    @field_validator("costing", mode="before")
-    @classmethod
-    def _costing(cls, v):
-        if isinstance(v, str) and v not in OPT_COSTINGS:
-            raise ValueError(f"costing '{v}' is not available for /optimised_route; use one of: {', '.join(OPT_COSTINGS)}")
-        return v
-
-
-class Optimisation(BaseModel):
-    method: Literal["exact", "heuristic", "trivial"] = Field(
-        description="exact: Held-Karp dynamic programming; heuristic: 2-opt + Or-opt iterated local search")
-    time_s: float = Field(description="Matrix travel time of the chosen order, seconds")
-    given_order_time_s: float = Field(description="Matrix travel time of the order given in the request, seconds")
-
-
-class OptimisedRouteResponse(BaseModel):
-    optimized_order: list[int] = Field(description="Indices into the request's locations, in visiting order")
-    optimisation: Optimisation
-    trip: dict[str, Any] = Field(description="The trip through the locations in that order: the shape of the "
-                                 "POST /route trip; each location's original_index is its index in the request")
-    id: str | None = None
 
 
 # -- kernels --------------------------------------------------------------------------------------------
@@ -308,50 +266,3 @@ def solve(D: np.ndarray, order: np.ndarray | None = None, *, rounds: int = ILS_R
     if path_cost(D, best) > path_cost(D, given):
         best = given.copy()
     return best, "heuristic"
-
-
-# -- request ----------------------------------------------------------------------------------------------
-def optimised_route(router, req: OptimisedRouteRequest) -> dict:
-    from geoengine.errors import FieldError, NoRoute
-    from geoengine.routing.models import RouteRequest
-
-    locs = req.locations
-    pts = np.array([[loc.lon, loc.lat] for loc in locs], dtype=np.float64)
-    radii = np.array([np.nan if loc.search_radius is None else loc.search_radius for loc in locs], dtype=np.float64)
-    radii = None if np.isnan(radii).all() else radii
-    res = router.matrix(pts, pts, req.costing, req.costing_options, source_radius=radii, target_radius=radii)
-    T = np.array(res.time_s, dtype=np.float64)
-    n = len(locs)
-    np.fill_diagonal(T, 0.0)
-    # every stop must be reachable from the first and reach the last, else no order can work
-    for i in range(1, n):
-        if not np.isfinite(T[0, i]):
-            raise NoRoute(f"locations[{i}] cannot be reached from locations[0] for costing '{req.costing}'",
-                          errors=[FieldError(f"locations[{i}]", "not reachable from locations[0]")])
-        if not np.isfinite(T[i - 1 if i == n - 1 else i, n - 1]):
-            raise NoRoute(f"locations[{n - 1}] cannot be reached from locations[{i}] for costing '{req.costing}'",
-                          errors=[FieldError(f"locations[{i}]", f"cannot reach locations[{n - 1}]")])
-    D = np.where(np.isfinite(T), T, UNREACHABLE)
-    order, method = solve(D)
-    cost = float(path_cost(D, order))
-    if cost >= UNREACHABLE:
-        raise NoRoute("no order of the locations can be driven: some stops cannot reach each other",
-                      errors=[FieldError("locations", "no feasible visiting order")])
-    # the chosen order as a /route request, all locations as stops
-    body = req.model_dump()
-    body["locations"] = [body["locations"][int(i)] for i in order]
-    for loc in body["locations"][1:-1]:
-        if loc.get("type") in ("through", "via"):
-            loc["type"] = "break"
-    rreq = RouteRequest.model_validate({k: body[k] for k in ("locations", "costing", "costing_options",
-                                                             "directions_options", "shape_format", "id")})
-    doc = router.route(rreq)
-    for k, loc in enumerate(doc["trip"]["locations"]):
-        loc["original_index"] = int(order[k])
-    out = {"optimized_order": [int(i) for i in order],
-           "optimisation": {"method": method, "time_s": round(cost, 1),
-                            "given_order_time_s": round(float(path_cost(D, np.arange(n))), 1)},
-           "trip": doc["trip"]}
-    if req.id is not None:
-        out["id"] = req.id
-    return out

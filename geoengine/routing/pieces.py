@@ -1,0 +1,150 @@
+"""Pieces of a path: the directed edges between two consecutive locations, with the positions on the
+end edges (`Leg`), and their geometry (one Numba call over the graph's shape arrays).
+
+Arrays in, arrays out: the services layer turns pieces into typed routes (geoengine.services.route).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numba
+import numpy as np
+
+from geoengine.geo import haversine_scalar
+
+
+@dataclass
+class Leg:
+    """One piece between two consecutive locations: directed edges and positions on the end edges."""
+
+    edges: np.ndarray
+    f_first: float
+    f_last: float
+    cost: float
+    time_s: float
+    length_m: float
+    src_index: int = 0  # which candidate of the start location (and of the end location) the path uses
+    dst_index: int = 0
+
+
+def piece_geometry(graph, leg: Leg):
+    """Shape (lon, lat) of a piece and, per traversed edge, its first/last shape index and the fraction
+    of the edge it covers. One Numba call over the graph's shape arrays; only the two end edges are
+    cut at the snapped positions (as `geoengine.graph.store.cut_polyline` does). Consecutive edges
+    share their junction point."""
+    return _piece_shape(np.ascontiguousarray(leg.edges, dtype=np.int64), float(leg.f_first), float(leg.f_last),
+                        graph.shape_offsets, graph.shape_lon, graph.shape_lat)
+
+
+def pieces_geometry(graph, pieces: list[Leg]):
+    """Shape (lon, lat) of consecutive pieces (one route leg) and, per traversed edge, its first/last
+    shape index in that shape, the edges and the fraction of each edge covered."""
+    lons, lats, begins, ends, edges, covered = [], [], [], [], [], []
+    offset = 0
+    for p_i, piece in enumerate(pieces):
+        lo, la, b, e, cov = piece_geometry(graph, piece)
+        if p_i > 0:
+            # the next piece starts where the previous ended (same location); drop the duplicate point
+            lo, la = lo[1:], la[1:]
+            b = np.maximum(b - 1, 0) + offset
+            e = e - 1 + offset
+            b[0] = offset
+        lons.append(lo)
+        lats.append(la)
+        begins.append(b)
+        ends.append(e)
+        edges.append(piece.edges)
+        covered.append(cov)
+        offset = int(e[-1]) if len(e) else offset
+    return (np.concatenate(lons), np.concatenate(lats), np.concatenate(begins), np.concatenate(ends),
+            np.concatenate(edges).astype(np.int64), np.concatenate(covered))
+
+
+@numba.njit(cache=True, nogil=True)
+def _cut(lo, la, s, t, out_lo, out_la, pos):
+    """Append the part of polyline (lo, la) between fractions s <= t of its length; returns new pos."""
+    m = lo.shape[0]
+    if s <= 0.0 and t >= 1.0:
+        for k in range(m):
+            out_lo[pos] = lo[k]
+            out_la[pos] = la[k]
+            pos += 1
+        return pos
+    s = min(max(s, 0.0), 1.0)
+    t = min(max(t, s), 1.0)
+    cum = np.zeros(m)
+    for k in range(m - 1):
+        cum[k + 1] = cum[k] + haversine_scalar(la[k], lo[k], la[k + 1], lo[k + 1])
+    total = cum[m - 1]
+    if total <= 0 or m < 2:
+        out_lo[pos] = lo[0]
+        out_la[pos] = la[0]
+        return pos + 1
+    i_s = 0
+    for side in range(2):
+        x = (s if side == 0 else t) * total
+        # searchsorted(cum, x, 'right') - 1, clipped to [0, m - 2]
+        i = np.searchsorted(cum, x, side="right") - 1
+        i = min(max(i, 0), m - 2)
+        d = cum[i + 1] - cum[i]
+        u = 0.0 if d <= 0 else (x - cum[i]) / d
+        if side == 1:
+            for k in range(i_s + 1, i + 1):
+                out_lo[pos] = lo[k]
+                out_la[pos] = la[k]
+                pos += 1
+        else:
+            i_s = i
+        out_lo[pos] = lo[i] + u * (lo[i + 1] - lo[i])
+        out_la[pos] = la[i] + u * (la[i + 1] - la[i])
+        pos += 1
+    return pos
+
+
+@numba.njit(cache=True, nogil=True)
+def _piece_shape(edges, f_first, f_last, so, slon, slat):
+    n = edges.shape[0]
+    total = 0
+    for i in range(n):
+        k = edges[i] >> 1
+        total += so[k + 1] - so[k]
+    out_lo = np.empty(total + 2)
+    out_la = np.empty(total + 2)
+    begin = np.zeros(n, np.int64)
+    end = np.zeros(n, np.int64)
+    covered = np.ones(n)
+    pos = 0
+    for i in range(n):
+        k = edges[i] >> 1
+        a, b = so[k], so[k + 1]
+        c = b - a
+        lo = np.empty(c)
+        la = np.empty(c)
+        if edges[i] & 1:
+            for j in range(c):
+                lo[j] = slon[b - 1 - j]
+                la[j] = slat[b - 1 - j]
+        else:
+            for j in range(c):
+                lo[j] = slon[a + j]
+                la[j] = slat[a + j]
+        s = f_first if i == 0 else 0.0
+        t = f_last if i == n - 1 else 1.0
+        if i == 0 or i == n - 1:
+            covered[i] = t - s
+        start = pos
+        if i == 0:
+            pos = _cut(lo, la, s, t, out_lo, out_la, pos)
+            begin[i] = 0
+            end[i] = pos - 1
+        else:
+            # the junction point is the previous edge's last point: drop this edge's first point
+            pos = _cut(lo, la, s, t, out_lo, out_la, pos)
+            for j in range(start, pos - 1):
+                out_lo[j] = out_lo[j + 1]
+                out_la[j] = out_la[j + 1]
+            pos -= 1
+            begin[i] = end[i - 1]
+            end[i] = begin[i] + (pos - start)
+    return out_lo[:pos].copy(), out_la[:pos].copy(), begin, end, covered

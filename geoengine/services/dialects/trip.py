@@ -1,0 +1,198 @@
+"""The Valhalla-style `trip` document of POST /route (and of /optimised_route and /map_match) from a
+typed Route. Lengths are in the route's units; times in seconds; maneuver `type` is Valhalla's integer
+code (its snake-case name in `type_name`)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+from pydantic import BaseModel, Field
+
+from geoengine.geo import encode_polyline, metres_per_unit
+from geoengine.services.route_options import DATE_TIME_TYPES, FORMAT
+
+
+def shape(lon, lat, fmt: str):
+    """A shape as polyline6 / polyline5 text or a GeoJSON LineString."""
+    if fmt == "geojson":
+        return {"type": "LineString", "coordinates": np.round(np.column_stack([lon, lat]), 6).tolist()}
+    return encode_polyline(lat, lon, 6 if fmt == "polyline6" else 5)
+
+
+def bbox(lon, lat) -> dict:
+    return {"min_lat": round(float(lat.min()), 6), "min_lon": round(float(lon.min()), 6),
+            "max_lat": round(float(lat.max()), 6), "max_lon": round(float(lon.max()), 6)}
+
+
+def _t(dt) -> str:
+    return dt.strftime(FORMAT)
+
+
+def maneuver_document(m, scale: float) -> dict:
+    d = {
+        "type": m.type,
+        "type_name": m.type_name,
+        "instruction": m.text.get("instruction"),
+        "street_names": list(m.street_names),
+        "length": round(m.length_m / scale, 3),
+        "length_m": round(m.length_m, 1),
+        "time": round(m.time_s, 3),
+        "cost": round(m.cost, 3),
+        "begin_shape_index": m.begin_shape_index,
+        "end_shape_index": m.end_shape_index,
+        "bearing_before": m.bearing_before,
+        "bearing_after": m.bearing_after,
+        "roundabout_exit_count": m.roundabout_exit_count,
+        "travel_mode": m.travel_mode,
+        "travel_type": m.travel_type,
+    }
+    if d["instruction"] is None:
+        del d["instruction"]
+    for k, v in m.text.items():
+        if k != "instruction":
+            d[k] = v
+    if m.side is not None:
+        d["side"] = m.side
+    if m.stop_index is not None:
+        d["stop_index"] = m.stop_index
+        d["stop_kind"] = m.stop_kind
+    if m.exit_street_names:
+        d["exit_street_names"] = list(m.exit_street_names)
+    if m.departure is not None:
+        d["departure"], d["arrival"] = _t(m.departure), _t(m.arrival)
+    return d
+
+
+def trip_document(route, shape_format: str = "polyline6") -> dict:
+    scale = metres_per_unit(route.units)
+    legs = []
+    for leg in route.legs:
+        summary = {"time": round(leg.time_s, 3), "length": round(leg.length_m / scale, 3),
+                   "cost": round(leg.cost, 3), **bbox(leg.lon, leg.lat),
+                   "has_toll": leg.has_toll, "has_highway": leg.has_highway, "has_ferry": leg.has_ferry}
+        if leg.climb_m is not None:
+            summary["climb"], summary["descent"] = round(leg.climb_m, 1), round(leg.descent_m, 1)
+        doc = {"summary": summary, "shape": shape(leg.lon, leg.lat, shape_format)}
+        if leg.maneuvers is not None:
+            doc["maneuvers"] = [maneuver_document(m, scale) for m in leg.maneuvers]
+        if leg.elevation is not None:
+            doc["elevation_interval"] = leg.elevation_interval
+            doc["elevation"] = [None if not np.isfinite(x) else round(float(x), 1) for x in leg.elevation]
+        if leg.departure is not None:
+            doc["departure"], doc["arrival"] = _t(leg.departure), _t(leg.arrival)
+        legs.append(doc)
+    locations = []
+    for loc in route.locations:
+        d = {"type": loc.type, "lat": round(loc.lat, 6), "lon": round(loc.lon, 6), "original_index": loc.original_index,
+             "snapped": {"lat": round(loc.snapped_lat, 6), "lon": round(loc.snapped_lon, 6),
+                         "distance_m": round(loc.snapped_distance_m, 1)}}
+        for key in ("name", "street", "city"):
+            if getattr(loc, key):
+                d[key] = getattr(loc, key)
+        if loc.date_time is not None:
+            d["date_time"] = _t(loc.date_time)
+        locations.append(d)
+    lon, lat = route.lon, route.lat
+    summary = {"time": round(route.time_s, 3), "length": round(route.length_m / scale, 3), "cost": round(route.cost, 3),
+               **bbox(lon, lat), **{k: route.has(k) for k in ("has_toll", "has_highway", "has_ferry")}}
+    climb = route.climb
+    if climb is not None:
+        summary["climb"], summary["descent"] = round(climb[0], 1), round(climb[1], 1)
+    trip = {
+        "locations": locations,
+        "legs": legs,
+        "summary": summary,
+        "status_message": route.status_message,
+        "status": 0,
+        "units": route.units,
+        "language": route.language,
+        "costing": route.costing,
+    }
+    if route.warnings:
+        trip["warnings"] = list(route.warnings)
+    if route.linear_references is not None:
+        trip["linear_references"] = route.linear_references
+    if route.date_time is not None:
+        kind, when = route.date_time
+        trip["departure"], trip["arrival"] = _t(route.departure), _t(route.arrival)
+        trip["date_time"] = {"type": kind, "type_name": DATE_TIME_TYPES[kind], "value": _t(when)}
+    return trip
+
+
+def route_document(result, alternates_requested: bool = False) -> dict:
+    """The POST /route body: {"trip": ..., "alternates": [{"trip": ...}], "id": ...}."""
+    doc = {"trip": trip_document(result.best, result.shape_format)}
+    if alternates_requested or len(result.routes) > 1:
+        doc["alternates"] = [{"trip": trip_document(r, result.shape_format)} for r in result.routes[1:]]
+    if result.id is not None:
+        doc["id"] = result.id
+    return doc
+
+
+# -- the documents' schemas (OpenAPI) ------------------------------------------------------------------------
+class Maneuver(BaseModel):
+    type: int = Field(description="Valhalla maneuver type code (1 start, 4 destination, 10 right, 15 left, ...)")
+    type_name: str = Field(description="The type's name, e.g. start, right, roundabout_enter, destination")
+    instruction: str | None = Field(None, description="Text instruction (directions_type instructions)")
+    verbal_transition_alert_instruction: str | None = None
+    verbal_pre_transition_instruction: str | None = None
+    verbal_post_transition_instruction: str | None = None
+    street_names: list[str] = []
+    length: float = Field(description="Length in the requested units")
+    time: float = Field(description="Seconds")
+    cost: float = Field(description="Cost of the maneuver's edges under the costing")
+    begin_shape_index: int
+    end_shape_index: int
+    bearing_before: float | None = None
+    bearing_after: float | None = None
+    roundabout_exit_count: int | None = None
+    travel_mode: str = Field(description="drive, pedestrian or bicycle")
+    travel_type: str = Field(description="car, taxi, bus, truck, motorcycle, motor_scooter, foot or road")
+
+
+class Summary(BaseModel):
+    time: float = Field(description="Seconds, waiting times included")
+    length: float = Field(description="Length in the requested units")
+    cost: float = Field(description="Cost under the costing (seconds plus penalties)")
+    min_lat: float
+    min_lon: float
+    max_lat: float
+    max_lon: float
+    has_toll: bool
+    has_highway: bool
+    has_ferry: bool
+    climb: float | None = Field(None, description="Metres climbed (bundles built with a DEM)")
+    descent: float | None = Field(None, description="Metres descended (bundles built with a DEM)")
+
+
+class TripLeg(BaseModel):
+    summary: Summary
+    shape: str | dict[str, Any] = Field(description="polyline6/polyline5 string, or a GeoJSON LineString")
+    maneuvers: list[Maneuver] | None = None
+
+
+class TripLocation(BaseModel):
+    type: str
+    lat: float
+    lon: float
+    original_index: int
+    snapped: dict[str, float] = Field(description="lat, lon of the snapped position and distance_m to it")
+
+
+class Trip(BaseModel):
+    locations: list[TripLocation]
+    legs: list[TripLeg] = Field(description="One leg per pair of consecutive break locations")
+    summary: Summary
+    status: int
+    status_message: str
+    units: str
+    language: str
+    costing: str
+    warnings: list[str] | None = Field(None, description="Options that cannot take effect on this bundle")
+
+
+class RouteResponse(BaseModel):
+    trip: Trip
+    alternates: list[dict[str, Trip]] | None = Field(None, description="With `alternates`: [{trip}, ...]")
+    id: str | None = None

@@ -1,0 +1,352 @@
+"""The route service: a route request is searched once, built once into a typed `Route` (legs with
+lon/lat arrays, metres, seconds, maneuvers, warnings) and rendered by a serializer per dialect
+(`geoengine.services.dialects`: the /route trip document, /v1/routing/directions, Valhalla, OSRM).
+
+    result = run(engine, RouteRequest(...))          # RouteResult: routes[0] is the best route
+    doc = dialects.trip.route_document(result)       # the POST /route body
+
+The request path (docs/architecture.md): `run` -> Router.search (snapping, CH/Dijkstra pieces) ->
+`build_route` per route (piece geometry, narrative, grades) -> alternates, linear references,
+elevation samples and date_time applied to the typed routes (`route_options`).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any, Literal
+
+import numpy as np
+from pydantic import BaseModel, ConfigDict, Field
+
+from geoengine.elevation.grades import climb_descent
+from geoengine.graph import tags as T
+from geoengine.narrative import (
+    ManeuverType,
+    PathInfo,
+    Stop,
+    build_maneuvers,
+    render,
+    resolve_language,
+    road_class_of,
+)
+from geoengine.routing.pieces import Leg, pieces_geometry
+from geoengine.services.models import (
+    AvoidLocation,
+    Costing,
+    DirectionsOptions,
+    Lat,
+    Location,
+    Lon,
+    costing_validator,
+)
+
+_CLASS_FOR_NARRATIVE = np.array([int(road_class_of(name, "ferry" if name == "ferry" else None)[0])
+                                 for name in T.CLASS_NAMES], dtype=np.uint8)
+_IS_HIGHWAY = np.isin(np.arange(256), [T.CLASS["motorway"], T.CLASS["trunk"]])
+
+#: Valhalla's travel_mode and travel_type of each costing
+TRAVEL: dict[str, tuple[str, str]] = {
+    "auto": ("drive", "car"), "auto_shorter": ("drive", "car"), "taxi": ("drive", "taxi"), "bus": ("drive", "bus"),
+    "truck": ("drive", "truck"), "motorcycle": ("drive", "motorcycle"), "motor_scooter": ("drive", "motor_scooter"),
+    "pedestrian": ("pedestrian", "foot"), "bicycle": ("bicycle", "road"),
+}
+
+
+class RouteRequest(BaseModel):
+    """POST /route."""
+
+    model_config = ConfigDict(extra="ignore")
+
+    locations: list[Location] = Field(min_length=2, description="Ordered stops, at least 2")
+    costing: Costing = "auto"
+    costing_options: dict[str, Any] | None = Field(
+        None, description="Options of the costing, flat ({\"use_highways\": 0.3}) or under the costing key "
+        "({\"auto\": {...}}); options given for other costings are ignored, as Valhalla does; see "
+        "GET /costing/options/{costing}")
+    directions_options: DirectionsOptions = Field(default_factory=DirectionsOptions)
+    avoid_locations: list[AvoidLocation] | None = None
+    avoid_polygons: list[list[tuple[Lon, Lat]]] | None = Field(
+        None, description="Rings of [lon, lat] pairs; roads crossing them are avoided")
+    alternates: int | None = Field(None, ge=0, le=3, description="Number of alternate routes, 1 to 3 (0: none)")
+    date_time: dict[str, Any] | None = None
+    shape_format: Literal["polyline6", "polyline5", "geojson"] = "polyline6"
+    linear_references: bool = False
+    elevation_interval: float | None = Field(None, ge=0)
+    id: str | None = Field(None, description="Echoed in the response")
+
+    _costing_known = costing_validator("route")
+
+
+# -- the typed route -------------------------------------------------------------------------------------
+@dataclass
+class Maneuver:
+    """One maneuver of a leg. `type` is Valhalla's maneuver type code; `text` holds the instruction
+    and its verbal forms when instructions were asked for."""
+
+    type: int
+    street_names: list[str]
+    length_m: float
+    time_s: float
+    cost: float
+    begin_shape_index: int
+    end_shape_index: int
+    bearing_before: int | None
+    bearing_after: int | None
+    travel_mode: str
+    travel_type: str
+    roundabout_exit_count: int | None = None
+    side: str | None = None
+    stop_index: int | None = None
+    stop_kind: str | None = None
+    exit_street_names: list[str] = field(default_factory=list)
+    text: dict[str, str] = field(default_factory=dict)
+    departure: datetime | None = None
+    arrival: datetime | None = None
+
+    @property
+    def type_name(self) -> str:
+        return ManeuverType(self.type).key
+
+    @property
+    def instruction(self) -> str:
+        return self.text.get("instruction", "")
+
+
+@dataclass
+class RouteLeg:
+    """A leg between two stops: shape, the directed edges with the covered fraction of each, totals
+    (seconds and metres from the search's packed metric, waiting times included), road features."""
+
+    lon: np.ndarray
+    lat: np.ndarray
+    edges: np.ndarray
+    covered: np.ndarray
+    time_s: float
+    length_m: float
+    cost: float
+    has_toll: bool
+    has_highway: bool
+    has_ferry: bool
+    maneuvers: list[Maneuver] | None = None
+    climb_m: float | None = None
+    descent_m: float | None = None
+    pieces: list[Leg] = field(default_factory=list)
+    departure: datetime | None = None
+    arrival: datetime | None = None
+    elevation_interval: float | None = None
+    elevation: np.ndarray | None = None
+
+
+@dataclass
+class RouteLocation:
+    """A request location with the position the route uses."""
+
+    type: str
+    lon: float
+    lat: float
+    original_index: int
+    snapped_lon: float
+    snapped_lat: float
+    snapped_distance_m: float
+    name: str | None = None
+    street: str | None = None
+    city: str | None = None
+    date_time: datetime | None = None
+
+
+@dataclass
+class Route:
+    costing: str
+    units: str
+    language: str
+    legs: list[RouteLeg]
+    locations: list[RouteLocation]
+    warnings: list[str] = field(default_factory=list)
+    linear_references: list[str] | None = None
+    date_time: tuple[int, datetime] | None = None  # (type, the given time) when date_time was asked for
+    departure: datetime | None = None
+    arrival: datetime | None = None
+    status_message: str = "Found route between points"
+    grades: bool = False  # the graph has DEM grades: the route reports its climb and descent
+
+    @property
+    def time_s(self) -> float:
+        return float(sum(leg.time_s for leg in self.legs))
+
+    @property
+    def length_m(self) -> float:
+        return float(sum(leg.length_m for leg in self.legs))
+
+    @property
+    def cost(self) -> float:
+        return float(sum(leg.cost for leg in self.legs))
+
+    @property
+    def lon(self) -> np.ndarray:
+        """The whole route's shape (consecutive legs share their end point)."""
+        return _joined([leg.lon for leg in self.legs])
+
+    @property
+    def lat(self) -> np.ndarray:
+        return _joined([leg.lat for leg in self.legs])
+
+    @property
+    def pieces(self) -> list[Leg]:
+        return [p for leg in self.legs for p in leg.pieces]
+
+    def has(self, feature: str) -> bool:
+        return any(getattr(leg, feature) for leg in self.legs)
+
+    @property
+    def climb(self) -> tuple[float, float] | None:
+        """(metres climbed, metres descended) over the whole route, when the graph has grades."""
+        if not self.grades:
+            return None
+        return (sum(leg.climb_m or 0.0 for leg in self.legs), sum(leg.descent_m or 0.0 for leg in self.legs))
+
+
+@dataclass
+class RouteResult:
+    """The answer to a route request: the best route, then its alternates."""
+
+    routes: list[Route]
+    shape_format: str = "polyline6"
+    id: str | None = None
+
+    @property
+    def best(self) -> Route:
+        return self.routes[0]
+
+
+def _joined(parts: list[np.ndarray]) -> np.ndarray:
+    return np.concatenate([p if i == 0 else p[1:] for i, p in enumerate(parts)]) if parts else np.empty(0)
+
+
+# -- building ------------------------------------------------------------------------------------------------
+def _usable_out(prof) -> np.ndarray:
+    cached = getattr(prof, "_usable_out", None)
+    if cached is None:
+        g = prof.graph
+        cached = np.bincount(np.asarray(g.edge_src)[prof.usable], minlength=g.n_nodes)
+        prof._usable_out = cached
+    return cached
+
+
+def _path_info(graph, prof, lon, lat, begin, end, edges, covered, stops, points) -> tuple[PathInfo, np.ndarray]:
+    info = graph.path_info(edges)
+    length_m = np.asarray(info["length_m"], dtype=np.float64) * covered
+    flags = np.asarray(info["flags"])
+    klass = np.asarray(info["class"]).astype(np.int64)
+    deg = _usable_out(prof)[np.asarray(graph.edge_src)[edges]].astype(np.int32)
+    prev_rev_usable = np.zeros(len(edges), dtype=np.int32)
+    if len(edges) > 1:
+        prev_rev_usable[1:] = prof.usable[edges[:-1] ^ 1]
+    deg = deg - prev_rev_usable + 1
+    path = PathInfo(
+        lon=lon, lat=lat, shape_begin=begin, shape_end=end,
+        length_m=length_m, time_s=prof.time[edges] * covered, name=list(info["name"]), ref=list(info["ref"]),
+        road_class=_CLASS_FOR_NARRATIVE[klass], is_roundabout=(flags & T.F_ROUNDABOUT) != 0,
+        is_ferry=(flags & T.F_FERRY) != 0, is_link=(flags & T.F_LINK) != 0, node_degree=deg,
+        stops=stops, origin_point=points[0], destination_point=points[-1],
+    )
+    return path, length_m
+
+
+def _maneuvers(path: PathInfo, edge_cost: np.ndarray, opts: DirectionsOptions, costing: str) -> list[Maneuver]:
+    ms = build_maneuvers(path, opts.units)
+    texts = render(ms, opts.language, opts.units, opts.directions_type)
+    mode, kind = TRAVEL[costing]
+    cum = np.concatenate([[0.0], np.cumsum(edge_cost)])
+    out = []
+    for m, d in zip(ms, texts, strict=True):
+        text = {k: v for k, v in d.items() if k == "instruction" or k.startswith("verbal_")}
+        out.append(Maneuver(
+            type=int(m.type), street_names=list(m.street_names), length_m=float(m.length_m), time_s=float(m.time_s),
+            cost=float(cum[min(m.end_edge, len(edge_cost))] - cum[min(m.begin_edge, len(edge_cost))]),
+            begin_shape_index=int(m.begin_shape_index), end_shape_index=int(m.end_shape_index),
+            bearing_before=m.bearing_before, bearing_after=m.bearing_after, travel_mode=mode, travel_type=kind,
+            roundabout_exit_count=m.roundabout_exit_count, side=m.side, stop_index=m.stop_index,
+            stop_kind=m.stop_kind,
+            exit_street_names=list(m.exit_street_names) if m.type == ManeuverType.ROUNDABOUT_ENTER else [],
+            text=text))
+    return out
+
+
+def build_route(router, prof, locations, cands, pieces: list[Leg], notes: list[str],
+                opts: DirectionsOptions) -> Route:
+    """The typed Route through `locations` (objects with lon, lat, type, waiting_secs and optionally
+    name/street/city) from the search's candidates and pieces; legs end at break / break_through
+    locations and the last. Maneuvers are made unless opts.directions_type is 'none'."""
+    graph = router.graph
+    n = len(locations)
+    if opts.directions_type != "none":
+        resolve_language(opts.language)
+    bounds = [0] + [i for i in range(1, n - 1) if locations[i].type in ("break", "break_through")] + [n - 1]
+    grades = bool(graph.meta.get("grades"))
+    legs: list[RouteLeg] = []
+    for a, b in zip(bounds[:-1], bounds[1:], strict=True):
+        leg_pieces = pieces[a:b]
+        lon, lat, begin, end, edges, covered = pieces_geometry(graph, leg_pieces)
+        edge_cost = np.where(np.isfinite(prof.cost[edges]), prof.cost[edges], 0.0) * covered
+        maneuvers = None
+        if opts.directions_type != "none":
+            stops, count = [], 0
+            for k, piece in enumerate(leg_pieces[:-1]):
+                count += len(piece.edges)
+                stops.append(Stop(edge=count - 1, kind=locations[a + 1 + k].type,
+                                  point=(float(locations[a + 1 + k].lon), float(locations[a + 1 + k].lat)),
+                                  index=k + 1))
+            points = [(float(locations[i].lon), float(locations[i].lat)) for i in range(a, b + 1)]
+            path, _ = _path_info(graph, prof, lon, lat, begin, end, edges, covered, stops, points)
+            maneuvers = _maneuvers(path, edge_cost, opts, prof.costing)
+        wait = sum(float(locations[i].waiting_secs or 0) for i in range(a + 1, b + 1))
+        if a == 0:
+            wait += float(locations[0].waiting_secs or 0)
+        k = edges >> 1
+        flags = np.asarray(graph.seg_flags)[k]
+        klass = np.asarray(graph.seg_class)[k].astype(np.int64)
+        leg = RouteLeg(
+            lon=lon, lat=lat, edges=edges, covered=covered,
+            # totals from the search's packed metric (turn delays included): the same numbers /matrix gives
+            time_s=float(sum(p.time_s for p in leg_pieces)) + wait,
+            length_m=float(sum(p.length_m for p in leg_pieces)),
+            cost=float(sum(p.cost for p in leg_pieces)),
+            has_toll=bool((flags & T.F_TOLL).any()), has_highway=bool(_IS_HIGHWAY[klass].any()),
+            has_ferry=bool((flags & T.F_FERRY).any()), maneuvers=maneuvers, pieces=list(leg_pieces))
+        if grades:  # metres climbed and descended, from the DEM grades of the traversed edges
+            climb, descent = climb_descent(graph, edges, covered)
+            if climb is not None:
+                leg.climb_m, leg.descent_m = float(climb), float(descent)
+        legs.append(leg)
+    route_locations = []
+    for i, loc in enumerate(locations):
+        c = cands[i]
+        # the candidate the path actually uses (it arrives there, or leaves from there for the origin)
+        k = pieces[i - 1].dst_index if i > 0 else pieces[0].src_index
+        k = k if 0 <= k < len(c["distance"]) else 0
+        route_locations.append(RouteLocation(
+            type=loc.type, lon=float(loc.lon), lat=float(loc.lat), original_index=i,
+            snapped_lon=float(c["lon"][k]), snapped_lat=float(c["lat"][k]), snapped_distance_m=float(c["distance"][k]),
+            name=getattr(loc, "name", None), street=getattr(loc, "street", None), city=getattr(loc, "city", None)))
+    return Route(costing=prof.costing, units=opts.units, language=opts.language, legs=legs,
+                 locations=route_locations, warnings=list(notes), grades=grades)
+
+
+def run(engine, req: RouteRequest, *, field: str = "locations", alternates: int | None = None) -> RouteResult:
+    """Search once, build the best route and its alternates, apply the request's options."""
+    from geoengine.services import route_options
+    from geoengine.services.alternates import alternatives
+
+    router = engine.router
+    s = router.search(req.costing, req.costing_options, req.locations, avoid_locations=req.avoid_locations,
+                      avoid_polygons=req.avoid_polygons, field=field)
+    opts = req.directions_options
+    routes = [build_route(router, s.prof, req.locations, s.cands, s.pieces, s.notes, opts)]
+    n_alt = req.alternates if alternates is None else alternates
+    if n_alt:
+        for pieces in alternatives(router, s.prof, s.cands, int(n_alt), best=s.pieces):
+            routes.append(build_route(router, s.prof, req.locations, s.cands, pieces, s.notes, opts))
+    result = RouteResult(routes=routes, shape_format=req.shape_format, id=req.id)
+    route_options.apply(engine, result, req, s.prof)
+    return result

@@ -1,0 +1,112 @@
+"""The package's shape: the import graph has no cycle, array kernels never import the services layer,
+and nothing outside the façade imports `geoengine.server`."""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import pytest
+
+PKG = Path(__file__).resolve().parents[1] / "geoengine"
+
+
+def _module_name(path: Path) -> str:
+    rel = path.relative_to(PKG.parent).with_suffix("")
+    parts = list(rel.parts)
+    if parts[-1] == "__init__":
+        parts = parts[:-1]
+    return ".".join(parts)
+
+
+def _imports(path: Path, name: str) -> set[str]:
+    """Every geoengine module this module imports, at module level or inside functions."""
+    tree = ast.parse(path.read_text(encoding="utf-8"))
+    package = name if path.name == "__init__.py" else name.rpartition(".")[0]
+    out: set[str] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            out.update(a.name for a in node.names if a.name.startswith("geoengine"))
+        elif isinstance(node, ast.ImportFrom):
+            if node.level:
+                base = package.split(".")
+                base = base[: len(base) - node.level + 1]
+                mod = ".".join(base + ([node.module] if node.module else []))
+            else:
+                mod = node.module or ""
+            if not mod.startswith("geoengine"):
+                continue
+            out.add(mod)
+            for a in node.names:  # `from geoengine.services import route` imports a module
+                out.add(f"{mod}.{a.name}")
+    return out
+
+
+def _graph() -> dict[str, set[str]]:
+    files = {_module_name(p): p for p in PKG.rglob("*.py")}
+    graph = {}
+    for name, path in files.items():
+        deps = set()
+        for mod in _imports(path, name):
+            # resolve to the longest known module
+            while mod and mod not in files:
+                mod = mod.rpartition(".")[0]
+            if mod and mod != name and not name.startswith(mod + ".") and mod != "geoengine":
+                deps.add(mod)
+        graph[name] = deps
+    return graph
+
+
+def _cycle(graph: dict[str, set[str]]) -> list[str] | None:
+    state: dict[str, int] = {}
+    stack: list[str] = []
+
+    def visit(n: str) -> list[str] | None:
+        state[n] = 1
+        stack.append(n)
+        for m in sorted(graph.get(n, ())):
+            if state.get(m) == 1:
+                return stack[stack.index(m):] + [m]
+            if m not in state:
+                found = visit(m)
+                if found:
+                    return found
+        stack.pop()
+        state[n] = 2
+        return None
+
+    for n in sorted(graph):
+        if n not in state:
+            found = visit(n)
+            if found:
+                return found
+    return None
+
+
+def test_import_graph_has_no_cycle():
+    cycle = _cycle(_graph())
+    assert cycle is None, "import cycle: " + " -> ".join(cycle)
+
+
+def test_the_cycle_check_finds_a_cycle():
+    assert _cycle({"a": {"b"}, "b": {"c"}, "c": {"a"}}) == ["a", "b", "c", "a"]
+    assert _cycle({"a": {"b"}, "b": set()}) is None
+
+
+@pytest.mark.parametrize("low, high", [
+    ("geoengine.routing", "geoengine.services"),
+    ("geoengine.routing", "geoengine.engine"),
+    ("geoengine.services", "geoengine.engine"),
+    ("geoengine.graph", "geoengine.routing"),
+    ("geoengine.costing", "geoengine.routing"),
+])
+def test_layers_import_downwards_only(low, high):
+    bad = sorted(f"{n} -> {m}" for n, deps in _graph().items() if n.startswith(low)
+                 for m in deps if m == high or m.startswith(high + "."))
+    assert not bad, bad
+
+
+def test_only_the_facade_imports_the_server():
+    bad = sorted(f"{n} -> {m}" for n, deps in _graph().items() if not n.startswith("geoengine.server")
+                 and n != "geoengine.cli" for m in deps if m.startswith("geoengine.server"))
+    assert not bad, bad
