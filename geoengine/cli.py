@@ -78,6 +78,43 @@ def ensure_default_bundle(settings: Settings, region: str | None = None, quiet: 
     return build(inputs, out, settings, resume=True, progress=progress)
 
 
+def _port(text: str) -> int:
+    try:
+        port = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"'{text}' is not a port number") from None
+    if not 1 <= port <= 65535:
+        raise argparse.ArgumentTypeError(f"{port} is not a port number (1 to 65535)")
+    return port
+
+
+def _positive_int(text: str) -> int:
+    try:
+        n = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"'{text}' is not a whole number") from None
+    if n < 1:
+        raise argparse.ArgumentTypeError(f"{n} is not at least 1")
+    return n
+
+
+def _check_listen(host: str, port: int) -> None:
+    """Fail with one `error:` line before loading anything when the address cannot be bound."""
+    import socket
+
+    try:
+        infos = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)
+    except OSError as exc:
+        raise ValueError(f"cannot listen on {host}:{port}: {exc.strerror or exc}") from None
+    family, kind, proto, _, addr = infos[0]
+    with socket.socket(family, kind, proto) as sock:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # as uvicorn binds
+        try:
+            sock.bind(addr)
+        except OSError as exc:
+            raise ValueError(f"cannot listen on {host}:{port}: {exc.strerror or exc}") from None
+
+
 def cmd_serve(args) -> int:
     try:
         import uvicorn
@@ -85,6 +122,7 @@ def cmd_serve(args) -> int:
         print("error: the HTTP façade needs the server extra: pip install 'geoengine[server]'", file=sys.stderr)
         return 1
     settings = _settings(args)
+    _check_listen(args.host, args.port)
     bundle = Path(args.bundle) if args.bundle else None
     if bundle is None and settings.bundle is not None:
         bundle = settings.bundle
@@ -111,8 +149,11 @@ def cmd_serve(args) -> int:
                     proxy_headers=False)  # forwarded headers: geoengine.server.proxy, trusted peers only
     else:
         from geoengine.server.app import app_from_env
+        from geoengine.server.lifecycle import install_sighup
 
-        uvicorn.run(app_from_env(), host=args.host, port=args.port, log_level=settings.log_level,
+        app = app_from_env()
+        install_sighup(app)  # reload a newly published bundle without a failed request
+        uvicorn.run(app, host=args.host, port=args.port, log_level=settings.log_level,
                     access_log=not args.no_access_log, proxy_headers=False)
     return 0
 
@@ -197,8 +238,8 @@ def make_parser() -> argparse.ArgumentParser:
     s.add_argument("--bundle", metavar="DIR", help="bundle folder (default: build/reuse the default region's)")
     s.add_argument("--region", help="region to build and serve when no bundle is given (default andorra)")
     s.add_argument("--host", default="127.0.0.1", help="address to listen on (default 127.0.0.1)")
-    s.add_argument("--port", type=int, default=8000, help="port (default 8000)")
-    s.add_argument("--workers", type=int, default=1, help="worker processes (default 1; each uses threads too)")
+    s.add_argument("--port", type=_port, default=8000, help="port, 1 to 65535 (default 8000)")
+    s.add_argument("--workers", type=_positive_int, default=1, help="worker processes (default 1; each uses threads too)")
     s.add_argument("--exit-after", type=float, metavar="SECONDS", help="stop by itself after this many seconds")
     s.add_argument("--no-access-log", action="store_true", help="do not log each request")
     s.set_defaults(func=cmd_serve)

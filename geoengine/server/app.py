@@ -13,6 +13,7 @@ from geoengine.engine import Engine
 from geoengine.gateway import KeyStore
 from geoengine.gateway_store import open_keystore
 from geoengine.server import problems
+from geoengine.server.lifecycle import FaultGuard, Reloader
 from geoengine.server.middleware import BodyLimitMiddleware, GatewayMiddleware
 from geoengine.server.proxy import ProxyHeadersMiddleware
 from geoengine.server.routes import ROUTE_MODULES
@@ -53,11 +54,13 @@ def create_app(engine: Engine, settings: Settings | None = None, keystore: KeySt
     app.state.engine = engine
     app.state.settings = settings
     app.state.keystore = keystore
+    app.state.reloader = Reloader(app, settings.bundle)  # bundle watch + reload; started by app_from_env
     problems.install(app)
     for name in ROUTE_MODULES:
         app.include_router(importlib.import_module(name).router)
     app.add_middleware(TileFastPath)  # innermost: tile requests skip the router (see routes/tiles.py)
     app.add_middleware(BodyLimitMiddleware, limit=settings.max_body_bytes)
+    app.add_middleware(FaultGuard)  # 503 for a group whose bundle files were damaged after start
     app.add_middleware(GatewayMiddleware, keystore=keystore, gateway_host=settings.gateway_host)
     app.add_middleware(ProxyHeadersMiddleware, trusted=settings.forwarded_allow_ips)  # outermost
     _document_gateway(app)
@@ -91,6 +94,17 @@ def _document_gateway(app: FastAPI) -> None:
                 responses.setdefault(auth, {"description": "Missing or invalid gateway credential", "content": ref})
                 responses.setdefault("429", {"description": "Quota used up (Retry-After says when it renews)",
                                              "content": ref})
+                responses.setdefault("404", {"description": "Unknown path or resource", "content": ref})
+                responses.setdefault("405", {"description": "Method not allowed on this path (the detail lists "
+                                                            "the allowed ones)", "content": ref})
+                if "requestBody" in op:
+                    responses.setdefault("413", {"description": "Request body over GEOENGINE_MAX_BODY_BYTES",
+                                                 "content": ref})
+                responses.setdefault("503", {"description": "The shared gateway state is unreachable, or the "
+                                                            "bundle lacks or lost the stage this endpoint needs",
+                                             "content": ref})
+                responses.setdefault("5XX", {"description": "Server error (500 unexpected, 502 index unreadable, "
+                                                            "504 computation timed out)", "content": ref})
                 for code, resp in responses.items():
                     if code[0] in "45" and "content" not in resp:
                         resp["content"] = ref
@@ -115,4 +129,6 @@ def app_from_env() -> FastAPI:
         raise SystemExit("GEOENGINE_BUNDLE is not set: start the server with `geoengine serve`")
     engine = Engine.open(settings.bundle, settings=settings)
     engine.warm()
-    return create_app(engine, settings)
+    app = create_app(engine, settings)
+    app.state.reloader.start()
+    return app

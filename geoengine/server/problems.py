@@ -78,6 +78,17 @@ def validation_errors(exc: RequestValidationError) -> tuple[str, list[dict]]:
     return detail, errors
 
 
+def _allowed_methods(request) -> str:
+    """Every method some route answers on this path (Starlette's 405 names only the first route's,
+    so DELETE /elevation said `Allow: GET` although POST /elevation exists too)."""
+    methods: set[str] = set()
+    for route in getattr(request.app.router, "routes", []):
+        regex, route_methods = getattr(route, "path_regex", None), getattr(route, "methods", None)
+        if regex is not None and route_methods and regex.match(request.url.path):
+            methods |= set(route_methods)
+    return ", ".join(sorted(methods))
+
+
 def install(app) -> None:
     """Map every error to the problem body."""
 
@@ -97,7 +108,8 @@ def install(app) -> None:
         if status == 404:
             detail = f"no endpoint at {request.url.path}" if exc.detail == "Not Found" else str(exc.detail)
         elif status == 405:
-            allow = (exc.headers or {}).get("Allow") or (exc.headers or {}).get("allow", "")
+            allow = _allowed_methods(request) or (exc.headers or {}).get("Allow") or (exc.headers or {}).get("allow", "")
+            exc.headers = {**(exc.headers or {}), "Allow": allow} if allow else exc.headers
             detail = f"method {request.method} is not allowed on {request.url.path}" + (f"; allowed: {allow}" if allow else "")
         else:
             detail = str(exc.detail)

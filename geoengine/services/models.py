@@ -76,7 +76,7 @@ def _units(v):
 class Location(BaseModel):
     """A routing location (the spec's Routing Location object)."""
 
-    model_config = ConfigDict(extra="ignore")
+    model_config = ConfigDict(extra="ignore", strict=True)
 
     lon: Lon
     lat: Lat
@@ -97,7 +97,7 @@ class Location(BaseModel):
 
 
 class DirectionsOptions(BaseModel):
-    model_config = ConfigDict(extra="ignore")
+    model_config = ConfigDict(extra="ignore", strict=True)
 
     units: Units = "kilometers"
     language: str = Field("en-US", description="Instruction language tag")
@@ -109,6 +109,8 @@ class DirectionsOptions(BaseModel):
 
 
 class AvoidLocation(BaseModel):
+    model_config = ConfigDict(strict=True)
+
     lon: Lon
     lat: Lat
     radius: float = Field(0, ge=0, le=200, description="Radius in metres around the point whose roads are avoided")

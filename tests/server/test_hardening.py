@@ -241,3 +241,84 @@ def test_cli_keys_create_with_scope(tmp_path, monkeypatch, capsys):
     assert KeyStore(tmp_path / "state.sqlite3").authenticate(key).scopes == ("admin",)
     assert main(["keys", "create", "--plan", "free", "--scope", "root"]) == 1
     assert "unknown key scope" in capsys.readouterr().err
+
+
+# -- strict JSON types, limits, error details (after the issue-12 restructure) ------------------------
+@pytest.mark.parametrize(("path", "body", "field"), [
+    ("/route", {"locations": [{"lon": 1.5218, "lat": "42.5063"}, B]}, "locations[0].lat"),
+    ("/route", {"locations": [A, B], "linear_references": "yes"}, "linear_references"),
+    ("/route", {"locations": [{**A, "waiting_secs": 10.5}, B]}, "locations[0].waiting_secs"),
+    ("/route", {"locations": [A, B], "avoid_polygons": [[["1.52", 42.5], [1.53, 42.5], [1.53, 42.51]]]},
+     "avoid_polygons[0][0][0]"),
+    ("/route", {"locations": [A, B], "avoid_polygons": [[[1.52, 42.5], [1.53, 42.5]]]}, "avoid_polygons[0]"),
+    ("/matrix", {"sources": [{"lon": "1.5218", "lat": 42.5063}], "targets": [B]}, "sources[0].lon"),
+    ("/isochrone", {"locations": [A], "contours": [{"time": "10"}]}, "contours[0].time"),
+    ("/isochrone", {"locations": [A], "contours": [{"time": 10}], "polygons": "yes"}, "polygons"),
+    ("/v1/routing/directions", {"waypoints": [{"lon": 1.5218, "lat": 42.5063}, {"lon": 1.5333, "lat": 42.5107}],
+                                "steps": "no"}, "steps"),
+    ("/elevation", {"shape": [{"lat": 42.5, "lon": 1.52}], "range": "yes"}, "range"),
+    ("/elevation", {"shape": [{"lat": 42.5, "lon": 1.52}], "range": 1}, "range"),
+    ("/elevation", {"shape": [{"lat": "42.5", "lon": 1.52}]}, "shape[0].lat"),
+])
+def test_strings_are_never_numbers_or_booleans(client, path, body, field):
+    resp = client.post(path, json=body)
+    b = problem(resp, 400)
+    assert field in fields(b), b
+
+
+def test_search_size_must_be_digits(client):
+    for bad in ("2.0", "1e1", " 2"):
+        b = problem(client.get("/search", params={"q": "andorra", "size": bad}), 400)
+        assert "size" in fields(b)
+    assert client.get("/search", params={"q": "andorra", "size": "2"}).status_code == 200
+
+
+def test_matrix_cell_limit_is_400_naming_it(client):
+    many = [A] * 101
+    b = problem(client.post("/matrix", json={"sources": many, "targets": [B] * 100}), 400)
+    assert "10000" in b["detail"] and "101 sources x 100 targets" in b["detail"]
+
+
+def test_optimised_route_stop_limit(client):
+    b = problem(client.post("/optimised_route", json={"locations": [A] * 51}), 400)
+    assert fields(b) == ["locations"] and "50" in b["detail"]
+
+
+def test_tile_coordinate_of_twenty_digits_is_out_of_range(client):
+    b = problem(client.get("/tiles/andorra/3/" + "9" * 20 + "/1"), 400)
+    assert "out of range" in b["detail"] or "0 to" in b["detail"], b
+
+
+def test_405_lists_every_method_of_the_path(client):
+    resp = client.delete("/elevation")
+    b = problem(resp, 405)
+    assert resp.headers["allow"] == "GET, HEAD, POST" or set(resp.headers["allow"].split(", ")) >= {"GET", "POST"}
+    assert "POST" in b["detail"]
+
+
+def test_openapi_documents_the_common_statuses(client):
+    spec = client.get("/openapi.json").json()
+    for path, ops in spec["paths"].items():
+        for method, op in ops.items():
+            codes = set(op["responses"])
+            assert {"400", "404", "405", "429", "503", "5XX"} <= codes, (path, method)
+            if "requestBody" in op:
+                assert "413" in codes, (path, method)
+
+
+def test_serve_refuses_a_bad_or_busy_port(tmp_path):
+    import socket
+    import subprocess
+    import sys
+
+    out = subprocess.run([sys.executable, "-m", "geoengine", "serve", "--port", "99999"], capture_output=True,
+                         text=True, timeout=60)
+    assert out.returncode == 2 and "99999 is not a port number" in out.stderr
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        s.listen()
+        port = s.getsockname()[1]
+        out = subprocess.run([sys.executable, "-m", "geoengine", "serve", "--port", str(port), "--bundle", str(tmp_path)],
+                             capture_output=True, text=True, timeout=60)
+    assert out.returncode == 1
+    assert out.stderr.strip().splitlines() == [f"error: cannot listen on 127.0.0.1:{port}: Address already in use"]

@@ -157,8 +157,11 @@ def _problem(exc: GeoengineError) -> tuple[int, list, bytes]:
 
 def _parse_int(name: str, text: str) -> int:
     digits = text[1:] if text.startswith("-") else text
-    if not (digits.isascii() and digits.isdigit()) or len(digits) > 12:
+    if not (digits.isascii() and digits.isdigit()):
         raise InvalidRequest.field(name, f"{name} must be an integer, got '{text}'")
+    if len(digits) > 12:  # an integer, but beyond any zoom's range (2^22 columns at zoom 22)
+        shown = text if len(text) <= 24 else text[:21] + "..."
+        raise InvalidRequest.field(name, f"{name} is out of range (0 to 2^z - 1), got {shown}")
     return int(text)
 
 
