@@ -29,7 +29,7 @@ import httpx
 ROOT = Path(__file__).resolve().parents[1]
 HOST = "soak.test"
 # Andorra: points on the road network and a search vocabulary
-POINTS = [(1.5218, 42.5063), (1.5333, 42.5107), (1.5981, 42.5435), (1.4913, 42.4637), (1.5803, 42.5345),
+POINTS = [(1.5218, 42.5063), (1.5333, 42.5107), (1.5485, 42.5123), (1.6437, 42.5762), (1.5197, 42.5445), (1.4913, 42.4637), (1.5803, 42.5345),
           (1.7333, 42.5426), (1.5660, 42.5100), (1.5100, 42.4990)]
 WORDS = ["andorra", "encamp", "canillo", "ordino", "escaldes", "sant julia", "pas de la casa", "la massana"]
 

@@ -72,10 +72,10 @@ class BundleWatch:
         self.broken: dict[str, str] = {}  # stage -> what happened
 
     def superseded(self) -> bool:
-        """The served path now names another bundle (a new publication) while ours is gone."""
+        """The served path now names another finished bundle: a new publication (which swaps the link
+        first and then removes the old version folder, so files vanishing then are not damage)."""
         try:
-            return not self.root.exists() and self.served.resolve() != self.root and \
-                (self.served / "manifest.json").exists()
+            return self.served.resolve() != self.root and (self.served / "manifest.json").exists()
         except OSError:
             return False
 

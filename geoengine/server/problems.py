@@ -81,11 +81,20 @@ def validation_errors(exc: RequestValidationError) -> tuple[str, list[dict]]:
 def _allowed_methods(request) -> str:
     """Every method some route answers on this path (Starlette's 405 names only the first route's,
     so DELETE /elevation said `Allow: GET` although POST /elevation exists too)."""
+    from starlette.routing import Match
+
     methods: set[str] = set()
-    for route in getattr(request.app.router, "routes", []):
-        regex, route_methods = getattr(route, "path_regex", None), getattr(route, "methods", None)
-        if regex is not None and route_methods and regex.match(request.url.path):
-            methods |= set(route_methods)
+    path = request.url.path
+    for probe in ("GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS"):
+        scope = {**request.scope, "method": probe, "path": path}
+        for route in getattr(request.app.router, "routes", []):
+            try:
+                match, _ = route.matches(scope)
+            except Exception:  # a route that cannot judge a probe scope does not answer it
+                continue
+            if match is Match.FULL:
+                methods.add(probe)
+                break
     return ", ".join(sorted(methods))
 
 

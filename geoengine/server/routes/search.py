@@ -92,7 +92,7 @@ async def search(
     types: str | None = Query(None, description="Comma-separated document types: place, poi"),
     lat: float | None = Query(None, ge=-90, le=90, description="Latitude to bias results towards (with lon)"),
     lon: float | None = Query(None, ge=-180, le=180, description="Longitude to bias results towards (with lat)"),
-    size: WholeNumber = Query(10, ge=1, le=25, description="Number of results, 1 to 25"),
+    size: Annotated[WholeNumber, Query(ge=1, le=25, description="Number of results, 1 to 25")] = 10,
 ) -> JSONResponse:
     return JSONResponse(engine.search(q, types=types, lat=lat, lon=lon, size=size))
 
@@ -103,7 +103,7 @@ async def reverse(
     engine: EngineDep,
     lat: float = Query(..., ge=-90, le=90, description="Latitude"),
     lon: float = Query(..., ge=-180, le=180, description="Longitude"),
-    size: WholeNumber = Query(5, ge=1, le=10, description="Number of results, 1 to 10"),
+    size: Annotated[WholeNumber, Query(ge=1, le=10, description="Number of results, 1 to 10")] = 5,
     types: str | None = Query(None, description="Comma-separated document types: place, poi"),
     radius: str = Query("2km", pattern=r"^\d+(\.\d+)?(m|km)$",
                         description="Search radius: a number followed by m or km (500m, 2km), at most 100km"),
