@@ -44,6 +44,6 @@ def serve(session):
 
 @nox.session(python=PY)
 def fuzz(session):
-    """A larger schemathesis run (every operation, positive and negative, 500 examples each)."""
+    """A larger schemathesis run (every operation, positive and negative, 500 examples each, every check)."""
     _install(session, "server", "test")
-    session.run("pytest", "tests/api", "-q", *session.posargs, env={"SCHEMATHESIS_EXAMPLES": "500"})
+    session.run("pytest", "tests/api", "-q", *session.posargs, env={"SCHEMATHESIS_EXAMPLES": "500", "SCHEMATHESIS_ALL_CHECKS": "1"})
