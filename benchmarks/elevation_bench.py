@@ -207,7 +207,7 @@ def json_round_trip(engine, body: str) -> bytes:
 
     req = ElevationRequest.model_validate(pydantic_core.from_json(body))
     shape = req.shape
-    prof = engine.elevation_profile(shape.lats, shape.lons)  # type: ignore[union-attr]
+    prof = engine.elevation_profile(lats=shape.lats, lons=shape.lons)  # type: ignore[union-attr]
     return pydantic_core.to_json({"height": np.round(prof.heights, 1).tolist()}, inf_nan_mode="null")
 
 
@@ -313,7 +313,7 @@ def main() -> int:
 
         engine = geoengine.open(bundle3, settings=settings)
         results["geoengine library (Engine.elevation_profile)"] = timed(
-            lambda: engine.elevation_profile(lats, lons), args.requests)
+            lambda: engine.elevation_profile(lats=lats, lons=lons), args.requests)
         results["geoengine in process, JSON in and out"] = timed(lambda: json_round_trip(engine, body), args.requests)
         if not why_not:
             (vwork / "body.json").write_text(clients["valhalla /height"][2])

@@ -15,7 +15,20 @@ prefix3 is also split by ambiguity: prefixes that at most 5 distinct names of th
 A result counts as a hit when it is the document's canonical document or has the same normalised name
 and index (documents of identical name cannot be told apart by text). Prints top-1 / top-5 hit rates and
 the p50/p95 latency of engine.search, and of GET /search through the in-process HTTP client.
-The Nominatim comparison is not part of this script yet (see docs/search.md).
+
+Issue 15 adds (when the bundle has categories):
+  categories       every category with at least 3 POIs (canonical groups), its name in each of the seven
+                   languages where iD translates it, searched near the median of its POIs: the share of
+                   queries with >= 3 POIs of the category in the top 5, and of top 5s in nearest-first order;
+                   without a location: the share whose results are all of the category and of the region
+  region vs world  the full names and 3-letter prefixes (last word cut to 3 letters, 3+ letters in all)
+                   of the regional documents, without a location: the share where a regional document
+                   comes first; and the exact names of the world's 100 largest GeoNames cities: the share
+                   where that city comes first
+With --nominatim URL the category and regional queries also go to Nominatim (its /search, jsonv2) in the
+same run: a category hit is a result whose class=type is one of the category's tags (Nominatim answers
+category words only with its special phrases imported), a regional hit any result (its database holds
+only the extract).
 """
 
 from __future__ import annotations
@@ -72,6 +85,8 @@ def build_queries(ix, per_kind: int, seed: int = 7):
     groups = {"osm places": [], "osm pois": [], "osm streets": [], "osm addresses": [], "world cities": []}
     for row in range(ix.n):
         src, index = ix.cols["source"][row], ix.cols["index"][row]
+        if not ix.cols["name"][row]:  # unnamed POIs are found by category (see category_queries)
+            continue
         if src == "osm" and index in ("places", "pois", "streets", "addresses"):
             groups[f"osm {index}"].append(row)
         elif src == "geonames":
@@ -130,6 +145,131 @@ class NamesSharingPrefix:
         return len({c for _, c in self.pairs[lo:hi]})
 
 
+def category_queries(ix):
+    """(preset id, language, word, lat, lon, member canonical rows) for every category with 3+ POIs."""
+    out = []
+    for c, pid in enumerate(getattr(ix, "cat_ids", [])):
+        rows = ix.category_rows([c])
+        members = set(np.asarray(ix.canon[rows]).tolist())
+        if len(members) < 3:
+            continue
+        lat, lon = float(np.median(ix.lat[rows])), float(np.median(ix.lon[rows]))
+        for lang, word in ix.cat_meta["names"][pid].items():
+            out.append((pid, lang, word, lat, lon, members))
+    return out
+
+
+def run_categories(engine, ix, nominatim=None) -> None:
+    from geoengine.geo import haversine_m
+
+    qs = category_queries(ix)
+    if not qs:
+        print("\ncategories: the bundle has none (built before issue 15)")
+        return
+    by_lang: dict[str, list[int]] = {}
+    times = []
+    nomi: dict[str, list[int]] = {}
+    for pid, lang, word, lat, lon, members in qs:
+        t = time.perf_counter()
+        res = engine.search(word, lat=lat, lon=lon, size=5)["results"]
+        times.append(time.perf_counter() - t)
+        hits = sum(ix.row_of(r["id"]) in members for r in res)
+        d = haversine_m(lat, lon, np.array([r["location"]["lat"] for r in res]), np.array([r["location"]["lon"] for r in res]))
+        plain = engine.search(word, size=5)["results"]
+        in_region = bool(plain) and all(ix.row_of(r["id"]) in members for r in plain)
+        s = by_lang.setdefault(lang, [0, 0, 0, 0])
+        s[0] += 1
+        s[1] += hits >= 3
+        s[2] += bool(len(d)) and bool(np.all(np.diff(d) >= -1.0))
+        s[3] += in_region
+        if nominatim is not None:
+            tags = {f"{k}={v}" for k, v in ix.cat_meta["tags"][pid].items()}
+            got = nominatim_search(nominatim, word, lat, lon)
+            n = nomi.setdefault(lang, [0, 0])
+            n[0] += 1
+            n[1] += sum(f"{r.get('category')}={r.get('type')}" in tags for r in got) >= 3
+    print(f"\ncategory words ({len(qs)} queries: {len({q[0] for q in qs})} categories with 3+ POIs x languages)")
+    print(f"{'lang':<6}{'n':>5}{'>=3 in top 5':>14}{'nearest 1st':>13}{'no loc: all of it':>19}"
+          + (f"{'Nominatim >=3':>15}" if nominatim else ""))
+    tot = [0, 0, 0, 0]
+    for lang in sorted(by_lang):
+        s = by_lang[lang]
+        tot = [a + b for a, b in zip(tot, s, strict=True)]
+        extra = f"{100 * nomi[lang][1] / nomi[lang][0]:>14.1f}%" if nominatim else ""
+        print(f"{lang:<6}{s[0]:>5}{100 * s[1] / s[0]:>13.1f}%{100 * s[2] / s[0]:>12.1f}%{100 * s[3] / s[0]:>18.1f}%{extra}")
+    print(f"{'all':<6}{tot[0]:>5}{100 * tot[1] / tot[0]:>13.1f}%{100 * tot[2] / tot[0]:>12.1f}%{100 * tot[3] / tot[0]:>18.1f}%")
+    ms = np.array(times) * 1000
+    print(f"category queries: p50 {np.percentile(ms, 50):.2f} ms, p95 {np.percentile(ms, 95):.2f} ms")
+
+
+def largest_cities(n: int = 100):
+    """(geonameid, name) of the n most populous places of the GeoNames table in ../shared/data."""
+    from geoengine.search import geonames as gn
+
+    path = Path(__file__).resolve().parents[2] / "shared" / "data" / "world" / "geonames-cities500.txt.gz"
+    places = gn.read_places(path)
+    order = np.argsort(-places.population, kind="stable")[:n]
+    return [(str(places.ids[i]), places.name[i]) for i in order.tolist()]
+
+
+def run_region_vs_world(engine, ix, queries, nominatim=None) -> None:
+    region = getattr(ix, "_region", None)
+    if region is None:
+        region = np.array([ix.cols["source"][i] == "osm" for i in range(ix.n)])
+    stats: dict[str, list[int]] = {}
+    misses = []
+    nomi = [0, 0]
+    for group, kind, q, _row in queries:
+        if not group.startswith("osm") or kind not in ("full", "prefix3") or len(normalise(q).replace(" ", "")) < 3:
+            continue
+        if kind == "prefix3" and len(normalise(q).split()[-1]) < 3:
+            continue
+        res = engine.search(q, size=5)["results"]
+        ok = bool(res) and bool(region[ix.row_of(res[0]["id"])])
+        s = stats.setdefault(f"{group} {kind}", [0, 0])
+        s[0] += 1
+        s[1] += ok
+        if not ok and len(misses) < 8:
+            misses.append((q, res[0]["name"] if res else None))
+        if nominatim is not None:
+            nomi[0] += 1
+            nomi[1] += bool(nominatim_search(nominatim, q))
+    print("\nregion before world (no location): a regional document first")
+    tot = [0, 0]
+    for k in sorted(stats):
+        s = stats[k]
+        tot = [a + b for a, b in zip(tot, s, strict=True)]
+        print(f"  {k:<26}{s[0]:>6}{100 * s[1] / s[0]:>8.1f}%")
+    if tot[0]:
+        print(f"  {'all regional queries':<26}{tot[0]:>6}{100 * tot[1] / tot[0]:>8.1f}%   e.g. missed: {misses[:5]}")
+    if nominatim is not None and nomi[0]:
+        print(f"  Nominatim answers (any result) {100 * nomi[1] / nomi[0]:.1f}% of them")
+    cities = largest_cities()
+    first = 0
+    wrong = []
+    for gid, name in cities:
+        res = engine.search(name, size=3)["results"]
+        ok = bool(res) and (res[0]["id"] == f"geonames:{gid}" or
+                            ix.cols["id"][int(ix.canon[ix.row_of(f"geonames:{gid}")])] == res[0]["id"]
+                            if ix.row_of(f"geonames:{gid}") is not None else False)
+        first += ok
+        if not ok:
+            wrong.append((name, res[0]["name"] if res else None))
+    print(f"  world's {len(cities)} largest cities by exact name: {100 * first / len(cities):.1f}% first; not: {wrong[:8]}")
+
+
+def nominatim_search(base: str, q: str, lat=None, lon=None) -> list[dict]:
+    import httpx
+
+    params = {"q": q, "format": "jsonv2", "limit": 5}
+    if lat is not None:
+        params["viewbox"] = f"{lon - 0.05},{lat + 0.05},{lon + 0.05},{lat - 0.05}"
+    try:
+        return httpx.get(f"{base.rstrip('/')}/search", params=params, timeout=10).json()
+    except (httpx.HTTPError, ValueError):
+        return []
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--region", default="andorra")
@@ -137,6 +277,10 @@ def main() -> None:
     ap.add_argument("--places", default="important", choices=["important", "region", "all"])
     ap.add_argument("--per-kind", type=int, default=200)
     ap.add_argument("--http", action="store_true", help="also time GET /search through the in-process client")
+    ap.add_argument("--nominatim", help="base URL of a Nominatim serving the same extract (category and regional queries)")
+    ap.add_argument("--skip-names", action="store_true",
+                    help="skip the name query set and engine timings (categories, region vs world and --http only)")
+    ap.add_argument("--skip-issue15", action="store_true", help="skip the category and region-vs-world parts")
     args = ap.parse_args()
     from geoengine.config import Settings
 
@@ -166,48 +310,52 @@ def main() -> None:
     bbox = engine.bbox
     centre = ((bbox[1] + bbox[3]) / 2, (bbox[0] + bbox[2]) / 2) if bbox else (None, None)
     queries = build_queries(ix, args.per_kind)
-    shared = NamesSharingPrefix(ix)
-    stats: dict[tuple[str, str], list] = {}
-    times = []
-    for group, kind, q, row in queries:
-        if len(q.strip()) < 2:
-            continue
-        lat, lon = centre if group.startswith("osm") else (None, None)
-        t = time.perf_counter()
-        res = engine.search(q, lat=lat, lon=lon, size=5)["results"]
-        times.append(time.perf_counter() - t)
-        hits = [is_hit(ix, r, row) for r in res]
-        kinds = [kind]
-        if kind == "prefix3":
-            kinds.append("prefix3 ≤5" if shared.count(q) <= AMBIGUOUS else "prefix3 >5")
-        for k in kinds:
-            s = stats.setdefault((group, k), [0, 0, 0])
-            s[0] += 1
-            s[1] += bool(hits[:1] and hits[0])
-            s[2] += any(hits)
-    print(f"\n{'group':<14}{'kind':<11}{'n':>6}{'top-1':>9}{'top-5':>9}")
-    for kind in ("full", "prefix3", "prefix3 ≤5", "prefix3 >5", "typo1", "no_accent", "english"):
-        tot = [0, 0, 0]
-        for group in ("osm places", "osm pois", "osm streets", "osm addresses", "world cities"):
-            s = stats.get((group, kind))
-            if not s:
+    if not args.skip_issue15:
+        run_categories(engine, ix, args.nominatim)
+        run_region_vs_world(engine, ix, queries, args.nominatim)
+    if not args.skip_names:
+        shared = NamesSharingPrefix(ix)
+        stats: dict[tuple[str, str], list] = {}
+        times = []
+        for group, kind, q, row in queries:
+            if len(q.strip()) < 2:
                 continue
-            print(f"{group:<14}{kind:<11}{s[0]:>6}{100 * s[1] / s[0]:>8.1f}%{100 * s[2] / s[0]:>8.1f}%")
-            tot = [a + b for a, b in zip(tot, s, strict=True)]
-        if tot[0]:
-            print(f"{'all':<14}{kind:<11}{tot[0]:>6}{100 * tot[1] / tot[0]:>8.1f}%{100 * tot[2] / tot[0]:>8.1f}%")
-    ms = np.array(times) * 1000
-    print(f"\nengine.search over {len(ms)} queries: p50 {np.percentile(ms, 50):.2f} ms, p95 {np.percentile(ms, 95):.2f} ms, "
-          f"mean {statistics.fmean(ms):.2f} ms")
-    rtimes = []
-    rng = random.Random(3)
-    for _ in range(300):
-        row = rng.randrange(ix.n)
-        t = time.perf_counter()
-        engine.reverse(float(ix.lat[row]) + 0.001, float(ix.lon[row]), radius="2km")
-        rtimes.append(time.perf_counter() - t)
-    rms = np.array(rtimes) * 1000
-    print(f"engine.reverse over 300 points: p50 {np.percentile(rms, 50):.2f} ms, p95 {np.percentile(rms, 95):.2f} ms")
+            lat, lon = centre if group.startswith("osm") else (None, None)
+            t = time.perf_counter()
+            res = engine.search(q, lat=lat, lon=lon, size=5)["results"]
+            times.append(time.perf_counter() - t)
+            hits = [is_hit(ix, r, row) for r in res]
+            kinds = [kind]
+            if kind == "prefix3":
+                kinds.append("prefix3 ≤5" if shared.count(q) <= AMBIGUOUS else "prefix3 >5")
+            for k in kinds:
+                s = stats.setdefault((group, k), [0, 0, 0])
+                s[0] += 1
+                s[1] += bool(hits[:1] and hits[0])
+                s[2] += any(hits)
+        print(f"\n{'group':<14}{'kind':<11}{'n':>6}{'top-1':>9}{'top-5':>9}")
+        for kind in ("full", "prefix3", "prefix3 ≤5", "prefix3 >5", "typo1", "no_accent", "english"):
+            tot = [0, 0, 0]
+            for group in ("osm places", "osm pois", "osm streets", "osm addresses", "world cities"):
+                s = stats.get((group, kind))
+                if not s:
+                    continue
+                print(f"{group:<14}{kind:<11}{s[0]:>6}{100 * s[1] / s[0]:>8.1f}%{100 * s[2] / s[0]:>8.1f}%")
+                tot = [a + b for a, b in zip(tot, s, strict=True)]
+            if tot[0]:
+                print(f"{'all':<14}{kind:<11}{tot[0]:>6}{100 * tot[1] / tot[0]:>8.1f}%{100 * tot[2] / tot[0]:>8.1f}%")
+        ms = np.array(times) * 1000
+        print(f"\nengine.search over {len(ms)} queries: p50 {np.percentile(ms, 50):.2f} ms, p95 {np.percentile(ms, 95):.2f} ms, "
+              f"mean {statistics.fmean(ms):.2f} ms")
+        rtimes = []
+        rng = random.Random(3)
+        for _ in range(300):
+            row = rng.randrange(ix.n)
+            t = time.perf_counter()
+            engine.reverse(lat=float(ix.lat[row]) + 0.001, lon=float(ix.lon[row]), radius="2km")
+            rtimes.append(time.perf_counter() - t)
+        rms = np.array(rtimes) * 1000
+        print(f"engine.reverse over 300 points: p50 {np.percentile(rms, 50):.2f} ms, p95 {np.percentile(rms, 95):.2f} ms")
     if args.http:
         from starlette.testclient import TestClient
 
@@ -219,6 +367,9 @@ def main() -> None:
         client = TestClient(create_app(engine, settings, ks))
         client.headers.update({"X-Gateway-Key": key, "X-Gateway-Host": settings.gateway_host})
         ht = []
+        for _, _, q, _ in queries[:100]:  # warm-up (caches, first imports), not timed
+            if len(q.strip()) >= 2:
+                client.get("/search", params={"q": q, "size": 5})
         for _, _, q, _ in queries[:500]:
             if len(q.strip()) < 2:
                 continue

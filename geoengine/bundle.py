@@ -22,7 +22,7 @@ STAGE_VERSIONS: dict[str, int] = {
     "source": 1,
     "graph": 2,
     "elevation": 2,
-    "routing": 3,
+    "routing": 4,
     "search": 1,
     "tiles": 1,
 }

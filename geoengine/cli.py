@@ -52,7 +52,40 @@ def cmd_build(args) -> int:
     inputs = resolve_inputs(args.target, settings, dem=args.dem, places=args.places, progress=progress)
     out = Path(args.out) if args.out else default_out(inputs, settings)
     path = build(inputs, out, settings, resume=args.resume, progress=progress)
+    if not getattr(args, "no_warm", False):
+        _warm_bundle(path, settings, progress.log)
     print(path)
+    return 0
+
+
+def _warm_bundle(path, settings, log) -> None:
+    """Fill the compile cache for this bundle's request paths (geoengine.analysis.warm)."""
+    import time
+
+    from geoengine.analysis.warm import warm
+    from geoengine.engine import Engine
+
+    t0 = time.perf_counter()
+    warm(Engine.open(path, settings=settings))
+    log(f"[warm] {path}: compiled kernels cached in {time.perf_counter() - t0:.1f}s")
+
+
+def cmd_warm(args) -> int:
+    from geoengine.bundle import Bundle
+    from geoengine.progress import Progress
+
+    settings = _settings(args)
+    progress = Progress(quiet=args.quiet)
+    bundles = [Path(b) for b in args.bundles]
+    if not bundles:
+        root = Path(settings.bundles_dir)
+        bundles = sorted(p for p in root.iterdir() if (p / "manifest.json").exists()) if root.is_dir() else []
+        if not bundles:
+            progress.log(f"warm: no bundles under {root} yet; `geoengine build` warms the bundle it builds")
+            return 0
+    for b in bundles:
+        Bundle.open(b)  # fail fast with the manifest check's message
+        _warm_bundle(b, settings, progress.log)
     return 0
 
 
@@ -160,10 +193,18 @@ def cmd_serve(args) -> int:
 
 def cmd_keys(args) -> int:
     from geoengine.gateway_store import open_keystore
+    from geoengine.publishable import PublishableKeys
 
     settings = _settings(args)
     store = open_keystore(settings)
-    if args.keys_cmd == "create":
+    pub = PublishableKeys(settings.state, store.plans)  # publishable keys stay in the SQLite state file
+    if args.keys_cmd == "publishable":
+        key, prec = pub.create(args.plan, args.origin, args.scope, args.label or "")
+        print(f"created publishable key {prec.id} on plan '{prec.plan}' for {', '.join(prec.origins)} "
+              f"(scopes {', '.join(prec.scopes)})")
+        print("it may sit in a web page; it works only from those origins when they are in GEOENGINE_CORS_ORIGINS")
+        print(key)
+    elif args.keys_cmd == "create":
         key, rec = store.create(args.plan, args.label or "", args.scope or ())
         print(f"created key {rec.id} on plan '{rec.plan}'" + (f" ({rec.label})" if rec.label else "")
               + (f" with scopes {', '.join(rec.scopes)}" if rec.scopes else ""))
@@ -171,8 +212,11 @@ def cmd_keys(args) -> int:
         print(key)
     elif args.keys_cmd == "list":
         records = store.list()
+        pubs = pub.list()
         if args.json:
-            print(json.dumps([r.as_dict() for r in records], indent=2))
+            print(json.dumps([r.as_dict() for r in records]
+                             + [{**p.as_dict(), "publishable": True, "usage": store.usage(p.usage_id)} for p in pubs],
+                             indent=2))
         else:
             print(f"{'id':10s} {'plan':10s} {'created':21s} {'status':8s} label / usage")
             for r in records:
@@ -180,9 +224,18 @@ def cmd_keys(args) -> int:
                 usage = ", ".join(f"{k}={v}" for k, v in sorted(r.usage.items()))
                 scopes = f"[{' '.join(r.scopes)}] " if r.scopes else ""
                 print(f"{r.id:10s} {r.plan:10s} {r.created:21s} {status:8s} {scopes}{r.label} {usage}".rstrip())
+            for p in pubs:
+                status = "revoked" if p.revoked else "active"
+                usage = ", ".join(f"{k}={v}" for k, v in sorted(store.usage(p.usage_id).items()))
+                print(f"{p.id:10s} {p.plan:10s} {p.created:21s} {status:8s} publishable {','.join(p.scopes)} "
+                      f"{' '.join(p.origins)} {p.label} {usage}".rstrip())
     elif args.keys_cmd == "revoke":
-        rec = store.revoke(args.key)
-        print(f"revoked key {rec.id} at {rec.revoked}")
+        if args.key.startswith("pk_") or (not args.key.startswith("gk_") and args.key in {p.id for p in pub.list()}):
+            prec = pub.revoke(args.key)
+            print(f"revoked publishable key {prec.id} at {prec.revoked}")
+        else:
+            rec = store.revoke(args.key)
+            print(f"revoked key {rec.id} at {rec.revoked}")
     elif args.keys_cmd == "plans":
         for plan in store.plans.values():
             pools = "; ".join(f"{p.limit} {p.scope} per {p.period}" for p in plan.pools) or "no quota"
@@ -231,7 +284,16 @@ def make_parser() -> argparse.ArgumentParser:
     b.add_argument("--out", metavar="DIR", help="bundle path (default $GEOENGINE_BUNDLES/NAME)")
     b.add_argument("--continue", dest="resume", action="store_true", help="resume after the last finished stage")
     b.add_argument("--quiet", action="store_true", help="no progress output")
+    b.add_argument("--no-warm", action="store_true", help="do not fill the compile cache for the new bundle")
     b.set_defaults(func=cmd_build)
+
+    w = sub.add_parser("warm", help="fill the compile cache (Numba) for bundles' request paths",
+                       description="Run one route, matrix, isochrone, accessibility, ... over each bundle so "
+                       "every compiled kernel is cached in NUMBA_CACHE_DIR (default $GEOENGINE_HOME/numba-cache) "
+                       "and later processes start fast. Without arguments: every bundle under $GEOENGINE_BUNDLES.")
+    w.add_argument("bundles", nargs="*", metavar="DIR", help="bundle folders (default: all published bundles)")
+    w.add_argument("--quiet", action="store_true", help="no progress output")
+    w.set_defaults(func=cmd_warm)
 
     s = sub.add_parser("serve", help="serve a bundle over HTTP (needs the server extra)",
                        description="Serve a bundle. Without --bundle, fetches and builds the default region first.")
@@ -254,6 +316,17 @@ def make_parser() -> argparse.ArgumentParser:
     kc.add_argument("--label", help="free text to recognise the key by")
     kc.add_argument("--scope", action="append", metavar="SCOPE",
                     help="a permission of the key, repeatable: admin (may clear tile caches)")
+    kp = ksub.add_parser("publishable", help="create a publishable key for pages on other origins",
+                         description="Create a publishable key (pk_...): meant to sit in a web page, it is accepted "
+                                     "only from the given browser origins (which must also be in "
+                                     "GEOENGINE_CORS_ORIGINS) and only on the given scopes. Printed once, alone "
+                                     "on the last line.")
+    kp.add_argument("--plan", required=True, help="plan name: free, starter, unlimited (or from GEOENGINE_PLANS_FILE)")
+    kp.add_argument("--origin", action="append", required=True, metavar="ORIGIN",
+                    help="allowed page origin, scheme://host[:port] (repeat for several)")
+    kp.add_argument("--scope", action="append", required=True, choices=["tiles", "search"],
+                    help="what the key may call: tiles (/sources, /tiles/...) or search (/search...); repeatable")
+    kp.add_argument("--label", help="free text to recognise the key by")
     kl = ksub.add_parser("list", help="list keys (ids, plans, status, usage; never the keys)")
     kl.add_argument("--json", action="store_true", help="JSON output")
     kr = ksub.add_parser("revoke", help="revoke a key by the key itself or its id")

@@ -40,7 +40,13 @@ SETTINGS: dict[str, Setting] = {
     "redis_url": Setting("GEOENGINE_REDIS_URL", "redis:// URL of a Redis server holding the gateway's keys, plans and quota counters, shared by every replica (default: none, the SQLite GEOENGINE_STATE file)."),
     "request_timeout_s": Setting("GEOENGINE_REQUEST_TIMEOUT", "Seconds a routing computation may take before 504 (default 30)."),
     "search_places": Setting("GEOENGINE_SEARCH_PLACES", "GeoNames places a region build indexes: important (the region plus the world's capitals, admin seats and places of 50,000+; default), region, or all (the whole table)."),
+    "cch_cache_bytes": Setting("GEOENGINE_CCH_CACHE_BYTES", "Byte budget of the router's cache of customised hierarchies for non-default costing options and avoid areas (default 1073741824); least recently used first out."),
     "log_level": Setting("GEOENGINE_LOG_LEVEL", "Log level of the server (default info)."),
+    "cors_origins": Setting("GEOENGINE_CORS_ORIGINS", "Comma-separated origins (scheme://host[:port]) whose pages may call the API from a browser: CORS answers and publishable keys; default none."),
+    "session_plan": Setting("GEOENGINE_SESSION_PLAN", "Plan that each page session of the map page (GET /) is counted on, like a key (default free)."),
+    "session_ttl_s": Setting("GEOENGINE_SESSION_TTL", "Lifetime in seconds of a page session cookie (default 3600)."),
+    "session_rate": Setting("GEOENGINE_SESSION_RATE", "Requests per minute one page session may make, tiles included, before 429 (default 600)."),
+    "web_assets": Setting("GEOENGINE_WEB_ASSETS", "Folder of the map page's installed assets (web/ of the source tree, filled by ./dev setup: node_modules and built glyphs and sprites)."),
 }
 
 
@@ -64,7 +70,13 @@ class Settings:
     redis_url: str | None = None
     request_timeout_s: float = 30.0
     search_places: str = "important"
+    cch_cache_bytes: int = 1 << 30
     log_level: str = "info"
+    cors_origins: str | None = None
+    session_plan: str = "free"
+    session_ttl_s: int = 3600
+    session_rate: int = 600
+    web_assets: Path | None = None
 
     def __post_init__(self):
         home = Path(self.home)

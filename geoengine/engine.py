@@ -28,6 +28,11 @@ class Engine:
     def open(cls, path: str | Path, settings: Settings | None = None) -> Engine:
         return cls(Bundle.open(path), settings=settings)
 
+    def __reduce__(self):
+        """Pickling keeps only the bundle path and settings: unpickling reopens the bundle (memory-mapped,
+        milliseconds), so multiprocessing, joblib and Dask workers can take an Engine."""
+        return (_reopen, (str(self.bundle.path), self.settings))
+
     # -- metadata -------------------------------------------------------------------------------
     @property
     def path(self) -> Path:
@@ -59,7 +64,7 @@ class Engine:
 
     def warm(self) -> None:
         """Open every component the bundle has (used by the server at start-up)."""
-        self.elevation([0.0], [0.0])  # elevation: map the DEM tiles, load the compiled sampler
+        self.elevation(lon=[0.0], lat=[0.0])  # elevation: map the DEM tiles, load the compiled sampler
         if self.bundle.has_stage("search"):
             self.search_index.warm()
         if self.bundle.has_stage("graph"):
@@ -115,7 +120,7 @@ class Engine:
 
         ch_dir = self.bundle.path / "routing" if self.bundle.has_stage("routing") else None
         with self._lock:
-            return Router(self.graph, self.snapper, ch_dir)
+            return Router(self.graph, self.snapper, ch_dir, cch_cache_bytes=self.settings.cch_cache_bytes)
 
     def compute_route(self, request=None, **fields):
         """The typed result of a route request (`geoengine.services.route.RouteResult`: the best `Route`
@@ -138,11 +143,20 @@ class Engine:
         req = validate(route.RouteRequest, request, **fields)
         return route_document(route.run(self, req), alternates_requested=bool(req.alternates))
 
-    def matrix(self, sources, targets, costing: str = "auto", costing_options=None):
+    def matrix(self, sources, targets, costing: str = "auto", costing_options=None, *, unsnappable: str = "raise"):
         """Many-to-many travel times and distances for notebooks: `sources`, `targets` as arrays of
         (lon, lat) rows. Returns a MatrixResult with numpy arrays `time_s`, `distance_m` [N, M] (inf where
-        no route) and the snapped `sources`, `targets`."""
-        return self.router.matrix(sources, targets, costing, costing_options)
+        no route), the snapped `sources`, `targets`, and `snapped` / `snap_distance_m` (per sources and
+        targets). `unsnappable="nan"`: points with no road in reach get NaN rows/columns instead of
+        failing the call (docs/analysis.md). `.to_pandas()` via geoengine.to_pandas."""
+        import numpy as np
+
+        from geoengine.analysis import unsnappable as U
+
+        U.check_mode(unsnappable)
+        src = np.asarray(sources, dtype=np.float64).reshape(-1, 2)
+        dst = np.asarray(targets, dtype=np.float64).reshape(-1, 2)
+        return U.matrix(self.router, src, dst, costing, costing_options, unsnappable)
 
     def matrix_request(self, request=None, **fields) -> dict:
         """The /matrix document for a `MatrixRequest` (or dict / keyword fields)."""
@@ -151,18 +165,24 @@ class Engine:
 
         return matrix.matrix_document(self.router, validate(matrix.MatrixRequest, request, **fields))
 
-    def route_many(self, origins, destinations, costing: str = "auto", costing_options=None):
+    def route_many(self, origins, destinations, costing: str = "auto", costing_options=None, *,
+                   unsnappable: str = "raise", geometry: bool = False):
         """Batch form: the route from origins[i] to destinations[i] for every i (arrays of (lon, lat)
-        rows). Returns (time_s, distance_m) float64 arrays, inf where there is no route."""
+        rows). Returns a RouteManyResult: `time_s`, `distance_m` float64 arrays (inf where there is no
+        route, NaN for a point off the network with `unsnappable="nan"`), `snapped`, `snap_distance_m`,
+        and with `geometry=True` one shapely LineString per pair; it unpacks as (time_s, distance_m)."""
         import numpy as np
 
+        from geoengine.analysis import unsnappable as U
+
+        U.check_mode(unsnappable)
         o = np.asarray(origins, dtype=np.float64).reshape(-1, 2)
         d = np.asarray(destinations, dtype=np.float64).reshape(-1, 2)
         if o.shape != d.shape:
             from geoengine.errors import InvalidRequest
 
             raise InvalidRequest.field("destinations", "origins and destinations must have the same length")
-        return self.router.route_many(o, d, costing, costing_options)
+        return U.route_many(self.router, o, d, costing, costing_options, unsnappable, geometry)
 
     def isochrone(self, request=None, **fields) -> dict:
         """Reachability contours of one location: `engine.isochrone(locations=[{"lon":..,"lat":..}],
@@ -181,6 +201,59 @@ class Engine:
         from geoengine.services.isochrone import reach
 
         return reach(self.router, lon, lat, costing, costing_options, metric=metric, limit=limit)
+
+    def isochrones(self, origins, contours, costing: str = "auto", costing_options=None, *,
+                   polygons: bool = True, denoise: float = 1.0, generalize=None, as_frame: bool = False,
+                   progress=None):
+        """Isochrones of many origins in one call: `origins` (n, 2) rows of (lon, lat), `contours` like
+        /isochrone's ([{"time": 10}, {"distance": 5}] or plain numbers = minutes). Each origin is one
+        compiled reach search + contouring, spread over both cores. Returns a list of FeatureCollections
+        (one per origin, in order), or with `as_frame=True` one GeoDataFrame (EPSG:4326) with an `origin`
+        column. See docs/analysis.md."""
+        from geoengine.analysis.batch_iso import isochrones
+
+        return isochrones(self, origins, contours, costing, costing_options, polygons=polygons,
+                          denoise=denoise, generalize=generalize, as_frame=as_frame, progress=progress)
+    # -- end of isochrones block ---------------------------------------------------------------------
+    # -- analysis (geoengine/analysis; docs/analysis.md) ----------------------------------------------
+    def network(self, costing: str = "auto", costing_options=None):
+        """The routable network of `costing` as documented arrays (`geoengine.analysis.network.Network`:
+        nodes lon/lat/osm_id, edges src/dst/length_m/time_s/cost) with .to_networkx(), .to_scipy(),
+        .to_igraph() and .turns() (the edge-based graph the router searches). Cached per costing for the
+        default options."""
+        from geoengine.analysis.network import Network
+
+        router = self.router
+        options = router.parse_options(costing, costing_options)
+        prof = router.profile(costing, options)
+        with self._lock:
+            cache = self._components.setdefault("networks", {})
+            key = (costing, id(prof))
+            net = cache.get(key)
+            if net is None or net.profile is not prof:
+                net = cache[key] = Network(self.graph, prof)
+            return net
+
+    def accessibility(self, pois, costing: str = "auto", *, max_time_s=None, max_distance_m=None,
+                      aggregation: str = "count", weights=None, at="nodes", costing_options=None):
+        """pandana-style aggregation of POIs ((n, 2) lon/lat rows, or a GeoDataFrame of points) within
+        `max_time_s` or `max_distance_m` of every junction (`at="nodes"`) or of given (lon, lat) points:
+        "count", or "sum" / "mean" / "min" / "max" of `weights` (one per POI). Returns an
+        AccessibilityResult (value, count, node, snap_distance_m; .to_pandas()). See docs/analysis.md."""
+        from geoengine.analysis.access import accessibility
+
+        return accessibility(self.network(costing, costing_options), pois, max_time_s=max_time_s,
+                             max_distance_m=max_distance_m, aggregation=aggregation, weights=weights, at=at)
+
+    def nearest_pois(self, points, pois, k: int = 1, costing: str = "auto", *, max_time_s=None,
+                     max_distance_m=None, costing_options=None):
+        """The k nearest POIs of each point over the network within the limit: NearestPoisResult with
+        distance [n, k] (seconds or metres, inf where fewer in reach) and poi [n, k] (indices, -1)."""
+        from geoengine.analysis.access import nearest_pois
+
+        return nearest_pois(self.network(costing, costing_options), points, pois, k, max_time_s=max_time_s,
+                            max_distance_m=max_distance_m)
+    # -- end of analysis ------------------------------------------------------------------------------
 
     @cached_property
     def matcher(self):
@@ -248,29 +321,42 @@ class Engine:
 
         return ElevationModel.open(self.bundle.path / "elevation")
 
-    def elevation(self, lats, lons):
-        """Heights in metres (float64 array shaped like `lats`) at the given points; NaN outside the
-        DEM coverage and where the DEM has only voids around a point."""
+    def elevation(self, points=None, *old_order, lon=None, lat=None):
+        """Heights in metres at points given as (lon, lat) rows (`engine.elevation([[1.52, 42.51], ...])`)
+        or as `lon=`, `lat=` arrays by name (the result is shaped like `lat`); NaN outside the DEM coverage
+        and where the DEM has only voids around a point. Two positional arrays were the old
+        `elevation(lats, lons)` order and raise InvalidRequest (ambiguous): name them."""
         from geoengine.elevation import query
 
+        lons, lats = _lon_lat(points, old_order, lon, lat, "elevation")
         return query.heights(self._elevation, lats, lons)
 
-    def elevation_at(self, lat: float, lon: float) -> float:
-        """Height in metres at one point; InvalidRequest for impossible coordinates, OutsideCoverage
-        when the bundle's DEM has no height there."""
+    def elevation_at(self, *point, lon=None, lat=None) -> float:
+        """Height in metres at one point: `elevation_at(lon=..., lat=...)` or `elevation_at((lon, lat))`;
+        InvalidRequest for impossible coordinates or two positional numbers (the old (lat, lon) order),
+        OutsideCoverage when the bundle's DEM has no height there."""
         from geoengine.elevation import query
 
-        return query.height_at(self._elevation, lat, lon, bundle_name=str(self.bundle.path))
+        x, y = _one_lon_lat(point, lon, lat, "elevation_at")
+        return query.height_at(self._elevation, y, x, bundle_name=str(self.bundle.path))
 
-    def elevation_profile(self, lats=None, lons=None, *, encoded_polyline=None, precision: int = 6, max_points=None):
-        """Heights and cumulative great-circle distances along a shape given as coordinates or as an
-        encoded polyline (exactly one). `max_points` defaults to Settings.elevation_max_points."""
+    def elevation_profile(self, points=None, *old_order, lon=None, lat=None, encoded_polyline=None,
+                          precision: int = 6, max_points=None, lats=None, lons=None):
+        """Heights and cumulative great-circle distances along a shape given as (lon, lat) rows, as
+        `lon=`/`lat=` arrays (`lons=`/`lats=` are accepted too) or as an encoded polyline (exactly one).
+        `max_points` defaults to Settings.elevation_max_points."""
         from geoengine.elevation import query
 
+        lon = lons if lon is None else lon
+        lat = lats if lat is None else lat
+        if points is None and lon is None and lat is None and not old_order:
+            xs = ys = None
+        else:
+            xs, ys = _lon_lat(points, old_order, lon, lat, "elevation_profile")
         return query.profile(
             self._elevation,
-            lats=lats,
-            lons=lons,
+            lats=ys,
+            lons=xs,
             encoded_polyline=encoded_polyline,
             precision=precision,
             max_points=self.settings.elevation_max_points if max_points is None else max_points,
@@ -286,16 +372,25 @@ class Engine:
 
         return SearchIndex(self.require_stage("search", "search"))
 
-    def search(self, q: str, types=None, lat: float | None = None, lon: float | None = None, size: int = 10) -> dict:
-        """Autocomplete search: {query, total, took_ms, results: [Search Result dict]}; see docs/search.md."""
-        return self.search_index.search(q, types=types, lat=lat, lon=lon, size=size)
+    def search(self, q: str, types=None, lat: float | None = None, lon: float | None = None, size: int = 10,
+               categories=None, bbox=None, countries=None) -> dict:
+        """Autocomplete search: {query, total, took_ms, results: [Search Result dict]}; see docs/search.md.
+        Filters: `categories` (preset ids, tags or category words), `bbox` (min_lon,min_lat,max_lon,max_lat),
+        `countries` (ISO 3166-1 alpha-2 codes); each a comma-separated string or a list."""
+        return self.search_index.search(q, types=types, lat=lat, lon=lon, size=size, categories=categories, bbox=bbox,
+                                        countries=countries)
 
-    def reverse(self, lat: float, lon: float, radius="2km", size: int = 5, types=None) -> dict:
-        """Nearest documents to a point, nearest first, each with distance_m: {lat, lon, took_ms, results}."""
-        return self.search_index.reverse(lat, lon, radius=radius, size=size, types=types)
+    def reverse(self, *point, lon=None, lat=None, radius="2km", size: int = 5, types=None, categories=None) -> dict:
+        """Nearest documents to a point, nearest first, each with distance_m: {lat, lon, took_ms, results};
+        `categories` keeps documents of those categories ("nearest pharmacy"). The point:
+        `reverse(lon=..., lat=...)` or `reverse((lon, lat))`; two positional numbers were the old
+        reverse(lat, lon) order and raise InvalidRequest (ambiguous): name them."""
+        x, y = _one_lon_lat(point, lon, lat, "reverse")
+        return self.search_index.reverse(y, x, radius=radius, size=size, types=types, categories=categories)
 
     def place(self, doc_id: str) -> dict:
-        """One document by id or canonical id (NotFound when missing); `score` is null."""
+        """One document by id or canonical id (NotFound when missing); `score` is null; with its full
+        details (names, categories, address, osm, tags, geometry, merged): see docs/search.md."""
         return self.search_index.place(doc_id)
 
     # -- end search ---------------------------------------------------------------------------------
@@ -316,3 +411,62 @@ class Engine:
         return TileService(discover(folders), self.settings.tile_cache_bytes)
 
     # -- end tiles --------------------------------------------------------------------------------
+
+
+_OLD_ORDER = ("two positional coordinates are ambiguous: {name} used to take (lat, lon) and now takes "
+              "(lon, lat); pass them by name (lon=..., lat=...) or as (lon, lat) rows")
+
+
+def _lon_lat(points, old_order, lon, lat, name: str):
+    """(lons, lats) float64 arrays of a call taking (lon, lat) rows or lon=/lat= keywords."""
+    import numpy as np
+
+    from geoengine.errors import InvalidRequest
+
+    if old_order:
+        raise InvalidRequest.field("lat", _OLD_ORDER.format(name=name))
+    if points is not None:
+        if lon is not None or lat is not None:
+            raise InvalidRequest.field("points", "give (lon, lat) rows or lon= and lat=, not both")
+        try:
+            a = np.asarray(points, dtype=np.float64)
+        except (TypeError, ValueError):
+            raise InvalidRequest.field("points", "must be (lon, lat) rows of numbers") from None
+        if a.ndim == 1 and a.shape[0] == 2:
+            a = a.reshape(1, 2)
+        if a.ndim != 2 or a.shape[1] != 2:
+            raise InvalidRequest.field("points", f"must be (lon, lat) rows, shape (n, 2); got shape {a.shape}")
+        return a[:, 0], a[:, 1]
+    if lon is None or lat is None:
+        raise InvalidRequest.field("lat" if lat is None else "lon", "give (lon, lat) rows or both lon= and lat=")
+    return lon, lat
+
+
+def _one_lon_lat(point, lon, lat, name: str) -> tuple:
+    """(lon, lat) of a call taking one point as lon=/lat= keywords or one (lon, lat) pair."""
+    from geoengine.errors import InvalidRequest
+
+    if len(point) > 1:
+        raise InvalidRequest.field("lat", _OLD_ORDER.format(name=name))
+    if point:
+        if lon is not None or lat is not None:
+            raise InvalidRequest.field("lon", "give one (lon, lat) pair or lon= and lat=, not both")
+        try:
+            lon, lat = point[0]
+        except (TypeError, ValueError):
+            raise InvalidRequest.field("lon", f"{name} takes one (lon, lat) pair or lon=, lat= by name") from None
+    if lon is None or lat is None:
+        raise InvalidRequest.field("lat" if lat is None else "lon", "give both lon= and lat=")
+    return lon, lat
+
+
+def _reopen(path: str, settings):
+    """Unpickle an Engine: one per bundle path and settings in each process (workers reuse it)."""
+    key = (path, settings)
+    engine = _REOPENED.get(key)
+    if engine is None:
+        engine = _REOPENED[key] = Engine.open(path, settings=settings)
+    return engine
+
+
+_REOPENED: dict = {}

@@ -33,11 +33,25 @@ ROUTING_PATHS = frozenset(
         "/map_match",
         "/map_match/attributes",
         "/v1/routing/directions",
+        # the Valhalla dialect's twins of the routing endpoints (docs/valhalla.md)
+        "/sources_to_targets",
+        "/optimized_route",
+        "/trace_route",
+        "/trace_attributes",
+        "/expansion",
     }
 )
+# The OSRM dialect's routing services (docs/osrm.md): /route/v1/..., /table/v1/..., /match/v1/..., /trip/v1/...
+OSRM_ROUTING_PREFIXES = ("/route/", "/table/", "/match/", "/trip/")
 # Paths whose missing or invalid credential is a 401 (the spec's matrix and directions listings);
 # every other path answers 403.
-UNAUTHORIZED_401_PATHS = frozenset({"/matrix", "/v1/routing/directions"})
+UNAUTHORIZED_401_PATHS = frozenset({"/matrix", "/v1/routing/directions", "/sources_to_targets"})
+
+
+def auth_failure_status(path: str) -> int:
+    """401 on the spec's matrix and directions listings and their dialect twins (/sources_to_targets,
+    OSRM's /table/...), 403 everywhere else."""
+    return 401 if path.rstrip("/") in UNAUTHORIZED_401_PATHS or path.startswith("/table/") else 403
 
 
 def is_tile_path(path: str) -> bool:
@@ -53,7 +67,7 @@ def path_scopes(path: str) -> set[str]:
     scopes = {"all"}
     if not is_tile_path(path):
         scopes.add("non_tile")
-    if path.rstrip("/") in ROUTING_PATHS:
+    if path.rstrip("/") in ROUTING_PATHS or path.startswith(OSRM_ROUTING_PREFIXES):
         scopes.add("routing")
     return scopes
 

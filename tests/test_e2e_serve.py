@@ -80,6 +80,13 @@ def test_serve_without_arguments_builds_and_serves_the_default_region(tmp_path):
         status, _, body = get(f"http://127.0.0.1:{port}/route", auth, {"locations": [a, b]})
         assert status == 200, body
         assert json.loads(body)["trip"]["summary"]["length"] > 0.5
+        spec_time = json.loads(body)["trip"]["summary"]["time"]
+        # the dialects answer over the socket too (docs/osrm.md, docs/valhalla.md)
+        c = f"{a['lon']},{a['lat']};{b['lon']},{b['lat']}"
+        status, _, body = get(f"http://127.0.0.1:{port}/route/v1/driving/{c}?overview=false", auth)
+        assert status == 200 and abs(json.loads(body)["routes"][0]["duration"] - spec_time) <= 0.01 * spec_time
+        status, _, body = get(f"http://127.0.0.1:{port}/sources_to_targets", auth, {"sources": [a], "targets": [b]})
+        assert status == 200 and abs(json.loads(body)["sources_to_targets"][0][0]["time"] - spec_time) <= 1
         status, _, body = get(f"http://127.0.0.1:{port}/search?q=andorra%20la%20vella&size=1", auth)
         assert status == 200 and json.loads(body)["results"][0]["name"] == "Andorra la Vella"
         status, _, body = get(f"http://127.0.0.1:{port}/elevation?lat=42.5063&lon=1.5218", auth)

@@ -49,6 +49,10 @@ class DocSet:
     lon: list[float] = field(default_factory=list)
     source: list[str] = field(default_factory=list)
     kind: list[str] = field(default_factory=list)  # n | w | r | g (for canonical preference)
+    categories: list[list[str]] = field(default_factory=list)  # search categories (iD preset ids) of POIs
+    detail: list[dict | None] = field(default_factory=list)  # names, address, tags, osm ways (/search/detail)
+    country: list[str | None] = field(default_factory=list)  # ISO 3166-1 alpha-2 code
+    region: list[bool] = field(default_factory=list)  # of the bundle's own region (OSM, GeoNames inside its bbox)
     canonical: np.ndarray | None = None  # row of each document's canonical document
     # reverse-geocoding items: segments (lon1, lat1, lon2, lat2) and their document rows
     seg: list[np.ndarray] = field(default_factory=list)
@@ -58,7 +62,7 @@ class DocSet:
         return len(self.id)
 
     def add(self, *, id, index, doc_type, name, name_en, names, place_class, category, importance, lat, lon,
-            source, kind, display_name=""):
+            source, kind, display_name="", categories=None, detail=None, country=None, region=True):
         self.id.append(id)
         self.index.append(index)
         self.doc_type.append(doc_type)
@@ -73,6 +77,10 @@ class DocSet:
         self.lon.append(float(lon))
         self.source.append(source)
         self.kind.append(kind)
+        self.categories.append(categories or [])
+        self.detail.append(detail)
+        self.country.append(country)
+        self.region.append(bool(region))
         return len(self.id) - 1
 
 
@@ -108,11 +116,18 @@ def _merge_streets(streets: list[OsmDoc], loc_xy: np.ndarray, loc_tree, lat0: fl
         centre = verts.mean(axis=0)
         k = int(np.argmin(((verts - centre) ** 2).sum(axis=1)))
         best = max(ways, key=lambda w: w.importance)
+        detail: dict = {"names": {}, "address": {}, "tags": {}}
+        for w in ways:
+            for part in ("names", "address", "tags"):
+                for key, val in w.detail.get(part, {}).items():
+                    detail[part].setdefault(key, val)
+        detail["osm_ways"] = [int(w.id.rsplit(":", 1)[1]) for w in ways]
+        detail["tags"]["highway"] = best.category
         doc = OsmDoc(
             id=f"osm:street:{first.id.rsplit(':', 1)[1]}", index="streets", doc_type="place", name=first.name,
             name_en=next((w.name_en for w in ways if w.name_en), None), names=names, place_class="street",
             category=best.category, importance=best.importance, lat=float(verts[k, 1]), lon=float(verts[k, 0]),
-            osm_type="w",
+            osm_type="w", detail=detail,
         )
         out.append((doc, [w.segments for w in ways], loc))
     return out
@@ -140,7 +155,7 @@ def build_documents(osm_path, places_path=None, admin1_path=None, *, bbox=None, 
     for d in docs:
         ds.add(id=d.id, index=d.index, doc_type=d.doc_type, name=d.name, name_en=d.name_en, names=d.names,
                place_class=d.place_class, category=d.category, importance=d.importance, lat=d.lat, lon=d.lon,
-               source="osm", kind=d.osm_type)
+               source="osm", kind=d.osm_type, categories=d.categories, detail=d.detail)
     n_points = len(ds)
     # streets group by settlement (a street crossing several suburbs of one city is one street)
     towns = [d for d in locs if d.place_class in STREET_LOCALITY_PLACES]
@@ -150,7 +165,7 @@ def build_documents(osm_path, places_path=None, admin1_path=None, *, bbox=None, 
     for doc, polylines, loc in merged:
         row = ds.add(id=doc.id, index="streets", doc_type="place", name=doc.name, name_en=doc.name_en,
                      names=doc.names, place_class="street", category=doc.category, importance=doc.importance,
-                     lat=doc.lat, lon=doc.lon, source="osm", kind="w")
+                     lat=doc.lat, lon=doc.lon, source="osm", kind="w", detail=doc.detail)
         street_locality[row] = loc
         for pl in polylines:
             if len(pl) == 1:
@@ -179,6 +194,8 @@ def build_documents(osm_path, places_path=None, admin1_path=None, *, bbox=None, 
         if b.admin_level == 2:
             for i in np.flatnonzero(inside):
                 country[i] = b.name
+                if b.country_code:
+                    ds.country[i] = b.country_code
         elif 3 <= b.admin_level <= 8:
             for i in np.flatnonzero(inside & (region_level < b.admin_level)):
                 region[i] = b.name
@@ -208,6 +225,8 @@ def build_documents(osm_path, places_path=None, admin1_path=None, *, bbox=None, 
             for i in range(n_osm):
                 if country[i] is None:
                     country[i] = places.country[box_rows[near[i]]]
+                if ds.country[i] is None:
+                    ds.country[i] = places.country[box_rows[near[i]]]
         for r in np.flatnonzero(keep):
             r = int(r)
             nm = places.name[r]
@@ -218,10 +237,21 @@ def build_documents(osm_path, places_path=None, admin1_path=None, *, bbox=None, 
             parts = [nm] + ([a1] if a1 and a1 != nm else []) + [places.country[r]]
             ds.add(id=f"geonames:{places.ids[r]}", index="places", doc_type="place", name=nm, name_en=None,
                    names=names, place_class=gn.place_class(pop, fc), category=fc, importance=gn.importance(pop, fc),
-                   lat=places.lat[r], lon=places.lon[r], source="geonames", kind="g", display_name=", ".join(parts))
+                   lat=places.lat[r], lon=places.lon[r], source="geonames", kind="g", display_name=", ".join(parts),
+                   country=places.country[r] or None, region=bool(in_box[r]),
+                   detail={"names": {"name": nm, **({"alternate": names[1:]} if in_box[r] else {})}, "address": {k: v for k, v in
+                           (("state", a1), ("country_code", places.country[r])) if v},
+                           "tags": {"population": pop} if pop else {}})
             n_geo += 1
+    street_of = _nearest_street_names(ds, n_points, lat0)
     for i in range(n_osm):
         parts = [ds.name[i]]
+        if not ds.name[i]:  # an unnamed POI: its category, its street, then the rest
+            parts = [category_label(ds.categories[i], ds.category[i])]
+            if street_of.get(i):
+                parts.append(street_of[i])
+            if ds.detail[i] is not None and street_of.get(i):
+                ds.detail[i]["address"].setdefault("street", street_of[i])
         for p in (locality[i], region[i], country[i]):
             if p and p not in parts:
                 parts.append(p)
@@ -231,6 +261,43 @@ def build_documents(osm_path, places_path=None, admin1_path=None, *, bbox=None, 
     info.update({"osm_documents": n_osm, "osm_points": n_points, "geonames_documents": n_geo,
                  "merged_groups": int((ds.canonical != np.arange(len(ds))).sum())})
     return ds, info
+
+
+STREET_NEAR_KM = 0.15
+
+
+def _nearest_street_names(ds: DocSet, n_points: int, lat0: float) -> dict[int, str]:
+    """{row: street name} for the unnamed POIs among the first `n_points` rows: their addr:street, else
+    the name of the nearest street (vertex) within 150 m."""
+    rows = [i for i in range(n_points) if not ds.name[i] and ds.index[i] == "pois"]
+    out = {}
+    need = []
+    for i in rows:
+        street = (ds.detail[i] or {}).get("address", {}).get("street")
+        if street:
+            out[i] = street
+        else:
+            need.append(i)
+    if need and ds.seg:
+        seg = np.concatenate(ds.seg)
+        owner = np.concatenate(ds.seg_doc)
+        tree = cKDTree(_xy(seg[:, 1], seg[:, 0], lat0))
+        dist, near = tree.query(_xy(np.array(ds.lat)[need], np.array(ds.lon)[need], lat0), distance_upper_bound=STREET_NEAR_KM)
+        for i, d, k in zip(need, dist.tolist(), near.tolist(), strict=True):
+            if np.isfinite(d):
+                out[i] = ds.name[int(owner[k])]
+    return out
+
+
+def category_label(categories: list[str], category: str | None) -> str:
+    """English name of a POI's first search category (its OSM value when it has none)."""
+    from geoengine.search.categories import vocabulary
+
+    for pid in categories:
+        name = vocabulary()["categories"].get(pid, {}).get("names", {}).get("en")
+        if name:
+            return name
+    return (category or "place").replace("_", " ").capitalize()
 
 
 def _useful_altname(name: str) -> bool:
@@ -314,7 +381,7 @@ def _merge_duplicate_pois(ds: DocSet, canon: np.ndarray) -> None:
 
     for a, b in cKDTree(xyz).query_pairs(POI_DUPLICATE_KM, output_type="ndarray"):
         ia, ib = rows[a], rows[b]
-        if ds.category[ia] == ds.category[ib] and normalise(ds.name[ia]) == normalise(ds.name[ib]):
+        if ds.category[ia] == ds.category[ib] and ds.name[ia] and normalise(ds.name[ia]) == normalise(ds.name[ib]):
             ra, rb = find(a), find(b)
             if ra != rb:
                 parent[ra] = rb

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import bisect
 import hashlib
+import json
 import math
 import re
 import threading
@@ -51,6 +52,8 @@ ALT_FACTOR = 0.9
 W_RATIO = 0.2
 BIAS_WEIGHT = 1.0
 BIAS_DECAY_KM = 25.0
+W_REGION = 1.0  # without a location: documents of the bundle's region (and exact names of major places)
+MAJOR_IMPORTANCE = 0.65  # GeoNames importance of about 100,000 people: a major place
 CANDIDATES = 40  # documents scored in full: the best by the coarse score, plus every exact name match
 MAX_QUERY_TOKENS = 12  # words beyond the 12th are ignored
 PREFIX_LENGTHS = range(4, 17)
@@ -141,8 +144,68 @@ def write_index(folder: Path, ds) -> tuple[list[str], dict]:
     np.save(folder / "items.npy", items)
     np.save(folder / "item_doc.npy", item_doc)
     files += ["items.npy", "item_doc.npy"]
-    counts = {"documents": n, "tokens": len(vocab), "postings": int(len(pd)), "reverse_items": int(len(items))}
+    files += write_extras(folder, ds)
+    counts = {"documents": n, "tokens": len(vocab), "postings": int(len(pd)), "reverse_items": int(len(items)),
+              "categorised_documents": int(sum(1 for c in ds.categories if c)) if ds.categories else 0,
+              "unnamed_pois": int(sum(1 for i in range(n) if not ds.name[i] and ds.index[i] == "pois"))}
     return files, counts
+
+
+def write_extras(folder: Path, ds) -> list[str]:
+    """The files of categories, region, countries and full details (absent in bundles built before them):
+
+    - `categories.json`: the categories present in the bundle (iD preset ids), their tags and names per
+      language, and the normalised category phrases of the bundle ({phrase: [by name, by term]});
+    - `cat_ptr.npy` / `cat_doc.npy`: CSR rows of each category's documents (category c:
+      `cat_doc[cat_ptr[c]:cat_ptr[c+1]]`), in the order of `categories.json` "ids";
+    - `region.npy` (int8): 1 for a document of the bundle's own region (OSM, GeoNames inside its bbox);
+    - `country.npy` (uint16): ISO 3166-1 alpha-2 code as two bytes (0: unknown);
+    - string column `detail`: JSON of each document's names, address parts, tags, categories, OSM ways.
+    """
+    from geoengine.search.categories import build_terms, vocabulary
+
+    n = len(ds)
+    cats = ds.categories or [[] for _ in range(n)]
+    ids = sorted({p for c in cats for p in c})
+    cid = {p: k for k, p in enumerate(ids)}
+    pair_c = [cid[p] for c in cats for p in c]
+    pair_d = [i for i, c in enumerate(cats) for _ in c]
+    pc, pdoc = np.asarray(pair_c, np.int64), np.asarray(pair_d, np.int32)
+    order = np.lexsort((pdoc, pc))
+    ptr = np.zeros(len(ids) + 1, np.int64)
+    np.cumsum(np.bincount(pc, minlength=len(ids)), out=ptr[1:])
+    np.save(folder / "cat_ptr.npy", ptr)
+    np.save(folder / "cat_doc.npy", pdoc[order])
+    vocab = vocabulary()
+    named = np.zeros(len(ids))
+    np.add.at(named, pc, np.asarray([1.0 if ds.name[d] else 0.0 for d in pair_d]).reshape(-1))
+    share = named / np.maximum(np.bincount(pc, minlength=len(ids)), 1)
+    meta = {"ids": ids, "source": vocab["meta"], "named_share": [round(float(x), 3) for x in share],
+            "tags": {p: vocab["categories"][p]["tags"] for p in ids},
+            "names": {p: vocab["categories"][p]["names"] for p in ids},
+            "terms": build_terms(ids, vocab)}
+    (folder / "categories.json").write_text(json.dumps(meta, ensure_ascii=False, separators=(",", ":")), encoding="utf-8")
+    region = ds.region if len(ds.region) == n else [s == "osm" for s in ds.source]
+    np.save(folder / "region.npy", np.asarray(region, np.int8).reshape(n))
+    country = ds.country if len(ds.country) == n else [None] * n
+    np.save(folder / "country.npy", np.asarray([country_code_int(c) for c in country], np.uint16).reshape(n))
+    details = ds.detail if len(ds.detail) == n else [None] * n
+    det = []
+    for i in range(n):
+        d = dict(details[i] or {})
+        if cats[i]:
+            d["categories"] = cats[i]
+        det.append(json.dumps(d, ensure_ascii=False, separators=(",", ":"), default=str) if d else None)
+    files = write_strings(folder, "detail", det)
+    return files + ["categories.json", "cat_ptr.npy", "cat_doc.npy", "region.npy", "country.npy"]
+
+
+def country_code_int(code: str | None) -> int:
+    """'AD' -> 0x4144; None or anything not two ASCII letters -> 0."""
+    if not code or len(code) != 2 or not code.isascii() or not code.isalpha():
+        return 0
+    code = code.upper()
+    return (ord(code[0]) << 8) | ord(code[1])
 
 
 def name_hash(text: str) -> int:
@@ -246,6 +309,41 @@ def segment_distance_m(lat0: float, lon0: float, seg: np.ndarray) -> np.ndarray:
     return np.hypot(x1 + t * dx, y1 + t * dy)
 
 
+def parse_bbox(bbox) -> tuple[float, float, float, float] | None:
+    """'minlon,minlat,maxlon,maxlat' (or a 4-sequence) -> tuple; None when not given; else InvalidRequest."""
+    if bbox is None or (isinstance(bbox, str) and not bbox.strip()):
+        return None
+    try:
+        vals = [float(v) for v in (bbox.split(",") if isinstance(bbox, str) else bbox)]
+    except (TypeError, ValueError):
+        vals = []
+    if len(vals) != 4 or not all(math.isfinite(v) for v in vals):
+        raise InvalidRequest.field("bbox", "bbox must be four numbers: min_lon,min_lat,max_lon,max_lat")
+    x0, y0, x1, y1 = vals
+    if not (-180 <= x0 <= x1 <= 180 and -90 <= y0 <= y1 <= 90):
+        raise InvalidRequest.field("bbox", "bbox must be min_lon,min_lat,max_lon,max_lat with -180 <= min_lon <= max_lon "
+                                           "<= 180 and -90 <= min_lat <= max_lat <= 90")
+    return x0, y0, x1, y1
+
+
+def parse_countries(countries) -> np.ndarray | None:
+    """'ad,li' (or a list) of ISO 3166-1 alpha-2 codes -> their uint16 codes; None when not given."""
+    if countries is None or (isinstance(countries, str) and not countries.strip()):
+        return None
+    vals = [c.strip() for c in countries.split(",")] if isinstance(countries, str) else [str(c).strip() for c in countries]
+    vals = [v for v in vals if v]
+    codes = [country_code_int(v) for v in vals]
+    if not vals or len(vals) > 50 or 0 in codes:
+        raise InvalidRequest.field("countries", "countries must be comma-separated ISO 3166-1 alpha-2 codes such as ad,li")
+    return np.asarray(codes, np.uint16)
+
+
+def _covers(toks: list[str], prefix_last: bool, text: str) -> bool:
+    """Every query token matches a word of `text` (normalised; variants joined by SEP)."""
+    text = text.replace(SEP, " ")
+    return all(_name_coverage([t], prefix_last and i == len(toks) - 1, text) > 0 for i, t in enumerate(toks))
+
+
 def _letter_range(words: list[str], letter: str) -> tuple[int, int]:
     """Rows [lo, hi) of the sorted list `words` that start with `letter`."""
     return bisect.bisect_left(words, letter), bisect.bisect_left(words, letter + "\U0010ffff")
@@ -323,10 +421,45 @@ class SearchIndex:
             self._name_key = self._name_key_doc = self._first_tok = None
         except (OSError, ValueError) as exc:
             raise UpstreamError(f"the search index in {folder} cannot be read: {exc}") from exc
+        self._load_extras(folder)
         self._prefix_tables: dict[int, tuple[list[str], np.ndarray]] = {}
         self._len_buckets: dict[int, tuple[list[str], np.ndarray]] = {}
         self._lock = threading.Lock()
         self._rtree = None
+
+    def _load_extras(self, folder: Path) -> None:
+        """Categories, region, countries and details (see `write_extras`); a bundle built before them opens
+        without categories, with OSM documents as its region and without country filters or details."""
+        from geoengine.search.categories import CategoryTerms
+
+        self.cat_ids: list[str] = []
+        self.cat_meta: dict = {}
+        self.cat_terms: CategoryTerms | None = None
+        self._cat_ptr = np.zeros(1, np.int64)
+        self._cat_doc = np.zeros(0, np.int32)
+        self._country = None
+        self.detail = None
+        try:
+            if (folder / "categories.json").exists():
+                self.cat_meta = json.loads((folder / "categories.json").read_text(encoding="utf-8"))
+                self.cat_ids = list(self.cat_meta["ids"])
+                self.cat_terms = CategoryTerms(self.cat_meta["terms"])
+                self._cat_ptr = np.load(folder / "cat_ptr.npy")
+                self._cat_doc = np.load(folder / "cat_doc.npy", mmap_mode="r").view(np.ndarray)
+            if (folder / "region.npy").exists():
+                self._region = np.load(folder / "region.npy").astype(bool)
+            else:
+                src = self.cols["source"]
+                self._region = np.fromiter((src[i] == "osm" for i in range(self.n)), bool, self.n)
+            if (folder / "country.npy").exists():
+                self._country = np.load(folder / "country.npy", mmap_mode="r").view(np.ndarray)
+            if (folder / "detail.off.npy").exists():
+                self.detail = Strings(folder, "detail")
+        except (OSError, ValueError, KeyError, UnicodeDecodeError) as exc:
+            raise UpstreamError(f"the search index in {folder} cannot be read: {exc}") from exc
+        self._cat_index = {p: k for k, p in enumerate(self.cat_ids)}
+        if len(self._region) != self.n or len(self._cat_ptr) != len(self.cat_ids) + 1:
+            raise UpstreamError(f"the search index in {folder} is inconsistent (category/region files): rebuild the bundle")
 
     def warm(self) -> None:
         """Prepare the typo tables (vocabulary by length, prefix tables) and the R-tree up front."""
@@ -462,43 +595,142 @@ class SearchIndex:
         b = int(np.searchsorted(self._name_key, h, side="right"))
         return self._name_key_doc[a:b]
 
+    # -- filters --------------------------------------------------------------------------------
+    def category_rows(self, cids) -> np.ndarray:
+        """Sorted unique rows of the documents of categories `cids` (indices into `cat_ids`)."""
+        parts = [self._cat_doc[int(self._cat_ptr[c]):int(self._cat_ptr[c + 1])] for c in cids]
+        parts = [p for p in parts if len(p)]
+        if not parts:
+            return np.zeros(0, np.int32)
+        return np.unique(np.concatenate(parts)) if len(parts) > 1 else np.asarray(parts[0])
+
+    def parse_categories(self, categories) -> list[int] | None:
+        """`categories` filter (comma-separated string or list) -> category indices of this bundle (possibly
+        none present); None when not given. Each value is a preset id (`amenity/pharmacy`), a tag
+        (`amenity=pharmacy`) or a category word in any of the languages (`pharmacy`, `Apotheke`)."""
+        from geoengine.search.categories import global_terms, vocabulary
+
+        if categories is None or (isinstance(categories, str) and not categories.strip()):
+            return None
+        vals = ([v.strip() for v in categories.split(",")] if isinstance(categories, str)
+                else [str(v).strip() for v in categories])
+        vals = [v for v in vals if v]
+        if not vals or len(vals) > 20:
+            raise InvalidRequest.field("categories", "categories must list 1 to 20 comma-separated categories")
+        known = vocabulary()["categories"]
+        out: set[int] = set()
+        for v in vals:
+            if v in known:
+                pids = [v]
+            elif "=" in v:
+                key, _, val = v.partition("=")
+                pids = [p for p, c in known.items() if p.split("/", 1)[0] == key.strip() and c["tags"].get(key.strip()) == val.strip()]
+            else:
+                pids = (self.cat_terms.lookup(normalise(v)) if self.cat_terms else []) or global_terms().lookup(normalise(v))
+            if not pids:
+                raise InvalidRequest.field("categories", f"'{v[:60]}' is not a category: use a preset id such as "
+                                                         "amenity/pharmacy, a tag such as amenity=pharmacy, or a category word")
+            out.update(self._cat_index[p] for p in pids if p in self._cat_index)
+        return sorted(out)
+
+    def _filter_mask(self, kinds, cids, box, codes) -> np.ndarray | None:
+        """Boolean mask over documents of every filter given, or None when there is none."""
+        mask = None
+        if kinds is not None:
+            mask = np.isin(self._kind, kinds)
+        if cids is not None:
+            m = np.zeros(self.n, bool)
+            m[self.category_rows(cids)] = True
+            mask = m if mask is None else mask & m
+        if box is not None:
+            m = (self._lon >= box[0]) & (self._lon <= box[2]) & (self._lat >= box[1]) & (self._lat <= box[3])
+            mask = m if mask is None else mask & m
+        if codes is not None:
+            m = np.isin(self._country, codes) if self._country is not None else np.zeros(self.n, bool)
+            mask = m if mask is None else mask & m
+        return mask
+
     # -- public ---------------------------------------------------------------------------------
-    def search(self, q: str, types=None, lat=None, lon=None, size: int = 10) -> dict:
+    def search(self, q: str, types=None, lat=None, lon=None, size: int = 10, categories=None, bbox=None,
+               countries=None) -> dict:
         t0 = time.perf_counter()
         if not isinstance(q, str) or len(q.strip()) < 2:
             raise InvalidRequest.field("q", "q must have at least 2 characters")
         size = _check_size(size, 1, 25)
         kinds = parse_types(types)
         point = _check_point(lat, lon, required=False)
+        cids = self.parse_categories(categories)
+        box = parse_bbox(bbox)
+        codes = parse_countries(countries)
+        filtered = cids is not None or box is not None or codes is not None
+        mask = self._filter_mask(kinds, cids, box, codes) if filtered else None
         qn = normalise(q)
         toks = qn.split()[:MAX_QUERY_TOKENS]
         if not toks:
             return {"query": q, "total": 0, "took_ms": int((time.perf_counter() - t0) * 1000), "results": []}
         prefix_last = not q[-1].isspace()
+        parsed = self.cat_terms.parse(toks) if self.cat_terms is not None else None
+        text = best = None
+        if parsed is not None and (kinds is None or TYPES["poi"] in kinds):
+            if parsed[1]:
+                # category + other words: when the text ranking's best answer is named by every word of the
+                # query and is not of the category ("Cap de Guiló", "Carrer Gil Torres"), it is a name
+                best = self._match_matrix(toks, prefix_last)
+                text = self._text_search(qn, toks, prefix_last, point, kinds if mask is None else None, mask, size,
+                                         best=best)
+                if text[0] and self._named_by(text[0][0], toks, prefix_last) and not self._in_categories(text[0][0], parsed[0]):
+                    parsed = None
+            found = (self._category_search(qn, toks, parsed, prefix_last, point, mask, kinds, size, best)
+                     if parsed else None)
+            if found is not None:
+                rows, scores, total = found
+                return {"query": q, "total": total, "took_ms": int((time.perf_counter() - t0) * 1000),
+                        "results": [self.result(r, sc) for r, sc in zip(rows, scores, strict=True)]}
+        rows, scores, total = text or self._text_search(qn, toks, prefix_last, point, kinds if mask is None else None,
+                                                        mask, size)
+        return {"query": q, "total": total, "took_ms": int((time.perf_counter() - t0) * 1000),
+                "results": [self.result(r, sc) for r, sc in zip(rows, scores, strict=True)]}
+
+    def _match_matrix(self, toks, prefix_last) -> np.ndarray:
+        """(len(toks), n) best match quality of each query token in each document (0: no match)."""
         best = np.zeros((len(toks), self.n), np.float32)
         with self._lock:
             for i, tok in enumerate(toks):
                 docs, qual = self._token_matches(tok, prefix_last and i == len(toks) - 1)
                 order = np.argsort(qual, kind="stable")
                 best[i, docs[order]] = qual[order]
+        return best
+
+    def _text_search(self, qn, toks, prefix_last, point, kinds, mask, size, *, allow_missing=True, best=None):
+        """(canonical rows, scores, total) of the text ranking (see docs/search.md, Query); `best`: the
+        token match matrix of `toks` when already computed."""
+        if best is None:
+            best = self._match_matrix(toks, prefix_last)
         matched = (best > 0).sum(axis=0)
         coverage = best.sum(axis=0) / len(toks)
         need = len(toks)
         ok = matched >= need
         if kinds is not None:
             ok &= np.isin(self._kind, kinds)
-        if not ok.any() and len(toks) > 1:
+        if mask is not None:
+            ok &= mask
+        if allow_missing and not ok.any() and len(toks) > 1:
             ok = matched >= need - 1
             if kinds is not None:
                 ok &= np.isin(self._kind, kinds)
+            if mask is not None:
+                ok &= mask
         cand = np.flatnonzero(ok)
         if len(cand) == 0:
-            return {"query": q, "total": 0, "took_ms": int((time.perf_counter() - t0) * 1000), "results": []}
+            return [], [], 0
         imp = np.asarray(self._importance[cand], np.float64)
-        bias = np.zeros(len(cand))
         if point is not None:
             d_km = haversine_m(point[0], point[1], np.asarray(self._lat[cand]), np.asarray(self._lon[cand])) / 1000.0
             bias = BIAS_WEIGHT * np.exp(-d_km / BIAS_DECAY_KM)
+            region = np.zeros(len(cand), bool)
+        else:  # region before world: the bundle's own documents get W_REGION (see docs/search.md)
+            region = self._region[cand]
+            bias = W_REGION * region
         coarse = W_COVERAGE * coverage[cand] + W_IMPORTANCE * imp + bias
         if self._first_tok is not None:  # the name (or English name) starts with the query's first word
             a = bisect.bisect_left(self.vocab, toks[0])
@@ -511,13 +743,14 @@ class SearchIndex:
             keep = np.zeros(len(cand), bool)
             keep[np.argpartition(-coarse, CANDIDATES)[:CANDIDATES]] = True
             keep |= np.isin(cand, self._exact_rows(qn))  # documents named exactly so are always scored
-            cand, imp, bias = cand[keep], imp[keep], bias[keep]
+            cand, imp, bias, region = cand[keep], imp[keep], bias[keep], region[keep]
         scores = np.empty(len(cand))
         name_en, names = self.cols["name_en"], self.names
         q_var, q_start = SEP + qn + SEP, SEP + qn
         alt_exact_ok = len(qn) >= 4  # an alternate name counts as an exact match only from 4 letters (short ones are codes)
-        for j, (row, cov, im, bi) in enumerate(zip(cand.tolist(), coverage[cand].tolist(), imp.tolist(), bias.tolist(),
-                                                 strict=True)):
+        no_point = point is None
+        for j, (row, cov, im, bi, reg) in enumerate(zip(cand.tolist(), coverage[cand].tolist(), imp.tolist(),
+                                                        bias.tolist(), region.tolist(), strict=True)):
             joined = names[row] or ""
             wrapped = SEP + joined + SEP
             primary = joined.split(SEP, 1)[0]
@@ -533,26 +766,100 @@ class SearchIndex:
             starts = primary.startswith(qn) or (bool(en) and en.startswith(qn))  # the name starts with the query
             name_prefix = exact or starts or q_start in wrapped
             ratio = process.extractOne(qn, joined.split(SEP), scorer=fuzz.ratio)[1] / 100.0 if joined else 0.0
+            if no_point and not reg and exact_main and im >= MAJOR_IMPORTANCE:
+                bi = W_REGION  # the exact full name of a major world place competes as if it were regional
             scores[j] = (W_COVERAGE * text + W_EXACT * exact + W_PRIMARY * exact_main + W_STARTS * starts
                          + W_NAME_PREFIX * name_prefix + W_RATIO * ratio + W_IMPORTANCE * im + bi)
         order = np.argsort(-scores, kind="stable")
-        results, seen = [], set()
+        rows, out_scores, seen = [], [], set()
         for j in order.tolist():
             c = int(self._canon[cand[j]])
             if c in seen:
                 continue
             seen.add(c)
-            results.append(self.result(c, scores[j]))
-            if len(results) == size:
+            rows.append(c)
+            out_scores.append(float(scores[j]))
+            if len(rows) == size:
                 break
-        return {"query": q, "total": total, "took_ms": int((time.perf_counter() - t0) * 1000), "results": results}
+        return rows, out_scores, total
 
-    def reverse(self, lat, lon, radius="2km", size: int = 5, types=None) -> dict:
+    def _named_by(self, row: int, toks: list[str], prefix_last: bool) -> bool:
+        """Every query word matches the document's own name or English name."""
+        primary = (self.names[row] or "").split(SEP, 1)[0]
+        en = normalise(self.cols["name_en"][row] or "")
+        return _covers(toks, prefix_last, primary) or (bool(en) and _covers(toks, prefix_last, en))
+
+    def _in_categories(self, row: int, pids: list[str]) -> bool:
+        """The document (or a member of its canonical group) has one of the categories `pids`."""
+        cids = [self._cat_index[p] for p in pids if p in self._cat_index]
+        rows = self.category_rows(cids)
+        return bool(len(rows)) and bool(np.isin(self._canon[rows], self._canon[row]).any())
+
+    def _category_search(self, qn, toks, parsed, prefix_last, point, mask, kinds, size, best=None):
+        """(rows, scores, total) of a category query, or None to fall back to the text ranking.
+
+        The POIs of the categories are the candidates. Without other words: nearest first to the
+        location when one is given, else by importance (named before unnamed). With other words ("pizza
+        Encamp", "hotel near Vaduz"): POIs whose own name holds every other word come first; the others
+        follow nearest first to the place those words name (best place match, region first), or when
+        they name no place, only the POIs whose name or display name (street, locality) holds them."""
+        pids, rest = parsed
+        cids = [self._cat_index[p] for p in pids if p in self._cat_index]
+        share = self.cat_meta.get("named_share")
+        if share and len(cids) > 1:  # one word, several categories ("banco": bank and bench): those mostly named
+            top_share = max(share[c] for c in cids)
+            cids = [c for c in cids if share[c] >= 0.5 * top_share]
+        rows = self.category_rows(cids)
+        if mask is not None:
+            rows = rows[mask[rows]]
+        elif kinds is not None:
+            rows = rows[np.isin(self._kind[rows], kinds)]
+        rows = np.unique(self._canon[rows])  # each group once, measured at its canonical document
+        if len(rows) == 0:
+            return None
+        exact = self._exact_rows(qn)  # a major place named exactly so is not a category query ("Hospital" town)
+        if len(exact) and (self._importance[exact] >= MAJOR_IMPORTANCE).any() and not np.isin(exact, rows).any():
+            return None
+        anchor = point
+        full = np.zeros(len(rows))
+        if rest:
+            names, display = self.names, self.cols["display_name"]
+            # the other words are the query's last (or first) words: their rows of the token match matrix
+            idx = list(range(len(toks) - len(rest), len(toks))) if toks[len(toks) - len(rest):] == rest else list(range(len(rest)))
+            sub = best[idx] if best is not None else self._match_matrix(rest, prefix_last)
+            own = (sub[:, rows] > 0).all(axis=0)  # every other word matches a name variant
+            # how well the query names a POI whose names hold every other word: the match quality of the
+            # whole query against its own name (typos and prefixes count less), +1 for the exact name
+            for j in np.flatnonzero(own).tolist():
+                primary = (names[int(rows[j])] or "").split(SEP, 1)[0]
+                own_q = _name_coverage(qn.split(), prefix_last, primary) if primary else 0.0
+                full[j] = 1.0 + own_q + (qn == primary)
+            place, _, _ = self._text_search(" ".join(rest), rest, prefix_last, point, [TYPES["place"]], None, 1,
+                                            allow_missing=False, best=sub)
+            if place:
+                anchor = (float(self._lat[place[0]]), float(self._lon[place[0]]))
+            else:
+                ctx = own | np.array([_covers(rest, prefix_last, normalise(display[r] or "")) for r in rows.tolist()], bool)
+                if not ctx.any():
+                    return None
+                rows, full = rows[ctx], full[ctx]
+        imp = np.asarray(self._importance[rows], np.float64)
+        if anchor is not None:
+            d_km = haversine_m(anchor[0], anchor[1], np.asarray(self._lat[rows]), np.asarray(self._lon[rows])) / 1000.0
+            scores = full + 1.0 / (1.0 + d_km)
+        else:
+            scores = full + imp
+        order = np.lexsort((rows, -scores))[:size]
+        return rows[order].tolist(), scores[order].tolist(), int(len(rows))
+
+    def reverse(self, lat, lon, radius="2km", size: int = 5, types=None, categories=None) -> dict:
         t0 = time.perf_counter()
         lat, lon = _check_point(lat, lon, required=True)
         metres = parse_radius(radius)
         size = _check_size(size, 1, 10)
         kinds = parse_types(types)
+        cids = self.parse_categories(categories)
+        mask = self._filter_mask(kinds, cids, None, None) if cids is not None else None
         # Grow the search box from 250 m until it holds enough documents or reaches the radius: every
         # item within distance r of the point meets the box of half-size r, so the documents found
         # within r are exactly the nearest ones. (Dense town centres hold thousands of items in 2 km.)
@@ -571,7 +878,9 @@ class SearchIndex:
                 dist = segment_distance_m(lat, lon, np.asarray(self._items[hits]))
                 docs = np.asarray(self._item_doc[hits])
                 keep = dist <= r
-                if kinds is not None:
+                if mask is not None:
+                    keep &= mask[docs]
+                elif kinds is not None:
                     keep &= np.isin(np.asarray(self._kind[docs]), kinds)
                 docs, dist = docs[keep], dist[keep]
             else:
@@ -621,7 +930,51 @@ class SearchIndex:
         return None
 
     def place(self, doc_id: str) -> dict:
+        """One document by id: the Search Result fields (score null) plus its full details:
+        `names` (name, name:xx, alt_name, ...), `categories` ([{id, tags, names: {lang: name}}]),
+        `address` (addr:* parts without the prefix, the street of an unnamed POI, `country_code`),
+        `osm` ({type, id}; a street: {type: way, ids}), `tags` (opening_hours, phone, website,
+        wheelchair, ...), `geometry` (GeoJSON: a Point, or a street's MultiLineString) and `merged`
+        (the Search Result of every document of its canonical group, the canonical one first)."""
         row = self.row_of(doc_id) if isinstance(doc_id, str) and doc_id else None
         if row is None:
             raise NotFound(f"no search document has the id '{doc_id}'")
-        return self.result(row)
+        out = self.result(row)
+        raw = self.detail[row] if self.detail is not None else None
+        det = json.loads(raw) if raw else {}
+        names = det.get("names") or ({"name": out["name"]} if out["name"] else {})
+        address = dict(det.get("address") or {})
+        if self._country is not None and int(self._country[row]):
+            code = int(self._country[row])
+            address.setdefault("country_code", chr(code >> 8) + chr(code & 0xFF))
+        cats = []
+        for pid in det.get("categories", []):
+            cats.append({"id": pid, "tags": self.cat_meta.get("tags", {}).get(pid, {}),
+                         "names": self.cat_meta.get("names", {}).get(pid, {})})
+        kind, _, num = out["id"].partition(":")[2].partition(":")
+        if out["source"] != "osm":
+            osm = None
+        elif kind == "street":
+            osm = {"type": "way", "ids": det.get("osm_ways", [int(num)])}
+        else:
+            osm = {"type": kind, "id": int(num)}
+        members = np.flatnonzero(self._canon == self._canon[row])
+        canon = int(self._canon[row])
+        merged = [self.result(int(m)) for m in sorted(members.tolist(), key=lambda m: (m != canon, m))]
+        out.update({"names": names, "categories": cats, "address": address, "osm": osm,
+                    "tags": det.get("tags") or {}, "geometry": self._geometry(row), "merged": merged})
+        return out
+
+    def _geometry(self, row: int) -> dict:
+        """GeoJSON of a document: its street lines (segments chained back into polylines), else its point."""
+        if self.cols["index"][row] == "streets":
+            seg = np.asarray(self._items[self._item_doc == row])
+            if len(seg):
+                lines: list[list[list[float]]] = []
+                for x1, y1, x2, y2 in seg.tolist():
+                    if lines and lines[-1][-1] == [round(x1, 7), round(y1, 7)]:
+                        lines[-1].append([round(x2, 7), round(y2, 7)])
+                    else:
+                        lines.append([[round(x1, 7), round(y1, 7)], [round(x2, 7), round(y2, 7)]])
+                return {"type": "MultiLineString", "coordinates": lines}
+        return {"type": "Point", "coordinates": [round(float(self._lon[row]), 7), round(float(self._lat[row]), 7)]}

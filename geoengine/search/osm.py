@@ -43,6 +43,13 @@ STREET_HIGHWAYS = {
 }
 STREET_IMPORTANCE = {"motorway": 0.3, "trunk": 0.3, "primary": 0.28, "secondary": 0.25, "tertiary": 0.22}
 OSM_TYPES = {"n": "node", "w": "way", "r": "relation"}
+# tags kept for the full place details (/search/detail), besides every name and addr:* tag
+DETAIL_TAGS = ("opening_hours", "phone", "contact:phone", "mobile", "contact:mobile", "website", "contact:website", "url",
+               "email", "contact:email", "wheelchair", "cuisine", "operator", "brand", "ele", "population", "wikipedia",
+               "wikidata", "fee", "access", "capacity", "stars", "internet_access", "level", "description", "denomination",
+               "religion", "diet:vegetarian", "diet:vegan", "takeaway", "delivery", "outdoor_seating", "smoking",
+               "fuel:diesel", "fuel:octane_95", "healthcare", "dispensing", "emergency", "surface", "maxspeed", "lanes",
+               "oneway", "ref", "start_date", "heritage")
 NAME_KEYS_EXTRA = ("alt_name", "old_name", "short_name", "official_name", "loc_name", "int_name", "reg_name")
 
 
@@ -62,6 +69,30 @@ class OsmDoc:
     osm_type: str  # n | w | r
     segments: np.ndarray | None = None  # (k, 2) lon/lat polyline of a street way
     extra: dict = field(default_factory=dict)
+    categories: list[str] = field(default_factory=list)  # preset ids (geoengine.search.categories)
+    detail: dict = field(default_factory=dict)  # names, address, tags for /search/detail
+
+
+def detail_of(tags: dict) -> dict:
+    """Names (name, name:xx, alt_name, ...), address parts (addr:*) and the useful tags of an object."""
+    names = {k: v for k, v in tags.items() if k == "name" or k.startswith("name:") or k in NAME_KEYS_EXTRA
+             or any(k.startswith(e + ":") for e in NAME_KEYS_EXTRA)}
+    address = {k[5:]: v for k, v in tags.items() if k.startswith("addr:")}
+    keep = {k: tags[k] for k in DETAIL_TAGS if k in tags}
+    return {"names": names, "address": address, "tags": keep}
+
+
+_MATCHER = None
+
+
+def categories_of(tags: dict) -> list[str]:
+    """The search categories (iD preset ids) of a POI's tags."""
+    global _MATCHER
+    if _MATCHER is None:
+        from geoengine.search.categories import TagMatcher
+
+        _MATCHER = TagMatcher(POI_KEYS)
+    return _MATCHER(tags)
 
 
 @dataclass
@@ -69,6 +100,7 @@ class Boundary:
     name: str
     admin_level: int
     geom: object  # shapely geometry
+    country_code: str | None = None  # ISO 3166-1 alpha-2 of an admin_level 2 boundary
 
 
 def name_variants(tags: dict) -> list[str]:
@@ -125,17 +157,23 @@ class _Handler(osmium.SimpleHandler):
         self.wkb = osmium.geom.WKBFactory()
 
     def _emit(self, tags: dict, osm_type: str, osm_id: int, lat: float, lon: float) -> None:
-        name = tags.get("name")
-        if name:
-            cls = classify(tags)
-            if cls is not None:
-                index, doc_type, place_class, category, imp = cls
+        cls = classify(tags)
+        variants = name_variants(tags) if cls is not None else []
+        # no `name` but name:xx / alt_name: the first of those is the name (an "unnamed" river tagged name:ca)
+        name = tags.get("name") or (variants[0] if variants and cls is not None and cls[0] == "pois" else None)
+        if cls is not None:
+            index, doc_type, place_class, category, imp = cls
+            cats = categories_of(tags) if index == "pois" else []
+            # an unnamed POI is a document when it has a search category (found by category + street/locality)
+            if name or cats:
                 self.docs.append(OsmDoc(
                     id=f"osm:{OSM_TYPES[osm_type]}:{osm_id}",
                     index=index, doc_type=doc_type, name=name, name_en=tags.get("name:en"),
-                    names=name_variants(tags), place_class=place_class, category=category, importance=imp,
+                    names=variants, place_class=place_class, category=category,
+                    importance=imp if name else imp - 0.05,
                     lat=lat, lon=lon, osm_type=osm_type,
                     extra={k: tags[k] for k in ("addr:street", "addr:housenumber", "addr:place") if k in tags},
+                    categories=cats, detail=detail_of(tags),
                 ))
                 return
         hn = tags.get("addr:housenumber")
@@ -147,19 +185,20 @@ class _Handler(osmium.SimpleHandler):
                 index="addresses", doc_type="place", name=label, name_en=None, names=[label],
                 place_class="address", category="house", importance=0.05, lat=lat, lon=lon, osm_type=osm_type,
                 extra={"street": street, "housenumber": hn, "postcode": tags.get("addr:postcode")},
+                detail=detail_of(tags),
             ))
 
     def node(self, n):
         if not n.tags or not n.location.valid():
             return
         t = n.tags
-        if "name" not in t and "addr:housenumber" not in t:
+        if "name" not in t and "addr:housenumber" not in t and not any(k in t for k in POI_KEYS):
             return
         self._emit(dict(t), "n", n.id, n.location.lat, n.location.lon)
 
     def way(self, w):
         t = w.tags
-        if not t or ("name" not in t and "addr:housenumber" not in t):
+        if not t or ("name" not in t and "addr:housenumber" not in t and not any(k in t for k in POI_KEYS)):
             return
         pts = [(nd.lon, nd.lat) for nd in w.nodes if nd.location.valid()]
         if not pts:
@@ -173,6 +212,7 @@ class _Handler(osmium.SimpleHandler):
                 name_en=tags.get("name:en"), names=name_variants(tags), place_class="street", category=hw,
                 importance=STREET_IMPORTANCE.get(hw, 0.18) + _wiki_bonus(tags),
                 lat=float(arr[:, 1].mean()), lon=float(arr[:, 0].mean()), osm_type="w", segments=arr,
+                detail=detail_of(tags),
             ))
             return
         lon, lat = arr[:-1].mean(axis=0) if len(arr) > 2 and w.is_closed() else arr.mean(axis=0)
@@ -182,7 +222,7 @@ class _Handler(osmium.SimpleHandler):
         if a.from_way():
             return
         t = a.tags
-        if "name" not in t:
+        if "name" not in t and not any(k in t for k in POI_KEYS):
             return
         tags = dict(t)
         try:
@@ -191,8 +231,10 @@ class _Handler(osmium.SimpleHandler):
             return
         if geom.is_empty:
             return
-        if tags.get("boundary") == "administrative" and tags.get("admin_level", "").isdigit():
-            self.boundaries.append(Boundary(tags["name"], int(tags["admin_level"]), geom))
+        if tags.get("boundary") == "administrative" and tags.get("admin_level", "").isdigit() and "name" in tags:
+            cc = tags.get("ISO3166-1:alpha2") or tags.get("ISO3166-1") or tags.get("country_code")
+            self.boundaries.append(Boundary(tags["name"], int(tags["admin_level"]), geom,
+                                            cc.upper() if cc and len(cc) == 2 else None))
         c = geom.centroid if geom.contains(geom.centroid) else geom.representative_point()
         if "place" in tags or classify(tags) is not None:
             self._emit(tags, "r", a.orig_id(), c.y, c.x)

@@ -17,7 +17,9 @@ _EXTRA = str.maketrans(
         "ß": "ss", "ŀ": "l", "ħ": "h", "ŧ": "t", "ƒ": "f", "’": "'", "ʼ": "'",
     }
 )
-_NON_WORD = re.compile(r"[\W_]+", re.UNICODE)
+# Runs of anything but letters and digits break words; the vowel signs of the Indic scripts (U+0900-U+0DFF:
+# Devanagari ... Sinhala, spacing marks that are not alphanumeric) stay inside their word.
+_NON_WORD = re.compile(r"(?:[^\w\u0900-\u0DFF]|_|[\u0964\u0965])+", re.UNICODE)
 
 
 @lru_cache(maxsize=65536)

@@ -10,7 +10,7 @@ from fastapi import FastAPI
 from geoengine import __version__
 from geoengine.config import Settings
 from geoengine.engine import Engine
-from geoengine.gateway import KeyStore
+from geoengine.gateway import KeyStore, auth_failure_status
 from geoengine.gateway_store import open_keystore
 from geoengine.server import problems
 from geoengine.server.lifecycle import FaultGuard, Reloader
@@ -18,6 +18,7 @@ from geoengine.server.middleware import BodyLimitMiddleware, GatewayMiddleware
 from geoengine.server.proxy import ProxyHeadersMiddleware
 from geoengine.server.routes import ROUTE_MODULES
 from geoengine.server.routes.tiles import TileFastPath
+from geoengine.server.web.access import WebAccessMiddleware
 
 DESCRIPTION = """
 Routing, search, vector tiles and elevation from one OpenStreetMap bundle.
@@ -62,6 +63,7 @@ def create_app(engine: Engine, settings: Settings | None = None, keystore: KeySt
     app.add_middleware(BodyLimitMiddleware, limit=settings.max_body_bytes)
     app.add_middleware(FaultGuard)  # 503 for a group whose bundle files were damaged after start
     app.add_middleware(GatewayMiddleware, keystore=keystore, gateway_host=settings.gateway_host)
+    app.add_middleware(WebAccessMiddleware, keystore=keystore, settings=settings)  # outermost: page, CORS
     app.add_middleware(ProxyHeadersMiddleware, trusted=settings.forwarded_allow_ips)  # outermost
     _document_gateway(app)
     return app
@@ -86,7 +88,7 @@ def _document_gateway(app: FastAPI) -> None:
         schema["security"] = [{"GatewayKey": [], "GatewayHost": []}]
         ref = {"application/problem+json": {"schema": {"$ref": "#/components/schemas/Problem"}}}
         for path, ops in schema.get("paths", {}).items():
-            auth = "401" if path in ("/matrix", "/v1/routing/directions") else "403"
+            auth = str(auth_failure_status(path))
             for op in ops.values():
                 responses = op.setdefault("responses", {})
                 responses.pop("422", None) if _is_default_422(responses.get("422")) else None

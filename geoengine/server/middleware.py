@@ -8,7 +8,7 @@ import anyio
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from geoengine.errors import GeoengineError, QuotaExceeded
-from geoengine.gateway import UNAUTHORIZED_401_PATHS, KeyStore
+from geoengine.gateway import KeyStore, auth_failure_status
 from geoengine.server.problems import PROBLEM_JSON, problem_bytes
 
 # Documentation routes a browser opens without gateway headers.
@@ -40,7 +40,8 @@ class GatewayMiddleware:
         if scope["type"] != "http":
             return await self.app(scope, receive, send)
         path = scope["path"]
-        if path in OPEN_PATHS:
+        if path in OPEN_PATHS or scope.get("state", {}).get("web_principal"):
+            # web_principal: a page session or publishable key already checked and counted (server/web/)
             return await self.app(scope, receive, send)
         key = host = None
         for name, value in scope["headers"]:
@@ -48,7 +49,7 @@ class GatewayMiddleware:
                 key = value
             elif name == b"x-gateway-host":
                 host = value
-        status = 401 if path.rstrip("/") in UNAUTHORIZED_401_PATHS else 403
+        status = auth_failure_status(path)
         title = "Unauthorized" if status == 401 else "Forbidden"
         if key is None:
             return await send_problem(send, status, "missing X-Gateway-Key header", title)

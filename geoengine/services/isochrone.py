@@ -165,12 +165,14 @@ def isochrone(router, req: IsochroneRequest) -> dict:
                  "fill-opacity": 0.33, "fillOpacity": 0.33, "opacity": 0.33}
         features.append({"type": "Feature", "properties": props, "geometry": geometry})
     if req.show_locations:
-        features.append({"type": "Feature", "properties": {"location_index": 0, "type": "input"},
-                         "geometry": {"type": "Point", "coordinates": [round(lon0, 6), round(lat0, 6)]}})
+        # the location points come FIRST: clients that pair the contour features with the requested
+        # intervals by position from the end (routingpy's Valhalla client) then pair them correctly
+        points = [{"type": "Feature", "properties": {"location_index": 0, "type": "input"},
+                   "geometry": {"type": "Point", "coordinates": [round(lon0, 6), round(lat0, 6)]}}]
         pts = np.unique(np.round(np.column_stack([cands["lon"], cands["lat"]]), 6), axis=0)
-        for lo, la in pts.tolist():
-            features.append({"type": "Feature", "properties": {"location_index": 0, "type": "snapped"},
-                             "geometry": {"type": "Point", "coordinates": [lo, la]}})
+        points += [{"type": "Feature", "properties": {"location_index": 0, "type": "snapped"},
+                    "geometry": {"type": "Point", "coordinates": [lo, la]}} for lo, la in pts.tolist()]
+        features = points + features
     out: dict[str, Any] = {"type": "FeatureCollection", "features": features}
     if req.id is not None:
         out["id"] = req.id

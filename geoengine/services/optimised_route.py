@@ -53,8 +53,22 @@ class OptimisedRouteResponse(BaseModel):
 
 
 def optimised_route(engine, req: OptimisedRouteRequest) -> dict:
-    from geoengine.services import route
+    """The POST /optimised_route document."""
     from geoengine.services.dialects.trip import trip_document
+
+    order, method, cost, given, best = optimise(engine, req)
+    out = {"optimized_order": order,
+           "optimisation": {"method": method, "time_s": round(cost, 1), "given_order_time_s": round(given, 1)},
+           "trip": trip_document(best, req.shape_format)}
+    if req.id is not None:
+        out["id"] = req.id
+    return out
+
+
+def optimise(engine, req: OptimisedRouteRequest):
+    """(visiting order, method, matrix time of that order, matrix time of the given order, the typed
+    Route through the stops in that order with each location's original_index set)."""
+    from geoengine.services import route
 
     router = engine.router
     locs = req.locations
@@ -93,10 +107,4 @@ def optimised_route(engine, req: OptimisedRouteRequest) -> dict:
     best = route.run(engine, rreq).best
     for k, loc in enumerate(best.locations):
         loc.original_index = int(order[k])
-    out = {"optimized_order": [int(i) for i in order],
-           "optimisation": {"method": method, "time_s": round(cost, 1),
-                            "given_order_time_s": round(float(path_cost(D, np.arange(n))), 1)},
-           "trip": trip_document(best, req.shape_format)}
-    if req.id is not None:
-        out["id"] = req.id
-    return out
+    return [int(i) for i in order], method, cost, float(path_cost(D, np.arange(n))), best

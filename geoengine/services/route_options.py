@@ -139,7 +139,7 @@ def apply_elevation(engine, route, interval: float, *, max_points: int = MAX_ELE
                                        f"gives more than {max_points} samples; use at least {length / (max_points - 1):.1f} m")
         slon, slat, _d = sample_along(leg.lon, leg.lat, float(interval))
         leg.elevation_interval = float(interval)
-        leg.elevation = np.asarray(engine.elevation(slat, slon), dtype=np.float64)
+        leg.elevation = np.asarray(engine.elevation(lat=slat, lon=slon), dtype=np.float64)
     return route
 
 

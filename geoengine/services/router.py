@@ -28,10 +28,13 @@ PROFILE_CACHE = 8
 
 
 class Router:
-    def __init__(self, graph, snapper, ch_dir: Path | None):
+    def __init__(self, graph, snapper, ch_dir: Path | None, *, cch_cache_bytes: int | None = None):
         self.graph = graph
         self.snapper = snapper
         self.ch_dir = Path(ch_dir) if ch_dir else None
+        self.cch_cache_bytes = cch_cache_bytes
+        self._customiser = None
+        self._cch_lock = threading.Lock()
         self._lock = threading.Lock()
         self._defaults: dict[str, Profile] = {}
         self._custom: OrderedDict[tuple, Profile] = OrderedDict()
@@ -49,7 +52,23 @@ class Router:
 
         return ContractionHierarchy.load(d, mmap=True)
 
+    @property
+    def customiser(self):
+        """The bundle's CCH (`geoengine.routing.customise.Customiser`), or None for a bundle without one."""
+        if self._customiser is None and self.ch_dir is not None and (self.ch_dir / "cch" / "cch.json").exists():
+            with self._cch_lock:
+                if self._customiser is None:
+                    from geoengine.routing.customise import DEFAULT_CACHE_BYTES, Customiser
+
+                    limit = DEFAULT_CACHE_BYTES if self.cch_cache_bytes is None else self.cch_cache_bytes
+                    self._customiser = Customiser.open(self.graph, self.ch_dir / "cch", limit)
+        return self._customiser
+
     def profile(self, costing: str, options=None, blocked: np.ndarray | None = None) -> Profile:
+        """The profile of a costing, options and blocked edges, with a hierarchy: the bundle's classic
+        CH for a costing's defaults when the bundle has one, else the CCH customised for exactly these
+        weights (defaults: kept for the router's life; other option sets and avoid areas: in the
+        byte-bounded LRU `customiser.cache`). Without either, `ch` is None (exact Dijkstra)."""
         options = options or default_options(costing)
         if blocked is None and (not options.given or options.is_default):
             prof = self._defaults.get(costing)
@@ -58,9 +77,20 @@ class Router:
                     prof = self._defaults.get(costing)
                     if prof is None:
                         prof = Profile(self.graph, costing, options, ch=self._ch_for(costing))
+                        if prof.ch is None and self.customiser is not None:
+                            prof.ch = self.customiser.customise(prof)
                         self._defaults[costing] = prof
             return prof
         key = (costing, options.fingerprint, None if blocked is None else hash(np.packbits(blocked).tobytes()))
+        cust = self.customiser
+        if cust is not None:
+            def make():
+                p = Profile(self.graph, costing, options, blocked=blocked)
+                p.ch = cust.customise(p)
+                _ = p.component  # computed now, so its bytes are counted
+                return p
+
+            return cust.cache.get(key, make)
         with self._lock:
             prof = self._custom.get(key)
             if prof is not None:
@@ -75,6 +105,8 @@ class Router:
 
     def warm(self) -> None:
         """Open the snapper and the default car hierarchy and load the compiled kernels now."""
+        if self.customiser is not None:
+            self.customiser.warmup()
         prof = self.profile("auto")
         if prof.ch is not None:
             prof.ch.warmup()
@@ -492,11 +524,22 @@ class _CandArrays:
 
 @dataclass
 class MatrixResult:
-    """time_s, distance_m: float64[N, M] (inf = no route); sources, targets: snapped (lon, lat) [N|M, 2]."""
+    """time_s, distance_m: float64[N, M] (inf = no route; NaN = a point not on the network, with
+    engine.matrix(..., unsnappable="nan")); sources, targets: snapped (lon, lat) [N|M, 2] (NaN where not
+    snapped); snapped, snap_distance_m: (sources, targets) pairs of bool / metre arrays, set by
+    engine.matrix (see geoengine.analysis.unsnappable)."""
 
     time_s: np.ndarray
     distance_m: np.ndarray
     sources: np.ndarray
     targets: np.ndarray
+    snapped: tuple | None = None
+    snap_distance_m: tuple | None = None
+
+    def to_pandas(self):
+        """Long form: one row per (source, target) with time_s and distance_m (needs pandas)."""
+        from geoengine.analysis.frames import matrix_frame
+
+        return matrix_frame(self.time_s, self.distance_m)
 
 

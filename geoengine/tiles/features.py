@@ -233,6 +233,8 @@ def collect(osm_path, bbox=None) -> FeatureSet:
         fs.add(box, schema.Feature("earth", "earth", 0), {})
     coll = _Collector(fs, rel.way_level)
     coll.apply_file(str(osm_path), locations=True)
+    if box is not None:
+        clip_to_box(fs, box)
     if box is not None and fs.coastlines:
         split = split_land_sea(fs.coastlines, box)
         if split is not None:
@@ -240,3 +242,38 @@ def collect(osm_path, bbox=None) -> FeatureSet:
             fs.geoms[0] = land
             fs.add(sea, schema.Feature("water", "ocean", 0, "ocean"), {})
     return fs
+
+
+def clip_to_box(fs: FeatureSet, box) -> None:
+    """Clip every feature to the extract's box (the land the `earth` layer draws), in place, and drop
+    those left empty. Relation members and ways reach past the extract's bounds (Andorra's reach 41.7N):
+    unclipped, forest and rivers would be drawn past the land onto the background."""
+    if not fs.geoms:
+        return
+    geoms = np.array(fs.geoms, dtype=object)
+    x0, y0, x1, y1 = box.bounds
+    inside = shapely.contains_properly(box, geoms)  # most features: left as they are
+    out = np.flatnonzero(~inside)
+    if len(out) == 0:
+        return
+    dims = shapely.get_dimensions(geoms[out])
+    clipped = shapely.clip_by_rect(geoms[out], x0, y0, x1, y1)
+    keep = np.ones(len(geoms), dtype=bool)
+    keep[out] = ~shapely.is_empty(clipped)
+    # Only features crossing the box's edge get here; a polygon along the edge may leave a line too.
+    for i in np.flatnonzero(keep[out] & (shapely.get_type_id(clipped) == 7)).tolist():
+        parts = [p for p in shapely.get_parts(clipped[i]) if shapely.get_dimensions(p) == dims[i]]
+        if not parts:
+            keep[out[i]] = False
+        elif dims[i] == 2:
+            clipped[i] = shapely.union_all(parts)
+        elif dims[i] == 1:
+            clipped[i] = shapely.multilinestrings([q for p in parts for q in shapely.get_parts(p)])
+        else:
+            clipped[i] = shapely.multipoints(parts)
+    geoms[out] = clipped
+    idx = np.flatnonzero(keep)
+    fs.geoms = geoms[idx].tolist()
+    fs.layer = [fs.layer[i] for i in idx.tolist()]
+    fs.min_zoom = [fs.min_zoom[i] for i in idx.tolist()]
+    fs.props = [fs.props[i] for i in idx.tolist()]

@@ -29,6 +29,10 @@ MINZOOM = 0
 MAXZOOM = 14
 BATCH = 24  # tiles per work unit
 MAX_TILES_PER_FEATURE = 1 << 20
+# At a zoom where features touch at least 1/FULL_GRID_FACTOR of the box's tiles, every tile of the box is
+# made (so its `earth` covers the extract's bounds); where they are sparser (far-apart parts in one
+# extract) only the tiles that features touch are.
+FULL_GRID_FACTOR = 4
 LANDCOVER_MAXZOOM = 7  # the style fades landcover out by z7; landuse carries the detail above
 _LANDCOVER = schema.LAYERS.index("landcover")
 
@@ -159,13 +163,20 @@ def _feature_tiles(bounds: np.ndarray, z: int, rng) -> np.ndarray:
 
 def tasks_for(bbox, minzoom: int, maxzoom: int, bounds: np.ndarray,
               min_zoom: np.ndarray | None = None) -> list[tuple[int, list[tuple[int, int]]]]:
-    """Batches of the tiles per zoom, within `bbox`, that the bounding boxes of the features (Mercator
-    `bounds`, with their `min_zoom`) touch. Land without any feature gets no tile (204), so an extract
-    of far-apart parts does not make a grid of empty tiles between them."""
+    """Batches of the tiles per zoom within `bbox`: those that the bounding boxes of the features
+    (Mercator `bounds`, with their `min_zoom`) touch, and every other tile of the box too when the
+    features touch at least 1/FULL_GRID_FACTOR of them, so that the land layer covers the extract's
+    bounds at every zoom (no 204 inside the box) while an extract of far-apart parts does not make a
+    grid of empty tiles between them."""
     tasks = []
     for z in range(minzoom, maxzoom + 1):
+        rng = tile_range(bbox, z)
+        x0, y0, x1, y1 = rng
         sel = bounds if min_zoom is None else bounds[np.minimum(min_zoom, maxzoom) <= z]
-        ids = _feature_tiles(sel, z, tile_range(bbox, z))
+        ids = _feature_tiles(sel, z, rng)
+        if (x1 - x0 + 1) * (y1 - y0 + 1) <= FULL_GRID_FACTOR * len(ids):
+            xs, ys = np.meshgrid(np.arange(x0, x1 + 1, dtype=np.int64), np.arange(y0, y1 + 1, dtype=np.int64))
+            ids = np.sort(((xs << 32) | ys).ravel())
         tiles = list(zip((ids >> 32).tolist(), (ids & 0xFFFFFFFF).tolist(), strict=True))
         for i in range(0, len(tiles), BATCH):
             tasks.append((z, tiles[i : i + BATCH]))

@@ -124,7 +124,7 @@ def _profile(andorra, shape):
     lat, lon = decode_polyline(shape, 6)
     d = np.concatenate([[0.0], np.cumsum(haversine_m(lat[:-1], lon[:-1], lat[1:], lon[1:]))])
     x = np.arange(0.0, d[-1], 20.0)
-    h = andorra.elevation(np.interp(x, d, lat), np.interp(x, d, lon))
+    h = andorra.elevation(lat=np.interp(x, d, lat), lon=np.interp(x, d, lon))
     hs = np.convolve(np.pad(h, 2, mode="edge"), np.ones(5) / 5, mode="valid")
     dh = np.diff(hs)
     steepest = float(np.max((hs[25:] - hs[:-25]) / 500.0))
@@ -169,5 +169,5 @@ def test_use_hills_route_climb_agrees_with_the_grades(andorra):
     doc = andorra.route(locations=[ENCAMP, ORDINO], costing="bicycle", costing_options={"use_hills": 0})
     shape_climb, _, _ = _profile(andorra, doc["trip"]["legs"][0]["shape"])
     assert climb == pytest.approx(shape_climb, rel=0.15)
-    h = andorra.elevation([ENCAMP["lat"], ORDINO["lat"]], [ENCAMP["lon"], ORDINO["lon"]])
+    h = andorra.elevation(lat=[ENCAMP["lat"], ORDINO["lat"]], lon=[ENCAMP["lon"], ORDINO["lon"]])
     assert climb - descent == pytest.approx(h[1] - h[0], abs=25)  # snapped ends are near the points

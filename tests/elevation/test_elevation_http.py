@@ -98,7 +98,7 @@ def test_post_shape_heights(client, andorra):
     assert resp.status_code == 200, resp.text
     body = resp.json()
     assert set(body) == {"height"}
-    expected = andorra.elevation(np.array([ANDORRA_LA_VELLA[0], ENCAMP[0]]), np.array([ANDORRA_LA_VELLA[1], ENCAMP[1]]))
+    expected = andorra.elevation(lat=np.array([ANDORRA_LA_VELLA[0], ENCAMP[0]]), lon=np.array([ANDORRA_LA_VELLA[1], ENCAMP[1]]))
     assert body["height"] == pytest.approx(list(expected), abs=0.05)
 
 
@@ -114,7 +114,7 @@ def test_post_range_height(client, andorra):
     for (a, b), (c, d) in zip(pts, pts[1:], strict=False):
         cum.append(cum[-1] + great_circle_m(a, b, c, d))
     assert [p[0] for p in rh] == pytest.approx(cum, abs=0.05)
-    heights = andorra.elevation(np.array([p[0] for p in pts]), np.array([p[1] for p in pts]))
+    heights = andorra.elevation(lat=np.array([p[0] for p in pts]), lon=np.array([p[1] for p in pts]))
     assert [p[1] for p in rh] == pytest.approx(list(heights), abs=0.05)
 
 
@@ -131,7 +131,7 @@ def test_post_encoded_polyline_equals_shape(client):
 
 def test_post_integer_coordinates_are_numbers(client, andorra):
     body = client.post("/elevation", json={"shape": [{"lat": 42, "lon": 1}, {"lat": 42.5, "lon": 1.5}]}).json()
-    assert body["height"][0] == pytest.approx(float(andorra.elevation([42.0], [1.0])[0]), abs=0.05)
+    assert body["height"][0] == pytest.approx(float(andorra.elevation(lat=[42.0], lon=[1.0])[0]), abs=0.05)
 
 
 def test_post_points_outside_coverage_are_null(client):

@@ -27,24 +27,24 @@ PLACES = [
 @pytest.mark.parametrize(("name", "lat", "lon", "plausible"), PLACES, ids=[p[0] for p in PLACES])
 def test_known_places_match_hand_bilinear(andorra, n42e001, bilinear, name, lat, lon, plausible):
     expected = bilinear(n42e001, 42, 1, lat, lon)
-    got = andorra.elevation(np.array([lat]), np.array([lon]))
+    got = andorra.elevation(lat=np.array([lat]), lon=np.array([lon]))
     assert got.dtype == np.float64 and got.shape == (1,)
     assert got[0] == pytest.approx(expected, abs=1e-6)
     assert plausible[0] <= got[0] <= plausible[1]
-    assert andorra.elevation_at(lat, lon) == pytest.approx(expected, abs=1e-6)
+    assert andorra.elevation_at(lat=lat, lon=lon) == pytest.approx(expected, abs=1e-6)
 
 
 def test_many_points_at_once_match_hand_bilinear(andorra, n42e001, bilinear):
     rng = np.random.default_rng(42)
     lats = rng.uniform(42.43, 42.66, 300)
     lons = rng.uniform(1.42, 1.78, 300)
-    got = andorra.elevation(lats, lons)
+    got = andorra.elevation(lat=lats, lon=lons)
     expected = np.array([bilinear(n42e001, 42, 1, la, lo) for la, lo in zip(lats, lons, strict=True)], dtype=float)
     clear = np.isfinite(expected)  # cells without voids
     assert clear.sum() > 280
     np.testing.assert_allclose(got[clear], expected[clear], atol=1e-6)
     # shape follows the input
-    assert andorra.elevation(lats.reshape(20, 15), lons.reshape(20, 15)).shape == (20, 15)
+    assert andorra.elevation(lat=lats.reshape(20, 15), lon=lons.reshape(20, 15)).shape == (20, 15)
 
 
 def test_grid_nodes_return_the_raw_sample(andorra, n42e001):
@@ -52,7 +52,7 @@ def test_grid_nodes_return_the_raw_sample(andorra, n42e001):
     cols = np.array([0, 1200, 517, 600, 0, 1200])
     ok = n42e001[rows, cols] != VOID
     rows, cols = rows[ok], cols[ok]
-    got = andorra.elevation(43 - rows / 1200, 1 + cols / 1200)
+    got = andorra.elevation(lat=43 - rows / 1200, lon=1 + cols / 1200)
     np.testing.assert_allclose(got, n42e001[rows, cols], atol=1e-6)
 
 
@@ -60,14 +60,14 @@ def test_polyline_across_the_n41_n42_boundary(andorra, n41e001, n42e001, bilinea
     # southwards along lon 1.5123 from 42.02 to 41.98, crossing latitude 42.0 (the tiles' shared row)
     lats = np.linspace(42.02, 41.98, 97)
     lons = np.full(lats.size, 1.5123)
-    got = andorra.elevation(lats, lons)
+    got = andorra.elevation(lat=lats, lon=lons)
     assert np.all(np.isfinite(got))
     for lat, h in zip(lats, got, strict=True):
         tile, south = (n42e001, 42) if lat >= 42.0 else (n41e001, 41)
         assert h == pytest.approx(bilinear(tile, south, 1, lat, 1.5123), abs=1e-6)
     # continuity at the edge: from both sides the value tends to the one on the shared row
     eps = 1e-9
-    above, on, below = andorra.elevation(np.array([42.0 + eps, 42.0, 42.0 - eps]), np.full(3, 1.5123))
+    above, on, below = andorra.elevation(lat=np.array([42.0 + eps, 42.0, 42.0 - eps]), lon=np.full(3, 1.5123))
     assert above == pytest.approx(on, abs=1e-3) and below == pytest.approx(on, abs=1e-3)
     assert on == pytest.approx(bilinear(n41e001, 41, 1, 41.0 + 1 - 1e-12, 1.5123), abs=1e-3)
     # consecutive samples differ no more than the steepest grid step they span
@@ -76,10 +76,10 @@ def test_polyline_across_the_n41_n42_boundary(andorra, n41e001, n42e001, bilinea
     band = np.vstack([n42e001[1190:, col : col + 2], n41e001[1:12, col : col + 2]]).astype(float)
     assert steps.max() <= np.abs(np.diff(band, axis=0)).max() + 1e-6
     # the same polyline through the profile helper, as coordinates and as a precision-6 polyline
-    prof = andorra.elevation_profile(lats, lons)
+    prof = andorra.elevation_profile(lats=lats, lons=lons)
     np.testing.assert_allclose(prof.heights, got)
     enc = andorra.elevation_profile(encoded_polyline=encode_polyline(lats, lons, 6))
-    np.testing.assert_allclose(enc.heights, andorra.elevation(np.round(lats, 6), np.round(lons, 6)))
+    np.testing.assert_allclose(enc.heights, andorra.elevation(lat=np.round(lats, 6), lon=np.round(lons, 6)))
     assert prof.distances[0] == 0.0 and np.all(np.diff(prof.distances) > 0)
     assert prof.distances[-1] == pytest.approx(0.04 * math.pi / 180 * 6_371_008.8, rel=1e-9)
 
@@ -125,21 +125,21 @@ def test_tiles_without_shared_edges_are_seamless(whole_and_split, rc):
 def test_outside_coverage(andorra):
     lats = np.array([45.0, 42.5, 40.9, 42.5, np.nan])
     lons = np.array([1.5, 2.5, 1.5, 0.99, 1.5])
-    assert np.isnan(andorra.elevation(lats, lons)).all()
+    assert np.isnan(andorra.elevation(lat=lats, lon=lons)).all()
     with pytest.raises(OutsideCoverage, match=r"outside the elevation coverage.*N42E001"):
-        andorra.elevation_at(45.0, 1.5)
+        andorra.elevation_at(lat=45.0, lon=1.5)
     with pytest.raises(InvalidRequest) as err:
-        andorra.elevation_at(91.0, 1.5)
+        andorra.elevation_at(lat=91.0, lon=1.5)
     assert err.value.errors[0].field == "lat"
 
 
 def test_bundle_without_dem(liechtenstein):
     assert not liechtenstein.bundle.has_stage("elevation")
-    assert np.isnan(liechtenstein.elevation(np.array([47.14]), np.array([9.52]))).all()
+    assert np.isnan(liechtenstein.elevation(lat=np.array([47.14]), lon=np.array([9.52]))).all()
     with pytest.raises(OutsideCoverage, match="without a DEM"):
-        liechtenstein.elevation_at(47.14, 9.52)
+        liechtenstein.elevation_at(lat=47.14, lon=9.52)
     with pytest.raises(OutsideCoverage, match="without a DEM"):
-        liechtenstein.elevation_profile([47.14], [9.52])
+        liechtenstein.elevation_profile(lats=[47.14], lons=[9.52])
 
 
 # -- voids: the Monaco tile N43E007 has 1,595 of them --------------------------------------------------
@@ -161,15 +161,15 @@ def test_cell_with_one_void_corner_renormalises(monaco, n43e007):
     ne, sw, se = (float(n43e007[r0, c0 + 1]), float(n43e007[r0 + 1, c0]), float(n43e007[r0 + 1, c0 + 1]))
     # at the cell centre the three valid corners weigh equally
     lat, lon = _cell_point(r0, c0, 0.5, 0.5)
-    assert monaco.elevation_at(lat, lon) == pytest.approx((ne + sw + se) / 3, abs=1e-6)
+    assert monaco.elevation_at(lat=lat, lon=lon) == pytest.approx((ne + sw + se) / 3, abs=1e-6)
     # at (0.25, 0.75): bilinear weights of NE, SW, SE are 0.5625, 0.0625, 0.1875, renormalised
     lat, lon = _cell_point(r0, c0, 0.25, 0.75)
     w = {"ne": 0.75 * 0.75, "sw": 0.25 * 0.25, "se": 0.25 * 0.75}
     expected = (w["ne"] * ne + w["sw"] * sw + w["se"] * se) / sum(w.values())
-    assert monaco.elevation_at(lat, lon) == pytest.approx(expected, abs=1e-6)
+    assert monaco.elevation_at(lat=lat, lon=lon) == pytest.approx(expected, abs=1e-6)
     # exactly on the void sample: the mean of the valid samples of its cell
     lat, lon = _cell_point(r0, c0, 0.0, 0.0)
-    assert monaco.elevation_at(lat, lon) == pytest.approx((ne + sw + se) / 3, abs=1e-6)
+    assert monaco.elevation_at(lat=lat, lon=lon) == pytest.approx((ne + sw + se) / 3, abs=1e-6)
 
 
 def test_cell_of_four_voids_has_no_height(monaco, n43e007):
@@ -177,10 +177,10 @@ def test_cell_of_four_voids_has_no_height(monaco, n43e007):
     all4 = v[:-1, :-1] & v[:-1, 1:] & v[1:, :-1] & v[1:, 1:]
     r0, c0 = map(int, np.argwhere(all4)[0])
     lat, lon = _cell_point(r0, c0, 0.3, 0.6)
-    assert np.isnan(monaco.elevation(np.array([lat]), np.array([lon]))[0])
+    assert np.isnan(monaco.elevation(lat=np.array([lat]), lon=np.array([lon]))[0])
     with pytest.raises(OutsideCoverage, match="voids"):
-        monaco.elevation_at(lat, lon)
-    prof = monaco.elevation_profile([lat, 43.73], [lon, 7.42])
+        monaco.elevation_at(lat=lat, lon=lon)
+    prof = monaco.elevation_profile(lats=[lat, 43.73], lons=[lon, 7.42])
     assert np.isnan(prof.heights[0]) and prof.status[0] == 1 and np.isfinite(prof.heights[1])
 
 
@@ -193,7 +193,7 @@ def test_voids_never_count_as_heights(monaco, n43e007):
     rng = np.random.default_rng(3)
     fr, fc = rng.uniform(0, 1, len(cells)), rng.uniform(0, 1, len(cells))
     lat, lon = _cell_point(cells[:, 0], cells[:, 1], fr, fc)
-    got = monaco.elevation(lat, lon)
+    got = monaco.elevation(lat=lat, lon=lon)
     corners = np.stack(
         [n43e007[cells[:, 0] + dr, cells[:, 1] + dc] for dr, dc in ((0, 0), (0, 1), (1, 0), (1, 1))], axis=1
     ).astype(float)
@@ -212,15 +212,15 @@ def test_profile_validation(andorra):
     with pytest.raises(InvalidRequest, match="exactly one"):
         andorra.elevation_profile()
     with pytest.raises(InvalidRequest, match="not both"):
-        andorra.elevation_profile([42.5], [1.5], encoded_polyline="??")
+        andorra.elevation_profile(lats=[42.5], lons=[1.5], encoded_polyline="??")
     with pytest.raises(InvalidRequest, match="at least one point"):
-        andorra.elevation_profile([], [])
+        andorra.elevation_profile(lats=[], lons=[])
     with pytest.raises(InvalidRequest) as err:
-        andorra.elevation_profile([42.5, 42.6, 100.0], [1.5, 1.5, 1.5])
+        andorra.elevation_profile(lats=[42.5, 42.6, 100.0], lons=[1.5, 1.5, 1.5])
     assert err.value.errors[0].field == "shape[2].lat"
     with pytest.raises(InvalidRequest, match="at most 3 points"):
-        andorra.elevation_profile([42.5] * 4, [1.5] * 4, max_points=3)
-    assert len(andorra.elevation_profile([42.5] * 3, [1.5] * 3, max_points=3)) == 3
+        andorra.elevation_profile(lats=[42.5] * 4, lons=[1.5] * 4, max_points=3)
+    assert len(andorra.elevation_profile(lats=[42.5] * 3, lons=[1.5] * 3, max_points=3)) == 3
     many = encode_polyline(np.full(2001, 42.5), np.full(2001, 1.5))
     with pytest.raises(InvalidRequest, match="at most 2000 points"):
         andorra.elevation_profile(encoded_polyline=many)

@@ -40,7 +40,7 @@ def test_andorra_bundle_holds_both_tiles(andorra, n42e001, n41e001):
 
 
 def test_engine_maps_tiles_instead_of_reading_them(andorra):
-    andorra.elevation([42.5], [1.5])
+    andorra.elevation(lat=[42.5], lon=[1.5])
     samples = andorra._elevation._samples
     assert not samples.flags.writeable and not samples.flags.owndata  # a read-only view of the mapped file
 
@@ -132,7 +132,7 @@ def test_build_with_a_geotiff_dem(tmp_path, settings, shared_data_dir, n42e001, 
     assert stage["info"]["tiles"] == ["andorra-dem"]
     assert stage["counts"]["voids"] == int((n42e001 == VOID).sum())
     lat, lon = 42.5063, 1.5218
-    assert engine.elevation_at(lat, lon) == pytest.approx(bilinear(n42e001, 42, 1, lat, lon), abs=1e-6)
+    assert engine.elevation_at(lat=lat, lon=lon) == pytest.approx(bilinear(n42e001, 42, 1, lat, lon), abs=1e-6)
 
 
 def test_build_with_dem_files_that_miss_the_extract(tmp_path, settings, shared_data_dir):
@@ -144,6 +144,6 @@ def test_build_with_dem_files_that_miss_the_extract(tmp_path, settings, shared_d
     stage = engine.bundle.stages["elevation"]
     assert stage["counts"]["tiles"] == 0 and "N43E007.hgt.zip (outside the extract)" in stage["info"]["skipped"]
     with pytest.raises(OutsideCoverage, match="none of which meets the extract"):
-        engine.elevation_at(42.5, 1.5)
-    assert np.isnan(engine.elevation([42.5], [1.5])).all()
+        engine.elevation_at(lat=42.5, lon=1.5)
+    assert np.isnan(engine.elevation(lat=[42.5], lon=[1.5])).all()
 

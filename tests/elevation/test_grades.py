@@ -54,8 +54,8 @@ def test_engine_graph_carries_grades_per_edge(graph):
 def test_climb_minus_descent_is_the_height_difference_of_the_ends(andorra, graph):
     """End samples are not smoothed, so every segment's net rise is exactly the DEM difference of its
     end nodes (and along a path, climb - descent telescopes to the ends' difference)."""
-    hu = andorra.elevation(graph.node_lat[graph.seg_u], graph.node_lon[graph.seg_u])
-    hv = andorra.elevation(graph.node_lat[graph.seg_v], graph.node_lon[graph.seg_v])
+    hu = andorra.elevation(lat=graph.node_lat[graph.seg_u], lon=graph.node_lon[graph.seg_u])
+    hv = andorra.elevation(lat=graph.node_lat[graph.seg_v], lon=graph.node_lon[graph.seg_v])
     net = graph.seg_climb.astype(np.float64) - graph.seg_descent
     np.testing.assert_allclose(net, hv - hu, atol=0.01)
     assert (graph.seg_climb >= np.maximum(hv - hu, 0) - 0.01).all()
@@ -107,7 +107,7 @@ def test_long_straight_piece_is_resampled(andorra):
     g = _straight_segment_graph(lon0, lat0, lon1, lat1)
     out = segment_grades(g, model)
     lons = np.linspace(lon0, lon1, 400)
-    h = andorra.elevation(np.full(400, lat0), lons)
+    h = andorra.elevation(lat=np.full(400, lat0), lon=lons)
     net = h[-1] - h[0]
     low = h.min()
     assert out["climb"][0] - out["descent"][0] == pytest.approx(net, abs=0.01)

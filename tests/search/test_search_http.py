@@ -56,7 +56,7 @@ def test_detail_by_id_and_canonical_id(client):
     first = client.get("/search", params={"q": "Andorra la Vella"}).json()["results"][0]
     r = client.get(f"/search/detail/{first['canonical_id']}")
     assert r.status_code == 200 and r.json()["id"] == first["canonical_id"]
-    assert set(r.json()) == RESULT_FIELDS
+    assert RESULT_FIELDS <= set(r.json())
 
 
 def test_detail_missing_is_404(client):
@@ -87,6 +87,15 @@ def test_detail_missing_is_404(client):
     ("/search/reverse", {"lat": 42.5, "lon": 1.5, "size": 0}, "size"),
     ("/search/reverse", {"lat": 42.5, "lon": 1.5, "size": 11}, "size"),
     ("/search/reverse", {"lat": 42.5, "lon": 1.5, "types": "poi,x"}, "types"),
+    ("/search", {"q": "hotel", "categories": "no such thing"}, "categories"),
+    ("/search", {"q": "hotel", "categories": ",,"}, "categories"),
+    ("/search", {"q": "hotel", "bbox": "1,42"}, "bbox"),
+    ("/search", {"q": "hotel", "bbox": "2,42,1,43"}, "bbox"),
+    ("/search", {"q": "hotel", "bbox": "1,42,2,nan"}, "bbox"),
+    ("/search", {"q": "hotel", "countries": "AND"}, "countries"),
+    ("/search", {"q": "hotel", "countries": "ad,x"}, "countries"),
+    ("/search/reverse", {"lat": 42.5, "lon": 1.5, "categories": "amenity=no_such_value"}, "categories"),
+    ("/search/reverse", {"lat": 42.5, "lon": 1.5, "categories": "x" * 300}, "categories"),
 ])
 def test_bad_parameters_are_400_with_field(client, path, params, field):
     r = client.get(path, params=params)
@@ -112,8 +121,12 @@ def test_unreadable_index_is_502(api_client, andorra, tmp_path, settings):
 def test_openapi_documents_search(client):
     doc = client.get("/openapi.json").json()
     params = {p["name"] for p in doc["paths"]["/search"]["get"]["parameters"]}
-    assert {"q", "types", "lat", "lon", "size"} <= params
-    assert {"lat", "lon", "size", "types", "radius"} <= {p["name"] for p in doc["paths"]["/search/reverse"]["get"]["parameters"]}
+    assert {"q", "types", "lat", "lon", "size", "categories", "bbox", "countries"} <= params
+    assert {"lat", "lon", "size", "types", "radius", "categories"} <= {
+        p["name"] for p in doc["paths"]["/search/reverse"]["get"]["parameters"]}
+    detail = doc["paths"]["/search/detail/{doc_id}"]["get"]["responses"]["200"]["content"]["application/json"]["schema"]
+    props = doc["components"]["schemas"][detail["$ref"].rsplit("/", 1)[1]]["properties"]
+    assert {"names", "categories", "address", "osm", "tags", "geometry", "merged"} <= set(props)
     assert np.isin(["200", "400", "502"], list(doc["paths"]["/search"]["get"]["responses"])).all()
 
 
@@ -126,8 +139,30 @@ def test_fast_path_answers_like_the_engine(client, andorra):
     got = r.json()
     assert {**got, "took_ms": 0} == {**want, "took_ms": 0}
     r = client.get("/search/reverse", params={"lat": 42.5075, "lon": 1.5218, "radius": "500m", "size": 3})
-    want = andorra.reverse(42.5075, 1.5218, radius="500m", size=3)
+    want = andorra.reverse(lat=42.5075, lon=1.5218, radius="500m", size=3)
     assert r.status_code == 200 and {**r.json(), "took_ms": 0} == {**want, "took_ms": 0}
+
+
+@pytest.mark.parametrize("prefix", ["", "size=05&"])  # the fast path, and FastAPI's route (size=05)
+def test_filters_over_http(client, andorra, prefix):
+    r = client.get(f"/search?{prefix}q=Carrer&categories=&bbox=1.50,42.49,1.54,42.52&countries=ad")
+    assert r.status_code == 200, r.text
+    want = andorra.search("Carrer", bbox="1.50,42.49,1.54,42.52", countries="ad", size=5 if prefix else 10)
+    assert {**r.json(), "took_ms": 0} == {**want, "took_ms": 0} and want["results"]
+    r = client.get(f"/search/reverse?{prefix}lat=42.5075&lon=1.5218&radius=20km&categories=amenity%2Ffuel")
+    assert r.status_code == 200, r.text
+    res = r.json()["results"]
+    assert res and all(x["category"] == "fuel" for x in res)
+    r = client.get(f"/search?{prefix}q=Apotheke&lat=42.5075&lon=1.5218")
+    res = r.json()["results"]
+    assert len(res) >= 3 and all(set(x) == RESULT_FIELDS for x in res) and res[0]["category"] == "pharmacy"
+
+
+def test_detail_has_the_full_document(client):
+    hit = client.get("/search", params={"q": "Andorra la Vella"}).json()["results"][0]
+    d = client.get(f"/search/detail/{hit['id']}").json()
+    assert set(d) == RESULT_FIELDS | {"names", "categories", "address", "osm", "tags", "geometry", "merged"}
+    assert {m["source"] for m in d["merged"]} == {"osm", "geonames"} and d["geometry"]["type"] == "Point"
 
 
 @pytest.mark.parametrize("query", ["q=Ordino&q=Canillo", "q=Ordino&size=03", "q=Ordino&lat=4.25e1&lon=1.5",

@@ -101,7 +101,7 @@ def test_size_and_total(andorra):
 
 
 def test_reverse_nearest_first_within_radius(andorra):
-    res = andorra.reverse(42.5075, 1.5218, radius="500m", size=10)
+    res = andorra.reverse(lat=42.5075, lon=1.5218, radius="500m", size=10)
     d = [r["distance_m"] for r in res["results"]]
     assert len(d) >= 3 and d == sorted(d) and d[-1] <= 500
     assert all(set(r) == SPEC_FIELDS | {"distance_m"} for r in res["results"])
@@ -110,7 +110,7 @@ def test_reverse_nearest_first_within_radius(andorra):
         if r["index"] != "streets":
             real = haversine_m(42.5075, 1.5218, np.array([r["location"]["lat"]]), np.array([r["location"]["lon"]]))[0]
             assert abs(real - r["distance_m"]) < max(2.0, 0.01 * real)
-    pois = andorra.reverse(42.5075, 1.5218, radius="2km", types="poi")["results"]
+    pois = andorra.reverse(lat=42.5075, lon=1.5218, radius="2km", types="poi")["results"]
     assert pois and all(r["doc_type"] == "poi" for r in pois)
 
 
@@ -126,7 +126,7 @@ def test_reverse_measures_streets_to_their_geometry(andorra):
     k = int(np.argmax(d_centre))
     assert d_centre[k] > 150
     street = ix.cols["id"][int(docs[seg[k]])]
-    res = andorra.reverse(float(v_lat[k]), float(v_lon[k]), radius="100m", size=10)["results"]
+    res = andorra.reverse(lat=float(v_lat[k]), lon=float(v_lon[k]), radius="100m", size=10)["results"]
     hit = [r for r in res if r["id"] == street]
     assert hit and hit[0]["distance_m"] < 1.0
 
@@ -150,14 +150,14 @@ def test_detail_by_id_and_missing(andorra):
     (lambda e: e.search("Ordino", lon=1.5), "lat"),
     (lambda e: e.search("Ordino", lat=95, lon=1.5), "lat"),
     (lambda e: e.search("Ordino", types="place,road"), "types"),
-    (lambda e: e.reverse(42.5, 1.5, radius="2 km"), "radius"),
-    (lambda e: e.reverse(42.5, 1.5, radius="5mi"), "radius"),
-    (lambda e: e.reverse(42.5, 1.5, radius="-1km"), "radius"),
-    (lambda e: e.reverse(42.5, 1.5, radius="0m"), "radius"),
-    (lambda e: e.reverse(42.5, 1.5, radius="500km"), "radius"),
-    (lambda e: e.reverse(42.5, 1.5, size=11), "size"),
-    (lambda e: e.reverse(42.5, None), "lon"),
-    (lambda e: e.reverse(42.5, 181), "lon"),
+    (lambda e: e.reverse(lat=42.5, lon=1.5, radius="2 km"), "radius"),
+    (lambda e: e.reverse(lat=42.5, lon=1.5, radius="5mi"), "radius"),
+    (lambda e: e.reverse(lat=42.5, lon=1.5, radius="-1km"), "radius"),
+    (lambda e: e.reverse(lat=42.5, lon=1.5, radius="0m"), "radius"),
+    (lambda e: e.reverse(lat=42.5, lon=1.5, radius="500km"), "radius"),
+    (lambda e: e.reverse(lat=42.5, lon=1.5, size=11), "size"),
+    (lambda e: e.reverse(lat=42.5, lon=None), "lon"),
+    (lambda e: e.reverse(lat=42.5, lon=181), "lon"),
 ])
 def test_bad_input_names_the_field(andorra, call, field):
     with pytest.raises(InvalidRequest) as exc:
@@ -191,7 +191,7 @@ def test_reverse_agrees_with_brute_force(andorra):
         np.minimum.at(per_doc, item_doc, d)
         nearest = np.argsort(per_doc)[:6]
         expect = per_doc[nearest][per_doc[nearest] <= 2000][:5]
-        res = andorra.reverse(lat, lon, radius="2km", size=5)["results"]
+        res = andorra.reverse(lat=lat, lon=lon, radius="2km", size=5)["results"]
         if any(ix.row_of(r["id"]) in merged for r in res) or merged & set(nearest.tolist()):
             continue  # a canonical group is reported at its canonical document's own distance
         got = [r["distance_m"] for r in res]

@@ -140,7 +140,9 @@ def test_cli_keys_use_redis_when_set(redis_server, tmp_path):
     assert made.returncode == 0, made.stderr
     key = made.stdout.strip().splitlines()[-1]
     assert RedisKeyStore(redis_server.url).authenticate(key) is not None
-    assert not (tmp_path / "state.sqlite3").exists()
+    from geoengine.gateway import KeyStore
+
+    assert KeyStore(tmp_path / "state.sqlite3").authenticate(key) is None  # not in the SQLite store
 
 
 # -- two real servers, one Redis ---------------------------------------------------------------------

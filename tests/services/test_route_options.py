@@ -113,8 +113,8 @@ def test_elevation_along_legs(andorra, shape_format):
     assert 950 < h[0] < 1150 and 1950 < h[-1] < 2200
     assert 2300 < max(x for x in h if x is not None) < 2500
     # samples equal the elevation at the first and last shape points
-    assert h[0] == pytest.approx(float(andorra.elevation([lat[0]], [lon[0]])[0]), abs=0.1)
-    assert h[-1] == pytest.approx(float(andorra.elevation([lat[-1]], [lon[-1]])[0]), abs=0.1)
+    assert h[0] == pytest.approx(float(andorra.elevation(lat=[lat[0]], lon=[lon[0]])[0]), abs=0.1)
+    assert h[-1] == pytest.approx(float(andorra.elevation(lat=[lat[-1]], lon=[lon[-1]])[0]), abs=0.1)
 
 
 def test_elevation_sampling_spacing():

@@ -10,4 +10,6 @@ ROUTE_MODULES: list[str] = [
     "geoengine.server.routes.matching",
     "geoengine.server.routes.directions",
     "geoengine.server.routes.optimised_route",
+    "geoengine.server.routes.valhalla",
+    "geoengine.server.routes.osrm",
 ]

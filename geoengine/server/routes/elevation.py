@@ -160,7 +160,7 @@ async def get_elevation(
     lon: Annotated[float, Query(ge=-180, le=180, allow_inf_nan=False, description="Longitude in degrees")],
     engine: Annotated[Engine, Depends(get_engine)],
 ) -> ElevationPoint:
-    height = engine.elevation_at(lat, lon)
+    height = engine.elevation_at(lat=lat, lon=lon)
     return ElevationPoint(lat=lat, lon=lon, elevation_m=round(height, 1))
 
 
@@ -180,7 +180,7 @@ async def post_elevation(body: ElevationRequest, engine: Annotated[Engine, Depen
         else:
             lats = np.fromiter(map(_LAT, shape), dtype=np.float64, count=len(shape))
             lons = np.fromiter(map(_LON, shape), dtype=np.float64, count=len(shape))
-        prof = engine.elevation_profile(lats, lons, encoded_polyline=body.encoded_polyline)
+        prof = engine.elevation_profile(lats=lats, lons=lons, encoded_polyline=body.encoded_polyline)
     else:
         prof = engine.elevation_profile(encoded_polyline=body.encoded_polyline)
     heights = np.round(prof.heights, 1)

@@ -60,6 +60,22 @@ class SearchResult(BaseModel):
     source: str | None = Field(description="Data provider: osm or geonames")
 
 
+class CategoryInfo(BaseModel):
+    id: str = Field(description="Category id: the iD preset id, e.g. `amenity/pharmacy`")
+    tags: dict[str, str] = Field(description="OSM tags of the category")
+    names: dict[str, str] = Field(description="Category name per language (en, fr, de, es, ar, hi, ca) where translated")
+
+
+class PlaceDetail(SearchResult):
+    names: dict[str, str | list[str]] = Field(description="Every name: name, name:xx, alt_name, ... (GeoNames: name, alternate)")
+    categories: list[CategoryInfo] = Field(description="Search categories of a POI (empty for other documents)")
+    address: dict[str, str] = Field(description="Address parts (addr:* without the prefix; street of an unnamed POI; country_code)")
+    osm: dict | None = Field(description="OSM object: {type, id}; a street: {type: way, ids}; null for GeoNames")
+    tags: dict[str, str | int] = Field(description="Useful OSM tags: opening_hours, phone, website, wheelchair, cuisine, ...")
+    geometry: dict = Field(description="GeoJSON geometry: Point, or a street's MultiLineString")
+    merged: list[SearchResult] = Field(description="Every document merged under the canonical id (canonical first)")
+
+
 class ReverseResult(SearchResult):
     distance_m: float = Field(description="Distance in metres from the query point (to a street's geometry)")
 
@@ -79,6 +95,8 @@ class ReverseResponse(BaseModel):
 
 
 ERRORS = {400: PROBLEM, 502: PROBLEM, 503: PROBLEM}
+CATEGORIES_DOC = ("Only POIs of these categories, comma-separated: iD preset ids (amenity/pharmacy), tags "
+                  "(amenity=pharmacy) or category words in en, fr, de, es, ar, hi or ca (pharmacy, Apotheke)")
 # The engine returns plain dicts with exactly these fields (tests check them); the routes send them as
 # they are instead of re-validating every result through pydantic, and declare the models for OpenAPI.
 # The handlers are `async def`: the engine calls take well under a millisecond of CPU under the GIL, so
@@ -93,8 +111,12 @@ async def search(
     lat: float | None = Query(None, ge=-90, le=90, description="Latitude to bias results towards (with lon)"),
     lon: float | None = Query(None, ge=-180, le=180, description="Longitude to bias results towards (with lat)"),
     size: Annotated[WholeNumber, Query(ge=1, le=25, description="Number of results, 1 to 25")] = 10,
+    categories: str | None = Query(None, description=CATEGORIES_DOC),
+    bbox: str | None = Query(None, description="Only documents inside min_lon,min_lat,max_lon,max_lat (degrees)"),
+    countries: str | None = Query(None, description="Only documents of these countries: comma-separated ISO 3166-1 alpha-2 codes (ad,li)"),
 ) -> JSONResponse:
-    return JSONResponse(engine.search(q, types=types, lat=lat, lon=lon, size=size))
+    return JSONResponse(engine.search(q, types=types, lat=lat, lon=lon, size=size, categories=categories, bbox=bbox,
+                                      countries=countries))
 
 
 @router.get("/search/reverse", response_model=None, responses={200: {"model": ReverseResponse}, **ERRORS},
@@ -107,13 +129,14 @@ async def reverse(
     types: str | None = Query(None, description="Comma-separated document types: place, poi"),
     radius: str = Query("2km", pattern=r"^\d+(\.\d+)?(m|km)$",
                         description="Search radius: a number followed by m or km (500m, 2km), at most 100km"),
+    categories: str | None = Query(None, description=CATEGORIES_DOC),
 ) -> JSONResponse:
-    return JSONResponse(engine.reverse(lat, lon, radius=radius, size=size, types=types))
+    return JSONResponse(engine.reverse(lat=lat, lon=lon, radius=radius, size=size, types=types, categories=categories))
 
 
 @router.get("/search/detail/{doc_id}", response_model=None,
-            responses={200: {"model": SearchResult}, 404: PROBLEM, 502: PROBLEM, 503: PROBLEM},
-            summary="One document by id or canonical id")
+            responses={200: {"model": PlaceDetail}, 404: PROBLEM, 502: PROBLEM, 503: PROBLEM},
+            summary="One document by id or canonical id, with its full details")
 async def detail(engine: EngineDep,
                  doc_id: str = Path(..., description="A document id or canonical id returned by search")) -> JSONResponse:
     return JSONResponse(engine.place(doc_id))
@@ -160,7 +183,8 @@ def _fast_search(engine, params: dict):
     size = _size(params, 10, 25)
     if q is None or len(q) < 2 or lat is False or lon is False or size is False:
         return None
-    return engine.search(q, types=params.get("types"), lat=lat, lon=lon, size=size)
+    return engine.search(q, types=params.get("types"), lat=lat, lon=lon, size=size, categories=params.get("categories"),
+                         bbox=params.get("bbox"), countries=params.get("countries"))
 
 
 def _fast_reverse(engine, params: dict):
@@ -169,7 +193,7 @@ def _fast_reverse(engine, params: dict):
     radius = params.get("radius", "2km")
     if lat is None or lon is None or lat is False or lon is False or size is False:
         return None
-    return engine.reverse(lat, lon, radius=radius, size=size, types=params.get("types"))
+    return engine.reverse(lat=lat, lon=lon, radius=radius, size=size, types=params.get("types"), categories=params.get("categories"))
 
 
 class _FastRoute:

@@ -1,0 +1,550 @@
+"""Customisable contraction hierarchies (the Dibbelt-Strasser-Wagner scheme, as in RoutingKit).
+
+Three phases, each over arrays only:
+
+1. **Order** (metric-independent, once per bundle): `geoengine.routing.order.nested_dissection`.
+2. **Topology** (`CCHTopology.build`, once per bundle): the chordal supergraph of the graph's
+   undirected edges under that order (eliminate vertices by rank; the higher neighbours of a vertex
+   become a clique). Every original arc maps to one supergraph edge {lo, hi} (ranks lo < hi); each
+   edge has an upward arc lo->hi and a downward arc hi->lo.
+3. **Customisation** (`CCHTopology.customise(weights, secondary)`, per metric, milliseconds to about
+   a second): original arc weights onto the edges (cheapest of parallel arcs, inf where no arc),
+   then the lower-triangle pass: for edge {u, w} and every lower triangle {m, u, w} (m < u < w),
+   up(u->w) = min(up, dn(u->m) + up(m->w)) and dn(w->u) = min(dn, dn(w->m) + up(m->u)). A vertex
+   writes only its own upward edges and reads those of lower neighbours, which are its descendants
+   in the elimination tree: independent subtrees (at most n/32 vertices each) run in parallel
+   (`numba.prange`, both cores), then the top of the tree in rank order.
+
+The result of a customisation is a `ContractionHierarchy` (ch.py) in its exact array layout: arcs of
+infinite weight are dropped (a blocked or absent direction costs no search work), a shortcut's
+middle vertex and two child arcs are the minimising lower triangle, so the existing bidirectional
+query with stall-on-demand, the bucket table, the batch pairs kernel and the path unpacking all run
+unchanged on it. Ties on the primary weight are broken by the secondary metric.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+from pathlib import Path
+
+import numba
+import numpy as np
+
+from geoengine.routing.ch import ContractionHierarchy
+
+FORMAT_VERSION = 1
+INF = np.inf
+_PARALLEL_LOCK = threading.Lock()
+_TOPO_ARRAYS = ("rank", "order", "off", "tgt", "row", "dn_off", "dn_src", "dn_edge", "task_off", "task_verts")
+
+
+@numba.njit(cache=True, nogil=True)
+def _chordal(n, uoff, uadj, rank, order):
+    """Chordal supergraph in rank space. Returns (off int64[n+1], tgt int32[mc] sorted per row,
+    parent int64[n] in the elimination tree (-1 for roots), height int64[n])."""
+    cap = max(16, 2 * uadj.shape[0])
+    tgt = np.empty(cap, np.int32)
+    off = np.zeros(n + 1, np.int64)
+    parent = np.full(n, -1, np.int64)
+    height = np.zeros(n, np.int64)
+    child_head = np.full(n, -1, np.int64)
+    child_next = np.full(n, -1, np.int64)
+    seen = np.full(n, -1, np.int64)
+    buf = np.empty(n, np.int64)
+    m = 0
+    for r in range(n):
+        cnt = 0
+        seen[r] = r
+        v = order[r]
+        for j in range(uoff[v], uoff[v + 1]):
+            x = rank[uadj[j]]
+            if x > r and seen[x] != r:
+                seen[x] = r
+                buf[cnt] = x
+                cnt += 1
+        c = child_head[r]
+        while c >= 0:
+            for j in range(off[c], off[c + 1]):
+                x = tgt[j]
+                if x > r and seen[x] != r:
+                    seen[x] = r
+                    buf[cnt] = x
+                    cnt += 1
+            c = child_next[c]
+        if m + cnt > cap:
+            while m + cnt > cap:
+                cap *= 2
+            bigger = np.empty(cap, np.int32)
+            bigger[:m] = tgt[:m]
+            tgt = bigger
+        row = np.sort(buf[:cnt])
+        for i in range(cnt):
+            tgt[m + i] = row[i]
+        m += cnt
+        off[r + 1] = m
+        if cnt:
+            p = row[0]
+            parent[r] = p
+            child_next[r] = child_head[p]
+            child_head[p] = r
+            if height[r] + 1 > height[p]:
+                height[p] = height[r] + 1
+    return off, tgt[:m].copy(), parent, height
+
+
+@numba.njit(cache=True, nogil=True)
+def _find_edges(offsets, targets, rank, off, tgt):
+    """Supergraph edge of every original arc (-1 for a self loop) and whether it runs upward."""
+    m = targets.shape[0]
+    n = offsets.shape[0] - 1
+    edge = np.full(m, -1, np.int64)
+    up = np.zeros(m, np.bool_)
+    for u in range(n):
+        ru = rank[u]
+        for k in range(offsets[u], offsets[u + 1]):
+            rv = rank[targets[k]]
+            if rv == ru:
+                continue
+            lo = ru if ru < rv else rv
+            hi = rv if ru < rv else ru
+            a = off[lo]
+            b = off[lo + 1]
+            while a < b:  # rows are sorted
+                h = (a + b) >> 1
+                if tgt[h] < hi:
+                    a = h + 1
+                else:
+                    b = h
+            if a < off[lo + 1] and tgt[a] == hi:
+                edge[k] = a
+                up[k] = ru < rv
+            else:
+                edge[k] = -2  # not in the topology
+    return edge, up
+
+
+@numba.njit(cache=True, nogil=True)
+def _subset_edges(offsets, targets, base_off, base_tgt, base_edge, base_up):
+    """Supergraph edges of the arcs of a sub-CSR whose rows are subsequences of the base CSR's rows (a
+    profile's turn graph within the full turn graph): one merge walk, O(base arcs). -2 = not found."""
+    m = targets.shape[0]
+    n = offsets.shape[0] - 1
+    edge = np.full(m, -2, np.int64)
+    up = np.zeros(m, np.bool_)
+    for u in range(n):
+        j = base_off[u]
+        end = base_off[u + 1]
+        for k in range(offsets[u], offsets[u + 1]):
+            t = targets[k]
+            j0 = j
+            while j < end and base_tgt[j] != t:
+                j += 1
+            if j == end:  # not in order: search the whole row
+                j = base_off[u]
+                while j < end and base_tgt[j] != t:
+                    j += 1
+                if j == end:
+                    j = j0
+                    continue
+            edge[k] = base_edge[j]
+            up[k] = base_up[j]
+    return edge, up
+
+
+@numba.njit(cache=True, nogil=True)
+def _init_metric(mc, edge, up, weights, secondary):
+    up_w = np.full(mc, np.inf)
+    dn_w = np.full(mc, np.inf)
+    up_s = np.zeros(mc)
+    dn_s = np.zeros(mc)
+    for k in range(edge.shape[0]):
+        e = edge[k]
+        if e < 0:
+            continue
+        w = weights[k]
+        s = secondary[k]
+        if up[k]:
+            if w < up_w[e] or (w == up_w[e] and s < up_s[e]):
+                up_w[e] = w
+                up_s[e] = s
+        else:
+            if w < dn_w[e] or (w == dn_w[e] and s < dn_s[e]):
+                dn_w[e] = w
+                dn_s[e] = s
+    return up_w, dn_w, up_s, dn_s
+
+
+@numba.njit(cache=True, nogil=True)
+def _lower_triangles(u, off, tgt, dn_off, dn_src, dn_edge, up_w, dn_w, up_s, dn_s, up_m, dn_m, up_c1, up_c2,
+                     dn_c1, dn_c2, up_h, dn_h, pos):
+    # pos[w] = edge {u, w} for every upper neighbour w of u (only these entries are read below: the upper
+    # neighbours of a lower neighbour m beyond u are upper neighbours of u, the supergraph is chordal)
+    for j in range(off[u], off[u + 1]):
+        pos[tgt[j]] = j
+    for t in range(dn_off[u], dn_off[u + 1]):
+        m = dn_src[t]
+        e1 = dn_edge[t]  # edge {m, u}
+        a1u = up_w[e1]  # m -> u
+        a1d = dn_w[e1]  # u -> m
+        if a1u == np.inf and a1d == np.inf:
+            continue
+        for k2 in range(e1 + 1, off[m + 1]):  # edges {m, w}, w > u
+            j = pos[tgt[k2]]
+            # u -> m -> w
+            c = a1d + up_w[k2]
+            if c < up_w[j] or (c == up_w[j] and c < np.inf and dn_s[e1] + up_s[k2] < up_s[j]):
+                up_w[j] = c
+                up_s[j] = dn_s[e1] + up_s[k2]
+                up_m[j] = m
+                up_c1[j] = e1
+                up_c2[j] = k2
+                up_h[j] = dn_h[e1] + up_h[k2]
+            # w -> m -> u
+            c = dn_w[k2] + a1u
+            if c < dn_w[j] or (c == dn_w[j] and c < np.inf and dn_s[k2] + up_s[e1] < dn_s[j]):
+                dn_w[j] = c
+                dn_s[j] = dn_s[k2] + up_s[e1]
+                dn_m[j] = m
+                dn_c1[j] = k2
+                dn_c2[j] = e1
+                dn_h[j] = dn_h[k2] + up_h[e1]
+
+
+@numba.njit(cache=True, nogil=True, parallel=True)
+def _customise_parallel(off, tgt, dn_off, dn_src, dn_edge, task_off, task_verts, up_w, dn_w, up_s, dn_s, up_m, dn_m,
+                        up_c1, up_c2, dn_c1, dn_c2, up_h, dn_h, chunks):
+    """Independent subtrees of the elimination tree in parallel (each in rank order), then the top."""
+    n = off.shape[0] - 1
+    nt = task_off.shape[0] - 2
+    pos = np.empty((chunks, max(n, 1)), np.int64)  # one scratch row per chunk of tasks
+    for c in numba.prange(chunks):
+        p = pos[c]
+        for t in range(c, nt, chunks):
+            for i in range(task_off[t], task_off[t + 1]):
+                _lower_triangles(task_verts[i], off, tgt, dn_off, dn_src, dn_edge, up_w, dn_w, up_s, dn_s, up_m,
+                                 dn_m, up_c1, up_c2, dn_c1, dn_c2, up_h, dn_h, p)
+    p = pos[0]
+    for i in range(task_off[nt], task_off[nt + 1]):
+        _lower_triangles(task_verts[i], off, tgt, dn_off, dn_src, dn_edge, up_w, dn_w, up_s, dn_s, up_m, dn_m,
+                         up_c1, up_c2, dn_c1, dn_c2, up_h, dn_h, p)
+
+
+@numba.njit(cache=True, nogil=True)
+def _customise_serial(off, tgt, dn_off, dn_src, dn_edge, task_off, task_verts, up_w, dn_w, up_s, dn_s, up_m, dn_m,
+                      up_c1, up_c2, dn_c1, dn_c2, up_h, dn_h):
+    n = off.shape[0] - 1
+    pos = np.empty(max(n, 1), np.int64)
+    for u in range(n):  # rank order: every lower edge is final before it is read
+        _lower_triangles(u, off, tgt, dn_off, dn_src, dn_edge, up_w, dn_w, up_s, dn_s, up_m, dn_m,
+                         up_c1, up_c2, dn_c1, dn_c2, up_h, dn_h, pos)
+
+
+@numba.njit(cache=True, nogil=True)
+def _subtree_tasks(n, parent, thr):
+    size = np.ones(n, np.int64)
+    for v in range(n):
+        p = parent[v]
+        if p >= 0:
+            size[p] += size[v]
+    task = np.full(n, -1, np.int64)
+    nt = 0
+    for v in range(n - 1, -1, -1):
+        p = parent[v]
+        if size[v] <= thr and (p < 0 or size[p] > thr):
+            task[v] = nt
+            nt += 1
+        elif p >= 0 and task[p] >= 0:
+            task[v] = task[p]
+    cnt = np.zeros(nt + 2, np.int64)
+    for v in range(n):
+        t = task[v] if task[v] >= 0 else nt
+        cnt[t + 1] += 1
+    for t in range(nt + 1):
+        cnt[t + 1] += cnt[t]
+    pos = cnt[:-1].copy()
+    verts = np.empty(n, np.int64)
+    for v in range(n):  # rank order within each task
+        t = task[v] if task[v] >= 0 else nt
+        verts[pos[t]] = v
+        pos[t] += 1
+    return cnt, verts
+
+
+@numba.njit(cache=True, nogil=True)
+def _compact(n, off, tgt, row, order, up_w, dn_w, up_s, dn_s, up_m, dn_m, up_c1, up_c2, dn_c1, dn_c2, up_h, dn_h):
+    """Drop arcs of infinite weight; renumber children; middle vertices to original ids."""
+    mc = tgt.shape[0]
+    up_new = np.full(mc, -1, np.int64)
+    dn_new = np.full(mc, -1, np.int64)
+    nu = 0
+    nd = 0
+    for e in range(mc):
+        if up_w[e] < np.inf:
+            up_new[e] = nu
+            nu += 1
+        if dn_w[e] < np.inf:
+            dn_new[e] = nd
+            nd += 1
+    U_off = np.zeros(n + 1, np.int64)
+    D_off = np.zeros(n + 1, np.int64)
+    U_tgt = np.empty(nu, np.int32)
+    U_row = np.empty(nu, np.int32)
+    U_w = np.empty(nu)
+    U_s = np.empty(nu)
+    U_mid = np.empty(nu, np.int32)
+    U_c1 = np.empty(nu, np.int32)
+    U_c2 = np.empty(nu, np.int32)
+    U_h = np.empty(nu, np.int32)
+    D_tgt = np.empty(nd, np.int32)
+    D_row = np.empty(nd, np.int32)
+    D_w = np.empty(nd)
+    D_s = np.empty(nd)
+    D_mid = np.empty(nd, np.int32)
+    D_c1 = np.empty(nd, np.int32)
+    D_c2 = np.empty(nd, np.int32)
+    D_h = np.empty(nd, np.int32)
+    for r in range(n):
+        U_off[r + 1] = U_off[r]
+        D_off[r + 1] = D_off[r]
+        for e in range(off[r], off[r + 1]):
+            k = up_new[e]
+            if k >= 0:
+                U_tgt[k] = tgt[e]
+                U_row[k] = r
+                U_w[k] = up_w[e]
+                U_s[k] = up_s[e]
+                if up_m[e] >= 0:
+                    U_mid[k] = order[up_m[e]]
+                    U_c1[k] = dn_new[up_c1[e]]
+                    U_c2[k] = up_new[up_c2[e]]
+                else:
+                    U_mid[k] = -1
+                    U_c1[k] = -1
+                    U_c2[k] = -1
+                U_h[k] = up_h[e]
+                U_off[r + 1] += 1
+            k = dn_new[e]
+            if k >= 0:
+                D_tgt[k] = tgt[e]
+                D_row[k] = r
+                D_w[k] = dn_w[e]
+                D_s[k] = dn_s[e]
+                if dn_m[e] >= 0:
+                    D_mid[k] = order[dn_m[e]]
+                    D_c1[k] = dn_new[dn_c1[e]]
+                    D_c2[k] = up_new[dn_c2[e]]
+                else:
+                    D_mid[k] = -1
+                    D_c1[k] = -1
+                    D_c2[k] = -1
+                D_h[k] = dn_h[e]
+                D_off[r + 1] += 1
+    return (U_off, U_tgt, U_row, U_w, U_s, U_mid, U_c1, U_c2, U_h,
+            D_off, D_tgt, D_row, D_w, D_s, D_mid, D_c1, D_c2, D_h)
+
+
+class CustomisedCH(ContractionHierarchy):
+    """A `ContractionHierarchy` made by customising a CCH topology for one metric. Identical queries;
+    `_orig_out` (used by `query(..., force_loop=True)`) comes from the customised arcs' originals."""
+
+    def nbytes(self) -> int:
+        from geoengine.routing.ch import _ARRAYS
+
+        return int(sum(getattr(self, name).nbytes for name in _ARRAYS if name not in ("rank", "order")))
+
+
+class CCHTopology:
+    """Order + chordal supergraph of one graph, shared by every metric. Build once, customise often.
+
+    Arrays (rank space): `off`/`tgt`/`row`: the supergraph's upward edges (row r lists x > r, sorted);
+    `dn_off`/`dn_src`/`dn_edge`: for each vertex u, the lower neighbours m and the edge {m, u};
+    `task_off`/`task_verts`: the customisation schedule: independent subtrees of the elimination tree
+    (each in rank order, customised in parallel), and last the top part (in rank order, serial).
+    """
+
+    def __init__(self, n: int, arrays: dict, info: dict | None = None):
+        self.n = int(n)
+        for name in _TOPO_ARRAYS:
+            setattr(self, name, arrays[name])
+        self.info = dict(info or {})
+        self._arc_map: dict = {}
+        self._base = None
+
+    @property
+    def edges(self) -> int:
+        return int(self.tgt.shape[0])
+
+    @classmethod
+    def build(cls, n: int, offsets, targets, rank=None, *, lon=None, lat=None) -> CCHTopology:
+        """Topology of the CSR graph (its arcs as undirected edges). `rank`: int[n] contraction order
+        (vertex -> rank); default: `nested_dissection` on `lon`/`lat` positions."""
+        from geoengine.routing.order import nested_dissection, undirected
+
+        n = int(n)
+        offsets = np.ascontiguousarray(offsets, dtype=np.int64)
+        targets = np.ascontiguousarray(targets, dtype=np.int64)
+        if offsets.shape != (n + 1,) or offsets[0] != 0 or offsets[-1] != targets.shape[0]:
+            raise ValueError("offsets must be int64[n+1] starting at 0 and ending at len(targets)")
+        if targets.size and (targets.min() < 0 or targets.max() >= n):
+            raise ValueError("targets out of range")
+        t0 = time.perf_counter()
+        if rank is None:
+            rank = nested_dissection(n, offsets, targets, lon, lat)
+        rank = np.asarray(rank, dtype=np.int64)
+        if rank.shape != (n,) or (n and not np.array_equal(np.sort(rank), np.arange(n))):
+            raise ValueError("rank must be a permutation of 0..n-1")
+        t1 = time.perf_counter()
+        order = np.empty(n, np.int64)
+        order[rank] = np.arange(n)
+        uoff, uadj = undirected(n, offsets, targets)
+        off, tgt, parent, height = _chordal(n, uoff, uadj.astype(np.int64), rank, order)
+        mc = tgt.shape[0]
+        row = np.repeat(np.arange(n, dtype=np.int32), np.diff(off))
+        srt = np.argsort(tgt, kind="stable")
+        dn_off = np.zeros(n + 1, np.int64)
+        np.cumsum(np.bincount(tgt, minlength=n), out=dn_off[1:])
+        task_off, task_verts = _subtree_tasks(n, parent, max(n // 32, 1))
+        arrays = dict(rank=rank.astype(np.int32), order=order.astype(np.int32), off=off, tgt=tgt, row=row,
+                      dn_off=dn_off, dn_src=row[srt].astype(np.int32), dn_edge=srt.astype(np.int64),
+                      task_off=task_off, task_verts=task_verts)
+        info = {"vertices": n, "arcs": int(targets.shape[0]), "edges": int(mc),
+                "order_seconds": round(t1 - t0, 3), "topology_seconds": round(time.perf_counter() - t1, 3),
+                "tree_height": int(height.max(initial=0)), "parallel_tasks": int(len(task_off) - 2),
+                "top_part": int(task_off[-1] - task_off[-2]),
+                "max_up_degree": int(np.diff(off).max(initial=0))}
+        return cls(n, arrays, info)
+
+    # -- storage -------------------------------------------------------------------------------------
+    def save(self, directory) -> list[str]:
+        d = Path(directory)
+        d.mkdir(parents=True, exist_ok=True)
+        names = []
+        for name in _TOPO_ARRAYS:
+            np.save(d / f"{name}.npy", np.ascontiguousarray(getattr(self, name)))
+            names.append(f"{name}.npy")
+        (d / "cch.json").write_text(json.dumps({"format_version": FORMAT_VERSION, "n": self.n, "info": self.info},
+                                               indent=1))
+        return names + ["cch.json"]
+
+    @classmethod
+    def load(cls, directory, mmap: bool = True) -> CCHTopology:
+        d = Path(directory)
+        meta = json.loads((d / "cch.json").read_text())
+        if meta.get("format_version") != FORMAT_VERSION:
+            raise ValueError(f"{d}: CCH topology format {meta.get('format_version')}, this code reads {FORMAT_VERSION}")
+        arrays = {name: np.load(d / f"{name}.npy", mmap_mode="r" if mmap else None) for name in _TOPO_ARRAYS}
+        return cls(meta["n"], arrays, meta.get("info"))
+
+    # -- customisation -------------------------------------------------------------------------------
+    def set_base(self, offsets, targets) -> None:
+        """Remember the supergraph edges of the arcs of the graph the topology was built from, so that
+        `arc_edges` maps any sub-CSR of it (rows in the same order) by one merge walk."""
+        offsets = np.ascontiguousarray(offsets, dtype=np.int64)
+        targets = np.ascontiguousarray(targets, dtype=np.int64)
+        edge, up = self._find(offsets, targets)
+        self._base = (offsets, targets, edge, up)
+
+    def _find(self, offsets, targets):
+        if offsets.shape != (self.n + 1,) or offsets[-1] != targets.shape[0]:
+            raise ValueError(f"offsets must be int64[{self.n + 1}] ending at len(targets)")
+        if targets.size and (targets.min() < 0 or targets.max() >= self.n):
+            raise ValueError("targets out of range")
+        if self._base is not None:
+            bo, bt, be, bu = self._base
+            edge, up = _subset_edges(offsets, targets, bo, bt, be, bu)
+        else:
+            edge, up = _find_edges(offsets, targets, np.asarray(self.rank, np.int64), self.off, self.tgt)
+        if (edge == -2).any():
+            raise ValueError(f"{int((edge == -2).sum())} arc(s) join vertices the topology does not connect")
+        return edge, up
+
+    def arc_edges(self, offsets, targets, *, key=None):
+        """(edge int64[m], upward bool[m]) of each arc of a CSR graph over the same vertices; -1 for a self
+        loop. Every arc must join two vertices adjacent in the graph the topology was built from (any
+        subset of its arcs, in either direction, with any weights). `key`: memoise the mapping (the
+        arc arrays of one profile's turn graph are reused by every customisation)."""
+        if key is not None and key in self._arc_map:
+            return self._arc_map[key]
+        offsets = np.ascontiguousarray(offsets, dtype=np.int64)
+        targets = np.ascontiguousarray(targets, dtype=np.int64)
+        edge, up = self._find(offsets, targets)
+        if key is not None:
+            if len(self._arc_map) > 32:
+                self._arc_map.clear()
+            self._arc_map[key] = (edge, up)
+        return edge, up
+
+    def customise(self, offsets, targets, weights, secondary=None, *, parallel: bool = True, key=None) -> CustomisedCH:
+        """A `ContractionHierarchy` for the metric `weights` (float64[m], >= 0; inf = arc unusable) and
+        `secondary` on the arcs of the CSR graph (offsets, targets). See `arc_edges` for which arcs."""
+        t0 = time.perf_counter()
+        weights = np.ascontiguousarray(weights, dtype=np.float64)
+        targets = np.asarray(targets)
+        secondary = np.zeros_like(weights) if secondary is None else np.ascontiguousarray(secondary, np.float64)
+        if weights.shape != targets.shape or secondary.shape != targets.shape:
+            raise ValueError("weights and secondary must have the shape of targets")
+        if weights.size and (np.isnan(weights).any() or (weights < 0).any()):
+            raise ValueError("weights must be >= 0 (inf for an unusable arc)")
+        if secondary.size and not np.all(np.isfinite(secondary[np.isfinite(weights)])):
+            raise ValueError("secondary must be finite on usable arcs")
+        edge, up = self.arc_edges(offsets, targets, key=key)
+        mc = self.edges
+        up_w, dn_w, up_s, dn_s = _init_metric(mc, edge, up, weights, secondary)
+        up_m = np.full(mc, -1, np.int32)
+        dn_m = np.full(mc, -1, np.int32)
+        up_c1 = np.empty(mc, np.int32)  # read only where up_m >= 0
+        up_c2 = np.empty(mc, np.int32)
+        dn_c1 = np.empty(mc, np.int32)
+        dn_c2 = np.empty(mc, np.int32)
+        up_h = np.ones(mc, np.int32)
+        dn_h = np.ones(mc, np.int32)
+        args = (self.off, self.tgt, self.dn_off, self.dn_src, self.dn_edge, self.task_off, self.task_verts,
+                up_w, dn_w, up_s, dn_s, up_m, dn_m, up_c1, up_c2, dn_c1, dn_c2, up_h, dn_h)
+        t1 = time.perf_counter()
+        if parallel:
+            # one parallel customisation at a time: the threads are the machine's cores anyway, and
+            # Numba's fallback threading layer (workqueue) must not be entered from two threads at once
+            with _PARALLEL_LOCK:
+                _customise_parallel(*args, max(int(numba.get_num_threads()), 1))
+        else:
+            _customise_serial(*args)
+        t2 = time.perf_counter()
+        order = np.asarray(self.order, np.int64)
+        (U_off, U_tgt, U_row, U_w, U_s, U_mid, U_c1, U_c2, U_h,
+         D_off, D_tgt, D_row, D_w, D_s, D_mid, D_c1, D_c2, D_h) = _compact(
+            self.n, self.off, self.tgt, self.row, order, up_w, dn_w, up_s, dn_s, up_m, dn_m, up_c1, up_c2, dn_c1,
+            dn_c2, up_h, dn_h)
+        arrays = dict(rank=self.rank, order=self.order,
+                      up_off=U_off, up_tgt=U_tgt, up_w=U_w, up_s=U_s, up_mid=U_mid, up_c1=U_c1, up_c2=U_c2,
+                      up_row=U_row, up_hops=U_h,
+                      dn_off=D_off, dn_tgt=D_tgt, dn_w=D_w, dn_s=D_s, dn_mid=D_mid, dn_c1=D_c1, dn_c2=D_c2,
+                      dn_row=D_row, dn_hops=D_h)
+        info = {"vertices": self.n, "arcs": int(targets.shape[0]), "up_arcs": int(U_tgt.shape[0]),
+                "dn_arcs": int(D_tgt.shape[0]), "cch_edges": int(mc),
+                "map_seconds": round(t1 - t0, 4), "customise_seconds": round(t2 - t1, 4),
+                "compact_seconds": round(time.perf_counter() - t2, 4)}
+        ch = CustomisedCH(self.n, arrays, info)
+        ch._orig_out = _original_out(self.n, np.asarray(offsets, np.int64), np.asarray(targets, np.int64), weights,
+                                     secondary)
+        return ch
+
+    def warmup(self) -> None:
+        """Load the customisation kernels from Numba's cache now."""
+        if self.n:
+            ch = self.customise(np.zeros(self.n + 1, np.int64), np.empty(0, np.int64), np.empty(0))
+            ch.warmup()
+
+
+def _original_out(n, offsets, targets, weights, secondary):
+    """(off, head, w, s) of the usable original arcs by tail, self loops left out (for force_loop
+    queries)."""
+    tail = np.repeat(np.arange(n, dtype=np.int64), np.diff(offsets))
+    keep = np.isfinite(weights) & (tail != targets)
+    if keep.all():
+        return offsets, targets, weights, secondary
+    tail = tail[keep]
+    off = np.zeros(n + 1, np.int64)
+    np.cumsum(np.bincount(tail, minlength=n), out=off[1:])
+    return off, targets[keep], weights[keep], secondary[keep]

@@ -1,0 +1,158 @@
+"""The bundle's customisable contraction hierarchy over the road graph, and the cache of metrics.
+
+- `full_turn_csr(graph)`: every turn the road graph could ever allow (each directed edge into a node
+  followed by each directed edge out of it, U-turns included, no restriction, every edge usable).
+  Any costing's, option set's or avoid area's turn graph (`Profile.turn_csr`) is a subset of it, so
+  one topology serves them all.
+- `build_topology(graph)`: nested dissection on the middles of the directed edges, then the chordal
+  supergraph (`geoengine.routing.cch.CCHTopology`), written once per bundle by the routing stage.
+- `MetricCache`: customised hierarchies keyed by (costing, option fingerprint, blocked edges),
+  least recently used first out, bounded by bytes (`GEOENGINE_CCH_CACHE_BYTES`). One customisation
+  per key even when many threads ask for it at once.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections import OrderedDict
+
+import numpy as np
+
+from geoengine.routing.cch import CCHTopology
+
+DEFAULT_CACHE_BYTES = 1 << 30
+
+
+def full_turn_csr(graph):
+    """(offsets int64[E+1], targets int32[m]) of every possible turn (vectorised)."""
+    E = graph.n_edges
+    dst = np.asarray(graph.edge_dst)
+    noff = np.asarray(graph.node_out_offsets, dtype=np.int64)
+    nout = np.asarray(graph.node_out_edges)
+    cnt = np.diff(noff)[dst]
+    total = int(cnt.sum())
+    first = np.cumsum(cnt) - cnt
+    pos = np.repeat(noff[dst] - first, cnt) + np.arange(total)
+    offsets = np.zeros(E + 1, np.int64)
+    np.cumsum(cnt, out=offsets[1:])
+    return offsets, nout[pos].astype(np.int32)
+
+
+def edge_middles(graph):
+    """(lon, lat) of the middle of each directed edge (between its end nodes)."""
+    lon = np.asarray(graph.node_lon)
+    lat = np.asarray(graph.node_lat)
+    s = np.asarray(graph.edge_src)
+    d = np.asarray(graph.edge_dst)
+    return (lon[s] + lon[d]) / 2, (lat[s] + lat[d]) / 2
+
+
+def build_topology(graph) -> CCHTopology:
+    off, tgt = full_turn_csr(graph)
+    lon, lat = edge_middles(graph)
+    return CCHTopology.build(graph.n_edges, off, tgt, lon=lon, lat=lat)
+
+
+class MetricCache:
+    """Bounded LRU of customised hierarchies. `get(key, make)` returns the cached hierarchy or runs
+    `make()` once (other threads asking for the same key wait for it) and keeps the result while the
+    total of `nbytes()` stays within `max_bytes`; a result larger than the whole budget is returned
+    without being kept."""
+
+    def __init__(self, max_bytes: int = DEFAULT_CACHE_BYTES, sizeof=None):
+        self.max_bytes = int(max_bytes)
+        self._sizeof = sizeof or (lambda v: v.nbytes())
+        self._items: OrderedDict = OrderedDict()
+        self._sizes: dict = {}
+        self._pending: dict = {}
+        self._lock = threading.Lock()
+        self.bytes = 0
+        self.hits = 0
+        self.misses = 0
+
+    def __len__(self) -> int:
+        return len(self._items)
+
+    def get(self, key, make):
+        while True:
+            with self._lock:
+                hit = self._items.get(key)
+                if hit is not None:
+                    self._items.move_to_end(key)
+                    self.hits += 1
+                    return hit
+                ev = self._pending.get(key)
+                if ev is None:
+                    ev = self._pending[key] = threading.Event()
+                    self.misses += 1
+                    break
+            ev.wait()
+            with self._lock:  # the maker failed or its result was too big to keep: make it here
+                if key not in self._items and key not in self._pending:
+                    ev = self._pending[key] = threading.Event()
+                    self.misses += 1
+                    break
+        try:
+            value = make()
+            size = int(self._sizeof(value))
+            with self._lock:
+                if size <= self.max_bytes:
+                    self._items[key] = value
+                    self._sizes[key] = size
+                    self.bytes += size
+                    while self.bytes > self.max_bytes:
+                        old, _ = self._items.popitem(last=False)
+                        self.bytes -= self._sizes.pop(old)
+            return value
+        finally:
+            with self._lock:
+                self._pending.pop(key, None)
+            ev.set()
+
+
+def profile_nbytes(profile) -> int:
+    """Bytes a cached profile holds: its customised hierarchy plus its per-edge and per-arc arrays."""
+    total = profile.ch.nbytes() if hasattr(profile.ch, "nbytes") else 0
+    for name in ("cost", "time", "length", "usable", "_component"):
+        a = getattr(profile, name, None)
+        if isinstance(a, np.ndarray):
+            total += a.nbytes
+    for a in getattr(profile, "_csr", None) or ():
+        total += a.nbytes
+    return int(total)
+
+
+class Customiser:
+    """The router's side of the CCH: the bundle's topology (with the full turn graph as its base) and a
+    byte-bounded LRU (`cache`) of profiles with their customised hierarchies. `customise(profile)`
+    customises the topology for a profile's turn graph (its costing, options and blocked edges)."""
+
+    def __init__(self, graph, topology: CCHTopology, max_bytes: int = DEFAULT_CACHE_BYTES):
+        self.graph = graph
+        self.topology = topology
+        self.cache = MetricCache(max_bytes, sizeof=profile_nbytes)
+        self._based = False
+        self._lock = threading.Lock()
+
+    @classmethod
+    def open(cls, graph, directory, max_bytes: int = DEFAULT_CACHE_BYTES) -> Customiser:
+        topo = CCHTopology.load(directory, mmap=True)
+        if topo.n != graph.n_edges:
+            raise ValueError(f"{directory}: CCH topology for {topo.n} vertices, the graph has {graph.n_edges} edges")
+        return cls(graph, topo, max_bytes)
+
+    def _ensure_base(self) -> None:
+        if not self._based:
+            with self._lock:
+                if not self._based:
+                    self.topology.set_base(*full_turn_csr(self.graph))
+                    self._based = True
+
+    def customise(self, profile):
+        """A `CustomisedCH` for the profile's turn graph (not cached here)."""
+        self._ensure_base()
+        off, tgt, w, packed = profile.turn_csr()
+        return self.topology.customise(off, tgt, w, packed)
+
+    def warmup(self) -> None:
+        self._ensure_base()

@@ -1,0 +1,813 @@
+"""The OSRM HTTP API (v1) over the engine: route, table, match, nearest and trip.
+
+`/{service}/v1/{profile}/{coordinates}?option=value...` is parsed here into the engine's request models;
+the engine's documents are rendered in OSRM's response shapes (`code`, `routes`, `waypoints`, legs,
+steps with `maneuver`, `intersections`). Errors are OSRM's: HTTP 400 with `{"code", "message"}` (see
+docs/osrm.md for the mapping of every field and docs/errors.md for the error shape).
+
+No HTTP here: `geoengine/server/routes/osrm.py` calls `run(service, engine, profile, coordinates,
+query)` and returns what it gives.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from typing import Any
+
+import numpy as np
+
+from geoengine.costing.schema import COSTINGS
+from geoengine.errors import (
+    GeoengineError,
+    InvalidRequest,
+    NoRoute,
+    NotFound,
+    Unprocessable,
+    Unsnappable,
+)
+from geoengine.geo import decode_polyline, encode_polyline, haversine_m
+from geoengine.services.models import PROFILE_COSTING
+
+SERVICES = ("route", "table", "match", "nearest", "trip")
+
+# OSRM profile names (and the car/foot/bike aliases of osrm-backend's profiles) -> costing. Every costing
+# name is also a profile of its own.
+PROFILES: dict[str, str] = {
+    **PROFILE_COSTING, "car": "auto", "foot": "pedestrian", "bike": "bicycle", **{c: c for c in COSTINGS},
+}
+_MODE = {"pedestrian": "walking", "bicycle": "cycling"}
+
+# osrm-routed's default request size limits (--max-viaroute-size, --max-table-size, ...).
+MAX_LOCATIONS = {"route": 500, "table": 100, "match": 100, "nearest": 1, "trip": 100}
+MAX_NEAREST = 100
+MAX_ALTERNATIVES = 3
+
+_GENERAL = {"bearings", "radiuses", "generate_hints", "hints", "approaches", "exclude", "snapping",
+            "skip_waypoints"}
+_ROUTE_LIKE = {"steps", "annotations", "geometries", "overview"}
+OPTIONS: dict[str, set[str]] = {
+    "route": _GENERAL | _ROUTE_LIKE | {"alternatives", "continue_straight", "waypoints"},
+    "table": _GENERAL | {"sources", "destinations", "annotations", "fallback_speed", "fallback_coordinate",
+                         "scale_factor"},
+    "match": _GENERAL | _ROUTE_LIKE | {"timestamps", "gaps", "tidy", "waypoints"},
+    "nearest": _GENERAL | {"number"},
+    "trip": _GENERAL | _ROUTE_LIKE | {"roundtrip", "source", "destination"},
+}
+_ANNOTATIONS = ("duration", "distance", "speed", "weight", "datasources", "nodes")
+# exclude classes -> the costing option that avoids them (0 = avoid as far as possible)
+_EXCLUDE = {"toll": "use_tolls", "motorway": "use_highways", "ferry": "use_ferry"}
+
+
+class OsrmError(Exception):
+    """An OSRM error: HTTP `status` (400 unless the engine is unavailable or timed out) and the body
+    `{"code": code, "message": message}`."""
+
+    def __init__(self, code: str, message: str, status: int = 400):
+        super().__init__(message)
+        self.code = code
+        self.message = message
+        self.status = status
+
+    def body(self) -> dict:
+        return {"code": self.code, "message": self.message}
+
+
+_NO_RESULT = {"route": "NoRoute", "table": "NoTable", "match": "NoMatch", "trip": "NoTrips", "nearest": "NoSegment"}
+
+
+def from_engine_error(exc: GeoengineError, service: str) -> OsrmError:
+    """A domain error of the engine -> the OSRM code a client of that service expects."""
+    detail = exc.detail if getattr(exc, "detail", None) else str(exc)
+    if isinstance(exc, Unsnappable):
+        return OsrmError("NoSegment", detail)
+    if isinstance(exc, NoRoute):
+        return OsrmError(_NO_RESULT[service], detail)
+    if isinstance(exc, Unprocessable):
+        return OsrmError(_NO_RESULT[service], detail)
+    if isinstance(exc, InvalidRequest):
+        return OsrmError("InvalidValue", detail)
+    if isinstance(exc, NotFound):
+        return OsrmError("InvalidUrl", detail)
+    # 5xx (Unavailable, BackendTimeout, ...): not the client's fault, keep the status
+    code = {503: "ServiceUnavailable", 504: "Timeout"}.get(exc.status, "InternalError")
+    return OsrmError(code, detail, exc.status if exc.status >= 500 else 400)
+
+
+# ------------------------------------------------------------------------------------------------------
+# parsing
+# ------------------------------------------------------------------------------------------------------
+def parse_coordinates(text: str) -> np.ndarray:
+    """`lon,lat;lon,lat...`, `polyline(...)` (precision 5) or `polyline6(...)`, with an optional `.json`
+    suffix -> float64 array [n, 2] of (lon, lat)."""
+    if text.endswith(".json"):
+        text = text[: -len(".json")]
+    for prefix, precision in (("polyline6(", 6), ("polyline(", 5)):
+        if text.startswith(prefix):
+            if not text.endswith(")"):
+                raise OsrmError("InvalidUrl", f"{prefix[:-1]}(...) is not closed")
+            try:
+                lat, lon = decode_polyline(text[len(prefix):-1], precision, field="coordinates")
+            except InvalidRequest as exc:
+                raise OsrmError("InvalidUrl", f"coordinates: {exc.detail}") from None
+            out = np.column_stack([lon, lat]).astype(np.float64)
+            break
+    else:
+        pairs = text.split(";")
+        out = np.empty((len(pairs), 2))
+        for i, pair in enumerate(pairs):
+            parts = pair.split(",")
+            try:
+                if len(parts) != 2:
+                    raise ValueError
+                out[i] = float(parts[0]), float(parts[1])
+            except ValueError:
+                raise OsrmError("InvalidUrl", f"coordinate {i} ('{pair[:40]}') is not 'longitude,latitude'") from None
+    if len(out) == 0:
+        raise OsrmError("InvalidUrl", "no coordinates")
+    if not np.isfinite(out).all():
+        raise OsrmError("InvalidValue", "coordinates must be finite numbers")
+    bad = np.flatnonzero((np.abs(out[:, 0]) > 180) | (np.abs(out[:, 1]) > 90))
+    if bad.size:
+        i = int(bad[0])
+        raise OsrmError("InvalidValue", f"coordinate {i} ({out[i, 0]:g},{out[i, 1]:g}) is outside "
+                        "longitude -180..180 / latitude -90..90")
+    return out
+
+
+def costing_of(profile: str) -> str:
+    try:
+        return PROFILES[profile]
+    except KeyError:
+        raise OsrmError("InvalidOptions", f"unknown profile '{profile}'; profiles: driving, walking, cycling, car, "
+                        f"foot, bike and the costings {', '.join(COSTINGS)}") from None
+
+
+def _bool(name: str, value: str) -> bool:
+    if value in ("true", "false"):
+        return value == "true"
+    raise OsrmError("InvalidOptions", f"{name} must be true or false, got '{value[:40]}'")
+
+
+def _per_location(name: str, value: str, n: int) -> list[str]:
+    items = value.split(";")
+    if len(items) != n:
+        raise OsrmError("InvalidOptions", f"{name} has {len(items)} elements but there are {n} coordinates")
+    return items
+
+
+def _indices(name: str, value: str, n: int) -> list[int] | None:
+    if value == "all":
+        return None
+    out = []
+    for item in value.split(";"):
+        try:
+            k = int(item)
+        except ValueError:
+            raise OsrmError("InvalidOptions", f"{name}: '{item[:20]}' is not an index") from None
+        if not 0 <= k < n:
+            raise OsrmError("InvalidOptions", f"{name}: index {k} is outside 0..{n - 1}")
+        out.append(k)
+    return out
+
+
+def parse_query(service: str, query: Mapping[str, str], n: int) -> dict[str, Any]:
+    """Validate the query options of `service` for `n` coordinates; returns them parsed."""
+    unknown = sorted(set(query) - OPTIONS[service])
+    if unknown:
+        raise OsrmError("InvalidQuery", f"unknown option '{unknown[0]}' for the {service} service; options: "
+                        f"{', '.join(sorted(OPTIONS[service]))}")
+    q: dict[str, Any] = {"radius": [None] * n, "heading": [None] * n, "side": [None] * n}
+    if "radiuses" in query:
+        for i, r in enumerate(_per_location("radiuses", query["radiuses"], n)):
+            if r in ("", "unlimited"):
+                continue
+            try:
+                v = float(r)
+                if not (v >= 0 and math.isfinite(v)):
+                    raise ValueError
+            except ValueError:
+                raise OsrmError("InvalidOptions", f"radiuses: element {i} ('{r[:20]}') must be a number >= 0 "
+                                "or 'unlimited'") from None
+            q["radius"][i] = v
+    if "bearings" in query:
+        for i, b in enumerate(_per_location("bearings", query["bearings"], n)):
+            if b == "":
+                continue
+            parts = b.split(",")
+            try:
+                if len(parts) != 2:
+                    raise ValueError
+                value, rng = float(parts[0]), float(parts[1])
+                if not (0 <= value <= 360 and 0 <= rng <= 180):
+                    raise ValueError
+            except ValueError:
+                raise OsrmError("InvalidOptions", f"bearings: element {i} ('{b[:20]}') must be "
+                                "'{0..360},{0..180}'") from None
+            q["heading"][i] = (value, rng)
+    if "approaches" in query:
+        for i, a in enumerate(_per_location("approaches", query["approaches"], n)):
+            if a in ("", "unrestricted"):
+                continue
+            if a not in ("curb", "opposite"):
+                raise OsrmError("InvalidOptions", f"approaches: element {i} must be curb, opposite or unrestricted")
+            q["side"][i] = "same" if a == "curb" else "opposite"
+    for name in ("hints",):
+        if name in query:
+            _per_location(name, query[name], n)  # accepted (and ignored) when well-formed
+    q["generate_hints"] = _bool("generate_hints", query["generate_hints"]) if "generate_hints" in query else True
+    q["skip_waypoints"] = _bool("skip_waypoints", query["skip_waypoints"]) if "skip_waypoints" in query else False
+    if "snapping" in query and query["snapping"] not in ("default", "any"):
+        raise OsrmError("InvalidOptions", "snapping must be default or any")
+    q["exclude"] = [x for x in query.get("exclude", "").split(",") if x]
+    for x in q["exclude"]:
+        if x not in _EXCLUDE:
+            raise OsrmError("InvalidValue", f"exclude: unknown class '{x[:20]}'; classes: {', '.join(_EXCLUDE)}")
+    if service in ("route", "match", "trip"):
+        q["steps"] = _bool("steps", query["steps"]) if "steps" in query else False
+        geometries = query.get("geometries", "polyline")
+        if geometries not in ("polyline", "polyline6", "geojson"):
+            raise OsrmError("InvalidOptions", "geometries must be polyline, polyline6 or geojson")
+        q["geometries"] = geometries
+        overview = query.get("overview", "simplified")
+        if overview not in ("simplified", "full", "false"):
+            raise OsrmError("InvalidOptions", "overview must be simplified, full or false")
+        q["overview"] = overview
+    if service in ("route", "match", "trip", "table"):
+        ann = query.get("annotations", "false" if service != "table" else "duration")
+        if ann in ("true", "false") and service != "table":
+            ann_list = list(_ANNOTATIONS[:4]) if ann == "true" else []
+        else:
+            ann_list = [a for a in ann.split(",") if a]
+            allowed = ("duration", "distance") if service == "table" else _ANNOTATIONS
+            for a in ann_list:
+                if a not in allowed:
+                    raise OsrmError("InvalidOptions", f"annotations: unknown value '{a[:20]}'; use {', '.join(allowed)}"
+                                    + ("" if service == "table" else " or true/false"))
+        q["annotations"] = ann_list
+    if service == "route":
+        alt = query.get("alternatives", "false")
+        if alt in ("true", "false"):
+            q["alternatives"] = 1 if alt == "true" else 0
+        else:
+            try:
+                q["alternatives"] = int(alt)
+                if q["alternatives"] < 0:
+                    raise ValueError
+            except ValueError:
+                raise OsrmError("InvalidOptions", "alternatives must be true, false or a number >= 0") from None
+            q["alternatives"] = min(q["alternatives"], MAX_ALTERNATIVES)
+        cs = query.get("continue_straight", "default")
+        if cs not in ("default", "true", "false"):
+            raise OsrmError("InvalidOptions", "continue_straight must be default, true or false")
+        q["continue_straight"] = cs
+    if service in ("route", "match") and "waypoints" in query:
+        wp = _indices("waypoints", query["waypoints"], n) or list(range(n))
+        if wp[0] != 0 or wp[-1] != n - 1 or sorted(set(wp)) != wp:
+            raise OsrmError("InvalidValue", "waypoints must be increasing and include the first and last coordinate")
+        q["waypoints"] = wp
+    if service == "table":
+        q["sources"] = _indices("sources", query.get("sources", "all"), n)
+        q["destinations"] = _indices("destinations", query.get("destinations", "all"), n)
+        for name, default in (("fallback_speed", None), ("scale_factor", 1.0)):
+            raw = query.get(name)
+            if raw is None:
+                q[name] = default
+                continue
+            try:
+                v = float(raw)
+                if not (v > 0 and math.isfinite(v)):
+                    raise ValueError
+            except ValueError:
+                raise OsrmError("InvalidOptions", f"{name} must be a number > 0") from None
+            q[name] = v
+        fc = query.get("fallback_coordinate", "input")
+        if fc not in ("input", "snapped"):
+            raise OsrmError("InvalidOptions", "fallback_coordinate must be input or snapped")
+        q["fallback_coordinate"] = fc
+    if service == "nearest":
+        try:
+            q["number"] = int(query.get("number", "1"))
+            if not 1 <= q["number"] <= MAX_NEAREST:
+                raise ValueError
+        except ValueError:
+            raise OsrmError("InvalidOptions", f"number must be an integer 1..{MAX_NEAREST}") from None
+    if service == "match":
+        ts = query.get("timestamps")
+        if ts is not None:
+            try:
+                t = [float(x) for x in _per_location("timestamps", ts, n)]
+            except ValueError:
+                raise OsrmError("InvalidOptions", "timestamps must be integers (seconds since the epoch)") from None
+            if any(b < a for a, b in zip(t[:-1], t[1:], strict=False)):
+                raise OsrmError("InvalidValue", "timestamps must be monotonically increasing")
+            q["timestamps"] = t
+        gaps = query.get("gaps", "split")
+        if gaps not in ("split", "ignore"):
+            raise OsrmError("InvalidOptions", "gaps must be split or ignore")
+        q["gaps"] = gaps
+        q["tidy"] = _bool("tidy", query["tidy"]) if "tidy" in query else False
+    if service == "trip":
+        q["roundtrip"] = _bool("roundtrip", query["roundtrip"]) if "roundtrip" in query else True
+        q["source"] = query.get("source", "any")
+        q["destination"] = query.get("destination", "any")
+        if q["source"] not in ("any", "first") or q["destination"] not in ("any", "last"):
+            raise OsrmError("InvalidOptions", "source must be any or first, destination any or last")
+    return q
+
+
+def _costing_options(costing: str, q: dict) -> dict | None:
+    if not q["exclude"]:
+        return None
+    return {costing: {_EXCLUDE[x]: 0.0 for x in q["exclude"]}}
+
+
+def _location(lon: float, lat: float, q: dict, i: int, kind: str = "break") -> dict:
+    loc: dict[str, Any] = {"lon": float(lon), "lat": float(lat), "type": kind}
+    r = q["radius"][i]
+    if r is not None:
+        loc["search_radius"] = int(min(max(round(r), 1), 100))
+    h = q["heading"][i]
+    if h is not None:
+        loc["heading"], loc["heading_tolerance"] = h
+    if q["side"][i] is not None:
+        loc["preferred_side"] = q["side"][i]
+    return loc
+
+
+def _check_size(service: str, n: int) -> None:
+    limit = MAX_LOCATIONS[service]
+    if n > limit:
+        raise OsrmError("TooBig", f"{n} coordinates: the {service} service takes at most {limit}")
+    minimum = {"route": 2, "match": 2, "trip": 2, "table": 1, "nearest": 1}[service]
+    if n < minimum:
+        raise OsrmError("InvalidValue", f"the {service} service needs at least {minimum} coordinates, got {n}")
+
+
+# ------------------------------------------------------------------------------------------------------
+# rendering
+# ------------------------------------------------------------------------------------------------------
+def _geometry(coords: np.ndarray, fmt: str):
+    """coords [k, 2] (lon, lat) -> OSRM geometry in `fmt`."""
+    if fmt == "geojson":
+        return {"type": "LineString", "coordinates": np.round(coords, 6).tolist()}
+    return encode_polyline(coords[:, 1], coords[:, 0], 6 if fmt == "polyline6" else 5)
+
+
+def _simplify(coords: np.ndarray) -> np.ndarray:
+    """overview=simplified: Douglas-Peucker at a tolerance of 1/2000 of the route's bbox diagonal (OSRM
+    simplifies for the zoom level at which the whole route is visible)."""
+    if len(coords) < 3:
+        return coords
+    from shapely import LineString
+
+    span = float(np.hypot(*(coords.max(axis=0) - coords.min(axis=0))))
+    if span == 0:
+        return coords[[0, -1]]
+    return np.asarray(LineString(coords).simplify(span / 2000.0, preserve_topology=False).coords)
+
+
+def _overview(coords: np.ndarray, q: dict):
+    if q["overview"] == "false":
+        return None
+    return _geometry(coords if q["overview"] == "full" else _simplify(coords), q["geometries"])
+
+
+def _modifier(turn: float) -> str:
+    """Signed turn angle (degrees, right positive) -> OSRM direction modifier."""
+    a = abs(turn)
+    side = "right" if turn > 0 else "left"
+    if a < 20:
+        return "straight"
+    if a < 60:
+        return f"slight {side}"
+    if a < 140:
+        return side
+    if a < 170:
+        return f"sharp {side}"
+    return "uturn"
+
+
+# Valhalla maneuver type code -> (OSRM maneuver type, modifier); None modifier = from the bearings.
+_TYPES: dict[int, tuple[str, str | None]] = {
+    0: ("turn", None), 1: ("depart", None), 2: ("depart", "right"), 3: ("depart", "left"),
+    4: ("arrive", None), 5: ("arrive", "right"), 6: ("arrive", "left"),
+    7: ("new name", "straight"), 8: ("continue", "straight"), 9: ("turn", "slight right"), 10: ("turn", "right"),
+    11: ("turn", "sharp right"), 12: ("turn", "uturn"), 13: ("turn", "uturn"), 14: ("turn", "sharp left"),
+    15: ("turn", "left"), 16: ("turn", "slight left"), 17: ("on ramp", "straight"), 18: ("on ramp", "right"),
+    19: ("on ramp", "left"), 20: ("off ramp", "slight right"), 21: ("off ramp", "slight left"),
+    22: ("fork", "straight"), 23: ("fork", "slight right"), 24: ("fork", "slight left"), 25: ("merge", "straight"),
+    26: ("roundabout", None), 27: ("exit roundabout", None), 28: ("notification", None),
+    29: ("notification", None), 37: ("merge", "slight right"), 38: ("merge", "slight left"),
+    44: ("continue", None),
+}
+
+
+def _step(m, lon: np.ndarray, lat: np.ndarray, q: dict, mode: str) -> dict:
+    """An OSRM RouteStep from a typed Maneuver (`geoengine.services.route.Maneuver`) of a leg whose shape
+    is (lon, lat)."""
+    last = len(lon) - 1
+    b, e = min(int(m.begin_shape_index), last), min(int(m.end_shape_index), last)
+    kind, modifier = _TYPES.get(int(m.type), ("turn", None))
+    before = 0 if kind == "depart" else int(round(float(m.bearing_before or 0))) % 360
+    after = 0 if kind == "arrive" else int(round(float(m.bearing_after or 0))) % 360
+    if modifier is None and kind not in ("notification", "depart", "arrive"):
+        modifier = _modifier(((after - before + 540.0) % 360.0) - 180.0) \
+            if m.bearing_before is not None and m.bearing_after is not None else "straight"
+    idx = np.arange(b, e + 1) if e > b else np.array([b, b])
+    location = [round(float(lon[b]), 6), round(float(lat[b]), 6)]
+    maneuver: dict[str, Any] = {"type": kind, "bearing_before": before, "bearing_after": after, "location": location}
+    if modifier is not None:
+        maneuver["modifier"] = modifier
+    if int(m.type) == 26 and m.roundabout_exit_count:
+        maneuver["exit"] = int(m.roundabout_exit_count)
+    names = list(m.street_names or [])
+    step: dict[str, Any] = {
+        "distance": round(float(m.length_m), 1),
+        "duration": round(float(m.time_s), 1),
+        "weight": round(float(m.time_s), 1),
+        "name": names[0] if names else "",
+        "mode": "ferry" if int(m.type) == 28 else mode,
+        "driving_side": "right",
+        "geometry": _geometry(np.column_stack([lon[idx], lat[idx]]), q["geometries"]),
+        "maneuver": maneuver,
+        "intersections": [_intersection(kind, location, before, after)],
+    }
+    if len(names) > 1:
+        step["ref"] = "; ".join(names[1:])
+    if m.text.get("instruction"):
+        step["instruction"] = m.text["instruction"]  # geoengine's own text (OSRM clients render their own)
+    return step
+
+
+def _intersection(kind: str, location: list, before: int, after: int) -> dict:
+    """The maneuver point's intersection, with the arms the route uses: the way in (reversed bearing
+    before) and the way out (bearing after)."""
+    if kind == "depart":
+        return {"location": location, "bearings": [after], "entry": [True], "out": 0}
+    if kind == "arrive":
+        return {"location": location, "bearings": [(before + 180) % 360], "entry": [True], "in": 0}
+    arms = sorted({(before + 180) % 360, after})
+    return {"location": location, "bearings": arms, "entry": [True] * len(arms),
+            "in": arms.index((before + 180) % 360), "out": arms.index(after)}
+
+
+def _annotation(lon: np.ndarray, lat: np.ndarray, duration: float, which: list[str]) -> dict:
+    """Per-segment annotations of a leg's geometry: distances from the coordinates, durations spread
+    over them in proportion to distance (the leg's total duration is exact; per-segment values are
+    estimates)."""
+    d = haversine_m(lat[:-1], lon[:-1], lat[1:], lon[1:]) if len(lon) > 1 else np.zeros(0)
+    total = float(d.sum())
+    t = d * (duration / total) if total > 0 else np.zeros_like(d)
+    out: dict[str, Any] = {}
+    if "distance" in which:
+        out["distance"] = np.round(d, 1).tolist()
+    if "duration" in which:
+        out["duration"] = np.round(t, 1).tolist()
+    if "weight" in which:
+        out["weight"] = np.round(t, 1).tolist()
+    if "speed" in which:
+        out["speed"] = np.round(np.divide(d, t, out=np.zeros_like(d), where=t > 0), 1).tolist()
+    if "datasources" in which:
+        out["datasources"] = [0] * len(d)
+    return out
+
+
+def _summary(steps: list[dict]) -> str:
+    """The names of the two longest-driven streets of a leg, in route order."""
+    by_name: dict[str, float] = {}
+    for s in steps:
+        if s["name"]:
+            by_name[s["name"]] = by_name.get(s["name"], 0.0) + s["distance"]
+    top = set(sorted(by_name, key=lambda k: -by_name[k])[:2])
+    seen: list[str] = []
+    for s in steps:
+        if s["name"] in top and s["name"] not in seen:
+            seen.append(s["name"])
+    return ", ".join(seen)
+
+
+def _spread_turn_delays(steps: list[dict], duration: float) -> None:
+    """Maneuver times leave out the costing's turn delays, which the leg's duration includes: spread
+    the difference over the steps in proportion to their time, so that the steps add up to the leg (as
+    OSRM's do)."""
+    total = sum(s["duration"] for s in steps)
+    if total <= 0 or duration <= 0:
+        return
+    f = duration / total
+    for s in steps:
+        s["duration"] = s["weight"] = round(s["duration"] * f, 1)
+
+
+def route_object(route, q: dict, mode: str, legs=None) -> dict:
+    """An OSRM Route from a typed `geoengine.services.route.Route` (or some of its `legs`): distances and
+    durations are the route's own metres and seconds."""
+    legs = route.legs if legs is None else legs
+    out_legs = []
+    for leg in legs:
+        steps = [_step(m, leg.lon, leg.lat, q, mode) for m in leg.maneuvers or []]
+        _spread_turn_delays(steps, leg.time_s)
+        out: dict[str, Any] = {"distance": round(leg.length_m, 1), "duration": round(leg.time_s, 1),
+                               "weight": round(leg.time_s, 1), "summary": _summary(steps),
+                               "steps": steps if q.get("steps") else []}
+        if q.get("annotations"):
+            out["annotation"] = _annotation(leg.lon, leg.lat, leg.time_s, q["annotations"])
+        out_legs.append(out)
+    time_s = float(sum(leg.time_s for leg in legs))
+    result: dict[str, Any] = {
+        "distance": round(float(sum(leg.length_m for leg in legs)), 1),
+        "duration": round(time_s, 1),
+        "weight": round(time_s, 1),
+        "weight_name": "duration",
+        "legs": out_legs,
+    }
+    if legs:
+        lon = np.concatenate([leg.lon if i == 0 else leg.lon[1:] for i, leg in enumerate(legs)])
+        lat = np.concatenate([leg.lat if i == 0 else leg.lat[1:] for i, leg in enumerate(legs)])
+        geometry = _overview(np.column_stack([lon, lat]), q)
+        if geometry is not None:
+            result["geometry"] = geometry
+    return result
+
+
+def _waypoint(lon: float, lat: float, distance: float, name: str, q: dict) -> dict:
+    w = {"location": [round(float(lon), 6), round(float(lat), 6)], "distance": round(float(distance), 2),
+         "name": name}
+    if q.get("generate_hints", True):
+        w["hint"] = ""
+    return w
+
+
+def _edge_names(engine, edges) -> list[str]:
+    g = engine.graph
+    seg = np.asarray(g.seg_name)[np.asarray(edges, dtype=np.int64) >> 1]
+    return [g.strings[int(i)] for i in seg.tolist()]
+
+
+def _street_names(engine, costing: str, points: list[tuple[float, float]]) -> list[str]:
+    """Names of the streets at snapped positions: the edge under each point for the costing (one grid
+    kernel call per point, a few microseconds)."""
+    from types import SimpleNamespace
+
+    router = engine.router
+    prof = router.profile(costing)
+    out = []
+    for i, (lo, la) in enumerate(points):
+        try:
+            c = router.plain_candidates(prof, SimpleNamespace(lon=lo, lat=la, search_radius=5), i)
+            out.append(_edge_names(engine, c["edge"][:1])[0] if len(c["edge"]) else "")
+        except GeoengineError:
+            out.append("")
+    return out
+
+
+def _waypoints(route, q: dict, engine, costing: str) -> list[dict]:
+    """One Waypoint per location of the route: its snapped position, the distance to it and the name of
+    the street it snapped to (the first edge of the leg it starts, the last of the leg it ends)."""
+    locs = route.locations
+    names = [""] * len(locs)
+    breaks = [i for i, loc in enumerate(locs) if i in (0, len(locs) - 1) or loc.type in ("break", "break_through")]
+    for k, leg in enumerate(route.legs):
+        if len(leg.edges) and k < len(breaks):
+            first, last = _edge_names(engine, [leg.edges[0], leg.edges[-1]])
+            names[breaks[k]] = names[breaks[k]] or first
+            if k + 1 < len(breaks):
+                names[breaks[k + 1]] = last
+    missing = [i for i, loc in enumerate(locs) if i not in breaks]
+    if missing:  # pass-through locations: look their streets up
+        for i, name in zip(missing, _street_names(engine, costing, [(locs[i].snapped_lon, locs[i].snapped_lat)
+                                                                     for i in missing]), strict=True):
+            names[i] = name
+    return [_waypoint(loc.snapped_lon, loc.snapped_lat, loc.snapped_distance_m, names[i], q)
+            for i, loc in enumerate(locs)]
+
+
+def _directions_type(q: dict) -> str:
+    """Maneuvers only when steps are asked for: they cost more than the route itself."""
+    return "maneuvers" if q.get("steps") else "none"
+
+
+def _route_body(coords: np.ndarray, costing: str, q: dict, kinds: list[str]) -> dict:
+    locs = [_location(lo, la, q, i, kinds[i]) for i, (lo, la) in enumerate(coords.tolist())]
+    body: dict[str, Any] = {
+        "locations": locs, "costing": costing,
+        "directions_options": {"units": "kilometers", "directions_type": _directions_type(q)},
+    }
+    co = _costing_options(costing, q)
+    if co:
+        body["costing_options"] = co
+    return body
+
+
+# ------------------------------------------------------------------------------------------------------
+# services
+# ------------------------------------------------------------------------------------------------------
+def route(engine, profile: str, coordinates: str, query: Mapping[str, str]) -> dict:
+    coords = parse_coordinates(coordinates)
+    _check_size("route", len(coords))
+    costing = costing_of(profile)
+    q = parse_query("route", query, len(coords))
+    n = len(coords)
+    via = "break_through" if q["continue_straight"] == "true" else "break"
+    kinds = ["break"] + [via] * (n - 2) + ["break"]
+    if "waypoints" in q:
+        legs_at = set(q["waypoints"])
+        through = "through" if q["continue_straight"] == "true" else "via"
+        kinds = [k if i in legs_at else through for i, k in enumerate(kinds)]
+    body = _route_body(coords, costing, q, kinds)
+    if q["alternatives"]:
+        body["alternates"] = q["alternatives"]
+    result = engine.compute_route(body)
+    mode = _MODE.get(costing, "driving")
+    out: dict[str, Any] = {"code": "Ok", "routes": [route_object(r, q, mode) for r in result.routes]}
+    if not q["skip_waypoints"]:
+        wps = _waypoints(result.best, q, engine, costing)
+        if "waypoints" in q:
+            wps = [wps[i] for i in q["waypoints"]]
+        out["waypoints"] = wps
+    return out
+
+
+def table(engine, profile: str, coordinates: str, query: Mapping[str, str]) -> dict:
+    coords = parse_coordinates(coordinates)
+    _check_size("table", len(coords))
+    costing = costing_of(profile)
+    q = parse_query("table", query, len(coords))
+    si = q["sources"] if q["sources"] is not None else list(range(len(coords)))
+    di = q["destinations"] if q["destinations"] is not None else list(range(len(coords)))
+    src, dst = coords[si], coords[di]
+    radius = np.array([np.nan if r is None else min(max(r, 1.0), 100.0) for r in q["radius"]], dtype=np.float64)
+    sr, dr = radius[si], radius[di]
+    res = engine.router.matrix(src, dst, costing, (_costing_options(costing, q) or {}).get(costing),
+                               source_radius=None if np.isnan(sr).all() else sr,
+                               target_radius=None if np.isnan(dr).all() else dr)
+    time_s = np.asarray(res.time_s, dtype=np.float64) * q["scale_factor"]
+    dist_m = np.asarray(res.distance_m, dtype=np.float64)
+    out: dict[str, Any] = {"code": "Ok"}
+    missing = ~np.isfinite(time_s)
+    if q["fallback_speed"] is not None and missing.any():
+        a = src if q["fallback_coordinate"] == "input" else np.asarray(res.sources)
+        b = dst if q["fallback_coordinate"] == "input" else np.asarray(res.targets)
+        crow = haversine_m(a[:, 1][:, None], a[:, 0][:, None], b[:, 1][None, :], b[:, 0][None, :])
+        dist_m = np.where(missing, crow, dist_m)
+        time_s = np.where(missing, crow / q["fallback_speed"], time_s)
+        out["fallback_speed_cells"] = np.argwhere(missing).tolist()
+        missing = ~np.isfinite(time_s)
+    if "duration" in q["annotations"]:
+        out["durations"] = _table_values(time_s, missing)
+    if "distance" in q["annotations"]:
+        out["distances"] = _table_values(dist_m, missing)
+    if not q["skip_waypoints"]:
+        snapped_s, snapped_d = np.asarray(res.sources), np.asarray(res.targets)
+        ds = haversine_m(src[:, 1], src[:, 0], snapped_s[:, 1], snapped_s[:, 0])
+        dd = haversine_m(dst[:, 1], dst[:, 0], snapped_d[:, 1], snapped_d[:, 0])
+        # names are empty: the matrix kernel does not report the snapped edges
+        out["sources"] = [_waypoint(lo, la, d, "", q) for (lo, la), d in
+                          zip(snapped_s.tolist(), np.atleast_1d(ds).tolist(), strict=True)]
+        out["destinations"] = [_waypoint(lo, la, d, "", q) for (lo, la), d in
+                               zip(snapped_d.tolist(), np.atleast_1d(dd).tolist(), strict=True)]
+    return out
+
+
+def _table_values(a: np.ndarray, missing: np.ndarray) -> list:
+    rows = np.round(np.where(missing, 0.0, a), 1).tolist()
+    if missing.any():
+        for i, j in np.argwhere(missing).tolist():
+            rows[i][j] = None
+    return rows
+
+
+def nearest(engine, profile: str, coordinates: str, query: Mapping[str, str]) -> dict:
+    coords = parse_coordinates(coordinates)
+    _check_size("nearest", len(coords))
+    costing = costing_of(profile)
+    q = parse_query("nearest", query, len(coords))
+    router = engine.router
+    prof = router.profile(costing, router.parse_options(costing, (_costing_options(costing, q) or {}).get(costing)))
+    lon, lat = (float(x) for x in coords[0])
+    h = q["heading"][0]
+    c = engine.snapper.snap(lon, lat, prof.usable, search_radius=q["radius"][0],
+                            heading=None if h is None else h[0], heading_tolerance=None if h is None else h[1],
+                            preferred_side=q["side"][0], index=0, field="coordinates")
+    g = engine.graph
+    seg = np.asarray(c.edge, dtype=np.int64) >> 1
+    # one waypoint per road segment (both directions of a segment snap to the same point), nearest first
+    _, first = np.unique(seg, return_index=True)
+    order = np.sort(first)[: q["number"]]
+    names = _edge_names(engine, np.asarray(c.edge)[order])
+    nodes = np.asarray(g.node_osm_id)[np.column_stack([np.asarray(g.edge_src)[c.edge[order]],
+                                                       np.asarray(g.edge_dst)[c.edge[order]]])]
+    wps = []
+    for k, i in enumerate(order.tolist()):
+        w = _waypoint(c.lon[i], c.lat[i], c.distance[i], names[k], q)
+        w["nodes"] = [int(x) for x in nodes[k]]
+        wps.append(w)
+    return {"code": "Ok", "waypoints": wps}
+
+
+def trip(engine, profile: str, coordinates: str, query: Mapping[str, str]) -> dict:
+    from geoengine.services.optimised_route import OptimisedRouteRequest, optimise
+    from geoengine.validation import validate
+
+    coords = parse_coordinates(coordinates)
+    _check_size("trip", len(coords))
+    costing = costing_of(profile)
+    q = parse_query("trip", query, len(coords))
+    n = len(coords)
+    if not q["roundtrip"] and (q["source"] != "first" or q["destination"] != "last"):
+        raise OsrmError("NotImplemented", "roundtrip=false is supported with source=first and destination=last")
+    if q["roundtrip"] and q["destination"] == "last":
+        raise OsrmError("NotImplemented", "roundtrip=true is supported with destination=any")
+    pts = np.vstack([coords, coords[:1]]) if q["roundtrip"] else coords
+    wrap = {**q, "radius": q["radius"] + q["radius"][:1], "heading": q["heading"] + q["heading"][:1],
+            "side": q["side"] + q["side"][:1]}
+    body = _route_body(pts, costing, wrap, ["break"] * len(pts))
+    if n == 2 and not q["roundtrip"]:  # nothing to order
+        best, order = engine.compute_route(body).best, [0, 1]
+    else:
+        order, _method, _cost, _given, best = optimise(engine, validate(OptimisedRouteRequest, body))
+    out: dict[str, Any] = {"code": "Ok", "trips": [route_object(best, q, _MODE.get(costing, "driving"))]}
+    if not q["skip_waypoints"]:
+        in_trip = _waypoints(best, q, engine, costing)
+        waypoints: list[dict | None] = [None] * n
+        for pos, orig in enumerate(order):
+            if orig < n and waypoints[orig] is None:
+                waypoints[orig] = {**in_trip[pos], "waypoint_index": pos, "trips_index": 0}
+        out["waypoints"] = waypoints
+    return out
+
+
+def match(engine, profile: str, coordinates: str, query: Mapping[str, str]) -> dict:
+    from geoengine.routing.matching import UNMATCHED
+    from geoengine.services.matching import MapMatchRequest, matched_route
+    from geoengine.validation import validate
+
+    coords = parse_coordinates(coordinates)
+    _check_size("match", len(coords))
+    costing = costing_of(profile)
+    q = parse_query("match", query, len(coords))
+    shape = [{"lon": float(lo), "lat": float(la)} for lo, la in coords.tolist()]
+    if "timestamps" in q:
+        t0 = q["timestamps"][0]
+        for p, t in zip(shape, q["timestamps"], strict=True):
+            p["time"] = t - t0
+    radii = [r for r in q["radius"] if r is not None]
+    trace_options: dict[str, Any] = {}
+    if radii:  # OSRM's radius is the GPS standard deviation
+        acc = min(max(max(radii), 1.0), 100.0)
+        trace_options = {"gps_accuracy": acc, "search_radius": min(max(3.0 * acc, 50.0), 100.0)}
+    if q["gaps"] == "ignore":
+        trace_options["breakage_distance"] = 10000.0
+    body: dict[str, Any] = {"shape": shape, "costing": costing, "shape_match": "map_snap",
+                            "directions_options": {"units": "kilometers", "directions_type": _directions_type(q)},
+                            "trace_options": trace_options}
+    co = _costing_options(costing, q)
+    if co:
+        body["costing_options"] = co
+    matched, res = matched_route(engine.matcher, validate(MapMatchRequest, body))  # one matching
+    mode = _MODE.get(costing, "driving")
+    # per trace point: its section (matching) and the edge it lies on
+    sizes = [len(sec.edges) for sec in res.sections]
+    sec_of_edge = np.repeat(np.arange(len(sizes)), sizes)
+    all_edges = np.concatenate([sec.edges for sec in res.sections])
+    kept = (res.type != UNMATCHED) & (res.edge_index >= 0)
+    sec_of_point = np.where(kept, sec_of_edge[np.clip(res.edge_index, 0, len(sec_of_edge) - 1)], -1)
+    names = _edge_names(engine, all_edges[np.clip(res.edge_index, 0, len(all_edges) - 1)])
+    matchings = []
+    for k, leg in enumerate(matched.legs):
+        r = route_object(matched, q, mode, legs=[leg])
+        in_sec = sec_of_point == k
+        r["confidence"] = round(float((res.type[in_sec] != UNMATCHED).mean()) if in_sec.any() else 0.0, 3)
+        matchings.append(r)
+    out: dict[str, Any] = {"code": "Ok", "matchings": matchings}
+    if not q["skip_waypoints"]:
+        tracepoints: list[dict | None] = []
+        counters: dict[int, int] = {}
+        dist = np.nan_to_num(res.distance).tolist()
+        for i, s in enumerate(sec_of_point.tolist()):
+            if s < 0:
+                tracepoints.append(None)
+                continue
+            w = _waypoint(res.lon[i], res.lat[i], dist[i], names[i], q)
+            w.update(matchings_index=s, waypoint_index=counters.get(s, 0), alternatives_count=0)
+            counters[s] = counters.get(s, 0) + 1
+            tracepoints.append(w)
+        out["tracepoints"] = tracepoints
+    return out
+
+
+_SERVICES = {"route": route, "table": table, "match": match, "nearest": nearest, "trip": trip}
+
+
+def run(service: str, engine, version: str, profile: str, coordinates: str, query: Mapping[str, str]) -> dict:
+    """One OSRM request -> its response body. Raises OsrmError (engine errors are mapped)."""
+    if service not in _SERVICES:
+        raise OsrmError("InvalidService", f"unknown service '{service}'; services: {', '.join(SERVICES)}")
+    if version != "v1":
+        raise OsrmError("InvalidVersion", f"unknown version '{version}'; this server speaks v1")
+    try:
+        return _SERVICES[service](engine, profile, coordinates, query)
+    except OsrmError:
+        raise
+    except GeoengineError as exc:
+        raise from_engine_error(exc, service) from None

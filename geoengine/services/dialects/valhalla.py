@@ -1,0 +1,519 @@
+"""The Valhalla HTTP API over the engine: `/sources_to_targets`, `/optimized_route`, `/trace_route`,
+`/trace_attributes`, `/height`, `/locate`, `/status`, `/expansion` (and `/route`, `/isochrone`, which
+are the spec's endpoints and already take Valhalla's bodies).
+
+Request models here are Valhalla's (validated once at the edge, also for the OpenAPI document); each
+function makes the engine call and renders Valhalla's response. No HTTP: the thin routes are in
+`geoengine/server/routes/valhalla.py`. Field-by-field mapping: docs/valhalla.md.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from typing import Any, Literal
+
+import numpy as np
+from pydantic import BaseModel, ConfigDict, Field, field_validator
+
+from geoengine import __version__
+from geoengine.errors import FieldError, InvalidRequest
+from geoengine.geo import encode_polyline, haversine_m
+from geoengine.graph import tags as T
+from geoengine.services.matching import MapMatchRequest
+from geoengine.services.matrix import MatrixRequest
+from geoengine.services.models import Costing, IsochroneCosting, Lat, Location, Lon, costing_validator
+
+ACTIONS = ("route", "isochrone", "sources_to_targets", "optimized_route", "trace_route", "trace_attributes",
+           "height", "locate", "status", "expansion")
+
+
+# ------------------------------------------------------------------------------------------------------
+# /sources_to_targets
+# ------------------------------------------------------------------------------------------------------
+class SourcesToTargetsRequest(MatrixRequest):
+    """Valhalla's matrix body: the body of POST /matrix (sources, targets, costing, costing_options, units,
+    date_time, id) plus `verbose`."""
+
+    verbose: bool = Field(True, description="true: one object per pair; false: Valhalla's concise form "
+                          "(arrays `durations` and `distances`)")
+
+
+def sources_to_targets(engine, req: SourcesToTargetsRequest) -> dict:
+    doc = engine.matrix_request(req.model_dump(exclude={"verbose"}, exclude_none=True))
+    return matrix_document(doc, req.verbose)
+
+
+def matrix_document(doc: dict, verbose: bool = True) -> dict:
+    """The /matrix document in Valhalla's shape: an unreachable pair is an object whose time and
+    distance are null (not null itself); `verbose=false` gives the concise arrays."""
+    rows = doc["sources_to_targets"]
+    if verbose:
+        out_rows = [[cell if cell is not None else
+                     {"from_index": i, "to_index": j, "time": None, "distance": None}
+                     for j, cell in enumerate(row)] for i, row in enumerate(rows)]
+        body = {**doc, "sources_to_targets": out_rows}
+    else:
+        body = {k: v for k, v in doc.items() if k != "sources_to_targets"}
+        body["sources_to_targets"] = {
+            "durations": [[None if c is None else c["time"] for c in row] for row in rows],
+            "distances": [[None if c is None else c["distance"] for c in row] for row in rows],
+        }
+    body["algorithm"] = "timedistancematrix"
+    return body
+
+
+# ------------------------------------------------------------------------------------------------------
+# /trace_route, /trace_attributes
+# ------------------------------------------------------------------------------------------------------
+TRACE_OPTION_KEYS = ("search_radius", "gps_accuracy", "breakage_distance", "interpolation_distance")
+VALHALLA_ONLY_TRACE_OPTIONS = ("turn_penalty_factor",)
+
+
+class Filters(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    attributes: list[str] = Field(description="Attribute keys such as edge.names, edge.use, matched.point, shape")
+    action: Literal["include", "exclude"] = "include"
+
+
+class TraceRequest(MapMatchRequest):
+    """Valhalla's map-matching body: the body of POST /map_match with Valhalla's default shape_match
+    (walk_or_snap), Valhalla's trace_options (turn_penalty_factor is accepted and has no effect) and, for
+    /trace_attributes, `filters` (with `action` inside or, as routingpy sends it, beside it)."""
+
+    shape_match: Literal["map_snap", "edge_walk", "walk_or_snap"] = Field(
+        "walk_or_snap", description="Valhalla's default: edge_walk, falling back to map_snap")
+    trace_options: dict[str, Any] | None = Field(
+        None, description="search_radius, gps_accuracy, breakage_distance, interpolation_distance; "
+        "turn_penalty_factor is accepted and ignored")
+    filters: Filters | None = None
+    action: Literal["include", "exclude"] | None = Field(None, description="filters.action given beside filters")
+
+
+def _match_body(req: TraceRequest) -> dict:
+    data = req.model_dump(exclude={"filters", "action", "trace_options"}, exclude_none=True)
+    to = dict(req.trace_options or {})
+    for key in VALHALLA_ONLY_TRACE_OPTIONS:
+        to.pop(key, None)
+    data["trace_options"] = to
+    return data
+
+
+def trace_route(engine, req: TraceRequest) -> dict:
+    """The /map_match document (its trip's maneuver `type` is Valhalla's integer already)."""
+    return engine.map_match(_match_body(req))
+
+
+# geoengine road class -> (Valhalla road_class, use); uses limited to the values Valhalla clients know
+_ROAD = {
+    "motorway": ("motorway", "road"), "trunk": ("trunk", "road"), "primary": ("primary", "road"),
+    "secondary": ("secondary", "road"), "tertiary": ("tertiary", "road"),
+    "unclassified": ("unclassified", "road"), "residential": ("residential", "road"),
+    "service": ("service_other", "road"), "living_street": ("residential", "road"),
+    "track": ("service_other", "track"), "road": ("unclassified", "road"),
+    "pedestrian": ("service_other", "footway"), "footway": ("service_other", "footway"),
+    "path": ("service_other", "footway"), "cycleway": ("service_other", "cycleway"),
+    "bridleway": ("service_other", "footway"), "steps": ("service_other", "steps"),
+    "ferry": ("service_other", "ferry"), "busway": ("service_other", "bus"),
+}
+_SERVICE_USE = ((T.F_DRIVEWAY, "driveway"), (T.F_ALLEY, "alley"), (T.F_PARKING_AISLE, "parking_aisle"),
+                (T.F_DRIVE_THROUGH, "drive_through"))
+
+
+def edge_attributes(graph, edges: list[dict]) -> list[dict]:
+    """Valhalla edge attributes for matched edges (`id` = directed edge id): Valhalla's road_class and
+    `use`, toll, tunnel, bridge, roundabout, surface, sidewalk, drive_on_right, traversability."""
+    if not edges:
+        return []
+    e = np.array([x["id"] for x in edges], dtype=np.int64)
+    k = e >> 1
+    flags = np.asarray(graph.seg_flags)[k].astype(np.int64)
+    klass = np.asarray(graph.seg_class)[k].astype(np.int64)
+    surface = np.asarray(graph.seg_surface)[k].astype(np.int64)
+    access_fwd = np.asarray(graph.edge_access)[e]
+    access_rev = np.asarray(graph.edge_access)[e ^ 1]
+    out = []
+    for doc, fl, kl, su, af, ar in zip(edges, flags.tolist(), klass.tolist(), surface.tolist(),
+                                       access_fwd.tolist(), access_rev.tolist(), strict=True):
+        name = T.CLASS_NAMES[kl]
+        road_class, use = _ROAD.get(name, ("service_other", "other"))
+        if fl & T.F_LINK:
+            use = "ramp"
+        elif fl & T.F_FERRY:
+            use = "ferry"
+        else:
+            for flag, service_use in _SERVICE_USE:
+                if fl & flag:
+                    use = service_use
+                    break
+        d = {**doc, "road_class": road_class, "use": use, "toll": bool(fl & T.F_TOLL),
+             "tunnel": bool(fl & T.F_TUNNEL), "bridge": bool(fl & T.F_BRIDGE), "roundabout": bool(fl & T.F_ROUNDABOUT),
+             "sidewalk": "both" if fl & T.F_SIDEWALK else "", "drive_on_right": True,
+             "traversability": "both" if (af and ar) else "forward",
+             "surface": T.SURFACE_NAMES[su] if 0 < su < len(T.SURFACE_NAMES) else ""}
+        d["geoengine_road_class"] = name
+        out.append(d)
+    return out
+
+
+_MATCHED_KEYS = {"matched.point": ("lat", "lon"), "matched.type": ("type",), "matched.edge_index": ("edge_index",),
+                 "matched.distance_along_edge": ("distance_along_edge",),
+                 "matched.distance_from_trace_point": ("distance_from_trace_point",)}
+
+
+def apply_filters(doc: dict, filters: Filters | None, action: str | None) -> dict:
+    """Valhalla's `filters`: keep (include) or drop (exclude) the named attributes: `edge.<field>`,
+    `matched.point|type|edge_index|distance_along_edge|distance_from_trace_point`, `shape`. Unknown keys
+    are ignored (as Valhalla does for attributes it does not have)."""
+    if filters is None:
+        return doc
+    how = action or filters.action
+    keys = set(filters.attributes)
+    edge_fields = {a[len("edge."):] for a in keys if a.startswith("edge.")}
+    point_fields = {f for a in keys if a in _MATCHED_KEYS for f in _MATCHED_KEYS[a]}
+    if how == "include":
+        doc["edges"] = [{k: v for k, v in e.items() if k in edge_fields} for e in doc["edges"]]
+        doc["matched_points"] = [{k: v for k, v in p.items() if k in point_fields} for p in doc["matched_points"]]
+        if "shape" not in keys:
+            doc.pop("shape", None)
+    else:
+        doc["edges"] = [{k: v for k, v in e.items() if k not in edge_fields} for e in doc["edges"]]
+        doc["matched_points"] = [{k: v for k, v in p.items() if k not in point_fields} for p in doc["matched_points"]]
+        if "shape" in keys:
+            doc.pop("shape", None)
+    return doc
+
+
+def trace_attributes(engine, req: TraceRequest) -> dict:
+    doc = engine.trace_attributes(_match_body(req))
+    doc["edges"] = edge_attributes(engine.graph, doc["edges"])
+    return apply_filters(doc, req.filters, req.action)
+
+
+# ------------------------------------------------------------------------------------------------------
+# /optimized_route
+# ------------------------------------------------------------------------------------------------------
+def optimized_route(engine, body) -> dict:
+    """The /optimised_route document: Valhalla's optimized_route trip (first and last fixed) plus
+    geoengine's `optimized_order` and `optimisation`."""
+    return engine.optimised_route(body)
+
+
+# ------------------------------------------------------------------------------------------------------
+# /height
+# ------------------------------------------------------------------------------------------------------
+class HeightPoint(BaseModel):
+    model_config = ConfigDict(extra="ignore")
+
+    lat: Lat
+    lon: Lon
+
+
+class HeightRequest(BaseModel):
+    """Valhalla's elevation body."""
+
+    model_config = ConfigDict(extra="ignore")
+
+    shape: list[HeightPoint] | None = Field(None, description="Points; exactly one of shape and encoded_polyline")
+    encoded_polyline: str | None = Field(None, description="Precision-6 encoded polyline")
+    range: bool = Field(False, description="true: range_height pairs [cumulative metres, height]")
+    resample_distance: float | None = Field(None, ge=10, description="Resample the shape every this many metres "
+                                            "(>= 10) before sampling heights")
+    height_precision: Literal[0, 1, 2] = Field(0, description="Decimal places of the heights (0, 1 or 2)")
+    shape_format: Literal["polyline6", "polyline5"] = "polyline6"
+    id: str | None = None
+
+
+def _resample(lats: np.ndarray, lons: np.ndarray, step: float) -> tuple[np.ndarray, np.ndarray]:
+    seg = haversine_m(lats[:-1], lons[:-1], lats[1:], lons[1:]) if len(lats) > 1 else np.zeros(0)
+    cum = np.concatenate([[0.0], np.cumsum(seg)])
+    if cum[-1] <= 0:
+        return lats[:1], lons[:1]
+    at = np.append(np.arange(0.0, cum[-1], step), cum[-1])
+    return np.interp(at, cum, lats), np.interp(at, cum, lons)
+
+
+def height(engine, req: HeightRequest) -> dict:
+    if (req.shape is None) == (req.encoded_polyline is None):
+        raise InvalidRequest(errors=[FieldError("shape", "give exactly one of shape and encoded_polyline")])
+    max_points = engine.settings.elevation_max_points
+    if req.shape is not None:
+        lats = np.array([p.lat for p in req.shape], dtype=np.float64)
+        lons = np.array([p.lon for p in req.shape], dtype=np.float64)
+        prof = engine.elevation_profile(lats=lats, lons=lons, max_points=None if req.resample_distance else max_points)
+    else:
+        prof = engine.elevation_profile(encoded_polyline=req.encoded_polyline,
+                                        precision=6 if req.shape_format == "polyline6" else 5,
+                                        max_points=None if req.resample_distance else max_points)
+    lats, lons = prof.lats, prof.lons
+    if req.resample_distance:
+        lats, lons = _resample(lats, lons, float(req.resample_distance))
+        if len(lats) > max_points:
+            raise InvalidRequest.field("resample_distance", f"resampling gives {len(lats)} points; at most "
+                                       f"{max_points} are allowed per request")
+        prof = engine.elevation_profile(lats=lats, lons=lons, max_points=max_points)
+    h = np.round(prof.heights, req.height_precision)
+    heights = [None if np.isnan(x) else (int(x) if req.height_precision == 0 else float(x)) for x in h.tolist()]
+    out: dict[str, Any] = {}
+    if req.shape is not None and not req.resample_distance:
+        out["shape"] = [{"lat": p.lat, "lon": p.lon} for p in req.shape]
+    elif req.encoded_polyline is not None and not req.resample_distance:
+        out["encoded_polyline"] = req.encoded_polyline
+    else:
+        out["shape"] = [{"lat": round(a, 6), "lon": round(b, 6)} for a, b in zip(lats.tolist(), lons.tolist(), strict=True)]
+    if req.range:
+        d = np.round(prof.distances).astype(np.int64).tolist()
+        out["range_height"] = [[di, hi] for di, hi in zip(d, heights, strict=True)]
+    else:
+        out["height"] = heights
+    if req.id is not None:
+        out["id"] = req.id
+    return out
+
+
+# ------------------------------------------------------------------------------------------------------
+# /locate
+# ------------------------------------------------------------------------------------------------------
+class LocateRequest(BaseModel):
+    """Valhalla's locate body: the locations and costing of a route request, and `verbose`."""
+
+    model_config = ConfigDict(extra="ignore")
+
+    locations: list[Location] = Field(min_length=1, max_length=100, description="1 to 100 locations")
+    costing: Costing = "auto"
+    costing_options: dict[str, Any] | None = None
+    verbose: bool = False
+    id: str | None = None
+
+    _costing_known = costing_validator("route")
+
+
+def locate(engine, req: LocateRequest) -> list[dict]:
+    """Per location: the edges it snaps to for the costing (nearest first), with the correlated point,
+    the fraction along the edge, the side of the street; `verbose` adds the edge's names, shape, class,
+    use and flags. A location that snaps to nothing has null edges and nodes."""
+    from geoengine.errors import Unprocessable
+
+    router = engine.router
+    prof = router.profile(req.costing, router.parse_options(req.costing, req.costing_options))
+    g = engine.graph
+    out = []
+    for i, loc in enumerate(req.locations):
+        doc: dict[str, Any] = {"input_lat": loc.lat, "input_lon": loc.lon}
+        try:
+            c = router.candidates(prof, loc, i)
+        except Unprocessable as exc:
+            doc.update(edges=None, nodes=None, reason=exc.detail)
+            out.append(doc)
+            continue
+        e = np.asarray(c["edge"], dtype=np.int64)
+        k = e >> 1
+        bearing = np.asarray(g.edge_bearing_start)[e].astype(np.float64)
+        to_input = _bearing(c["lat"], c["lon"], loc.lat, loc.lon)
+        rel = (to_input - bearing + 360.0) % 360.0
+        side = np.where(c["distance"] < 1.0, "neither", np.where(rel < 180.0, "right", "left"))
+        edges = []
+        for j in range(len(e)):
+            ed: dict[str, Any] = {"way_id": int(np.asarray(g.seg_way)[k[j]]),
+                                  "correlated_lat": round(float(c["lat"][j]), 6),
+                                  "correlated_lon": round(float(c["lon"][j]), 6),
+                                  "side_of_street": str(side[j]), "percent_along": round(float(c["fraction"][j]), 5),
+                                  "distance": round(float(c["distance"][j]), 2)}
+            if req.verbose:
+                ed.update(_verbose_edge(g, int(e[j])))
+            edges.append(ed)
+        nodes = []
+        for j in range(len(e)):
+            f = float(c["fraction"][j])
+            if f <= 0.0 or f >= 1.0:
+                n = int(np.asarray(g.edge_src if f <= 0.0 else g.edge_dst)[e[j]])
+                node = {"lat": round(float(g.node_lat[n]), 6), "lon": round(float(g.node_lon[n]), 6)}
+                if node not in nodes:
+                    nodes.append(node)
+        doc.update(edges=edges, nodes=nodes)
+        out.append(doc)
+    return out
+
+
+def _bearing(lat1, lon1, lat2, lon2) -> np.ndarray:
+    from geoengine.geo import bearing_deg
+
+    return np.asarray(bearing_deg(lat1, lon1, lat2, lon2), dtype=np.float64)
+
+
+def _verbose_edge(g, e: int) -> dict:
+    k = e >> 1
+    a, b = int(g.shape_offsets[k]), int(g.shape_offsets[k + 1])
+    lon = np.asarray(g.shape_lon[a:b], dtype=np.float64)
+    lat = np.asarray(g.shape_lat[a:b], dtype=np.float64)
+    if e & 1:
+        lon, lat = lon[::-1], lat[::-1]
+    attrs = edge_attributes(g, [{"id": e}])[0]
+    return {
+        "edge_id": {"id": e, "value": e},
+        "edge_info": {"shape": encode_polyline(lat, lon, 6), "way_id": int(g.seg_way[k]),
+                      "names": [x for x in (g.strings[int(g.seg_name[k])], g.strings[int(g.seg_ref[k])]) if x]},
+        "edge": {"classification": {"classification": attrs["road_class"], "link": attrs["use"] == "ramp",
+                                    "surface": attrs["surface"]},
+                 "use": attrs["use"], "speed": int(round(float(g.edge_speed[e]))), "toll": attrs["toll"],
+                 "tunnel": attrs["tunnel"], "bridge": attrs["bridge"], "round_about": attrs["roundabout"],
+                 "forward": not (e & 1), "drive_on_right": True,
+                 "geo_attributes": {"length": int(round(float(g.seg_length[k])))}},
+    }
+
+
+# ------------------------------------------------------------------------------------------------------
+# /status
+# ------------------------------------------------------------------------------------------------------
+class StatusRequest(BaseModel):
+    model_config = ConfigDict(extra="ignore")
+
+    verbose: bool = Field(False, description="Add has_tiles, has_admins, has_timezones, has_live_traffic, bbox")
+
+
+def status(engine, verbose: bool = False) -> dict:
+    info = engine.info()
+    built = info.get("built")
+    try:
+        ts = int(dt.datetime.fromisoformat(str(built)).timestamp()) if built else 0
+    except ValueError:
+        ts = 0
+    out: dict[str, Any] = {"version": __version__, "tileset_last_modified": ts,
+                           "available_actions": list(ACTIONS)}
+    if verbose:
+        bbox = info.get("bbox")
+        stages = set(info.get("stages") or [])
+        out.update(has_tiles="graph" in stages, has_admins=False, has_timezones=False, has_live_traffic=False)
+        if bbox:
+            w, s, e, n = bbox
+            out["bbox"] = {"type": "FeatureCollection", "features": [{
+                "type": "Feature", "properties": {},
+                "geometry": {"type": "Polygon", "coordinates": [[[w, s], [e, s], [e, n], [w, n], [w, s]]]}}]}
+    return out
+
+
+# ------------------------------------------------------------------------------------------------------
+# /expansion
+# ------------------------------------------------------------------------------------------------------
+EXPANSION_PROPERTIES = ("duration", "distance", "cost", "edge_id", "edge_status", "expansion_type")
+# routingpy 1.3 sends the plural names of Valhalla's first expansion API
+_PLURAL = {"durations": "duration", "distances": "distance", "costs": "cost", "edge_ids": "edge_id",
+           "statuses": "edge_status"}
+MAX_EXPANSION_EDGES = 200_000
+
+
+class ExpansionContour(BaseModel):
+    model_config = ConfigDict(extra="ignore")
+
+    time: float | None = Field(None, gt=0, le=120, description="Minutes")
+    distance: float | None = Field(None, gt=0, le=200, description="Kilometres")
+
+
+class ExpansionRequest(BaseModel):
+    """Valhalla's expansion body: `action` isochrone (with `contours`) or route (the search from the first
+    location until the route's duration), plus `skip_opposites` and `expansion_properties`."""
+
+    model_config = ConfigDict(extra="ignore")
+
+    action: Literal["isochrone", "route"]
+    locations: list[Location] = Field(min_length=1)
+    costing: IsochroneCosting = "auto"
+    costing_options: dict[str, Any] | None = None
+    contours: list[ExpansionContour] | None = None
+    skip_opposites: bool = False
+    dedupe: bool = False
+    expansion_properties: list[str] = Field(default_factory=list)
+    id: str | None = None
+
+    _costing_known = costing_validator("isochrone")
+
+    @field_validator("expansion_properties")
+    @classmethod
+    def _known(cls, v):
+        for p in v:
+            if p not in EXPANSION_PROPERTIES and p not in _PLURAL:
+                raise ValueError(f"unknown expansion property '{p}'; use: {', '.join(EXPANSION_PROPERTIES)}")
+        return v
+
+
+def expansion(engine, req: ExpansionRequest) -> dict:
+    loc = req.locations[0]
+    if req.action == "isochrone":
+        if not req.contours:
+            raise InvalidRequest.field("contours", "the isochrone action needs contours")
+        c = req.contours
+        if any((x.time is None) == (x.distance is None) for x in c):
+            raise InvalidRequest.field("contours", "give exactly one of time (minutes) or distance (km) per contour")
+        metric = "time" if c[0].time is not None else "distance"
+        if any((x.time is not None) != (metric == "time") for x in c):
+            raise InvalidRequest.field("contours", "all contours of an expansion use the same metric")
+        limit = max((x.time or 0) * 60.0 for x in c) if metric == "time" else max((x.distance or 0) * 1000.0 for x in c)
+    else:
+        if len(req.locations) < 2:
+            raise InvalidRequest.field("locations", "the route action needs at least 2 locations")
+        doc = engine.route({"locations": [x.model_dump(exclude_none=True) for x in req.locations[:2]],
+                            "costing": req.costing, "costing_options": req.costing_options,
+                            "directions_options": {"directions_type": "none"}})
+        metric, limit = "time", float(doc["trip"]["summary"]["time"])
+    reach = engine.isochrone_reach(loc.lon, loc.lat, req.costing, req.costing_options, metric=metric, limit=limit)
+    settled = np.isfinite(reach.end)
+    reached = ~settled & (reach.start <= limit)
+    edges = np.flatnonzero(settled | reached)
+    value = np.where(settled[edges], reach.end[edges], np.maximum(reach.start[edges], 0.0))
+    if req.skip_opposites or req.dedupe:
+        # of the two directions of a segment keep the one reached first
+        order = np.lexsort((value, edges >> 1))
+        seg = (edges >> 1)[order]
+        first = np.concatenate([[True], seg[1:] != seg[:-1]]) if len(seg) else np.zeros(0, bool)
+        keep = np.sort(order[first])
+        edges, value = edges[keep], value[keep]
+    order = np.argsort(value, kind="stable")  # in the order of the search
+    edges, value = edges[order], value[order]
+    if len(edges) > MAX_EXPANSION_EDGES:
+        raise InvalidRequest.field("contours", f"the expansion has {len(edges)} edges; at most "
+                                   f"{MAX_EXPANSION_EDGES} are returned: use a smaller contour")
+    coords = _edge_coordinates(engine.graph, edges)
+    status_ = np.where(settled[edges], "s", "r").tolist()
+    props = [_PLURAL.get(p, p) for p in req.expansion_properties]
+    columns: dict[str, list] = {}
+    for p in props:
+        if p == "duration" and metric == "time" or p == "distance" and metric == "distance" or p == "cost":
+            columns[p] = (np.round(value, 1) if metric == "time" else np.round(value)).tolist()
+        elif p == "edge_id":
+            columns[p] = edges.tolist()
+        elif p == "edge_status":
+            columns[p] = status_
+        elif p == "expansion_type":
+            columns[p] = [0] * len(edges)
+    names = list(columns)
+    features = [{"type": "Feature", "geometry": {"type": "LineString", "coordinates": cs},
+                 "properties": {n: columns[n][i] for n in names}} for i, cs in enumerate(coords)]
+    out: dict[str, Any] = {"type": "FeatureCollection", "features": features,
+                           "properties": {"algorithm": "dijkstras", "metric": metric}}
+    missing = [p for p in props if p not in columns]
+    if missing:
+        out["warnings"] = [f"{p} is not available for a {metric} expansion" for p in missing]
+    if req.id is not None:
+        out["id"] = req.id
+    return out
+
+
+def _edge_coordinates(g, edges: np.ndarray) -> list[list]:
+    """[lon, lat] lists of each directed edge's shape (reversed for odd edges), from the graph arrays."""
+    if len(edges) == 0:
+        return []
+    k = edges >> 1
+    so = np.asarray(g.shape_offsets)
+    a, b = so[k], so[k + 1]
+    counts = b - a
+    starts = np.repeat(a, counts)
+    within = np.arange(int(counts.sum())) - np.repeat(np.cumsum(counts) - counts, counts)
+    rev = np.repeat(edges & 1, counts).astype(bool)
+    idx = np.where(rev, np.repeat(b - 1, counts) - within, starts + within)
+    pts = np.round(np.column_stack([np.asarray(g.shape_lon)[idx], np.asarray(g.shape_lat)[idx]]), 6)
+    return [p.tolist() for p in np.split(pts, np.cumsum(counts)[:-1])]
+
+
+__all__ = ["ACTIONS", "ExpansionRequest", "HeightRequest", "LocateRequest", "SourcesToTargetsRequest",
+           "StatusRequest", "TraceRequest", "expansion", "height", "locate", "matrix_document",
+           "optimized_route", "sources_to_targets", "status", "trace_attributes", "trace_route"]

@@ -1,0 +1,216 @@
+"""The router on the bundle's CCH: non-default options and avoid areas get a customised hierarchy whose
+answers equal the exact Dijkstra search on the same profile (route legs, matrix, batch); the option
+cache stays within its byte budget while 100 distinct option sets are requested from 4 threads, and
+the HTTP server answers throughout."""
+
+from __future__ import annotations
+
+import copy
+import dataclasses
+import threading
+
+import numpy as np
+import pytest
+
+import geoengine
+from geoengine.costing import parse_costing_options
+from geoengine.errors import NoRoute
+from geoengine.routing.cch import CustomisedCH
+from geoengine.routing.customise import profile_nbytes
+from geoengine.services.models import AvoidLocation, Location
+from geoengine.services.router import Router, _flat, _table_flat
+
+
+def random_points(graph, usable, n, seed):
+    rng = np.random.default_rng(seed)
+    segs = np.flatnonzero(usable[0::2] | usable[1::2])
+    so = np.asarray(graph.shape_offsets)
+    pick = rng.choice(segs, n)
+    idx = np.minimum(so[pick] + (rng.random(n) * (so[pick + 1] - so[pick])).astype(np.int64), so[pick + 1] - 1)
+    return np.column_stack([np.asarray(graph.shape_lon)[idx], np.asarray(graph.shape_lat)[idx]])
+
+
+def exact(prof):
+    """The same profile searched by exact Dijkstra (no hierarchy)."""
+    plain = copy.copy(prof)
+    plain.ch = None
+    return plain
+
+
+@pytest.fixture(scope="module", params=["andorra", "liechtenstein"])
+def engine(request):
+    return request.getfixturevalue(request.param)
+
+
+OPTION_SETS = [("auto", {"use_highways": 0.0, "use_tolls": 1.0}), ("auto", {"shortest": True}),
+               ("truck", {"height": 4.5, "weight": 40}), ("pedestrian", {"walking_speed": 3.0, "use_hills": 1.0}),
+               ("bicycle", {"use_roads": 0.0, "bicycle_type": "Mountain"})]
+
+
+@pytest.mark.parametrize("costing,options", OPTION_SETS)
+def test_options_route_equals_exact_search(engine, costing, options):
+    router = engine.router
+    prof = router.profile(costing, parse_costing_options(costing, options))
+    assert isinstance(prof.ch, CustomisedCH)
+    assert router.profile(costing, parse_costing_options(costing, options)) is prof  # cached
+    plain = exact(prof)
+    pts = random_points(engine.graph, prof.usable, 40, seed=7)
+    n = 0
+    for a, b in zip(pts[0::2], pts[1::2], strict=True):
+        la = [Location(lon=float(a[0]), lat=float(a[1])), Location(lon=float(b[0]), lat=float(b[1]))]
+        c0, c1 = router.candidates(prof, la[0], 0), router.candidates(prof, la[1], 1)
+        x, y = router.shortest(prof, c0, c1), router.shortest(plain, c0, c1)
+        assert (x is None) == (y is None)
+        if x is not None:
+            n += 1
+            assert x.cost == pytest.approx(y.cost, rel=1e-9, abs=1e-6)
+            # time and length follow the path taken; among paths of equal cost (e.g. `shortest`, where
+            # the cost is the length) either search may take another one
+            assert np.isfinite(x.time_s) and np.isfinite(x.length_m)
+    assert n >= 10
+
+
+def test_options_matrix_and_batch_equal_exact(engine):
+    router = engine.router
+    options = {"use_highways": 0.1, "top_speed": 70}
+    prof = router.profile("auto", parse_costing_options("auto", options))
+    pts = random_points(engine.graph, prof.usable, 30, seed=9)
+    m = router.matrix(pts[:15], pts[15:], "auto", options)
+    cs, sl = router._snap_many(prof, pts[:15, 0], pts[:15, 1], None, "sources")
+    ct, tl = router._snap_many(prof, pts[15:, 0], pts[15:, 1], None, "targets")
+    sv, so, so2, sp = _flat(prof, cs, sl, target=False)
+    tv, to, to2, tp = _flat(prof, ct, tl, target=True)
+    P_ch, _ = _table_flat(prof, sv, so, so2, sp, tv, to, to2, tp)
+    P_ex, _ = _table_flat(exact(prof), sv, so, so2, sp, tv, to, to2, tp)
+    np.testing.assert_allclose(P_ch, P_ex, rtol=1e-9, atol=1e-6)
+    assert np.isfinite(m.time_s).mean() > 0.5
+    t, d = router.route_many(pts[:15], pts[15:], "auto", options)
+    np.testing.assert_allclose(t, np.diag(m.time_s), atol=1e-6)
+
+
+def test_avoid_locations_block_arcs_in_the_hierarchy(engine):
+    """An avoided point: the route (on a customised hierarchy with those edges blocked) equals the exact
+    search on the same blocked profile and never uses a blocked edge."""
+    router = engine.router
+    prof = router.profile("auto")
+    pts = random_points(engine.graph, prof.usable, 40, seed=13)
+    checked = 0
+    for a, b in zip(pts[0::2], pts[1::2], strict=True):
+        la = [Location(lon=float(a[0]), lat=float(a[1])), Location(lon=float(b[0]), lat=float(b[1]))]
+        try:
+            searched = router.search("auto", None, la)
+        except NoRoute:
+            continue
+        edges = searched.pieces[0].edges
+        if len(edges) < 5:
+            continue
+        mid = int(edges[len(edges) // 2])
+        seg = mid >> 1
+        so = np.asarray(engine.graph.shape_offsets)
+        k = (so[seg] + so[seg + 1] - 1) // 2  # the middle of the segment's middle piece
+        lon = (float(engine.graph.shape_lon[k]) + float(engine.graph.shape_lon[k + 1])) / 2
+        lat = (float(engine.graph.shape_lat[k]) + float(engine.graph.shape_lat[k + 1])) / 2
+        avoid = [AvoidLocation(lon=lon, lat=lat, radius=0)]
+        blocked = router._avoid_mask(avoid, None)
+        if not blocked[mid]:  # another road lies on top of this one
+            continue
+        bprof = router.profile("auto", None, blocked)
+        assert isinstance(bprof.ch, CustomisedCH) and bprof is not prof
+        try:
+            got = router.search("auto", None, la, avoid_locations=avoid)
+        except NoRoute:
+            c0 = router.candidates(bprof, la[0], 0)
+            c1 = router.candidates(bprof, la[1], 1)
+            assert router.shortest(exact(bprof), c0, c1) is None
+            continue
+        assert got.prof is bprof
+        assert not blocked[got.pieces[0].edges].any()
+        y = router.shortest(exact(bprof), got.cands[0], got.cands[1])
+        assert got.pieces[0].cost == pytest.approx(y.cost, rel=1e-9, abs=1e-6)
+        checked += 1
+        if checked >= 6:
+            break
+    assert checked >= 3
+
+
+def test_cache_stays_within_budget_under_concurrency(liechtenstein):
+    """100 distinct option sets from 4 threads: the cache never holds more than its budget, every
+    answer equals the exact search on the same options."""
+    eng = liechtenstein
+    base = eng.router.profile("auto", parse_costing_options("auto", {"top_speed": 61}))
+    budget = int(3.5 * profile_nbytes(base))  # room for three profiles
+    router = Router(eng.graph, eng.snapper, eng.bundle.path / "routing", cch_cache_bytes=budget)
+    pts = random_points(eng.graph, base.usable, 8, seed=17)
+    la = [Location(lon=float(p[0]), lat=float(p[1])) for p in pts]
+    peak = [0]
+    stop = threading.Event()
+    errors: list = []
+
+    def watch():
+        while not stop.is_set():
+            peak[0] = max(peak[0], router.customiser.cache.bytes)
+            stop.wait(0.001)
+
+    def work(t):
+        try:
+            for i in range(25):
+                speed = 30 + t * 25 + i  # 100 distinct values over the 4 threads (140, the default, is not one)
+                prof = router.profile("auto", parse_costing_options("auto", {"top_speed": speed}))
+                c0, c1 = router.plain_candidates(prof, la[2 * (i % 4)], 0), router.plain_candidates(prof, la[2 * (i % 4) + 1], 1)
+                x = router.shortest(prof, c0, c1)
+                if i % 8 == 0:
+                    y = router.shortest(exact(prof), c0, c1)
+                    if (x is None) != (y is None) or (x is not None and abs(x.cost - y.cost) > 1e-6):
+                        errors.append((speed, x, y))
+        except Exception as exc:  # reported below
+            errors.append(repr(exc))
+
+    w = threading.Thread(target=watch)
+    w.start()
+    threads = [threading.Thread(target=work, args=(t,)) for t in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    stop.set()
+    w.join()
+    cache = router.customiser.cache
+    assert not errors
+    assert cache.misses == 100
+    assert 0 < peak[0] <= budget and cache.bytes <= budget
+    assert 1 <= len(cache) <= 3
+
+
+def test_server_answers_while_options_are_customised(liechtenstein, api_client, settings):
+    eng = geoengine.open(liechtenstein.bundle.path, settings=dataclasses.replace(settings, cch_cache_bytes=200_000_000))
+    client = api_client(eng)
+    base = eng.router.profile("auto")
+    pts = random_points(eng.graph, base.usable, 2, seed=19)
+    locs = [{"lon": float(p[0]), "lat": float(p[1])} for p in pts]
+    statuses: list[int] = []
+    health: list[int] = []
+    done = threading.Event()
+
+    def work(t):
+        for i in range(10):
+            r = client.post("/route", json={"locations": locs, "costing": "auto",
+                                            "costing_options": {"auto": {"use_highways": round(0.05 * (t * 10 + i) / 2, 3)}}})
+            statuses.append(r.status_code)
+
+    def poll():
+        while not done.is_set():
+            health.append(client.get("/health").status_code)
+            done.wait(0.02)
+
+    p = threading.Thread(target=poll)
+    p.start()
+    threads = [threading.Thread(target=work, args=(t,)) for t in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    done.set()
+    p.join()
+    assert statuses and all(s == 200 for s in statuses), statuses
+    assert health and all(s == 200 for s in health)
+    assert eng.router.customiser.cache.bytes <= 200_000_000

@@ -1,0 +1,267 @@
+"""The OSRM dialect over HTTP (in-process, gateway headers preset) on Andorra: route, table, match,
+nearest and trip with OSRM's options and response shapes, durations within 1% of the spec endpoints,
+OSRM's error codes (HTTP 400, `{code, message}`, never a 500), the gateway's counting, OpenAPI."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from geoengine.geo import decode_polyline, encode_polyline, haversine_m
+
+A = (1.5218, 42.5063)
+B = (1.5333, 42.5107)
+C = (1.5341, 42.5555)
+D = (1.4921, 42.4630)
+
+
+def coords(*pts) -> str:
+    return ";".join(f"{lo},{la}" for lo, la in pts)
+
+
+@pytest.fixture(scope="module")
+def client(api_client, andorra):
+    andorra.warm()  # as the server does at start-up: compile the kernels before the timed requests
+    return api_client(andorra)
+
+
+def ok(r) -> dict:
+    assert r.status_code == 200, r.text
+    body = r.json()
+    assert body["code"] == "Ok"
+    return body
+
+
+def osrm_error(r, code) -> dict:
+    assert r.status_code == 400, r.text
+    assert r.headers["content-type"].startswith("application/json")
+    body = r.json()
+    assert body["code"] == code and body["message"], body
+    assert "Traceback" not in r.text
+    return body
+
+
+def _spec_summary(client, pts, costing="auto") -> dict:
+    r = client.post("/route", json={"locations": [{"lon": lo, "lat": la} for lo, la in pts], "costing": costing})
+    return r.json()["trip"]
+
+
+# -- route ------------------------------------------------------------------------------------------------------
+@pytest.mark.parametrize("profile,costing", [("driving", "auto"), ("car", "auto"), ("foot", "pedestrian"),
+                                             ("bike", "bicycle"), ("truck", "truck"), ("motor_scooter", "motor_scooter")])
+def test_route_profiles_within_one_percent(client, profile, costing):
+    body = ok(client.get(f"/route/v1/{profile}/{coords(A, C)}"))
+    ref = _spec_summary(client, [A, C], costing)["summary"]
+    route = body["routes"][0]
+    assert abs(route["duration"] - ref["time"]) <= 0.01 * ref["time"]
+    assert abs(route["distance"] - ref["length"] * 1000) <= 0.01 * ref["length"] * 1000 + 1
+    assert route["weight_name"] == "duration" and len(route["legs"]) == 1
+    assert route["legs"][0]["steps"] == []
+    lat, lon = decode_polyline(route["geometry"], 5)  # default geometries=polyline (precision 5)
+    assert haversine_m(lat[0], lon[0], A[1], A[0]) < 300 and haversine_m(lat[-1], lon[-1], C[1], C[0]) < 300
+    for w, p in zip(body["waypoints"], (A, C), strict=True):
+        assert set(w) >= {"hint", "distance", "name", "location"}
+        assert abs(haversine_m(w["location"][1], w["location"][0], p[1], p[0]) - w["distance"]) < 1.0
+
+
+def test_route_multi_leg_steps_and_options(client):
+    pts = (A, B, C)
+    body = ok(client.get(f"/route/v1/driving/{coords(*pts)}",
+                         params={"steps": "true", "geometries": "polyline6", "overview": "full",
+                                 "annotations": "duration,distance,speed", "alternatives": "false"}))
+    route = body["routes"][0]
+    ref = _spec_summary(client, pts)
+    assert len(route["legs"]) == 2
+    for leg, ref_leg in zip(route["legs"], ref["legs"], strict=True):
+        assert abs(leg["duration"] - ref_leg["summary"]["time"]) <= 0.01 * ref_leg["summary"]["time"]
+        steps = leg["steps"]
+        assert steps[0]["maneuver"]["type"] == "depart" and steps[-1]["maneuver"]["type"] == "arrive"
+        assert steps[-1]["distance"] == 0
+        kinds = {s["maneuver"]["type"] for s in steps}
+        assert kinds <= {"depart", "arrive", "turn", "new name", "continue", "on ramp", "off ramp", "fork", "merge",
+                         "roundabout", "exit roundabout", "notification", "end of road", "rotary"}
+        for s in steps:
+            lat, lon = decode_polyline(s["geometry"], 6)
+            assert np.allclose([lon[0], lat[0]], s["maneuver"]["location"], atol=2e-6)
+            assert s["mode"] == "driving" and s["driving_side"] == "right"
+        assert leg["summary"]
+        ann = leg["annotation"]
+        assert set(ann) == {"duration", "distance", "speed"}
+        assert abs(sum(ann["duration"]) - leg["duration"]) <= 0.01 * leg["duration"] + 1
+    assert len(body["waypoints"]) == 3
+    full = decode_polyline(route["geometry"], 6)[0]
+    simple = ok(client.get(f"/route/v1/driving/{coords(*pts)}"))["routes"][0]
+    assert len(decode_polyline(simple["geometry"], 5)[0]) < len(full)  # simplified overview
+    none = ok(client.get(f"/route/v1/driving/{coords(*pts)}", params={"overview": "false", "skip_waypoints": "true"}))
+    assert "geometry" not in none["routes"][0] and "waypoints" not in none
+
+
+def test_route_polyline_coordinates_bearings_radiuses_waypoints(client):
+    poly = encode_polyline([A[1], B[1], C[1]], [A[0], B[0], C[0]], 5)
+    body = ok(client.get(f"/route/v1/driving/polyline({poly})", params={"radiuses": "50;unlimited;",
+                                                                         "bearings": ";;", "waypoints": "0;2",
+                                                                         "approaches": "curb;;unrestricted"}))
+    assert len(body["routes"][0]["legs"]) == 1 and len(body["waypoints"]) == 2
+    poly6 = encode_polyline([A[1], C[1]], [A[0], C[0]], 6)
+    assert ok(client.get(f"/route/v1/driving/polyline6({poly6}).json"))["routes"][0]["duration"] > 0
+
+
+def test_route_alternatives(client):
+    body = ok(client.get(f"/route/v1/driving/{coords(A, C)}", params={"alternatives": "2"}))
+    assert 1 <= len(body["routes"]) <= 3
+    durations = [r["duration"] for r in body["routes"]]
+    assert durations[0] == min(durations)
+
+
+# -- table ------------------------------------------------------------------------------------------------------
+def test_table_within_one_percent_and_indices(client):
+    pts = (A, B, C, D)
+    body = ok(client.get(f"/table/v1/driving/{coords(*pts)}", params={"annotations": "duration,distance"}))
+    ref = client.post("/matrix", json={"sources": [{"lon": lo, "lat": la} for lo, la in pts],
+                                       "targets": [{"lon": lo, "lat": la} for lo, la in pts]}).json()
+    for i, row in enumerate(ref["sources_to_targets"]):
+        for j, cell in enumerate(row):
+            assert abs(body["durations"][i][j] - cell["time"]) <= max(0.01 * cell["time"], 0.5)
+            assert abs(body["distances"][i][j] - cell["distance"] * 1000) <= max(0.01 * cell["distance"] * 1000, 1)
+    assert len(body["sources"]) == 4 and len(body["destinations"]) == 4
+    sub = ok(client.get(f"/table/v1/driving/{coords(*pts)}", params={"sources": "3;0", "destinations": "1",
+                                                                     "scale_factor": "2"}))
+    assert "distances" not in sub
+    assert sub["durations"] == [[round(2 * body["durations"][3][1], 1)], [round(2 * body["durations"][0][1], 1)]] or \
+        np.allclose(sub["durations"], [[2 * body["durations"][3][1]], [2 * body["durations"][0][1]]], atol=0.2)
+    walk = ok(client.get(f"/table/v1/walking/{coords(A, B)}"))
+    assert walk["durations"][0][1] > body["durations"][0][1]
+
+
+ISOLATED = (1.5282352, 42.5058251)  # a car street off the main car network (pinned with radius 2 m)
+
+
+def test_table_unreachable_and_fallback_speed(client):
+    path = f"/table/v1/driving/{coords(A, ISOLATED)}"
+    body = ok(client.get(path, params={"radiuses": ";2", "sources": "0", "destinations": "1",
+                                       "annotations": "duration,distance"}))
+    assert body["durations"] == [[None]] and body["distances"] == [[None]]
+    fb = ok(client.get(path, params={"radiuses": ";2", "sources": "0", "destinations": "1",
+                                     "annotations": "duration,distance", "fallback_speed": "10"}))
+    crow = float(haversine_m(A[1], A[0], ISOLATED[1], ISOLATED[0]))
+    assert fb["fallback_speed_cells"] == [[0, 0]]
+    assert abs(fb["distances"][0][0] - crow) < 1 and abs(fb["durations"][0][0] - crow / 10) < 0.2
+    osrm_error(client.get(f"/route/v1/driving/{coords(A, ISOLATED)}", params={"radiuses": ";2"}), "NoRoute")
+
+
+# -- nearest, trip, match ---------------------------------------------------------------------------------------------
+def test_nearest(client):
+    body = ok(client.get(f"/nearest/v1/driving/{coords(A)}", params={"number": "3"}))
+    wps = body["waypoints"]
+    assert 1 <= len(wps) <= 3
+    d = [w["distance"] for w in wps]
+    assert d == sorted(d) and d[0] < 200
+    assert all(len(w["nodes"]) == 2 for w in wps)
+
+
+def test_trip_roundtrip_and_fixed_ends(client):
+    pts = (A, C, B, D)
+    body = ok(client.get(f"/trip/v1/driving/{coords(*pts)}"))
+    trip = body["trips"][0]
+    assert len(trip["legs"]) == 4  # back to the start
+    idx = sorted(w["waypoint_index"] for w in body["waypoints"])
+    assert idx == [0, 1, 2, 3] and body["waypoints"][0]["waypoint_index"] == 0
+    assert all(w["trips_index"] == 0 for w in body["waypoints"])
+    fixed = ok(client.get(f"/trip/v1/driving/{coords(*pts)}",
+                          params={"roundtrip": "false", "source": "first", "destination": "last"}))
+    assert len(fixed["trips"][0]["legs"]) == 3 and fixed["waypoints"][3]["waypoint_index"] == 3
+    spec = client.post("/optimised_route", json={"locations": [{"lon": lo, "lat": la} for lo, la in pts]}).json()
+    assert abs(fixed["trips"][0]["duration"] - spec["trip"]["summary"]["time"]) <= 0.01 * spec["trip"]["summary"]["time"]
+    osrm_error(client.get(f"/trip/v1/driving/{coords(*pts)}", params={"roundtrip": "false"}), "NotImplemented")
+
+
+def test_match(client, andorra):
+    doc = andorra.route(locations=[{"lon": A[0], "lat": A[1]}, {"lon": B[0], "lat": B[1]}],
+                        directions_options={"directions_type": "none"})
+    lat, lon = decode_polyline(doc["trip"]["legs"][0]["shape"], 6)
+    idx = np.unique(np.r_[np.arange(0, len(lat), 5), len(lat) - 1])
+    pts = list(zip(lon[idx].tolist(), lat[idx].tolist(), strict=True))
+    ts = ";".join(str(1700000000 + 5 * i) for i in range(len(pts)))
+    body = ok(client.get(f"/match/v1/driving/{coords(*pts)}", params={"timestamps": ts, "steps": "true",
+                                                                      "radiuses": ";".join(["10"] * len(pts))}))
+    assert body["matchings"] and len(body["tracepoints"]) == len(pts)
+    tp = [t for t in body["tracepoints"] if t is not None]
+    assert len(tp) >= 0.8 * len(pts) and all(t["matchings_index"] == 0 for t in tp)
+    assert [t["waypoint_index"] for t in tp] == list(range(len(tp)))
+    assert body["matchings"][0]["legs"][0]["steps"][0]["maneuver"]["type"] == "depart"
+
+
+# -- errors --------------------------------------------------------------------------------------------------------
+ERRORS = [
+    (f"/route/v1/driving/{coords(A)}", "InvalidValue"),
+    ("/route/v1/driving/1.5,abc;1.6,42.5", "InvalidUrl"),
+    ("/route/v1/driving/1.5;1.6,42.5", "InvalidUrl"),
+    ("/route/v1/driving/polyline(abc", "InvalidUrl"),
+    ("/route/v1/driving/200,42.5;1.5,42.5", "InvalidValue"),
+    (f"/route/v2/driving/{coords(A, B)}", "InvalidVersion"),
+    (f"/route/v1/rocket/{coords(A, B)}", "InvalidOptions"),
+    (f"/route/v1/driving/{coords(A, B)}?colour=red", "InvalidQuery"),
+    (f"/route/v1/driving/{coords(A, B)}?steps=yes", "InvalidOptions"),
+    (f"/route/v1/driving/{coords(A, B)}?geometries=kml", "InvalidOptions"),
+    (f"/route/v1/driving/{coords(A, B)}?overview=some", "InvalidOptions"),
+    (f"/route/v1/driving/{coords(A, B)}?radiuses=5", "InvalidOptions"),
+    (f"/route/v1/driving/{coords(A, B)}?radiuses=5;-1", "InvalidOptions"),
+    (f"/route/v1/driving/{coords(A, B)}?bearings=10,20;400,10", "InvalidOptions"),
+    (f"/route/v1/driving/{coords(A, B)}?approaches=curb;sideways", "InvalidOptions"),
+    (f"/route/v1/driving/{coords(A, B)}?alternatives=-1", "InvalidOptions"),
+    (f"/route/v1/driving/{coords(A, B)}?annotations=nodez", "InvalidOptions"),
+    (f"/route/v1/driving/{coords(A, B)}?waypoints=1", "InvalidValue"),
+    (f"/route/v1/driving/{coords(A, B)}?exclude=bridges", "InvalidValue"),
+    (f"/route/v1/driving/{coords(A, (1.6, 42.9))}", "NoSegment"),
+    ("/route/v1/driving/" + ";".join([f"{A[0]},{A[1]}"] * 501), "TooBig"),
+    (f"/table/v1/driving/{coords(A, B)}?sources=0;5", "InvalidOptions"),
+    (f"/table/v1/driving/{coords(A, B)}?annotations=speed", "InvalidOptions"),
+    (f"/table/v1/driving/{coords(A, B)}?fallback_speed=0", "InvalidOptions"),
+    (f"/trip/v1/taxi/{coords(A, B)}", "InvalidValue"),
+    (f"/match/v1/truck/{coords(A, B)}", "InvalidValue"),
+    ("/table/v1/driving/" + ";".join([f"{A[0]},{A[1]}"] * 101), "TooBig"),
+    (f"/nearest/v1/driving/{coords(A, B)}", "TooBig"),
+    (f"/nearest/v1/driving/{coords(A)}?number=0", "InvalidOptions"),
+    (f"/nearest/v1/driving/{coords((1.6, 42.9))}", "NoSegment"),
+    (f"/match/v1/driving/{coords(A, B)}?timestamps=5;1", "InvalidValue"),
+    (f"/match/v1/driving/{coords(A, B)}?timestamps=a;b", "InvalidOptions"),
+    (f"/match/v1/driving/{coords((1.6, 42.9), (1.61, 42.91))}", "NoSegment"),
+    (f"/trip/v1/driving/{coords(A, B)}?source=last", "InvalidOptions"),
+    (f"/trip/v1/driving/{coords(A, B)}?roundtrip=maybe", "InvalidOptions"),
+]
+
+
+@pytest.mark.parametrize("path,code", ERRORS)
+def test_errors(client, path, code):
+    osrm_error(client.get(path), code)
+
+
+def test_counted_in_the_routing_pool(andorra, tmp_path):
+    from starlette.testclient import TestClient
+
+    from geoengine.config import Settings
+    from geoengine.gateway import KeyStore, load_plans
+    from geoengine.server.app import create_app
+
+    settings = Settings(home=tmp_path, gateway_host="h.test")
+    store = KeyStore(settings.state, load_plans(None))
+    c = TestClient(create_app(andorra, settings, store), raise_server_exceptions=False)
+    key, rec = store.create("starter")
+    h = {"X-Gateway-Key": key, "X-Gateway-Host": "h.test"}
+    for service in ("route", "table", "match", "trip"):
+        c.get(f"/{service}/v1/driving/x", headers=h)
+    c.get(f"/nearest/v1/driving/{coords(A)}", headers=h)
+    usage = store.usage(rec.id)
+    assert sum(v for k, v in usage.items() if k.startswith("routing")) == 4
+    r = c.get(f"/table/v1/driving/{coords(A, B)}")
+    assert r.status_code == 401 and r.json()["status"] == 401
+    assert c.get(f"/route/v1/driving/{coords(A, B)}").status_code == 403
+
+
+def test_openapi(client):
+    paths = client.get("/openapi.json").json()["paths"]
+    for service in ("route", "table", "match", "nearest", "trip"):
+        op = paths[f"/{service}/{{version}}/{{profile}}/{{coordinates}}"]["get"]
+        names = {p["name"] for p in op["parameters"]}
+        assert {"version", "profile", "coordinates", "radiuses"} <= names
+        assert "NoSegment" in str(op["responses"]["400"])
