@@ -186,7 +186,8 @@ def test_sighup_reloads_a_new_publication_without_a_failed_request_and_sigterm_d
         for t in inflight:
             t.join(120)
         assert results == [200, 200, 200], results
-        assert proc.wait(60) == 0
+        # uvicorn drains, then re-raises the captured SIGTERM: a clean exit is 0 or -SIGTERM
+        assert proc.wait(60) in (0, -signal.SIGTERM)
     finally:
         if proc.poll() is None:
             proc.kill()

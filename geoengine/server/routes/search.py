@@ -25,8 +25,9 @@ from geoengine.server.deps import get_engine
 
 
 def _digits(v):
-    """A query integer is written in digits: `size=2.0` or `size= 2` is refused, not read as 2."""
-    if isinstance(v, str) and not re.fullmatch(r"[0-9]{1,9}", v):
+    """A query integer is written in digits (an optional leading +): `size=2.0` or `size= 2` is
+    refused, not read as 2."""
+    if isinstance(v, str) and not re.fullmatch(r"\+?[0-9]{1,9}", v):
         raise ValueError(f"'{v}' is not a whole number written in digits")
     return v
 
