@@ -59,7 +59,9 @@ def main():
     net = engine.network("auto")
     pois = real_pois(engine, args.pois)
     poi_node, _ = net.nearest_nodes(pois[:, 0], pois[:, 1])
-    engine.accessibility(pois[:10], "auto", max_time_s=60)  # load the compiled kernels
+    t0 = time.perf_counter()
+    engine.accessibility(pois[:10], "auto", max_time_s=60)  # load the compiled kernels, build the hierarchy
+    first = time.perf_counter() - t0
     best = 1e9
     for _ in range(args.repeat):
         t0 = time.perf_counter()
@@ -67,7 +69,7 @@ def main():
         best = min(best, time.perf_counter() - t0)
     res = {"bundle": args.bundle, "nodes": net.n_nodes, "edges": net.n_edges, "pois": len(pois),
            "poi_junctions": int(len(np.unique(poi_node))), "limit_s": limit, "threads": numba.get_num_threads(),
-           "geoengine_s": best, "geoengine_max_count": int(ours.count.max())}
+           "geoengine_s": best, "geoengine_first_call_s": first, "geoengine_max_count": int(ours.count.max())}
 
     if not PEER_PY.exists():
         res["pandana"] = f"not run: {PEER_PY} missing (see the module docstring)"
@@ -100,6 +102,7 @@ def main():
 
             net_ms = copy(net)
             net_ms.__dict__.pop("_access_csr", None)
+            net_ms.__dict__.pop("_access_ch", None)
             net_ms.time_s = np.floor(net.time_s * 1000.0)
             same = accessibility(net_ms, pois, max_time_s=limit * 1000.0)
             res["counts_equal_on_pandana_ms_weights"] = bool(np.array_equal(counts, same.count))
@@ -108,7 +111,9 @@ def main():
     print(json.dumps(res, indent=2))
     print(f"\naccessibility: count of {res['pois']} POIs within {args.minutes:g} min by car at all {res['nodes']} "
           f"junctions ({res['threads']} threads; machine possibly shared)")
-    print(f"  geoengine                      {best:8.3f} s")
+    print(f"  geoengine                      {best:8.3f} s   (first call, with the junction-graph hierarchy "
+          f"build: {first:.2f} s; pandana's Network build {res.get('pandana_build_s', float('nan')):.2f} s is "
+          "not counted either)")
     if "pandana_aggregate_s" in res:
         print(f"  pandana aggregate              {res['pandana_aggregate_s']:8.3f} s   ratio {res['ratio_vs_aggregate']:.1f}x")
         print(f"  pandana precompute+aggregate   {res['pandana_precompute_s'] + res['pandana_aggregate_s']:8.3f} s   "

@@ -148,6 +148,14 @@ def _check_listen(host: str, port: int) -> None:
             raise ValueError(f"cannot listen on {host}:{port}: {exc.strerror or exc}") from None
 
 
+def default_workers() -> int:
+    """The number of cores this process may run on."""
+    try:
+        return max(1, len(os.sched_getaffinity(0)))
+    except AttributeError:  # not Linux
+        return max(1, os.cpu_count() or 1)
+
+
 def cmd_serve(args) -> int:
     try:
         import uvicorn
@@ -156,6 +164,10 @@ def cmd_serve(args) -> int:
         return 1
     settings = _settings(args)
     _check_listen(args.host, args.port)
+    workers = args.workers if args.workers is not None else (settings.workers or default_workers())
+    if workers < 1:
+        print("error: --workers must be at least 1", file=sys.stderr)
+        return 2
     bundle = Path(args.bundle) if args.bundle else None
     if bundle is None and settings.bundle is not None:
         bundle = settings.bundle
@@ -163,6 +175,7 @@ def cmd_serve(args) -> int:
         bundle = ensure_default_bundle(settings, args.region)
     from geoengine.bundle import Bundle
     from geoengine.gateway_store import open_keystore
+    from geoengine.server.protocol import CorkedHttpToolsProtocol
 
     Bundle.open(bundle)  # fail fast with the manifest check's message
     settings = Settings.from_env(bundle=Path(bundle).absolute())
@@ -174,20 +187,29 @@ def cmd_serve(args) -> int:
         timer = threading.Timer(args.exit_after, lambda: os.kill(os.getpid(), signal.SIGINT))
         timer.daemon = True
         timer.start()
-    print(f"serving {bundle} on http://{args.host}:{args.port} (gateway host '{settings.gateway_host}')",
-          file=sys.stderr, flush=True)
-    if args.workers and args.workers > 1:
-        uvicorn.run("geoengine.server.app:app_from_env", factory=True, host=args.host, port=args.port,
-                    workers=args.workers, log_level=settings.log_level, access_log=not args.no_access_log,
-                    proxy_headers=False)  # forwarded headers: geoengine.server.proxy, trusted peers only
+    print(f"serving {bundle} on http://{args.host}:{args.port} with {workers} worker process"
+          f"{'es' if workers > 1 else ''} (gateway host '{settings.gateway_host}')", file=sys.stderr, flush=True)
+    if workers > 1:
+        from geoengine.tiles.shared import create_state_file
+
+        state = create_state_file(Path(settings.home) / "run" / f"serve-{os.getpid()}.workers")
+        os.environ["GEOENGINE_WORKER_STATE"] = str(state)
+        try:
+            uvicorn.run("geoengine.server.app:app_from_env", factory=True, host=args.host, port=args.port,
+                        workers=workers, log_level=settings.log_level, access_log=not args.no_access_log,
+                        http=CorkedHttpToolsProtocol,
+                        proxy_headers=False)  # forwarded headers: geoengine.server.proxy, trusted peers only
+        finally:
+            state.unlink(missing_ok=True)
     else:
         from geoengine.server.app import app_from_env
         from geoengine.server.lifecycle import install_sighup
 
+        os.environ.pop("GEOENGINE_WORKER_STATE", None)
         app = app_from_env()
         install_sighup(app)  # reload a newly published bundle without a failed request
         uvicorn.run(app, host=args.host, port=args.port, log_level=settings.log_level,
-                    access_log=not args.no_access_log, proxy_headers=False)
+                    access_log=not args.no_access_log, http=CorkedHttpToolsProtocol, proxy_headers=False)
     return 0
 
 
@@ -301,7 +323,8 @@ def make_parser() -> argparse.ArgumentParser:
     s.add_argument("--region", help="region to build and serve when no bundle is given (default andorra)")
     s.add_argument("--host", default="127.0.0.1", help="address to listen on (default 127.0.0.1)")
     s.add_argument("--port", type=_port, default=8000, help="port, 1 to 65535 (default 8000)")
-    s.add_argument("--workers", type=_positive_int, default=1, help="worker processes (default 1; each uses threads too)")
+    s.add_argument("--workers", type=_positive_int, help="worker processes (default GEOENGINE_WORKERS, else the "
+                   "number of cores); tile cache clears reach every worker")
     s.add_argument("--exit-after", type=float, metavar="SECONDS", help="stop by itself after this many seconds")
     s.add_argument("--no-access-log", action="store_true", help="do not log each request")
     s.set_defaults(func=cmd_serve)

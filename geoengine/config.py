@@ -30,6 +30,7 @@ SETTINGS: dict[str, Setting] = {
     "region": Setting("GEOENGINE_REGION", "Region that `geoengine serve` builds when no bundle is given (default andorra)."),
     "bundle": Setting("GEOENGINE_BUNDLE", "Bundle folder that the server opens (set by `geoengine serve --bundle`)."),
     "gateway_host": Setting("GEOENGINE_GATEWAY_HOST", "Value that every request's X-Gateway-Host header must equal (default localhost)."),
+    "gateway_key_ttl_s": Setting("GEOENGINE_GATEWAY_KEY_TTL", "Seconds a serving process keeps an authenticated key (by its SHA-256, never the key) before reading the key store again: a revocation or plan change made elsewhere takes effect within this time; 0 reads the store on every request (default 5)."),
     "plans_file": Setting("GEOENGINE_PLANS_FILE", "TOML file that replaces the default plans (free, starter, unlimited); see docs/gateway.md."),
     "max_body_bytes": Setting("GEOENGINE_MAX_BODY_BYTES", "Largest request body accepted; larger bodies get 413 (default 2097152)."),
     "elevation_max_points": Setting("GEOENGINE_ELEVATION_MAX_POINTS", "Most points one POST /elevation may carry (default 2000)."),
@@ -41,6 +42,8 @@ SETTINGS: dict[str, Setting] = {
     "request_timeout_s": Setting("GEOENGINE_REQUEST_TIMEOUT", "Seconds a routing computation may take before 504 (default 30)."),
     "search_places": Setting("GEOENGINE_SEARCH_PLACES", "GeoNames places a region build indexes: important (the region plus the world's capitals, admin seats and places of 50,000+; default), region, or all (the whole table)."),
     "cch_cache_bytes": Setting("GEOENGINE_CCH_CACHE_BYTES", "Byte budget of the router's cache of customised hierarchies for non-default costing options and avoid areas (default 1073741824); least recently used first out."),
+    "workers": Setting("GEOENGINE_WORKERS", "Worker processes of `geoengine serve` when --workers is not given (default: the number of cores this process may use)."),
+    "worker_state": Setting("GEOENGINE_WORKER_STATE", "File shared by the worker processes of one server (tile cache clears reach every worker); set by `geoengine serve` when it starts several workers."),
     "log_level": Setting("GEOENGINE_LOG_LEVEL", "Log level of the server (default info)."),
     "cors_origins": Setting("GEOENGINE_CORS_ORIGINS", "Comma-separated origins (scheme://host[:port]) whose pages may call the API from a browser: CORS answers and publishable keys; default none."),
     "session_plan": Setting("GEOENGINE_SESSION_PLAN", "Plan that each page session of the map page (GET /) is counted on, like a key (default free)."),
@@ -60,6 +63,7 @@ class Settings:
     region: str = "andorra"
     bundle: Path | None = None
     gateway_host: str = "localhost"
+    gateway_key_ttl_s: float = 5.0
     plans_file: Path | None = None
     max_body_bytes: int = 2 * 1024 * 1024
     elevation_max_points: int = 2000
@@ -71,6 +75,8 @@ class Settings:
     request_timeout_s: float = 30.0
     search_places: str = "important"
     cch_cache_bytes: int = 1 << 30
+    workers: int | None = None
+    worker_state: Path | None = None
     log_level: str = "info"
     cors_origins: str | None = None
     session_plan: str = "free"

@@ -6,9 +6,10 @@ edge `time_s`, the fastest path) or length (`max_distance_m`, edge `length_m`, t
 POIs and query points are attached to their nearest in-component junction.
 
 accessibility: the value at a junction n aggregates the POIs p reachable FROM n within the limit
-(d(n, p) <= limit, the direction pandana uses). It is computed POI-side: one bounded Dijkstra on the
-reversed graph per distinct POI junction (Numba, `prange` over both cores), marking reached junctions in
-a bit matrix; then one pass per output junction adds up the POIs it reaches in POI-junction order. POI
+(d(n, p) <= limit, the direction pandana uses). It is computed POI-side: d(., p) for every junction by
+PHAST over a contraction hierarchy of the junction graph (two linear sweeps per distinct POI junction, no
+heap; Numba, `prange` over both cores), marking reached junctions in a bit matrix; then one pass per
+output junction adds up the POIs it reaches in POI-junction order. POI
 junctions are processed in fixed chunks whose partial aggregates are combined in chunk order, so the
 result does not depend on the thread count or on how `geoengine.batch` splits the work: bit-identical.
 
@@ -72,46 +73,40 @@ def _pop(hk, hv, size):
 
 
 @numba.njit(cache=True, nogil=True, parallel=True)
-def _reach_bits(off, tgt, w, sources, limit, n, nthreads):
-    """bits[p, n >> 6] has bit (n & 63) set when junction n is within `limit` of sources[p] over the
-    graph (off, tgt, w) (pass the REVERSED graph to get d(n, source) <= limit). Lazy-deletion heap: an
-    entry is stale when its key exceeds the vertex's distance (keys are pushed only when strictly
-    smaller, so a vertex is settled once)."""
-    P = len(sources)
+def _reach_bits(up_off, up_tgt, up_w, dn_off, dn_tgt, dn_w, src_ranks, limit, n, nthreads):
+    """PHAST over a contraction hierarchy of the junction graph (vertices in RANK space): bits[p, r >> 6]
+    has bit (r & 63) set when d(r, src_ranks[p]) <= limit. Per source two linear sweeps, no heap: the
+    backward upward search from the source in ascending rank order (the `dn` arcs x->r, x > r, form a DAG),
+    then the downward sweep in descending rank order, d[r] = min(d[r], w(r->x) + d[x]) over the `up` arcs."""
+    P = len(src_ranks)
     nw = (n + 63) >> 6
     bits = np.zeros((P, nw), dtype=np.uint64)
     nt = min(nthreads, max(P, 1))
-    cap = len(tgt) + 1
     for t in numba.prange(nt):
-        dist = np.full(n, np.inf)
-        touched = np.empty(n, dtype=np.int64)
-        hk = np.empty(cap, dtype=np.float64)
-        hv = np.empty(cap, dtype=np.int64)
+        d = np.empty(n)
         for p in range(t, P, nt):
-            s = sources[p]
+            s = src_ranks[p]
+            for r in range(n):
+                d[r] = np.inf
+            d[s] = 0.0
+            for r in range(s, n):
+                dr = d[r]
+                if dr <= limit:
+                    for k in range(dn_off[r], dn_off[r + 1]):
+                        x = dn_tgt[k]
+                        nd = dr + dn_w[k]
+                        if nd < d[x]:
+                            d[x] = nd
             row = bits[p]
-            dist[s] = 0.0
-            touched[0] = s
-            nt_ = 1
-            size = _push(hk, hv, 0, 0.0, s)
-            while size > 0:
-                d = hk[0]
-                u = hv[0]
-                size = _pop(hk, hv, size)
-                if d > dist[u]:
-                    continue
-                row[u >> 6] |= np.uint64(1) << np.uint64(u & 63)
-                for k in range(off[u], off[u + 1]):
-                    v = tgt[k]
-                    nd = d + w[k]
-                    if nd <= limit and nd < dist[v]:
-                        if dist[v] == np.inf:
-                            touched[nt_] = v
-                            nt_ += 1
-                        dist[v] = nd
-                        size = _push(hk, hv, size, nd, v)
-            for i in range(nt_):
-                dist[touched[i]] = np.inf
+            for r in range(n - 1, -1, -1):
+                best = d[r]
+                for k in range(up_off[r], up_off[r + 1]):
+                    nd = up_w[k] + d[up_tgt[k]]
+                    if nd < best:
+                        best = nd
+                d[r] = best
+                if best <= limit:
+                    row[r >> 6] |= np.uint64(1) << np.uint64(r & 63)
     return bits
 
 
@@ -295,11 +290,25 @@ def poi_junctions(poi_nodes: np.ndarray, weights: np.ndarray) -> PoiJunctions:
                         np.maximum.reduceat(w, start) if len(w) else np.zeros(0))
 
 
+def hierarchy(net, metric: str):
+    """Contraction hierarchy of the network's junction graph for `metric` (built once per Network and
+    metric: about 2 s for Liechtenstein's 6,200 junctions; `geoengine.routing.ch`)."""
+    cache = net.__dict__.setdefault("_access_ch", {})
+    if metric not in cache:
+        from geoengine.routing.ch import ContractionHierarchy
+
+        off, tgt, w = graph_arrays(net, metric, reverse=False)
+        cache[metric] = ContractionHierarchy.build(net.n_nodes, off, tgt.astype(np.int32), w, np.zeros(len(w)))
+    return cache[metric]
+
+
 def chunk_partials(net, pj: PoiJunctions, part: slice, metric: str, limit: float, out_nodes: np.ndarray):
     """(count, sum, min, max) over out_nodes of the POI junctions pj[part] (one chunk)."""
-    off, tgt, w = graph_arrays(net, metric, reverse=True)
-    bits = _reach_bits(off, tgt, w, pj.node[part], limit, net.n_nodes, numba.get_num_threads())
-    return _aggregate(bits, pj.count[part], pj.sum[part], pj.min[part], pj.max[part], out_nodes)
+    ch = hierarchy(net, metric)
+    rank = np.asarray(ch.rank, dtype=np.int64)
+    bits = _reach_bits(ch.up_off, ch.up_tgt, ch.up_w, ch.dn_off, ch.dn_tgt, ch.dn_w, rank[pj.node[part]], limit,
+                       net.n_nodes, numba.get_num_threads())
+    return _aggregate(bits, pj.count[part], pj.sum[part], pj.min[part], pj.max[part], rank[out_nodes])
 
 
 def combine(parts, m: int):

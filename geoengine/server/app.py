@@ -11,13 +11,14 @@ from geoengine import __version__
 from geoengine.config import Settings
 from geoengine.engine import Engine
 from geoengine.gateway import KeyStore, auth_failure_status
+from geoengine.gateway_cache import CachedKeyStore
 from geoengine.gateway_store import open_keystore
 from geoengine.server import problems
+from geoengine.server.hotpath import HotPath
 from geoengine.server.lifecycle import FaultGuard, Reloader
 from geoengine.server.middleware import BodyLimitMiddleware, GatewayMiddleware
 from geoengine.server.proxy import ProxyHeadersMiddleware
 from geoengine.server.routes import ROUTE_MODULES
-from geoengine.server.routes.tiles import TileFastPath
 from geoengine.server.web.access import WebAccessMiddleware
 
 DESCRIPTION = """
@@ -51,15 +52,24 @@ PROBLEM_SCHEMA = {
 def create_app(engine: Engine, settings: Settings | None = None, keystore: KeyStore | None = None) -> FastAPI:
     settings = settings or engine.settings
     keystore = keystore or open_keystore(settings)
-    app = FastAPI(title="geoengine", version=__version__, description=DESCRIPTION)
+    if not isinstance(keystore, CachedKeyStore):
+        keystore = CachedKeyStore(keystore, settings.gateway_key_ttl_s)
+    # FastAPI's OpenTelemetry bridge asks the (unconfigured) providers on every request: about 6 % of a
+    # cached tile's CPU (py-spy). geoengine configures no provider, so it is off.
+    app = FastAPI(title="geoengine", version=__version__, description=DESCRIPTION,
+                  telemetry={"tracing": False, "metrics": False, "logs": False})
     app.state.engine = engine
     app.state.settings = settings
     app.state.keystore = keystore
+    if settings.worker_state is not None:  # several workers: tile cache clears reach them all
+        from geoengine.tiles.shared import SharedCacheState
+
+        engine.tiles.share_with_workers(SharedCacheState(settings.worker_state))
     app.state.reloader = Reloader(app, settings.bundle)  # bundle watch + reload; started by app_from_env
     problems.install(app)
     for name in ROUTE_MODULES:
         app.include_router(importlib.import_module(name).router)
-    app.add_middleware(TileFastPath)  # innermost: tile requests skip the router (see routes/tiles.py)
+    app.add_middleware(HotPath)  # innermost: tiles, search, point elevation and /route skip the router
     app.add_middleware(BodyLimitMiddleware, limit=settings.max_body_bytes)
     app.add_middleware(FaultGuard)  # 503 for a group whose bundle files were damaged after start
     app.add_middleware(GatewayMiddleware, keystore=keystore, gateway_host=settings.gateway_host)

@@ -44,6 +44,7 @@ class TileCache:
         self.budget = max(0, int(budget))
         self._d: OrderedDict[tuple, Tile] = OrderedDict()
         self._lock = threading.Lock()
+        self._per_source: dict[str, int] = {}  # entries per source (for the workers' shared counts)
         self.bytes = 0
         self.hits = 0
         self.misses = 0
@@ -58,30 +59,44 @@ class TileCache:
             self.hits += 1
             return t
 
-    def put(self, key, tile: Tile) -> None:
+    def put(self, key, tile: Tile) -> bool:
+        """Cache `tile`; True when entries of other sources may have been evicted to make room."""
         cost = len(tile.data) + _ENTRY_OVERHEAD
         if cost > self.budget:
-            return
+            return False
+        evicted = False
+        counts = self._per_source
         with self._lock:
             old = self._d.pop(key, None)
             if old is not None:
                 self.bytes -= len(old.data) + _ENTRY_OVERHEAD
+            else:
+                counts[key[0]] = counts.get(key[0], 0) + 1
             self._d[key] = tile
             self.bytes += cost
             while self.bytes > self.budget:
-                _, t = self._d.popitem(last=False)
+                k, t = self._d.popitem(last=False)
                 self.bytes -= len(t.data) + _ENTRY_OVERHEAD
+                counts[k[0]] -= 1
+                evicted = True
+        return evicted
+
+    def count(self, source: str) -> int:
+        """Number of entries of `source`."""
+        return self._per_source.get(source, 0)
 
     def clear(self, source: str | None = None) -> int:
         with self._lock:
             if source is None:
                 n = len(self._d)
                 self._d.clear()
+                self._per_source.clear()
                 self.bytes = 0
                 return n
             keys = [k for k in self._d if k[0] == source]
             for k in keys:
                 self.bytes -= len(self._d.pop(k).data) + _ENTRY_OVERHEAD
+            self._per_source.pop(source, None)
             return len(keys)
 
     def __len__(self) -> int:
@@ -110,6 +125,35 @@ class TileService:
     def __init__(self, sources: dict[str, TileSource], cache_bytes: int):
         self._sources = dict(sources)
         self.cache = TileCache(cache_bytes)
+        self._shared = None  # SharedCacheState when several worker processes serve (see shared.py)
+        self._shared_index: dict[str, int] = {}
+        self._seen: dict[str, int] = {}
+
+    def share_with_workers(self, state) -> None:
+        """Keep this service's cache coherent with the other workers' through `state`
+        (a geoengine.tiles.shared.SharedCacheState): clears reach every worker and count them all."""
+        self._shared_index = {sid: state.index(i) for i, sid in enumerate(sorted(self._sources))}
+        self._seen = {sid: state.generation(i) for sid, i in self._shared_index.items()}
+        for sid, i in self._shared_index.items():
+            state.publish(i, self._seen[sid], self.cache.count(sid))
+        self._shared = state
+
+    def _sync(self, source: str) -> None:
+        """Drop this worker's entries of `source` when another worker cleared it since we last looked."""
+        i = self._shared_index.get(source)
+        if i is None:
+            return
+        g = self._shared.generation(i)
+        if g != self._seen[source]:
+            self.cache.clear(source)
+            self._seen[source] = g
+            self._shared.publish(i, g, 0)
+
+    def _publish_counts(self, source: str, all_sources: bool) -> None:
+        for sid in (self._shared_index if all_sources else (source,)):
+            i = self._shared_index.get(sid)
+            if i is not None:
+                self._shared.publish(i, self._seen[sid], self.cache.count(sid))
 
     # -- sources ----------------------------------------------------------------------------------
     def sources(self) -> list[TileSource]:
@@ -126,6 +170,8 @@ class TileService:
     def tile(self, source: str, z: int, x: int, y: int) -> Tile | None:
         """The tile with its ETag, from the cache or the archive; None when no tile is stored there."""
         key = (source, z, x, y)
+        if self._shared is not None:
+            self._sync(source)
         t = self.cache.get(key)
         if t is not None:
             return t if t.data else None
@@ -133,7 +179,9 @@ class TileService:
         check_zxy(z, x, y)
         data = src.get(z, x, y) if src.info.minzoom <= z <= src.info.maxzoom else None
         t = make_tile(data, src.info.format) if data else _EMPTY
-        self.cache.put(key, t)
+        evicted = self.cache.put(key, t)
+        if self._shared is not None:
+            self._publish_counts(source, evicted)
         return t if t.data else None
 
     def get(self, source: str, z: int, x: int, y: int) -> bytes | None:
@@ -142,9 +190,17 @@ class TileService:
         return None if t is None else t.data
 
     def clear(self, source: str) -> int:
-        """Drop the cached tiles of `source` (which must exist); returns the number of entries dropped."""
+        """Drop the cached tiles of `source` (which must exist); returns the number of entries dropped.
+
+        With several worker processes (`share_with_workers`), every worker drops its entries before it
+        serves again, and the number counts the entries of every worker."""
         self.source(source)
-        return self.cache.clear(source)
+        if self._shared is None:
+            return self.cache.clear(source)
+        i = self._shared_index[source]
+        cleared, gen = self._shared.clear(i, lambda: self.cache.clear(source))
+        self._seen[source] = gen
+        return cleared
 
     # -- documents --------------------------------------------------------------------------------
     @staticmethod
