@@ -40,3 +40,10 @@ def serve(session):
     """Serve the default region."""
     _install(session, "server")
     session.run("geoengine", "serve", *session.posargs)
+
+
+@nox.session(python=PY)
+def fuzz(session):
+    """A larger schemathesis run (every operation, positive and negative, 500 examples each, every check)."""
+    _install(session, "server", "test")
+    session.run("pytest", "tests/api", "-q", *session.posargs, env={"SCHEMATHESIS_EXAMPLES": "500", "SCHEMATHESIS_ALL_CHECKS": "1"})

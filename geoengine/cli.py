@@ -127,6 +127,43 @@ def ensure_default_bundle(settings: Settings, region: str | None = None, quiet: 
     return build(inputs, out, settings, resume=True, progress=progress)
 
 
+def _port(text: str) -> int:
+    try:
+        port = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"'{text}' is not a port number") from None
+    if not 1 <= port <= 65535:
+        raise argparse.ArgumentTypeError(f"{port} is not a port number (1 to 65535)")
+    return port
+
+
+def _positive_int(text: str) -> int:
+    try:
+        n = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"'{text}' is not a whole number") from None
+    if n < 1:
+        raise argparse.ArgumentTypeError(f"{n} is not at least 1")
+    return n
+
+
+def _check_listen(host: str, port: int) -> None:
+    """Fail with one `error:` line before loading anything when the address cannot be bound."""
+    import socket
+
+    try:
+        infos = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)
+    except OSError as exc:
+        raise ValueError(f"cannot listen on {host}:{port}: {exc.strerror or exc}") from None
+    family, kind, proto, _, addr = infos[0]
+    with socket.socket(family, kind, proto) as sock:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # as uvicorn binds
+        try:
+            sock.bind(addr)
+        except OSError as exc:
+            raise ValueError(f"cannot listen on {host}:{port}: {exc.strerror or exc}") from None
+
+
 def default_workers() -> int:
     """The number of cores this process may run on."""
     try:
@@ -142,6 +179,7 @@ def cmd_serve(args) -> int:
         print("error: the HTTP façade needs the server extra: pip install 'geoengine[server]'", file=sys.stderr)
         return 1
     settings = _settings(args)
+    _check_listen(args.host, args.port)
     workers = args.workers if args.workers is not None else (settings.workers or default_workers())
     if workers < 1:
         print("error: --workers must be at least 1", file=sys.stderr)
@@ -152,13 +190,13 @@ def cmd_serve(args) -> int:
     if bundle is None:
         bundle = ensure_default_bundle(settings, args.region)
     from geoengine.bundle import Bundle
-    from geoengine.gateway import KeyStore, load_plans
+    from geoengine.gateway_store import open_keystore
     from geoengine.server.protocol import CorkedHttpToolsProtocol
 
     Bundle.open(bundle)  # fail fast with the manifest check's message
     settings = Settings.from_env(bundle=Path(bundle).absolute())
     os.environ.update(settings.to_env())
-    store = KeyStore(settings.state, load_plans(settings.plans_file))
+    store = open_keystore(settings)
     if not [k for k in store.list() if not k.revoked]:
         print("note: no API keys exist yet; create one with `geoengine keys create --plan free`", file=sys.stderr)
     if args.exit_after:
@@ -175,25 +213,29 @@ def cmd_serve(args) -> int:
         try:
             uvicorn.run("geoengine.server.app:app_from_env", factory=True, host=args.host, port=args.port,
                         workers=workers, log_level=settings.log_level, access_log=not args.no_access_log,
-                        http=CorkedHttpToolsProtocol)
+                        http=CorkedHttpToolsProtocol,
+                        proxy_headers=False)  # forwarded headers: geoengine.server.proxy, trusted peers only
         finally:
             state.unlink(missing_ok=True)
     else:
         from geoengine.server.app import app_from_env
+        from geoengine.server.lifecycle import install_sighup
 
         os.environ.pop("GEOENGINE_WORKER_STATE", None)
-        uvicorn.run(app_from_env(), host=args.host, port=args.port, log_level=settings.log_level,
-                    access_log=not args.no_access_log, http=CorkedHttpToolsProtocol)
+        app = app_from_env()
+        install_sighup(app)  # reload a newly published bundle without a failed request
+        uvicorn.run(app, host=args.host, port=args.port, log_level=settings.log_level,
+                    access_log=not args.no_access_log, http=CorkedHttpToolsProtocol, proxy_headers=False)
     return 0
 
 
 def cmd_keys(args) -> int:
-    from geoengine.gateway import KeyStore, load_plans
+    from geoengine.gateway_store import open_keystore
     from geoengine.publishable import PublishableKeys
 
     settings = _settings(args)
-    store = KeyStore(settings.state, load_plans(settings.plans_file))
-    pub = PublishableKeys(settings.state, store.plans)
+    store = open_keystore(settings)
+    pub = PublishableKeys(settings.state, store.plans)  # publishable keys stay in the SQLite state file
     if args.keys_cmd == "publishable":
         key, prec = pub.create(args.plan, args.origin, args.scope, args.label or "")
         print(f"created publishable key {prec.id} on plan '{prec.plan}' for {', '.join(prec.origins)} "
@@ -201,8 +243,9 @@ def cmd_keys(args) -> int:
         print("it may sit in a web page; it works only from those origins when they are in GEOENGINE_CORS_ORIGINS")
         print(key)
     elif args.keys_cmd == "create":
-        key, rec = store.create(args.plan, args.label or "")
-        print(f"created key {rec.id} on plan '{rec.plan}'" + (f" ({rec.label})" if rec.label else ""))
+        key, rec = store.create(args.plan, args.label or "", args.scope or ())
+        print(f"created key {rec.id} on plan '{rec.plan}'" + (f" ({rec.label})" if rec.label else "")
+              + (f" with scopes {', '.join(rec.scopes)}" if rec.scopes else ""))
         print("store it now: it is shown only once")
         print(key)
     elif args.keys_cmd == "list":
@@ -217,7 +260,8 @@ def cmd_keys(args) -> int:
             for r in records:
                 status = "revoked" if r.revoked else "active"
                 usage = ", ".join(f"{k}={v}" for k, v in sorted(r.usage.items()))
-                print(f"{r.id:10s} {r.plan:10s} {r.created:21s} {status:8s} {r.label} {usage}".rstrip())
+                scopes = f"[{' '.join(r.scopes)}] " if r.scopes else ""
+                print(f"{r.id:10s} {r.plan:10s} {r.created:21s} {status:8s} {scopes}{r.label} {usage}".rstrip())
             for p in pubs:
                 status = "revoked" if p.revoked else "active"
                 usage = ", ".join(f"{k}={v}" for k, v in sorted(store.usage(p.usage_id).items()))
@@ -296,20 +340,23 @@ def make_parser() -> argparse.ArgumentParser:
     s.add_argument("--bundle", metavar="DIR", help="bundle folder (default: build/reuse the default region's)")
     s.add_argument("--region", help="region to build and serve when no bundle is given (default andorra)")
     s.add_argument("--host", default="127.0.0.1", help="address to listen on (default 127.0.0.1)")
-    s.add_argument("--port", type=int, default=8000, help="port (default 8000)")
-    s.add_argument("--workers", type=int, help="worker processes (default GEOENGINE_WORKERS, else the number of "
-                   "cores); tile cache clears reach every worker")
+    s.add_argument("--port", type=_port, default=8000, help="port, 1 to 65535 (default 8000)")
+    s.add_argument("--workers", type=_positive_int, help="worker processes (default GEOENGINE_WORKERS, else the "
+                   "number of cores); tile cache clears reach every worker")
     s.add_argument("--exit-after", type=float, metavar="SECONDS", help="stop by itself after this many seconds")
     s.add_argument("--no-access-log", action="store_true", help="do not log each request")
     s.set_defaults(func=cmd_serve)
 
     k = sub.add_parser("keys", help="manage API keys of the gateway",
-                       description="API keys are stored hashed in the state database (GEOENGINE_STATE).")
+                       description="API keys are stored hashed in the state database (GEOENGINE_STATE), "
+                       "or in Redis when GEOENGINE_REDIS_URL is set.")
     ksub = k.add_subparsers(dest="keys_cmd", metavar="ACTION", required=True)
     kc = ksub.add_parser("create", help="create a key; prints it alone on the last line",
                          description="Create a key on a plan. The key is printed once, alone on the last line.")
     kc.add_argument("--plan", required=True, help="plan name: free, starter, unlimited (or from GEOENGINE_PLANS_FILE)")
     kc.add_argument("--label", help="free text to recognise the key by")
+    kc.add_argument("--scope", action="append", metavar="SCOPE",
+                    help="a permission of the key, repeatable: admin (may clear tile caches)")
     kp = ksub.add_parser("publishable", help="create a publishable key for pages on other origins",
                          description="Create a publishable key (pk_...): meant to sit in a web page, it is accepted "
                                      "only from the given browser origins (which must also be in "

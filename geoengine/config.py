@@ -36,7 +36,9 @@ SETTINGS: dict[str, Setting] = {
     "elevation_max_points": Setting("GEOENGINE_ELEVATION_MAX_POINTS", "Most points one POST /elevation may carry (default 2000)."),
     "tile_cache_bytes": Setting("GEOENGINE_TILE_CACHE_BYTES", "Byte budget of the in-memory tile cache (default 268435456)."),
     "tiles_dir": Setting("GEOENGINE_TILES_DIR", "Optional extra folder of .mbtiles/.pmtiles files served as tile sources."),
-    "public_url": Setting("GEOENGINE_PUBLIC_URL", "Public base URL used in tile URLs (default: taken from the request and proxy headers)."),
+    "public_url": Setting("GEOENGINE_PUBLIC_URL", "Public base URL used in tile URLs (default: taken from the request, and from the forwarded headers of trusted proxies)."),
+    "forwarded_allow_ips": Setting("GEOENGINE_FORWARDED_ALLOW_IPS", "Peers whose X-Forwarded-Proto/-Host/-Prefix/-For headers are believed: addresses or networks separated by commas, or * for any (default: none, forwarded headers are ignored)."),
+    "redis_url": Setting("GEOENGINE_REDIS_URL", "redis:// URL of a Redis server holding the gateway's keys, plans and quota counters, shared by every replica (default: none, the SQLite GEOENGINE_STATE file)."),
     "request_timeout_s": Setting("GEOENGINE_REQUEST_TIMEOUT", "Seconds a routing computation may take before 504 (default 30)."),
     "search_places": Setting("GEOENGINE_SEARCH_PLACES", "GeoNames places a region build indexes: important (the region plus the world's capitals, admin seats and places of 50,000+; default), region, or all (the whole table)."),
     "cch_cache_bytes": Setting("GEOENGINE_CCH_CACHE_BYTES", "Byte budget of the router's cache of customised hierarchies for non-default costing options and avoid areas (default 1073741824); least recently used first out."),
@@ -68,6 +70,8 @@ class Settings:
     tile_cache_bytes: int = 256 * 1024 * 1024
     tiles_dir: Path | None = None
     public_url: str | None = None
+    forwarded_allow_ips: str | None = None
+    redis_url: str | None = None
     request_timeout_s: float = 30.0
     search_places: str = "important"
     cch_cache_bytes: int = 1 << 30

@@ -55,6 +55,10 @@ def auth_failure_status(path: str) -> int:
 
 
 def is_tile_path(path: str) -> bool:
+    """Tile reads (uncounted by non-tile pools). Clearing a tile cache is an administrative call, not a
+    tile read: it counts like any other endpoint."""
+    if path.rstrip("/").endswith("/cache/clear"):
+        return False
     return path == "/sources" or path.startswith("/tiles/") or path == "/tiles"
 
 
@@ -94,6 +98,16 @@ DEFAULT_PLANS: dict[str, Plan] = {
 
 SCOPES = ("all", "non_tile", "routing")
 PERIODS = ("day", "month")
+# Permissions a key may carry (`keys create --scope`); `admin` is needed to clear a tile cache.
+KEY_SCOPES = ("admin",)
+
+
+def check_key_scopes(scopes) -> tuple[str, ...]:
+    out = tuple(sorted({s.strip() for s in scopes or () if s and s.strip()}))
+    bad = [s for s in out if s not in KEY_SCOPES]
+    if bad:
+        raise InvalidRequest.field("scope", f"unknown key scope '{bad[0]}'; scopes: {', '.join(KEY_SCOPES)}")
+    return out
 
 
 def load_plans(path: Path | None) -> dict[str, Plan]:
@@ -130,6 +144,19 @@ def period_bounds(period: str, now: dt.datetime) -> tuple[str, dt.datetime]:
     return label, nxt
 
 
+def quota_exceeded(plan: Plan, pool: Pool, now: dt.datetime) -> QuotaExceeded:
+    """The 429 of a used-up pool, with Retry-After = seconds until it renews."""
+    _, nxt = period_bounds(pool.period, now)
+    retry = max(1, int((nxt - now).total_seconds()) + 1)
+    what = "daily" if pool.period == "day" else "monthly"
+    scope = {"non_tile": "non-tile", "routing": "routing", "all": ""}[pool.scope]
+    return QuotaExceeded(
+        f"the {what} pool of {pool.limit} {scope} requests of plan '{plan.name}' is used up; "
+        f"it renews at {nxt.strftime('%Y-%m-%dT%H:%M:%SZ')}".replace("  ", " "),
+        headers={"Retry-After": str(retry)},
+    )
+
+
 @dataclass(frozen=True)
 class KeyRecord:
     id: str
@@ -138,6 +165,7 @@ class KeyRecord:
     created: str
     revoked: str | None = None
     usage: dict = field(default_factory=dict)
+    scopes: tuple[str, ...] = ()
 
     def as_dict(self) -> dict:
         return {
@@ -147,6 +175,7 @@ class KeyRecord:
             "created": self.created,
             "revoked": self.revoked,
             "usage": self.usage,
+            "scopes": list(self.scopes),
         }
 
 
@@ -178,6 +207,8 @@ def _hash(key: str) -> str:
 class KeyStore:
     """Keys, plans and quota counters in one SQLite database. Safe to share between threads."""
 
+    remote = False  # answers from a local file: the gateway may call it on the event loop
+
     def __init__(self, path: str | Path, plans: dict[str, Plan] | None = None):
         self.path = Path(path)
         self.path.parent.mkdir(parents=True, exist_ok=True)
@@ -186,6 +217,9 @@ class KeyStore:
         conn = self._conn()
         with conn:
             conn.executescript(_SCHEMA)
+            cols = {r[1] for r in conn.execute("PRAGMA table_info(keys)")}
+            if "scopes" not in cols:  # databases made before key scopes
+                conn.execute("ALTER TABLE keys ADD COLUMN scopes TEXT NOT NULL DEFAULT ''")
 
     def _conn(self) -> sqlite3.Connection:
         conn = getattr(self._local, "conn", None)
@@ -198,9 +232,10 @@ class KeyStore:
         return conn
 
     # -- keys ------------------------------------------------------------------------------------
-    def create(self, plan: str, label: str = "") -> tuple[str, KeyRecord]:
+    def create(self, plan: str, label: str = "", scopes=()) -> tuple[str, KeyRecord]:
         if plan not in self.plans:
             raise InvalidRequest.field("plan", f"unknown plan '{plan}'; plans: {', '.join(sorted(self.plans))}")
+        scopes = check_key_scopes(scopes)
         conn = self._conn()
         for _ in range(10):
             kid = secrets.token_hex(4)
@@ -208,21 +243,21 @@ class KeyStore:
             created = dt.datetime.now(dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
             try:
                 conn.execute(
-                    "INSERT INTO keys (id, key_hash, plan, label, created) VALUES (?, ?, ?, ?, ?)",
-                    (kid, _hash(key), plan, label or "", created),
+                    "INSERT INTO keys (id, key_hash, plan, label, created, scopes) VALUES (?, ?, ?, ?, ?, ?)",
+                    (kid, _hash(key), plan, label or "", created, " ".join(scopes)),
                 )
             except sqlite3.IntegrityError:
                 continue
-            return key, KeyRecord(kid, plan, label or "", created)
+            return key, KeyRecord(kid, plan, label or "", created, scopes=scopes)
         raise RuntimeError("could not allocate a key id")
 
     def list(self) -> list[KeyRecord]:
         conn = self._conn()
-        rows = conn.execute("SELECT id, plan, label, created, revoked FROM keys ORDER BY created, id").fetchall()
+        rows = conn.execute("SELECT id, plan, label, created, revoked, scopes FROM keys ORDER BY created, id").fetchall()
         usage: dict[str, dict] = {}
         for key_id, pool, period, count in conn.execute("SELECT key_id, pool, period, count FROM usage"):
             usage.setdefault(key_id, {})[f"{pool}@{period}"] = count
-        return [KeyRecord(r[0], r[1], r[2], r[3], r[4], usage.get(r[0], {})) for r in rows]
+        return [KeyRecord(r[0], r[1], r[2], r[3], r[4], usage.get(r[0], {}), tuple(r[5].split())) for r in rows]
 
     def revoke(self, key_or_id: str) -> KeyRecord:
         kid = key_or_id
@@ -247,13 +282,13 @@ class KeyStore:
         row = None
         if kid:
             row = self._conn().execute(
-                "SELECT id, key_hash, plan, label, created, revoked FROM keys WHERE id = ?", (kid,)
+                "SELECT id, key_hash, plan, label, created, revoked, scopes FROM keys WHERE id = ?", (kid,)
             ).fetchone()
         stored = row[1] if row else _DUMMY_HASH
         ok = hmac.compare_digest(stored, _hash(key or ""))
         if not ok or row is None or row[5] is not None:
             return None
-        return KeyRecord(row[0], row[2], row[3], row[4], row[5])
+        return KeyRecord(row[0], row[2], row[3], row[4], row[5], scopes=tuple(row[6].split()))
 
     # -- quotas ----------------------------------------------------------------------------------
     def counts(self, record: KeyRecord, path: str) -> bool:
@@ -283,20 +318,13 @@ class KeyStore:
         conn.execute("BEGIN IMMEDIATE")
         try:
             for pool in pools:
-                label, nxt = period_bounds(pool.period, now)
+                label, _ = period_bounds(pool.period, now)
                 row = conn.execute(
                     "SELECT count FROM usage WHERE key_id = ? AND pool = ? AND period = ?", (record.id, pool.name, label)
                 ).fetchone()
                 if (row[0] if row else 0) >= pool.limit:
                     conn.execute("ROLLBACK")
-                    retry = max(1, int((nxt - now).total_seconds()) + 1)
-                    what = "daily" if pool.period == "day" else "monthly"
-                    scope = {"non_tile": "non-tile", "routing": "routing", "all": ""}[pool.scope]
-                    raise QuotaExceeded(
-                        f"the {what} pool of {pool.limit} {scope} requests of plan '{plan.name}' is used up; "
-                        f"it renews at {nxt.strftime('%Y-%m-%dT%H:%M:%SZ')}".replace("  ", " "),
-                        headers={"Retry-After": str(retry)},
-                    )
+                    raise quota_exceeded(plan, pool, now)
             for pool in pools:
                 label, _ = period_bounds(pool.period, now)
                 conn.execute(

@@ -112,6 +112,14 @@ def sample_kernel(lats, lons, samples, offset, north, west, dlat, dlon, rows, co
             c = max(_snap((lon - west[t]) / dlon[t]), 0.0)
             r0 = min(int(np.floor(r)), rows[t] - 1)
             c0 = min(int(np.floor(c)), cols[t] - 1)
+            # A point exactly on the tile's last row or column (e.g. on the east edge of the coverage,
+            # in the gap between two tiles stacked north-south) takes the cell inside the tile with
+            # weight 1 on that row/column, as step 1 does: the neighbour beyond it has weight 0 and
+            # may not exist at all.
+            if r0 == rows[t] - 1 and r == r0 and r0 > 0:
+                r0 -= 1
+            if c0 == cols[t] - 1 and c == c0 and c0 > 0:
+                c0 -= 1
             fr = r - r0
             fc = c - c0
             found = 0

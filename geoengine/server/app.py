@@ -10,11 +10,14 @@ from fastapi import FastAPI
 from geoengine import __version__
 from geoengine.config import Settings
 from geoengine.engine import Engine
-from geoengine.gateway import KeyStore, auth_failure_status, load_plans
+from geoengine.gateway import KeyStore, auth_failure_status
 from geoengine.gateway_cache import CachedKeyStore
+from geoengine.gateway_store import open_keystore
 from geoengine.server import problems
 from geoengine.server.hotpath import HotPath
+from geoengine.server.lifecycle import FaultGuard, Reloader
 from geoengine.server.middleware import BodyLimitMiddleware, GatewayMiddleware
+from geoengine.server.proxy import ProxyHeadersMiddleware
 from geoengine.server.routes import ROUTE_MODULES
 from geoengine.server.web.access import WebAccessMiddleware
 
@@ -48,7 +51,7 @@ PROBLEM_SCHEMA = {
 
 def create_app(engine: Engine, settings: Settings | None = None, keystore: KeyStore | None = None) -> FastAPI:
     settings = settings or engine.settings
-    keystore = keystore or KeyStore(settings.state, load_plans(settings.plans_file))
+    keystore = keystore or open_keystore(settings)
     if not isinstance(keystore, CachedKeyStore):
         keystore = CachedKeyStore(keystore, settings.gateway_key_ttl_s)
     # FastAPI's OpenTelemetry bridge asks the (unconfigured) providers on every request: about 6 % of a
@@ -62,13 +65,16 @@ def create_app(engine: Engine, settings: Settings | None = None, keystore: KeySt
         from geoengine.tiles.shared import SharedCacheState
 
         engine.tiles.share_with_workers(SharedCacheState(settings.worker_state))
+    app.state.reloader = Reloader(app, settings.bundle)  # bundle watch + reload; started by app_from_env
     problems.install(app)
     for name in ROUTE_MODULES:
         app.include_router(importlib.import_module(name).router)
     app.add_middleware(HotPath)  # innermost: tiles, search, point elevation and /route skip the router
     app.add_middleware(BodyLimitMiddleware, limit=settings.max_body_bytes)
+    app.add_middleware(FaultGuard)  # 503 for a group whose bundle files were damaged after start
     app.add_middleware(GatewayMiddleware, keystore=keystore, gateway_host=settings.gateway_host)
     app.add_middleware(WebAccessMiddleware, keystore=keystore, settings=settings)  # outermost: page, CORS
+    app.add_middleware(ProxyHeadersMiddleware, trusted=settings.forwarded_allow_ips)  # outermost
     _document_gateway(app)
     return app
 
@@ -100,6 +106,17 @@ def _document_gateway(app: FastAPI) -> None:
                 responses.setdefault(auth, {"description": "Missing or invalid gateway credential", "content": ref})
                 responses.setdefault("429", {"description": "Quota used up (Retry-After says when it renews)",
                                              "content": ref})
+                responses.setdefault("404", {"description": "Unknown path or resource", "content": ref})
+                responses.setdefault("405", {"description": "Method not allowed on this path (the detail lists "
+                                                            "the allowed ones)", "content": ref})
+                if "requestBody" in op:
+                    responses.setdefault("413", {"description": "Request body over GEOENGINE_MAX_BODY_BYTES",
+                                                 "content": ref})
+                responses.setdefault("503", {"description": "The shared gateway state is unreachable, or the "
+                                                            "bundle lacks or lost the stage this endpoint needs",
+                                             "content": ref})
+                responses.setdefault("5XX", {"description": "Server error (500 unexpected, 502 index unreadable, "
+                                                            "504 computation timed out)", "content": ref})
                 for code, resp in responses.items():
                     if code[0] in "45" and "content" not in resp:
                         resp["content"] = ref
@@ -124,4 +141,6 @@ def app_from_env() -> FastAPI:
         raise SystemExit("GEOENGINE_BUNDLE is not set: start the server with `geoengine serve`")
     engine = Engine.open(settings.bundle, settings=settings)
     engine.warm()
-    return create_app(engine, settings)
+    app = create_app(engine, settings)
+    app.state.reloader.start()
+    return app

@@ -34,7 +34,7 @@ class GatewayMiddleware:
     def __init__(self, app, keystore: KeyStore, gateway_host: str):
         self.app = app
         self.keystore = keystore
-        self.host = gateway_host.encode()
+        self.host = gateway_host.strip().lower().encode()  # host names compare case-insensitively
 
     async def __call__(self, scope, receive, send):
         if scope["type"] != "http":
@@ -55,9 +55,15 @@ class GatewayMiddleware:
             return await send_problem(send, status, "missing X-Gateway-Key header", title)
         if host is None:
             return await send_problem(send, status, "missing X-Gateway-Host header", title)
-        if not hmac.compare_digest(host, self.host):
+        if not hmac.compare_digest(host.strip().lower(), self.host):
             return await send_problem(send, status, "X-Gateway-Host does not match this service's host", title)
-        record = self.keystore.authenticate(key.decode("latin-1"))
+        try:
+            if self.keystore.remote:  # a network store (Redis): never block the event loop on it
+                record = await anyio.to_thread.run_sync(self.keystore.authenticate, key.decode("latin-1"))
+            else:
+                record = self.keystore.authenticate(key.decode("latin-1"))
+        except GeoengineError as exc:  # the shared state is unreachable: 503, never an unchecked request
+            return await send_problem(send, exc.status, exc.detail, exc.title, exc.headers)
         if record is None:
             return await send_problem(send, status, "invalid or revoked API key", title)
         if self.keystore.counts(record, path):  # tiles and unlimited plans skip the counting thread hop
@@ -67,7 +73,9 @@ class GatewayMiddleware:
                 return await send_problem(send, 429, exc.detail, exc.title, exc.headers)
             except GeoengineError as exc:
                 return await send_problem(send, exc.status, exc.detail, exc.title, exc.headers)
-        scope.setdefault("state", {})["key_id"] = record.id
+        state = scope.setdefault("state", {})
+        state["key_id"] = record.id
+        state["key_scopes"] = getattr(record, "scopes", ())
         return await self.app(scope, receive, send)
 
 

@@ -78,6 +78,26 @@ def validation_errors(exc: RequestValidationError) -> tuple[str, list[dict]]:
     return detail, errors
 
 
+def _allowed_methods(request) -> str:
+    """Every method some route answers on this path (Starlette's 405 names only the first route's,
+    so DELETE /elevation said `Allow: GET` although POST /elevation exists too)."""
+    from starlette.routing import Match
+
+    methods: set[str] = set()
+    path = request.url.path
+    for probe in ("GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS"):
+        scope = {**request.scope, "method": probe, "path": path}
+        for route in getattr(request.app.router, "routes", []):
+            try:
+                match, _ = route.matches(scope)
+            except Exception:  # a route that cannot judge a probe scope does not answer it
+                continue
+            if match is Match.FULL:
+                methods.add(probe)
+                break
+    return ", ".join(sorted(methods))
+
+
 def install(app) -> None:
     """Map every error to the problem body."""
 
@@ -97,7 +117,8 @@ def install(app) -> None:
         if status == 404:
             detail = f"no endpoint at {request.url.path}" if exc.detail == "Not Found" else str(exc.detail)
         elif status == 405:
-            allow = (exc.headers or {}).get("Allow") or (exc.headers or {}).get("allow", "")
+            allow = _allowed_methods(request) or (exc.headers or {}).get("Allow") or (exc.headers or {}).get("allow", "")
+            exc.headers = {**(exc.headers or {}), "Allow": allow} if allow else exc.headers
             detail = f"method {request.method} is not allowed on {request.url.path}" + (f"; allowed: {allow}" if allow else "")
         else:
             detail = str(exc.detail)

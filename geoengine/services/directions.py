@@ -22,7 +22,7 @@ MAX_WAYPOINTS = 25
 
 
 class Waypoint(BaseModel):
-    model_config = ConfigDict(extra="ignore")
+    model_config = ConfigDict(extra="ignore", strict=True)
 
     lon: Lon
     lat: Lat
@@ -31,7 +31,7 @@ class Waypoint(BaseModel):
 class DirectionsRequest(BaseModel):
     """Body of POST /v1/routing/directions."""
 
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", strict=True)
 
     waypoints: list[Waypoint] = Field(min_length=2, max_length=MAX_WAYPOINTS,
                                       description="2 to 25 points; their order is the direction of travel")

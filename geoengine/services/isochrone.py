@@ -27,7 +27,7 @@ DEFAULT_COLORS = ("bf4040", "bfaa40", "40bf80", "406abf")  # smallest contour fi
 # Request model
 # ----------------------------------------------------------------------------------------------------
 class Contour(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", strict=True)
 
     time: float | None = Field(None, gt=0, le=MAX_TIME_MIN, description=f"Minutes, > 0 and <= {MAX_TIME_MIN:g}")
     distance: float | None = Field(None, gt=0, le=MAX_DISTANCE_KM,
@@ -57,7 +57,7 @@ class Contour(BaseModel):
 class IsochroneRequest(BaseModel):
     """POST /isochrone."""
 
-    model_config = ConfigDict(extra="ignore")
+    model_config = ConfigDict(extra="ignore", strict=True)
 
     locations: list[Location] = Field(min_length=1, max_length=1, description="Exactly one location")
     costing: IsochroneCosting = "auto"

@@ -31,7 +31,7 @@ MAX_SHAPE_POINTS = 16000
 
 
 class ShapePoint(BaseModel):
-    model_config = ConfigDict(extra="ignore")
+    model_config = ConfigDict(extra="ignore", strict=True)
 
     lon: Lon
     lat: Lat
@@ -41,7 +41,7 @@ class ShapePoint(BaseModel):
 class TraceOptions(BaseModel):
     """Matching parameters. Unknown keys are refused (a misspelt option would otherwise do nothing)."""
 
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", strict=True)
 
     search_radius: float = Field(50.0, gt=0, le=100, description="Metres around each GPS point searched for "
                                  "candidate road positions (1-100, default 50)")
@@ -57,7 +57,7 @@ class TraceOptions(BaseModel):
 class MapMatchRequest(BaseModel):
     """POST /map_match and POST /map_match/attributes."""
 
-    model_config = ConfigDict(extra="ignore")
+    model_config = ConfigDict(extra="ignore", strict=True)
 
     shape: list[ShapePoint] | None = Field(None, description="GPS trace points in order; exactly one of shape "
                                            "and encoded_polyline")

@@ -9,21 +9,25 @@ from datetime import timedelta
 from typing import Any
 
 import numpy as np
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from geoengine.errors import InvalidRequest
 from geoengine.geo import metres_per_unit
 from geoengine.services.models import LatLon, Location, MatrixCosting, Units, _units, costing_validator
 from geoengine.services.router import radii
 
+MAX_MATRIX_CELLS = 10_000  # sources x targets of one request (a 100 x 100 answer is about 0.6 MB)
+
 
 class MatrixRequest(BaseModel):
     """POST /matrix."""
 
-    model_config = ConfigDict(extra="ignore")
+    model_config = ConfigDict(extra="ignore", strict=True)
 
-    sources: list[Location] = Field(min_length=1)
-    targets: list[Location] = Field(min_length=1)
+    sources: list[Location] = Field(min_length=1, max_length=MAX_MATRIX_CELLS,
+                                    description=f"At least 1; sources x targets at most {MAX_MATRIX_CELLS}")
+    targets: list[Location] = Field(min_length=1, max_length=MAX_MATRIX_CELLS,
+                                    description=f"At least 1; sources x targets at most {MAX_MATRIX_CELLS}")
     costing: MatrixCosting = "auto"
     costing_options: dict[str, Any] | None = None
     units: Units = "kilometers"
@@ -34,6 +38,14 @@ class MatrixRequest(BaseModel):
 
     _norm_units = field_validator("units", mode="before")(_units)
     _costing_known = costing_validator("matrix")
+
+    @model_validator(mode="after")
+    def _cells(self):
+        cells = len(self.sources) * len(self.targets)
+        if cells > MAX_MATRIX_CELLS:
+            raise ValueError(f"{len(self.sources)} sources x {len(self.targets)} targets = {cells} cells; "
+                             f"the limit is {MAX_MATRIX_CELLS} cells a request")
+        return self
 
 
 class MatrixCell(BaseModel):

@@ -63,8 +63,9 @@ def costing_validator(endpoint: str):
 
 Units = Literal["kilometers", "miles"]
 
-Lon = Annotated[float, Field(ge=-180, le=180, description="Longitude, WGS84 degrees")]
-Lat = Annotated[float, Field(ge=-90, le=90, description="Latitude, WGS84 degrees")]
+Lon = Annotated[float, Field(ge=-180, le=180, allow_inf_nan=False, description="Longitude, WGS84 degrees")]
+Lat = Annotated[float, Field(ge=-90, le=90, allow_inf_nan=False, description="Latitude, WGS84 degrees")]
+MAX_WAITING_SECS = 7 * 86_400  # = services.route_options.MAX_WAITING_SECS: keeps date_time arithmetic in range
 
 
 def _units(v):
@@ -75,7 +76,7 @@ def _units(v):
 class Location(BaseModel):
     """A routing location (the spec's Routing Location object)."""
 
-    model_config = ConfigDict(extra="ignore")
+    model_config = ConfigDict(extra="ignore", strict=True)
 
     lon: Lon
     lat: Lat
@@ -87,7 +88,8 @@ class Location(BaseModel):
     name: str | None = Field(None, description="Human-readable location name, echoed in the response")
     street: str | None = Field(None, description="Street name hint: candidates on a street of that name rank first")
     city: str | None = Field(None, description="City hint, echoed in the response")
-    waiting_secs: int | None = Field(None, ge=0, description="Waiting time at the location, added to the time")
+    waiting_secs: int | None = Field(None, ge=0, le=MAX_WAITING_SECS,
+                                     description="Waiting time at the location, added to the time (at most 7 days)")
     search_radius: int | None = Field(None, ge=1, le=100, description="Candidate search radius in metres")
     rank_candidates: bool | None = Field(None, description="Rank candidates by distance and hints (default true)")
     preferred_side: Literal["same", "opposite", "either"] | None = Field(
@@ -95,7 +97,7 @@ class Location(BaseModel):
 
 
 class DirectionsOptions(BaseModel):
-    model_config = ConfigDict(extra="ignore")
+    model_config = ConfigDict(extra="ignore", strict=True)
 
     units: Units = "kilometers"
     language: str = Field("en-US", description="Instruction language tag")
@@ -107,6 +109,8 @@ class DirectionsOptions(BaseModel):
 
 
 class AvoidLocation(BaseModel):
+    model_config = ConfigDict(strict=True)
+
     lon: Lon
     lat: Lat
     radius: float = Field(0, ge=0, le=200, description="Radius in metres around the point whose roads are avoided")

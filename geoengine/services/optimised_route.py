@@ -15,13 +15,16 @@ from geoengine.errors import FieldError, NoRoute, field_path
 from geoengine.routing.stop_order import UNREACHABLE, path_cost, solve
 from geoengine.services.models import DirectionsOptions, Location, OptimisedRouteCosting, costing_validator
 
+MAX_OPTIMISED_STOPS = 50
+
 
 class OptimisedRouteRequest(BaseModel):
     """Body of POST /optimised_route."""
 
-    model_config = ConfigDict(extra="ignore")
+    model_config = ConfigDict(extra="ignore", strict=True)
 
-    locations: list[Location] = Field(min_length=2, description="Stops, at least 2. The first and the last stay "
+    locations: list[Location] = Field(min_length=2, max_length=MAX_OPTIMISED_STOPS,
+                                      description=f"Stops, 2 to {MAX_OPTIMISED_STOPS}. The first and the last stay "
                                       "first and last; the ones between are reordered. Repeat the first location "
                                       "at the end for a round trip.")
     costing: OptimisedRouteCosting = "auto"

@@ -14,10 +14,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 import numpy as np
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from geoengine.elevation.grades import climb_descent
 from geoengine.graph import tags as T
@@ -35,7 +35,9 @@ from geoengine.services.models import (
     AvoidLocation,
     Costing,
     DirectionsOptions,
+    Lat,
     Location,
+    Lon,
     costing_validator,
 )
 
@@ -51,12 +53,17 @@ TRAVEL: dict[str, tuple[str, str]] = {
 }
 
 
+MAX_ROUTE_LOCATIONS = 200
+MAX_AVOID_POLYGON_POINTS = 10_000
+
+
 class RouteRequest(BaseModel):
     """POST /route."""
 
-    model_config = ConfigDict(extra="ignore")
+    model_config = ConfigDict(extra="ignore", strict=True)
 
-    locations: list[Location] = Field(min_length=2, description="Ordered stops, at least 2")
+    locations: list[Location] = Field(min_length=2, max_length=MAX_ROUTE_LOCATIONS,
+                                      description=f"Ordered stops, 2 to {MAX_ROUTE_LOCATIONS}")
     costing: Costing = "auto"
     costing_options: dict[str, Any] | None = Field(
         None, description="Options of the costing, flat ({\"use_highways\": 0.3}) or under the costing key "
@@ -64,7 +71,7 @@ class RouteRequest(BaseModel):
         "GET /costing/options/{costing}")
     directions_options: DirectionsOptions = Field(default_factory=DirectionsOptions)
     avoid_locations: list[AvoidLocation] | None = None
-    avoid_polygons: list[list[tuple[float, float]]] | None = Field(
+    avoid_polygons: list[Annotated[list[tuple[Lon, Lat]], Field(min_length=3, max_length=MAX_AVOID_POLYGON_POINTS)]] | None = Field(
         None, description="Rings of [lon, lat] pairs; roads crossing them are avoided")
     alternates: int | None = Field(None, ge=0, le=3, description="Number of alternate routes, 1 to 3 (0: none)")
     date_time: dict[str, Any] | None = None
@@ -74,6 +81,15 @@ class RouteRequest(BaseModel):
     id: str | None = Field(None, description="Echoed in the response")
 
     _costing_known = costing_validator("route")
+
+    @field_validator("avoid_polygons", mode="before")
+    @classmethod
+    def _rings_as_pairs(cls, v):
+        """JSON has no tuples: [lon, lat] lists become pairs, so strict validation checks each number."""
+        if isinstance(v, list):
+            return [[tuple(p) if isinstance(p, list) else p for p in ring] if isinstance(ring, list) else ring
+                    for ring in v]
+        return v
 
 
 # -- the typed route -------------------------------------------------------------------------------------

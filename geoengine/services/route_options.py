@@ -28,6 +28,11 @@ from geoengine.errors import FieldError, InvalidRequest, Unprocessable
 FORMAT = "%Y-%m-%dT%H:%M"
 DATE_TIME_TYPES = {0: "current", 1: "depart_at", 2: "arrive_by", 3: "invariant"}
 MAX_ELEVATION_POINTS = 10_000
+# The dates a date_time value may name, and the longest wait at one location: bounds that keep every
+# departure and arrival computed from them (value +- trip time + waits) inside datetime's range.
+DATE_MIN = datetime(1900, 1, 1)
+DATE_MAX = datetime(2199, 12, 31, 23, 59)
+MAX_WAITING_SECS = 7 * 86_400
 
 
 def parse_date_time(date_time, now: datetime | None = None, field: str = "date_time") -> tuple[int, datetime]:
@@ -44,9 +49,13 @@ def parse_date_time(date_time, now: datetime | None = None, field: str = "date_t
     if not isinstance(value, str):
         raise InvalidRequest.field(f"{field}.value", "required for types 1-3: a local time 'YYYY-MM-DDTHH:MM'")
     try:
-        return t, datetime.strptime(value, FORMAT)
+        when = datetime.strptime(value, FORMAT)
     except ValueError:
         raise InvalidRequest.field(f"{field}.value", f"'{value}' is not a time 'YYYY-MM-DDTHH:MM'") from None
+    if not DATE_MIN <= when <= DATE_MAX:
+        raise InvalidRequest.field(f"{field}.value", f"'{value}' is outside the supported dates "
+                                   f"{DATE_MIN.strftime(FORMAT)} to {DATE_MAX.strftime(FORMAT)}")
+    return t, when
 
 
 def apply_date_time(route, date_time, waits=None, *, now: datetime | None = None):
@@ -55,6 +64,19 @@ def apply_date_time(route, date_time, waits=None, *, now: datetime | None = None
     kind, when = parse_date_time(date_time, now)
     locs = route.locations
     w = np.zeros(len(locs)) if waits is None else np.asarray(waits, dtype=np.float64)
+    bad = np.flatnonzero(~((w >= 0) & (w <= MAX_WAITING_SECS)))
+    if bad.size:
+        raise InvalidRequest.field(f"locations[{int(bad[0])}].waiting_secs",
+                                   f"must be between 0 and {MAX_WAITING_SECS} seconds (7 days)")
+    try:
+        return _apply_date_time(route, kind, when, w)
+    except OverflowError:  # unreachable through the bounds above; kept so no caller ever sees a 500
+        raise InvalidRequest.field("date_time", "the trip's times fall outside the supported dates "
+                                   f"{DATE_MIN.strftime(FORMAT)} to {DATE_MAX.strftime(FORMAT)}") from None
+
+
+def _apply_date_time(route, kind, when, w):
+    locs = route.locations
     ends = [i for i in range(1, len(locs) - 1) if locs[i].type in ("break", "break_through")] + [len(locs) - 1]
     total = route.time_s
     # arrive_by: the arrival at the last location (before any wait there) is the given time

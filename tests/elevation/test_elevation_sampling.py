@@ -112,7 +112,9 @@ def test_tiles_without_shared_edges_are_seamless(whole_and_split, rc):
     whole, split = whole_and_split
     rc = np.array(rc)
     # include the seams: between rows 599 and 600 and between columns 699 and 700
-    rc = np.vstack([rc, [[599.5, 10.25], [300.5, 699.75], [599.25, 699.5], [599.0, 700.0]]])
+    # and where the seams meet the outer edges (once NaN in the split model only: rc=(599.5, 1200.0), found by hypothesis)
+    rc = np.vstack([rc, [[599.5, 10.25], [300.5, 699.75], [599.25, 699.5], [599.0, 700.0],
+                         [599.5, 1200.0], [599.5, 0.0], [1200.0, 699.5], [0.0, 699.5], [1200.0, 1200.0]]])
     lats, lons = 43 - rc[:, 0] / 1200, 1 + rc[:, 1] / 1200
     a, sa = whole.sample(lats, lons)
     b, sb = split.sample(lats, lons)

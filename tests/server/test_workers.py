@@ -69,7 +69,7 @@ def test_cache_clear_reaches_every_worker(build_region, tmp_path):
     archive = extra / "andorra_pm.pmtiles"
     mbtiles_to_pmtiles(str(bundle / "tiles" / "andorra.mbtiles"), str(archive), 14)
     home = tmp_path / "home"
-    key, _ = KeyStore(home / "state.sqlite3").create("unlimited")
+    key, _ = KeyStore(home / "state.sqlite3").create("unlimited", scopes=["admin"])  # cache clear needs admin
     env = {**os.environ, "GEOENGINE_HOME": str(home), "GEOENGINE_TILES_DIR": str(extra),
            "GEOENGINE_GATEWAY_HOST": HOST, "GEOENGINE_LOG_LEVEL": "warning"}
     env.pop("GEOENGINE_WORKERS", None)

@@ -51,12 +51,25 @@ def test_sources(client):
     assert entry["tilejson"] == "http://testserver/tiles/andorra"
 
 
-def test_sources_honour_proxy_headers(client):
+def test_sources_honour_proxy_headers_from_trusted_proxies(andorra, settings, keystore, api_key):
+    from starlette.testclient import TestClient
+
+    from geoengine.server.app import create_app
+
+    # the TestClient's peer is "testclient": trusted here, so its forwarded headers count
+    s = Settings(home=settings.home, gateway_host=settings.gateway_host, forwarded_allow_ips="testclient")
+    client = TestClient(create_app(andorra, s, keystore))
+    client.headers.update({"X-Gateway-Key": api_key, "X-Gateway-Host": s.gateway_host})
     r = client.get("/sources", headers={"X-Forwarded-Proto": "https", "X-Forwarded-Host": "maps.example.org, inner"})
     entry = r.json()["sources"][0]
     assert entry["tiles"] == "https://maps.example.org/tiles/andorra/{z}/{x}/{y}"
     r = client.get("/tiles/andorra", headers={"X-Forwarded-Proto": "https", "X-Forwarded-Host": "maps.example.org"})
     assert r.json()["tiles"] == ["https://maps.example.org/tiles/andorra/{z}/{x}/{y}"]
+
+
+def test_proxy_headers_from_anyone_else_are_ignored(client):
+    r = client.get("/sources", headers={"X-Forwarded-Proto": "https", "X-Forwarded-Host": "attacker.example"})
+    assert r.json()["sources"][0]["tiles"] == "http://testserver/tiles/andorra/{z}/{x}/{y}"
 
 
 def test_public_url_setting_wins(andorra, settings, keystore, api_key):
@@ -178,7 +191,17 @@ def test_gateway_still_guards_tiles(client, z14):
     assert r.status_code == 403
 
 
-def test_cache_clear(client, andorra, z14):
+def test_cache_clear(client, andorra, z14, keystore, settings):
+    assert client.post("/tiles/andorra/cache/clear").status_code == 403  # the tests' key has no admin scope
+    admin, _ = keystore.create("unlimited", "tile admin", scopes=["admin"])
+    client.headers["X-Gateway-Key"], plain = admin, client.headers["X-Gateway-Key"]
+    try:
+        _cache_clear(client, z14)
+    finally:
+        client.headers["X-Gateway-Key"] = plain
+
+
+def _cache_clear(client, z14):
     client.post("/tiles/andorra/cache/clear")
     client.get(z14, headers=GZ)
     client.get("/tiles/andorra/13/0/0")

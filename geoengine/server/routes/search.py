@@ -16,12 +16,23 @@ from urllib.parse import parse_qsl
 from fastapi import APIRouter, Depends, Path, Query
 from fastapi.responses import JSONResponse
 from fastapi.routing import APIRoute
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, BeforeValidator, Field
 from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.routing import Match, Route
 
 from geoengine.engine import Engine
 from geoengine.server.deps import get_engine
+
+
+def _digits(v):
+    """A query integer is written in digits (an optional leading +): `size=2.0` or `size= 2` is
+    refused, not read as 2."""
+    if isinstance(v, str) and not re.fullmatch(r"\+?[0-9]{1,9}", v):
+        raise ValueError(f"'{v}' is not a whole number written in digits")
+    return v
+
+
+WholeNumber = Annotated[int, BeforeValidator(_digits)]
 
 router = APIRouter(tags=["Search"])
 EngineDep = Annotated[Engine, Depends(get_engine)]
@@ -100,7 +111,7 @@ async def search(
     types: str | None = Query(None, description="Comma-separated document types: place, poi"),
     lat: float | None = Query(None, ge=-90, le=90, description="Latitude to bias results towards (with lon)"),
     lon: float | None = Query(None, ge=-180, le=180, description="Longitude to bias results towards (with lat)"),
-    size: int = Query(10, ge=1, le=25, description="Number of results, 1 to 25"),
+    size: Annotated[WholeNumber, Query(ge=1, le=25, description="Number of results, 1 to 25")] = 10,
     categories: str | None = Query(None, description=CATEGORIES_DOC),
     bbox: str | None = Query(None, description="Only documents inside min_lon,min_lat,max_lon,max_lat (degrees)"),
     countries: str | None = Query(None, description="Only documents of these countries: comma-separated ISO 3166-1 alpha-2 codes (ad,li)"),
@@ -115,7 +126,7 @@ async def reverse(
     engine: EngineDep,
     lat: float = Query(..., ge=-90, le=90, description="Latitude"),
     lon: float = Query(..., ge=-180, le=180, description="Longitude"),
-    size: int = Query(5, ge=1, le=10, description="Number of results, 1 to 10"),
+    size: Annotated[WholeNumber, Query(ge=1, le=10, description="Number of results, 1 to 10")] = 5,
     types: str | None = Query(None, description="Comma-separated document types: place, poi"),
     radius: str = Query("2km", pattern=r"^\d+(\.\d+)?(m|km)$",
                         description="Search radius: a number followed by m or km (500m, 2km), at most 100km"),

@@ -22,7 +22,7 @@ from starlette.routing import Route
 
 from geoengine.engine import Engine
 from geoengine.errors import GeoengineError, InvalidRequest
-from geoengine.server.deps import get_engine
+from geoengine.server.deps import get_engine, require_scope
 from geoengine.server.problems import PROBLEM_JSON
 
 router = APIRouter(tags=["Tiles"])
@@ -80,17 +80,16 @@ class CacheCleared(BaseModel):
 
 # ------------------------------------------------------------------------------------- base URL
 def base_url(request: Request) -> str:
-    """The public base URL: Settings.public_url, else the proxy headers, else the request itself."""
+    """The public base URL: Settings.public_url, else the request itself, with the forwarded host and
+    prefix only when the peer is a trusted proxy (GEOENGINE_FORWARDED_ALLOW_IPS; see server/proxy.py,
+    which also applies X-Forwarded-Proto to the request's scheme)."""
     settings = request.app.state.settings
     if settings.public_url:
         return settings.public_url.rstrip("/")
-    headers = request.headers
-    proto = headers.get("x-forwarded-proto")
-    host = headers.get("x-forwarded-host")
-    scheme = proto.split(",")[0].strip() if proto else request.url.scheme
-    netloc = host.split(",")[0].strip() if host else (headers.get("host") or request.url.netloc)
-    prefix = (headers.get("x-forwarded-prefix") or request.scope.get("root_path") or "").rstrip("/")
-    return f"{scheme}://{netloc}{prefix}"
+    fwd = request.scope.get("state", {}).get("forwarded") or {}
+    netloc = fwd.get("host") or request.headers.get("host") or request.url.netloc
+    prefix = (fwd.get("prefix") or request.scope.get("root_path") or "").rstrip("/")
+    return f"{request.url.scheme}://{netloc}{prefix}"
 
 
 # ------------------------------------------------------------------------------------ endpoints
@@ -108,9 +107,12 @@ def tilejson(request: Request, engine: EngineDep,
 
 
 @router.post("/tiles/{source}/cache/clear", response_model=CacheCleared, summary="Clear the tile cache of a source",
-             responses={404: {"description": "Unknown source"}})
-def clear_cache(engine: EngineDep,
+             description="Needs a key with the `admin` scope (`geoengine keys create --scope admin`); "
+             "counts against the key's non-tile pools.",
+             responses={403: {"description": "The key lacks the admin scope"}, 404: {"description": "Unknown source"}})
+def clear_cache(request: Request, engine: EngineDep,
                 source: Annotated[str, Path(description="An id returned by /sources")]) -> dict:
+    require_scope(request, "admin")
     return {"cleared": engine.tiles.clear(source), "source": source}
 
 
@@ -155,8 +157,11 @@ def _problem(exc: GeoengineError) -> tuple[int, list, bytes]:
 
 def _parse_int(name: str, text: str) -> int:
     digits = text[1:] if text.startswith("-") else text
-    if not (digits.isascii() and digits.isdigit()) or len(digits) > 12:
+    if not (digits.isascii() and digits.isdigit()):
         raise InvalidRequest.field(name, f"{name} must be an integer, got '{text}'")
+    if len(digits) > 12:  # an integer, but beyond any zoom's range (2^22 columns at zoom 22)
+        shown = text if len(text) <= 24 else text[:21] + "..."
+        raise InvalidRequest.field(name, f"{name} is out of range (0 to 2^z - 1), got {shown}")
     return int(text)
 
 

@@ -1,0 +1,193 @@
+"""Faults and reloads of a serving bundle.
+
+- `BundleWatch` fingerprints every file of the bundle the engine opened (inode, size, mtime) and checks
+  them once a second in a daemon thread. A file removed or changed in place (corruption, a partial
+  copy) marks its stage broken; `FaultGuard` then answers 503 on the endpoints that need that stage
+  (routing needs graph + routing, search needs search, tiles need tiles, elevation needs elevation)
+  while every other group keeps working. Memory-mapped data is never read after its file changed.
+- A new publication at the served path (`geoengine build` publishes a new version folder and removes
+  the old one) is not a fault: the engine is reloaded from it, as on SIGHUP.
+- `Reloader.reload()` opens and warms a new Engine from the served path in a background thread and
+  swaps it in when it is ready; requests keep using the old engine until then, and the ones in flight
+  finish on it, so a reload fails no request. A bundle that cannot be opened leaves the old engine
+  serving (the error is logged). `install_sighup(app)` binds it to SIGHUP for `geoengine serve`
+  (with --workers N, uvicorn's supervisor replaces the workers one by one on SIGHUP instead).
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import signal
+import threading
+from pathlib import Path
+
+from geoengine.gateway import ROUTING_PATHS, is_tile_path
+
+log = logging.getLogger("geoengine.server")
+
+# endpoint group -> the bundle stages it reads
+GROUP_STAGES = {
+    "routing": ("graph", "routing"),
+    "search": ("search",),
+    "tiles": ("tiles",),
+    "elevation": ("elevation",),
+}
+
+
+def path_group(path: str) -> str | None:
+    p = path.rstrip("/")
+    if p in ROUTING_PATHS or p.startswith(("/costing", "/v1/")):
+        return "routing"
+    if p.startswith("/search"):
+        return "search"
+    if is_tile_path(path) or p.endswith("/cache/clear"):
+        return "tiles"
+    if p.startswith("/elevation"):
+        return "elevation"
+    return None
+
+
+def _fingerprint(root: Path) -> dict[str, dict[str, tuple]]:
+    out: dict[str, dict[str, tuple]] = {}
+    for dirpath, _dirs, files in os.walk(root):
+        rel = Path(dirpath).relative_to(root)
+        stage = rel.parts[0] if rel.parts else ""
+        for name in files:
+            try:
+                st = os.stat(Path(dirpath) / name)
+            except OSError:
+                continue
+            out.setdefault(stage, {})[str(rel / name)] = (st.st_ino, st.st_size, st.st_mtime_ns)
+    return out
+
+
+class BundleWatch:
+    """Which stages of the opened bundle lost or changed a file since start."""
+
+    def __init__(self, bundle_path: Path, served_path: Path | None = None):
+        self.root = Path(bundle_path)
+        self.served = Path(served_path) if served_path else self.root
+        self.files = _fingerprint(self.root)
+        self.broken: dict[str, str] = {}  # stage -> what happened
+
+    def superseded(self) -> bool:
+        """The served path now names another finished bundle: a new publication (which swaps the link
+        first and then removes the old version folder, so files vanishing then are not damage)."""
+        try:
+            return self.served.resolve() != self.root and (self.served / "manifest.json").exists()
+        except OSError:
+            return False
+
+    def check(self) -> dict[str, str]:
+        broken: dict[str, str] = {}
+        for stage, files in self.files.items():
+            for rel, fp in files.items():
+                try:
+                    st = os.stat(self.root / rel)
+                except OSError:
+                    broken[stage] = f"{rel} was removed"
+                    break
+                if (st.st_ino, st.st_size, st.st_mtime_ns) != fp:
+                    broken[stage] = f"{rel} changed"
+                    break
+        self.broken = broken
+        return broken
+
+    def unavailable(self, path: str) -> str | None:
+        """Why the group of `path` cannot be served, or None."""
+        if not self.broken:
+            return None
+        group = path_group(path)
+        if group is None:
+            return None
+        for stage in GROUP_STAGES[group]:
+            if stage in self.broken:
+                return f"the bundle's {stage} files are damaged ({self.broken[stage]} after start)"
+        return None
+
+
+class Reloader:
+    """Owns app.state.engine and app.state.bundle_watch: watching, and reloading without a failed request."""
+
+    def __init__(self, app, served_path: Path | None, interval_s: float = 1.0):
+        self.app = app
+        self.served = Path(served_path) if served_path else None
+        self.interval_s = interval_s
+        self._lock = threading.Lock()
+        self._stop = threading.Event()
+        engine = app.state.engine
+        app.state.bundle_watch = BundleWatch(engine.bundle.path, self.served)
+        self.generation = 0
+
+    def start(self) -> Reloader:
+        threading.Thread(target=self._run, name="geoengine-bundle-watch", daemon=True).start()
+        return self
+
+    def stop(self) -> None:
+        self._stop.set()
+
+    def _run(self) -> None:
+        while not self._stop.wait(self.interval_s):
+            watch = self.app.state.bundle_watch
+            try:
+                if watch.superseded():
+                    log.info("a new bundle was published at %s: reloading", self.served)
+                    self.reload()
+                    continue
+                before = dict(watch.broken)
+                now = watch.check()
+                if now != before and now:
+                    log.error("bundle files damaged after start: %s", "; ".join(f"{k}: {v}" for k, v in now.items()))
+            except Exception:  # never let the watcher die
+                log.exception("bundle watch failed")
+
+    def reload(self) -> bool:
+        """Open and warm the bundle at the served path, then swap it in. False (old engine kept) on error."""
+        from geoengine.engine import Engine
+
+        if self.served is None:
+            return False
+        with self._lock:
+            old = self.app.state.engine
+            try:
+                engine = Engine.open(self.served, settings=old.settings)
+                engine.warm()
+                watch = BundleWatch(engine.bundle.path, self.served)
+            except Exception as exc:
+                log.error("reload of %s failed, still serving %s: %s", self.served, old.bundle.path, exc)
+                return False
+            self.app.state.bundle_watch = watch
+            self.app.state.engine = engine  # one attribute store: later requests use the new engine
+            self.generation += 1
+            log.info("reloaded bundle %s", engine.bundle.path)
+            return True
+
+
+def install_sighup(app) -> None:
+    """SIGHUP reloads the served bundle in a background thread (single-process `geoengine serve`)."""
+    reloader = app.state.reloader
+
+    def _on_hup(signum, frame):
+        threading.Thread(target=reloader.reload, name="geoengine-reload", daemon=True).start()
+
+    signal.signal(signal.SIGHUP, _on_hup)
+
+
+class FaultGuard:
+    """503 on the endpoints whose bundle stage lost or changed a file since start; others unaffected."""
+
+    def __init__(self, app):
+        self.app = app
+
+    async def __call__(self, scope, receive, send):
+        if scope["type"] == "http":
+            watch = getattr(scope["app"].state, "bundle_watch", None) if "app" in scope else None
+            why = watch.unavailable(scope["path"]) if watch is not None else None
+            if why:
+                from geoengine.server.middleware import send_problem
+
+                return await send_problem(send, 503, f"{why}; this endpoint group is unavailable until the "
+                                          "bundle is republished or the server reloaded (SIGHUP)",
+                                          "Bundle not usable", {"Retry-After": "30"})
+        return await self.app(scope, receive, send)
