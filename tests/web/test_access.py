@@ -136,6 +136,11 @@ def test_session_may_not_clear_the_tile_cache(app):
 
 
 def test_session_rate_limit_is_its_own(app, web_settings):
+    import time
+
+    # The limit counts per minute window: start early in one so the whole burst falls inside it.
+    if time.time() % 60 > 20:
+        time.sleep(60.2 - time.time() % 60)
     a, b = client(app), client(app)
     a.get("/")
     b.get("/")

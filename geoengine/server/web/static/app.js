@@ -199,7 +199,9 @@ async function route(map) {
     type: "Feature", properties: { rank: i === 0 ? 0 : 1 },
     geometry: { type: "LineString", coordinates: trip.legs.flatMap((leg) => decodePolyline(leg.shape)) },
   }));
-  map.getSource("routes").setData({ type: "FeatureCollection", features: features.reverse() });
+  const mainCoords = features[0].geometry.coordinates;
+  // Alternates first, so the chosen route is drawn on top.
+  map.getSource("routes").setData({ type: "FeatureCollection", features: [...features].reverse() });
   const trip = doc.trip;
   const km = trip.summary.length, min = Math.round(trip.summary.time / 60);
   $("route-summary").textContent = `${km.toFixed(1)} km · ${min} min` +
@@ -213,8 +215,7 @@ async function route(map) {
     return li;
   })));
   $("route-panel").hidden = false;
-  const coords = features[features.length - 1].geometry.coordinates;
-  await profile(coords);
+  await profile(mainCoords);
 }
 
 async function profile(coords) {
