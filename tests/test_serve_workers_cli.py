@@ -12,9 +12,13 @@ def test_default_workers_is_the_usable_cores():
 
 
 def test_zero_workers_is_refused_before_any_build(tmp_path, monkeypatch, capsys):
+    import pytest
+
     monkeypatch.setenv("GEOENGINE_HOME", str(tmp_path))
-    assert cli.main(["serve", "--workers", "0", "--bundle", str(tmp_path / "none")]) == 2
-    assert "--workers must be at least 1" in capsys.readouterr().err
+    with pytest.raises(SystemExit) as exc:  # a usage error from the argument parser: exit status 2
+        cli.main(["serve", "--workers", "0", "--bundle", str(tmp_path / "none")])
+    assert exc.value.code == 2
+    assert "--workers: 0 is not at least 1" in capsys.readouterr().err
     assert not (tmp_path / "bundles").exists()
 
 
