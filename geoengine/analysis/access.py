@@ -24,6 +24,7 @@ import numba
 import numpy as np
 
 from geoengine.errors import FieldError, InvalidRequest
+from geoengine.routing._heap import heap_decrease, heap_pop, heap_push
 
 AGGREGATIONS = ("count", "sum", "mean", "min", "max")
 CHUNK_MAX = 512  # POI junctions per chunk, at most (fixed: the chunking is part of the result's definition)
@@ -33,45 +34,6 @@ CHUNK_BITS = 2**28  # and the chunk's reach bit matrix stays within 32 MiB on la
 # ----------------------------------------------------------------------------------------------------
 # Numba kernels (arrays only)
 # ----------------------------------------------------------------------------------------------------
-@numba.njit(cache=True, nogil=True, inline="always")
-def _push(hk, hv, size, key, v):
-    i = size
-    while i > 0:
-        p = (i - 1) >> 1
-        if hk[p] <= key:
-            break
-        hk[i] = hk[p]
-        hv[i] = hv[p]
-        i = p
-    hk[i] = key
-    hv[i] = v
-    return size + 1
-
-
-@numba.njit(cache=True, nogil=True, inline="always")
-def _pop(hk, hv, size):
-    """Remove the root; returns the new size (the caller read hk[0], hv[0] before)."""
-    size -= 1
-    key = hk[size]
-    v = hv[size]
-    i = 0
-    while True:
-        c = 2 * i + 1
-        if c >= size:
-            break
-        if c + 1 < size and hk[c + 1] < hk[c]:
-            c += 1
-        if hk[c] >= key:
-            break
-        hk[i] = hk[c]
-        hv[i] = hv[c]
-        i = c
-    if size > 0:
-        hk[i] = key
-        hv[i] = v
-    return size
-
-
 @numba.njit(cache=True, nogil=True, parallel=True)
 def _reach_bits(up_off, up_tgt, up_w, dn_off, dn_tgt, dn_w, src_ranks, limit, n, nthreads):
     """PHAST over a contraction hierarchy of the junction graph (vertices in RANK space): bits[p, r >> 6]
@@ -146,33 +108,29 @@ def _aggregate(bits, p_count, p_sum, p_min, p_max, out_nodes):
 @numba.njit(cache=True, nogil=True, parallel=True)
 def _nearest(off, tgt, w, sources, poi_ptr, poi_ids, k, limit, n, nthreads):
     """Per source junction: the k nearest POIs (by the graph's weights, within `limit`): (dist [M, k]
-    inf-padded, poi index [M, k] -1-padded); POIs on one junction in index order."""
+    inf-padded, poi index [M, k] -1-padded); POIs on one junction in index order. A bounded Dijkstra per
+    source on the routing kernels' indexed heap (geoengine.routing._heap)."""
     M = len(sources)
     out_d = np.full((M, k), np.inf)
     out_i = np.full((M, k), -1, dtype=np.int64)
     nt = min(nthreads, max(M, 1))
-    cap = len(tgt) + 1
     for t in numba.prange(nt):
         dist = np.full(n, np.inf)
         done = np.zeros(n, dtype=np.bool_)
         touched = np.empty(n, dtype=np.int64)
-        hk = np.empty(cap, dtype=np.float64)
-        hv = np.empty(cap, dtype=np.int64)
+        hk = np.empty(max(n, 1), dtype=np.float64)
+        hv = np.empty(max(n, 1), dtype=np.int32)
+        hpos = np.full(n, -1, dtype=np.int64)
         for m in range(t, M, nt):
             s = sources[m]
             found = 0
             nt_ = 0
-            size = 0
             dist[s] = 0.0
             touched[nt_] = s
             nt_ += 1
-            size = _push(hk, hv, size, 0.0, s)
+            size = heap_push(hk, hv, hpos, 0, s, 0.0)
             while size > 0 and found < k:
-                d = hk[0]
-                u = hv[0]
-                size = _pop(hk, hv, size)
-                if done[u] or d > dist[u]:
-                    continue
+                u, d, size = heap_pop(hk, hv, hpos, size)
                 done[u] = True
                 for j in range(poi_ptr[u], poi_ptr[u + 1]):
                     if found < k:
@@ -182,12 +140,17 @@ def _nearest(off, tgt, w, sources, poi_ptr, poi_ids, k, limit, n, nthreads):
                 for e in range(off[u], off[u + 1]):
                     v = tgt[e]
                     nd = d + w[e]
-                    if nd <= limit and nd < dist[v]:
+                    if nd <= limit and nd < dist[v] and not done[v]:
                         if dist[v] == np.inf:
                             touched[nt_] = v
                             nt_ += 1
-                        dist[v] = nd
-                        size = _push(hk, hv, size, nd, v)
+                            dist[v] = nd
+                            size = heap_push(hk, hv, hpos, size, v, nd)
+                        else:
+                            dist[v] = nd
+                            heap_decrease(hk, hv, hpos, v, nd)
+            while size > 0:  # k found: empty the heap for the next source
+                u, d, size = heap_pop(hk, hv, hpos, size)
             for i in range(nt_):
                 dist[touched[i]] = np.inf
                 done[touched[i]] = False
