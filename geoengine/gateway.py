@@ -204,6 +204,20 @@ def _hash(key: str) -> str:
     return hashlib.sha256(key.encode("utf-8", "surrogateescape")).hexdigest()
 
 
+def key_id(key: str | None, prefix: str = "gk_") -> str:
+    """The id of a `<prefix><id>_<secret>` key (gateway keys gk_, publishable keys pk_), "" otherwise."""
+    if key and key.startswith(prefix):
+        parts = key.split("_", 2)
+        if len(parts) == 3:
+            return parts[1]
+    return ""
+
+
+def hash_matches(stored: str | None, key: str | None) -> bool:
+    """Whether `key` hashes to `stored`, in constant time, also when nothing is stored (no such key)."""
+    return hmac.compare_digest(stored or _DUMMY_HASH, _hash(key or "")) and stored is not None
+
+
 class KeyStore:
     """Keys, plans and quota counters in one SQLite database. Safe to share between threads."""
 
@@ -260,13 +274,10 @@ class KeyStore:
         return [KeyRecord(r[0], r[1], r[2], r[3], r[4], usage.get(r[0], {}), tuple(r[5].split())) for r in rows]
 
     def revoke(self, key_or_id: str) -> KeyRecord:
-        kid = key_or_id
-        if key_or_id.startswith("gk_"):
-            parts = key_or_id.split("_", 2)
-            kid = parts[1] if len(parts) == 3 else ""
+        kid = key_id(key_or_id) if key_or_id.startswith("gk_") else key_or_id
         conn = self._conn()
         row = conn.execute("SELECT id, key_hash, plan, label, created, revoked FROM keys WHERE id = ?", (kid,)).fetchone()
-        if row is None or (key_or_id.startswith("gk_") and not hmac.compare_digest(row[1], _hash(key_or_id))):
+        if row is None or (key_or_id.startswith("gk_") and not hash_matches(row[1], key_or_id)):
             raise NotFound("no such key")
         revoked = row[5] or dt.datetime.now(dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
         conn.execute("UPDATE keys SET revoked = ? WHERE id = ?", (revoked, kid))
@@ -274,19 +285,13 @@ class KeyStore:
 
     def authenticate(self, key: str | None) -> KeyRecord | None:
         """The key's record when `key` is known and not revoked, else None. Constant-time comparison."""
-        kid = ""
-        if key and key.startswith("gk_"):
-            parts = key.split("_", 2)
-            if len(parts) == 3:
-                kid = parts[1]
+        kid = key_id(key)
         row = None
         if kid:
             row = self._conn().execute(
                 "SELECT id, key_hash, plan, label, created, revoked, scopes FROM keys WHERE id = ?", (kid,)
             ).fetchone()
-        stored = row[1] if row else _DUMMY_HASH
-        ok = hmac.compare_digest(stored, _hash(key or ""))
-        if not ok or row is None or row[5] is not None:
+        if not hash_matches(row[1] if row else None, key) or row[5] is not None:
             return None
         return KeyRecord(row[0], row[2], row[3], row[4], row[5], scopes=tuple(row[6].split()))
 

@@ -21,14 +21,12 @@ Run Redis with persistence (`appendonly yes`) if counters must survive a Redis r
 from __future__ import annotations
 
 import datetime as dt
-import hmac
 import json
 import secrets
 from typing import Protocol
 
 from geoengine.errors import InvalidRequest, NotFound, QuotaExceeded, Unavailable
 from geoengine.gateway import (
-    _DUMMY_HASH,
     DEFAULT_PLANS,
     KeyRecord,
     KeyStore,
@@ -36,6 +34,8 @@ from geoengine.gateway import (
     Pool,
     _hash,
     check_key_scopes,
+    hash_matches,
+    key_id,
     load_plans,
     path_scopes,
     period_bounds,
@@ -94,13 +94,6 @@ def _plans_from_json(text: str) -> dict[str, Plan]:
     return {n: Plan(n, tuple(Pool(q["scope"], q["period"], int(q["limit"])) for q in spec.get("pools", [])),
                     spec.get("description", ""))
             for n, spec in doc.items()}
-
-
-def _kid(key: str) -> str:
-    if key.startswith("gk_"):
-        parts = key.split("_", 2)
-        return parts[1] if len(parts) == 3 else ""
-    return ""
 
 
 class RedisKeyStore:
@@ -184,22 +177,20 @@ class RedisKeyStore:
         return sorted(out, key=lambda r: (r.created, r.id))
 
     def revoke(self, key_or_id: str) -> KeyRecord:
-        kid = _kid(key_or_id) if key_or_id.startswith("gk_") else key_or_id
+        kid = key_id(key_or_id) if key_or_id.startswith("gk_") else key_or_id
         with self._guard():
             h = self.r.hgetall(f"{PREFIX}key:{kid}") if kid else {}
-            if not h or (key_or_id.startswith("gk_") and not hmac.compare_digest(h["key_hash"], _hash(key_or_id))):
+            if not h or (key_or_id.startswith("gk_") and not hash_matches(h["key_hash"], key_or_id)):
                 raise NotFound("no such key")
             revoked = h.get("revoked") or dt.datetime.now(dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
             self.r.hset(f"{PREFIX}key:{kid}", "revoked", revoked)
         return self._record(kid, {**h, "revoked": revoked})
 
     def authenticate(self, key: str | None) -> KeyRecord | None:
-        kid = _kid(key or "")
+        kid = key_id(key)
         with self._guard():
             h = self.r.hgetall(f"{PREFIX}key:{kid}") if kid else {}
-        stored = h.get("key_hash") or _DUMMY_HASH
-        ok = hmac.compare_digest(stored, _hash(key or ""))
-        if not ok or not h or h.get("revoked"):
+        if not hash_matches(h.get("key_hash"), key) or h.get("revoked"):
             return None
         return self._record(kid, h)
 

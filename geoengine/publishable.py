@@ -14,8 +14,6 @@ can manage publishable keys without the server extra.
 from __future__ import annotations
 
 import datetime as dt
-import hashlib
-import hmac
 import json
 import secrets
 import sqlite3
@@ -25,7 +23,7 @@ from pathlib import Path
 from urllib.parse import urlsplit
 
 from geoengine.errors import InvalidRequest, NotFound
-from geoengine.gateway import is_tile_path
+from geoengine.gateway import _hash, hash_matches, is_tile_path, key_id
 
 SCOPES = ("tiles", "search")
 
@@ -41,13 +39,6 @@ CREATE TABLE IF NOT EXISTS publishable_keys (
     revoked TEXT
 );
 """
-
-_DUMMY_HASH = hashlib.sha256(b"geoengine-no-such-publishable-key").hexdigest()
-
-
-def _hash(key: str) -> str:
-    return hashlib.sha256(key.encode("utf-8", "surrogateescape")).hexdigest()
-
 
 def normalise_origin(origin: str) -> str:
     """`scheme://host[:port]` in lower case without a trailing slash; ValueError when it is not one."""
@@ -152,14 +143,11 @@ class PublishableKeys:
         return [self._record(r) for r in rows]
 
     def revoke(self, key_or_id: str) -> PublishableKey:
-        kid = key_or_id
-        if key_or_id.startswith("pk_"):
-            parts = key_or_id.split("_", 2)
-            kid = parts[1] if len(parts) == 3 else ""
+        kid = key_id(key_or_id, "pk_") if key_or_id.startswith("pk_") else key_or_id
         conn = self._conn()
         row = conn.execute("SELECT id, key_hash, plan, label, origins, scopes, created, revoked "
                            "FROM publishable_keys WHERE id = ?", (kid,)).fetchone()
-        if row is None or (key_or_id.startswith("pk_") and not hmac.compare_digest(row[1], _hash(key_or_id))):
+        if row is None or (key_or_id.startswith("pk_") and not hash_matches(row[1], key_or_id)):
             raise NotFound("no such publishable key")
         revoked = row[7] or dt.datetime.now(dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
         conn.execute("UPDATE publishable_keys SET revoked = ? WHERE id = ?", (revoked, kid))
@@ -167,16 +155,11 @@ class PublishableKeys:
 
     def authenticate(self, key: str | None) -> PublishableKey | None:
         """The key's record when `key` is a known, unrevoked publishable key, else None (constant time)."""
-        kid = ""
-        if key and key.startswith("pk_"):
-            parts = key.split("_", 2)
-            if len(parts) == 3:
-                kid = parts[1]
+        kid = key_id(key, "pk_")
         row = None
         if kid:
             row = self._conn().execute("SELECT id, key_hash, plan, label, origins, scopes, created, revoked "
                                        "FROM publishable_keys WHERE id = ?", (kid,)).fetchone()
-        ok = hmac.compare_digest(row[1] if row else _DUMMY_HASH, _hash(key or ""))
-        if not ok or row is None or row[7] is not None:
+        if not hash_matches(row[1] if row else None, key) or row[7] is not None:
             return None
         return self._record(row)
