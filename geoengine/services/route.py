@@ -92,6 +92,9 @@ class RouteRequest(BaseModel):
         return v
 
 
+_TYPE_NAMES = {int(t): t.key for t in ManeuverType}
+
+
 # -- the typed route -------------------------------------------------------------------------------------
 @dataclass
 class Maneuver:
@@ -115,12 +118,15 @@ class Maneuver:
     stop_kind: str | None = None
     exit_street_names: list[str] = field(default_factory=list)
     text: dict[str, str] = field(default_factory=dict)
+    #: the narrative layer's rendering of this maneuver (numbers rounded in the route's units), which
+    #: the trip serializer starts from instead of rounding and building it again
+    rendered: dict = field(default_factory=dict, repr=False)
     departure: datetime | None = None
     arrival: datetime | None = None
 
     @property
     def type_name(self) -> str:
-        return ManeuverType(self.type).key
+        return _TYPE_NAMES[self.type]
 
     @property
     def instruction(self) -> str:
@@ -267,24 +273,26 @@ def _path_info(graph, prof, lon, lat, begin, end, edges, covered, stops, points)
     return path, length_m
 
 
+_TEXT_KEYS = ("instruction", "verbal_transition_alert_instruction", "verbal_pre_transition_instruction",
+              "verbal_post_transition_instruction", "verbal_succinct_transition_instruction")
+
+
 def _maneuvers(path: PathInfo, edge_cost: np.ndarray, opts: DirectionsOptions, costing: str) -> list[Maneuver]:
     ms = build_maneuvers(path, opts.units)
     texts = render(ms, opts.language, opts.units, opts.directions_type)
     mode, kind = TRAVEL[costing]
     cum = np.concatenate([[0.0], np.cumsum(edge_cost)])
-    out = []
-    for m, d in zip(ms, texts, strict=True):
-        text = {k: v for k, v in d.items() if k == "instruction" or k.startswith("verbal_")}
-        out.append(Maneuver(
-            type=int(m.type), street_names=list(m.street_names), length_m=float(m.length_m), time_s=float(m.time_s),
-            cost=float(cum[min(m.end_edge, len(edge_cost))] - cum[min(m.begin_edge, len(edge_cost))]),
-            begin_shape_index=int(m.begin_shape_index), end_shape_index=int(m.end_shape_index),
-            bearing_before=m.bearing_before, bearing_after=m.bearing_after, travel_mode=mode, travel_type=kind,
-            roundabout_exit_count=m.roundabout_exit_count, side=m.side, stop_index=m.stop_index,
-            stop_kind=m.stop_kind,
-            exit_street_names=list(m.exit_street_names) if m.type == ManeuverType.ROUNDABOUT_ENTER else [],
-            text=text))
-    return out
+    n = len(edge_cost)
+    costs = (cum[np.minimum([m.end_edge for m in ms], n)] - cum[np.minimum([m.begin_edge for m in ms], n)]).tolist()
+    roundabout = ManeuverType.ROUNDABOUT_ENTER
+    return [Maneuver(
+        type=int(m.type), street_names=list(m.street_names), length_m=float(m.length_m), time_s=float(m.time_s),
+        cost=c, begin_shape_index=int(m.begin_shape_index), end_shape_index=int(m.end_shape_index),
+        bearing_before=m.bearing_before, bearing_after=m.bearing_after, travel_mode=mode, travel_type=kind,
+        roundabout_exit_count=m.roundabout_exit_count, side=m.side, stop_index=m.stop_index, stop_kind=m.stop_kind,
+        exit_street_names=list(m.exit_street_names) if m.type == roundabout else [],
+        text={k: d[k] for k in _TEXT_KEYS if k in d}, rendered=d)
+        for m, d, c in zip(ms, texts, costs, strict=True)]
 
 
 def build_route(router, prof, locations, cands, pieces: list[Leg], notes: list[str],

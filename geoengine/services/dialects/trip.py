@@ -29,39 +29,22 @@ def _t(dt) -> str:
     return dt.strftime(FORMAT)
 
 
-def maneuver_document(m, scale: float) -> dict:
-    d = {
-        "type": m.type,
-        "type_name": m.type_name,
-        "instruction": m.text.get("instruction"),
-        "street_names": list(m.street_names),
-        "length": round(m.length_m / scale, 3),
-        "length_m": round(m.length_m, 1),
-        "time": round(m.time_s, 3),
-        "cost": round(m.cost, 3),
-        "begin_shape_index": m.begin_shape_index,
-        "end_shape_index": m.end_shape_index,
-        "bearing_before": m.bearing_before,
-        "bearing_after": m.bearing_after,
-        "roundabout_exit_count": m.roundabout_exit_count,
-        "travel_mode": m.travel_mode,
-        "travel_type": m.travel_type,
-    }
-    if d["instruction"] is None:
-        del d["instruction"]
-    for k, v in m.text.items():
-        if k != "instruction":
-            d[k] = v
-    if m.side is not None:
-        d["side"] = m.side
-    if m.stop_index is not None:
-        d["stop_index"] = m.stop_index
-        d["stop_kind"] = m.stop_kind
-    if m.exit_street_names:
-        d["exit_street_names"] = list(m.exit_street_names)
-    if m.departure is not None:
-        d["departure"], d["arrival"] = _t(m.departure), _t(m.arrival)
-    return d
+def maneuver_documents(ms) -> list[dict]:
+    """The maneuvers of a leg as documents: the narrative's rendering (numbers already rounded in the
+    route's units) with Valhalla's integer `type`, `type_name`, `cost` and the travel mode and type."""
+    cost = np.round(np.array([m.cost for m in ms], dtype=np.float64), 3).tolist() if ms else []
+    out = []
+    for m, c in zip(ms, cost, strict=True):
+        d = dict(m.rendered)
+        d["type_name"] = d.pop("type")
+        d["type"] = d.pop("type_code")
+        d["cost"] = c
+        d["travel_mode"] = m.travel_mode
+        d["travel_type"] = m.travel_type
+        if m.departure is not None:
+            d["departure"], d["arrival"] = _t(m.departure), _t(m.arrival)
+        out.append(d)
+    return out
 
 
 def trip_document(route, shape_format: str = "polyline6") -> dict:
@@ -75,7 +58,7 @@ def trip_document(route, shape_format: str = "polyline6") -> dict:
             summary["climb"], summary["descent"] = round(leg.climb_m, 1), round(leg.descent_m, 1)
         doc = {"summary": summary, "shape": shape(leg.lon, leg.lat, shape_format)}
         if leg.maneuvers is not None:
-            doc["maneuvers"] = [maneuver_document(m, scale) for m in leg.maneuvers]
+            doc["maneuvers"] = maneuver_documents(leg.maneuvers)
         if leg.elevation is not None:
             doc["elevation_interval"] = leg.elevation_interval
             doc["elevation"] = [None if not np.isfinite(x) else round(float(x), 1) for x in leg.elevation]
