@@ -240,6 +240,8 @@ class RouteResult:
 
 
 def _joined(parts: list[np.ndarray]) -> np.ndarray:
+    if len(parts) == 1:
+        return parts[0]
     return np.concatenate([p if i == 0 else p[1:] for i, p in enumerate(parts)]) if parts else np.empty(0)
 
 
@@ -310,9 +312,10 @@ def build_route(router, prof, locations, cands, pieces: list[Leg], notes: list[s
     for a, b in zip(bounds[:-1], bounds[1:], strict=True):
         leg_pieces = pieces[a:b]
         lon, lat, begin, end, edges, covered = pieces_geometry(graph, leg_pieces)
-        edge_cost = np.where(np.isfinite(prof.cost[edges]), prof.cost[edges], 0.0) * covered
         maneuvers = None
         if opts.directions_type != "none":
+            edge_cost = prof.cost[edges]
+            edge_cost = np.where(np.isfinite(edge_cost), edge_cost, 0.0) * covered
             stops, count = [], 0
             for k, piece in enumerate(leg_pieces[:-1]):
                 count += len(piece.edges)

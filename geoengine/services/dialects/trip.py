@@ -25,6 +25,12 @@ def bbox(lon, lat) -> dict:
             "max_lat": round(float(lat.max()), 6), "max_lon": round(float(lon.max()), 6)}
 
 
+def _union(boxes: list[dict]) -> dict:
+    """The bbox of several bboxes (of the legs: the route's, without joining their shapes)."""
+    return {"min_lat": min(b["min_lat"] for b in boxes), "min_lon": min(b["min_lon"] for b in boxes),
+            "max_lat": max(b["max_lat"] for b in boxes), "max_lon": max(b["max_lon"] for b in boxes)}
+
+
 def _t(dt) -> str:
     return dt.strftime(FORMAT)
 
@@ -49,10 +55,11 @@ def maneuver_documents(ms) -> list[dict]:
 
 def trip_document(route, shape_format: str = "polyline6") -> dict:
     scale = metres_per_unit(route.units)
-    legs = []
+    legs, boxes = [], []
     for leg in route.legs:
+        boxes.append(bbox(leg.lon, leg.lat))
         summary = {"time": round(leg.time_s, 3), "length": round(leg.length_m / scale, 3),
-                   "cost": round(leg.cost, 3), **bbox(leg.lon, leg.lat),
+                   "cost": round(leg.cost, 3), **boxes[-1],
                    "has_toll": leg.has_toll, "has_highway": leg.has_highway, "has_ferry": leg.has_ferry}
         if leg.climb_m is not None:
             summary["climb"], summary["descent"] = round(leg.climb_m, 1), round(leg.descent_m, 1)
@@ -76,9 +83,8 @@ def trip_document(route, shape_format: str = "polyline6") -> dict:
         if loc.date_time is not None:
             d["date_time"] = _t(loc.date_time)
         locations.append(d)
-    lon, lat = route.lon, route.lat
     summary = {"time": round(route.time_s, 3), "length": round(route.length_m / scale, 3), "cost": round(route.cost, 3),
-               **bbox(lon, lat), **{k: route.has(k) for k in ("has_toll", "has_highway", "has_ferry")}}
+               **_union(boxes), **{k: route.has(k) for k in ("has_toll", "has_highway", "has_ferry")}}
     climb = route.climb
     if climb is not None:
         summary["climb"], summary["descent"] = round(climb[0], 1), round(climb[1], 1)
