@@ -109,6 +109,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--old", default="e61a127", help="revision before the change (default: e61a127, "
                     "the last commit before issue 12's cut)")
     ap.add_argument("--new", default="worktree", help="revision after it (default: the working tree)")
+    ap.add_argument("--new-bundle", help="the newer revision reads this bundle instead (e.g. the same "
+                    "extract built by it: what users of each release get, search structures included)")
     ap.add_argument("--rounds", type=int, default=3, help="alternating processes per revision")
     ap.add_argument("--pairs", type=int, default=150, help="random auto pairs per round")
     ap.add_argument("--json", help="write the figures to this file")
@@ -117,13 +119,14 @@ def main(argv: list[str] | None = None) -> int:
         tmp = Path(tmp)
         code = {name: export(rev, tmp / name) for name, rev in (("old", args.old), ("new", args.new))}
         caches = {name: tmp / f"numba-{name}" for name in code}
+        bundles = {"old": args.bundle, "new": args.new_bundle or args.bundle}
         for name in code:  # warm-up, untimed: compile into each revision's own cache
             print(f"warming {name} ({getattr(args, name)})", file=sys.stderr, flush=True)
-            probe(code[name], caches[name], args.bundle, 10)
+            probe(code[name], caches[name], bundles[name], 10)
         runs: dict[str, list[dict]] = {"old": [], "new": []}
         for r in range(args.rounds):
             for name in ("old", "new"):
-                runs[name].append(probe(code[name], caches[name], args.bundle, args.pairs))
+                runs[name].append(probe(code[name], caches[name], bundles[name], args.pairs))
                 print(f"round {r + 1} {name}: " + ", ".join(
                     f"{k} {v['cpu_ms']:.3f} ms cpu" for k, v in runs[name][-1].items()), file=sys.stderr,
                     flush=True)
@@ -142,7 +145,7 @@ def main(argv: list[str] | None = None) -> int:
               f"{row['ratio_cpu']:>8.3f} {row['old']['wall_ms']:>9.3f} {row['new']['wall_ms']:>9.3f} "
               f"{row['ratio_wall']:>8.3f}")
     if args.json:
-        Path(args.json).write_text(json.dumps({"old": args.old, "new": args.new, "bundle": args.bundle,
+        Path(args.json).write_text(json.dumps({"old": args.old, "new": args.new, "bundle": args.bundle, "new_bundle": args.new_bundle,
                                                "load_avg": os.getloadavg(), "cases": table}, indent=2))
     return 0
 
