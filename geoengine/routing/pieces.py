@@ -48,11 +48,11 @@ def pieces_geometry(graph, pieces: list[Leg]):
     for p_i, piece in enumerate(pieces):
         lo, la, b, e, cov = piece_geometry(graph, piece)
         if p_i > 0:
-            # the next piece starts where the previous ended (same location); drop the duplicate point
+            # the next piece starts where the previous ended (same location): its point j lands at
+            # offset + j, and its point 0 (the duplicate) is dropped
             lo, la = lo[1:], la[1:]
-            b = np.maximum(b - 1, 0) + offset
-            e = e - 1 + offset
-            b[0] = offset
+            b = b + offset
+            e = e + offset
         lons.append(lo)
         lats.append(la)
         begins.append(b)
