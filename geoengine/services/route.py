@@ -161,6 +161,11 @@ class RouteLeg:
     climb_m: float | None = None
     descent_m: float | None = None
     pieces: list[Leg] = field(default_factory=list)
+    #: per traversed edge: its first and last index in (lon, lat), and the seconds spent on it (the
+    #: covered share of the edge's time; turn delays and waiting are not in it)
+    shape_begin: np.ndarray | None = None
+    shape_end: np.ndarray | None = None
+    edge_time_s: np.ndarray | None = None
     departure: datetime | None = None
     arrival: datetime | None = None
     elevation_interval: float | None = None
@@ -341,7 +346,8 @@ def build_route(router, prof, locations, cands, pieces: list[Leg], notes: list[s
             length_m=float(sum(p.length_m for p in leg_pieces)),
             cost=float(sum(p.cost for p in leg_pieces)),
             has_toll=bool(flags & T.F_TOLL), has_highway=bool(_IS_HIGHWAY[np.asarray(graph.seg_class)[k]].any()),
-            has_ferry=bool(flags & T.F_FERRY), maneuvers=maneuvers, pieces=list(leg_pieces))
+            has_ferry=bool(flags & T.F_FERRY), maneuvers=maneuvers, pieces=list(leg_pieces),
+            shape_begin=begin, shape_end=end, edge_time_s=prof.time[edges] * covered)
         if grades:  # metres climbed and descended, from the DEM grades of the traversed edges
             climb, descent = climb_descent(graph, edges, covered)
             if climb is not None:

@@ -265,3 +265,26 @@ def test_openapi(client):
         names = {p["name"] for p in op["parameters"]}
         assert {"version", "profile", "coordinates", "radiuses"} <= names
         assert "NoSegment" in str(op["responses"]["400"])
+
+
+def test_annotation_speeds_are_the_edges_speeds(client, andorra):
+    """Per-segment durations come from the edge each segment lies on: speeds differ road by road, in
+    the ratio of the edges' own speeds, and the durations still add up to the leg."""
+    body = ok(client.get(f"/route/v1/driving/{coords(A, C)}",
+                         params={"annotations": "duration,distance,speed", "overview": "full",
+                                 "geometries": "polyline6"}))
+    leg = body["routes"][0]["legs"][0]
+    ann = leg["annotation"]
+    assert abs(sum(ann["duration"]) - leg["duration"]) <= 0.01 * leg["duration"] + 1
+    typed = andorra.compute_route(locations=[{"lon": A[0], "lat": A[1]}, {"lon": C[0], "lat": C[1]}]).best.legs[0]
+    assert len(ann["distance"]) == len(typed.lon) - 1
+    prof = andorra.router.profile("auto")
+    counts = typed.shape_end - typed.shape_begin
+    edge_of = np.repeat(typed.edges, counts)
+    edge_speed = prof.length[edge_of] / prof.time[edge_of]  # m/s of the edge each segment lies on
+    dist, speed = np.array(ann["distance"]), np.array(ann["speed"])
+    long = dist >= 30.0  # rounding to 0.1 m/s and 0.1 m is negligible on these
+    ratio = speed[long] / edge_speed[long]
+    assert long.sum() >= 20 and np.ptp(edge_speed[long]) > 3.0  # several kinds of road
+    # one factor for the whole leg: the turn delays the edges' times leave out
+    assert 0.6 < np.median(ratio) <= 1.0 + 1e-6 and np.ptp(ratio) < 0.02 * np.median(ratio) + 0.01

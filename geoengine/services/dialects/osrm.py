@@ -452,13 +452,31 @@ def _intersection(kind: str, location: list, before: int, after: int) -> dict:
             "in": arms.index((before + 180) % 360), "out": arms.index(after)}
 
 
-def _annotation(lon: np.ndarray, lat: np.ndarray, duration: float, which: list[str]) -> dict:
-    """Per-segment annotations of a leg's geometry: distances from the coordinates, durations spread
-    over them in proportion to distance (the leg's total duration is exact; per-segment values are
-    estimates)."""
+def _segment_seconds(leg, seg_m: np.ndarray) -> np.ndarray:
+    """Seconds per segment of the leg's shape: each traversed edge's time spread over its own segments
+    in proportion to their length (so speeds are the edges' speeds), then scaled so that the segments
+    add up to the leg's duration (which also holds turn delays and waiting). Without per-edge data the
+    leg's duration is spread over all segments by length."""
+    n = seg_m.shape[0]
+    b, e, t_edge = leg.shape_begin, leg.shape_end, leg.edge_time_s
+    counts = None if b is None or e is None or t_edge is None else np.asarray(e) - np.asarray(b)
+    if counts is not None and len(counts) and int(b[0]) == 0 and int(counts.sum()) == n and (counts >= 0).all():
+        edge_of = np.repeat(np.arange(len(counts)), counts)
+        per_edge_m = np.bincount(edge_of, weights=seg_m, minlength=len(counts))
+        share = np.divide(seg_m, per_edge_m[edge_of], out=np.zeros(n), where=per_edge_m[edge_of] > 0)
+        t = np.where(np.isfinite(t_edge), t_edge, 0.0)[edge_of] * share
+    else:
+        t = seg_m.copy()
+    total = float(t.sum())
+    return t * (leg.time_s / total) if total > 0 else np.zeros(n)
+
+
+def _annotation(leg, which: list[str]) -> dict:
+    """Per-segment annotations of a leg's shape: distances from the coordinates; durations from the
+    time of the edge each segment lies on (`_segment_seconds`); speed = distance / duration."""
+    lon, lat = leg.lon, leg.lat
     d = haversine_m(lat[:-1], lon[:-1], lat[1:], lon[1:]) if len(lon) > 1 else np.zeros(0)
-    total = float(d.sum())
-    t = d * (duration / total) if total > 0 else np.zeros_like(d)
+    t = _segment_seconds(leg, d)
     out: dict[str, Any] = {}
     if "distance" in which:
         out["distance"] = np.round(d, 1).tolist()
@@ -511,7 +529,7 @@ def route_object(route, q: dict, mode: str, legs=None) -> dict:
                                "weight": round(leg.time_s, 1), "summary": _summary(steps),
                                "steps": steps if q.get("steps") else []}
         if q.get("annotations"):
-            out["annotation"] = _annotation(leg.lon, leg.lat, leg.time_s, q["annotations"])
+            out["annotation"] = _annotation(leg, q["annotations"])
         out_legs.append(out)
     time_s = float(sum(leg.time_s for leg in legs))
     result: dict[str, Any] = {
