@@ -122,6 +122,17 @@ def _piece_shape(edges, f_first, f_last, so, slon, slat):
         k = edges[i] >> 1
         a, b = so[k], so[k + 1]
         c = b - a
+        if 0 < i < n - 1:
+            # a wholly travelled middle edge: its points after the first (the junction, already written)
+            start = pos
+            for j in range(1, c):
+                p = b - 1 - j if edges[i] & 1 else a + j
+                out_lo[pos] = slon[p]
+                out_la[pos] = slat[p]
+                pos += 1
+            begin[i] = end[i - 1]
+            end[i] = begin[i] + (pos - start)
+            continue
         lo = np.empty(c)
         la = np.empty(c)
         if edges[i] & 1:
