@@ -126,6 +126,9 @@ class Maneuver:
     rendered: dict = field(default_factory=dict, repr=False)
     departure: datetime | None = None
     arrival: datetime | None = None
+    #: the leg's edges the maneuver covers: leg.edges[begin_edge:end_edge]
+    begin_edge: int = 0
+    end_edge: int = 0
 
     @property
     def type_name(self) -> str:
@@ -203,6 +206,8 @@ class Route:
     arrival: datetime | None = None
     status_message: str = "Found route between points"
     grades: bool = False  # the graph has DEM grades: the route reports its climb and descent
+    #: bool[E], the directed edges the route's costing and options may use (the profile's own array)
+    usable: np.ndarray | None = field(default=None, repr=False)
 
     @property
     def time_s(self) -> float:
@@ -302,7 +307,8 @@ def _maneuvers(path: PathInfo, edge_cost: np.ndarray, opts: DirectionsOptions, c
     # the narrative's maneuvers are this function's own (fresh lists, Python numbers): taken as they are
     return [Maneuver(int(m.type), m.street_names, m.length_m, m.time_s, c, m.begin_shape_index,
                      m.end_shape_index, m.bearing_before, m.bearing_after, mode, kind, m.roundabout_exit_count,
-                     m.side, m.stop_index, m.stop_kind, m.exit_street_names if m.type == roundabout else [], d)
+                     m.side, m.stop_index, m.stop_kind, m.exit_street_names if m.type == roundabout else [], d,
+                     begin_edge=m.begin_edge, end_edge=m.end_edge)
             for m, d, c in zip(ms, texts, costs, strict=True)]
 
 
@@ -364,7 +370,7 @@ def build_route(router, prof, locations, cands, pieces: list[Leg], notes: list[s
             snapped_lon=float(c["lon"][k]), snapped_lat=float(c["lat"][k]), snapped_distance_m=float(c["distance"][k]),
             name=getattr(loc, "name", None), street=getattr(loc, "street", None), city=getattr(loc, "city", None)))
     return Route(costing=prof.costing, units=opts.units, language=opts.language, legs=legs,
-                 locations=route_locations, warnings=list(notes), grades=grades)
+                 locations=route_locations, warnings=list(notes), grades=grades, usable=prof.usable)
 
 
 def run(engine, req: RouteRequest, *, field: str = "locations", alternates: int | None = None) -> RouteResult:

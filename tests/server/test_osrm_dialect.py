@@ -288,3 +288,32 @@ def test_annotation_speeds_are_the_edges_speeds(client, andorra):
     assert long.sum() >= 20 and np.ptp(edge_speed[long]) > 3.0  # several kinds of road
     # one factor for the whole leg: the turn delays the edges' times leave out
     assert 0.6 < np.median(ratio) <= 1.0 + 1e-6 and np.ptp(ratio) < 0.02 * np.median(ratio) + 0.01
+
+
+def test_step_intersections_list_every_road_arm(client, andorra):
+    """Each step's intersections: its maneuver point, then the junctions it passes, each with every road
+    arm at the node (as many as the node's directed out-edges), sorted bearings, `entry` per arm, and
+    the arms the route uses: in (never enterable: a U-turn) and out (enterable), the out arm at the
+    maneuver's own bearing_after."""
+    body = ok(client.get(f"/route/v1/driving/{coords(A, C)}", params={"steps": "true", "overview": "full"}))
+    steps = body["routes"][0]["legs"][0]["steps"]
+    g = andorra.graph
+    degree = np.diff(np.asarray(g.node_out_offsets))
+    node_at = {(round(float(lo), 6), round(float(la), 6)): d
+               for lo, la, d in zip(np.asarray(g.node_lon), np.asarray(g.node_lat), degree, strict=True)}
+    passed, junctions = 0, 0
+    for s in steps:
+        kind = s["maneuver"]["type"]
+        for k, it in enumerate(s["intersections"]):
+            assert len(it["bearings"]) == len(it["entry"]) and it["bearings"] == sorted(it["bearings"])
+            if kind in ("depart", "arrive") and k == 0:
+                continue
+            assert it["entry"][it["out"]] and not it["entry"][it["in"]]
+            assert len(it["bearings"]) == node_at[tuple(it["location"])]  # every arm of the node
+            junctions += len(it["bearings"]) >= 3
+            if k == 0:
+                assert it["location"] == s["maneuver"]["location"]
+                assert it["bearings"][it["out"]] == s["maneuver"]["bearing_after"]
+            else:
+                passed += 1
+    assert junctions >= 5 and passed >= 5

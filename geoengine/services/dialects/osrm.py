@@ -403,9 +403,58 @@ _TYPES: dict[int, tuple[str, str | None]] = {
 }
 
 
-def _step(m, lon: np.ndarray, lat: np.ndarray, q: dict, mode: str) -> dict:
+def _arms(graph, usable, e_in: int, e_out: int, location: list, before: int | None = None,
+          after: int | None = None) -> dict | None:
+    """The intersection at the node where edge e_in ends and e_out starts, with every road arm there:
+    bearings leaving the node (sorted), `entry` = the costing may leave through the arm (the arm the
+    route came in by counts as a U-turn: false), `in`/`out` the arms the route uses. At a maneuver the
+    route's own arms take the maneuver's bearings (`before`, `after`), as OSRM's do. None when the
+    edges do not meet."""
+    v = int(graph.edge_src[e_out])
+    arms = graph.node_out_edges[graph.node_out_offsets[v]:graph.node_out_offsets[v + 1]]
+    bearings = np.round(graph.edge_bearing_start[arms]).astype(np.int64) % 360
+    back = e_in ^ 1
+    if after is not None:
+        bearings[arms == e_out] = after
+    if before is not None:
+        bearings[arms == back] = (before + 180) % 360
+    order = np.argsort(bearings, kind="stable")
+    arms, bearings = arms[order], bearings[order]
+    i_in, i_out = np.flatnonzero(arms == back), np.flatnonzero(arms == e_out)
+    if not len(i_in) or not len(i_out):
+        return None
+    entry = (usable[arms] if usable is not None else np.ones(len(arms), bool)) & (arms != back)
+    return {"location": location, "bearings": bearings.tolist(), "entry": entry.tolist(),
+            "in": int(i_in[0]), "out": int(i_out[0])}
+
+
+def _intersections(m, leg, graph, usable, kind: str, location: list, before: int, after: int) -> list[dict]:
+    """The step's intersections: its maneuver point, then every junction with more than two roads that
+    the step passes, each with all its arms (`_arms`)."""
+    first = None
+    edges = leg.edges
+    b, e = int(m.begin_edge), int(m.end_edge)
+    if graph is not None and kind not in ("depart", "arrive") and 0 < b < len(edges):
+        first = _arms(graph, usable, int(edges[b - 1]), int(edges[b]), location, before, after)
+    out = [first or _intersection(kind, location, before, after)]
+    if graph is None or leg.shape_begin is None or kind == "arrive":
+        return out
+    offs = graph.node_out_offsets
+    for j in range(max(b, 0) + 1, min(e, len(edges))):
+        v = int(graph.edge_src[edges[j]])
+        if offs[v + 1] - offs[v] <= 2:  # a bend, not a junction
+            continue
+        k = int(leg.shape_begin[j])
+        at = [round(float(leg.lon[k]), 6), round(float(leg.lat[k]), 6)]
+        arms = _arms(graph, usable, int(edges[j - 1]), int(edges[j]), at)
+        if arms is not None:
+            out.append(arms)
+    return out
+
+
+def _step(m, lon: np.ndarray, lat: np.ndarray, q: dict, mode: str, leg=None, graph=None, usable=None) -> dict:
     """An OSRM RouteStep from a typed Maneuver (`geoengine.services.route.Maneuver`) of a leg whose shape
-    is (lon, lat)."""
+    is (lon, lat); with the leg and the graph, its intersections list every road arm."""
     last = len(lon) - 1
     b, e = min(int(m.begin_shape_index), last), min(int(m.end_shape_index), last)
     kind, modifier = _TYPES.get(int(m.type), ("turn", None))
@@ -431,7 +480,8 @@ def _step(m, lon: np.ndarray, lat: np.ndarray, q: dict, mode: str) -> dict:
         "driving_side": "right",
         "geometry": _geometry(np.column_stack([lon[idx], lat[idx]]), q["geometries"]),
         "maneuver": maneuver,
-        "intersections": [_intersection(kind, location, before, after)],
+        "intersections": (_intersections(m, leg, graph, usable, kind, location, before, after) if leg is not None
+                          else [_intersection(kind, location, before, after)]),
     }
     if len(names) > 1:
         step["ref"] = "; ".join(names[1:])
@@ -517,13 +567,13 @@ def _spread_turn_delays(steps: list[dict], duration: float) -> None:
         s["duration"] = s["weight"] = round(s["duration"] * f, 1)
 
 
-def route_object(route, q: dict, mode: str, legs=None) -> dict:
+def route_object(route, q: dict, mode: str, legs=None, graph=None) -> dict:
     """An OSRM Route from a typed `geoengine.services.route.Route` (or some of its `legs`): distances and
     durations are the route's own metres and seconds."""
     legs = route.legs if legs is None else legs
     out_legs = []
     for leg in legs:
-        steps = [_step(m, leg.lon, leg.lat, q, mode) for m in leg.maneuvers or []]
+        steps = [_step(m, leg.lon, leg.lat, q, mode, leg, graph, route.usable) for m in leg.maneuvers or []]
         _spread_turn_delays(steps, leg.time_s)
         out: dict[str, Any] = {"distance": round(leg.length_m, 1), "duration": round(leg.time_s, 1),
                                "weight": round(leg.time_s, 1), "summary": _summary(steps),
@@ -637,7 +687,7 @@ def route(engine, profile: str, coordinates: str, query: Mapping[str, str]) -> d
         body["alternates"] = q["alternatives"]
     result = engine.compute_route(body)
     mode = _MODE.get(costing, "driving")
-    out: dict[str, Any] = {"code": "Ok", "routes": [route_object(r, q, mode) for r in result.routes]}
+    out: dict[str, Any] = {"code": "Ok", "routes": [route_object(r, q, mode, graph=engine.graph) for r in result.routes]}
     if not q["skip_waypoints"]:
         wps = _waypoints(result.best, q, engine, costing)
         if "waypoints" in q:
@@ -744,7 +794,7 @@ def trip(engine, profile: str, coordinates: str, query: Mapping[str, str]) -> di
         best, order = engine.compute_route(body).best, [0, 1]
     else:
         order, _method, _cost, _given, best = optimise(engine, validate(OptimisedRouteRequest, body))
-    out: dict[str, Any] = {"code": "Ok", "trips": [route_object(best, q, _MODE.get(costing, "driving"))]}
+    out: dict[str, Any] = {"code": "Ok", "trips": [route_object(best, q, _MODE.get(costing, "driving"), graph=engine.graph)]}
     if not q["skip_waypoints"]:
         in_trip = _waypoints(best, q, engine, costing)
         waypoints: list[dict | None] = [None] * n
@@ -793,7 +843,7 @@ def match(engine, profile: str, coordinates: str, query: Mapping[str, str]) -> d
     names = _edge_names(engine, all_edges[np.clip(res.edge_index, 0, len(all_edges) - 1)])
     matchings = []
     for k, leg in enumerate(matched.legs):
-        r = route_object(matched, q, mode, legs=[leg])
+        r = route_object(matched, q, mode, legs=[leg], graph=engine.graph)
         in_sec = sec_of_point == k
         r["confidence"] = round(float((res.type[in_sec] != UNMATCHED).mean()) if in_sec.any() else 0.0, 3)
         matchings.append(r)
