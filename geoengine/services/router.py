@@ -330,9 +330,11 @@ class Router:
             jj = np.array([p[1] for p in behind])
             time_s[ii, jj] = t_b
             dist_m[ii, jj] = d_b
-        snapped_s = np.column_stack([cs.lon[[r[0] for r in sl]], cs.lat[[r[0] for r in sl]]])
-        snapped_t = np.column_stack([ct.lon[[r[0] for r in tl]], ct.lat[[r[0] for r in tl]]])
-        return MatrixResult(time_s, dist_m, snapped_s, snapped_t)
+        first_s = [r[0] for r in sl]
+        first_t = [r[0] for r in tl]
+        snapped_s = np.column_stack([cs.lon[first_s], cs.lat[first_s]])
+        snapped_t = np.column_stack([ct.lon[first_t], ct.lat[first_t]])
+        return MatrixResult(time_s, dist_m, snapped_s, snapped_t, edges=(cs.edge[first_s], ct.edge[first_t]))
 
     def _behind_answers(self, prof: Profile, cs, sl, ct, tl, pairs):
         """(time_s, distance_m) of pairs whose target lies behind the source on a shared edge. With a
@@ -535,6 +537,8 @@ class MatrixResult:
     targets: np.ndarray
     snapped: tuple | None = None
     snap_distance_m: tuple | None = None
+    #: (sources, targets): the directed edge each point snapped to (its nearest candidate)
+    edges: tuple | None = None
 
     def to_pandas(self):
         """Long form: one row per (source, target) with time_s and distance_m (needs pandas)."""

@@ -124,6 +124,11 @@ def test_table_within_one_percent_and_indices(client):
             assert abs(body["durations"][i][j] - cell["time"]) <= max(0.01 * cell["time"], 0.5)
             assert abs(body["distances"][i][j] - cell["distance"] * 1000) <= max(0.01 * cell["distance"] * 1000, 1)
     assert len(body["sources"]) == 4 and len(body["destinations"]) == 4
+    # waypoint names: the street each point snapped to, as a route through the same points names it
+    route_wps = ok(client.get(f"/route/v1/driving/{coords(*pts)}"))["waypoints"]
+    for w, d, r in zip(body["sources"], body["destinations"], route_wps, strict=True):
+        assert w["name"] == d["name"] == r["name"] and w["location"] == r["location"]
+    assert any(w["name"] for w in body["sources"])
     sub = ok(client.get(f"/table/v1/driving/{coords(*pts)}", params={"sources": "3;0", "destinations": "1",
                                                                      "scale_factor": "2"}))
     assert "distances" not in sub

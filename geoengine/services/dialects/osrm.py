@@ -729,11 +729,11 @@ def table(engine, profile: str, coordinates: str, query: Mapping[str, str]) -> d
         snapped_s, snapped_d = np.asarray(res.sources), np.asarray(res.targets)
         ds = haversine_m(src[:, 1], src[:, 0], snapped_s[:, 1], snapped_s[:, 0])
         dd = haversine_m(dst[:, 1], dst[:, 0], snapped_d[:, 1], snapped_d[:, 0])
-        # names are empty: the matrix kernel does not report the snapped edges
-        out["sources"] = [_waypoint(lo, la, d, "", q) for (lo, la), d in
-                          zip(snapped_s.tolist(), np.atleast_1d(ds).tolist(), strict=True)]
-        out["destinations"] = [_waypoint(lo, la, d, "", q) for (lo, la), d in
-                               zip(snapped_d.tolist(), np.atleast_1d(dd).tolist(), strict=True)]
+        names_s, names_d = (_edge_names(engine, e) for e in res.edges)  # the streets the points snapped to
+        out["sources"] = [_waypoint(lo, la, d, name, q) for (lo, la), d, name in
+                          zip(snapped_s.tolist(), np.atleast_1d(ds).tolist(), names_s, strict=True)]
+        out["destinations"] = [_waypoint(lo, la, d, name, q) for (lo, la), d, name in
+                               zip(snapped_d.tolist(), np.atleast_1d(dd).tolist(), names_d, strict=True)]
     return out
 
 
