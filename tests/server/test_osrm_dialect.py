@@ -322,3 +322,17 @@ def test_step_intersections_list_every_road_arm(client, andorra):
             else:
                 passed += 1
     assert junctions >= 5 and passed >= 5
+
+
+def test_table_honours_bearings_as_route_does(client):
+    """`bearings` on a table's source snaps it as a route's: the same durations as /route with them."""
+    pts = ((1.5333, 42.5107), C, A)  # the first on a two-way street
+    for bearing in ("270,90", "90,90"):
+        table = ok(client.get(f"/table/v1/driving/{coords(*pts)}", params={"bearings": f"{bearing};;",
+                                                                          "sources": "0"}))
+        for j in (1, 2):
+            route = ok(client.get(f"/route/v1/driving/{coords(pts[0], pts[j])}", params={"bearings": f"{bearing};"}))
+            assert abs(table["durations"][0][j] - route["routes"][0]["duration"]) <= 0.1
+    plain = ok(client.get(f"/table/v1/driving/{coords(*pts)}", params={"sources": "0"}))
+    west = ok(client.get(f"/table/v1/driving/{coords(*pts)}", params={"bearings": "270,90;;", "sources": "0"}))
+    assert plain["durations"] != west["durations"]

@@ -706,9 +706,17 @@ def table(engine, profile: str, coordinates: str, query: Mapping[str, str]) -> d
     src, dst = coords[si], coords[di]
     radius = np.array([np.nan if r is None else min(max(r, 1.0), 100.0) for r in q["radius"]], dtype=np.float64)
     sr, dr = radius[si], radius[di]
+    hinted = [i for i in range(len(coords)) if q["heading"][i] is not None or q["side"][i] is not None]
+    locs = None
+    if hinted:  # bearings / approaches: those points are snapped with them, as a route's are
+        from geoengine.services.models import Location
+
+        locs = [Location(**_location(lo, la, q, i)) for i, (lo, la) in enumerate(coords.tolist())]
     res = engine.router.matrix(src, dst, costing, (_costing_options(costing, q) or {}).get(costing),
                                source_radius=None if np.isnan(sr).all() else sr,
-                               target_radius=None if np.isnan(dr).all() else dr)
+                               target_radius=None if np.isnan(dr).all() else dr,
+                               source_locations=None if locs is None else [locs[i] for i in si],
+                               target_locations=None if locs is None else [locs[i] for i in di])
     time_s = np.asarray(res.time_s, dtype=np.float64) * q["scale_factor"]
     dist_m = np.asarray(res.distance_m, dtype=np.float64)
     out: dict[str, Any] = {"code": "Ok"}
