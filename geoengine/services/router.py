@@ -18,6 +18,7 @@ from geoengine.costing import default_options, inactive_options, parse_costing_o
 from geoengine.errors import FieldError, InvalidRequest, NoRoute, Unsnappable, field_path
 from geoengine.routing.pieces import Leg
 from geoengine.routing.profile import Profile, unpack, unpack_scalar
+from geoengine.routing.snap import MAX_DEFAULT_RADIUS
 
 # Candidates farther than the nearest one by more than this (metres) are not offered to the search:
 # enough for both directions of a road and every road meeting at a junction, not enough to let the
@@ -273,7 +274,9 @@ class Router:
         if badr.any():
             raise InvalidRequest(errors=[FieldError(field_path(field, i, "search_radius"), "must be between 1 and 100 metres")
                                          for i in np.flatnonzero(badr).tolist()])
-        memo = {} if memo is None else memo  # (lon, lat, radius) -> candidates, shared by sources and targets
+        memo = {} if memo is None else memo  # candidates shared by sources and targets
+        if locs is None or all(_plain(loc) for loc in locs):
+            return self._snap_plain(prof, lons, lats, rad, field, memo)
         parts, rows, errors = [], [], []
         start = 0
         for i in range(n):
@@ -310,6 +313,43 @@ class Router:
                               errors=errors)
         cat = [np.concatenate([p[c] for p in parts]) for c in range(5)]
         return _CandArrays(*cat), rows
+
+    def _snap_plain(self, prof: Profile, lons, lats, rad, field: str, memo: dict):
+        """`_snap_many` of plain locations: one grid-kernel call for the distinct points (a second call
+        with the very same points, the targets of a symmetric matrix, reuses the first's answer)."""
+        n = len(lons)
+        if n == 0:
+            empty = np.empty(0)
+            return _CandArrays(np.empty(0, np.int64), empty, empty, empty, empty), []
+        key = (lons.tobytes(), lats.tobytes(), rad.tobytes(), id(prof))
+        hit = memo.get("plain")
+        if hit is not None and hit[0] == key:
+            E, F, LO, LA, D, ptr, ok = hit[1]
+        else:
+            pts = np.column_stack([lons, lats, np.where(np.isnan(rad), -1.0, rad)])
+            uniq, inv = np.unique(pts, axis=0, return_inverse=True)
+            inv = inv.ravel()
+            Eu, Fu, LOu, LAu, Du, ptr_u, ok_u = self.grid.candidates_many(
+                uniq[:, 0], uniq[:, 1], np.where(uniq[:, 2] < 0, np.nan, uniq[:, 2]), prof.usable, prof.component,
+                CANDIDATE_SLACK_M, MAX_CANDIDATES)
+            counts = (ptr_u[1:] - ptr_u[:-1])[inv]
+            ptr = np.zeros(n + 1, np.int64)
+            np.cumsum(counts, out=ptr[1:])
+            # flat index of every point's candidates in the distinct points' arrays
+            idx = np.repeat(ptr_u[:-1][inv] - ptr[:-1], counts) + np.arange(ptr[-1])
+            E, F, LO, LA, D = Eu[idx], Fu[idx], LOu[idx], LAu[idx], Du[idx]
+            ok = ok_u[inv]
+            memo["plain"] = (key, (E, F, LO, LA, D, ptr, ok))
+        if not ok.all():
+            errors = []
+            for i in np.flatnonzero(~ok).tolist():
+                where = field_path(field, i)
+                reach = rad[i] if np.isfinite(rad[i]) else MAX_DEFAULT_RADIUS
+                errors.append(FieldError(where, f"no routable edge within {reach:g} m"))
+            raise Unsnappable(f"{len(errors)} location(s) have no road the costing may use within reach",
+                              errors=errors)
+        rows = np.split(np.arange(ptr[-1]), ptr[1:-1])
+        return _CandArrays(E, F, LO, LA, D), rows
 
     def matrix(self, sources, targets, costing: str = "auto", costing_options=None, *,
                source_radius=None, target_radius=None, field: str | None = None, source_locations=None,
