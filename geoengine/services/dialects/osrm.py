@@ -12,6 +12,7 @@ query)` and returns what it gives.
 from __future__ import annotations
 
 import math
+import re
 from collections.abc import Mapping
 from typing import Any
 
@@ -97,6 +98,9 @@ def from_engine_error(exc: GeoengineError, service: str) -> OsrmError:
 # ------------------------------------------------------------------------------------------------------
 # parsing
 # ------------------------------------------------------------------------------------------------------
+_DECIMAL = re.compile(r"-?[0-9]+(\.[0-9]+)?")  # OSRM's coordinate numbers: no exponent, no inf/nan, no spaces
+
+
 def parse_coordinates(text: str) -> np.ndarray:
     """`lon,lat;lon,lat...`, `polyline(...)` (precision 5) or `polyline6(...)`, with an optional `.json`
     suffix -> float64 array [n, 2] of (lon, lat)."""
@@ -118,7 +122,7 @@ def parse_coordinates(text: str) -> np.ndarray:
         for i, pair in enumerate(pairs):
             parts = pair.split(",")
             try:
-                if len(parts) != 2:
+                if len(parts) != 2 or not all(map(_DECIMAL.fullmatch, parts)):
                     raise ValueError
                 out[i] = float(parts[0]), float(parts[1])
             except ValueError:
