@@ -230,12 +230,11 @@ def cmd_serve(args) -> int:
 
 
 def cmd_keys(args) -> int:
-    from geoengine.gateway_store import open_keystore
-    from geoengine.publishable import PublishableKeys
+    from geoengine.gateway_store import open_keystore, open_publishable
 
     settings = _settings(args)
     store = open_keystore(settings)
-    pub = PublishableKeys(settings.state, store.plans)  # publishable keys stay in the SQLite state file
+    pub = open_publishable(settings, store)  # in Redis beside the keys when GEOENGINE_REDIS_URL is set
     if args.keys_cmd == "publishable":
         key, prec = pub.create(args.plan, args.origin, args.scope, args.label or "")
         print(f"created publishable key {prec.id} on plan '{prec.plan}' for {', '.join(prec.origins)} "

@@ -145,6 +145,38 @@ def test_cli_keys_use_redis_when_set(redis_server, tmp_path):
     assert KeyStore(tmp_path / "state.sqlite3").authenticate(key) is None  # not in the SQLite store
 
 
+def test_publishable_keys_live_in_redis_and_share_their_quota(redis_server, andorra, tmp_path):
+    """A pk_ key made through one replica's settings works on another replica (its own state file, the
+    same Redis) and both count it in one pool; revoking it on one refuses it on both; a lost Redis is a
+    503 for it, never an unchecked request."""
+    from geoengine.gateway_store import RedisPublishableKeys, open_publishable
+
+    origin = "https://maps.example.org"
+    team = {"team": Plan("team", (Pool("all", "day", 3),), "three a day")}
+    replicas = []
+    for name in ("a", "b"):
+        st = Settings(home=tmp_path / name, gateway_host=HOST, redis_url=redis_server.url, cors_origins=origin)
+        store = RedisKeyStore(redis_server.url, team)
+        replicas.append((st, store, TestClient(create_app(andorra, st, store), raise_server_exceptions=False)))
+    pubs = [open_publishable(st, store) for st, store, _c in replicas]
+    assert all(isinstance(p, RedisPublishableKeys) for p in pubs)
+    key, rec = pubs[0].create("team", [origin], ["search"], "page")
+    assert [p.id for p in pubs[1].list()] == [rec.id]
+    h = {"X-Gateway-Key": key, "X-Gateway-Host": HOST, "Origin": origin}
+    codes = [replicas[i % 2][2].get("/search?q=andorra", headers=h).status_code for i in range(5)]
+    assert codes == [200, 200, 200, 429, 429], codes  # one pool of 3 across both replicas
+    label = dt.datetime.now(dt.UTC).strftime("%Y-%m-%d")
+    assert replicas[1][1].usage(rec.usage_id) == {f"all/day@{label}": 3}
+    assert replicas[0][2].get("/search?q=andorra", headers={**h, "Origin": "https://evil.example"}).status_code == 403
+    pubs[1].revoke(key)
+    assert replicas[0][2].get("/search?q=andorra", headers=h).status_code == 403
+    key2, _ = pubs[1].create("team", [origin], ["tiles"])
+    redis_server.kill()
+    resp = replicas[0][2].get("/sources", headers={**h, "X-Gateway-Key": key2})
+    assert resp.status_code == 503 and resp.headers["retry-after"] == "1", resp.text
+    assert key2 not in resp.text
+
+
 # -- two real servers, one Redis ---------------------------------------------------------------------
 def _serve(bundle, port, env, log):
     return subprocess.Popen([sys.executable, "-m", "geoengine", "serve", "--bundle", str(bundle), "--port", str(port),
