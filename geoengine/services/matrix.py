@@ -94,7 +94,8 @@ def compute(router, req: MatrixRequest):
     dst = np.array([[loc.lon, loc.lat] for loc in req.targets], dtype=np.float64)
     options, depart = departure(req)
     res = router.matrix(src, dst, req.costing, options, source_radius=radii(req.sources),
-                        target_radius=radii(req.targets))
+                        target_radius=radii(req.targets), source_locations=req.sources,
+                        target_locations=req.targets)
     return res, depart
 
 
