@@ -133,6 +133,24 @@ def test_lost_redis_is_503_and_recovers_by_itself(redis_server, andorra, tmp_pat
     assert store.usage(rec.id)[f"non_tile/day@{label}"] == 2  # the one before and the one after
 
 
+def test_a_recently_checked_key_keeps_uncounted_paths_while_redis_is_down(redis_server, andorra, tmp_path):
+    """The decision for uncounted paths (tiles, /sources) with Redis lost: a key the in-process cache
+    checked within GEOENGINE_GATEWAY_KEY_TTL_S keeps them (no counter is involved; a revocation already
+    takes up to that TTL to reach a replica); a key it has not seen, and every counted path, get 503."""
+    settings = Settings(home=tmp_path, gateway_host=HOST, redis_url=redis_server.url)
+    store = open_keystore(settings)
+    seen, _ = store.create("free")  # tiles uncounted, everything else in a daily pool
+    unseen, _ = store.create("free")
+    client = TestClient(create_app(andorra, settings, store), raise_server_exceptions=False)
+    hs = {"X-Gateway-Key": seen, "X-Gateway-Host": HOST}
+    assert client.get("/sources", headers=hs).status_code == 200
+    redis_server.kill()
+    assert client.get("/sources", headers=hs).status_code == 200
+    assert client.get("/tiles/andorra/0/0/0", headers=hs).status_code in (200, 204)
+    assert client.get("/health", headers=hs).status_code == 503  # counted: never let through uncounted
+    assert client.get("/sources", headers={**hs, "X-Gateway-Key": unseen}).status_code == 503
+
+
 def test_cli_keys_use_redis_when_set(redis_server, tmp_path):
     env = {**os.environ, "GEOENGINE_HOME": str(tmp_path), "GEOENGINE_REDIS_URL": redis_server.url}
     made = subprocess.run([sys.executable, "-m", "geoengine", "keys", "create", "--plan", "free"], env=env,
