@@ -41,6 +41,7 @@ UNEXPRESSIBLE: dict[str, str] = {
     "elevation interval per leg": "elevation_interval",
     "resampled elevation size": "resampling gives",
     "expansion size": "the expansion has",
+    "OSRM trip roundtrip with source/destination": "is supported with",  # across query parameters
     "reverse radius": "radius must be above 0 and at most",  # a number range inside '2km' / '500m'
 
 }
