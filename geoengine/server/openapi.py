@@ -42,6 +42,7 @@ UNEXPRESSIBLE: dict[str, str] = {
     "resampled elevation size": "resampling gives",
     "expansion size": "the expansion has",
     "OSRM trip roundtrip with source/destination": "is supported with",  # across query parameters
+    "OSRM exclude classes of the profile": "profile's classes",  # the query's classes depend on the path
     "reverse radius": "radius must be above 0 and at most",  # a number range inside '2km' / '500m'
 
 }

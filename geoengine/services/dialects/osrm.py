@@ -323,6 +323,14 @@ def parse_query(service: str, query: Mapping[str, str], n: int) -> dict[str, Any
 def _costing_options(costing: str, q: dict) -> dict | None:
     if not q["exclude"]:
         return None
+    from geoengine.costing.schema import TABLES
+
+    names = {o.name for o in TABLES[costing]}
+    missing = [x for x in q["exclude"] if _EXCLUDE[x] not in names]
+    if missing:  # as osrm-routed: exclude classes are the profile's own
+        have = [c for c, opt in _EXCLUDE.items() if opt in names]
+        raise OsrmError("InvalidValue", f"exclude: class '{missing[0]}' is not one of the {costing} profile's "
+                        f"classes ({', '.join(have) or 'none'})")
     return {costing: {_EXCLUDE[x]: 0.0 for x in q["exclude"]}}
 
 
