@@ -289,7 +289,7 @@ class Router:
                 rows.append(np.arange(start, start + len(got[0])))
                 start += len(got[0])
                 continue
-            key = (lons[i], lats[i], rad[i])
+            key = (float(lons[i]), float(lats[i]), None if np.isnan(rad[i]) else float(rad[i]))  # NaN != NaN
             got = memo.get(key)
             if got is None:
                 try:

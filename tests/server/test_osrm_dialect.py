@@ -193,7 +193,17 @@ def test_match(client, andorra):
     tp = [t for t in body["tracepoints"] if t is not None]
     assert len(tp) >= 0.8 * len(pts) and all(t["matchings_index"] == 0 for t in tp)
     assert [t["waypoint_index"] for t in tp] == list(range(len(tp)))
-    assert body["matchings"][0]["legs"][0]["steps"][0]["maneuver"]["type"] == "depart"
+    m = body["matchings"][0]
+    assert m["legs"][0]["steps"][0]["maneuver"]["type"] == "depart"
+    # as OSRM: one leg between each two consecutive matched trace points, adding up to the matching
+    assert len(m["legs"]) == len(tp) - 1
+    assert abs(sum(leg["duration"] for leg in m["legs"]) - m["duration"]) <= 0.1 * len(m["legs"])
+    for leg, a, b in zip(m["legs"], tp[:-1], tp[1:], strict=True):
+        straight = haversine_m(a["location"][1], a["location"][0], b["location"][1], b["location"][0])
+        assert leg["distance"] >= straight - 1.0 and leg["steps"][-1]["maneuver"]["type"] == "arrive"
+    spec = client.post("/trace_route", json={"shape": [{"lon": lo, "lat": la} for lo, la in pts], "costing": "auto",
+                                             "shape_match": "map_snap"}).json()["trip"]["summary"]
+    assert abs(m["duration"] - spec["time"]) <= 0.02 * spec["time"] + 1
 
 
 # -- errors --------------------------------------------------------------------------------------------------------

@@ -827,7 +827,7 @@ def trip(engine, profile: str, coordinates: str, query: Mapping[str, str]) -> di
 
 def match(engine, profile: str, coordinates: str, query: Mapping[str, str]) -> dict:
     from geoengine.routing.matching import UNMATCHED
-    from geoengine.services.matching import MapMatchRequest, matched_route
+    from geoengine.services.matching import MapMatchRequest, matched_routes_by_point
     from geoengine.validation import validate
 
     coords = parse_coordinates(coordinates)
@@ -852,7 +852,8 @@ def match(engine, profile: str, coordinates: str, query: Mapping[str, str]) -> d
     co = _costing_options(costing, q)
     if co:
         body["costing_options"] = co
-    matched, res = matched_route(engine.matcher, validate(MapMatchRequest, body))  # one matching
+    # one matching per matched section, one leg between each two of its matched trace points
+    matched, res = matched_routes_by_point(engine.matcher, validate(MapMatchRequest, body))
     mode = _MODE.get(costing, "driving")
     # per trace point: its section (matching) and the edge it lies on
     sizes = [len(sec.edges) for sec in res.sections]
@@ -862,8 +863,8 @@ def match(engine, profile: str, coordinates: str, query: Mapping[str, str]) -> d
     sec_of_point = np.where(kept, sec_of_edge[np.clip(res.edge_index, 0, len(sec_of_edge) - 1)], -1)
     names = _edge_names(engine, all_edges[np.clip(res.edge_index, 0, len(all_edges) - 1)])
     matchings = []
-    for k, leg in enumerate(matched.legs):
-        r = route_object(matched, q, mode, legs=[leg], graph=engine.graph)
+    for k, route_k in enumerate(matched):
+        r = route_object(route_k, q, mode, graph=engine.graph)
         in_sec = sec_of_point == k
         r["confidence"] = round(float((res.type[in_sec] != UNMATCHED).mean()) if in_sec.any() else 0.0, 3)
         matchings.append(r)
