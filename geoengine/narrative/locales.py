@@ -23,7 +23,11 @@ __all__ = ["SUPPORTED_LANGUAGES", "DIRECTIONS_TYPES", "resolve_language", "load_
 _LOCALE_BY_PRIMARY = {"en": "en-US", "hi": "hi", "fr": "fr", "de": "de", "es": "es", "ar": "ar"}
 SUPPORTED_LANGUAGES = ("en-US", "en", "hi", "fr", "de", "es", "ar")
 DIRECTIONS_TYPES = ("none", "maneuvers", "instructions")
-_TAG_RE = re.compile(r"^[A-Za-z]{2,3}([-_][A-Za-z0-9]{1,8})*$")
+#: a supported primary subtag (any case) with optional region/script subtags; the OpenAPI document
+#: states this same pattern (JSON Schema regexes have no inline flags, hence the classes)
+LANGUAGE_PATTERN = "^(" + "|".join("".join(f"[{c.upper()}{c}]" for c in p) for p in _LOCALE_BY_PRIMARY) + \
+    ")([-_][A-Za-z0-9]{1,8})*$"
+_TAG_RE = re.compile(LANGUAGE_PATTERN)
 _FEET_PER_METER = 3.28084
 
 
@@ -39,9 +43,9 @@ def resolve_language(tag: str | None, field: str = "directions_options.language"
     """The locale tag (file name) for a language tag; InvalidRequest for anything unsupported."""
     if tag is None:
         return "en-US"
-    t = str(tag).strip()
+    t = str(tag)
     primary = t.replace("_", "-").split("-")[0].lower()
-    if not _TAG_RE.match(t) or primary not in _LOCALE_BY_PRIMARY:
+    if not _TAG_RE.fullmatch(t) or primary not in _LOCALE_BY_PRIMARY:
         raise InvalidRequest.field(
             field, f"unsupported language '{tag}'; supported languages: {', '.join(SUPPORTED_LANGUAGES)} "
                    "(region variants such as fr-FR are accepted)")

@@ -35,6 +35,7 @@ from geoengine.services.models import (
     AvoidLocation,
     Costing,
     DirectionsOptions,
+    JsonInt,
     Lat,
     Location,
     Lon,
@@ -73,7 +74,7 @@ class RouteRequest(BaseModel):
     avoid_locations: list[AvoidLocation] | None = None
     avoid_polygons: list[Annotated[list[tuple[Lon, Lat]], Field(min_length=3, max_length=MAX_AVOID_POLYGON_POINTS)]] | None = Field(
         None, description="Rings of [lon, lat] pairs; roads crossing them are avoided")
-    alternates: int | None = Field(None, ge=0, le=3, description="Number of alternate routes, 1 to 3 (0: none)")
+    alternates: JsonInt | None = Field(None, ge=0, le=3, description="Number of alternate routes, 1 to 3 (0: none)")
     date_time: dict[str, Any] | None = None
     shape_format: Literal["polyline6", "polyline5", "geojson"] = "polyline6"
     linear_references: bool = False

@@ -12,6 +12,7 @@ query)` and returns what it gives.
 from __future__ import annotations
 
 import math
+import re
 from collections.abc import Mapping
 from typing import Any
 
@@ -97,6 +98,9 @@ def from_engine_error(exc: GeoengineError, service: str) -> OsrmError:
 # ------------------------------------------------------------------------------------------------------
 # parsing
 # ------------------------------------------------------------------------------------------------------
+_DECIMAL = re.compile(r"-?[0-9]+(\.[0-9]+)?")  # OSRM's coordinate numbers: no exponent, no inf/nan, no spaces
+
+
 def parse_coordinates(text: str) -> np.ndarray:
     """`lon,lat;lon,lat...`, `polyline(...)` (precision 5) or `polyline6(...)`, with an optional `.json`
     suffix -> float64 array [n, 2] of (lon, lat)."""
@@ -118,7 +122,7 @@ def parse_coordinates(text: str) -> np.ndarray:
         for i, pair in enumerate(pairs):
             parts = pair.split(",")
             try:
-                if len(parts) != 2:
+                if len(parts) != 2 or not all(map(_DECIMAL.fullmatch, parts)):
                     raise ValueError
                 out[i] = float(parts[0]), float(parts[1])
             except ValueError:
@@ -319,6 +323,14 @@ def parse_query(service: str, query: Mapping[str, str], n: int) -> dict[str, Any
 def _costing_options(costing: str, q: dict) -> dict | None:
     if not q["exclude"]:
         return None
+    from geoengine.costing.schema import TABLES
+
+    names = {o.name for o in TABLES[costing]}
+    missing = [x for x in q["exclude"] if _EXCLUDE[x] not in names]
+    if missing:  # as osrm-routed: exclude classes are the profile's own
+        have = [c for c, opt in _EXCLUDE.items() if opt in names]
+        raise OsrmError("InvalidValue", f"exclude: class '{missing[0]}' is not one of the {costing} profile's "
+                        f"classes ({', '.join(have) or 'none'})")
     return {costing: {_EXCLUDE[x]: 0.0 for x in q["exclude"]}}
 
 
