@@ -57,7 +57,7 @@ def _access_block(path, settings, costing, costing_options, parts, pj, metric, l
     from geoengine.engine import _reopen
 
     net = _reopen(path, settings).network(costing, costing_options)
-    return [chunk_partials(net, pj, part, metric, limit, out_nodes) for part in parts]
+    return chunk_partials(net, pj, list(parts), metric, limit, out_nodes)
 
 
 def _run(tasks, fn, client, processes, progress, desc):
