@@ -163,20 +163,28 @@ def _aggregate(bits, bounds, p_count, p_sum, p_min, p_max, out_nodes):  # pragma
             s = 0.0
             lo = np.inf
             hi = -np.inf
-            p = bounds[c]
-            while p < bounds[c + 1]:
-                word = row[p >> 6] >> np.uint64(p & 63)
-                if word == 0:  # no bit left in this word: jump to the next one
-                    p = ((p >> 6) + 1) << 6
+            a = bounds[c]
+            b = bounds[c + 1]
+            for w in range(a >> 6, ((b - 1) >> 6) + 1 if b > a else a >> 6):
+                word = row[w]
+                base = w << 6
+                if base < a:  # the chunk starts inside this word
+                    word &= ~np.uint64(0) << np.uint64(a - base)
+                if base + 64 > b:  # and ends inside it
+                    word &= ~(~np.uint64(0) << np.uint64(b - base))
+                if word == 0:
                     continue
-                if word & np.uint64(1):
-                    n_ += p_count[p]
-                    s += p_sum[p]
-                    if p_min[p] < lo:
-                        lo = p_min[p]
-                    if p_max[p] > hi:
-                        hi = p_max[p]
-                p += 1
+                m = np.uint64(1)
+                for k in range(64):
+                    if word & m:
+                        p = base + k
+                        n_ += p_count[p]
+                        s += p_sum[p]
+                        if p_min[p] < lo:
+                            lo = p_min[p]
+                        if p_max[p] > hi:
+                            hi = p_max[p]
+                    m <<= np.uint64(1)
             cnt[c, i] = n_
             sm[c, i] = s
             mn[c, i] = lo
