@@ -96,7 +96,9 @@ class Graph:
             f = path / f"{name}.npy"
             if not f.exists():
                 raise BundleError(f"graph in {path} is incomplete: {f.name} is missing; rebuild the bundle")
-            arrays[name] = np.load(f, mmap_mode="r")
+            # a plain ndarray view of the mapped file: indexing an np.memmap runs Python code per call
+            # (its __getitem__ and __array_finalize__), which the request path pays many times
+            arrays[name] = np.load(f, mmap_mode="r").view(np.ndarray)
         blob = (path / "strings.bin").read_bytes()
         return cls(path, arrays, meta, blob)
 

@@ -40,6 +40,9 @@ def piece_geometry(graph, leg: Leg):
 def pieces_geometry(graph, pieces: list[Leg]):
     """Shape (lon, lat) of consecutive pieces (one route leg) and, per traversed edge, its first/last
     shape index in that shape, the edges and the fraction of each edge covered."""
+    if len(pieces) == 1:  # the common case: nothing to join
+        lo, la, b, e, cov = piece_geometry(graph, pieces[0])
+        return lo, la, b, e, np.asarray(pieces[0].edges, dtype=np.int64), cov
     lons, lats, begins, ends, edges, covered = [], [], [], [], [], []
     offset = 0
     for p_i, piece in enumerate(pieces):

@@ -17,7 +17,7 @@ import numpy as np
 from geoengine.costing import default_options, inactive_options, parse_costing_options
 from geoengine.errors import FieldError, InvalidRequest, NoRoute, Unsnappable, field_path
 from geoengine.routing.pieces import Leg
-from geoengine.routing.profile import Profile, unpack
+from geoengine.routing.profile import Profile, unpack, unpack_scalar
 
 # Candidates farther than the nearest one by more than this (metres) are not offered to the search:
 # enough for both directions of a road and every road meeting at a junction, not enough to let the
@@ -181,7 +181,7 @@ class Router:
 
             r = bidirectional_dijkstra(prof.search, se, te, so, to, so2, to2, force_loop=force_loop)
         if r.found and (best is None or r.primary < best.cost - 1e-9):
-            t, length = unpack(r.secondary)
+            t, length = unpack_scalar(float(r.secondary))
             best = Leg(np.asarray(r.path, dtype=np.int64), float(sf[r.source_index]), float(tf[r.target_index]),
                        float(r.primary), float(t), float(length), int(r.source_index), int(r.target_index))
         return best
