@@ -10,7 +10,10 @@ import numpy as np
 
 from geoengine.errors import BundleError
 from geoengine.graph import tags as T
-from geoengine.graph.build import GRAPH_FORMAT
+
+# The graph stage's format, written by geoengine.graph.build (which imports it from here, so that opening a
+# bundle does not import the build and its osmium).
+GRAPH_FORMAT = 2
 
 ARRAYS = (
     "node_lon", "node_lat", "node_osm_id", "node_out_offsets", "node_out_edges",
