@@ -32,10 +32,9 @@ from pathlib import Path
 import numba
 import numpy as np
 
-from geoengine.routing.ch import ContractionHierarchy
+from geoengine.routing.ch import INF, ContractionHierarchy
 
 FORMAT_VERSION = 1
-INF = np.inf
 _PARALLEL_LOCK = threading.Lock()
 _TOPO_ARRAYS = ("rank", "order", "off", "tgt", "row", "dn_off", "dn_src", "dn_edge", "task_off", "task_verts")
 
@@ -212,6 +211,87 @@ def _lower_triangles(u, off, tgt, dn_off, dn_src, dn_edge, up_w, dn_w, up_s, dn_
                 dn_h[j] = dn_h[k2] + up_h[e1]
 
 
+@numba.njit(cache=True, nogil=True)
+def _better(c, c2, w, s):
+    return c < w or (c == w and c < np.inf and c2 < s)
+
+
+@numba.njit(cache=True, nogil=True)
+def _upper_triangles(u, off, tgt, up_w, dn_w, up_s, dn_s, up_d, dn_d):
+    """Perfect customisation of vertex u's upward edges (every higher edge already perfect): for every
+    pair of upper neighbours w < x of u (edges a = {u, w}, c = {u, x}, b = {w, x}, which exists since the
+    supergraph is chordal) u->w <= u->x->w, w->u <= w->x->u (upper triangle of a), u->x <= u->w->x,
+    x->u <= x->w->u (intermediate triangle of c). A weight lowered here (primary, then secondary) marks
+    its arc as unneeded: a shortest path between its ends runs through a higher vertex."""
+    a1 = off[u + 1]
+    for ja in range(off[u], a1):
+        w = tgt[ja]
+        kb = off[w]
+        for jc in range(ja + 1, a1):
+            x = tgt[jc]
+            while tgt[kb] < x:  # row w holds every x (chordal), sorted
+                kb += 1
+            c = up_w[jc] + dn_w[kb]
+            c2 = up_s[jc] + dn_s[kb]
+            if _better(c, c2, up_w[ja], up_s[ja]):
+                up_w[ja] = c
+                up_s[ja] = c2
+                up_d[ja] = True
+            c = up_w[kb] + dn_w[jc]
+            c2 = up_s[kb] + dn_s[jc]
+            if _better(c, c2, dn_w[ja], dn_s[ja]):
+                dn_w[ja] = c
+                dn_s[ja] = c2
+                dn_d[ja] = True
+            c = up_w[ja] + up_w[kb]
+            c2 = up_s[ja] + up_s[kb]
+            if _better(c, c2, up_w[jc], up_s[jc]):
+                up_w[jc] = c
+                up_s[jc] = c2
+                up_d[jc] = True
+            c = dn_w[kb] + dn_w[ja]
+            c2 = dn_s[kb] + dn_s[ja]
+            if _better(c, c2, dn_w[jc], dn_s[jc]):
+                dn_w[jc] = c
+                dn_s[jc] = c2
+                dn_d[jc] = True
+
+
+@numba.njit(cache=True, nogil=True, parallel=True)
+def _perfect_parallel(off, tgt, task_off, task_verts, up_w, dn_w, up_s, dn_s, up_d, dn_d, chunks):
+    """Top part first (descending rank, serial), then the independent subtrees in parallel (each in
+    descending rank): a vertex reads only edges of its ancestors."""
+    nt = task_off.shape[0] - 2
+    for i in range(task_off[nt + 1] - 1, task_off[nt] - 1, -1):
+        _upper_triangles(task_verts[i], off, tgt, up_w, dn_w, up_s, dn_s, up_d, dn_d)
+    for c in numba.prange(chunks):
+        for t in range(c, nt, chunks):
+            for i in range(task_off[t + 1] - 1, task_off[t] - 1, -1):
+                _upper_triangles(task_verts[i], off, tgt, up_w, dn_w, up_s, dn_s, up_d, dn_d)
+
+
+@numba.njit(cache=True, nogil=True)
+def _perfect_serial(off, tgt, up_w, dn_w, up_s, dn_s, up_d, dn_d):
+    n = off.shape[0] - 1
+    for u in range(n - 1, -1, -1):
+        _upper_triangles(u, off, tgt, up_w, dn_w, up_s, dn_s, up_d, dn_d)
+
+
+@numba.njit(cache=True, nogil=True)
+def _keep_children(n, off, up_w, dn_w, up_m, dn_m, up_c1, up_c2, dn_c1, dn_c2, up_d, dn_d):
+    """Arcs kept after pruning must unpack through kept arcs. In exact arithmetic the children of an
+    arc whose weight perfect customisation did not lower were not lowered either; this pass keeps them
+    anyway should rounding say otherwise (top-down: children lie in lower rows)."""
+    for r in range(n - 1, -1, -1):
+        for e in range(off[r], off[r + 1]):
+            if up_w[e] < np.inf and not up_d[e] and up_m[e] >= 0:
+                dn_d[up_c1[e]] = False
+                up_d[up_c2[e]] = False
+            if dn_w[e] < np.inf and not dn_d[e] and dn_m[e] >= 0:
+                dn_d[dn_c1[e]] = False
+                up_d[dn_c2[e]] = False
+
+
 @numba.njit(cache=True, nogil=True, parallel=True)
 def _customise_parallel(off, tgt, dn_off, dn_src, dn_edge, task_off, task_verts, up_w, dn_w, up_s, dn_s, up_m, dn_m,
                         up_c1, up_c2, dn_c1, dn_c2, up_h, dn_h, chunks):
@@ -273,18 +353,20 @@ def _subtree_tasks(n, parent, thr):
 
 
 @numba.njit(cache=True, nogil=True)
-def _compact(n, off, tgt, row, order, up_w, dn_w, up_s, dn_s, up_m, dn_m, up_c1, up_c2, dn_c1, dn_c2, up_h, dn_h):
-    """Drop arcs of infinite weight; renumber children; middle vertices to original ids."""
+def _compact(n, off, tgt, row, order, up_w, dn_w, up_s, dn_s, up_m, dn_m, up_c1, up_c2, dn_c1, dn_c2, up_h, dn_h,
+             up_d, dn_d):
+    """Drop arcs of infinite weight and arcs perfect customisation proved unneeded (up_d/dn_d); renumber
+    children; middle vertices to original ids."""
     mc = tgt.shape[0]
     up_new = np.full(mc, -1, np.int64)
     dn_new = np.full(mc, -1, np.int64)
     nu = 0
     nd = 0
     for e in range(mc):
-        if up_w[e] < np.inf:
+        if up_w[e] < np.inf and not up_d[e]:
             up_new[e] = nu
             nu += 1
-        if dn_w[e] < np.inf:
+        if dn_w[e] < np.inf and not dn_d[e]:
             dn_new[e] = nd
             nd += 1
     U_off = np.zeros(n + 1, np.int64)
@@ -345,9 +427,124 @@ def _compact(n, off, tgt, row, order, up_w, dn_w, up_s, dn_s, up_m, dn_m, up_c1,
             D_off, D_tgt, D_row, D_w, D_s, D_mid, D_c1, D_c2, D_h)
 
 
+# ---------------------------------------------------------------------------------------------------
+# elimination-tree queries (after perfect customisation)
+# ---------------------------------------------------------------------------------------------------
+
+
+@numba.njit(cache=True, nogil=True)
+def _et_side(vs, off, off2, parent, a_off, a_tgt, a_w, a_s, dist, sec, par, stamp, cur, buf):
+    """One side of an elimination-tree query: label every ancestor of the start vertices (in rank
+    order, so every lower arc is final before it is scanned) by relaxing all its arcs. No queue, no
+    stopping test: after perfect customisation the search space is exactly the ancestors. Returns the
+    number of ancestors listed in buf (sorted by rank)."""
+    cnt = 0
+    for i in range(vs.shape[0]):
+        x = vs[i]
+        while x >= 0 and stamp[x] != cur:
+            stamp[x] = cur
+            dist[x] = INF
+            sec[x] = INF
+            par[x] = -1
+            buf[cnt] = x
+            cnt += 1
+            x = parent[x]
+    for i in range(vs.shape[0]):
+        v = vs[i]
+        if off[i] < dist[v]:
+            dist[v] = off[i]
+            sec[v] = off2[i]
+    buf[:cnt].sort()
+    for i in range(cnt):
+        x = buf[i]
+        d = dist[x]
+        if d == INF:
+            continue
+        sx = sec[x]
+        for k in range(a_off[x], a_off[x + 1]):
+            y = a_tgt[k]
+            nd = d + a_w[k]
+            if nd < dist[y]:
+                dist[y] = nd
+                sec[y] = sx + a_s[k]
+                par[y] = k
+    return cnt
+
+
+@numba.njit(cache=True, nogil=True)
+def _et_p2p(parent, up_off, up_tgt, up_w, up_s, dn_off, dn_tgt, dn_w, dn_s, src, soff, soff2, tgt, toff, toff2,
+            fd, fs, fp, fst, bd, bs, bp, bst, ctr, fbuf, bbuf):
+    """Point-to-point by elimination-tree walk: (best primary, best secondary, meeting vertex or -1)."""
+    ctr[0] += 1
+    cur = ctr[0]
+    nf = _et_side(src, soff, soff2, parent, up_off, up_tgt, up_w, up_s, fd, fs, fp, fst, cur, fbuf)
+    _et_side(tgt, toff, toff2, parent, dn_off, dn_tgt, dn_w, dn_s, bd, bs, bp, bst, cur, bbuf)
+    best = INF
+    best2 = INF
+    mv = -1
+    for i in range(nf):
+        x = fbuf[i]
+        if bst[x] == cur:
+            c = fd[x] + bd[x]
+            if c < best or (c == best and c < INF and fs[x] + bs[x] < best2):
+                best = c
+                best2 = fs[x] + bs[x]
+                mv = x
+    return best, best2, mv
+
+
+@numba.njit(cache=True, nogil=True)
+def _et_pairs(parent, up_off, up_tgt, up_w, up_s, dn_off, dn_tgt, dn_w, dn_s, sv, so, so2, sptr, tv, to, to2, tptr,
+              fd, fs, fp, fst, bd, bs, bp, bst, ctr, fbuf, bbuf):
+    k = sptr.shape[0] - 1
+    P = np.full(k, INF)
+    S = np.full(k, INF)
+    for i in range(k):
+        a, b = sptr[i], sptr[i + 1]
+        c, d = tptr[i], tptr[i + 1]
+        if a == b or c == d:
+            continue
+        best, best2, mv = _et_p2p(parent, up_off, up_tgt, up_w, up_s, dn_off, dn_tgt, dn_w, dn_s, sv[a:b], so[a:b],
+                                  so2[a:b], tv[c:d], to[c:d], to2[c:d], fd, fs, fp, fst, bd, bs, bp, bst, ctr, fbuf,
+                                  bbuf)
+        if mv >= 0:
+            P[i] = best
+            S[i] = best2
+    return P, S
+
+
 class CustomisedCH(ContractionHierarchy):
-    """A `ContractionHierarchy` made by customising a CCH topology for one metric. Identical queries;
-    `_orig_out` (used by `query(..., force_loop=True)`) comes from the customised arcs' originals."""
+    """A `ContractionHierarchy` made by customising a CCH topology for one metric. Identical results;
+    `_orig_out` (used by `query(..., force_loop=True)`) comes from the customised arcs' originals. With
+    `parent` (the elimination tree; given after perfect customisation) point-to-point queries and batch
+    pairs walk the elimination tree instead of running a bidirectional Dijkstra."""
+
+    def __init__(self, n: int, arrays: dict, info: dict | None = None, parent=None):
+        super().__init__(n, arrays, info)
+        self.parent = None if parent is None else np.asarray(parent, np.int64)
+
+    def _et_bufs(self):
+        b = getattr(self._local, "et", None)
+        if b is None:
+            b = (np.empty(max(self.n, 1), np.int64), np.empty(max(self.n, 1), np.int64))
+            self._local.et = b
+        return b
+
+    def _search(self, sr, so, so2, tr, to, to2, f, b, ctr):
+        if self.parent is None:
+            return super()._search(sr, so, so2, tr, to, to2, f, b, ctr)
+        fb, bb = self._et_bufs()
+        return _et_p2p(self.parent, self.up_off, self.up_tgt, self.up_w, self.up_s, self.dn_off, self.dn_tgt,
+                       self.dn_w, self.dn_s, sr, so, so2, tr, to, to2, f[0], f[1], f[2], f[3], b[0], b[1], b[2], b[3],
+                       ctr, fb, bb)
+
+    def _pairs(self, sv, so, so2, sp, tv, to, to2, tp, f, b, ctr):
+        if self.parent is None:
+            return super()._pairs(sv, so, so2, sp, tv, to, to2, tp, f, b, ctr)
+        fb, bb = self._et_bufs()
+        return _et_pairs(self.parent, self.up_off, self.up_tgt, self.up_w, self.up_s, self.dn_off, self.dn_tgt,
+                         self.dn_w, self.dn_s, sv, so, so2, sp, tv, to, to2, tp, f[0], f[1], f[2], f[3], b[0], b[1],
+                         b[2], b[3], ctr, fb, bb)
 
     def nbytes(self) -> int:
         from geoengine.routing.ch import _ARRAYS
@@ -476,9 +673,25 @@ class CCHTopology:
             self._arc_map[key] = (edge, up)
         return edge, up
 
-    def customise(self, offsets, targets, weights, secondary=None, *, parallel: bool = True, key=None) -> CustomisedCH:
+    @property
+    def parent(self):
+        """Elimination tree in rank space (parent[r] = lowest upper neighbour of r, -1 for a root)."""
+        p = getattr(self, "_parent", None)
+        if p is None:
+            off = np.asarray(self.off)
+            p = np.full(self.n, -1, np.int64)
+            has = off[1:] > off[:-1]
+            p[has] = np.asarray(self.tgt)[off[:-1][has]]
+            self._parent = p
+        return p
+
+    def customise(self, offsets, targets, weights, secondary=None, *, parallel: bool = True, key=None,
+                  perfect: bool = True) -> CustomisedCH:
         """A `ContractionHierarchy` for the metric `weights` (float64[m], >= 0; inf = arc unusable) and
-        `secondary` on the arcs of the CSR graph (offsets, targets). See `arc_edges` for which arcs."""
+        `secondary` on the arcs of the CSR graph (offsets, targets). See `arc_edges` for which arcs.
+        `perfect` (default): perfect customisation, arcs it proves unneeded pruned, and point-to-point
+        queries by elimination-tree walk; False: the basic (lower-triangle) customisation only, queried
+        by the bidirectional Dijkstra of `ContractionHierarchy`."""
         t0 = time.perf_counter()
         weights = np.ascontiguousarray(weights, dtype=np.float64)
         targets = np.asarray(targets)
@@ -511,11 +724,22 @@ class CCHTopology:
         else:
             _customise_serial(*args)
         t2 = time.perf_counter()
+        up_d = np.zeros(mc, np.bool_)
+        dn_d = np.zeros(mc, np.bool_)
+        if perfect:
+            if parallel:
+                with _PARALLEL_LOCK:
+                    _perfect_parallel(self.off, self.tgt, self.task_off, self.task_verts, up_w, dn_w, up_s, dn_s,
+                                      up_d, dn_d, max(int(numba.get_num_threads()), 1))
+            else:
+                _perfect_serial(self.off, self.tgt, up_w, dn_w, up_s, dn_s, up_d, dn_d)
+            _keep_children(self.n, self.off, up_w, dn_w, up_m, dn_m, up_c1, up_c2, dn_c1, dn_c2, up_d, dn_d)
+        t3 = time.perf_counter()
         order = np.asarray(self.order, np.int64)
         (U_off, U_tgt, U_row, U_w, U_s, U_mid, U_c1, U_c2, U_h,
          D_off, D_tgt, D_row, D_w, D_s, D_mid, D_c1, D_c2, D_h) = _compact(
             self.n, self.off, self.tgt, self.row, order, up_w, dn_w, up_s, dn_s, up_m, dn_m, up_c1, up_c2, dn_c1,
-            dn_c2, up_h, dn_h)
+            dn_c2, up_h, dn_h, up_d, dn_d)
         arrays = dict(rank=self.rank, order=self.order,
                       up_off=U_off, up_tgt=U_tgt, up_w=U_w, up_s=U_s, up_mid=U_mid, up_c1=U_c1, up_c2=U_c2,
                       up_row=U_row, up_hops=U_h,
@@ -524,8 +748,9 @@ class CCHTopology:
         info = {"vertices": self.n, "arcs": int(targets.shape[0]), "up_arcs": int(U_tgt.shape[0]),
                 "dn_arcs": int(D_tgt.shape[0]), "cch_edges": int(mc),
                 "map_seconds": round(t1 - t0, 4), "customise_seconds": round(t2 - t1, 4),
-                "compact_seconds": round(time.perf_counter() - t2, 4)}
-        ch = CustomisedCH(self.n, arrays, info)
+                "perfect_seconds": round(t3 - t2, 4), "compact_seconds": round(time.perf_counter() - t3, 4),
+                "perfect": bool(perfect)}
+        ch = CustomisedCH(self.n, arrays, info, parent=self.parent if perfect else None)
         ch._orig_out = _original_out(self.n, np.asarray(offsets, np.int64), np.asarray(targets, np.int64), weights,
                                      secondary)
         return ch
