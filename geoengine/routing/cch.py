@@ -217,20 +217,20 @@ def _better(c, c2, w, s):
 
 
 @numba.njit(cache=True, nogil=True)
-def _upper_triangles(u, off, tgt, up_w, dn_w, up_s, dn_s, up_d, dn_d):
-    """Perfect customisation of vertex u's upward edges (every higher edge already perfect): for every
-    pair of upper neighbours w < x of u (edges a = {u, w}, c = {u, x}, b = {w, x}, which exists since the
-    supergraph is chordal) u->w <= u->x->w, w->u <= w->x->u (upper triangle of a), u->x <= u->w->x,
-    x->u <= x->w->u (intermediate triangle of c). A weight lowered here (primary, then secondary) marks
-    its arc as unneeded: a shortest path between its ends runs through a higher vertex."""
-    a1 = off[u + 1]
-    for ja in range(off[u], a1):
-        w = tgt[ja]
-        kb = off[w]
-        for jc in range(ja + 1, a1):
-            x = tgt[jc]
-            while tgt[kb] < x:  # row w holds every x (chordal), sorted
-                kb += 1
+def _upper_triangles(w, off, tgt, dn_off, dn_src, dn_edge, up_w, dn_w, up_s, dn_s, up_d, dn_d, pos):
+    """Perfect customisation, the triangles {u, w, x} (u < w < x) whose middle vertex is w: with edges
+    a = {u, w}, b = {w, x}, c = {u, x}: u->w <= u->x->w and w->u <= w->x->u (upper triangle of a),
+    u->x <= u->w->x and x->u <= x->w->u (intermediate triangle of c). Middles run in descending rank,
+    so row w (every b) is final here: it is only written by middles above w. The same enumeration as
+    the lower-triangle pass (lower neighbours u of w, then u's row beyond w). A weight lowered here
+    (primary, then secondary) marks its arc unneeded: a shortest path between its ends runs through a
+    vertex above its lower end."""
+    for j in range(off[w], off[w + 1]):
+        pos[tgt[j]] = j
+    for t in range(dn_off[w], dn_off[w + 1]):
+        ja = dn_edge[t]  # {u, w}
+        for jc in range(ja + 1, off[dn_src[t] + 1]):  # {u, x}, x > w
+            kb = pos[tgt[jc]]  # {w, x}
             c = up_w[jc] + dn_w[kb]
             c2 = up_s[jc] + dn_s[kb]
             if _better(c, c2, up_w[ja], up_s[ja]):
@@ -258,23 +258,30 @@ def _upper_triangles(u, off, tgt, up_w, dn_w, up_s, dn_s, up_d, dn_d):
 
 
 @numba.njit(cache=True, nogil=True, parallel=True)
-def _perfect_parallel(off, tgt, task_off, task_verts, up_w, dn_w, up_s, dn_s, up_d, dn_d, chunks):
-    """Top part first (descending rank, serial), then the independent subtrees in parallel (each in
-    descending rank): a vertex reads only edges of its ancestors."""
+def _perfect_parallel(off, tgt, dn_off, dn_src, dn_edge, task_off, task_verts, up_w, dn_w, up_s, dn_s, up_d, dn_d,
+                      chunks):
+    """Top part first (descending rank, serial: its middles write rows inside the subtrees), then the
+    independent subtrees in parallel (each in descending rank)."""
+    n = off.shape[0] - 1
     nt = task_off.shape[0] - 2
+    pos = np.empty((chunks, max(n, 1)), np.int64)
+    p = pos[0]
     for i in range(task_off[nt + 1] - 1, task_off[nt] - 1, -1):
-        _upper_triangles(task_verts[i], off, tgt, up_w, dn_w, up_s, dn_s, up_d, dn_d)
+        _upper_triangles(task_verts[i], off, tgt, dn_off, dn_src, dn_edge, up_w, dn_w, up_s, dn_s, up_d, dn_d, p)
     for c in numba.prange(chunks):
+        q = pos[c]
         for t in range(c, nt, chunks):
             for i in range(task_off[t + 1] - 1, task_off[t] - 1, -1):
-                _upper_triangles(task_verts[i], off, tgt, up_w, dn_w, up_s, dn_s, up_d, dn_d)
+                _upper_triangles(task_verts[i], off, tgt, dn_off, dn_src, dn_edge, up_w, dn_w, up_s, dn_s, up_d, dn_d,
+                                 q)
 
 
 @numba.njit(cache=True, nogil=True)
-def _perfect_serial(off, tgt, up_w, dn_w, up_s, dn_s, up_d, dn_d):
+def _perfect_serial(off, tgt, dn_off, dn_src, dn_edge, up_w, dn_w, up_s, dn_s, up_d, dn_d):
     n = off.shape[0] - 1
-    for u in range(n - 1, -1, -1):
-        _upper_triangles(u, off, tgt, up_w, dn_w, up_s, dn_s, up_d, dn_d)
+    pos = np.empty(max(n, 1), np.int64)
+    for w in range(n - 1, -1, -1):
+        _upper_triangles(w, off, tgt, dn_off, dn_src, dn_edge, up_w, dn_w, up_s, dn_s, up_d, dn_d, pos)
 
 
 @numba.njit(cache=True, nogil=True)
@@ -729,10 +736,12 @@ class CCHTopology:
         if perfect:
             if parallel:
                 with _PARALLEL_LOCK:
-                    _perfect_parallel(self.off, self.tgt, self.task_off, self.task_verts, up_w, dn_w, up_s, dn_s,
-                                      up_d, dn_d, max(int(numba.get_num_threads()), 1))
+                    _perfect_parallel(self.off, self.tgt, self.dn_off, self.dn_src, self.dn_edge, self.task_off,
+                                      self.task_verts, up_w, dn_w, up_s, dn_s, up_d, dn_d,
+                                      max(int(numba.get_num_threads()), 1))
             else:
-                _perfect_serial(self.off, self.tgt, up_w, dn_w, up_s, dn_s, up_d, dn_d)
+                _perfect_serial(self.off, self.tgt, self.dn_off, self.dn_src, self.dn_edge, up_w, dn_w, up_s, dn_s,
+                                up_d, dn_d)
             _keep_children(self.n, self.off, up_w, dn_w, up_m, dn_m, up_c1, up_c2, dn_c1, dn_c2, up_d, dn_d)
         t3 = time.perf_counter()
         order = np.asarray(self.order, np.int64)
