@@ -24,16 +24,19 @@ def pandana_accessibility(d, out):
                           pd.Series(d["src"]), pd.Series(d["dst"]), pd.DataFrame({"w": d["w"]}), twoway=False)
     out["pandana_build_s"] = time.perf_counter() - t0
     limit = float(d["limit"])
-    t0 = time.perf_counter()
+    t0, c0 = time.perf_counter(), time.process_time()
     net.precompute(limit)
     out["pandana_precompute_s"] = time.perf_counter() - t0
+    out["pandana_precompute_cpu_s"] = time.process_time() - c0
     net.set(pd.Series(d["poi_node"]), variable=pd.Series(np.ones(len(d["poi_node"]))), name="pois")
-    best = 1e9
+    best = best_cpu = 1e9
     for _ in range(int(d["repeat"])):
-        t0 = time.perf_counter()
+        t0, c0 = time.perf_counter(), time.process_time()
         counts = net.aggregate(limit, type="sum", decay="flat", name="pois")
         best = min(best, time.perf_counter() - t0)
+        best_cpu = min(best_cpu, time.process_time() - c0)
     out["pandana_aggregate_s"] = best
+    out["pandana_aggregate_cpu_s"] = best_cpu
     out["pandana_counts"] = counts.reindex(np.arange(n)).fillna(0).to_numpy().tolist()
 
 

@@ -1,5 +1,6 @@
 """A large matrix three ways in one run: in-process `engine.matrix`, `geoengine.batch.matrix` on a Dask
-LocalCluster of 2 workers, and OSRM's table (peer), on the same points.
+LocalCluster of 2 workers (the blocks returned through the scheduler, and written by the workers into
+memory-mapped files with `out=`), and OSRM's table (peer), on the same points.
 
     PYTHONPATH=. python benchmarks/batch_matrix_bench.py [--bundle .geoengine/bundles/liechtenstein]
                                                         [--n 10000] [--block 1000] [--no-osrm]
@@ -16,6 +17,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import subprocess
 import sys
 import tempfile
@@ -37,6 +39,7 @@ def main():
     ap.add_argument("--n", type=int, default=10000)
     ap.add_argument("--block", type=int, default=None, help="source rows per block (default: one block per worker)")
     ap.add_argument("--no-osrm", action="store_true")
+    ap.add_argument("--out-dir", default=None, help="where the memory-mapped result files go (default: the temp dir)")
     args = ap.parse_args()
 
     from distributed import Client, LocalCluster
@@ -50,7 +53,7 @@ def main():
     pick = np.random.default_rng(0).choice(ids, size=args.n, replace=args.n > len(ids))
     pts = np.column_stack([net.lon[pick], net.lat[pick]])
     engine.matrix(pts[:5], pts[:5])  # compiled kernels loaded
-    res = {"bundle": args.bundle, "n": args.n, "block": args.block}
+    res = {"bundle": args.bundle, "n": args.n, "block": args.block, "load_average_start": os.getloadavg()[0]}
 
     t0 = time.perf_counter()
     ref = engine.matrix(pts, pts)
@@ -65,10 +68,18 @@ def main():
         t0 = time.perf_counter()
         got = batch.matrix(engine, pts, pts, client=client, block=args.block)
         res["dask_2_workers_s"] = time.perf_counter() - t0
-    res["dask_bit_identical"] = bool(got.time_s.tobytes() == ref.time_s.tobytes()
-                                     and got.distance_m.tobytes() == ref.distance_m.tobytes())
+        res["dask_bit_identical"] = bool(got.time_s.tobytes() == ref.time_s.tobytes()
+                                         and got.distance_m.tobytes() == ref.distance_m.tobytes())
+        del got
+        with tempfile.TemporaryDirectory(dir=args.out_dir) as tmp:
+            t0 = time.perf_counter()
+            got = batch.matrix(engine, pts, pts, client=client, block=args.block, out=tmp)
+            res["dask_2_workers_out_s"] = time.perf_counter() - t0
+            res["dask_out_bit_identical"] = bool(np.asarray(got.time_s).tobytes() == ref.time_s.tobytes()
+                                                 and np.asarray(got.distance_m).tobytes() == ref.distance_m.tobytes())
+            del got
     res["unreachable_cells"] = int((~np.isfinite(ref.time_s)).sum())
-    del got
+    res["load_average_end"] = os.getloadavg()[0]
 
     region = next((k for k in PBF if k in Path(args.bundle).name), None)
     if args.no_osrm:
@@ -92,6 +103,10 @@ def main():
     print(f"  geoengine batch, Dask 2 workers {res['dask_2_workers_s']:6.2f} s   "
           f"(x{res['in_process_s'] / res['dask_2_workers_s']:.2f} of in-process; cluster start "
           f"{res['cluster_start_s']:.1f}s; bit-identical: {res['dask_bit_identical']})")
+    print(f"  geoengine batch, Dask, out=   {res['dask_2_workers_out_s']:8.2f} s   "
+          f"(x{res['in_process_s'] / res['dask_2_workers_out_s']:.2f} of in-process; rows written by the workers into "
+          f"memory-mapped files; bit-identical: {res['dask_out_bit_identical']})")
+    print(f"  load average {res['load_average_start']:.2f} at the start, {res['load_average_end']:.2f} after Dask")
     if "osrm_table_s" in res:
         print(f"  OSRM table                    {res['osrm_table_s']:8.2f} s   "
               f"(in-process / OSRM = {res['in_process_s'] / res['osrm_table_s']:.2f})")

@@ -40,6 +40,17 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
+def children(pid: int) -> set[int]:
+    """The direct child processes of `pid` (the server's workers)."""
+    out: set[int] = set()
+    try:
+        for task in Path(f"/proc/{pid}/task").iterdir():
+            out.update(int(k) for k in (task / "children").read_text().split())
+    except (FileNotFoundError, ProcessLookupError, PermissionError):
+        pass
+    return out
+
+
 def rss_kib(pid: int) -> int:
     """Resident memory of `pid` and all its descendants (KiB), from /proc."""
     total, todo, seen = 0, [pid], set()
@@ -144,13 +155,18 @@ def main(argv=None) -> int:
         t.start()
     samples = []
     hup_sent = False
+    workers_before: set[int] = set()
+    workers_after: set[int] = set()
     while time.time() - t0 < duration:
         time.sleep(min(10.0, max(0.1, duration - (time.time() - t0))))
         el = time.time() - t0
         samples.append((round(el, 1), rss_kib(proc.pid), sum(counts.values())))
         print(f"{el:7.1f}s  requests {samples[-1][2]:8d}  errors {len(errors):4d}  rss {samples[-1][1] / 1024:8.1f} MiB",
               flush=True)
+        if hup_sent:  # the workers serving after the reload (settled once the old ones have exited)
+            workers_after = children(proc.pid)
         if args.hup_at is not None and not hup_sent and el >= args.hup_at:
+            workers_before = children(proc.pid)
             proc.send_signal(signal.SIGHUP)
             hup_sent = True
             print(f"{el:7.1f}s  SIGHUP sent", flush=True)
@@ -170,10 +186,16 @@ def main(argv=None) -> int:
                "per_kind": counts, "rps": round(total / duration, 1), "errors": len(errors), "first_errors": errors[:10],
                "rss_mib_from": round(base_rss / 1024, 1), "rss_mib_end": round(end_rss / 1024, 1),
                "rss_growth_pct": round(growth, 2), "sighup_at_s": args.hup_at if hup_sent else None}
+    if hup_sent:  # a reload that replaced no worker proves nothing about reloads
+        summary.update(workers_before_hup=sorted(workers_before), workers_at_end=sorted(workers_after),
+                       # children that are not workers (multiprocessing's resource tracker) stay
+                       workers_replaced=len(workers_before - workers_after) >= args.workers
+                       and len(workers_after - workers_before) >= args.workers)
     print(json.dumps(summary, indent=2))
     if args.json:
         Path(args.json).write_text(json.dumps(summary, indent=2))
-    return 0 if not errors and growth < 10 else 1
+    replaced = summary.get("workers_replaced", True)
+    return 0 if not errors and growth < 10 and replaced else 1
 
 
 if __name__ == "__main__":

@@ -19,6 +19,11 @@ if "NUMBA_CACHE_DIR" not in _os.environ:
         _os.environ.get("XDG_DATA_HOME") or _os.path.join(_os.path.expanduser("~"), ".local", "share"), "geoengine")
     _os.environ["NUMBA_CACHE_DIR"] = _os.path.join(_home, "numba-cache")
 
+# A fresh process's first kernel call without importing all of scipy.linalg (geoengine/_startup.py).
+from geoengine import _startup  # noqa: E402
+
+_startup.install()
+
 from geoengine.errors import (  # noqa: E402
     BundleError,
     GeoengineError,

@@ -52,12 +52,24 @@ def _matrix_block(path, settings, src, targets, costing, costing_options, unsnap
     return res.time_s, res.distance_m, res.sources, res.targets, res.snapped, res.snap_distance_m
 
 
+def _matrix_block_to(path, settings, src, targets, costing, costing_options, unsnappable, out_dir, row0):
+    """Like _matrix_block, but writes the block's rows into the memory-mapped time_s.npy / distance_m.npy
+    of `out_dir` (created by the caller) and returns only the per-row and per-target metadata."""
+    t, d, s_, t_, ok, sd = _matrix_block(path, settings, src, targets, costing, costing_options, unsnappable)
+    for name, rows in (("time_s", t), ("distance_m", d)):
+        m = np.load(Path(out_dir) / f"{name}.npy", mmap_mode="r+")
+        m[row0:row0 + len(rows)] = rows
+        m.flush()
+        del m
+    return None, None, s_, t_, ok, sd
+
+
 def _access_block(path, settings, costing, costing_options, parts, pj, metric, limit, out_nodes):
     from geoengine.analysis.access import chunk_partials
     from geoengine.engine import _reopen
 
     net = _reopen(path, settings).network(costing, costing_options)
-    return [chunk_partials(net, pj, part, metric, limit, out_nodes) for part in parts]
+    return chunk_partials(net, pj, list(parts), metric, limit, out_nodes)
 
 
 def _run(tasks, fn, client, processes, progress, desc):
@@ -98,14 +110,22 @@ def _workers(client, processes) -> int:
 
 
 def matrix(engine_or_path, sources, targets, costing: str = "auto", costing_options=None, *, client=None,
-           block: int | None = None, processes: int | None = None, progress=None, unsnappable: str = "raise"):
+           block: int | None = None, processes: int | None = None, progress=None, unsnappable: str = "raise",
+           out: str | Path | None = None):
     """`engine.matrix(sources, targets, costing, costing_options)` computed in blocks of `block` source
     rows on `client` (a dask.distributed Client) or on `processes` local worker processes (default: one
     per core; 0 = in this process). Returns the same MatrixResult, bit for bit.
 
     Every block searches backwards from ALL targets once (the bucket table's cost that does not shrink
     with the block), so the default block is one per worker (sources / workers, rounded up); smaller
-    blocks only pay off for progress reporting or for spreading over uneven workers."""
+    blocks only pay off for progress reporting or for spreading over uneven workers.
+
+    `out`: a folder on a disk this process shares with the workers (local processes, a LocalCluster, a
+    shared filesystem). The result's `time_s` and `distance_m` are then the memory-mapped files
+    `out/time_s.npy` and `out/distance_m.npy` (float64 [N, M], read-only; `np.load(..., mmap_mode="r")`
+    reopens them later), which every block writes its rows into: the matrix never travels through the
+    scheduler or a pipe (8 bytes x 2 per cell: 1.6 GB for 10,000 x 10,000), and it need not fit in this
+    process's memory. Existing files of those names are replaced."""
     from geoengine.analysis.access import points_array
     from geoengine.services.router import MatrixResult
 
@@ -118,14 +138,29 @@ def matrix(engine_or_path, sources, targets, costing: str = "auto", costing_opti
 
     check_mode(unsnappable)
     if client is not None:
-        dst_arg = client.scatter(dst, broadcast=True)
+        dst_arg = client.scatter(dst, broadcast=True, hash=False)
     else:
         dst_arg = dst
-    tasks = [(path, settings, src[a:a + b], dst_arg, costing, costing_options, unsnappable)
-             for a in range(0, len(src), b)]
-    parts = _run(tasks, _matrix_block, client, processes, progress, "matrix blocks")
-    time_s = np.concatenate([p[0] for p in parts], axis=0)
-    dist_m = np.concatenate([p[1] for p in parts], axis=0)
+    if out is None:
+        tasks = [(path, settings, src[a:a + b], dst_arg, costing, costing_options, unsnappable)
+                 for a in range(0, len(src), b)]
+        parts = _run(tasks, _matrix_block, client, processes, progress, "matrix blocks")
+        time_s = np.concatenate([p[0] for p in parts], axis=0)
+        dist_m = np.concatenate([p[1] for p in parts], axis=0)
+    else:
+        folder = Path(out).resolve()
+        try:
+            folder.mkdir(parents=True, exist_ok=True)
+            for name in ("time_s", "distance_m"):
+                np.lib.format.open_memmap(folder / f"{name}.npy", mode="w+", dtype=np.float64,
+                                          shape=(len(src), len(dst)))
+        except OSError as exc:
+            raise InvalidRequest.field("out", f"cannot write the matrix files in {folder}: {exc}") from None
+        tasks = [(path, settings, src[a:a + b], dst_arg, costing, costing_options, unsnappable, str(folder), a)
+                 for a in range(0, len(src), b)]
+        parts = _run(tasks, _matrix_block_to, client, processes, progress, "matrix blocks")
+        time_s = np.load(folder / "time_s.npy", mmap_mode="r")
+        dist_m = np.load(folder / "distance_m.npy", mmap_mode="r")
     snapped_s = np.concatenate([p[2] for p in parts], axis=0)
     ok = MatrixSnap(np.concatenate([p[4].sources for p in parts]), parts[0][4].targets)
     sd = MatrixSnap(np.concatenate([p[5].sources for p in parts]), parts[0][5].targets)
@@ -147,7 +182,8 @@ def accessibility(engine_or_path, pois, costing: str = "auto", *, max_time_s=Non
     pj, out, snap_d, lon, lat = access.prepare(net, pois, weights, aggregation, at)
     chunks = pj.chunks(net.n_nodes)
     if client is not None:
-        pj_arg, out_arg = client.scatter(pj, broadcast=True), client.scatter(out, broadcast=True)
+        pj_arg, out_arg = (client.scatter(pj, broadcast=True, hash=False),
+                            client.scatter(out, broadcast=True, hash=False))
     else:
         pj_arg, out_arg = pj, out
     tasks = [(path, settings, costing, costing_options, chunks[a:a + b], pj_arg, metric, limit, out_arg)

@@ -8,6 +8,7 @@ what is missing or was built by an incompatible version.
 from __future__ import annotations
 
 import json
+import mmap
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -71,6 +72,19 @@ class Bundle:
     @property
     def region(self) -> str | None:
         return self.manifest.get("region")
+
+
+def is_mapped(a) -> bool:
+    """True when array `a` reads a memory-mapped file (an np.memmap, or a plain ndarray view of one, as
+    the graph and hierarchy arrays are held so that indexing them costs no Python code)."""
+    import numpy as np
+
+    base = a
+    while base is not None:
+        if isinstance(base, (np.memmap, mmap.mmap)):
+            return True
+        base = getattr(base, "base", None)
+    return False
 
 
 def check_manifest(path: Path, manifest: dict) -> None:

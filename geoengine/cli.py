@@ -18,6 +18,8 @@ from geoengine import __version__
 from geoengine.config import Settings
 from geoengine.errors import GeoengineError
 
+#: how long `serve --workers N` waits for a (re)started worker to be ready (uvicorn's supervisor)
+WORKER_READY_TIMEOUT_S = 120
 
 def _settings(args) -> Settings:
     return Settings.from_env()
@@ -214,6 +216,9 @@ def cmd_serve(args) -> int:
             uvicorn.run("geoengine.server.app:app_from_env", factory=True, host=args.host, port=args.port,
                         workers=workers, log_level=settings.log_level, access_log=not args.no_access_log,
                         http=CorkedHttpToolsProtocol,
+                        # a worker opens and warms the bundle before it is ready (seconds, more under load):
+                        # with uvicorn's 5 s default, SIGHUP's restart gave up and kept the old workers
+                        timeout_worker_healthcheck=WORKER_READY_TIMEOUT_S,
                         proxy_headers=False)  # forwarded headers: geoengine.server.proxy, trusted peers only
         finally:
             state.unlink(missing_ok=True)
@@ -230,12 +235,11 @@ def cmd_serve(args) -> int:
 
 
 def cmd_keys(args) -> int:
-    from geoengine.gateway_store import open_keystore
-    from geoengine.publishable import PublishableKeys
+    from geoengine.gateway_store import open_keystore, open_publishable
 
     settings = _settings(args)
     store = open_keystore(settings)
-    pub = PublishableKeys(settings.state, store.plans)  # publishable keys stay in the SQLite state file
+    pub = open_publishable(settings, store)  # in Redis beside the keys when GEOENGINE_REDIS_URL is set
     if args.keys_cmd == "publishable":
         key, prec = pub.create(args.plan, args.origin, args.scope, args.label or "")
         print(f"created publishable key {prec.id} on plan '{prec.plan}' for {', '.join(prec.origins)} "

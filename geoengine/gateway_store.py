@@ -58,6 +58,17 @@ class GatewayStore(Protocol):
     def usage(self, key_id: str) -> dict: ...
 
 
+def open_publishable(settings, store):
+    """The publishable-key store beside a gateway store: in the same Redis when the gateway uses Redis,
+    else in the SQLite state file."""
+    from geoengine.publishable import PublishableKeys
+
+    store = getattr(store, "store", store)  # under the in-process key cache
+    if isinstance(store, RedisKeyStore):
+        return RedisPublishableKeys(store)
+    return PublishableKeys(settings.state, store.plans)
+
+
 def open_keystore(settings) -> GatewayStore:
     """The store the settings name: Redis when GEOENGINE_REDIS_URL is set, else the SQLite file."""
     plans = load_plans(settings.plans_file) if settings.plans_file else None
@@ -225,3 +236,75 @@ class RedisKeyStore:
     def usage(self, key_id: str) -> dict:
         with self._guard():
             return {k: int(v) for k, v in self.r.hgetall(f"{PREFIX}usage:{key_id}").items()}
+
+
+class RedisPublishableKeys:
+    """Publishable keys (pk_...) in the gateway's Redis, next to its keys: `pkey:<id>` a hash (key_hash,
+    plan, label, origins, scopes, created, revoked) and `pkeys` the set of ids. The interface of
+    `publishable.PublishableKeys`; their requests are counted by the same Redis store (usage id pk_<id>)."""
+
+    def __init__(self, store: RedisKeyStore):
+        self.store = store
+        self.r = store.r
+
+    @property
+    def plans(self):
+        return self.store.plans
+
+    @staticmethod
+    def _record(kid: str, h: dict):
+        from geoengine.publishable import PublishableKey
+
+        return PublishableKey(kid, h.get("plan", ""), h.get("label", ""), tuple(json.loads(h.get("origins") or "[]")),
+                              tuple(json.loads(h.get("scopes") or "[]")), h.get("created", ""), h.get("revoked") or None)
+
+    def create(self, plan: str, origins, scopes, label: str = ""):
+        from geoengine.publishable import check_new_key
+
+        origins, scopes = check_new_key(self.plans, plan, origins, scopes)
+        with self.store._guard():
+            for _ in range(10):
+                kid = secrets.token_hex(4)
+                key = f"pk_{kid}_{secrets.token_urlsafe(24)}"
+                name = f"{PREFIX}pkey:{kid}"
+                if not self.r.hsetnx(name, "key_hash", _hash(key)):
+                    continue
+                fields = {"plan": plan, "label": label or "", "origins": json.dumps(origins),
+                          "scopes": json.dumps(scopes), "revoked": "",
+                          "created": dt.datetime.now(dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")}
+                pipe = self.r.pipeline()
+                pipe.hset(name, mapping=fields)
+                pipe.sadd(PREFIX + "pkeys", kid)
+                pipe.execute()
+                return key, self._record(kid, fields)
+        raise RuntimeError("could not allocate a key id")
+
+    def list(self):
+        with self.store._guard():
+            ids = sorted(self.r.smembers(PREFIX + "pkeys"))
+            pipe = self.r.pipeline()
+            for kid in ids:
+                pipe.hgetall(f"{PREFIX}pkey:{kid}")
+            got = pipe.execute()
+        out = [self._record(kid, h) for kid, h in zip(ids, got, strict=True) if h]
+        return sorted(out, key=lambda p: (p.created, p.id))
+
+    def revoke(self, key_or_id: str):
+        kid = key_id(key_or_id, "pk_") if key_or_id.startswith("pk_") else key_or_id
+        with self.store._guard():
+            h = self.r.hgetall(f"{PREFIX}pkey:{kid}") if kid else {}
+            if not h or (key_or_id.startswith("pk_") and not hash_matches(h["key_hash"], key_or_id)):
+                raise NotFound("no such publishable key")
+            revoked = h.get("revoked") or dt.datetime.now(dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+            self.r.hset(f"{PREFIX}pkey:{kid}", "revoked", revoked)
+        return self._record(kid, {**h, "revoked": revoked})
+
+    def authenticate(self, key: str | None):
+        """The key's record when `key` is a known, unrevoked publishable key, else None (constant time);
+        Unavailable (503) when Redis is unreachable."""
+        kid = key_id(key, "pk_")
+        with self.store._guard():
+            h = self.r.hgetall(f"{PREFIX}pkey:{kid}") if kid else {}
+        if not hash_matches(h.get("key_hash"), key) or h.get("revoked"):
+            return None
+        return self._record(kid, h)

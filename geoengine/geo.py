@@ -160,24 +160,36 @@ def decode_polyline(encoded: str | bytes, precision: int = 6, *, field: str = "e
 
 
 @numba.njit(cache=True, nogil=True)
-def _encode_kernel(deltas):
-    # A 64-bit zig-zag value needs at most 13 groups of 5 bits.
-    out = np.empty(deltas.size * 13, dtype=np.uint8)
-    k = 0
-    for i in range(deltas.size):
-        v = deltas[i]
-        z = ~(v << 1) if v < 0 else (v << 1)
-        while z >= 0x20:
-            out[k] = (0x20 | (z & 0x1F)) + 63
-            k += 1
-            z >>= 5
-        out[k] = z + 63
+def _put(v, out, k):
+    """Append one signed value as zig-zag 5-bit groups; returns the new length."""
+    z = ~(v << 1) if v < 0 else (v << 1)
+    while z >= 0x20:
+        out[k] = (0x20 | (z & 0x1F)) + 63
         k += 1
+        z >>= 5
+    out[k] = z + 63
+    return k + 1
+
+
+@numba.njit(cache=True, nogil=True)
+def _encode_coords(lats, lons, scale):
+    """The encoded polyline's bytes: each coordinate scaled, rounded half away from zero, and written as
+    the difference from the previous one (a 64-bit zig-zag value needs at most 13 groups of 5 bits)."""
+    n = lats.shape[0]
+    out = np.empty(n * 26, dtype=np.uint8)
+    k = 0
+    prev_a = np.int64(0)
+    prev_b = np.int64(0)
+    for i in range(n):
+        x = lats[i] * scale
+        y = lons[i] * scale
+        a = np.int64(np.sign(x) * np.floor(np.abs(x) + 0.5))
+        b = np.int64(np.sign(y) * np.floor(np.abs(y) + 0.5))
+        k = _put(a - prev_a, out, k)
+        k = _put(b - prev_b, out, k)
+        prev_a = a
+        prev_b = b
     return out[:k]
-
-
-def _round_half_away(x: np.ndarray) -> np.ndarray:
-    return (np.sign(x) * np.floor(np.abs(x) + 0.5)).astype(np.int64)
 
 
 def encode_polyline(lats, lons, precision: int = 6) -> str:
@@ -188,12 +200,7 @@ def encode_polyline(lats, lons, precision: int = 6) -> str:
         raise ValueError("lats and lons must have the same length")
     if lats.size == 0:
         return ""
-    scale = 10.0**precision
-    fixed = np.empty((lats.size, 2), dtype=np.int64)
-    fixed[:, 0] = _round_half_away(lats * scale)
-    fixed[:, 1] = _round_half_away(lons * scale)
-    deltas = np.diff(fixed, axis=0, prepend=np.zeros((1, 2), dtype=np.int64)).ravel()
-    return _encode_kernel(deltas).tobytes().decode("ascii")
+    return _encode_coords(lats, lons, 10.0**precision).tobytes().decode("ascii")
 
 
 def check_coordinates(lats, lons, *, field: str = "shape") -> None:

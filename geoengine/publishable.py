@@ -7,8 +7,10 @@ seen by anyone who opens the page, so it is only accepted
 - on the paths of its scopes: `tiles` (`/sources`, `/tiles/...`) and `search` (`/search...`).
 It is counted on its plan like any key (the same usage table, under the id `pk_<id>`).
 
-Stored hashed in the same SQLite state database as the gateway keys. Standard library only, so the CLI
-can manage publishable keys without the server extra.
+Stored hashed in the same SQLite state database as the gateway keys, or, when GEOENGINE_REDIS_URL is set,
+in the same Redis as the gateway keys (`gateway_store.RedisPublishableKeys`), so every replica knows
+every key and counts it in one place. Standard library only, so the CLI can manage publishable keys
+without the server extra.
 """
 
 from __future__ import annotations
@@ -86,8 +88,27 @@ class PublishableKey:
                 "scopes": list(self.scopes), "created": self.created, "revoked": self.revoked}
 
 
+def check_new_key(plans, plan: str, origins, scopes) -> tuple[tuple[str, ...], tuple[str, ...]]:
+    """(origins, scopes) of a key to create, normalised; InvalidRequest naming the bad part."""
+    if plans is not None and plan not in plans:
+        raise InvalidRequest.field("plan", f"unknown plan '{plan}'; plans: {', '.join(sorted(plans))}")
+    try:
+        origins = tuple(sorted({normalise_origin(o) for o in origins}))
+    except ValueError as exc:
+        raise InvalidRequest.field("origin", str(exc)) from None
+    if not origins:
+        raise InvalidRequest.field("origin", "a publishable key needs at least one origin")
+    scopes = tuple(sorted(set(scopes)))
+    bad = [s for s in scopes if s not in SCOPES]
+    if bad or not scopes:
+        raise InvalidRequest.field("scope", f"scopes must be among {', '.join(SCOPES)}; got {', '.join(bad) or 'none'}")
+    return origins, scopes
+
+
 class PublishableKeys:
-    """Publishable keys in the state database. Safe to share between threads."""
+    """Publishable keys in the state database. Safe to share between threads. With GEOENGINE_REDIS_URL
+    they live in Redis instead (`gateway_store.RedisPublishableKeys`, same interface): see
+    `gateway_store.open_publishable`."""
 
     def __init__(self, path: str | Path, plans=None):
         self.path = Path(path)
@@ -106,18 +127,7 @@ class PublishableKeys:
         return conn
 
     def create(self, plan: str, origins, scopes, label: str = "") -> tuple[str, PublishableKey]:
-        if self.plans is not None and plan not in self.plans:
-            raise InvalidRequest.field("plan", f"unknown plan '{plan}'; plans: {', '.join(sorted(self.plans))}")
-        try:
-            origins = tuple(sorted({normalise_origin(o) for o in origins}))
-        except ValueError as exc:
-            raise InvalidRequest.field("origin", str(exc)) from None
-        if not origins:
-            raise InvalidRequest.field("origin", "a publishable key needs at least one origin")
-        scopes = tuple(sorted(set(scopes)))
-        bad = [s for s in scopes if s not in SCOPES]
-        if bad or not scopes:
-            raise InvalidRequest.field("scope", f"scopes must be among {', '.join(SCOPES)}; got {', '.join(bad) or 'none'}")
+        origins, scopes = check_new_key(self.plans, plan, origins, scopes)
         conn = self._conn()
         for _ in range(10):
             kid = secrets.token_hex(4)

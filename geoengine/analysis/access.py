@@ -7,11 +7,12 @@ POIs and query points are attached to their nearest in-component junction.
 
 accessibility: the value at a junction n aggregates the POIs p reachable FROM n within the limit
 (d(n, p) <= limit, the direction pandana uses). It is computed POI-side: d(., p) for every junction by
-PHAST over a contraction hierarchy of the junction graph (two linear sweeps per distinct POI junction, no
-heap; Numba, `prange` over both cores), marking reached junctions in a bit matrix; then one pass per
-output junction adds up the POIs it reaches in POI-junction order. POI
-junctions are processed in fixed chunks whose partial aggregates are combined in chunk order, so the
-result does not depend on the thread count or on how `geoengine.batch` splits the work: bit-identical.
+PHAST over a contraction hierarchy of the junction graph (per distinct POI junction an upward search over
+the ranks it reaches, then a downward sweep shared by LANES POI junctions, vectorised over them; Numba,
+`prange` over both cores), marking reached junctions in a bit matrix; then one pass per output junction
+adds up the POIs it reaches in POI-junction order. POI junctions are processed in fixed chunks whose
+partial aggregates are combined in chunk order, so the result does not depend on the thread count, on
+how chunks are grouped into sweeps or on how `geoengine.batch` splits the work: bit-identical.
 
 nearest_pois: per query junction one forward Dijkstra that stops at the k-th POI or at the limit.
 """
@@ -34,74 +35,160 @@ CHUNK_BITS = 2**28  # and the chunk's reach bit matrix stays within 32 MiB on la
 # ----------------------------------------------------------------------------------------------------
 # Numba kernels (arrays only)
 # ----------------------------------------------------------------------------------------------------
+LANES = 16  # sources swept together (the inner loops run over these lanes: vectorised)
+WORD = 64  # sources per bit word of the reach matrix (4 groups of LANES), the unit of work of one thread
+
+
+@numba.njit(cache=True, nogil=True, inline="always")
+def _hpush(h, size, v):  # pragma: no cover - compiled
+    """Push rank v onto the binary min-heap h[:size]; returns the new size."""
+    i = size
+    h[i] = v
+    while i > 0:
+        p = (i - 1) >> 1
+        if h[p] <= v:
+            break
+        h[i] = h[p]
+        i = p
+    h[i] = v
+    return size + 1
+
+
+@numba.njit(cache=True, nogil=True, inline="always")
+def _hpop(h, size):  # pragma: no cover - compiled
+    """(smallest rank, new size) of the binary min-heap h[:size]."""
+    top = h[0]
+    size -= 1
+    v = h[size]
+    i = 0
+    while True:
+        c = 2 * i + 1
+        if c >= size:
+            break
+        if c + 1 < size and h[c + 1] < h[c]:
+            c += 1
+        if h[c] >= v:
+            break
+        h[i] = h[c]
+        i = c
+    if size > 0:
+        h[i] = v
+    return top, size
+
+
 @numba.njit(cache=True, nogil=True, parallel=True)
-def _reach_bits(up_off, up_tgt, up_w, dn_off, dn_tgt, dn_w, src_ranks, limit, n, nthreads):
-    """PHAST over a contraction hierarchy of the junction graph (vertices in RANK space): bits[p, r >> 6]
-    has bit (r & 63) set when d(r, src_ranks[p]) <= limit. Per source two linear sweeps, no heap: the
-    backward upward search from the source in ascending rank order (the `dn` arcs x->r, x > r, form a DAG),
-    then the downward sweep in descending rank order, d[r] = min(d[r], w(r->x) + d[x]) over the `up` arcs."""
+def _reach_bits(up_off, up_tgt, up_w, dn_off, dn_tgt, dn_w, src_ranks, limit, n, nthreads):  # pragma: no cover
+    """PHAST over a contraction hierarchy of the junction graph (vertices in RANK space), LANES sources per
+    sweep: bits[r, p >> 6] has bit (p & 63) set when d(r, src_ranks[p]) <= limit.
+
+    Per source the backward upward search visits only the ranks it reaches (a heap of ranks, ascending:
+    the `dn` arcs x->r, x > r, form a DAG, so a rank is final when popped; relaxed only from ranks within
+    the limit), then the downward sweep, d[r] = min(d[r], w(r->x) + d[x]) over the `up` arcs in descending
+    rank order, runs once for LANES sources, from the highest rank any of them reached (above it every
+    distance is inf), with the lanes contiguous in memory. The sums and comparisons are those of one source
+    at a time, so the bits do not depend on the lanes or the thread count."""
     P = len(src_ranks)
-    nw = (n + 63) >> 6
-    bits = np.zeros((P, nw), dtype=np.uint64)
-    nt = min(nthreads, max(P, 1))
+    nw = (P + WORD - 1) // WORD
+    bits = np.zeros((n, nw), dtype=np.uint64)
+    nt = min(nthreads, max(nw, 1))
     for t in numba.prange(nt):
-        d = np.empty(n)
-        for p in range(t, P, nt):
-            s = src_ranks[p]
-            for r in range(n):
-                d[r] = np.inf
-            d[s] = 0.0
-            for r in range(s, n):
-                dr = d[r]
-                if dr <= limit:
-                    for k in range(dn_off[r], dn_off[r + 1]):
-                        x = dn_tgt[k]
-                        nd = dr + dn_w[k]
-                        if nd < d[x]:
-                            d[x] = nd
-            row = bits[p]
-            for r in range(n - 1, -1, -1):
-                best = d[r]
-                for k in range(up_off[r], up_off[r + 1]):
-                    nd = up_w[k] + d[up_tgt[k]]
-                    if nd < best:
-                        best = nd
-                d[r] = best
-                if best <= limit:
-                    row[r >> 6] |= np.uint64(1) << np.uint64(r & 63)
+        d = np.full((n, LANES), np.inf)
+        heap = np.empty(max(n, 1), dtype=np.int64)
+        stamp = np.full(n, -1, dtype=np.int64)
+        top_prev = -1
+        for w in range(t, nw, nt):
+            for g in range(WORD // LANES):
+                p0 = w * WORD + g * LANES
+                if p0 >= P:
+                    break
+                for r in range(top_prev + 1):
+                    for j in range(LANES):
+                        d[r, j] = np.inf
+                top = -1
+                for j in range(LANES):
+                    if p0 + j >= P:
+                        break
+                    s = src_ranks[p0 + j]
+                    tag = p0 + j
+                    d[s, j] = 0.0
+                    stamp[s] = tag
+                    size = _hpush(heap, 0, s)
+                    while size > 0:
+                        r, size = _hpop(heap, size)
+                        if r > top:
+                            top = r
+                        dr = d[r, j]
+                        if dr <= limit:
+                            for k in range(dn_off[r], dn_off[r + 1]):
+                                x = dn_tgt[k]
+                                nd = dr + dn_w[k]
+                                if nd < d[x, j]:
+                                    d[x, j] = nd
+                                    if stamp[x] != tag:
+                                        stamp[x] = tag
+                                        size = _hpush(heap, size, x)
+                shift = g * LANES
+                for r in range(top, -1, -1):
+                    dr = d[r]
+                    for k in range(up_off[r], up_off[r + 1]):
+                        dx = d[up_tgt[k]]
+                        wk = up_w[k]
+                        for j in range(LANES):
+                            dr[j] = min(dr[j], wk + dx[j])
+                    m = np.uint64(0)
+                    for j in range(LANES):
+                        if dr[j] <= limit:
+                            m |= np.uint64(1) << np.uint64(shift + j)
+                    if m:
+                        bits[r, w] |= m
+                top_prev = top
     return bits
 
 
 @numba.njit(cache=True, nogil=True, parallel=True)
-def _aggregate(bits, p_count, p_sum, p_min, p_max, out_nodes):
-    """Per output junction: (count, sum, min, max) over the POI junctions whose reach bit is set, added
-    in POI-junction order (deterministic)."""
+def _aggregate(bits, bounds, p_count, p_sum, p_min, p_max, out_nodes):  # pragma: no cover - compiled
+    """Per chunk c (POI junctions bounds[c]..bounds[c+1] of the bit matrix's columns) and output junction i
+    (a rank): (count, sum, min, max) [C, M] over the chunk's POI junctions whose reach bit is set, added in
+    POI-junction order (deterministic)."""
     M = len(out_nodes)
-    P = bits.shape[0]
-    cnt = np.zeros(M, dtype=np.int64)
-    sm = np.zeros(M, dtype=np.float64)
-    mn = np.full(M, np.inf)
-    mx = np.full(M, -np.inf)
+    C = len(bounds) - 1
+    cnt = np.zeros((C, M), dtype=np.int64)
+    sm = np.zeros((C, M), dtype=np.float64)
+    mn = np.full((C, M), np.inf)
+    mx = np.full((C, M), -np.inf)
     for i in numba.prange(M):
-        n = out_nodes[i]
-        word = n >> 6
-        bit = np.uint64(1) << np.uint64(n & 63)
-        c = 0
-        s = 0.0
-        lo = np.inf
-        hi = -np.inf
-        for p in range(P):
-            if bits[p, word] & bit:
-                c += p_count[p]
-                s += p_sum[p]
-                if p_min[p] < lo:
-                    lo = p_min[p]
-                if p_max[p] > hi:
-                    hi = p_max[p]
-        cnt[i] = c
-        sm[i] = s
-        mn[i] = lo
-        mx[i] = hi
+        row = bits[out_nodes[i]]
+        for c in range(C):
+            n_ = 0
+            s = 0.0
+            lo = np.inf
+            hi = -np.inf
+            a = bounds[c]
+            b = bounds[c + 1]
+            for w in range(a >> 6, ((b - 1) >> 6) + 1 if b > a else a >> 6):
+                word = row[w]
+                base = w << 6
+                if base < a:  # the chunk starts inside this word
+                    word &= ~np.uint64(0) << np.uint64(a - base)
+                if base + 64 > b:  # and ends inside it
+                    word &= ~(~np.uint64(0) << np.uint64(b - base))
+                if word == 0:
+                    continue
+                m = np.uint64(1)
+                for k in range(64):
+                    if word & m:
+                        p = base + k
+                        n_ += p_count[p]
+                        s += p_sum[p]
+                        if p_min[p] < lo:
+                            lo = p_min[p]
+                        if p_max[p] > hi:
+                            hi = p_max[p]
+                    m <<= np.uint64(1)
+            cnt[c, i] = n_
+            sm[c, i] = s
+            mn[c, i] = lo
+            mx[c, i] = hi
     return cnt, sm, mn, mx
 
 
@@ -265,13 +352,30 @@ def hierarchy(net, metric: str):
     return cache[metric]
 
 
-def chunk_partials(net, pj: PoiJunctions, part: slice, metric: str, limit: float, out_nodes: np.ndarray):
-    """(count, sum, min, max) over out_nodes of the POI junctions pj[part] (one chunk)."""
+def chunk_partials(net, pj: PoiJunctions, parts: list[slice], metric: str, limit: float, out_nodes: np.ndarray):
+    """[(count, sum, min, max) over out_nodes of the POI junctions pj[part]] for each chunk of `parts`
+    (consecutive chunks). Chunks are swept together, as many as keep the reach bit matrix within
+    CHUNK_BITS, so one call makes two parallel regions rather than two per chunk; the partials are those
+    of each chunk alone, so how chunks are grouped (here or over `geoengine.batch` tasks) does not change
+    the result."""
     ch = hierarchy(net, metric)
     rank = np.asarray(ch.rank, dtype=np.int64)
-    bits = _reach_bits(ch.up_off, ch.up_tgt, ch.up_w, ch.dn_off, ch.dn_tgt, ch.dn_w, rank[pj.node[part]], limit,
-                       net.n_nodes, numba.get_num_threads())
-    return _aggregate(bits, pj.count[part], pj.sum[part], pj.min[part], pj.max[part], rank[out_nodes])
+    out_ranks = rank[out_nodes]
+    per_group = max(1, CHUNK_BITS // max(net.n_nodes, 1))  # POI junctions per sweep
+    results = []
+    i = 0
+    while i < len(parts):
+        j = i + 1
+        while j < len(parts) and parts[j].stop - parts[i].start <= per_group and parts[j].start == parts[j - 1].stop:
+            j += 1
+        a, b = parts[i].start, parts[j - 1].stop
+        bits = _reach_bits(ch.up_off, ch.up_tgt, ch.up_w, ch.dn_off, ch.dn_tgt, ch.dn_w, rank[pj.node[a:b]], limit,
+                           net.n_nodes, numba.get_num_threads())
+        bounds = np.array([p.start - a for p in parts[i:j]] + [b - a], dtype=np.int64)
+        cnt, sm, mn, mx = _aggregate(bits, bounds, pj.count[a:b], pj.sum[a:b], pj.min[a:b], pj.max[a:b], out_ranks)
+        results.extend((cnt[c], sm[c], mn[c], mx[c]) for c in range(j - i))
+        i = j
+    return results
 
 
 def combine(parts, m: int):
@@ -362,7 +466,7 @@ def accessibility(net, pois, *, max_time_s=None, max_distance_m=None, aggregatio
                   at="nodes") -> AccessibilityResult:
     metric, limit = impedance(max_time_s, max_distance_m)
     pj, out, snap_d, lon, lat = prepare(net, pois, weights, aggregation, at)
-    parts = [chunk_partials(net, pj, part, metric, limit, out) for part in pj.chunks(net.n_nodes)]
+    parts = chunk_partials(net, pj, pj.chunks(net.n_nodes), metric, limit, out)
     cnt, sm, mn, mx = combine(parts, len(out))
     return AccessibilityResult(finish(aggregation, cnt, sm, mn, mx), cnt, out, snap_d, lon, lat,
                                aggregation, metric, limit)

@@ -17,8 +17,7 @@ import osmium
 
 from geoengine import geo
 from geoengine.graph import tags as T
-
-GRAPH_FORMAT = 2
+from geoengine.graph.store import GRAPH_FORMAT  # the format defined with the reader
 
 
 class _Strings:

@@ -10,7 +10,10 @@ import numpy as np
 
 from geoengine.errors import BundleError
 from geoengine.graph import tags as T
-from geoengine.graph.build import GRAPH_FORMAT
+
+# The graph stage's format, written by geoengine.graph.build (which imports it from here, so that opening a
+# bundle does not import the build and its osmium).
+GRAPH_FORMAT = 2
 
 ARRAYS = (
     "node_lon", "node_lat", "node_osm_id", "node_out_offsets", "node_out_edges",
@@ -93,7 +96,9 @@ class Graph:
             f = path / f"{name}.npy"
             if not f.exists():
                 raise BundleError(f"graph in {path} is incomplete: {f.name} is missing; rebuild the bundle")
-            arrays[name] = np.load(f, mmap_mode="r")
+            # a plain ndarray view of the mapped file: indexing an np.memmap runs Python code per call
+            # (its __getitem__ and __array_finalize__), which the request path pays many times
+            arrays[name] = np.load(f, mmap_mode="r").view(np.ndarray)
         blob = (path / "strings.bin").read_bytes()
         return cls(path, arrays, meta, blob)
 

@@ -118,12 +118,10 @@ def largest_component(offsets: np.ndarray, targets: np.ndarray, usable: np.ndarr
     `turn_graph`). Snapping prefers these (`Snapper.snap(..., component_mask=...)`), as OSRM and
     Valhalla do, so that a location next to a small island of the network (a street reachable only
     through a no-entry road) does not end up with no route."""
-    import scipy.sparse as sp
-    from scipy.sparse.csgraph import connected_components
+    from geoengine.graph.scc import scc_labels
 
     n = len(offsets) - 1
-    m = sp.csr_matrix((np.ones(len(targets), dtype=np.int8), targets, offsets), shape=(n, n))
-    _k, label = connected_components(m, directed=True, connection="strong")
+    label, _k = scc_labels(np.asarray(offsets, dtype=np.int64), np.asarray(targets))
     usable = np.asarray(usable, dtype=bool)
     if not usable.any():
         return np.zeros(n, dtype=bool)

@@ -23,7 +23,11 @@ __all__ = ["SUPPORTED_LANGUAGES", "DIRECTIONS_TYPES", "resolve_language", "load_
 _LOCALE_BY_PRIMARY = {"en": "en-US", "hi": "hi", "fr": "fr", "de": "de", "es": "es", "ar": "ar"}
 SUPPORTED_LANGUAGES = ("en-US", "en", "hi", "fr", "de", "es", "ar")
 DIRECTIONS_TYPES = ("none", "maneuvers", "instructions")
-_TAG_RE = re.compile(r"^[A-Za-z]{2,3}([-_][A-Za-z0-9]{1,8})*$")
+#: a supported primary subtag (any case) with optional region/script subtags; the OpenAPI document
+#: states this same pattern (JSON Schema regexes have no inline flags, hence the classes)
+LANGUAGE_PATTERN = "^(" + "|".join("".join(f"[{c.upper()}{c}]" for c in p) for p in _LOCALE_BY_PRIMARY) + \
+    ")([-_][A-Za-z0-9]{1,8})*$"
+_TAG_RE = re.compile(LANGUAGE_PATTERN)
 _FEET_PER_METER = 3.28084
 
 
@@ -39,9 +43,9 @@ def resolve_language(tag: str | None, field: str = "directions_options.language"
     """The locale tag (file name) for a language tag; InvalidRequest for anything unsupported."""
     if tag is None:
         return "en-US"
-    t = str(tag).strip()
+    t = str(tag)
     primary = t.replace("_", "-").split("-")[0].lower()
-    if not _TAG_RE.match(t) or primary not in _LOCALE_BY_PRIMARY:
+    if not _TAG_RE.fullmatch(t) or primary not in _LOCALE_BY_PRIMARY:
         raise InvalidRequest.field(
             field, f"unsupported language '{tag}'; supported languages: {', '.join(SUPPORTED_LANGUAGES)} "
                    "(region variants such as fr-FR are accepted)")
@@ -61,6 +65,7 @@ class Locale:
         self.plural_rule = data.get("plural_rule", "one_is_1")
         self.lowercase_after_alert = bool(data.get("lowercase_after_alert", False))
         self.list_separator = data.get("street_separator", "/")
+        self._phrases: dict[tuple, str] = {}  # (value, unit, prepositional) -> phrase; bounded by rounding
 
     # numbers ---------------------------------------------------------------------------------------
     def number(self, value: float | int) -> str:
@@ -93,6 +98,15 @@ class Locale:
         return "one" if integer and int(value) == 1 else "other"
 
     def unit_phrase(self, value: float | int, unit: str, prepositional: bool = False) -> str:
+        key = (value, unit, prepositional)
+        phrase = self._phrases.get(key)
+        if phrase is None:
+            phrase = self._unit_phrase(value, unit, prepositional)
+            if len(self._phrases) < 4096:
+                self._phrases[key] = phrase
+        return phrase
+
+    def _unit_phrase(self, value: float | int, unit: str, prepositional: bool) -> str:
         table = self.data["units_in"] if prepositional and "units_in" in self.data else self.data["units"]
         forms = table[unit]
         cat = self.plural_category(value)
@@ -124,7 +138,11 @@ def round_distance(meters: float, units: str) -> tuple[float | int, str]:
     """(value, unit) of a distance rounded for speech: metres to 10 below 100 m and to 50 below 1 km, then
     km to 0.1 below 10 km and whole km above; feet to 10 below 100 ft and to 50 below 0.1 mi, then miles to
     0.1 below 10 mi and whole miles above."""
-    units = normalize_units(units)
+    return _round_distance(meters, normalize_units(units))
+
+
+def _round_distance(meters: float, units: str) -> tuple[float | int, str]:
+    """`round_distance` for units already normalised."""
     m = max(float(meters), 0.0)
     if units == "kilometers":
         if m < 975:
@@ -168,8 +186,21 @@ _ARRIVAL_ALERT = {ManeuverType.DESTINATION: "arrive_alert", ManeuverType.DESTINA
                   ManeuverType.DESTINATION_LEFT: "arrive_alert", ManeuverType.VIA: "via_alert"}
 
 
+_FIELD = re.compile(r"\{(\w+)\}")
+#: template -> True when `str.format_map` fills it exactly as the `{name}` substitution would
+_FORMAT_SAFE: dict[str, bool] = {}
+
+
 def _fill(template: str, values: dict[str, str]) -> str:
-    return re.sub(r"\{(\w+)\}", lambda m: values[m.group(1)], template)
+    """The template with each `{name}` replaced by `values[name]`."""
+    safe = _FORMAT_SAFE.get(template)
+    if safe is None:  # once per template of the locale files: only `{name}` fields, no other braces
+        rest = _FIELD.sub("", template)
+        safe = "{" not in rest and "}" not in rest and not any(f[0].isdigit() for f in _FIELD.findall(template))
+        _FORMAT_SAFE[template] = safe
+    if safe:
+        return template.format_map(values)
+    return _FIELD.sub(lambda m: values[m.group(1)], template)
 
 
 def _lower_first(s: str) -> str:
@@ -250,7 +281,7 @@ def render(maneuvers: list[Maneuver], language: str | None = "en-US", units: str
             d["instruction"] = text
             v = loc.data["verbal"]
             if prev is not None and prev.length_m > 0:
-                dist_in = loc.unit_phrase(*round_distance(prev.length_m, units), prepositional=True)
+                dist_in = loc.unit_phrase(*_round_distance(prev.length_m, units), prepositional=True)
                 arrival = _ARRIVAL_ALERT.get(m.type)
                 if arrival is not None:
                     if arrival == "arrive_alert" and m.stop_index is not None:
@@ -263,7 +294,7 @@ def render(maneuvers: list[Maneuver], language: str | None = "en-US", units: str
                     alert = _fill(v["alert"], {"distance_in": dist_in, "instruction": body})
                 d["verbal_transition_alert_instruction"] = alert
             if m.length_m > 0:
-                value, unit = round_distance(m.length_m, units)
+                value, unit = _round_distance(m.length_m, units)
                 d["verbal_post_transition_instruction"] = _fill(v["post"], {
                     "distance": loc.unit_phrase(value, unit), "distance_in": loc.unit_phrase(value, unit, True)})
         out.append(d)

@@ -622,6 +622,48 @@ def _path(mv, fp, bp, up_row, up_tgt, up_mid, up_c1, up_c2, up_hops, dn_row, dn_
 
 
 @numba.njit(cache=True, nogil=True)
+def _pick_kernel(ranks, offs, r, label):
+    """Index of the candidate at rank r whose offset is nearest the final label (the first such), or -1."""
+    best, bestd = -1, INF
+    for i in range(ranks.shape[0]):
+        if ranks[i] == r:
+            d = abs(offs[i] - label)
+            if best < 0 or d < bestd:
+                best, bestd = i, d
+    return best
+
+
+@numba.njit(cache=True, nogil=True)
+def _query_kernel(n, rank, order, up_off, up_tgt, up_w, up_s, up_row, up_mid, up_c1, up_c2, up_hops,
+                  dn_off, dn_tgt, dn_w, dn_s, dn_row, dn_mid, dn_c1, dn_c2, dn_hops,
+                  sv, so, so2, tv, to, to2, want_path,
+                  fd, fs, fp, fst, fhk, fhv, fhp, bd, bs, bp, bst, bhk, bhv, bhp, ctr):
+    """`query` without force_loop in one call: ranks, the bidirectional search, the unpacked path and the
+    candidates used. Returns (status, primary, secondary, path, source index, target index); status -1:
+    a source vertex out of range, -2: a target out of range, 0: no path, 1: found."""
+    empty = np.empty(0, np.int64)
+    sr = np.empty(sv.shape[0], np.int64)
+    tr = np.empty(tv.shape[0], np.int64)
+    for i in range(sv.shape[0]):
+        if sv[i] < 0 or sv[i] >= n:
+            return -1, INF, INF, empty, -1, -1
+        sr[i] = rank[sv[i]]
+    for i in range(tv.shape[0]):
+        if tv[i] < 0 or tv[i] >= n:
+            return -2, INF, INF, empty, -1, -1
+        tr[i] = rank[tv[i]]
+    best, best2, mv = _p2p(up_off, up_tgt, up_w, up_s, dn_off, dn_tgt, dn_w, dn_s, sr, so, so2, tr, to, to2, False,
+                           fd, fs, fp, fst, fhk, fhv, fhp, bd, bs, bp, bst, bhk, bhv, bhp, ctr)
+    if mv < 0:
+        return 0, INF, INF, empty, -1, -1
+    if not want_path:
+        return 1, best, best2, empty, -1, -1
+    p, srank, trank = _path(mv, fp, bp, up_row, up_tgt, up_mid, up_c1, up_c2, up_hops, dn_row, dn_tgt, dn_mid,
+                            dn_c1, dn_c2, dn_hops, order)
+    return 1, best, best2, p, _pick_kernel(sr, so, srank, fd[srank]), _pick_kernel(tr, to, trank, bd[trank])
+
+
+@numba.njit(cache=True, nogil=True)
 def _hops(up_off, up_mid, up_c1, up_c2, dn_off, dn_mid, dn_c1, dn_c2):
     """Number of original arcs behind each up and dn arc."""
     nu = up_mid.shape[0]
@@ -945,6 +987,16 @@ class ContractionHierarchy:
         """
         sv, so, so2 = _as_locations(sources, source_offsets, source_offsets2, "sources")
         tv, to, to2 = _as_locations(targets, target_offsets, target_offsets2, "targets")
+        if not force_loop:  # the common case: one kernel call from ranks to the unpacked path
+            f, b, ctr = self._ws()
+            status, best, best2, p, si, ti = _query_kernel(
+                self.n, self.rank, self.order, self.up_off, self.up_tgt, self.up_w, self.up_s, self.up_row,
+                self.up_mid, self.up_c1, self.up_c2, self.up_hops, self.dn_off, self.dn_tgt, self.dn_w, self.dn_s,
+                self.dn_row, self.dn_mid, self.dn_c1, self.dn_c2, self.dn_hops, sv, so, so2, tv, to, to2, bool(path),
+                *f, *b, ctr)
+            if status < 0:
+                raise ValueError(f"{'sources' if status == -1 else 'targets'}: vertex out of range [0, {self.n})")
+            return PathResult(float(best), float(best2), p, int(si), int(ti))
         for name, v in (("sources", sv), ("targets", tv)):
             if v.size and (v.min() < 0 or v.max() >= self.n):
                 raise ValueError(f"{name}: vertex out of range [0, {self.n})")
@@ -1047,7 +1099,7 @@ class ContractionHierarchy:
 def _readonly(a):
     """A read-only view: built and memory-mapped hierarchies then share one compiled specialisation of
     every kernel (Numba types read-only arrays separately)."""
-    v = np.asanyarray(a).view()
+    v = np.asarray(a).view()  # np.memmap -> plain ndarray over the same mapping (cheaper to index)
     v.flags.writeable = False
     return v
 

@@ -158,6 +158,73 @@ def _gather(px, py, radius, cell_off, items, lon0, lat0, cw, ch, nx, ny, lon, la
     return out_e[order], out_f[order], out_lo[order], out_la[order], out_d[order]
 
 
+@numba.njit(cache=True, nogil=True)
+def _candidates_many(pxs, pys, rads, default_radii, cell_off, items, lon0, lat0, cw, ch, nx, ny, lon, lat, piece_a,
+                     piece_seg, piece_cum, piece_len, seg_len, usable, comp, use_comp, seen, stamp, slack, kmax):
+    """`GridSnapper.candidates` of many points in one call (rads[i] NaN: the default radii), each point's
+    candidates cut to those within `slack` metres of its nearest, at most `kmax`. Returns flat arrays
+    (edge, fraction, lon, lat, distance), ptr int64[n+1] (point i: [ptr[i], ptr[i+1])) and ok bool[n]."""
+    n = pxs.shape[0]
+    cap = max(16, 4 * n)
+    E = np.empty(cap, np.int64)
+    F = np.empty(cap)
+    LO = np.empty(cap)
+    LA = np.empty(cap)
+    D = np.empty(cap)
+    ptr = np.zeros(n + 1, np.int64)
+    ok = np.zeros(n, np.bool_)
+    c = comp if use_comp else usable
+    m = 0
+    for i in range(n):
+        radii = default_radii if np.isnan(rads[i]) else rads[i:i + 1]
+        e, f, lo, la, d = _gather(pxs[i], pys[i], radii[0], cell_off, items, lon0, lat0, cw, ch, nx, ny, lon, lat,
+                                  piece_a, piece_seg, piece_cum, piece_len, seg_len, usable, c, use_comp, True,
+                                  seen, stamp)
+        ie, i_f, ilo, ila, idd = e[:0], f[:0], lo[:0], la[:0], d[:0]
+        island = False
+        found = e.shape[0] > 0
+        for r_i in range(radii.shape[0]):
+            if r_i > 0:
+                e, f, lo, la, d = _gather(pxs[i], pys[i], radii[r_i], cell_off, items, lon0, lat0, cw, ch, nx, ny,
+                                          lon, lat, piece_a, piece_seg, piece_cum, piece_len, seg_len, usable, c,
+                                          use_comp, True, seen, stamp)
+                found = e.shape[0] > 0
+            if found:
+                break
+            if use_comp and not island:
+                ie, i_f, ilo, ila, idd = _gather(pxs[i], pys[i], radii[r_i], cell_off, items, lon0, lat0, cw, ch,
+                                                 nx, ny, lon, lat, piece_a, piece_seg, piece_cum, piece_len,
+                                                 seg_len, usable, c, True, False, seen, stamp)
+                island = ie.shape[0] > 0
+        if not found and island:
+            e, f, lo, la, d = ie, i_f, ilo, ila, idd
+            found = True
+        if found:
+            k = min(np.searchsorted(d, d[0] + slack, side="right"), kmax)
+            if m + k > cap:
+                cap = 2 * (m + k)
+                E2 = np.empty(cap, np.int64)
+                F2 = np.empty(cap)
+                LO2 = np.empty(cap)
+                LA2 = np.empty(cap)
+                D2 = np.empty(cap)
+                E2[:m] = E[:m]
+                F2[:m] = F[:m]
+                LO2[:m] = LO[:m]
+                LA2[:m] = LA[:m]
+                D2[:m] = D[:m]
+                E, F, LO, LA, D = E2, F2, LO2, LA2, D2
+            E[m:m + k] = e[:k]
+            F[m:m + k] = f[:k]
+            LO[m:m + k] = lo[:k]
+            LA[m:m + k] = la[:k]
+            D[m:m + k] = d[:k]
+            m += k
+            ok[i] = True
+        ptr[i + 1] = m
+    return E[:m], F[:m], LO[:m], LA[:m], D[:m], ptr, ok
+
+
 class GridSnapper:
     """Grid over a `Snapper`'s pieces; `candidates(lon, lat, radius, usable, comp)` as in snap_many."""
 
@@ -201,6 +268,20 @@ class GridSnapper:
         return _gather(lon, lat, radius, self.cell_off, self.items, self.lon0, self.lat0, self.cw, self.ch, self.nx,
                        self.ny, self.lon, self.lat, self.piece_a, self.piece_seg, self.piece_cum, self.piece_len,
                        self.seg_len, usable, comp, use_comp, want, seen, stamp)
+
+    def candidates_many(self, lons: np.ndarray, lats: np.ndarray, radii: np.ndarray, usable: np.ndarray,
+                        comp: np.ndarray | None, slack: float, kmax: int):
+        """`candidates` of many points in one kernel call (radii[i] NaN: the default radii), each cut to
+        the candidates within `slack` metres of its nearest, at most `kmax`: (edge, fraction, lon, lat,
+        distance) flat arrays, ptr int64[n+1] and ok bool[n] (False: nothing in reach)."""
+        seen, stamp = self._ws()
+        use_comp = comp is not None
+        return _candidates_many(np.ascontiguousarray(lons, dtype=np.float64),
+                                np.ascontiguousarray(lats, dtype=np.float64),
+                                np.ascontiguousarray(radii, dtype=np.float64), _RADII, self.cell_off, self.items,
+                                self.lon0, self.lat0, self.cw, self.ch, self.nx, self.ny, self.lon, self.lat,
+                                self.piece_a, self.piece_seg, self.piece_cum, self.piece_len, self.seg_len, usable,
+                                comp if use_comp else usable, use_comp, seen, stamp, float(slack), int(kmax))
 
     def candidates(self, lon: float, lat: float, radius, usable: np.ndarray, comp: np.ndarray | None,
                    index: int, field: str):

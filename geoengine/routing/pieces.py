@@ -40,16 +40,19 @@ def piece_geometry(graph, leg: Leg):
 def pieces_geometry(graph, pieces: list[Leg]):
     """Shape (lon, lat) of consecutive pieces (one route leg) and, per traversed edge, its first/last
     shape index in that shape, the edges and the fraction of each edge covered."""
+    if len(pieces) == 1:  # the common case: nothing to join
+        lo, la, b, e, cov = piece_geometry(graph, pieces[0])
+        return lo, la, b, e, np.asarray(pieces[0].edges, dtype=np.int64), cov
     lons, lats, begins, ends, edges, covered = [], [], [], [], [], []
     offset = 0
     for p_i, piece in enumerate(pieces):
         lo, la, b, e, cov = piece_geometry(graph, piece)
         if p_i > 0:
-            # the next piece starts where the previous ended (same location); drop the duplicate point
+            # the next piece starts where the previous ended (same location): its point j lands at
+            # offset + j, and its point 0 (the duplicate) is dropped
             lo, la = lo[1:], la[1:]
-            b = np.maximum(b - 1, 0) + offset
-            e = e - 1 + offset
-            b[0] = offset
+            b = b + offset
+            e = e + offset
         lons.append(lo)
         lats.append(la)
         begins.append(b)
@@ -119,6 +122,17 @@ def _piece_shape(edges, f_first, f_last, so, slon, slat):
         k = edges[i] >> 1
         a, b = so[k], so[k + 1]
         c = b - a
+        if 0 < i < n - 1:
+            # a wholly travelled middle edge: its points after the first (the junction, already written)
+            start = pos
+            for j in range(1, c):
+                p = b - 1 - j if edges[i] & 1 else a + j
+                out_lo[pos] = slon[p]
+                out_la[pos] = slat[p]
+                pos += 1
+            begin[i] = end[i - 1]
+            end[i] = begin[i] + (pos - start)
+            continue
         lo = np.empty(c)
         la = np.empty(c)
         if edges[i] & 1:

@@ -14,6 +14,9 @@ cell without unpacking paths.
 
 from __future__ import annotations
 
+import math
+
+import numba
 import numpy as np
 
 from geoengine.costing import Options, default_options, edge_costs, mode_of, turn_penalty
@@ -28,6 +31,35 @@ L_SCALE = 10.0
 def pack(time_s, length_m):
     return np.round(np.asarray(time_s, dtype=np.float64) * T_SCALE) * SHIFT + np.round(
         np.asarray(length_m, dtype=np.float64) * L_SCALE)
+
+
+@numba.njit(cache=True, nogil=True)
+def _offsets(edges, fractions, cost, time, length, negate):
+    """`Profile.source_offsets` / `target_offsets` (negated) of 1-D arrays in one call; the same
+    operations in the same order as `pack`, so the results are bit-identical."""
+    n = edges.shape[0]
+    c = np.empty(n)
+    s = np.empty(n)
+    for i in range(n):
+        e = edges[i]
+        rem = 1.0 - fractions[i]
+        ci = rem * cost[e]
+        si = np.rint(rem * time[e] * T_SCALE) * SHIFT + np.rint(rem * length[e] * L_SCALE)
+        c[i] = -ci if negate else ci
+        s[i] = -si if negate else si
+    return c, s
+
+
+def unpack_scalar(x: float) -> tuple[float, float]:
+    """`unpack` of one Python float: (time_s, length_m), bit-identical, without numpy's overhead."""
+    if not math.isfinite(x):
+        return math.inf, math.inf
+    t = float(math.floor((x + 0.5) / SHIFT))
+    length = x - t * SHIFT
+    if length < -0.5:  # the length field borrowed one unit of time
+        t -= 1.0
+        length += SHIFT
+    return t / T_SCALE, length / L_SCALE
 
 
 def unpack(x):
@@ -111,11 +143,18 @@ class Profile:
     # -- location offsets ----------------------------------------------------------------------------
     def source_offsets(self, edges, fractions):
         """Cost and packed secondary still to travel from a position to the end of its edge."""
-        rem = 1.0 - np.asarray(fractions, dtype=np.float64)
         e = np.asarray(edges, dtype=np.int64)
+        f = np.asarray(fractions, dtype=np.float64)
+        if e.ndim == 1 and f.shape == e.shape:
+            return _offsets(e, f, self.cost, self.time, self.length, False)
+        rem = 1.0 - f
         return rem * self.cost[e], pack(rem * self.time[e], rem * self.length[e])
 
     def target_offsets(self, edges, fractions):
         """Minus the cost of the part of the target edge beyond the position (arcs charge whole edges)."""
-        c, s = self.source_offsets(edges, fractions)
+        e = np.asarray(edges, dtype=np.int64)
+        f = np.asarray(fractions, dtype=np.float64)
+        if e.ndim == 1 and f.shape == e.shape:
+            return _offsets(e, f, self.cost, self.time, self.length, True)
+        c, s = self.source_offsets(e, f)
         return -c, -s

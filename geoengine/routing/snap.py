@@ -12,7 +12,6 @@ import threading
 from dataclasses import dataclass
 
 import numpy as np
-from rtree import index as rtree_index
 
 from geoengine.errors import FieldError, InvalidRequest, Unsnappable, field_path
 from geoengine.geo import EARTH_RADIUS_M, bearing_deg, haversine_m
@@ -115,15 +114,29 @@ class Snapper:
         self.lon, self.lat = lon, lat
         mins = np.column_stack([np.minimum(lon[a], lon[a + 1]), np.minimum(lat[a], lat[a + 1])])
         maxs = np.column_stack([np.maximum(lon[a], lon[a + 1]), np.maximum(lat[a], lat[a + 1])])
-        ids = np.arange(len(a), dtype=np.int64)
-        props = rtree_index.Property()
-        props.dimension = 2
-        if len(a):
-            self.tree = rtree_index.Index((ids, np.ascontiguousarray(mins), np.ascontiguousarray(maxs)),
-                                          properties=props)
-        else:
-            self.tree = rtree_index.Index(properties=props)
+        self._boxes = (np.ascontiguousarray(mins), np.ascontiguousarray(maxs))
+        self._tree = None
+        self._tree_lock = threading.Lock()
         self._lock = threading.Lock()
+
+    @property
+    def tree(self):
+        """The R-tree over the shape pieces, built at its first use: locations without hints are snapped by
+        the grid kernel (geoengine.routing.fastsnap), so a plain route in a fresh process never builds it."""
+        if self._tree is None:
+            with self._tree_lock:
+                if self._tree is None:
+                    from rtree import index as rtree_index
+
+                    mins, maxs = self._boxes
+                    props = rtree_index.Property()
+                    props.dimension = 2
+                    if len(mins):
+                        ids = np.arange(len(mins), dtype=np.int64)
+                        self._tree = rtree_index.Index((ids, mins, maxs), properties=props)
+                    else:
+                        self._tree = rtree_index.Index(properties=props)
+        return self._tree
 
     def _query(self, lon0: float, lat0: float, radius: float) -> np.ndarray:
         dlat = radius / _M_PER_DEG

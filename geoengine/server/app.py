@@ -17,6 +17,7 @@ from geoengine.server import problems
 from geoengine.server.hotpath import HotPath
 from geoengine.server.lifecycle import FaultGuard, Reloader
 from geoengine.server.middleware import BodyLimitMiddleware, GatewayMiddleware
+from geoengine.server.openapi import tighten
 from geoengine.server.proxy import ProxyHeadersMiddleware
 from geoengine.server.routes import ROUTE_MODULES
 from geoengine.server.web.access import WebAccessMiddleware
@@ -120,6 +121,7 @@ def _document_gateway(app: FastAPI) -> None:
                 for code, resp in responses.items():
                     if code[0] in "45" and "content" not in resp:
                         resp["content"] = ref
+        tighten(schema, app.state.settings)  # the cross-field rules and grammars the models cannot state
         app.openapi_schema = schema
         return schema
 

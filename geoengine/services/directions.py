@@ -8,10 +8,12 @@ maps the request onto a RouteRequest, and `dialects.directions` renders the type
 
 from __future__ import annotations
 
+import re
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
+from geoengine.narrative.locales import LANGUAGE_PATTERN
 from geoengine.services.models import PROFILE_COSTING, Lat, Lon
 
 PROFILES = PROFILE_COSTING
@@ -49,8 +51,8 @@ class DirectionsRequest(BaseModel):
     def _language(cls, v):
         if not isinstance(v, str):
             raise ValueError(f"language must be a string; supported languages: {', '.join(LANGUAGES)}")
-        primary = v.strip().replace("_", "-").split("-")[0].lower()
-        if primary not in LANGUAGES or not v.strip().replace("_", "-").replace("-", "").isalnum():
+        primary = v.replace("_", "-").split("-")[0].lower()
+        if primary not in LANGUAGES or not re.fullmatch(LANGUAGE_PATTERN, v):
             raise ValueError(f"unsupported language '{v}'; supported languages: {', '.join(LANGUAGES)}")
         return primary
 

@@ -146,22 +146,7 @@ def matched_route(matcher, req: MapMatchRequest):
     notes = router.notes(options)
     route = None
     for sec in res.sections:
-        cov = np.ones(len(sec.edges))
-        if len(sec.edges) == 1:
-            cov[0] = sec.f_last - sec.f_first
-        else:
-            cov[0] = 1.0 - sec.f_first
-            cov[-1] = sec.f_last
-        e = sec.edges
-        # time with the turn delays of the costing: the search graph's arcs carry the head edge's
-        # time plus the delay of the turn into it (packed with the length; see profile.unpack)
-        turn_s = 0.0
-        if len(e) > 1:
-            s_ = prof.search
-            arc_t, _ = unpack(_arc_sum(s_.offsets, s_.targets, s_.secondary, e))
-            turn_s = max(float(arc_t) - float(prof.time[e[1:]].sum()), 0.0)
-        leg = Leg(e, sec.f_first, sec.f_last, float((cov * prof.cost[e]).sum()),
-                  float((cov * prof.time[e]).sum()) + turn_s, float((cov * prof.length[e]).sum()))
+        leg = _piece(prof, sec.edges, sec.f_first, sec.f_last)
         ends = [int(sec.points[0]), int(sec.points[-1])]
         locs = [SimpleNamespace(type="break", lon=float(lon[i]), lat=float(lat[i]), waiting_secs=None) for i in ends]
         cands = [{"lon": res.lon[i:i + 1], "lat": res.lat[i:i + 1], "distance": res.distance[i:i + 1]} for i in ends]
@@ -176,6 +161,64 @@ def matched_route(matcher, req: MapMatchRequest):
     n = len(res.sections)
     route.status_message = "Found matched route" + (f" in {n} sections" if n > 1 else "")
     return route, res
+
+
+def _piece(prof, edges: np.ndarray, f_first: float, f_last: float) -> Leg:
+    """The piece over `edges` from f_first on the first to f_last on the last, with the costing's turn
+    delays between them (the search graph's arcs carry the head edge's time plus the delay of the turn
+    into it, packed with the length; see profile.unpack)."""
+    cov = np.ones(len(edges))
+    if len(edges) == 1:
+        cov[0] = f_last - f_first
+    else:
+        cov[0] = 1.0 - f_first
+        cov[-1] = f_last
+    turn_s = 0.0
+    if len(edges) > 1:
+        s_ = prof.search
+        arc_t, _ = unpack(_arc_sum(s_.offsets, s_.targets, s_.secondary, edges))
+        turn_s = max(float(arc_t) - float(prof.time[edges[1:]].sum()), 0.0)
+    return Leg(edges, f_first, f_last, float((cov * prof.cost[edges]).sum()),
+               float((cov * prof.time[edges]).sum()) + turn_s, float((cov * prof.length[edges]).sum()))
+
+
+def matched_routes_by_point(matcher, req: MapMatchRequest):
+    """(one typed Route per matched section, with one leg between each two consecutive matched trace
+    points of it, as OSRM's match returns; MatchResult). A point's position on the matched path is its
+    edge and fraction; a point behind the previous one on the same edge is held at the previous one."""
+    from geoengine.services.route import build_route
+
+    router = matcher.router
+    prof, lon, lat, res, options = run(matcher, req)
+    opts = req.directions_options.model_copy(update={"units": req.effective_units})
+    notes = router.notes(options)
+    kept = (res.type != UNMATCHED) & (res.edge_index >= 0)
+    routes = []
+    base = 0
+    for k, sec in enumerate(res.sections):
+        pts = np.flatnonzero(kept & (res.section == k))
+        local = res.edge_index[pts] - base
+        base += len(sec.edges)
+        local = np.maximum.accumulate(np.clip(local, 0, len(sec.edges) - 1))  # the path only goes forward
+        frac = res.fraction[pts].astype(np.float64)
+        pieces = []
+        for a in range(len(pts) - 1):
+            ea, eb = int(local[a]), int(local[a + 1])
+            fa, fb = float(frac[a]), float(frac[a + 1])
+            if ea == eb:
+                fb = max(fb, fa)
+            pieces.append(_piece(prof, sec.edges[ea:eb + 1], fa, fb))
+        if not pieces:  # fewer than two kept points: the section as one leg between its ends
+            pts = np.array([int(sec.points[0]), int(sec.points[-1])])
+            pieces = [_piece(prof, sec.edges, sec.f_first, sec.f_last)]
+        locs = [SimpleNamespace(type="break", lon=float(lon[i]), lat=float(lat[i]), waiting_secs=None) for i in pts]
+        cands = [{"lon": res.lon[i:i + 1], "lat": res.lat[i:i + 1], "distance": res.distance[i:i + 1]} for i in pts]
+        route = build_route(router, prof, locs, cands, pieces, notes, opts)
+        for loc, i in zip(route.locations, pts.tolist(), strict=True):
+            loc.original_index = i
+        route.status_message = "Found matched route"
+        routes.append(route)
+    return routes, res
 
 
 def map_match_document(matcher, req: MapMatchRequest) -> dict:

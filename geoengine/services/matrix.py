@@ -94,7 +94,8 @@ def compute(router, req: MatrixRequest):
     dst = np.array([[loc.lon, loc.lat] for loc in req.targets], dtype=np.float64)
     options, depart = departure(req)
     res = router.matrix(src, dst, req.costing, options, source_radius=radii(req.sources),
-                        target_radius=radii(req.targets))
+                        target_radius=radii(req.targets), source_locations=req.sources,
+                        target_locations=req.targets)
     return res, depart
 
 
@@ -106,9 +107,9 @@ def matrix_document(router, req: MatrixRequest) -> dict:
     times = np.rint(np.where(ok, res.time_s, 0.0)).astype(np.int64).tolist()
     dists = np.round(np.where(ok, res.distance_m, 0.0) / scale, 3).tolist()
     ok = ok.tolist()
-    m = len(req.targets)
-    rows = [[{"from_index": i, "to_index": j, "time": t_row[j], "distance": d_row[j]} if ok_row[j] else None
-             for j in range(m)]
+    cols = range(len(req.targets))
+    rows = [[{"from_index": i, "to_index": j, "time": t, "distance": d} if o else None
+             for j, t, d, o in zip(cols, t_row, d_row, ok_row, strict=True)]
             for i, (t_row, d_row, ok_row) in enumerate(zip(times, dists, ok, strict=True))]
     if depart is not None:  # estimated arrival per cell
         for t_row, row in zip(times, rows, strict=True):

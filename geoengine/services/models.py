@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import Annotated, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, field_validator
 
 from geoengine.costing.schema import COSTINGS
 
@@ -68,6 +68,16 @@ Lat = Annotated[float, Field(ge=-90, le=90, allow_inf_nan=False, description="La
 MAX_WAITING_SECS = 7 * 86_400  # = services.route_options.MAX_WAITING_SECS: keeps date_time arithmetic in range
 
 
+def integral(v):
+    """A JSON number with no fractional part (57.0) is the integer 57, as JSON Schema's `integer` says; a
+    string, a boolean or 57.5 stays refused by the strict int that follows."""
+    return int(v) if type(v) is float and v.is_integer() else v
+
+
+#: an int field of a request body: strict (no "57", no true) but 57.0 is 57 (JSON has one number type)
+JsonInt = Annotated[int, BeforeValidator(integral)]
+
+
 def _units(v):
     aliases = {"km": "kilometers", "kilometres": "kilometers", "mi": "miles"}
     return aliases.get(v, v) if isinstance(v, str) else v
@@ -88,9 +98,9 @@ class Location(BaseModel):
     name: str | None = Field(None, description="Human-readable location name, echoed in the response")
     street: str | None = Field(None, description="Street name hint: candidates on a street of that name rank first")
     city: str | None = Field(None, description="City hint, echoed in the response")
-    waiting_secs: int | None = Field(None, ge=0, le=MAX_WAITING_SECS,
+    waiting_secs: JsonInt | None = Field(None, ge=0, le=MAX_WAITING_SECS,
                                      description="Waiting time at the location, added to the time (at most 7 days)")
-    search_radius: int | None = Field(None, ge=1, le=100, description="Candidate search radius in metres")
+    search_radius: JsonInt | None = Field(None, ge=1, le=100, description="Candidate search radius in metres")
     rank_candidates: bool | None = Field(None, description="Rank candidates by distance and hints (default true)")
     preferred_side: Literal["same", "opposite", "either"] | None = Field(
         None, description="Side of the road to reach the location on (right-hand traffic)")

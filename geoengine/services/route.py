@@ -35,6 +35,7 @@ from geoengine.services.models import (
     AvoidLocation,
     Costing,
     DirectionsOptions,
+    JsonInt,
     Lat,
     Location,
     Lon,
@@ -73,7 +74,7 @@ class RouteRequest(BaseModel):
     avoid_locations: list[AvoidLocation] | None = None
     avoid_polygons: list[Annotated[list[tuple[Lon, Lat]], Field(min_length=3, max_length=MAX_AVOID_POLYGON_POINTS)]] | None = Field(
         None, description="Rings of [lon, lat] pairs; roads crossing them are avoided")
-    alternates: int | None = Field(None, ge=0, le=3, description="Number of alternate routes, 1 to 3 (0: none)")
+    alternates: JsonInt | None = Field(None, ge=0, le=3, description="Number of alternate routes, 1 to 3 (0: none)")
     date_time: dict[str, Any] | None = None
     shape_format: Literal["polyline6", "polyline5", "geojson"] = "polyline6"
     linear_references: bool = False
@@ -93,10 +94,13 @@ class RouteRequest(BaseModel):
 
 
 _TYPE_NAMES = {int(t): t.key for t in ManeuverType}
+_TEXT_KEYS = ("instruction", "verbal_transition_alert_instruction", "verbal_pre_transition_instruction",
+              "verbal_post_transition_instruction", "verbal_succinct_transition_instruction")
+
 
 
 # -- the typed route -------------------------------------------------------------------------------------
-@dataclass
+@dataclass(slots=True)
 class Maneuver:
     """One maneuver of a leg. `type` is Valhalla's maneuver type code; `text` holds the instruction
     and its verbal forms when instructions were asked for."""
@@ -117,20 +121,29 @@ class Maneuver:
     stop_index: int | None = None
     stop_kind: str | None = None
     exit_street_names: list[str] = field(default_factory=list)
-    text: dict[str, str] = field(default_factory=dict)
-    #: the narrative layer's rendering of this maneuver (numbers rounded in the route's units), which
-    #: the trip serializer starts from instead of rounding and building it again
+    #: the narrative layer's rendering of this maneuver (numbers rounded in the route's units, texts
+    #: when instructions were asked for), which the trip serializer starts from instead of rounding
+    #: and building it again
     rendered: dict = field(default_factory=dict, repr=False)
     departure: datetime | None = None
     arrival: datetime | None = None
+    #: the leg's edges the maneuver covers: leg.edges[begin_edge:end_edge]
+    begin_edge: int = 0
+    end_edge: int = 0
 
     @property
     def type_name(self) -> str:
         return _TYPE_NAMES[self.type]
 
     @property
+    def text(self) -> dict[str, str]:
+        """The instruction and its verbal forms (empty unless instructions were asked for)."""
+        d = self.rendered
+        return {k: d[k] for k in _TEXT_KEYS if k in d}
+
+    @property
     def instruction(self) -> str:
-        return self.text.get("instruction", "")
+        return self.rendered.get("instruction", "")
 
 
 @dataclass
@@ -152,6 +165,11 @@ class RouteLeg:
     climb_m: float | None = None
     descent_m: float | None = None
     pieces: list[Leg] = field(default_factory=list)
+    #: per traversed edge: its first and last index in (lon, lat), and the seconds spent on it (the
+    #: covered share of the edge's time; turn delays and waiting are not in it)
+    shape_begin: np.ndarray | None = None
+    shape_end: np.ndarray | None = None
+    edge_time_s: np.ndarray | None = None
     departure: datetime | None = None
     arrival: datetime | None = None
     elevation_interval: float | None = None
@@ -189,6 +207,8 @@ class Route:
     arrival: datetime | None = None
     status_message: str = "Found route between points"
     grades: bool = False  # the graph has DEM grades: the route reports its climb and descent
+    #: bool[E], the directed edges the route's costing and options may use (the profile's own array)
+    usable: np.ndarray | None = field(default=None, repr=False)
 
     @property
     def time_s(self) -> float:
@@ -275,26 +295,22 @@ def _path_info(graph, prof, lon, lat, begin, end, edges, covered, stops, points)
     return path, length_m
 
 
-_TEXT_KEYS = ("instruction", "verbal_transition_alert_instruction", "verbal_pre_transition_instruction",
-              "verbal_post_transition_instruction", "verbal_succinct_transition_instruction")
-
-
 def _maneuvers(path: PathInfo, edge_cost: np.ndarray, opts: DirectionsOptions, costing: str) -> list[Maneuver]:
     ms = build_maneuvers(path, opts.units)
     texts = render(ms, opts.language, opts.units, opts.directions_type)
     mode, kind = TRAVEL[costing]
-    cum = np.concatenate([[0.0], np.cumsum(edge_cost)])
     n = len(edge_cost)
-    costs = (cum[np.minimum([m.end_edge for m in ms], n)] - cum[np.minimum([m.begin_edge for m in ms], n)]).tolist()
+    cum = np.concatenate(([0.0], np.cumsum(edge_cost)))
+    ends = np.fromiter((m.end_edge for m in ms), np.int64, len(ms))
+    begins = np.fromiter((m.begin_edge for m in ms), np.int64, len(ms))
+    costs = (cum[np.minimum(ends, n)] - cum[np.minimum(begins, n)]).tolist()
     roundabout = ManeuverType.ROUNDABOUT_ENTER
-    return [Maneuver(
-        type=int(m.type), street_names=list(m.street_names), length_m=float(m.length_m), time_s=float(m.time_s),
-        cost=c, begin_shape_index=int(m.begin_shape_index), end_shape_index=int(m.end_shape_index),
-        bearing_before=m.bearing_before, bearing_after=m.bearing_after, travel_mode=mode, travel_type=kind,
-        roundabout_exit_count=m.roundabout_exit_count, side=m.side, stop_index=m.stop_index, stop_kind=m.stop_kind,
-        exit_street_names=list(m.exit_street_names) if m.type == roundabout else [],
-        text={k: d[k] for k in _TEXT_KEYS if k in d}, rendered=d)
-        for m, d, c in zip(ms, texts, costs, strict=True)]
+    # the narrative's maneuvers are this function's own (fresh lists, Python numbers): taken as they are
+    return [Maneuver(int(m.type), m.street_names, m.length_m, m.time_s, c, m.begin_shape_index,
+                     m.end_shape_index, m.bearing_before, m.bearing_after, mode, kind, m.roundabout_exit_count,
+                     m.side, m.stop_index, m.stop_kind, m.exit_street_names if m.type == roundabout else [], d,
+                     begin_edge=m.begin_edge, end_edge=m.end_edge)
+            for m, d, c in zip(ms, texts, costs, strict=True)]
 
 
 def build_route(router, prof, locations, cands, pieces: list[Leg], notes: list[str],
@@ -329,16 +345,16 @@ def build_route(router, prof, locations, cands, pieces: list[Leg], notes: list[s
         if a == 0:
             wait += float(locations[0].waiting_secs or 0)
         k = edges >> 1
-        flags = np.asarray(graph.seg_flags)[k]
-        klass = np.asarray(graph.seg_class)[k].astype(np.int64)
+        flags = int(np.bitwise_or.reduce(np.asarray(graph.seg_flags)[k])) if len(k) else 0
         leg = RouteLeg(
             lon=lon, lat=lat, edges=edges, covered=covered,
             # totals from the search's packed metric (turn delays included): the same numbers /matrix gives
             time_s=float(sum(p.time_s for p in leg_pieces)) + wait,
             length_m=float(sum(p.length_m for p in leg_pieces)),
             cost=float(sum(p.cost for p in leg_pieces)),
-            has_toll=bool((flags & T.F_TOLL).any()), has_highway=bool(_IS_HIGHWAY[klass].any()),
-            has_ferry=bool((flags & T.F_FERRY).any()), maneuvers=maneuvers, pieces=list(leg_pieces))
+            has_toll=bool(flags & T.F_TOLL), has_highway=bool(_IS_HIGHWAY[np.asarray(graph.seg_class)[k]].any()),
+            has_ferry=bool(flags & T.F_FERRY), maneuvers=maneuvers, pieces=list(leg_pieces),
+            shape_begin=begin, shape_end=end, edge_time_s=prof.time[edges] * covered)
         if grades:  # metres climbed and descended, from the DEM grades of the traversed edges
             climb, descent = climb_descent(graph, edges, covered)
             if climb is not None:
@@ -355,7 +371,7 @@ def build_route(router, prof, locations, cands, pieces: list[Leg], notes: list[s
             snapped_lon=float(c["lon"][k]), snapped_lat=float(c["lat"][k]), snapped_distance_m=float(c["distance"][k]),
             name=getattr(loc, "name", None), street=getattr(loc, "street", None), city=getattr(loc, "city", None)))
     return Route(costing=prof.costing, units=opts.units, language=opts.language, legs=legs,
-                 locations=route_locations, warnings=list(notes), grades=grades)
+                 locations=route_locations, warnings=list(notes), grades=grades, usable=prof.usable)
 
 
 def run(engine, req: RouteRequest, *, field: str = "locations", alternates: int | None = None) -> RouteResult:

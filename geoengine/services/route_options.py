@@ -40,6 +40,8 @@ def parse_date_time(date_time, now: datetime | None = None, field: str = "date_t
     if not isinstance(date_time, dict):
         raise InvalidRequest.field(field, 'an object {"type": 0|1|2|3, "value": "YYYY-MM-DDTHH:MM"}')
     t = date_time.get("type")
+    if type(t) is float and t.is_integer():  # JSON: 1.0 is the integer 1
+        t = int(t)
     if isinstance(t, bool) or not isinstance(t, int) or t not in DATE_TIME_TYPES:
         raise InvalidRequest.field(f"{field}.type", "0 (current), 1 (depart_at), 2 (arrive_by) or 3 (invariant)")
     if t == 0:

@@ -17,7 +17,8 @@ import numpy as np
 from geoengine.costing import default_options, inactive_options, parse_costing_options
 from geoengine.errors import FieldError, InvalidRequest, NoRoute, Unsnappable, field_path
 from geoengine.routing.pieces import Leg
-from geoengine.routing.profile import Profile, unpack
+from geoengine.routing.profile import Profile, unpack, unpack_scalar
+from geoengine.routing.snap import MAX_DEFAULT_RADIUS
 
 # Candidates farther than the nearest one by more than this (metres) are not offered to the search:
 # enough for both directions of a road and every road meeting at a junction, not enough to let the
@@ -181,7 +182,7 @@ class Router:
 
             r = bidirectional_dijkstra(prof.search, se, te, so, to, so2, to2, force_loop=force_loop)
         if r.found and (best is None or r.primary < best.cost - 1e-9):
-            t, length = unpack(r.secondary)
+            t, length = unpack_scalar(float(r.secondary))
             best = Leg(np.asarray(r.path, dtype=np.int64), float(sf[r.source_index]), float(tf[r.target_index]),
                        float(r.primary), float(t), float(length), int(r.source_index), int(r.target_index))
         return best
@@ -254,11 +255,12 @@ class Router:
         return avoid_mask(self.graph, self.snapper, avoid_locations or [], avoid_polygons or [])
 
     # -- matrix ------------------------------------------------------------------------------------------
-    def _snap_many(self, prof: Profile, lons, lats, radii, field: str, memo: dict | None = None):
-        """Candidates of many plain locations (matrix, batch): `(cset, rows)` where cset has flat arrays
+    def _snap_many(self, prof: Profile, lons, lats, radii, field: str, memo: dict | None = None, locs=None):
+        """Candidates of many locations (matrix, batch): `(cset, rows)` where cset has flat arrays
         edge/fraction/lon/lat/distance and rows[i] indexes location i's candidates (nearest first, within
-        CANDIDATE_SLACK_M of the nearest). One grid-kernel call per distinct location; every location
-        that cannot be snapped is named in one Unsnappable."""
+        CANDIDATE_SLACK_M of the nearest). One grid-kernel call per distinct plain location; a location
+        of `locs` with hints (heading, preferred side, street, rank_candidates false) is snapped with
+        them, as a route's is. Every location that cannot be snapped is named in one Unsnappable."""
         grid = self.grid
         lons = np.asarray(lons, dtype=np.float64).ravel()
         lats = np.asarray(lats, dtype=np.float64).ravel()
@@ -272,11 +274,25 @@ class Router:
         if badr.any():
             raise InvalidRequest(errors=[FieldError(field_path(field, i, "search_radius"), "must be between 1 and 100 metres")
                                          for i in np.flatnonzero(badr).tolist()])
-        memo = {} if memo is None else memo  # (lon, lat, radius) -> candidates, shared by sources and targets
+        memo = {} if memo is None else memo  # candidates shared by sources and targets
+        if locs is None or all(_plain(loc) for loc in locs):
+            return self._snap_plain(prof, lons, lats, rad, field, memo)
         parts, rows, errors = [], [], []
         start = 0
         for i in range(n):
-            key = (lons[i], lats[i], rad[i])
+            if locs is not None and not _plain(locs[i]):
+                try:
+                    c = self.candidates(prof, locs[i], i, field)
+                except Unsnappable as exc:
+                    errors.extend(exc.errors)
+                    rows.append(np.empty(0, np.int64))
+                    continue
+                got = (c["edge"], c["fraction"], c["lon"], c["lat"], c["distance"])
+                parts.append(got)
+                rows.append(np.arange(start, start + len(got[0])))
+                start += len(got[0])
+                continue
+            key = (float(lons[i]), float(lats[i]), None if np.isnan(rad[i]) else float(rad[i]))  # NaN != NaN
             got = memo.get(key)
             if got is None:
                 try:
@@ -298,22 +314,64 @@ class Router:
         cat = [np.concatenate([p[c] for p in parts]) for c in range(5)]
         return _CandArrays(*cat), rows
 
+    def _snap_plain(self, prof: Profile, lons, lats, rad, field: str, memo: dict):
+        """`_snap_many` of plain locations: one grid-kernel call for the distinct points (a second call
+        with the very same points, the targets of a symmetric matrix, reuses the first's answer)."""
+        n = len(lons)
+        if n == 0:
+            empty = np.empty(0)
+            return _CandArrays(np.empty(0, np.int64), empty, empty, empty, empty), []
+        key = (lons.tobytes(), lats.tobytes(), rad.tobytes(), id(prof))
+        hit = memo.get("plain")
+        if hit is not None and hit[0] == key:
+            E, F, LO, LA, D, ptr, ok = hit[1]
+        else:
+            pts = np.column_stack([lons, lats, np.where(np.isnan(rad), -1.0, rad)])
+            uniq, inv = np.unique(pts, axis=0, return_inverse=True)
+            inv = inv.ravel()
+            Eu, Fu, LOu, LAu, Du, ptr_u, ok_u = self.grid.candidates_many(
+                uniq[:, 0], uniq[:, 1], np.where(uniq[:, 2] < 0, np.nan, uniq[:, 2]), prof.usable, prof.component,
+                CANDIDATE_SLACK_M, MAX_CANDIDATES)
+            counts = (ptr_u[1:] - ptr_u[:-1])[inv]
+            ptr = np.zeros(n + 1, np.int64)
+            np.cumsum(counts, out=ptr[1:])
+            # flat index of every point's candidates in the distinct points' arrays
+            idx = np.repeat(ptr_u[:-1][inv] - ptr[:-1], counts) + np.arange(ptr[-1])
+            E, F, LO, LA, D = Eu[idx], Fu[idx], LOu[idx], LAu[idx], Du[idx]
+            ok = ok_u[inv]
+            memo["plain"] = (key, (E, F, LO, LA, D, ptr, ok))
+        if not ok.all():
+            errors = []
+            for i in np.flatnonzero(~ok).tolist():
+                where = field_path(field, i)
+                reach = rad[i] if np.isfinite(rad[i]) else MAX_DEFAULT_RADIUS
+                errors.append(FieldError(where, f"no routable edge within {reach:g} m"))
+            raise Unsnappable(f"{len(errors)} location(s) have no road the costing may use within reach",
+                              errors=errors)
+        rows = np.split(np.arange(ptr[-1]), ptr[1:-1])
+        return _CandArrays(E, F, LO, LA, D), rows
+
     def matrix(self, sources, targets, costing: str = "auto", costing_options=None, *,
-               source_radius=None, target_radius=None, field: str | None = None):
+               source_radius=None, target_radius=None, field: str | None = None, source_locations=None,
+               target_locations=None):
         """Travel time (s) and distance (m) between every source and target, as float64 arrays [N, M]
         with inf where there is no route; also the snapped (lon, lat) of sources and targets.
 
         `sources`, `targets`: arrays of shape (N, 2) as (lon, lat). Uses the CH bucket table for the
         costing's default options, one-to-all Dijkstra per source otherwise. `field`: the request field
         both point lists come from, for error paths (default: "sources" and "targets").
+        `source_locations`/`target_locations`: the request's location objects, whose snapping hints
+        (heading, preferred_side, street, rank_candidates) are honoured as a route honours them.
         """
         src = np.asarray(sources, dtype=np.float64).reshape(-1, 2)
         dst = np.asarray(targets, dtype=np.float64).reshape(-1, 2)
         options = self.parse_options(costing, costing_options)
         prof = self.profile(costing, options)
         memo: dict = {}
-        cs, sl = self._snap_many(prof, src[:, 0], src[:, 1], source_radius, field or "sources", memo)
-        ct, tl = self._snap_many(prof, dst[:, 0], dst[:, 1], target_radius, field or "targets", memo)
+        cs, sl = self._snap_many(prof, src[:, 0], src[:, 1], source_radius, field or "sources", memo,
+                                 source_locations)
+        ct, tl = self._snap_many(prof, dst[:, 0], dst[:, 1], target_radius, field or "targets", memo,
+                                 target_locations)
 
         sv, so, so2, sp = _flat(prof, cs, sl, target=False)
         tv, to, to2, tp = _flat(prof, ct, tl, target=True)
@@ -330,9 +388,11 @@ class Router:
             jj = np.array([p[1] for p in behind])
             time_s[ii, jj] = t_b
             dist_m[ii, jj] = d_b
-        snapped_s = np.column_stack([cs.lon[[r[0] for r in sl]], cs.lat[[r[0] for r in sl]]])
-        snapped_t = np.column_stack([ct.lon[[r[0] for r in tl]], ct.lat[[r[0] for r in tl]]])
-        return MatrixResult(time_s, dist_m, snapped_s, snapped_t)
+        first_s = [r[0] for r in sl]
+        first_t = [r[0] for r in tl]
+        snapped_s = np.column_stack([cs.lon[first_s], cs.lat[first_s]])
+        snapped_t = np.column_stack([ct.lon[first_t], ct.lat[first_t]])
+        return MatrixResult(time_s, dist_m, snapped_s, snapped_t, edges=(cs.edge[first_s], ct.edge[first_t]))
 
     def _behind_answers(self, prof: Profile, cs, sl, ct, tl, pairs):
         """(time_s, distance_m) of pairs whose target lies behind the source on a shared edge. With a
@@ -535,6 +595,8 @@ class MatrixResult:
     targets: np.ndarray
     snapped: tuple | None = None
     snap_distance_m: tuple | None = None
+    #: (sources, targets): the directed edge each point snapped to (its nearest candidate)
+    edges: tuple | None = None
 
     def to_pandas(self):
         """Long form: one row per (source, target) with time_s and distance_m (needs pandas)."""

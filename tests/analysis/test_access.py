@@ -75,6 +75,45 @@ def test_independent_of_thread_count(andorra, real_pois):
     assert a.value.tobytes() == b.value.tobytes()
 
 
+def test_chunk_grouping_and_lanes_do_not_change_the_result(andorra, real_pois, monkeypatch):
+    """Chunks swept together (one bit matrix, 16 sources per sweep, 64 per thread task) give each chunk's own
+    partials: equal to sweeping the chunks one by one and to a reach matrix of one source at a time."""
+    from geoengine.analysis import access
+
+    monkeypatch.setattr(access, "CHUNK_MAX", 37)  # chunks that do not line up with the 64-bit words
+    net = andorra.network("auto")
+    w = np.random.default_rng(3).uniform(0, 5, len(real_pois))
+    pj, out, _d, _x, _y = access.prepare(net, real_pois, w, "sum", "nodes")
+    parts = pj.chunks(net.n_nodes)
+    assert len(parts) > 3
+    together = access.chunk_partials(net, pj, parts, "time_s", 480.0, out)
+    one_by_one = [access.chunk_partials(net, pj, [p], "time_s", 480.0, out)[0] for p in parts]
+    for a, b in zip(together, one_by_one, strict=True):
+        for x, y in zip(a, b, strict=True):
+            assert x.tobytes() == y.tobytes()
+    # the bits of the lane kernel equal a plain one-source-at-a-time PHAST
+    ch = access.hierarchy(net, "time_s")
+    rank = np.asarray(ch.rank, dtype=np.int64)
+    src = rank[pj.node]
+    bits = access._reach_bits(ch.up_off, ch.up_tgt, ch.up_w, ch.dn_off, ch.dn_tgt, ch.dn_w, src, 480.0, net.n_nodes,
+                              numba.get_num_threads())
+    got = np.unpackbits(bits.view(np.uint8), axis=1, bitorder="little")[:, :len(src)]
+    n = net.n_nodes
+    up = [(ch.up_off[r], ch.up_off[r + 1]) for r in range(n)]
+    for p in range(0, len(src), 7):
+        d = np.full(n, np.inf)
+        d[src[p]] = 0.0
+        for r in range(src[p], n):
+            if d[r] <= 480.0:
+                for k in range(ch.dn_off[r], ch.dn_off[r + 1]):
+                    d[ch.dn_tgt[k]] = min(d[ch.dn_tgt[k]], d[r] + ch.dn_w[k])
+        for r in range(n - 1, -1, -1):
+            a, b = up[r]
+            if b > a:
+                d[r] = min(d[r], np.min(ch.up_w[a:b] + d[ch.up_tgt[a:b]]))
+        np.testing.assert_array_equal(got[:, p].astype(bool), d <= 480.0)
+
+
 def test_nearest_pois_equal_oracle(andorra, real_pois, town_points):
     net = andorra.network("auto")
     k = 4

@@ -49,7 +49,7 @@ def test_matrix_and_accessibility_on_local_processes(andorra, town_points, real_
     _same(got, andorra.matrix(town_points, town_points[:10], "pedestrian"))
 
 
-def test_dask_local_cluster_is_bit_identical(andorra, town_points, real_pois, monkeypatch):
+def test_dask_local_cluster_is_bit_identical(andorra, town_points, real_pois, monkeypatch, tmp_path):
     distributed = pytest.importorskip("distributed")
     from geoengine.analysis import access
 
@@ -64,12 +64,34 @@ def test_dask_local_cluster_is_bit_identical(andorra, town_points, real_pois, mo
         got_a = batch.accessibility(andorra, real_pois, "auto", max_time_s=600, aggregation="mean", weights=w,
                                     client=client, block=2)
         got_m = batch.matrix(andorra, town_points, town_points, client=client, block=9)
+        # the workers write their rows into memory-mapped files: nothing of the matrix through the scheduler
+        got_o = batch.matrix(andorra, town_points, town_points, client=client, block=9, out=tmp_path / "m")
         assert len(client.scheduler_info()["workers"]) == 2
     assert len(access.PoiJunctions.chunks(access.prepare(andorra.network("auto"), real_pois, w, "mean",
                                                           "nodes")[0], andorra.graph.n_nodes)) > 2
     assert got_a.value.tobytes() == ref_a.value.tobytes()
     assert np.array_equal(got_a.count, ref_a.count)
     _same(got_m, ref_m)
+    _same(got_o, ref_m)
+    assert isinstance(got_o.time_s, np.memmap)
+    assert np.load(tmp_path / "m" / "distance_m.npy").tobytes() == ref_m.distance_m.tobytes()
+
+
+def test_matrix_into_memory_mapped_files(andorra, town_points, tmp_path):
+    ref = andorra.matrix(town_points, town_points[:12], "pedestrian")
+    for processes in (0, 2):
+        folder = tmp_path / f"p{processes}"
+        got = batch.matrix(andorra, town_points, town_points[:12], costing="pedestrian", block=7,
+                           processes=processes, out=folder)
+        _same(got, ref)
+        assert isinstance(got.time_s, np.memmap) and not got.time_s.flags.writeable
+        assert sorted(p.name for p in folder.iterdir()) == ["distance_m.npy", "time_s.npy"]
+        assert np.load(folder / "time_s.npy", mmap_mode="r").tobytes() == ref.time_s.tobytes()
+    blocker = tmp_path / "a-file"
+    blocker.write_text("x")
+    with pytest.raises(InvalidRequest) as exc:
+        batch.matrix(andorra, town_points, town_points, out=blocker / "sub")
+    assert exc.value.errors[0].field == "out"
 
 
 def test_bad_input(andorra, town_points):

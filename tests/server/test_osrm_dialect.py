@@ -124,6 +124,11 @@ def test_table_within_one_percent_and_indices(client):
             assert abs(body["durations"][i][j] - cell["time"]) <= max(0.01 * cell["time"], 0.5)
             assert abs(body["distances"][i][j] - cell["distance"] * 1000) <= max(0.01 * cell["distance"] * 1000, 1)
     assert len(body["sources"]) == 4 and len(body["destinations"]) == 4
+    # waypoint names: the street each point snapped to, as a route through the same points names it
+    route_wps = ok(client.get(f"/route/v1/driving/{coords(*pts)}"))["waypoints"]
+    for w, d, r in zip(body["sources"], body["destinations"], route_wps, strict=True):
+        assert w["name"] == d["name"] == r["name"] and w["location"] == r["location"]
+    assert any(w["name"] for w in body["sources"])
     sub = ok(client.get(f"/table/v1/driving/{coords(*pts)}", params={"sources": "3;0", "destinations": "1",
                                                                      "scale_factor": "2"}))
     assert "distances" not in sub
@@ -188,7 +193,17 @@ def test_match(client, andorra):
     tp = [t for t in body["tracepoints"] if t is not None]
     assert len(tp) >= 0.8 * len(pts) and all(t["matchings_index"] == 0 for t in tp)
     assert [t["waypoint_index"] for t in tp] == list(range(len(tp)))
-    assert body["matchings"][0]["legs"][0]["steps"][0]["maneuver"]["type"] == "depart"
+    m = body["matchings"][0]
+    assert m["legs"][0]["steps"][0]["maneuver"]["type"] == "depart"
+    # as OSRM: one leg between each two consecutive matched trace points, adding up to the matching
+    assert len(m["legs"]) == len(tp) - 1
+    assert abs(sum(leg["duration"] for leg in m["legs"]) - m["duration"]) <= 0.1 * len(m["legs"])
+    for leg, a, b in zip(m["legs"], tp[:-1], tp[1:], strict=True):
+        straight = haversine_m(a["location"][1], a["location"][0], b["location"][1], b["location"][0])
+        assert leg["distance"] >= straight - 1.0 and leg["steps"][-1]["maneuver"]["type"] == "arrive"
+    spec = client.post("/trace_route", json={"shape": [{"lon": lo, "lat": la} for lo, la in pts], "costing": "auto",
+                                             "shape_match": "map_snap"}).json()["trip"]["summary"]
+    assert abs(m["duration"] - spec["time"]) <= 0.02 * spec["time"] + 1
 
 
 # -- errors --------------------------------------------------------------------------------------------------------
@@ -265,3 +280,69 @@ def test_openapi(client):
         names = {p["name"] for p in op["parameters"]}
         assert {"version", "profile", "coordinates", "radiuses"} <= names
         assert "NoSegment" in str(op["responses"]["400"])
+
+
+def test_annotation_speeds_are_the_edges_speeds(client, andorra):
+    """Per-segment durations come from the edge each segment lies on: speeds differ road by road, in
+    the ratio of the edges' own speeds, and the durations still add up to the leg."""
+    body = ok(client.get(f"/route/v1/driving/{coords(A, C)}",
+                         params={"annotations": "duration,distance,speed", "overview": "full",
+                                 "geometries": "polyline6"}))
+    leg = body["routes"][0]["legs"][0]
+    ann = leg["annotation"]
+    assert abs(sum(ann["duration"]) - leg["duration"]) <= 0.01 * leg["duration"] + 1
+    typed = andorra.compute_route(locations=[{"lon": A[0], "lat": A[1]}, {"lon": C[0], "lat": C[1]}]).best.legs[0]
+    assert len(ann["distance"]) == len(typed.lon) - 1
+    prof = andorra.router.profile("auto")
+    counts = typed.shape_end - typed.shape_begin
+    edge_of = np.repeat(typed.edges, counts)
+    edge_speed = prof.length[edge_of] / prof.time[edge_of]  # m/s of the edge each segment lies on
+    dist, speed = np.array(ann["distance"]), np.array(ann["speed"])
+    long = dist >= 30.0  # rounding to 0.1 m/s and 0.1 m is negligible on these
+    ratio = speed[long] / edge_speed[long]
+    assert long.sum() >= 20 and np.ptp(edge_speed[long]) > 3.0  # several kinds of road
+    # one factor for the whole leg: the turn delays the edges' times leave out
+    assert 0.6 < np.median(ratio) <= 1.0 + 1e-6 and np.ptp(ratio) < 0.02 * np.median(ratio) + 0.01
+
+
+def test_step_intersections_list_every_road_arm(client, andorra):
+    """Each step's intersections: its maneuver point, then the junctions it passes, each with every road
+    arm at the node (as many as the node's directed out-edges), sorted bearings, `entry` per arm, and
+    the arms the route uses: in (never enterable: a U-turn) and out (enterable), the out arm at the
+    maneuver's own bearing_after."""
+    body = ok(client.get(f"/route/v1/driving/{coords(A, C)}", params={"steps": "true", "overview": "full"}))
+    steps = body["routes"][0]["legs"][0]["steps"]
+    g = andorra.graph
+    degree = np.diff(np.asarray(g.node_out_offsets))
+    node_at = {(round(float(lo), 6), round(float(la), 6)): d
+               for lo, la, d in zip(np.asarray(g.node_lon), np.asarray(g.node_lat), degree, strict=True)}
+    passed, junctions = 0, 0
+    for s in steps:
+        kind = s["maneuver"]["type"]
+        for k, it in enumerate(s["intersections"]):
+            assert len(it["bearings"]) == len(it["entry"]) and it["bearings"] == sorted(it["bearings"])
+            if kind in ("depart", "arrive") and k == 0:
+                continue
+            assert it["entry"][it["out"]] and not it["entry"][it["in"]]
+            assert len(it["bearings"]) == node_at[tuple(it["location"])]  # every arm of the node
+            junctions += len(it["bearings"]) >= 3
+            if k == 0:
+                assert it["location"] == s["maneuver"]["location"]
+                assert it["bearings"][it["out"]] == s["maneuver"]["bearing_after"]
+            else:
+                passed += 1
+    assert junctions >= 5 and passed >= 5
+
+
+def test_table_honours_bearings_as_route_does(client):
+    """`bearings` on a table's source snaps it as a route's: the same durations as /route with them."""
+    pts = ((1.5333, 42.5107), C, A)  # the first on a two-way street
+    for bearing in ("270,90", "90,90"):
+        table = ok(client.get(f"/table/v1/driving/{coords(*pts)}", params={"bearings": f"{bearing};;",
+                                                                          "sources": "0"}))
+        for j in (1, 2):
+            route = ok(client.get(f"/route/v1/driving/{coords(pts[0], pts[j])}", params={"bearings": f"{bearing};"}))
+            assert abs(table["durations"][0][j] - route["routes"][0]["duration"]) <= 0.1
+    plain = ok(client.get(f"/table/v1/driving/{coords(*pts)}", params={"sources": "0"}))
+    west = ok(client.get(f"/table/v1/driving/{coords(*pts)}", params={"bearings": "270,90;;", "sources": "0"}))
+    assert plain["durations"] != west["durations"]

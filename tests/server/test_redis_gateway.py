@@ -133,6 +133,24 @@ def test_lost_redis_is_503_and_recovers_by_itself(redis_server, andorra, tmp_pat
     assert store.usage(rec.id)[f"non_tile/day@{label}"] == 2  # the one before and the one after
 
 
+def test_a_recently_checked_key_keeps_uncounted_paths_while_redis_is_down(redis_server, andorra, tmp_path):
+    """The decision for uncounted paths (tiles, /sources) with Redis lost: a key the in-process cache
+    checked within GEOENGINE_GATEWAY_KEY_TTL_S keeps them (no counter is involved; a revocation already
+    takes up to that TTL to reach a replica); a key it has not seen, and every counted path, get 503."""
+    settings = Settings(home=tmp_path, gateway_host=HOST, redis_url=redis_server.url)
+    store = open_keystore(settings)
+    seen, _ = store.create("free")  # tiles uncounted, everything else in a daily pool
+    unseen, _ = store.create("free")
+    client = TestClient(create_app(andorra, settings, store), raise_server_exceptions=False)
+    hs = {"X-Gateway-Key": seen, "X-Gateway-Host": HOST}
+    assert client.get("/sources", headers=hs).status_code == 200
+    redis_server.kill()
+    assert client.get("/sources", headers=hs).status_code == 200
+    assert client.get("/tiles/andorra/0/0/0", headers=hs).status_code in (200, 204)
+    assert client.get("/health", headers=hs).status_code == 503  # counted: never let through uncounted
+    assert client.get("/sources", headers={**hs, "X-Gateway-Key": unseen}).status_code == 503
+
+
 def test_cli_keys_use_redis_when_set(redis_server, tmp_path):
     env = {**os.environ, "GEOENGINE_HOME": str(tmp_path), "GEOENGINE_REDIS_URL": redis_server.url}
     made = subprocess.run([sys.executable, "-m", "geoengine", "keys", "create", "--plan", "free"], env=env,
@@ -143,6 +161,38 @@ def test_cli_keys_use_redis_when_set(redis_server, tmp_path):
     from geoengine.gateway import KeyStore
 
     assert KeyStore(tmp_path / "state.sqlite3").authenticate(key) is None  # not in the SQLite store
+
+
+def test_publishable_keys_live_in_redis_and_share_their_quota(redis_server, andorra, tmp_path):
+    """A pk_ key made through one replica's settings works on another replica (its own state file, the
+    same Redis) and both count it in one pool; revoking it on one refuses it on both; a lost Redis is a
+    503 for it, never an unchecked request."""
+    from geoengine.gateway_store import RedisPublishableKeys, open_publishable
+
+    origin = "https://maps.example.org"
+    team = {"team": Plan("team", (Pool("all", "day", 3),), "three a day")}
+    replicas = []
+    for name in ("a", "b"):
+        st = Settings(home=tmp_path / name, gateway_host=HOST, redis_url=redis_server.url, cors_origins=origin)
+        store = RedisKeyStore(redis_server.url, team)
+        replicas.append((st, store, TestClient(create_app(andorra, st, store), raise_server_exceptions=False)))
+    pubs = [open_publishable(st, store) for st, store, _c in replicas]
+    assert all(isinstance(p, RedisPublishableKeys) for p in pubs)
+    key, rec = pubs[0].create("team", [origin], ["search"], "page")
+    assert [p.id for p in pubs[1].list()] == [rec.id]
+    h = {"X-Gateway-Key": key, "X-Gateway-Host": HOST, "Origin": origin}
+    codes = [replicas[i % 2][2].get("/search?q=andorra", headers=h).status_code for i in range(5)]
+    assert codes == [200, 200, 200, 429, 429], codes  # one pool of 3 across both replicas
+    label = dt.datetime.now(dt.UTC).strftime("%Y-%m-%d")
+    assert replicas[1][1].usage(rec.usage_id) == {f"all/day@{label}": 3}
+    assert replicas[0][2].get("/search?q=andorra", headers={**h, "Origin": "https://evil.example"}).status_code == 403
+    pubs[1].revoke(key)
+    assert replicas[0][2].get("/search?q=andorra", headers=h).status_code == 403
+    key2, _ = pubs[1].create("team", [origin], ["tiles"])
+    redis_server.kill()
+    resp = replicas[0][2].get("/sources", headers={**h, "X-Gateway-Key": key2})
+    assert resp.status_code == 503 and resp.headers["retry-after"] == "1", resp.text
+    assert key2 not in resp.text
 
 
 # -- two real servers, one Redis ---------------------------------------------------------------------

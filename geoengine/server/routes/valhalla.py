@@ -93,7 +93,7 @@ def _parse_json(raw: str | None) -> dict:
 
 
 def _get_action(action: str):
-    async def handler(request: Request, json: str | None = Query(None, description="The request body as JSON"),
+    async def handler(request: Request, json: str | None = Query(None, include_in_schema=False),
                       engine: Engine = Depends(get_engine)):
         data = _parse_json(json)
         if action == "route":
@@ -118,7 +118,16 @@ _GET_MODELS = {
     "expansion": (V.ExpansionRequest, V.expansion),
 }
 
+_BODY_MODELS = {"route": "RouteRequest", "isochrone": "IsochroneRequest", "optimized_route": "OptimisedRouteRequest",
+                **{a: m.__name__ for a, (m, _fn) in _GET_MODELS.items()}}
+
 for _action in ("route", "isochrone", "optimized_route", *_GET_MODELS):
+    # `json` is the POST body serialised: the document says so with a content-typed parameter
     router.add_api_route(f"/{_action}", _get_action(_action), methods=["GET"],
                          summary=f"Valhalla {_action} with the body as the json query parameter",
-                         responses=_ERRORS)
+                         responses=_ERRORS,
+                         openapi_extra={"parameters": [{
+                             "name": "json", "in": "query", "required": True,
+                             "description": f"The request body as JSON (the body of POST /{_action})",
+                             "content": {"application/json": {
+                                 "schema": {"$ref": f"#/components/schemas/{_BODY_MODELS[_action]}"}}}}]})

@@ -25,7 +25,8 @@ import anyio
 
 from geoengine.errors import GeoengineError, QuotaExceeded
 from geoengine.gateway import KeyRecord, KeyStore
-from geoengine.publishable import PublishableKeys, normalise_origin, parse_origins, path_scope
+from geoengine.gateway_store import open_publishable
+from geoengine.publishable import normalise_origin, parse_origins, path_scope
 from geoengine.server.middleware import send_problem
 from geoengine.server.web.assets import Assets, assets_root
 from geoengine.server.web.session import RateLimiter, SessionSigner, load_secret, read_cookie
@@ -44,7 +45,7 @@ class WebAccessMiddleware:
         self.app = app
         self.keystore = keystore
         self.allowed = parse_origins(settings.cors_origins)
-        self.publishable = PublishableKeys(settings.state, keystore.plans)
+        self.publishable = open_publishable(settings, keystore)  # in Redis when the gateway is
         self.signer = SessionSigner(load_secret(settings.state), settings.session_ttl_s)
         self.limiter = RateLimiter(settings.session_rate)
         self.session_plan = settings.session_plan
@@ -107,7 +108,10 @@ class WebAccessMiddleware:
         return True
 
     async def _publishable(self, scope, receive, send, key, origin, allowed_origin, path):
-        record = self.publishable.authenticate(key)
+        try:  # a Redis round trip when the keys are shared: off the event loop
+            record = await anyio.to_thread.run_sync(self.publishable.authenticate, key)
+        except GeoengineError as exc:  # Redis unreachable: 503, never an unchecked request
+            return await send_problem(send, exc.status, exc.detail, exc.title, exc.headers)
         if record is None:
             return await send_problem(send, 403, "invalid or revoked publishable key", "Forbidden")
         if origin is None or allowed_origin is None:

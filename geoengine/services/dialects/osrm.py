@@ -12,6 +12,7 @@ query)` and returns what it gives.
 from __future__ import annotations
 
 import math
+import re
 from collections.abc import Mapping
 from typing import Any
 
@@ -97,6 +98,9 @@ def from_engine_error(exc: GeoengineError, service: str) -> OsrmError:
 # ------------------------------------------------------------------------------------------------------
 # parsing
 # ------------------------------------------------------------------------------------------------------
+_DECIMAL = re.compile(r"-?[0-9]+(\.[0-9]+)?")  # OSRM's coordinate numbers: no exponent, no inf/nan, no spaces
+
+
 def parse_coordinates(text: str) -> np.ndarray:
     """`lon,lat;lon,lat...`, `polyline(...)` (precision 5) or `polyline6(...)`, with an optional `.json`
     suffix -> float64 array [n, 2] of (lon, lat)."""
@@ -118,7 +122,7 @@ def parse_coordinates(text: str) -> np.ndarray:
         for i, pair in enumerate(pairs):
             parts = pair.split(",")
             try:
-                if len(parts) != 2:
+                if len(parts) != 2 or not all(map(_DECIMAL.fullmatch, parts)):
                     raise ValueError
                 out[i] = float(parts[0]), float(parts[1])
             except ValueError:
@@ -319,6 +323,14 @@ def parse_query(service: str, query: Mapping[str, str], n: int) -> dict[str, Any
 def _costing_options(costing: str, q: dict) -> dict | None:
     if not q["exclude"]:
         return None
+    from geoengine.costing.schema import TABLES
+
+    names = {o.name for o in TABLES[costing]}
+    missing = [x for x in q["exclude"] if _EXCLUDE[x] not in names]
+    if missing:  # as osrm-routed: exclude classes are the profile's own
+        have = [c for c, opt in _EXCLUDE.items() if opt in names]
+        raise OsrmError("InvalidValue", f"exclude: class '{missing[0]}' is not one of the {costing} profile's "
+                        f"classes ({', '.join(have) or 'none'})")
     return {costing: {_EXCLUDE[x]: 0.0 for x in q["exclude"]}}
 
 
@@ -403,9 +415,58 @@ _TYPES: dict[int, tuple[str, str | None]] = {
 }
 
 
-def _step(m, lon: np.ndarray, lat: np.ndarray, q: dict, mode: str) -> dict:
+def _arms(graph, usable, e_in: int, e_out: int, location: list, before: int | None = None,
+          after: int | None = None) -> dict | None:
+    """The intersection at the node where edge e_in ends and e_out starts, with every road arm there:
+    bearings leaving the node (sorted), `entry` = the costing may leave through the arm (the arm the
+    route came in by counts as a U-turn: false), `in`/`out` the arms the route uses. At a maneuver the
+    route's own arms take the maneuver's bearings (`before`, `after`), as OSRM's do. None when the
+    edges do not meet."""
+    v = int(graph.edge_src[e_out])
+    arms = graph.node_out_edges[graph.node_out_offsets[v]:graph.node_out_offsets[v + 1]]
+    bearings = np.round(graph.edge_bearing_start[arms]).astype(np.int64) % 360
+    back = e_in ^ 1
+    if after is not None:
+        bearings[arms == e_out] = after
+    if before is not None:
+        bearings[arms == back] = (before + 180) % 360
+    order = np.argsort(bearings, kind="stable")
+    arms, bearings = arms[order], bearings[order]
+    i_in, i_out = np.flatnonzero(arms == back), np.flatnonzero(arms == e_out)
+    if not len(i_in) or not len(i_out):
+        return None
+    entry = (usable[arms] if usable is not None else np.ones(len(arms), bool)) & (arms != back)
+    return {"location": location, "bearings": bearings.tolist(), "entry": entry.tolist(),
+            "in": int(i_in[0]), "out": int(i_out[0])}
+
+
+def _intersections(m, leg, graph, usable, kind: str, location: list, before: int, after: int) -> list[dict]:
+    """The step's intersections: its maneuver point, then every junction with more than two roads that
+    the step passes, each with all its arms (`_arms`)."""
+    first = None
+    edges = leg.edges
+    b, e = int(m.begin_edge), int(m.end_edge)
+    if graph is not None and kind not in ("depart", "arrive") and 0 < b < len(edges):
+        first = _arms(graph, usable, int(edges[b - 1]), int(edges[b]), location, before, after)
+    out = [first or _intersection(kind, location, before, after)]
+    if graph is None or leg.shape_begin is None or kind == "arrive":
+        return out
+    offs = graph.node_out_offsets
+    for j in range(max(b, 0) + 1, min(e, len(edges))):
+        v = int(graph.edge_src[edges[j]])
+        if offs[v + 1] - offs[v] <= 2:  # a bend, not a junction
+            continue
+        k = int(leg.shape_begin[j])
+        at = [round(float(leg.lon[k]), 6), round(float(leg.lat[k]), 6)]
+        arms = _arms(graph, usable, int(edges[j - 1]), int(edges[j]), at)
+        if arms is not None:
+            out.append(arms)
+    return out
+
+
+def _step(m, lon: np.ndarray, lat: np.ndarray, q: dict, mode: str, leg=None, graph=None, usable=None) -> dict:
     """An OSRM RouteStep from a typed Maneuver (`geoengine.services.route.Maneuver`) of a leg whose shape
-    is (lon, lat)."""
+    is (lon, lat); with the leg and the graph, its intersections list every road arm."""
     last = len(lon) - 1
     b, e = min(int(m.begin_shape_index), last), min(int(m.end_shape_index), last)
     kind, modifier = _TYPES.get(int(m.type), ("turn", None))
@@ -431,7 +492,8 @@ def _step(m, lon: np.ndarray, lat: np.ndarray, q: dict, mode: str) -> dict:
         "driving_side": "right",
         "geometry": _geometry(np.column_stack([lon[idx], lat[idx]]), q["geometries"]),
         "maneuver": maneuver,
-        "intersections": [_intersection(kind, location, before, after)],
+        "intersections": (_intersections(m, leg, graph, usable, kind, location, before, after) if leg is not None
+                          else [_intersection(kind, location, before, after)]),
     }
     if len(names) > 1:
         step["ref"] = "; ".join(names[1:])
@@ -452,13 +514,31 @@ def _intersection(kind: str, location: list, before: int, after: int) -> dict:
             "in": arms.index((before + 180) % 360), "out": arms.index(after)}
 
 
-def _annotation(lon: np.ndarray, lat: np.ndarray, duration: float, which: list[str]) -> dict:
-    """Per-segment annotations of a leg's geometry: distances from the coordinates, durations spread
-    over them in proportion to distance (the leg's total duration is exact; per-segment values are
-    estimates)."""
+def _segment_seconds(leg, seg_m: np.ndarray) -> np.ndarray:
+    """Seconds per segment of the leg's shape: each traversed edge's time spread over its own segments
+    in proportion to their length (so speeds are the edges' speeds), then scaled so that the segments
+    add up to the leg's duration (which also holds turn delays and waiting). Without per-edge data the
+    leg's duration is spread over all segments by length."""
+    n = seg_m.shape[0]
+    b, e, t_edge = leg.shape_begin, leg.shape_end, leg.edge_time_s
+    counts = None if b is None or e is None or t_edge is None else np.asarray(e) - np.asarray(b)
+    if counts is not None and len(counts) and int(b[0]) == 0 and int(counts.sum()) == n and (counts >= 0).all():
+        edge_of = np.repeat(np.arange(len(counts)), counts)
+        per_edge_m = np.bincount(edge_of, weights=seg_m, minlength=len(counts))
+        share = np.divide(seg_m, per_edge_m[edge_of], out=np.zeros(n), where=per_edge_m[edge_of] > 0)
+        t = np.where(np.isfinite(t_edge), t_edge, 0.0)[edge_of] * share
+    else:
+        t = seg_m.copy()
+    total = float(t.sum())
+    return t * (leg.time_s / total) if total > 0 else np.zeros(n)
+
+
+def _annotation(leg, which: list[str]) -> dict:
+    """Per-segment annotations of a leg's shape: distances from the coordinates; durations from the
+    time of the edge each segment lies on (`_segment_seconds`); speed = distance / duration."""
+    lon, lat = leg.lon, leg.lat
     d = haversine_m(lat[:-1], lon[:-1], lat[1:], lon[1:]) if len(lon) > 1 else np.zeros(0)
-    total = float(d.sum())
-    t = d * (duration / total) if total > 0 else np.zeros_like(d)
+    t = _segment_seconds(leg, d)
     out: dict[str, Any] = {}
     if "distance" in which:
         out["distance"] = np.round(d, 1).tolist()
@@ -499,19 +579,19 @@ def _spread_turn_delays(steps: list[dict], duration: float) -> None:
         s["duration"] = s["weight"] = round(s["duration"] * f, 1)
 
 
-def route_object(route, q: dict, mode: str, legs=None) -> dict:
+def route_object(route, q: dict, mode: str, legs=None, graph=None) -> dict:
     """An OSRM Route from a typed `geoengine.services.route.Route` (or some of its `legs`): distances and
     durations are the route's own metres and seconds."""
     legs = route.legs if legs is None else legs
     out_legs = []
     for leg in legs:
-        steps = [_step(m, leg.lon, leg.lat, q, mode) for m in leg.maneuvers or []]
+        steps = [_step(m, leg.lon, leg.lat, q, mode, leg, graph, route.usable) for m in leg.maneuvers or []]
         _spread_turn_delays(steps, leg.time_s)
         out: dict[str, Any] = {"distance": round(leg.length_m, 1), "duration": round(leg.time_s, 1),
                                "weight": round(leg.time_s, 1), "summary": _summary(steps),
                                "steps": steps if q.get("steps") else []}
         if q.get("annotations"):
-            out["annotation"] = _annotation(leg.lon, leg.lat, leg.time_s, q["annotations"])
+            out["annotation"] = _annotation(leg, q["annotations"])
         out_legs.append(out)
     time_s = float(sum(leg.time_s for leg in legs))
     result: dict[str, Any] = {
@@ -619,7 +699,7 @@ def route(engine, profile: str, coordinates: str, query: Mapping[str, str]) -> d
         body["alternates"] = q["alternatives"]
     result = engine.compute_route(body)
     mode = _MODE.get(costing, "driving")
-    out: dict[str, Any] = {"code": "Ok", "routes": [route_object(r, q, mode) for r in result.routes]}
+    out: dict[str, Any] = {"code": "Ok", "routes": [route_object(r, q, mode, graph=engine.graph) for r in result.routes]}
     if not q["skip_waypoints"]:
         wps = _waypoints(result.best, q, engine, costing)
         if "waypoints" in q:
@@ -638,9 +718,17 @@ def table(engine, profile: str, coordinates: str, query: Mapping[str, str]) -> d
     src, dst = coords[si], coords[di]
     radius = np.array([np.nan if r is None else min(max(r, 1.0), 100.0) for r in q["radius"]], dtype=np.float64)
     sr, dr = radius[si], radius[di]
+    hinted = [i for i in range(len(coords)) if q["heading"][i] is not None or q["side"][i] is not None]
+    locs = None
+    if hinted:  # bearings / approaches: those points are snapped with them, as a route's are
+        from geoengine.services.models import Location
+
+        locs = [Location(**_location(lo, la, q, i)) for i, (lo, la) in enumerate(coords.tolist())]
     res = engine.router.matrix(src, dst, costing, (_costing_options(costing, q) or {}).get(costing),
                                source_radius=None if np.isnan(sr).all() else sr,
-                               target_radius=None if np.isnan(dr).all() else dr)
+                               target_radius=None if np.isnan(dr).all() else dr,
+                               source_locations=None if locs is None else [locs[i] for i in si],
+                               target_locations=None if locs is None else [locs[i] for i in di])
     time_s = np.asarray(res.time_s, dtype=np.float64) * q["scale_factor"]
     dist_m = np.asarray(res.distance_m, dtype=np.float64)
     out: dict[str, Any] = {"code": "Ok"}
@@ -661,11 +749,11 @@ def table(engine, profile: str, coordinates: str, query: Mapping[str, str]) -> d
         snapped_s, snapped_d = np.asarray(res.sources), np.asarray(res.targets)
         ds = haversine_m(src[:, 1], src[:, 0], snapped_s[:, 1], snapped_s[:, 0])
         dd = haversine_m(dst[:, 1], dst[:, 0], snapped_d[:, 1], snapped_d[:, 0])
-        # names are empty: the matrix kernel does not report the snapped edges
-        out["sources"] = [_waypoint(lo, la, d, "", q) for (lo, la), d in
-                          zip(snapped_s.tolist(), np.atleast_1d(ds).tolist(), strict=True)]
-        out["destinations"] = [_waypoint(lo, la, d, "", q) for (lo, la), d in
-                               zip(snapped_d.tolist(), np.atleast_1d(dd).tolist(), strict=True)]
+        names_s, names_d = (_edge_names(engine, e) for e in res.edges)  # the streets the points snapped to
+        out["sources"] = [_waypoint(lo, la, d, name, q) for (lo, la), d, name in
+                          zip(snapped_s.tolist(), np.atleast_1d(ds).tolist(), names_s, strict=True)]
+        out["destinations"] = [_waypoint(lo, la, d, name, q) for (lo, la), d, name in
+                               zip(snapped_d.tolist(), np.atleast_1d(dd).tolist(), names_d, strict=True)]
     return out
 
 
@@ -726,7 +814,7 @@ def trip(engine, profile: str, coordinates: str, query: Mapping[str, str]) -> di
         best, order = engine.compute_route(body).best, [0, 1]
     else:
         order, _method, _cost, _given, best = optimise(engine, validate(OptimisedRouteRequest, body))
-    out: dict[str, Any] = {"code": "Ok", "trips": [route_object(best, q, _MODE.get(costing, "driving"))]}
+    out: dict[str, Any] = {"code": "Ok", "trips": [route_object(best, q, _MODE.get(costing, "driving"), graph=engine.graph)]}
     if not q["skip_waypoints"]:
         in_trip = _waypoints(best, q, engine, costing)
         waypoints: list[dict | None] = [None] * n
@@ -739,7 +827,7 @@ def trip(engine, profile: str, coordinates: str, query: Mapping[str, str]) -> di
 
 def match(engine, profile: str, coordinates: str, query: Mapping[str, str]) -> dict:
     from geoengine.routing.matching import UNMATCHED
-    from geoengine.services.matching import MapMatchRequest, matched_route
+    from geoengine.services.matching import MapMatchRequest, matched_routes_by_point
     from geoengine.validation import validate
 
     coords = parse_coordinates(coordinates)
@@ -764,7 +852,8 @@ def match(engine, profile: str, coordinates: str, query: Mapping[str, str]) -> d
     co = _costing_options(costing, q)
     if co:
         body["costing_options"] = co
-    matched, res = matched_route(engine.matcher, validate(MapMatchRequest, body))  # one matching
+    # one matching per matched section, one leg between each two of its matched trace points
+    matched, res = matched_routes_by_point(engine.matcher, validate(MapMatchRequest, body))
     mode = _MODE.get(costing, "driving")
     # per trace point: its section (matching) and the edge it lies on
     sizes = [len(sec.edges) for sec in res.sections]
@@ -774,8 +863,8 @@ def match(engine, profile: str, coordinates: str, query: Mapping[str, str]) -> d
     sec_of_point = np.where(kept, sec_of_edge[np.clip(res.edge_index, 0, len(sec_of_edge) - 1)], -1)
     names = _edge_names(engine, all_edges[np.clip(res.edge_index, 0, len(all_edges) - 1)])
     matchings = []
-    for k, leg in enumerate(matched.legs):
-        r = route_object(matched, q, mode, legs=[leg])
+    for k, route_k in enumerate(matched):
+        r = route_object(route_k, q, mode, graph=engine.graph)
         in_sec = sec_of_point == k
         r["confidence"] = round(float((res.type[in_sec] != UNMATCHED).mean()) if in_sec.any() else 0.0, 3)
         matchings.append(r)
