@@ -32,7 +32,7 @@ from pathlib import Path
 import numba
 import numpy as np
 
-from geoengine.routing.ch import INF, ContractionHierarchy
+from geoengine.routing.ch import INF, ContractionHierarchy, PathResult, _path, _pick_kernel
 
 FORMAT_VERSION = 1
 _PARALLEL_LOCK = threading.Lock()
@@ -520,6 +520,33 @@ def _et_pairs(parent, up_off, up_tgt, up_w, up_s, dn_off, dn_tgt, dn_w, dn_s, sv
     return P, S
 
 
+@numba.njit(cache=True, nogil=True)
+def _et_query_kernel(n, rank, order, parent, up_off, up_tgt, up_w, up_s, up_row, up_mid, up_c1, up_c2, up_hops,
+                     dn_off, dn_tgt, dn_w, dn_s, dn_row, dn_mid, dn_c1, dn_c2, dn_hops, sv, so, so2, tv, to, to2,
+                     want_path, fd, fs, fp, fst, bd, bs, bp, bst, ctr, fbuf, bbuf):
+    """`ch._query_kernel` (query without force_loop in one call) with the elimination-tree walk."""
+    empty = np.empty(0, np.int64)
+    sr = np.empty(sv.shape[0], np.int64)
+    tr = np.empty(tv.shape[0], np.int64)
+    for i in range(sv.shape[0]):
+        if sv[i] < 0 or sv[i] >= n:
+            return -1, INF, INF, empty, -1, -1
+        sr[i] = rank[sv[i]]
+    for i in range(tv.shape[0]):
+        if tv[i] < 0 or tv[i] >= n:
+            return -2, INF, INF, empty, -1, -1
+        tr[i] = rank[tv[i]]
+    best, best2, mv = _et_p2p(parent, up_off, up_tgt, up_w, up_s, dn_off, dn_tgt, dn_w, dn_s, sr, so, so2, tr, to,
+                              to2, fd, fs, fp, fst, bd, bs, bp, bst, ctr, fbuf, bbuf)
+    if mv < 0:
+        return 0, INF, INF, empty, -1, -1
+    if not want_path:
+        return 1, best, best2, empty, -1, -1
+    p, srank, trank = _path(mv, fp, bp, up_row, up_tgt, up_mid, up_c1, up_c2, up_hops, dn_row, dn_tgt, dn_mid,
+                            dn_c1, dn_c2, dn_hops, order)
+    return 1, best, best2, p, _pick_kernel(sr, so, srank, fd[srank]), _pick_kernel(tr, to, trank, bd[trank])
+
+
 class CustomisedCH(ContractionHierarchy):
     """A `ContractionHierarchy` made by customising a CCH topology for one metric. Identical results;
     `_orig_out` (used by `query(..., force_loop=True)`) comes from the customised arcs' originals. With
@@ -536,6 +563,26 @@ class CustomisedCH(ContractionHierarchy):
             b = (np.empty(max(self.n, 1), np.int64), np.empty(max(self.n, 1), np.int64))
             self._local.et = b
         return b
+
+    def query(self, sources, targets, source_offsets=None, target_offsets=None, source_offsets2=None,
+              target_offsets2=None, *, force_loop=False, path=True) -> PathResult:
+        if self.parent is None or force_loop:  # force_loop: the base class expands sources, then `_search`
+            return super().query(sources, targets, source_offsets, target_offsets, source_offsets2, target_offsets2,
+                                 force_loop=force_loop, path=path)
+        from geoengine.routing.ch import _as_locations
+
+        sv, so, so2 = _as_locations(sources, source_offsets, source_offsets2, "sources")
+        tv, to, to2 = _as_locations(targets, target_offsets, target_offsets2, "targets")
+        f, b, ctr = self._ws()
+        fb, bb = self._et_bufs()
+        status, best, best2, p, si, ti = _et_query_kernel(
+            self.n, self.rank, self.order, self.parent, self.up_off, self.up_tgt, self.up_w, self.up_s, self.up_row,
+            self.up_mid, self.up_c1, self.up_c2, self.up_hops, self.dn_off, self.dn_tgt, self.dn_w, self.dn_s,
+            self.dn_row, self.dn_mid, self.dn_c1, self.dn_c2, self.dn_hops, sv, so, so2, tv, to, to2, bool(path),
+            f[0], f[1], f[2], f[3], b[0], b[1], b[2], b[3], ctr, fb, bb)
+        if status < 0:
+            raise ValueError(f"{'sources' if status == -1 else 'targets'}: vertex out of range [0, {self.n})")
+        return PathResult(float(best), float(best2), p, int(si), int(ti))
 
     def _search(self, sr, so, so2, tr, to, to2, f, b, ctr):
         if self.parent is None:
