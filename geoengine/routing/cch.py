@@ -32,10 +32,9 @@ from pathlib import Path
 import numba
 import numpy as np
 
-from geoengine.routing.ch import ContractionHierarchy
+from geoengine.routing.ch import INF, ContractionHierarchy, PathResult, _path, _pick_kernel
 
 FORMAT_VERSION = 1
-INF = np.inf
 _PARALLEL_LOCK = threading.Lock()
 _TOPO_ARRAYS = ("rank", "order", "off", "tgt", "row", "dn_off", "dn_src", "dn_edge", "task_off", "task_verts")
 
@@ -212,6 +211,94 @@ def _lower_triangles(u, off, tgt, dn_off, dn_src, dn_edge, up_w, dn_w, up_s, dn_
                 dn_h[j] = dn_h[k2] + up_h[e1]
 
 
+@numba.njit(cache=True, nogil=True)
+def _better(c, c2, w, s):
+    return c < w or (c == w and c < np.inf and c2 < s)
+
+
+@numba.njit(cache=True, nogil=True)
+def _upper_triangles(w, off, tgt, dn_off, dn_src, dn_edge, up_w, dn_w, up_s, dn_s, up_d, dn_d, pos):
+    """Perfect customisation, the triangles {u, w, x} (u < w < x) whose middle vertex is w: with edges
+    a = {u, w}, b = {w, x}, c = {u, x}: u->w <= u->x->w and w->u <= w->x->u (upper triangle of a),
+    u->x <= u->w->x and x->u <= x->w->u (intermediate triangle of c). Middles run in descending rank,
+    so row w (every b) is final here: it is only written by middles above w. The same enumeration as
+    the lower-triangle pass (lower neighbours u of w, then u's row beyond w). A weight lowered here
+    (primary, then secondary) marks its arc unneeded: a shortest path between its ends runs through a
+    vertex above its lower end."""
+    for j in range(off[w], off[w + 1]):
+        pos[tgt[j]] = j
+    for t in range(dn_off[w], dn_off[w + 1]):
+        ja = dn_edge[t]  # {u, w}
+        for jc in range(ja + 1, off[dn_src[t] + 1]):  # {u, x}, x > w
+            kb = pos[tgt[jc]]  # {w, x}
+            c = up_w[jc] + dn_w[kb]
+            c2 = up_s[jc] + dn_s[kb]
+            if _better(c, c2, up_w[ja], up_s[ja]):
+                up_w[ja] = c
+                up_s[ja] = c2
+                up_d[ja] = True
+            c = up_w[kb] + dn_w[jc]
+            c2 = up_s[kb] + dn_s[jc]
+            if _better(c, c2, dn_w[ja], dn_s[ja]):
+                dn_w[ja] = c
+                dn_s[ja] = c2
+                dn_d[ja] = True
+            c = up_w[ja] + up_w[kb]
+            c2 = up_s[ja] + up_s[kb]
+            if _better(c, c2, up_w[jc], up_s[jc]):
+                up_w[jc] = c
+                up_s[jc] = c2
+                up_d[jc] = True
+            c = dn_w[kb] + dn_w[ja]
+            c2 = dn_s[kb] + dn_s[ja]
+            if _better(c, c2, dn_w[jc], dn_s[jc]):
+                dn_w[jc] = c
+                dn_s[jc] = c2
+                dn_d[jc] = True
+
+
+@numba.njit(cache=True, nogil=True, parallel=True)
+def _perfect_parallel(off, tgt, dn_off, dn_src, dn_edge, task_off, task_verts, up_w, dn_w, up_s, dn_s, up_d, dn_d,
+                      chunks):
+    """Top part first (descending rank, serial: its middles write rows inside the subtrees), then the
+    independent subtrees in parallel (each in descending rank)."""
+    n = off.shape[0] - 1
+    nt = task_off.shape[0] - 2
+    pos = np.empty((chunks, max(n, 1)), np.int64)
+    p = pos[0]
+    for i in range(task_off[nt + 1] - 1, task_off[nt] - 1, -1):
+        _upper_triangles(task_verts[i], off, tgt, dn_off, dn_src, dn_edge, up_w, dn_w, up_s, dn_s, up_d, dn_d, p)
+    for c in numba.prange(chunks):
+        q = pos[c]
+        for t in range(c, nt, chunks):
+            for i in range(task_off[t + 1] - 1, task_off[t] - 1, -1):
+                _upper_triangles(task_verts[i], off, tgt, dn_off, dn_src, dn_edge, up_w, dn_w, up_s, dn_s, up_d, dn_d,
+                                 q)
+
+
+@numba.njit(cache=True, nogil=True)
+def _perfect_serial(off, tgt, dn_off, dn_src, dn_edge, up_w, dn_w, up_s, dn_s, up_d, dn_d):
+    n = off.shape[0] - 1
+    pos = np.empty(max(n, 1), np.int64)
+    for w in range(n - 1, -1, -1):
+        _upper_triangles(w, off, tgt, dn_off, dn_src, dn_edge, up_w, dn_w, up_s, dn_s, up_d, dn_d, pos)
+
+
+@numba.njit(cache=True, nogil=True)
+def _keep_children(n, off, up_w, dn_w, up_m, dn_m, up_c1, up_c2, dn_c1, dn_c2, up_d, dn_d):
+    """Arcs kept after pruning must unpack through kept arcs. In exact arithmetic the children of an
+    arc whose weight perfect customisation did not lower were not lowered either; this pass keeps them
+    anyway should rounding say otherwise (top-down: children lie in lower rows)."""
+    for r in range(n - 1, -1, -1):
+        for e in range(off[r], off[r + 1]):
+            if up_w[e] < np.inf and not up_d[e] and up_m[e] >= 0:
+                dn_d[up_c1[e]] = False
+                up_d[up_c2[e]] = False
+            if dn_w[e] < np.inf and not dn_d[e] and dn_m[e] >= 0:
+                dn_d[dn_c1[e]] = False
+                up_d[dn_c2[e]] = False
+
+
 @numba.njit(cache=True, nogil=True, parallel=True)
 def _customise_parallel(off, tgt, dn_off, dn_src, dn_edge, task_off, task_verts, up_w, dn_w, up_s, dn_s, up_m, dn_m,
                         up_c1, up_c2, dn_c1, dn_c2, up_h, dn_h, chunks):
@@ -273,18 +360,20 @@ def _subtree_tasks(n, parent, thr):
 
 
 @numba.njit(cache=True, nogil=True)
-def _compact(n, off, tgt, row, order, up_w, dn_w, up_s, dn_s, up_m, dn_m, up_c1, up_c2, dn_c1, dn_c2, up_h, dn_h):
-    """Drop arcs of infinite weight; renumber children; middle vertices to original ids."""
+def _compact(n, off, tgt, row, order, up_w, dn_w, up_s, dn_s, up_m, dn_m, up_c1, up_c2, dn_c1, dn_c2, up_h, dn_h,
+             up_d, dn_d):
+    """Drop arcs of infinite weight and arcs perfect customisation proved unneeded (up_d/dn_d); renumber
+    children; middle vertices to original ids."""
     mc = tgt.shape[0]
     up_new = np.full(mc, -1, np.int64)
     dn_new = np.full(mc, -1, np.int64)
     nu = 0
     nd = 0
     for e in range(mc):
-        if up_w[e] < np.inf:
+        if up_w[e] < np.inf and not up_d[e]:
             up_new[e] = nu
             nu += 1
-        if dn_w[e] < np.inf:
+        if dn_w[e] < np.inf and not dn_d[e]:
             dn_new[e] = nd
             nd += 1
     U_off = np.zeros(n + 1, np.int64)
@@ -345,9 +434,171 @@ def _compact(n, off, tgt, row, order, up_w, dn_w, up_s, dn_s, up_m, dn_m, up_c1,
             D_off, D_tgt, D_row, D_w, D_s, D_mid, D_c1, D_c2, D_h)
 
 
+# ---------------------------------------------------------------------------------------------------
+# elimination-tree queries (after perfect customisation)
+# ---------------------------------------------------------------------------------------------------
+
+
+@numba.njit(cache=True, nogil=True)
+def _et_side(vs, off, off2, parent, a_off, a_tgt, a_w, a_s, dist, sec, par, stamp, cur, buf):
+    """One side of an elimination-tree query: label every ancestor of the start vertices (in rank
+    order, so every lower arc is final before it is scanned) by relaxing all its arcs. No queue, no
+    stopping test: after perfect customisation the search space is exactly the ancestors. Returns the
+    number of ancestors listed in buf (sorted by rank)."""
+    cnt = 0
+    for i in range(vs.shape[0]):
+        x = vs[i]
+        while x >= 0 and stamp[x] != cur:
+            stamp[x] = cur
+            dist[x] = INF
+            sec[x] = INF
+            par[x] = -1
+            buf[cnt] = x
+            cnt += 1
+            x = parent[x]
+    for i in range(vs.shape[0]):
+        v = vs[i]
+        if off[i] < dist[v]:
+            dist[v] = off[i]
+            sec[v] = off2[i]
+    buf[:cnt].sort()
+    for i in range(cnt):
+        x = buf[i]
+        d = dist[x]
+        if d == INF:
+            continue
+        sx = sec[x]
+        for k in range(a_off[x], a_off[x + 1]):
+            y = a_tgt[k]
+            nd = d + a_w[k]
+            if nd < dist[y]:
+                dist[y] = nd
+                sec[y] = sx + a_s[k]
+                par[y] = k
+    return cnt
+
+
+@numba.njit(cache=True, nogil=True)
+def _et_p2p(parent, up_off, up_tgt, up_w, up_s, dn_off, dn_tgt, dn_w, dn_s, src, soff, soff2, tgt, toff, toff2,
+            fd, fs, fp, fst, bd, bs, bp, bst, ctr, fbuf, bbuf):
+    """Point-to-point by elimination-tree walk: (best primary, best secondary, meeting vertex or -1)."""
+    ctr[0] += 1
+    cur = ctr[0]
+    nf = _et_side(src, soff, soff2, parent, up_off, up_tgt, up_w, up_s, fd, fs, fp, fst, cur, fbuf)
+    _et_side(tgt, toff, toff2, parent, dn_off, dn_tgt, dn_w, dn_s, bd, bs, bp, bst, cur, bbuf)
+    best = INF
+    best2 = INF
+    mv = -1
+    for i in range(nf):
+        x = fbuf[i]
+        if bst[x] == cur:
+            c = fd[x] + bd[x]
+            if c < best or (c == best and c < INF and fs[x] + bs[x] < best2):
+                best = c
+                best2 = fs[x] + bs[x]
+                mv = x
+    return best, best2, mv
+
+
+@numba.njit(cache=True, nogil=True)
+def _et_pairs(parent, up_off, up_tgt, up_w, up_s, dn_off, dn_tgt, dn_w, dn_s, sv, so, so2, sptr, tv, to, to2, tptr,
+              fd, fs, fp, fst, bd, bs, bp, bst, ctr, fbuf, bbuf):
+    k = sptr.shape[0] - 1
+    P = np.full(k, INF)
+    S = np.full(k, INF)
+    for i in range(k):
+        a, b = sptr[i], sptr[i + 1]
+        c, d = tptr[i], tptr[i + 1]
+        if a == b or c == d:
+            continue
+        best, best2, mv = _et_p2p(parent, up_off, up_tgt, up_w, up_s, dn_off, dn_tgt, dn_w, dn_s, sv[a:b], so[a:b],
+                                  so2[a:b], tv[c:d], to[c:d], to2[c:d], fd, fs, fp, fst, bd, bs, bp, bst, ctr, fbuf,
+                                  bbuf)
+        if mv >= 0:
+            P[i] = best
+            S[i] = best2
+    return P, S
+
+
+@numba.njit(cache=True, nogil=True)
+def _et_query_kernel(n, rank, order, parent, up_off, up_tgt, up_w, up_s, up_row, up_mid, up_c1, up_c2, up_hops,
+                     dn_off, dn_tgt, dn_w, dn_s, dn_row, dn_mid, dn_c1, dn_c2, dn_hops, sv, so, so2, tv, to, to2,
+                     want_path, fd, fs, fp, fst, bd, bs, bp, bst, ctr, fbuf, bbuf):
+    """`ch._query_kernel` (query without force_loop in one call) with the elimination-tree walk."""
+    empty = np.empty(0, np.int64)
+    sr = np.empty(sv.shape[0], np.int64)
+    tr = np.empty(tv.shape[0], np.int64)
+    for i in range(sv.shape[0]):
+        if sv[i] < 0 or sv[i] >= n:
+            return -1, INF, INF, empty, -1, -1
+        sr[i] = rank[sv[i]]
+    for i in range(tv.shape[0]):
+        if tv[i] < 0 or tv[i] >= n:
+            return -2, INF, INF, empty, -1, -1
+        tr[i] = rank[tv[i]]
+    best, best2, mv = _et_p2p(parent, up_off, up_tgt, up_w, up_s, dn_off, dn_tgt, dn_w, dn_s, sr, so, so2, tr, to,
+                              to2, fd, fs, fp, fst, bd, bs, bp, bst, ctr, fbuf, bbuf)
+    if mv < 0:
+        return 0, INF, INF, empty, -1, -1
+    if not want_path:
+        return 1, best, best2, empty, -1, -1
+    p, srank, trank = _path(mv, fp, bp, up_row, up_tgt, up_mid, up_c1, up_c2, up_hops, dn_row, dn_tgt, dn_mid,
+                            dn_c1, dn_c2, dn_hops, order)
+    return 1, best, best2, p, _pick_kernel(sr, so, srank, fd[srank]), _pick_kernel(tr, to, trank, bd[trank])
+
+
 class CustomisedCH(ContractionHierarchy):
-    """A `ContractionHierarchy` made by customising a CCH topology for one metric. Identical queries;
-    `_orig_out` (used by `query(..., force_loop=True)`) comes from the customised arcs' originals."""
+    """A `ContractionHierarchy` made by customising a CCH topology for one metric. Identical results;
+    `_orig_out` (used by `query(..., force_loop=True)`) comes from the customised arcs' originals. With
+    `parent` (the elimination tree; given after perfect customisation) point-to-point queries and batch
+    pairs walk the elimination tree instead of running a bidirectional Dijkstra."""
+
+    def __init__(self, n: int, arrays: dict, info: dict | None = None, parent=None):
+        super().__init__(n, arrays, info)
+        self.parent = None if parent is None else np.asarray(parent, np.int64)
+
+    def _et_bufs(self):
+        b = getattr(self._local, "et", None)
+        if b is None:
+            b = (np.empty(max(self.n, 1), np.int64), np.empty(max(self.n, 1), np.int64))
+            self._local.et = b
+        return b
+
+    def query(self, sources, targets, source_offsets=None, target_offsets=None, source_offsets2=None,
+              target_offsets2=None, *, force_loop=False, path=True) -> PathResult:
+        if self.parent is None or force_loop:  # force_loop: the base class expands sources, then `_search`
+            return super().query(sources, targets, source_offsets, target_offsets, source_offsets2, target_offsets2,
+                                 force_loop=force_loop, path=path)
+        from geoengine.routing.ch import _as_locations
+
+        sv, so, so2 = _as_locations(sources, source_offsets, source_offsets2, "sources")
+        tv, to, to2 = _as_locations(targets, target_offsets, target_offsets2, "targets")
+        f, b, ctr = self._ws()
+        fb, bb = self._et_bufs()
+        status, best, best2, p, si, ti = _et_query_kernel(
+            self.n, self.rank, self.order, self.parent, self.up_off, self.up_tgt, self.up_w, self.up_s, self.up_row,
+            self.up_mid, self.up_c1, self.up_c2, self.up_hops, self.dn_off, self.dn_tgt, self.dn_w, self.dn_s,
+            self.dn_row, self.dn_mid, self.dn_c1, self.dn_c2, self.dn_hops, sv, so, so2, tv, to, to2, bool(path),
+            f[0], f[1], f[2], f[3], b[0], b[1], b[2], b[3], ctr, fb, bb)
+        if status < 0:
+            raise ValueError(f"{'sources' if status == -1 else 'targets'}: vertex out of range [0, {self.n})")
+        return PathResult(float(best), float(best2), p, int(si), int(ti))
+
+    def _search(self, sr, so, so2, tr, to, to2, f, b, ctr):
+        if self.parent is None:
+            return super()._search(sr, so, so2, tr, to, to2, f, b, ctr)
+        fb, bb = self._et_bufs()
+        return _et_p2p(self.parent, self.up_off, self.up_tgt, self.up_w, self.up_s, self.dn_off, self.dn_tgt,
+                       self.dn_w, self.dn_s, sr, so, so2, tr, to, to2, f[0], f[1], f[2], f[3], b[0], b[1], b[2], b[3],
+                       ctr, fb, bb)
+
+    def _pairs(self, sv, so, so2, sp, tv, to, to2, tp, f, b, ctr):
+        if self.parent is None:
+            return super()._pairs(sv, so, so2, sp, tv, to, to2, tp, f, b, ctr)
+        fb, bb = self._et_bufs()
+        return _et_pairs(self.parent, self.up_off, self.up_tgt, self.up_w, self.up_s, self.dn_off, self.dn_tgt,
+                         self.dn_w, self.dn_s, sv, so, so2, sp, tv, to, to2, tp, f[0], f[1], f[2], f[3], b[0], b[1],
+                         b[2], b[3], ctr, fb, bb)
 
     def nbytes(self) -> int:
         from geoengine.routing.ch import _ARRAYS
@@ -476,9 +727,25 @@ class CCHTopology:
             self._arc_map[key] = (edge, up)
         return edge, up
 
-    def customise(self, offsets, targets, weights, secondary=None, *, parallel: bool = True, key=None) -> CustomisedCH:
+    @property
+    def parent(self):
+        """Elimination tree in rank space (parent[r] = lowest upper neighbour of r, -1 for a root)."""
+        p = getattr(self, "_parent", None)
+        if p is None:
+            off = np.asarray(self.off)
+            p = np.full(self.n, -1, np.int64)
+            has = off[1:] > off[:-1]
+            p[has] = np.asarray(self.tgt)[off[:-1][has]]
+            self._parent = p
+        return p
+
+    def customise(self, offsets, targets, weights, secondary=None, *, parallel: bool = True, key=None,
+                  perfect: bool = True) -> CustomisedCH:
         """A `ContractionHierarchy` for the metric `weights` (float64[m], >= 0; inf = arc unusable) and
-        `secondary` on the arcs of the CSR graph (offsets, targets). See `arc_edges` for which arcs."""
+        `secondary` on the arcs of the CSR graph (offsets, targets). See `arc_edges` for which arcs.
+        `perfect` (default): perfect customisation, arcs it proves unneeded pruned, and point-to-point
+        queries by elimination-tree walk; False: the basic (lower-triangle) customisation only, queried
+        by the bidirectional Dijkstra of `ContractionHierarchy`."""
         t0 = time.perf_counter()
         weights = np.ascontiguousarray(weights, dtype=np.float64)
         targets = np.asarray(targets)
@@ -511,11 +778,24 @@ class CCHTopology:
         else:
             _customise_serial(*args)
         t2 = time.perf_counter()
+        up_d = np.zeros(mc, np.bool_)
+        dn_d = np.zeros(mc, np.bool_)
+        if perfect:
+            if parallel:
+                with _PARALLEL_LOCK:
+                    _perfect_parallel(self.off, self.tgt, self.dn_off, self.dn_src, self.dn_edge, self.task_off,
+                                      self.task_verts, up_w, dn_w, up_s, dn_s, up_d, dn_d,
+                                      max(int(numba.get_num_threads()), 1))
+            else:
+                _perfect_serial(self.off, self.tgt, self.dn_off, self.dn_src, self.dn_edge, up_w, dn_w, up_s, dn_s,
+                                up_d, dn_d)
+            _keep_children(self.n, self.off, up_w, dn_w, up_m, dn_m, up_c1, up_c2, dn_c1, dn_c2, up_d, dn_d)
+        t3 = time.perf_counter()
         order = np.asarray(self.order, np.int64)
         (U_off, U_tgt, U_row, U_w, U_s, U_mid, U_c1, U_c2, U_h,
          D_off, D_tgt, D_row, D_w, D_s, D_mid, D_c1, D_c2, D_h) = _compact(
             self.n, self.off, self.tgt, self.row, order, up_w, dn_w, up_s, dn_s, up_m, dn_m, up_c1, up_c2, dn_c1,
-            dn_c2, up_h, dn_h)
+            dn_c2, up_h, dn_h, up_d, dn_d)
         arrays = dict(rank=self.rank, order=self.order,
                       up_off=U_off, up_tgt=U_tgt, up_w=U_w, up_s=U_s, up_mid=U_mid, up_c1=U_c1, up_c2=U_c2,
                       up_row=U_row, up_hops=U_h,
@@ -524,8 +804,9 @@ class CCHTopology:
         info = {"vertices": self.n, "arcs": int(targets.shape[0]), "up_arcs": int(U_tgt.shape[0]),
                 "dn_arcs": int(D_tgt.shape[0]), "cch_edges": int(mc),
                 "map_seconds": round(t1 - t0, 4), "customise_seconds": round(t2 - t1, 4),
-                "compact_seconds": round(time.perf_counter() - t2, 4)}
-        ch = CustomisedCH(self.n, arrays, info)
+                "perfect_seconds": round(t3 - t2, 4), "compact_seconds": round(time.perf_counter() - t3, 4),
+                "perfect": bool(perfect)}
+        ch = CustomisedCH(self.n, arrays, info, parent=self.parent if perfect else None)
         ch._orig_out = _original_out(self.n, np.asarray(offsets, np.int64), np.asarray(targets, np.int64), weights,
                                      secondary)
         return ch

@@ -1009,8 +1009,7 @@ class ContractionHierarchy:
         sr = self.rank[sv].astype(np.int64)
         tr = self.rank[tv].astype(np.int64)
         f, b, ctr = self._ws()
-        best, best2, mv = _p2p(self.up_off, self.up_tgt, self.up_w, self.up_s, self.dn_off, self.dn_tgt, self.dn_w,
-                               self.dn_s, sr, so, so2, tr, to, to2, False, *f, *b, ctr)
+        best, best2, mv = self._search(sr, so, so2, tr, to, to2, f, b, ctr)
         if mv < 0:
             return PathResult(INF, INF, np.empty(0, np.int64), -1, -1)
         if not path:
@@ -1062,9 +1061,17 @@ class ContractionHierarchy:
         if sp.shape[0] != tp.shape[0]:
             raise ValueError("sources and targets must have the same length")
         f, b, ctr = self._ws()
+        return self._pairs(self.rank[sv].astype(np.int64), so, so2, sp, self.rank[tv].astype(np.int64), to, to2, tp,
+                           f, b, ctr)
+
+    def _search(self, sr, so, so2, tr, to, to2, f, b, ctr):
+        """(best primary, best secondary, meeting rank or -1) with the search labels left in f and b."""
+        return _p2p(self.up_off, self.up_tgt, self.up_w, self.up_s, self.dn_off, self.dn_tgt, self.dn_w,
+                    self.dn_s, sr, so, so2, tr, to, to2, False, *f, *b, ctr)
+
+    def _pairs(self, sv, so, so2, sp, tv, to, to2, tp, f, b, ctr):
         return _p2p_pairs(self.up_off, self.up_tgt, self.up_w, self.up_s, self.dn_off, self.dn_tgt, self.dn_w,
-                          self.dn_s, self.rank[sv].astype(np.int64), so, so2, sp, self.rank[tv].astype(np.int64), to,
-                          to2, tp, *f, *b, ctr)
+                          self.dn_s, sv, so, so2, sp, tv, to, to2, tp, *f, *b, ctr)
 
     def table(self, sources, targets):
         """Many-to-many: `sources` and `targets` are lists of locations (see `flatten_locations`), or 1-D

@@ -78,8 +78,13 @@ def test_customised_queries_equal_scipy(graph, data):
         for _ in range(2):  # two metrics on one topology
             w, s = data.draw(metrics(len(targets)))
             D = oracle(n, offsets, targets, w)
-            ch = topo.customise(offsets, targets, w, s, parallel=bool(data.draw(st.booleans())))
+            perfect = bool(data.draw(st.booleans()))
+            ch = topo.customise(offsets, targets, w, s, parallel=bool(data.draw(st.booleans())), perfect=perfect)
             assert np.all(np.isfinite(ch.up_w)) and np.all(np.isfinite(ch.dn_w))
+            assert (ch.parent is not None) == perfect  # elimination-tree queries after perfect customisation
+            if perfect:  # pruning keeps a subset of the basic customisation's arcs
+                basic = topo.customise(offsets, targets, w, s, perfect=False)
+                assert len(ch.up_w) <= len(basic.up_w) and len(ch.dn_w) <= len(basic.dn_w)
             pairs = [(a, b) for a in range(n) for b in range(n)]
             for a, b in data.draw(st.lists(st.sampled_from(pairs), min_size=1, max_size=20)):
                 r = ch.query(a, b)
@@ -114,7 +119,7 @@ def test_sub_graph_customisation_and_loops(graph, data):
     if data.draw(st.booleans()):
         topo.set_base(offsets, targets)  # map sub-CSRs by the merge walk instead of binary searches
     w, s = data.draw(metrics(len(sub_tgt)))
-    ch = topo.customise(sub_off, sub_tgt, w, s)
+    ch = topo.customise(sub_off, sub_tgt, w, s, perfect=bool(data.draw(st.booleans())))
     D = oracle(n, sub_off, sub_tgt, w)
     k1, k2 = data.draw(st.integers(1, 3)), data.draw(st.integers(1, 3))
     sv = np.array(data.draw(st.lists(st.integers(0, n - 1), min_size=k1, max_size=k1)))
