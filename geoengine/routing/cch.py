@@ -32,7 +32,7 @@ from pathlib import Path
 import numba
 import numpy as np
 
-from geoengine.routing.ch import INF, ContractionHierarchy, PathResult, _path, _pick_kernel
+from geoengine.routing.ch import INF, ContractionHierarchy, PathResult, _query_ranks, _query_result
 
 FORMAT_VERSION = 1
 _PARALLEL_LOCK = threading.Lock()
@@ -525,26 +525,13 @@ def _et_query_kernel(n, rank, order, parent, up_off, up_tgt, up_w, up_s, up_row,
                      dn_off, dn_tgt, dn_w, dn_s, dn_row, dn_mid, dn_c1, dn_c2, dn_hops, sv, so, so2, tv, to, to2,
                      want_path, fd, fs, fp, fst, bd, bs, bp, bst, ctr, fbuf, bbuf):
     """`ch._query_kernel` (query without force_loop in one call) with the elimination-tree walk."""
-    empty = np.empty(0, np.int64)
-    sr = np.empty(sv.shape[0], np.int64)
-    tr = np.empty(tv.shape[0], np.int64)
-    for i in range(sv.shape[0]):
-        if sv[i] < 0 or sv[i] >= n:
-            return -1, INF, INF, empty, -1, -1
-        sr[i] = rank[sv[i]]
-    for i in range(tv.shape[0]):
-        if tv[i] < 0 or tv[i] >= n:
-            return -2, INF, INF, empty, -1, -1
-        tr[i] = rank[tv[i]]
+    status, sr, tr = _query_ranks(n, rank, sv, tv)
+    if status < 0:
+        return status, INF, INF, np.empty(0, np.int64), -1, -1
     best, best2, mv = _et_p2p(parent, up_off, up_tgt, up_w, up_s, dn_off, dn_tgt, dn_w, dn_s, sr, so, so2, tr, to,
                               to2, fd, fs, fp, fst, bd, bs, bp, bst, ctr, fbuf, bbuf)
-    if mv < 0:
-        return 0, INF, INF, empty, -1, -1
-    if not want_path:
-        return 1, best, best2, empty, -1, -1
-    p, srank, trank = _path(mv, fp, bp, up_row, up_tgt, up_mid, up_c1, up_c2, up_hops, dn_row, dn_tgt, dn_mid,
-                            dn_c1, dn_c2, dn_hops, order)
-    return 1, best, best2, p, _pick_kernel(sr, so, srank, fd[srank]), _pick_kernel(tr, to, trank, bd[trank])
+    return _query_result(best, best2, mv, want_path, sr, so, tr, to, fd, fp, bd, bp, order, up_row, up_tgt, up_mid,
+                         up_c1, up_c2, up_hops, dn_row, dn_tgt, dn_mid, dn_c1, dn_c2, dn_hops)
 
 
 class CustomisedCH(ContractionHierarchy):

@@ -634,26 +634,28 @@ def _pick_kernel(ranks, offs, r, label):
 
 
 @numba.njit(cache=True, nogil=True)
-def _query_kernel(n, rank, order, up_off, up_tgt, up_w, up_s, up_row, up_mid, up_c1, up_c2, up_hops,
-                  dn_off, dn_tgt, dn_w, dn_s, dn_row, dn_mid, dn_c1, dn_c2, dn_hops,
-                  sv, so, so2, tv, to, to2, want_path,
-                  fd, fs, fp, fst, fhk, fhv, fhp, bd, bs, bp, bst, bhk, bhv, bhp, ctr):
-    """`query` without force_loop in one call: ranks, the bidirectional search, the unpacked path and the
-    candidates used. Returns (status, primary, secondary, path, source index, target index); status -1:
-    a source vertex out of range, -2: a target out of range, 0: no path, 1: found."""
-    empty = np.empty(0, np.int64)
+def _query_ranks(n, rank, sv, tv):
+    """(status, source ranks, target ranks) of a query's candidate vertices; status -1: a source out of
+    range, -2: a target out of range, 1: fine."""
     sr = np.empty(sv.shape[0], np.int64)
     tr = np.empty(tv.shape[0], np.int64)
     for i in range(sv.shape[0]):
         if sv[i] < 0 or sv[i] >= n:
-            return -1, INF, INF, empty, -1, -1
+            return -1, sr, tr
         sr[i] = rank[sv[i]]
     for i in range(tv.shape[0]):
         if tv[i] < 0 or tv[i] >= n:
-            return -2, INF, INF, empty, -1, -1
+            return -2, sr, tr
         tr[i] = rank[tv[i]]
-    best, best2, mv = _p2p(up_off, up_tgt, up_w, up_s, dn_off, dn_tgt, dn_w, dn_s, sr, so, so2, tr, to, to2, False,
-                           fd, fs, fp, fst, fhk, fhv, fhp, bd, bs, bp, bst, bhk, bhv, bhp, ctr)
+    return 1, sr, tr
+
+
+@numba.njit(cache=True, nogil=True)
+def _query_result(best, best2, mv, want_path, sr, so, tr, to, fd, fp, bd, bp, order, up_row, up_tgt, up_mid, up_c1,
+                  up_c2, up_hops, dn_row, dn_tgt, dn_mid, dn_c1, dn_c2, dn_hops):
+    """What a query returns once its search met at mv (or not: mv < 0): (status 0 or 1, primary,
+    secondary, unpacked path, source index, target index)."""
+    empty = np.empty(0, np.int64)
     if mv < 0:
         return 0, INF, INF, empty, -1, -1
     if not want_path:
@@ -661,6 +663,23 @@ def _query_kernel(n, rank, order, up_off, up_tgt, up_w, up_s, up_row, up_mid, up
     p, srank, trank = _path(mv, fp, bp, up_row, up_tgt, up_mid, up_c1, up_c2, up_hops, dn_row, dn_tgt, dn_mid,
                             dn_c1, dn_c2, dn_hops, order)
     return 1, best, best2, p, _pick_kernel(sr, so, srank, fd[srank]), _pick_kernel(tr, to, trank, bd[trank])
+
+
+@numba.njit(cache=True, nogil=True)
+def _query_kernel(n, rank, order, up_off, up_tgt, up_w, up_s, up_row, up_mid, up_c1, up_c2, up_hops,
+                  dn_off, dn_tgt, dn_w, dn_s, dn_row, dn_mid, dn_c1, dn_c2, dn_hops,
+                  sv, so, so2, tv, to, to2, want_path,
+                  fd, fs, fp, fst, fhk, fhv, fhp, bd, bs, bp, bst, bhk, bhv, bhp, ctr):
+    """`query` without force_loop in one call: ranks, the bidirectional search, the unpacked path and the
+    candidates used. Returns (status, primary, secondary, path, source index, target index); status -1:
+    a source vertex out of range, -2: a target out of range, 0: no path, 1: found."""
+    status, sr, tr = _query_ranks(n, rank, sv, tv)
+    if status < 0:
+        return status, INF, INF, np.empty(0, np.int64), -1, -1
+    best, best2, mv = _p2p(up_off, up_tgt, up_w, up_s, dn_off, dn_tgt, dn_w, dn_s, sr, so, so2, tr, to, to2, False,
+                           fd, fs, fp, fst, fhk, fhv, fhp, bd, bs, bp, bst, bhk, bhv, bhp, ctr)
+    return _query_result(best, best2, mv, want_path, sr, so, tr, to, fd, fp, bd, bp, order, up_row, up_tgt, up_mid,
+                         up_c1, up_c2, up_hops, dn_row, dn_tgt, dn_mid, dn_c1, dn_c2, dn_hops)
 
 
 @numba.njit(cache=True, nogil=True)
