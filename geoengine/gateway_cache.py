@@ -68,6 +68,16 @@ class CachedKeyStore:
             self._hits[h] = (record, now + self.ttl_s)
         return record
 
+    def peek(self, key: str) -> KeyRecord | None:
+        """The cached, unexpired record of `key`, or None: never reads the store (the front door's
+        check; a miss goes through `authenticate`)."""
+        if not key or self.ttl_s <= 0:
+            return None
+        hit = self._hits.get(key_hash(key))
+        if hit is None or hit[1] <= self._clock():
+            return None
+        return hit[0]
+
     def revoke(self, key_or_id: str) -> KeyRecord:
         record = self.store.revoke(key_or_id)
         self.forget(record.id)

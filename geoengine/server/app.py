@@ -14,11 +14,12 @@ from geoengine.gateway import KeyStore, auth_failure_status
 from geoengine.gateway_cache import CachedKeyStore
 from geoengine.gateway_store import open_keystore
 from geoengine.server import problems
+from geoengine.server.frontdoor import FrontDoor
 from geoengine.server.hotpath import HotPath
 from geoengine.server.lifecycle import FaultGuard, Reloader
 from geoengine.server.middleware import BodyLimitMiddleware, GatewayMiddleware
 from geoengine.server.openapi import tighten
-from geoengine.server.proxy import ProxyHeadersMiddleware
+from geoengine.server.proxy import ProxyHeadersMiddleware, TrustedProxies
 from geoengine.server.routes import ROUTE_MODULES
 from geoengine.server.web.access import WebAccessMiddleware
 
@@ -76,6 +77,9 @@ def create_app(engine: Engine, settings: Settings | None = None, keystore: KeySt
     app.add_middleware(GatewayMiddleware, keystore=keystore, gateway_host=settings.gateway_host)
     app.add_middleware(WebAccessMiddleware, keystore=keystore, settings=settings)  # outermost: page, CORS
     app.add_middleware(ProxyHeadersMiddleware, trusted=settings.forwarded_allow_ips)  # outermost
+    # below all of it, in the HTTP protocol (server/protocol.py): requests every layer above would pass
+    app.state.front_door = FrontDoor(app, keystore, settings.gateway_host, settings.max_body_bytes,
+                                     bool(TrustedProxies(settings.forwarded_allow_ips)))
     _document_gateway(app)
     return app
 

@@ -7,14 +7,27 @@ gives the protocol a transport wrapper that gathers the writes made within one t
 and sends them with one `write` at the end of the turn (a `call_soon`), before the loop polls again;
 closing flushes first. Everything else is the wrapped transport's.
 
+The protocol also opens the front door (`server/frontdoor.py`): when a request's headers are complete
+(for a POST, when its body is), the app's `FrontDoor` may answer it here, with the same bytes the
+application would write, without an ASGI scope, a request cycle or a task. Everything it declines goes
+to uvicorn's own path unchanged. It is only asked when the connection is idle (no response in flight,
+nothing pipelined behind it), keep-alive HTTP/1.1, not shutting down, and the transport not paused.
+
 `geoengine serve` passes this class as uvicorn's `http` protocol.
 """
 
 from __future__ import annotations
 
 import asyncio
+import logging
 
-from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
+import httptools
+from uvicorn.protocols.http.httptools_impl import STATUS_LINE, HttpToolsProtocol
+from uvicorn.protocols.utils import get_client_addr, get_path_with_query_string
+
+from geoengine.server import frontdoor
+
+log = logging.getLogger("geoengine.server")
 
 
 class _CorkedTransport:
@@ -57,8 +70,104 @@ class _CorkedTransport:
 
 
 class CorkedHttpToolsProtocol(HttpToolsProtocol):
+    _door: frontdoor.FrontDoor | None = None
+    _fd = 0  # 0: uvicorn's path; 1: answered by the front door; 2: collecting a body for it
+    _fd_path = ""
+    _fd_body: list[bytes] | None = None
+
     def connection_made(self, transport) -> None:  # type: ignore[override]
         super().connection_made(_CorkedTransport(transport, self.loop))
+        self._door = frontdoor.find(self.app)
+
+    # -- the front door ----------------------------------------------------------------------------
+    def _door_open(self) -> bool:
+        cycle = self.cycle
+        return (not self._shutting_down and (cycle is None or cycle.response_complete) and not self.pipeline
+                and not self.flow.write_paused and not self.expect_100_continue and not self.root_path
+                and self.limit_concurrency is None and self.parser.get_http_version() == "1.1"
+                and self.parser.should_keep_alive() and not self.parser.should_upgrade())
+
+    def _front(self) -> bool:
+        """Ask the front door about the request whose headers are complete: True when it answered or
+        is collecting the body."""
+        method = self.parser.get_method()
+        if method not in (b"GET", b"HEAD", b"POST") or not self._door_open():
+            return False
+        url = httptools.parse_url(self.url)
+        if b"%" in url.path:
+            return False
+        path = url.path.decode("ascii")
+        if method == b"POST":
+            if self._door.post_wanted(path, self.headers):
+                self._fd, self._fd_path, self._fd_body = 2, path, []
+                return True
+            return False
+        m = method.decode("ascii")
+        answer = self._door.get(m, path, url.query or b"", self.headers)
+        if answer is None:
+            return False
+        self._respond(m, path, url.query or b"", answer)
+        self._fd = 1
+        return True
+
+    def _respond(self, method: str, path: str, query: bytes, answer) -> None:
+        status, headers, body = answer
+        if self.access_log:
+            scope = self.scope
+            scope["method"], scope["path"], scope["query_string"] = method, path, query
+            self.access_logger.info('%s - "%s %s HTTP/%s" %d', get_client_addr(scope), method,
+                                    get_path_with_query_string(scope), "1.1", status)
+        out = [STATUS_LINE[status]]
+        for name, value in self.server_state.default_headers:
+            out += (name, b": ", value, b"\r\n")
+        for name, value in headers:
+            out += (name, b": ", value, b"\r\n")
+        out.append(b"\r\n")
+        if method != "HEAD" and body:
+            out.append(body)
+        self.transport.write(b"".join(out))
+        self._door.answered += 1
+        # as uvicorn's on_response_complete: count it, arm the keep-alive timeout
+        self.server_state.total_requests += 1
+        if self.timeout_keep_alive_task is not None:
+            self.timeout_keep_alive_task.cancel()
+        self.timeout_keep_alive_task = self.loop.call_later(self.timeout_keep_alive, self.timeout_keep_alive_handler)
+
+    def on_message_begin(self) -> None:
+        super().on_message_begin()
+        self._fd = 0
+
+    def on_body(self, body: bytes) -> None:
+        if self._fd == 2:
+            self._fd_body.append(body)
+        elif self._fd == 0:
+            super().on_body(body)
+
+    def on_message_complete(self) -> None:
+        if self._fd == 1:
+            self._fd = 0
+            return
+        if self._fd == 2:
+            self._fd = 0
+            body, self._fd_body = b"".join(self._fd_body), None
+            try:
+                answer = self._door.post(self._fd_path, body)
+            except Exception:  # an engine bug: the application answers (and logs) it
+                log.debug("front door declined after an error", exc_info=True)
+                answer = None
+            if answer is not None:
+                self._respond("POST", self._fd_path, b"", answer)
+                return
+            # the application answers: start uvicorn's cycle now, with the body already read
+            super().on_headers_complete()
+            cycle = self.cycle
+            if self._shutting_down:
+                cycle.keep_alive = False
+            cycle.body = body
+            cycle.more_body = False
+            cycle.message_event.set()
+            return
+        super().on_message_complete()
 
     # Graceful shutdown (SIGTERM, or SIGHUP replacing workers): uvicorn closes an idle connection at
     # once, but "idle" includes one just accepted, or kept alive, whose next request is already on the
@@ -85,6 +194,13 @@ class CorkedHttpToolsProtocol(HttpToolsProtocol):
             self.cycle.keep_alive = False
 
     def on_headers_complete(self) -> None:
+        if self._door is not None:
+            try:
+                if self._front():
+                    return
+            except Exception:  # never let the front door cost a request: the application answers it
+                log.debug("front door declined after an error", exc_info=True)
+                self._fd = 0
         super().on_headers_complete()
         if self._shutting_down and self.cycle is not None:  # answer it, then close
             self.cycle.keep_alive = False

@@ -1,0 +1,200 @@
+"""The front door: the cheapest requests answered in the HTTP protocol, below ASGI.
+
+What a cached tile cost the server before this (py-spy, wrk c=16, one worker): uvicorn building an
+ASGI scope, a `RequestResponseCycle` and an asyncio task per request, then six middleware layers
+(forwarded headers, web access, gateway, fault guard, body limit, hot path), each an `await` with its
+own scan of the headers, for a tile whose bytes were already in memory. `FrontDoor` answers, from the
+protocol's parser callbacks (`server/protocol.py`), the requests whose answer needs none of that:
+
+    GET|HEAD /tiles/{source}/{z}/{x}/{y}     tile bytes, 204, 304, or the tile endpoint's problem body
+    GET /search, GET /search/reverse         plainly valid queries (as the hot path)
+    GET /elevation?lat=..&lon=..             plain decimal coordinates within range
+    POST /route                              a body `RouteRequest` accepts, two locations, no alternates
+
+and only when every rule the middleware would apply is decided by a dictionary read:
+
+- the request carries `X-Gateway-Key` (not a publishable `pk_` key) and the right `X-Gateway-Host`,
+  and the key's record is in the gateway's in-process cache (`CachedKeyStore.peek`: same lifetime,
+  same revocation rule, only the key's hash kept); a key not in the cache goes through the gateway,
+  which reads the store and fills the cache;
+- the path is not counted by the key's plan (a counted request goes through the gateway, which keeps
+  quotas exact);
+- no `Origin` header (CORS and publishable keys are the web-access layer's), no forwarded header from
+  a trusted proxy, no body on a GET, a JSON (or undeclared) body within the body limit on a POST;
+- the endpoint's bundle group is not marked damaged (the fault guard's 503 comes from the app).
+
+Anything else, and any request the engine answers with something unexpected, goes to the ASGI
+application exactly as before: the front door never decides what the application would have decided
+differently. The answers are the same bytes the hot path writes (the same functions make them), with
+uvicorn's default headers, its access-log line, keep-alive and pipelining order.
+"""
+
+from __future__ import annotations
+
+import hmac
+import logging
+
+from pydantic import ValidationError
+
+from geoengine.errors import GeoengineError
+from geoengine.server.hotpath import dumps
+from geoengine.server.problems import PROBLEM_JSON
+
+log = logging.getLogger("geoengine.server")
+
+_JSON = [(b"content-type", b"application/json")]
+_PROBLEM = (b"content-type", PROBLEM_JSON.encode())
+# request bodies of this API are JSON; these declared types are read as JSON too (BodyLimitMiddleware)
+_JSON_TYPES = (b"", b"application/json", b"application/x-www-form-urlencoded", b"text/plain")
+_FORWARDED = (b"x-forwarded-for", b"x-forwarded-proto", b"x-forwarded-host", b"x-forwarded-prefix", b"forwarded")
+
+Answer = tuple[int, list, bytes]
+
+
+def find(app) -> FrontDoor | None:
+    """The front door installed on an ASGI application (looked through wrappers), or None."""
+    for _ in range(8):
+        if app is None:
+            return None
+        state = getattr(app, "state", None)
+        door = getattr(state, "front_door", None) if state is not None else None
+        if isinstance(door, FrontDoor):
+            return door
+        app = getattr(app, "app", None)
+    return None
+
+
+class _Request:
+    """What the front door reads of one request's headers (one scan)."""
+
+    __slots__ = ("key", "host", "accept", "inm", "ctype", "length", "veto", "forwarded")
+
+    def __init__(self, headers):
+        self.key = self.host = self.accept = self.inm = self.ctype = self.length = None
+        self.veto = self.forwarded = False
+        for name, value in headers:
+            if name == b"x-gateway-key":
+                self.key = value
+            elif name == b"x-gateway-host":
+                self.host = value
+            elif name == b"accept-encoding":
+                self.accept = value
+            elif name == b"if-none-match":
+                self.inm = value
+            elif name == b"content-type":
+                self.ctype = value
+            elif name == b"content-length":
+                self.length = value
+            elif name == b"origin" or name == b"transfer-encoding":
+                self.veto = True  # CORS and publishable keys: the web-access layer; a streamed body: the app
+            elif name in _FORWARDED:
+                self.forwarded = True
+
+
+class FrontDoor:
+    """Decides, per request, whether it can be answered below ASGI, and answers it."""
+
+    def __init__(self, app, keystore, gateway_host: str, max_body_bytes: int, trusted_proxies: bool):
+        from geoengine.server.routes import search, tiles
+        from geoengine.services.route import RouteRequest
+
+        self.state = app.state
+        self.keystore = keystore  # a CachedKeyStore
+        self.host = gateway_host.strip().lower().encode()
+        self.max_body = int(max_body_bytes)
+        self.trusted_proxies = trusted_proxies
+        self._tile = tiles.tile_answer
+        self._search = {"/search": search._fast_search, "/search/reverse": search._fast_reverse}
+        self._plain_query = search._plain_query
+        self._number = search._number
+        self._route_model = RouteRequest
+        self.answered = 0  # requests answered here (tests, benchmarks)
+
+    # -- admission: the middleware's rules, decided without I/O --------------------------------------
+    def _admit(self, path: str, req: _Request) -> bool:
+        if req.veto or req.key is None or req.host is None or (req.forwarded and self.trusted_proxies):
+            return False
+        if not hmac.compare_digest(req.host.strip().lower(), self.host):
+            return False  # the gateway writes the 401/403
+        key = req.key.decode("latin-1")
+        if key.startswith("pk_"):
+            return False
+        record = self.keystore.peek(key)
+        if record is None or self.keystore.counts(record, path):
+            return False
+        watch = getattr(self.state, "bundle_watch", None)
+        return watch is None or not watch.broken
+
+    # -- GET / HEAD ----------------------------------------------------------------------------------
+    def get(self, method: str, path: str, query: bytes, headers) -> Answer | None:
+        """The answer to a GET or HEAD without a body, or None for the application to give."""
+        if path.startswith("/tiles/"):
+            parts = path[7:].split("/")
+            if len(parts) != 4 or not all(parts):
+                return None
+            req = _Request(headers)
+            if req.length is not None or not self._admit(path, req):
+                return None
+            return self._tile(self.state.engine, *parts,
+                              None if req.accept is None else req.accept.decode("latin-1"),
+                              None if req.inm is None else req.inm.decode("latin-1"))
+        if method != "GET":
+            return None
+        answer = self._search.get(path)
+        if answer is None:
+            if path != "/elevation":
+                return None
+            answer = self._elevation
+        req = _Request(headers)
+        if req.length is not None or not self._admit(path, req):
+            return None
+        params = self._plain_query({"query_string": query})
+        if params is None:
+            return None
+        return self._json(answer, self.state.engine, params)
+
+    def _elevation(self, engine, params: dict):
+        if len(params) != 2:
+            return None
+        lat, lon = self._number(params, "lat", -90, 90), self._number(params, "lon", -180, 180)
+        if lat is None or lon is None or lat is False or lon is False:
+            return None
+        return {"lat": lat, "lon": lon, "elevation_m": round(engine.elevation_at(lon=lon, lat=lat), 1)}
+
+    # -- POST /route -----------------------------------------------------------------------------------
+    def post_wanted(self, path: str, headers) -> bool:
+        """Whether to collect this POST's body for `post` (decided when its headers are complete)."""
+        if path != "/route":
+            return False
+        req = _Request(headers)
+        if req.length is None or not self._admit(path, req):
+            return False
+        try:
+            if not 0 < int(req.length) <= self.max_body:
+                return False
+        except ValueError:
+            return False
+        ctype = b"" if req.ctype is None else req.ctype.split(b";")[0].strip().lower()
+        return ctype in _JSON_TYPES
+
+    def post(self, path: str, body: bytes) -> Answer | None:
+        try:
+            request = self._route_model.model_validate_json(body)
+        except (ValidationError, ValueError):
+            return None  # the FastAPI route writes the 400 problem body
+        if len(request.locations) > 2 or request.alternates or request.avoid_polygons:
+            return None  # heavier: the thread pool with the request timeout
+        return self._json(lambda engine, req: engine.route(req), self.state.engine, request)
+
+    # -- answers ---------------------------------------------------------------------------------------
+    def _json(self, answer, engine, arg) -> Answer | None:
+        try:
+            doc = answer(engine, arg)
+        except GeoengineError as exc:
+            body = dumps(exc.to_problem())
+            extra = [(k.lower().encode(), str(v).encode()) for k, v in (exc.headers or {}).items()]
+            return exc.status, [_PROBLEM, (b"content-length", str(len(body)).encode()), *extra], body
+        if doc is None:
+            return None
+        body = dumps(doc)
+        return 200, [*_JSON, (b"content-length", str(len(body)).encode())], body
