@@ -39,6 +39,7 @@ from pydantic import ValidationError
 from geoengine.errors import GeoengineError
 from geoengine.server.hotpath import dumps
 from geoengine.server.problems import PROBLEM_JSON
+from geoengine.server.routes.tiles import CACHE_CONTROL, MEDIA_TYPES, _accepts_gzip
 
 log = logging.getLogger("geoengine.server")
 
@@ -48,7 +49,11 @@ _PROBLEM = (b"content-type", PROBLEM_JSON.encode())
 _JSON_TYPES = (b"", b"application/json", b"application/x-www-form-urlencoded", b"text/plain")
 _FORWARDED = (b"x-forwarded-for", b"x-forwarded-proto", b"x-forwarded-host", b"x-forwarded-prefix", b"forwarded")
 
-Answer = tuple[int, list, bytes]
+Answer = tuple[int, list | bytes, bytes]  # (status, raw header list or a prebuilt header block, body)
+# headers that send a tile request down the general path (the app's layers, or the endpoint's full rules)
+_TILE_SLOW = frozenset({b"if-none-match", b"origin", b"content-length", b"transfer-encoding", *_FORWARDED})
+_HEAD_204 = b"cache-control: " + CACHE_CONTROL.encode() + b"\r\n"
+_MAX_HEADS = 65_536  # prebuilt tile header blocks kept (about 200 bytes each)
 
 
 def find(app) -> FrontDoor | None:
@@ -109,6 +114,10 @@ class FrontDoor:
         self._number = search._number
         self._route_model = RouteRequest
         self.answered = 0  # requests answered here (tests, benchmarks)
+        self._host_raw = self.host  # the header value as clients usually send it
+        self._tiles_counted: dict[str, bool] = {}  # plan -> whether tile reads count against it
+        self._gzip_ok: dict[bytes, bool] = {}  # Accept-Encoding value -> gzip accepted
+        self._heads: dict[tuple[str, str], bytes] = {}  # (etag, format) -> prebuilt 200 header block
 
     # -- admission: the middleware's rules, decided without I/O --------------------------------------
     def _admit(self, path: str, req: _Request) -> bool:
@@ -125,6 +134,70 @@ class FrontDoor:
         watch = getattr(self.state, "bundle_watch", None)
         return watch is None or not watch.broken
 
+    # -- tiles: the most frequent request of a map server ----------------------------------------------
+    def _tile_fast(self, parts: list[str], headers) -> Answer | None | bool:
+        """A plain cached-key tile request answered with a prebuilt header block; None when the app
+        must answer, False when the general path (every rule of the tile endpoint) should decide."""
+        key = host = accept = None
+        for name, value in headers:
+            if name == b"x-gateway-key":
+                key = value
+            elif name == b"x-gateway-host":
+                host = value
+            elif name == b"accept-encoding":
+                accept = value
+            elif name in _TILE_SLOW:
+                return False
+        if key is None or host is None:
+            return None
+        if not hmac.compare_digest(host, self._host_raw) and not hmac.compare_digest(host.strip().lower(), self.host):
+            return None
+        k = key.decode("latin-1")
+        if k.startswith("pk_"):
+            return None
+        record = self.keystore.peek(k)
+        if record is None:
+            return None
+        counted = self._tiles_counted.get(record.plan)
+        if counted is None:
+            counted = self._tiles_counted[record.plan] = self.keystore.counts(record, "/tiles/_/0/0/0")
+        if counted:
+            return None
+        watch = getattr(self.state, "bundle_watch", None)
+        if watch is not None and watch.broken:
+            return None
+        source, zs, xs, ys = parts
+        if ys.endswith((".pbf", ".mvt")):
+            ys = ys[:-4]
+        if not (zs.isascii() and zs.isdigit() and xs.isascii() and xs.isdigit() and ys.isascii() and ys.isdigit()
+                and len(xs) <= 12 and len(ys) <= 12 and len(zs) <= 12):
+            return False
+        try:
+            tile = self.state.engine.tiles.tile(source, int(zs), int(xs), int(ys))
+        except GeoengineError:
+            return False  # the endpoint's problem body, from the general path
+        if tile is None:
+            return 204, _HEAD_204, b""
+        if tile.gzip:
+            ok = self._gzip_ok.get(accept)
+            if ok is None:
+                ok = _accepts_gzip(None if accept is None else accept.decode("latin-1"))
+                if len(self._gzip_ok) < 64:
+                    self._gzip_ok[accept] = ok
+            if not ok:
+                return False  # decompressed for this client: the general path
+        head = self._heads.get((tile.etag, tile.format))
+        if head is None:
+            if len(self._heads) >= _MAX_HEADS:
+                self._heads.clear()
+            ctype = b"application/x-protobuf" if tile.format == "pbf" else \
+                MEDIA_TYPES.get(tile.format, "application/octet-stream").encode()
+            head = b"".join((b"cache-control: ", CACHE_CONTROL.encode(), b"\r\netag: ", tile.etag.encode(),
+                             b"\r\nvary: Accept-Encoding\r\n", b"content-encoding: gzip\r\n" if tile.gzip else b"",
+                             b"content-type: ", ctype, b"\r\ncontent-length: ", str(len(tile.data)).encode(), b"\r\n"))
+            self._heads[(tile.etag, tile.format)] = head
+        return 200, head, tile.data
+
     # -- GET / HEAD ----------------------------------------------------------------------------------
     def get(self, method: str, path: str, query: bytes, headers) -> Answer | None:
         """The answer to a GET or HEAD without a body, or None for the application to give."""
@@ -132,6 +205,9 @@ class FrontDoor:
             parts = path[7:].split("/")
             if len(parts) != 4 or not all(parts):
                 return None
+            fast = self._tile_fast(parts, headers)
+            if fast is not False:
+                return fast
             req = _Request(headers)
             if req.length is not None or not self._admit(path, req):
                 return None

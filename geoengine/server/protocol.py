@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import re
 
 import httptools
 from uvicorn.protocols.http.httptools_impl import STATUS_LINE, HttpToolsProtocol
@@ -69,17 +70,79 @@ class _CorkedTransport:
         return getattr(self._t, name)
 
 
+# The raw path (`CorkedHttpToolsProtocol._raw`): one whole GET in one chunk, read without the parser's
+# callbacks when it is plainly well formed; anything else goes to httptools as always.
+_RAW_PREFIXES = (b"GET /tiles/", b"HEAD /tiles/", b"GET /search", b"GET /elevation")
+_CTL = re.compile(rb"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\xff]")
+_TOKEN = re.compile(rb"[!#$%&'*+\-.^_`|~0-9A-Za-z]+")
+_RAW_VETO = frozenset({b"connection", b"upgrade", b"content-length", b"transfer-encoding", b"expect", b"te",
+                       b"trailer", b"keep-alive", b"proxy-connection"})
+
+
+class _Defaults:
+    """uvicorn's default response headers (date, server) as one block, rebuilt when uvicorn replaces them."""
+
+    source: list | None = None
+    block = b""
+
+
 class CorkedHttpToolsProtocol(HttpToolsProtocol):
     _door: frontdoor.FrontDoor | None = None
     _fd = 0  # 0: uvicorn's path; 1: answered by the front door; 2: collecting a body for it
     _fd_path = ""
     _fd_body: list[bytes] | None = None
+    _idle = True  # the parser is between messages (no request partly read)
 
     def connection_made(self, transport) -> None:  # type: ignore[override]
         super().connection_made(_CorkedTransport(transport, self.loop))
         self._door = frontdoor.find(self.app)
 
     # -- the front door ----------------------------------------------------------------------------
+    def data_received(self, data: bytes) -> None:
+        if self._idle and self._door is not None and data.startswith(_RAW_PREFIXES) and self._raw(data):
+            return
+        super().data_received(data)
+
+    def _raw(self, data: bytes) -> bool:
+        """Answer a chunk that is exactly one plain GET (or HEAD) request at the front door, without
+        the parser; False (nothing consumed, nothing written) hands the chunk to the parser."""
+        end = data.find(b"\r\n\r\n")
+        if end != len(data) - 4 or _CTL.search(data) is not None:
+            return False  # pipelined, a body, or bytes the parser must judge
+        cycle = self.cycle
+        if (self._shutting_down or not (cycle is None or cycle.response_complete) or self.pipeline
+                or self.flow.write_paused or self.root_path or self.limit_concurrency is not None):
+            return False
+        head = data[:end]
+        lines = head.split(b"\r\n")
+        if head.count(b"\n") != len(lines) - 1 or head.count(b"\r") != len(lines) - 1:
+            return False  # a bare CR or LF
+        method, _, rest = lines[0].partition(b" ")
+        target, _, version = rest.partition(b" ")
+        if version != b"HTTP/1.1" or b"%" in target or b"#" in target:
+            return False
+        path, _, query = target.partition(b"?")
+        headers = []
+        for line in lines[1:]:
+            name, sep, value = line.partition(b":")
+            if not sep or _TOKEN.fullmatch(name) is None:
+                return False
+            name = name.lower()
+            if name in _RAW_VETO:
+                return False
+            headers.append((name, value.strip(b" \t")))
+        m = method.decode("ascii")
+        p = path.decode("ascii")
+        try:
+            answer = self._door.get(m, p, query, headers)
+        except Exception:  # never let the front door cost a request: the application answers it
+            log.debug("front door declined after an error", exc_info=True)
+            return False
+        if answer is None:
+            return False
+        self._respond(m, p, query, answer)
+        return True
+
     def _door_open(self) -> bool:
         cycle = self.cycle
         return (not self._shutting_down and (cycle is None or cycle.response_complete) and not self.pipeline
@@ -113,29 +176,53 @@ class CorkedHttpToolsProtocol(HttpToolsProtocol):
     def _respond(self, method: str, path: str, query: bytes, answer) -> None:
         status, headers, body = answer
         if self.access_log:
-            scope = self.scope
-            scope["method"], scope["path"], scope["query_string"] = method, path, query
+            scope = {"client": self.client, "path": path, "query_string": query}
             self.access_logger.info('%s - "%s %s HTTP/%s" %d', get_client_addr(scope), method,
                                     get_path_with_query_string(scope), "1.1", status)
-        out = [STATUS_LINE[status]]
-        for name, value in self.server_state.default_headers:
-            out += (name, b": ", value, b"\r\n")
-        for name, value in headers:
-            out += (name, b": ", value, b"\r\n")
-        out.append(b"\r\n")
-        if method != "HEAD" and body:
-            out.append(body)
-        self.transport.write(b"".join(out))
+        defaults = self.server_state.default_headers
+        if defaults is not _Defaults.source:  # uvicorn replaces the list when the date changes
+            _Defaults.source = defaults
+            _Defaults.block = b"".join(b"".join((n, b": ", v, b"\r\n")) for n, v in defaults)
+        if type(headers) is bytes:  # a prebuilt header block (tiles)
+            head = headers
+        else:
+            head = b"".join(b"".join((n, b": ", v, b"\r\n")) for n, v in headers)
+        if method == "HEAD" or not body:
+            data = b"".join((STATUS_LINE[status], _Defaults.block, head, b"\r\n"))
+        else:
+            data = b"".join((STATUS_LINE[status], _Defaults.block, head, b"\r\n", body))
+        t = self.transport
+        if t._buf:
+            t.write(data)  # behind what this turn already wrote
+        else:
+            t._t.write(data)
         self._door.answered += 1
-        # as uvicorn's on_response_complete: count it, arm the keep-alive timeout
+        # as uvicorn's on_response_complete: count it, (re)arm the keep-alive timeout. A timer already
+        # pending is kept and told that the connection was busy (it then waits another full period):
+        # no timer made and cancelled per request.
         self.server_state.total_requests += 1
-        if self.timeout_keep_alive_task is not None:
-            self.timeout_keep_alive_task.cancel()
-        self.timeout_keep_alive_task = self.loop.call_later(self.timeout_keep_alive, self.timeout_keep_alive_handler)
+        if self.timeout_keep_alive_task is None:
+            self.timeout_keep_alive_task = self.loop.call_later(self.timeout_keep_alive, self.timeout_keep_alive_handler)
+        else:
+            self._ka_busy = True
+
+    _ka_busy = False
+
+    def timeout_keep_alive_handler(self) -> None:
+        if self._ka_busy:  # answered at the front door since the timer was armed: wait another period
+            self._ka_busy = False
+            self.timeout_keep_alive_task = self.loop.call_later(self.timeout_keep_alive, self.timeout_keep_alive_handler)
+            return
+        super().timeout_keep_alive_handler()
+
+    def _unset_keepalive_if_required(self) -> None:
+        self._ka_busy = False
+        super()._unset_keepalive_if_required()
 
     def on_message_begin(self) -> None:
         super().on_message_begin()
         self._fd = 0
+        self._idle = False
 
     def on_body(self, body: bytes) -> None:
         if self._fd == 2:
@@ -144,6 +231,7 @@ class CorkedHttpToolsProtocol(HttpToolsProtocol):
             super().on_body(body)
 
     def on_message_complete(self) -> None:
+        self._idle = True
         if self._fd == 1:
             self._fd = 0
             return

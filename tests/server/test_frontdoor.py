@@ -381,3 +381,56 @@ def test_front_door_engine_failure_falls_back_to_the_application(served, monkeyp
         conn.proto.connection_lost(None)
 
     run(main())
+
+
+def test_keep_alive_timeout_still_closes_an_idle_connection(served):
+    app, store, client = served
+    key, _ = store.create("unlimited")
+    client.get(TILE, headers={"X-Gateway-Key": key, "X-Gateway-Host": HOST})
+
+    async def main():
+        conn = Conn(app, asyncio.get_running_loop())
+        conn.proto.timeout_keep_alive = 0.3
+        (r,) = await conn.exchange(get(TILE, key), 1)
+        timer = conn.proto.timeout_keep_alive_task
+        assert r["status"] == 200 and timer is not None
+        for _ in range(3):  # busy: the pending timer is kept (no timer per request) and waits another period
+            await conn.exchange(get(TILE, key), 1)
+        assert conn.proto.timeout_keep_alive_task is timer and not conn.transport.closed
+        t0 = time.monotonic()
+        while not conn.transport.closed:
+            await asyncio.sleep(0.02)
+            assert time.monotonic() - t0 < 2.0, "an idle connection was never closed"
+        assert time.monotonic() - t0 >= 0.25  # not before a whole idle period
+
+    run(main())
+
+
+def test_raw_path_leaves_odd_requests_to_the_parser(served):
+    app, store, client = served
+    key, _ = store.create("unlimited")
+    client.get(TILE, headers={"X-Gateway-Key": key, "X-Gateway-Host": HOST})
+    door = app.state.front_door
+
+    async def main():
+        conn = Conn(app, asyncio.get_running_loop())
+        good = get(TILE, key)
+        # split across two chunks: the second chunk must not be read as a new request
+        conn.proto.data_received(good[:20])
+        (r,) = await conn.exchange(good[20:], 1)
+        assert r["status"] == 200
+        answered = door.answered
+        # HTTP/1.0: uvicorn's path (and its connection handling)
+        (r,) = await conn.exchange(good.replace(b"HTTP/1.1", b"HTTP/1.0"), 1)
+        assert r["status"] == 200 and door.answered == answered and conn.transport.closed
+        # a header line folded onto the next (obsolete line folding): the parser judges it (400)
+        conn2 = Conn(app, asyncio.get_running_loop())
+        folded = good.replace(b"X-Gateway-Host:", b"X-Other: a\r\n b\r\nX-Gateway-Host:")
+        (r,) = await conn2.exchange(folded, 1)
+        assert r["status"] == 400 and door.answered == answered
+        # a bare LF inside the head: the parser's too
+        conn3 = Conn(app, asyncio.get_running_loop())
+        (r,) = await conn3.exchange(good.replace(b"Host: localhost\r\n", b"Host: localhost\nX-A: b\r\n"), 1)
+        assert door.answered == answered
+
+    run(main())
