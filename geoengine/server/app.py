@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gc
 import importlib
 import logging
 
@@ -149,4 +150,8 @@ def app_from_env() -> FastAPI:
     engine.warm()
     app = create_app(engine, settings)
     app.state.reloader.start()
+    # everything made so far lives as long as the worker: keep it out of the collector's full passes
+    # (about 150,000 objects, a 45 ms pause per full collection on Andorra, seen in the tail latency)
+    gc.collect()
+    gc.freeze()
     return app

@@ -148,6 +148,18 @@ class FrontDoor:
                 accept = value
             elif name in _TILE_SLOW:
                 return False
+        return self._tile_core(parts, key, host, accept)
+
+    def tile_fields(self, path: str, key, host, accept, inm=None, origin=None, *forwarded) -> Answer | None | bool:
+        """`_tile_fast` for the protocol's raw path, which found the header values itself."""
+        if inm is not None or origin is not None or any(f is not None for f in forwarded):
+            return False
+        parts = path[7:].split("/")
+        if len(parts) != 4 or not all(parts):
+            return None
+        return self._tile_core(parts, key, host, accept)
+
+    def _tile_core(self, parts: list[str], key, host, accept) -> Answer | None | bool:
         if key is None or host is None:
             return None
         if not hmac.compare_digest(host, self._host_raw) and not hmac.compare_digest(host.strip().lower(), self.host):

@@ -74,9 +74,35 @@ class _CorkedTransport:
 # callbacks when it is plainly well formed; anything else goes to httptools as always.
 _RAW_PREFIXES = (b"GET /tiles/", b"HEAD /tiles/", b"GET /search", b"GET /elevation")
 _CTL = re.compile(rb"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\xff]")
-_TOKEN = re.compile(rb"[!#$%&'*+\-.^_`|~0-9A-Za-z]+")
-_RAW_VETO = frozenset({b"connection", b"upgrade", b"content-length", b"transfer-encoding", b"expect", b"te",
-                       b"trailer", b"keep-alive", b"proxy-connection"})
+_HEADERS = re.compile(rb"(?:\r\n[!#$%&'*+\-.^_`|~0-9A-Za-z]+:[^\r\n]*)*")
+_RAW_VETO_NEEDLES = tuple(b"\r\n" + n + b":" for n in (
+    b"connection", b"upgrade", b"content-length", b"transfer-encoding", b"expect", b"te", b"trailer",
+    b"keep-alive", b"proxy-connection"))
+# what a tile request's answer reads; any other header of frontdoor._TILE_SLOW sends it the general way
+_TILE_NEEDLES = (b"\r\nx-gateway-key:", b"\r\nx-gateway-host:", b"\r\naccept-encoding:", b"\r\nif-none-match:",
+                 b"\r\norigin:", b"\r\nx-forwarded-for:", b"\r\nx-forwarded-proto:", b"\r\nx-forwarded-host:",
+                 b"\r\nx-forwarded-prefix:", b"\r\nforwarded:")
+_DUPLICATE = b"\x00"  # a header given twice (no header value can hold NUL: _CTL)
+
+
+def _field(head: bytes, low: bytes, needle: bytes) -> bytes | None:
+    """The value of the header `needle` names in a raw head (`low` is its lower-cased copy), None when
+    absent, _DUPLICATE when repeated."""
+    i = low.find(needle)
+    if i < 0:
+        return None
+    if low.find(needle, i + 1) >= 0:
+        return _DUPLICATE
+    j = head.find(b"\r\n", i + 2)
+    return head[i + len(needle):j if j >= 0 else len(head)].strip(b" \t")
+
+
+def _headers(head: bytes) -> list[tuple[bytes, bytes]]:
+    out = []
+    for line in head.split(b"\r\n")[1:]:
+        name, _, value = line.partition(b":")
+        out.append((name.lower(), value.strip(b" \t")))
+    return out
 
 
 class _Defaults:
@@ -113,28 +139,29 @@ class CorkedHttpToolsProtocol(HttpToolsProtocol):
         if (self._shutting_down or not (cycle is None or cycle.response_complete) or self.pipeline
                 or self.flow.write_paused or self.root_path or self.limit_concurrency is not None):
             return False
-        head = data[:end]
-        lines = head.split(b"\r\n")
-        if head.count(b"\n") != len(lines) - 1 or head.count(b"\r") != len(lines) - 1:
-            return False  # a bare CR or LF
-        method, _, rest = lines[0].partition(b" ")
+        eol = data.find(b"\r\n")
+        method, _, rest = data[:eol].partition(b" ")
         target, _, version = rest.partition(b" ")
         if version != b"HTTP/1.1" or b"%" in target or b"#" in target:
             return False
+        head = data[eol:end]  # "\r\nName: value" per header
+        if _HEADERS.fullmatch(head) is None:
+            return False  # a bare CR or LF, a name that is not a token, a folded line
+        low = head.lower()
+        for needle in _RAW_VETO_NEEDLES:
+            if needle in low:
+                return False
         path, _, query = target.partition(b"?")
-        headers = []
-        for line in lines[1:]:
-            name, sep, value = line.partition(b":")
-            if not sep or _TOKEN.fullmatch(name) is None:
-                return False
-            name = name.lower()
-            if name in _RAW_VETO:
-                return False
-            headers.append((name, value.strip(b" \t")))
         m = method.decode("ascii")
         p = path.decode("ascii")
         try:
-            answer = self._door.get(m, p, query, headers)
+            if m != "POST" and not query and p.startswith("/tiles/"):
+                fields = [_field(head, low, n) for n in _TILE_NEEDLES]
+                answer = False if _DUPLICATE in fields else self._door.tile_fields(p, *fields)
+                if answer is False:  # the general path decides
+                    answer = self._door.get(m, p, query, _headers(head))
+            else:
+                answer = self._door.get(m, p, query, _headers(head))
         except Exception:  # never let the front door cost a request: the application answers it
             log.debug("front door declined after an error", exc_info=True)
             return False
