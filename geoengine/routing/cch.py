@@ -801,8 +801,11 @@ class CCHTopology:
     def warmup(self) -> None:
         """Load the customisation kernels from Numba's cache now."""
         if self.n:
-            ch = self.customise(np.zeros(self.n + 1, np.int64), np.empty(0, np.int64), np.empty(0))
-            ch.warmup()
+            off, tgt, w = np.zeros(self.n + 1, np.int64), np.empty(0, np.int64), np.empty(0)
+            # what a new metric runs: the basic customisation on both cores, then the perfect one on
+            # one core in the background (routing.customise.Customiser.customise_soon)
+            self.customise(off, tgt, w, perfect=False).warmup()
+            self.customise(off, tgt, w, parallel=False).warmup()
 
 
 def _original_out(n, offsets, targets, weights, secondary):

@@ -13,6 +13,8 @@
 
 from __future__ import annotations
 
+import logging
+import queue
 import threading
 from collections import OrderedDict
 
@@ -21,6 +23,7 @@ import numpy as np
 from geoengine.routing.cch import CCHTopology
 
 DEFAULT_CACHE_BYTES = 1 << 30
+log = logging.getLogger("geoengine.routing")
 
 
 def full_turn_csr(graph):
@@ -133,6 +136,11 @@ class Customiser:
         self.cache = MetricCache(max_bytes, sizeof=profile_nbytes)
         self._based = False
         self._lock = threading.Lock()
+        self._idle = threading.Condition(self._lock)
+        self._queue: queue.SimpleQueue = queue.SimpleQueue()
+        self._queued = 0
+        self._worker: threading.Thread | None = None
+        self.perfected = 0  # perfect customisations swapped in (tests, benchmarks)
 
     @classmethod
     def open(cls, graph, directory, max_bytes: int = DEFAULT_CACHE_BYTES) -> Customiser:
@@ -148,11 +156,49 @@ class Customiser:
                     self.topology.set_base(*full_turn_csr(self.graph))
                     self._based = True
 
-    def customise(self, profile):
+    def customise(self, profile, *, perfect: bool = True, parallel: bool = True):
         """A `CustomisedCH` for the profile's turn graph (not cached here)."""
         self._ensure_base()
         off, tgt, w, packed = profile.turn_csr()
-        return self.topology.customise(off, tgt, w, packed)
+        return self.topology.customise(off, tgt, w, packed, perfect=perfect, parallel=parallel)
+
+    def customise_soon(self, profile):
+        """The basic customisation now (both cores), the perfect one later: a background thread
+        customises again with the perfect pass on one core and swaps it into `profile.ch`.
+
+        A request needs the basic customisation only (same distances; its queries run the
+        bidirectional search instead of the elimination-tree walk), and the perfect pass costs about
+        as much again: doing it later halves the wait of the first request of a new option set. Each
+        query reads `profile.ch` once, so a request never mixes the two. `wait()` blocks until every
+        queued perfect customisation is in place."""
+        ch = self.customise(profile, perfect=False)
+        with self._lock:
+            self._queued += 1
+            if self._worker is None or not self._worker.is_alive():
+                self._worker = threading.Thread(target=self._perfect_loop, name="cch-perfect", daemon=True)
+                self._worker.start()
+        self._queue.put(profile)
+        return ch
+
+    def _perfect_loop(self) -> None:
+        while True:
+            profile = self._queue.get()
+            try:
+                # serial kernels: no parallel lock, one core left to the requests
+                profile.ch = self.customise(profile, perfect=True, parallel=False)
+                self.perfected += 1
+            except Exception:  # the basic customisation keeps answering
+                log.exception("perfect customisation failed; the basic one stays in use")
+            finally:
+                with self._lock:
+                    self._queued -= 1
+                    if self._queued == 0:
+                        self._idle.notify_all()
+
+    def wait(self, timeout: float | None = None) -> bool:
+        """Wait until every queued perfect customisation is done (tests, benchmarks); False on timeout."""
+        with self._lock:
+            return self._idle.wait_for(lambda: self._queued == 0, timeout)
 
     def warmup(self) -> None:
         self._ensure_base()

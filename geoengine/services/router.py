@@ -79,7 +79,7 @@ class Router:
                     if prof is None:
                         prof = Profile(self.graph, costing, options, ch=self._ch_for(costing))
                         if prof.ch is None and self.customiser is not None:
-                            prof.ch = self.customiser.customise(prof)
+                            prof.ch = self.customiser.customise_soon(prof)
                         self._defaults[costing] = prof
             return prof
         key = (costing, options.fingerprint, None if blocked is None else hash(np.packbits(blocked).tobytes()))
@@ -87,7 +87,7 @@ class Router:
         if cust is not None:
             def make():
                 p = Profile(self.graph, costing, options, blocked=blocked)
-                p.ch = cust.customise(p)
+                p.ch = cust.customise_soon(p)
                 _ = p.component  # computed now, so its bytes are counted
                 return p
 

@@ -214,3 +214,32 @@ def test_server_answers_while_options_are_customised(liechtenstein, api_client, 
     assert statuses and all(s == 200 for s in statuses), statuses
     assert health and all(s == 200 for s in health)
     assert eng.router.customiser.cache.bytes <= 200_000_000
+
+
+def test_new_option_set_answers_on_the_basic_customisation_then_the_perfect_one(liechtenstein):
+    """The first request of a new option set waits for the basic customisation only; the perfect one
+    replaces it in the background, and both give the exact search's costs."""
+    router = liechtenstein.router
+    options = parse_costing_options("auto", {"use_highways": 0.25, "use_tolls": 0.75})
+    prof = router.profile("auto", options)
+    basic = prof.ch
+    assert isinstance(basic, CustomisedCH) and basic.info["perfect"] is False and basic.parent is None
+    assert router.customiser.wait(timeout=60)
+    assert prof.ch is not basic and prof.ch.info["perfect"] is True and prof.ch.parent is not None
+    assert prof.ch.info["up_arcs"] <= basic.info["up_arcs"]  # pruned
+    plain = exact(prof)
+    pts = random_points(liechtenstein.graph, prof.usable, 30, seed=11)
+    n = 0
+    for a, b in zip(pts[0::2], pts[1::2], strict=True):
+        c0 = router.candidates(prof, Location(lon=float(a[0]), lat=float(a[1])), 0)
+        c1 = router.candidates(prof, Location(lon=float(b[0]), lat=float(b[1])), 1)
+        ys = router.shortest(plain, c0, c1)
+        for ch in (basic, prof.ch):
+            one = copy.copy(prof)
+            one.ch = ch
+            x = router.shortest(one, c0, c1)
+            assert (x is None) == (ys is None)
+            if x is not None:
+                n += 1
+                assert x.cost == pytest.approx(ys.cost, rel=1e-9, abs=1e-6)
+    assert n >= 10
