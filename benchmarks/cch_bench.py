@@ -133,6 +133,10 @@ def bench(args, res, tmp: Path):
     t = time.perf_counter()
     route_times(engine, locs, pairs[:1], opt)
     res["route_option_first_s"] = time.perf_counter() - t
+    # "once its customisation is cached": the perfect customisation that follows in the background
+    t = time.perf_counter()
+    router.customiser.wait()
+    res["route_option_perfect_after_s"] = time.perf_counter() - t
     lat, _ = route_times(engine, locs, pairs, opt)
     res["route_option_cached_p50_ms"] = p50(lat) * 1e3
     # first requests of new option sets, and where their time goes
@@ -144,6 +148,7 @@ def bench(args, res, tmp: Path):
         t = time.perf_counter()
         route_times(engine, locs, pairs[k:k + 1], o)
         firsts.append(time.perf_counter() - t)
+        router.customiser.wait()  # not timed: the next first request gets the machine to itself
         t0 = time.perf_counter()
         p = Profile(g, "auto", parse_costing_options("auto", {"use_tracks": round(0.1 + 0.1 * k, 2)}))
         t1 = time.perf_counter()
@@ -151,12 +156,14 @@ def bench(args, res, tmp: Path):
         t2 = time.perf_counter()
         _ = p.component
         t3 = time.perf_counter()
-        ch = router.customiser.customise(p)
+        ch = router.customiser.customise(p, perfect=False)  # what the first request waits for
         t4 = time.perf_counter()
-        parts.append((t1 - t0, t2 - t1, t3 - t2, t4 - t3, ch.info["customise_seconds"]))
+        parts.append((t1 - t0, t2 - t1, t3 - t2, t4 - t3, ch.info["map_seconds"], ch.info["customise_seconds"],
+                      ch.info["compact_seconds"]))
     res["route_new_option_first_s"] = firsts
-    res["new_option_parts_s"] = dict(zip(("edge_costs", "turn_graph", "component", "customise_total",
-                                          "customise_kernel"), np.median(parts, axis=0).tolist(), strict=True))
+    res["new_option_parts_s"] = dict(zip(("edge_costs", "turn_graph", "component", "customise_basic_total",
+                                          "arc_map", "customise_kernel", "compact"),
+                                         np.median(parts, axis=0).tolist(), strict=True))
     # matrices
     src = pts[table]
     for label, o in (("default", None), ("option", opt)):

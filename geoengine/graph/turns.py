@@ -40,59 +40,101 @@ def turn_graph(
     obey none); None applies every restriction. `turn_penalty(angle_deg) -> seconds` (vectorised over
     arcs, angle signed as in `turn_angles`) is added to `weights` only. Vertex v of the result is
     directed edge v; the arcs out of v are targets[offsets[v]:offsets[v+1]], sorted by v.
-    Vectorised numpy: no per-edge Python loop.
+    Vectorised numpy over the graph's `TurnBase`: no per-edge Python loop.
     """
-    E = graph.n_edges
-    cost = np.asarray(edge_cost, dtype=np.float64)
-    length = np.asarray(edge_length, dtype=np.float64)
-    if cost.shape != (E,) or length.shape[:1] != (E,) or length.ndim > 2:
-        raise ValueError(f"edge_cost must have shape ({E},) and edge_length ({E},) or ({E}, k)")
-    usable = np.isfinite(cost)
-    dst = np.asarray(graph.edge_dst)
-    noff = np.asarray(graph.node_out_offsets)
-    nout = np.asarray(graph.node_out_edges)
-    outdeg = np.diff(noff)
+    return turn_base(graph).turn_graph(edge_cost, edge_length, mode=mode, turn_penalty=turn_penalty)[:4]
 
-    # usable out-degree per node, to detect dead ends
-    usable_out = np.bincount(np.asarray(graph.edge_src)[usable], minlength=graph.n_nodes)
 
-    e1_all = np.flatnonzero(usable)
-    d = dst[e1_all]
-    cnt = outdeg[d]
-    total = int(cnt.sum())
-    e1 = np.repeat(e1_all, cnt)
-    first = np.cumsum(cnt) - cnt
-    pos = np.repeat(noff[d] - first, cnt) + np.arange(total)
-    e2 = nout[pos].astype(np.int64)
+def turn_base(graph) -> TurnBase:
+    """The graph's `TurnBase`, made at the first call and kept on the graph object."""
+    base = getattr(graph, "_turn_base", None)
+    if base is None or base.graph is not graph:
+        base = TurnBase(graph)
+        try:
+            graph._turn_base = base
+        except AttributeError:  # a graph-like object that takes no attributes: not kept
+            pass
+    return base
 
-    keep = usable[e2]
-    rev = e1 ^ 1
-    uturn = e2 == rev
-    dead_end = (usable_out[dst[e1]] - usable[rev]) <= 0
-    keep &= ~uturn | dead_end
 
-    if mode is None:
-        rf, rt, ro = np.asarray(graph.restr_from), np.asarray(graph.restr_to), np.asarray(graph.restr_only)
-    else:
-        rf, rt, ro = graph.restrictions_for(mode)
-    if len(rf):
-        key = e1 * E + e2
-        no_keys = rf[~ro].astype(np.int64) * E + rt[~ro]
-        if len(no_keys):
-            keep &= ~np.isin(key, no_keys)
-        if ro.any():
-            only_from = np.zeros(E, dtype=bool)
-            only_from[rf[ro]] = True
-            only_keys = rf[ro].astype(np.int64) * E + rt[ro]
-            keep &= ~only_from[e1] | np.isin(key, only_keys)
+class TurnBase:
+    """What every turn graph of one road graph shares, whatever the costing, options or blocked edges:
+    every possible turn (each directed edge into a node followed by each directed edge out of it,
+    U-turns included), its angle, whether it is a U-turn, and per travel mode whether a restriction
+    forbids it. A profile's turn graph is the subset of these arcs (in the same order) that its usable
+    edges keep, so `turn_graph` is a few vectorised passes over them, and the positions it returns
+    (`base_index`) map its arcs to anything computed once per base arc (the CCH's supergraph edges).
 
-    e1, e2 = e1[keep], e2[keep]
-    weights = cost[e2].copy()
-    if turn_penalty is not None and len(e1):
-        weights += np.asarray(turn_penalty(turn_angles(graph, e1, e2)), dtype=np.float64)
-    offsets = np.zeros(E + 1, dtype=np.int64)
-    np.cumsum(np.bincount(e1, minlength=E), out=offsets[1:])
-    return offsets, e2.astype(np.int32), weights, length[e2].copy()
+    Arrays (m = every possible turn, rows by e1 ascending, then the end node's out-edge order):
+    `offsets` int64[E+1], `e1`/`e2` int32[m], `uturn` bool[m], `angles` float64[m]."""
+
+    def __init__(self, graph):
+        self.graph = graph
+        E = graph.n_edges
+        dst = np.asarray(graph.edge_dst)
+        noff = np.asarray(graph.node_out_offsets, dtype=np.int64)
+        nout = np.asarray(graph.node_out_edges)
+        cnt = np.diff(noff)[dst]
+        total = int(cnt.sum())
+        first = np.cumsum(cnt) - cnt
+        pos = np.repeat(noff[dst] - first, cnt) + np.arange(total)
+        self.offsets = np.zeros(E + 1, np.int64)
+        np.cumsum(cnt, out=self.offsets[1:])
+        self.e1 = np.repeat(np.arange(E, dtype=np.int32), cnt)
+        self.e2 = nout[pos].astype(np.int32)
+        self.uturn = self.e2 == (self.e1 ^ 1)
+        self.angles = turn_angles(graph, self.e1, self.e2)
+        self._allowed: dict = {}
+
+    def allowed(self, mode: str | int | None) -> np.ndarray | None:
+        """bool[m]: the turns no restriction of `mode` forbids (None: every restriction applies);
+        None when no restriction applies to the mode."""
+        if mode not in self._allowed:
+            graph, E = self.graph, self.graph.n_edges
+            if mode is None:
+                rf, rt, ro = np.asarray(graph.restr_from), np.asarray(graph.restr_to), np.asarray(graph.restr_only)
+            else:
+                rf, rt, ro = graph.restrictions_for(mode)
+            ok = None
+            if len(rf):
+                key = self.e1.astype(np.int64) * E + self.e2
+                ok = np.ones(len(key), dtype=bool)
+                no_keys = rf[~ro].astype(np.int64) * E + rt[~ro]
+                if len(no_keys):
+                    ok &= ~np.isin(key, no_keys)
+                if ro.any():
+                    only_from = np.zeros(E, dtype=bool)
+                    only_from[rf[ro]] = True
+                    only_keys = rf[ro].astype(np.int64) * E + rt[ro]
+                    ok &= ~only_from[self.e1] | np.isin(key, only_keys)
+            self._allowed[mode] = ok
+        return self._allowed[mode]
+
+    def turn_graph(self, edge_cost, edge_length, *, mode=None, turn_penalty=None):
+        """`turn_graph`'s four arrays and `base_index` int64[m']: each arc's position among the base's."""
+        graph = self.graph
+        E = graph.n_edges
+        cost = np.asarray(edge_cost, dtype=np.float64)
+        length = np.asarray(edge_length, dtype=np.float64)
+        if cost.shape != (E,) or length.shape[:1] != (E,) or length.ndim > 2:
+            raise ValueError(f"edge_cost must have shape ({E},) and edge_length ({E},) or ({E}, k)")
+        usable = np.isfinite(cost)
+        # a dead end for e1: no usable edge leaves its end node but (perhaps) its own reverse
+        usable_out = np.bincount(np.asarray(graph.edge_src)[usable], minlength=graph.n_nodes)
+        edges = np.arange(E)
+        dead_end = (usable_out[np.asarray(graph.edge_dst)] - usable[edges ^ 1]) <= 0
+        keep = usable[self.e1] & usable[self.e2] & (~self.uturn | dead_end[self.e1])
+        ok = self.allowed(mode)
+        if ok is not None:
+            keep &= ok
+        idx = np.flatnonzero(keep)
+        e1, e2 = self.e1[idx], self.e2[idx]
+        weights = cost[e2]
+        if turn_penalty is not None and len(e1):
+            weights += np.asarray(turn_penalty(self.angles[idx]), dtype=np.float64)
+        offsets = np.zeros(E + 1, dtype=np.int64)
+        np.cumsum(np.bincount(e1, minlength=E), out=offsets[1:])
+        return offsets, e2, weights, length[e2], idx
 
 
 def forbidden_turns(graph, mode: str | int = T.AUTO) -> set[tuple[int, int]]:

@@ -152,12 +152,14 @@ def _subset_edges(offsets, targets, base_off, base_tgt, base_edge, base_up):
     return edge, up
 
 
+def _metric_arrays(mc):
+    """(up_w, dn_w, up_s, dn_s) before any arc: allocated by numpy, whose large arrays get transparent
+    huge pages (an array made inside a kernel faults in 4 KiB pages: about 2.5x slower at 11 M edges)."""
+    return np.full(mc, np.inf), np.full(mc, np.inf), np.zeros(mc), np.zeros(mc)
+
+
 @numba.njit(cache=True, nogil=True)
-def _init_metric(mc, edge, up, weights, secondary):
-    up_w = np.full(mc, np.inf)
-    dn_w = np.full(mc, np.inf)
-    up_s = np.zeros(mc)
-    dn_s = np.zeros(mc)
+def _init_metric(edge, up, weights, secondary, up_w, dn_w, up_s, dn_s):
     for k in range(edge.shape[0]):
         e = edge[k]
         if e < 0:
@@ -434,6 +436,127 @@ def _compact(n, off, tgt, row, order, up_w, dn_w, up_s, dn_s, up_m, dn_m, up_c1,
             D_off, D_tgt, D_row, D_w, D_s, D_mid, D_c1, D_c2, D_h)
 
 
+@numba.njit(cache=True, nogil=True, parallel=True)
+def _mid_ids(up_m, dn_m, order, U_mid, D_mid, up_c1, up_c2, dn_c1, dn_c2):
+    """Middle vertices of the customised arcs as original ids; an original arc gets -1 and so do its
+    child fields (as `_compact` writes them). On every core."""
+    for e in numba.prange(up_m.shape[0]):
+        _mid_id(e, up_m, dn_m, order, U_mid, D_mid, up_c1, up_c2, dn_c1, dn_c2)
+
+
+@numba.njit(cache=True, nogil=True)
+def _mid_ids_serial(up_m, dn_m, order, U_mid, D_mid, up_c1, up_c2, dn_c1, dn_c2):
+    for e in range(up_m.shape[0]):
+        _mid_id(e, up_m, dn_m, order, U_mid, D_mid, up_c1, up_c2, dn_c1, dn_c2)
+
+
+@numba.njit(cache=True, nogil=True, inline="always")
+def _mid_id(e, up_m, dn_m, order, U_mid, D_mid, up_c1, up_c2, dn_c1, dn_c2):
+    m = up_m[e]
+    if m >= 0:
+        U_mid[e] = order[m]
+    else:
+        U_mid[e] = -1
+        up_c1[e] = -1
+        up_c2[e] = -1
+    m = dn_m[e]
+    if m >= 0:
+        D_mid[e] = order[m]
+    else:
+        D_mid[e] = -1
+        dn_c1[e] = -1
+        dn_c2[e] = -1
+
+
+@numba.njit(cache=True, nogil=True, parallel=True)
+def _compact_count(n, off, up_w, dn_w, up_d, dn_d, U_off, D_off):
+    """`_compact`'s first pass on every core: the kept arcs per row, as CSR offsets."""
+    for r in numba.prange(n):
+        cu = 0
+        cd = 0
+        for e in range(off[r], off[r + 1]):
+            if up_w[e] < np.inf and not up_d[e]:
+                cu += 1
+            if dn_w[e] < np.inf and not dn_d[e]:
+                cd += 1
+        U_off[r + 1] = cu
+        D_off[r + 1] = cd
+    for r in range(n):
+        U_off[r + 1] += U_off[r]
+        D_off[r + 1] += D_off[r]
+
+
+@numba.njit(cache=True, nogil=True, parallel=True)
+def _compact_fill(n, off, tgt, order, up_w, dn_w, up_s, dn_s, up_m, dn_m, up_c1, up_c2, dn_c1, dn_c2, up_h, dn_h,
+                  up_d, dn_d, U_off, D_off, up_new, dn_new, U_tgt, U_row, U_w, U_s, U_mid, U_c1, U_c2, U_h,
+                  D_tgt, D_row, D_w, D_s, D_mid, D_c1, D_c2, D_h):
+    """`_compact`'s numbering and writing on every core, row by row (the arcs are in row order, so the
+    numbers are the serial pass's)."""
+    for r in numba.prange(n):
+        ku = U_off[r]
+        kd = D_off[r]
+        for e in range(off[r], off[r + 1]):
+            if up_w[e] < np.inf and not up_d[e]:
+                up_new[e] = ku
+                ku += 1
+            else:
+                up_new[e] = -1
+            if dn_w[e] < np.inf and not dn_d[e]:
+                dn_new[e] = kd
+                kd += 1
+            else:
+                dn_new[e] = -1
+    for r in numba.prange(n):
+        for e in range(off[r], off[r + 1]):
+            k = up_new[e]
+            if k >= 0:
+                U_tgt[k] = tgt[e]
+                U_row[k] = r
+                U_w[k] = up_w[e]
+                U_s[k] = up_s[e]
+                if up_m[e] >= 0:
+                    U_mid[k] = order[up_m[e]]
+                    U_c1[k] = dn_new[up_c1[e]]
+                    U_c2[k] = up_new[up_c2[e]]
+                else:
+                    U_mid[k] = -1
+                    U_c1[k] = -1
+                    U_c2[k] = -1
+                U_h[k] = up_h[e]
+            k = dn_new[e]
+            if k >= 0:
+                D_tgt[k] = tgt[e]
+                D_row[k] = r
+                D_w[k] = dn_w[e]
+                D_s[k] = dn_s[e]
+                if dn_m[e] >= 0:
+                    D_mid[k] = order[dn_m[e]]
+                    D_c1[k] = dn_new[dn_c1[e]]
+                    D_c2[k] = up_new[dn_c2[e]]
+                else:
+                    D_mid[k] = -1
+                    D_c1[k] = -1
+                    D_c2[k] = -1
+                D_h[k] = dn_h[e]
+
+
+def _compact_parallel(n, off, tgt, row, order, up_w, dn_w, up_s, dn_s, up_m, dn_m, up_c1, up_c2, dn_c1, dn_c2,
+                      up_h, dn_h, up_d, dn_d):
+    """`_compact` on every core, with its arrays allocated by numpy (see `_metric_arrays`)."""
+    U_off = np.zeros(n + 1, np.int64)
+    D_off = np.zeros(n + 1, np.int64)
+    _compact_count(n, off, up_w, dn_w, up_d, dn_d, U_off, D_off)
+    nu, nd = int(U_off[n]), int(D_off[n])
+    mc = tgt.shape[0]
+    U = (np.empty(nu, np.int32), np.empty(nu, np.int32), np.empty(nu), np.empty(nu), np.empty(nu, np.int32),
+         np.empty(nu, np.int32), np.empty(nu, np.int32), np.empty(nu, np.int32))
+    D = (np.empty(nd, np.int32), np.empty(nd, np.int32), np.empty(nd), np.empty(nd), np.empty(nd, np.int32),
+         np.empty(nd, np.int32), np.empty(nd, np.int32), np.empty(nd, np.int32))
+    _compact_fill(n, off, tgt, order, up_w, dn_w, up_s, dn_s, up_m, dn_m, up_c1, up_c2, dn_c1, dn_c2, up_h, dn_h,
+                  up_d, dn_d, U_off, D_off, np.empty(mc, np.int64), np.empty(mc, np.int64), *U, *D)
+    return (U_off, *U, D_off, *D)
+
+
 # ---------------------------------------------------------------------------------------------------
 # elimination-tree queries (after perfect customisation)
 # ---------------------------------------------------------------------------------------------------
@@ -540,9 +663,24 @@ class CustomisedCH(ContractionHierarchy):
     `parent` (the elimination tree; given after perfect customisation) point-to-point queries and batch
     pairs walk the elimination tree instead of running a bidirectional Dijkstra."""
 
-    def __init__(self, n: int, arrays: dict, info: dict | None = None, parent=None):
+    def __init__(self, n: int, arrays: dict, info: dict | None = None, parent=None, shared=()):
         super().__init__(n, arrays, info)
         self.parent = None if parent is None else np.asarray(parent, np.int64)
+        self._shared = frozenset(shared)  # arrays that are the topology's (not counted by nbytes)
+
+    @property
+    def _orig_out(self):
+        """The usable original arcs by tail (force_loop queries); made at the first such query."""
+        out = self.__dict__.get("_orig_out_arrays")
+        if out is None:
+            n, offsets, targets, weights, secondary = self._orig_args
+            out = self.__dict__["_orig_out_arrays"] = _original_out(
+                n, np.asarray(offsets, np.int64), np.asarray(targets, np.int64), weights, secondary)
+        return out
+
+    @_orig_out.setter
+    def _orig_out(self, value):
+        self.__dict__["_orig_out_arrays"] = value
 
     def _et_bufs(self):
         b = getattr(self._local, "et", None)
@@ -590,7 +728,8 @@ class CustomisedCH(ContractionHierarchy):
     def nbytes(self) -> int:
         from geoengine.routing.ch import _ARRAYS
 
-        return int(sum(getattr(self, name).nbytes for name in _ARRAYS if name not in ("rank", "order")))
+        skip = {"rank", "order", *getattr(self, "_shared", ())}
+        return int(sum(getattr(self, name).nbytes for name in _ARRAYS if name not in skip))
 
 
 class CCHTopology:
@@ -727,12 +866,14 @@ class CCHTopology:
         return p
 
     def customise(self, offsets, targets, weights, secondary=None, *, parallel: bool = True, key=None,
-                  perfect: bool = True) -> CustomisedCH:
+                  perfect: bool = True, base_index=None) -> CustomisedCH:
         """A `ContractionHierarchy` for the metric `weights` (float64[m], >= 0; inf = arc unusable) and
         `secondary` on the arcs of the CSR graph (offsets, targets). See `arc_edges` for which arcs.
         `perfect` (default): perfect customisation, arcs it proves unneeded pruned, and point-to-point
         queries by elimination-tree walk; False: the basic (lower-triangle) customisation only, queried
-        by the bidirectional Dijkstra of `ContractionHierarchy`."""
+        by the bidirectional Dijkstra of `ContractionHierarchy`. `base_index`: each arc's position among
+        the arcs given to `set_base` (when the graph is a subset of them, in the same row order): its
+        supergraph edge is then read from the base's instead of found by a merge walk."""
         t0 = time.perf_counter()
         weights = np.ascontiguousarray(weights, dtype=np.float64)
         targets = np.asarray(targets)
@@ -743,9 +884,15 @@ class CCHTopology:
             raise ValueError("weights must be >= 0 (inf for an unusable arc)")
         if secondary.size and not np.all(np.isfinite(secondary[np.isfinite(weights)])):
             raise ValueError("secondary must be finite on usable arcs")
-        edge, up = self.arc_edges(offsets, targets, key=key)
+        base = self._base
+        if (base_index is not None and base is not None and base_index.shape == targets.shape
+                and np.array_equal(base[1][base_index], targets)):  # a few ms: the arcs are the base's
+            edge, up = base[2][base_index], base[3][base_index]
+        else:
+            edge, up = self.arc_edges(offsets, targets, key=key)
         mc = self.edges
-        up_w, dn_w, up_s, dn_s = _init_metric(mc, edge, up, weights, secondary)
+        up_w, dn_w, up_s, dn_s = _metric_arrays(mc)
+        _init_metric(edge, up, weights, secondary, up_w, dn_w, up_s, dn_s)
         up_m = np.full(mc, -1, np.int32)
         dn_m = np.full(mc, -1, np.int32)
         up_c1 = np.empty(mc, np.int32)  # read only where up_m >= 0
@@ -765,9 +912,10 @@ class CCHTopology:
         else:
             _customise_serial(*args)
         t2 = time.perf_counter()
-        up_d = np.zeros(mc, np.bool_)
-        dn_d = np.zeros(mc, np.bool_)
+        order = np.asarray(self.order, np.int64)
         if perfect:
+            up_d = np.zeros(mc, np.bool_)
+            dn_d = np.zeros(mc, np.bool_)
             if parallel:
                 with _PARALLEL_LOCK:
                     _perfect_parallel(self.off, self.tgt, self.dn_off, self.dn_src, self.dn_edge, self.task_off,
@@ -777,12 +925,36 @@ class CCHTopology:
                 _perfect_serial(self.off, self.tgt, self.dn_off, self.dn_src, self.dn_edge, up_w, dn_w, up_s, dn_s,
                                 up_d, dn_d)
             _keep_children(self.n, self.off, up_w, dn_w, up_m, dn_m, up_c1, up_c2, dn_c1, dn_c2, up_d, dn_d)
-        t3 = time.perf_counter()
-        order = np.asarray(self.order, np.int64)
-        (U_off, U_tgt, U_row, U_w, U_s, U_mid, U_c1, U_c2, U_h,
-         D_off, D_tgt, D_row, D_w, D_s, D_mid, D_c1, D_c2, D_h) = _compact(
-            self.n, self.off, self.tgt, self.row, order, up_w, dn_w, up_s, dn_s, up_m, dn_m, up_c1, up_c2, dn_c1,
-            dn_c2, up_h, dn_h, up_d, dn_d)
+            t3 = time.perf_counter()
+            cargs = (self.n, self.off, self.tgt, self.row, order, up_w, dn_w, up_s, dn_s, up_m, dn_m, up_c1, up_c2,
+                     dn_c1, dn_c2, up_h, dn_h, up_d, dn_d)
+            if parallel:
+                with _PARALLEL_LOCK:
+                    compacted = _compact_parallel(*cargs)
+            else:
+                compacted = _compact(*cargs)
+            (U_off, U_tgt, U_row, U_w, U_s, U_mid, U_c1, U_c2, U_h,
+             D_off, D_tgt, D_row, D_w, D_s, D_mid, D_c1, D_c2, D_h) = compacted
+            shared = ()
+        else:
+            # the basic customisation stays in the supergraph's own layout: its rows, heads and arc
+            # numbers are the topology's (memory-mapped, shared), unusable arcs keep weight inf and the
+            # queries pass over them; only the middle vertices are mapped to original ids. (Compacting
+            # cost about a third of a basic customisation; the perfect one, which replaces it, compacts.)
+            t3 = time.perf_counter()
+            U_mid = np.empty(mc, np.int32)
+            D_mid = np.empty(mc, np.int32)
+            if parallel:
+                with _PARALLEL_LOCK:
+                    _mid_ids(up_m, dn_m, order, U_mid, D_mid, up_c1, up_c2, dn_c1, dn_c2)
+            else:
+                _mid_ids_serial(up_m, dn_m, order, U_mid, D_mid, up_c1, up_c2, dn_c1, dn_c2)
+            U_off = D_off = self.off
+            U_tgt = D_tgt = self.tgt
+            U_row = D_row = self.row
+            U_w, U_s, U_c1, U_c2, U_h = up_w, up_s, up_c1, up_c2, up_h
+            D_w, D_s, D_c1, D_c2, D_h = dn_w, dn_s, dn_c1, dn_c2, dn_h
+            shared = ("up_off", "up_tgt", "up_row", "dn_off", "dn_tgt", "dn_row")
         arrays = dict(rank=self.rank, order=self.order,
                       up_off=U_off, up_tgt=U_tgt, up_w=U_w, up_s=U_s, up_mid=U_mid, up_c1=U_c1, up_c2=U_c2,
                       up_row=U_row, up_hops=U_h,
@@ -793,19 +965,32 @@ class CCHTopology:
                 "map_seconds": round(t1 - t0, 4), "customise_seconds": round(t2 - t1, 4),
                 "perfect_seconds": round(t3 - t2, 4), "compact_seconds": round(time.perf_counter() - t3, 4),
                 "perfect": bool(perfect)}
-        ch = CustomisedCH(self.n, arrays, info, parent=self.parent if perfect else None)
-        ch._orig_out = _original_out(self.n, np.asarray(offsets, np.int64), np.asarray(targets, np.int64), weights,
-                                     secondary)
+        ch = CustomisedCH(self.n, arrays, info, parent=self.parent if perfect else None, shared=shared)
+        ch._orig_args = (self.n, offsets, targets, weights, secondary)  # `_orig_out`, made when first needed
         return ch
 
     def warmup(self) -> None:
         """Load the customisation kernels from Numba's cache now."""
-        if self.n:
-            off, tgt, w = np.zeros(self.n + 1, np.int64), np.empty(0, np.int64), np.empty(0)
-            # what a new metric runs: the basic customisation on both cores, then the perfect one on
-            # one core in the background (routing.customise.Customiser.customise_soon)
-            self.customise(off, tgt, w, perfect=False).warmup()
-            self.customise(off, tgt, w, parallel=False).warmup()
+        if not self.n:
+            return
+        # on a four-vertex topology whose arrays have this one's dtypes and write flags (so the same
+        # compiled specialisations load): warming on the real one ran every kernel over all its edges
+        # (seconds and about 0.7 GB of temporaries per pass at 64 copies of Liechtenstein)
+        off = np.array([0, 1, 3, 5, 6], np.int64)
+        tgt = np.array([1, 0, 2, 1, 3, 2], np.int64)
+        small = CCHTopology.build(4, off, tgt, rank=np.arange(4))
+        arrays = {}
+        for name in _TOPO_ARRAYS:
+            a = np.array(getattr(small, name), dtype=getattr(self, name).dtype)
+            a.setflags(write=bool(getattr(self, name).flags.writeable))
+            arrays[name] = a
+        small = CCHTopology(4, arrays, small.info)
+        small.set_base(off, tgt)
+        w = np.ones(len(tgt))
+        # what a new metric runs: the basic customisation on both cores, then the perfect one on one
+        # core in the background (routing.customise.Customiser.customise_soon)
+        small.customise(off, tgt, w, w, perfect=False).warmup()
+        small.customise(off, tgt, w, w, parallel=False).warmup()
 
 
 def _original_out(n, offsets, targets, weights, secondary):

@@ -20,6 +20,7 @@ from collections import OrderedDict
 
 import numpy as np
 
+from geoengine.graph.turns import turn_base
 from geoengine.routing.cch import CCHTopology
 
 DEFAULT_CACHE_BYTES = 1 << 30
@@ -27,18 +28,9 @@ log = logging.getLogger("geoengine.routing")
 
 
 def full_turn_csr(graph):
-    """(offsets int64[E+1], targets int32[m]) of every possible turn (vectorised)."""
-    E = graph.n_edges
-    dst = np.asarray(graph.edge_dst)
-    noff = np.asarray(graph.node_out_offsets, dtype=np.int64)
-    nout = np.asarray(graph.node_out_edges)
-    cnt = np.diff(noff)[dst]
-    total = int(cnt.sum())
-    first = np.cumsum(cnt) - cnt
-    pos = np.repeat(noff[dst] - first, cnt) + np.arange(total)
-    offsets = np.zeros(E + 1, np.int64)
-    np.cumsum(cnt, out=offsets[1:])
-    return offsets, nout[pos].astype(np.int32)
+    """(offsets int64[E+1], targets int32[m]) of every possible turn (the graph's `TurnBase`)."""
+    base = turn_base(graph)
+    return base.offsets, base.e2
 
 
 def edge_middles(graph):
@@ -75,6 +67,18 @@ class MetricCache:
 
     def __len__(self) -> int:
         return len(self._items)
+
+    def refresh(self, key) -> None:
+        """Count a kept value's bytes again (its hierarchy was replaced) and evict down to the budget."""
+        with self._lock:
+            if key not in self._items:
+                return
+            size = int(self._sizeof(self._items[key]))
+            self.bytes += size - self._sizes[key]
+            self._sizes[key] = size
+            while self.bytes > self.max_bytes and self._items:
+                old, _ = self._items.popitem(last=False)
+                self.bytes -= self._sizes.pop(old)
 
     def get(self, key, make):
         while True:
@@ -160,9 +164,11 @@ class Customiser:
         """A `CustomisedCH` for the profile's turn graph (not cached here)."""
         self._ensure_base()
         off, tgt, w, packed = profile.turn_csr()
-        return self.topology.customise(off, tgt, w, packed, perfect=perfect, parallel=parallel)
+        # the profile's arcs are a subset of the base turns, whose supergraph edges are known
+        idx = getattr(profile, "base_index", None)
+        return self.topology.customise(off, tgt, w, packed, perfect=perfect, parallel=parallel, base_index=idx)
 
-    def customise_soon(self, profile):
+    def customise_soon(self, profile, on_perfect=None):
         """The basic customisation now (both cores), the perfect one later: a background thread
         customises again with the perfect pass on one core and swaps it into `profile.ch`.
 
@@ -170,23 +176,26 @@ class Customiser:
         bidirectional search instead of the elimination-tree walk), and the perfect pass costs about
         as much again: doing it later halves the wait of the first request of a new option set. Each
         query reads `profile.ch` once, so a request never mixes the two. `wait()` blocks until every
-        queued perfect customisation is in place."""
+        queued perfect customisation is in place. `on_perfect()` runs after the swap (the router
+        counts the smaller hierarchy's bytes again)."""
         ch = self.customise(profile, perfect=False)
         with self._lock:
             self._queued += 1
             if self._worker is None or not self._worker.is_alive():
                 self._worker = threading.Thread(target=self._perfect_loop, name="cch-perfect", daemon=True)
                 self._worker.start()
-        self._queue.put(profile)
+        self._queue.put((profile, on_perfect))
         return ch
 
     def _perfect_loop(self) -> None:
         while True:
-            profile = self._queue.get()
+            profile, on_perfect = self._queue.get()
             try:
                 # serial kernels: no parallel lock, one core left to the requests
                 profile.ch = self.customise(profile, perfect=True, parallel=False)
                 self.perfected += 1
+                if on_perfect is not None:
+                    on_perfect()
             except Exception:  # the basic customisation keeps answering
                 log.exception("perfect customisation failed; the basic one stays in use")
             finally:

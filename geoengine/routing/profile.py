@@ -20,7 +20,7 @@ import numba
 import numpy as np
 
 from geoengine.costing import Options, default_options, edge_costs, mode_of, turn_penalty
-from geoengine.graph.turns import largest_component, turn_angles, turn_graph
+from geoengine.graph.turns import largest_component, turn_base
 from geoengine.routing.dijkstra import Graph as SearchGraph
 
 SHIFT = float(2**27)
@@ -104,6 +104,7 @@ class Profile:
         self.ch = ch
         self._search = None
         self._csr = None
+        self.base_index = None
         self._component = None
 
     def turn_csr(self):
@@ -115,12 +116,13 @@ class Profile:
         if self._csr is None:
             tp = turn_penalty(self.costing, self.options)
             metrics = np.column_stack([np.where(np.isfinite(self.time), self.time, 0.0), self.length])
-            off, tgt, w, sec = turn_graph(self.graph, self.cost, metrics, mode=self.mode, turn_penalty=tp)
+            base = turn_base(self.graph)
+            off, tgt, w, sec, idx = base.turn_graph(self.cost, metrics, mode=self.mode, turn_penalty=tp)
             delay = np.zeros_like(w)
             tdelay = turn_penalty(self.costing)  # the mode's delays, whatever is minimised
             if tdelay is not None and len(tgt):
-                e1 = np.repeat(np.arange(self.graph.n_edges, dtype=np.int64), np.diff(off))
-                delay = np.asarray(tdelay(turn_angles(self.graph, e1, tgt)), dtype=np.float64)
+                delay = np.asarray(tdelay(base.angles[idx]), dtype=np.float64)
+            self.base_index = idx  # each arc's position among every possible turn (TurnBase)
             self._csr = (off, tgt, w, pack(sec[:, 0] + delay, sec[:, 1]))
         return self._csr
 

@@ -87,7 +87,7 @@ class Router:
         if cust is not None:
             def make():
                 p = Profile(self.graph, costing, options, blocked=blocked)
-                p.ch = cust.customise_soon(p)
+                p.ch = cust.customise_soon(p, on_perfect=lambda: cust.cache.refresh(key))
                 _ = p.component  # computed now, so its bytes are counted
                 return p
 

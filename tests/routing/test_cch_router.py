@@ -243,3 +243,31 @@ def test_new_option_set_answers_on_the_basic_customisation_then_the_perfect_one(
                 n += 1
                 assert x.cost == pytest.approx(ys.cost, rel=1e-9, abs=1e-6)
     assert n >= 10
+
+
+@pytest.mark.parametrize("costing,options", OPTION_SETS[:3])
+def test_profile_arcs_map_to_the_supergraph_through_the_turn_base(andorra, costing, options):
+    """A profile's arcs are a subset of every possible turn (`TurnBase`): their supergraph edges read
+    from the base equal those the merge walk finds."""
+    router = andorra.router
+    prof = router.profile(costing, parse_costing_options(costing, options))
+    off, tgt, _w, _s = prof.turn_csr()
+    cust = router.customiser
+    cust._ensure_base()
+    base = cust.topology._base
+    assert np.array_equal(base[1][prof.base_index], tgt)
+    edge, up = cust.topology._find(np.asarray(off, np.int64), np.asarray(tgt, np.int64))
+    assert np.array_equal(edge, base[2][prof.base_index]) and np.array_equal(up, base[3][prof.base_index])
+
+
+@pytest.mark.parametrize("perfect", [False, True])
+def test_parallel_and_serial_customisations_are_identical(andorra, perfect):
+    """The parallel kernels (lower pass, perfect pass, compaction) write exactly the serial ones' arrays."""
+    router = andorra.router
+    prof = router.profile("truck", parse_costing_options("truck", {"height": 4.2}))
+    cust = router.customiser
+    a = cust.customise(prof, perfect=perfect, parallel=True)
+    b = cust.customise(prof, perfect=perfect, parallel=False)
+    for name in ("up_off", "up_tgt", "up_w", "up_s", "up_mid", "up_c1", "up_c2", "up_row", "up_hops",
+                 "dn_off", "dn_tgt", "dn_w", "dn_s", "dn_mid", "dn_c1", "dn_c2", "dn_row", "dn_hops"):
+        assert np.array_equal(getattr(a, name), getattr(b, name)), name
