@@ -784,7 +784,7 @@ class CCHTopology:
         np.cumsum(np.bincount(tgt, minlength=n), out=dn_off[1:])
         task_off, task_verts = _subtree_tasks(n, parent, max(n // 32, 1))
         arrays = dict(rank=rank.astype(np.int32), order=order.astype(np.int32), off=off, tgt=tgt, row=row,
-                      dn_off=dn_off, dn_src=row[srt].astype(np.int32), dn_edge=srt.astype(np.int64),
+                      dn_off=dn_off, dn_src=row[srt].astype(np.int32), dn_edge=srt.astype(np.int32 if mc < 2**31 else np.int64),
                       task_off=task_off, task_verts=task_verts)
         info = {"vertices": n, "arcs": int(targets.shape[0]), "edges": int(mc),
                 "order_seconds": round(t1 - t0, 3), "topology_seconds": round(time.perf_counter() - t1, 3),
