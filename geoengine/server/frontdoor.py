@@ -37,7 +37,7 @@ import logging
 from pydantic import ValidationError
 
 from geoengine.errors import GeoengineError
-from geoengine.server.hotpath import dumps
+from geoengine.server.hotpath import dumps, plain_elevation
 from geoengine.server.problems import PROBLEM_JSON
 from geoengine.server.routes.tiles import CACHE_CONTROL, MEDIA_TYPES, _accepts_gzip
 
@@ -111,7 +111,6 @@ class FrontDoor:
         self._tile = tiles.tile_answer
         self._search = {"/search": search._fast_search, "/search/reverse": search._fast_reverse}
         self._plain_query = search._plain_query
-        self._number = search._number
         self._route_model = RouteRequest
         self.answered = 0  # requests answered here (tests, benchmarks)
         self._host_raw = self.host  # the header value as clients usually send it
@@ -242,12 +241,7 @@ class FrontDoor:
         return self._json(answer, self.state.engine, params)
 
     def _elevation(self, engine, params: dict):
-        if len(params) != 2:
-            return None
-        lat, lon = self._number(params, "lat", -90, 90), self._number(params, "lon", -180, 180)
-        if lat is None or lon is None or lat is False or lon is False:
-            return None
-        return {"lat": lat, "lon": lon, "elevation_m": round(engine.elevation_at(lon=lon, lat=lat), 1)}
+        return plain_elevation(engine, params)
 
     # -- POST /route -----------------------------------------------------------------------------------
     def post_wanted(self, path: str, headers) -> bool:

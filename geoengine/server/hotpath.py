@@ -120,7 +120,6 @@ class HotPath:
         self._send_tile = tiles.send_tile
         self._plain_query = search._plain_query
         self._search = {"/search": search._fast_search, "/search/reverse": search._fast_reverse}
-        self._number = search._number
 
     async def __call__(self, scope, receive, send):
         if scope["type"] != "http":
@@ -167,12 +166,7 @@ class HotPath:
         return True
 
     def _elevation(self, engine, params: dict):
-        if len(params) != 2:
-            return None
-        lat, lon = self._number(params, "lat", -90, 90), self._number(params, "lon", -180, 180)
-        if lat is None or lon is None or lat is False or lon is False:
-            return None
-        return {"lat": lat, "lon": lon, "elevation_m": round(engine.elevation_at(lon=lon, lat=lat), 1)}
+        return plain_elevation(engine, params)
 
     # -- POST /route, POST /matrix ---------------------------------------------------------------
     async def _post(self, scope, send, body: bytes, model, method: str, inline) -> bool:
@@ -201,3 +195,16 @@ async def _in_thread(timeout: float, fn, *args):
             return await anyio.to_thread.run_sync(functools.partial(fn, *args), abandon_on_cancel=True)
     except TimeoutError:
         raise BackendTimeout(f"the computation took longer than {timeout:g} s") from None
+
+
+def plain_elevation(engine, params: dict):
+    """GET /elevation's body for exactly `lat` and `lon` given as plain decimals within range (the hot
+    path and the front door); None for the route to answer (validation, problem bodies)."""
+    from geoengine.server.routes.search import _number
+
+    if len(params) != 2:
+        return None
+    lat, lon = _number(params, "lat", -90, 90), _number(params, "lon", -180, 180)
+    if lat is None or lon is None or lat is False or lon is False:
+        return None
+    return {"lat": lat, "lon": lon, "elevation_m": round(engine.elevation_at(lon=lon, lat=lat), 1)}
