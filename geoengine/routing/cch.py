@@ -361,6 +361,81 @@ def _subtree_tasks(n, parent, thr):
     return cnt, verts
 
 
+@numba.njit(cache=True, nogil=True)
+def _compact(n, off, tgt, row, order, up_w, dn_w, up_s, dn_s, up_m, dn_m, up_c1, up_c2, dn_c1, dn_c2, up_h, dn_h,
+             up_d, dn_d):
+    """Drop arcs of infinite weight and arcs perfect customisation proved unneeded (up_d/dn_d); renumber
+    children; middle vertices to original ids."""
+    mc = tgt.shape[0]
+    up_new = np.full(mc, -1, np.int64)
+    dn_new = np.full(mc, -1, np.int64)
+    nu = 0
+    nd = 0
+    for e in range(mc):
+        if up_w[e] < np.inf and not up_d[e]:
+            up_new[e] = nu
+            nu += 1
+        if dn_w[e] < np.inf and not dn_d[e]:
+            dn_new[e] = nd
+            nd += 1
+    U_off = np.zeros(n + 1, np.int64)
+    D_off = np.zeros(n + 1, np.int64)
+    U_tgt = np.empty(nu, np.int32)
+    U_row = np.empty(nu, np.int32)
+    U_w = np.empty(nu)
+    U_s = np.empty(nu)
+    U_mid = np.empty(nu, np.int32)
+    U_c1 = np.empty(nu, np.int32)
+    U_c2 = np.empty(nu, np.int32)
+    U_h = np.empty(nu, np.int32)
+    D_tgt = np.empty(nd, np.int32)
+    D_row = np.empty(nd, np.int32)
+    D_w = np.empty(nd)
+    D_s = np.empty(nd)
+    D_mid = np.empty(nd, np.int32)
+    D_c1 = np.empty(nd, np.int32)
+    D_c2 = np.empty(nd, np.int32)
+    D_h = np.empty(nd, np.int32)
+    for r in range(n):
+        U_off[r + 1] = U_off[r]
+        D_off[r + 1] = D_off[r]
+        for e in range(off[r], off[r + 1]):
+            k = up_new[e]
+            if k >= 0:
+                U_tgt[k] = tgt[e]
+                U_row[k] = r
+                U_w[k] = up_w[e]
+                U_s[k] = up_s[e]
+                if up_m[e] >= 0:
+                    U_mid[k] = order[up_m[e]]
+                    U_c1[k] = dn_new[up_c1[e]]
+                    U_c2[k] = up_new[up_c2[e]]
+                else:
+                    U_mid[k] = -1
+                    U_c1[k] = -1
+                    U_c2[k] = -1
+                U_h[k] = up_h[e]
+                U_off[r + 1] += 1
+            k = dn_new[e]
+            if k >= 0:
+                D_tgt[k] = tgt[e]
+                D_row[k] = r
+                D_w[k] = dn_w[e]
+                D_s[k] = dn_s[e]
+                if dn_m[e] >= 0:
+                    D_mid[k] = order[dn_m[e]]
+                    D_c1[k] = dn_new[dn_c1[e]]
+                    D_c2[k] = up_new[dn_c2[e]]
+                else:
+                    D_mid[k] = -1
+                    D_c1[k] = -1
+                    D_c2[k] = -1
+                D_h[k] = dn_h[e]
+                D_off[r + 1] += 1
+    return (U_off, U_tgt, U_row, U_w, U_s, U_mid, U_c1, U_c2, U_h,
+            D_off, D_tgt, D_row, D_w, D_s, D_mid, D_c1, D_c2, D_h)
+
+
 @numba.njit(cache=True, nogil=True, parallel=True)
 def _mid_ids(up_m, dn_m, order, U_mid, D_mid, up_c1, up_c2, dn_c1, dn_c2):
     """Middle vertices of the customised arcs as original ids; an original arc gets -1 and so do its
@@ -375,7 +450,7 @@ def _mid_ids_serial(up_m, dn_m, order, U_mid, D_mid, up_c1, up_c2, dn_c1, dn_c2)
         _mid_id(e, up_m, dn_m, order, U_mid, D_mid, up_c1, up_c2, dn_c1, dn_c2)
 
 
-@numba.njit(cache=True, nogil=True)
+@numba.njit(cache=True, nogil=True, inline="always")
 def _mid_id(e, up_m, dn_m, order, U_mid, D_mid, up_c1, up_c2, dn_c1, dn_c2):
     m = up_m[e]
     if m >= 0:
@@ -393,123 +468,92 @@ def _mid_id(e, up_m, dn_m, order, U_mid, D_mid, up_c1, up_c2, dn_c1, dn_c2):
         dn_c2[e] = -1
 
 
-@numba.njit(cache=True, nogil=True)
-def _count_row(r, off, up_w, dn_w, up_d, dn_d, U_off, D_off):
-    cu = 0
-    cd = 0
-    for e in range(off[r], off[r + 1]):
-        if up_w[e] < np.inf and not up_d[e]:
-            cu += 1
-        if dn_w[e] < np.inf and not dn_d[e]:
-            cd += 1
-    U_off[r + 1] = cu
-    D_off[r + 1] = cd
-
-
-@numba.njit(cache=True, nogil=True)
-def _number_row(r, off, up_w, dn_w, up_d, dn_d, U_off, D_off, up_new, dn_new):
-    ku = U_off[r]
-    kd = D_off[r]
-    for e in range(off[r], off[r + 1]):
-        if up_w[e] < np.inf and not up_d[e]:
-            up_new[e] = ku
-            ku += 1
-        else:
-            up_new[e] = -1
-        if dn_w[e] < np.inf and not dn_d[e]:
-            dn_new[e] = kd
-            kd += 1
-        else:
-            dn_new[e] = -1
-
-
-@numba.njit(cache=True, nogil=True)
-def _fill_side(k, e, r, tgt, order, w, s, m, c1, c2, h, dn_new, up_new, T, R, W, S, M, C1, C2, H):
-    T[k] = tgt[e]
-    R[k] = r
-    W[k] = w[e]
-    S[k] = s[e]
-    if m[e] >= 0:
-        M[k] = order[m[e]]
-        C1[k] = dn_new[c1[e]]
-        C2[k] = up_new[c2[e]]
-    else:
-        M[k] = -1
-        C1[k] = -1
-        C2[k] = -1
-    H[k] = h[e]
-
-
-@numba.njit(cache=True, nogil=True)
-def _fill_row(r, off, tgt, order, up_w, dn_w, up_s, dn_s, up_m, dn_m, up_c1, up_c2, dn_c1, dn_c2, up_h, dn_h,
-              up_new, dn_new, U_tgt, U_row, U_w, U_s, U_mid, U_c1, U_c2, U_h,
-              D_tgt, D_row, D_w, D_s, D_mid, D_c1, D_c2, D_h):
-    for e in range(off[r], off[r + 1]):
-        if up_new[e] >= 0:
-            _fill_side(up_new[e], e, r, tgt, order, up_w, up_s, up_m, up_c1, up_c2, up_h, dn_new, up_new,
-                       U_tgt, U_row, U_w, U_s, U_mid, U_c1, U_c2, U_h)
-        if dn_new[e] >= 0:
-            _fill_side(dn_new[e], e, r, tgt, order, dn_w, dn_s, dn_m, dn_c1, dn_c2, dn_h, dn_new, up_new,
-                       D_tgt, D_row, D_w, D_s, D_mid, D_c1, D_c2, D_h)
+@numba.njit(cache=True, nogil=True, parallel=True)
+def _compact_count(n, off, up_w, dn_w, up_d, dn_d, U_off, D_off):
+    """`_compact`'s first pass on every core: the kept arcs per row, as CSR offsets."""
+    for r in numba.prange(n):
+        cu = 0
+        cd = 0
+        for e in range(off[r], off[r + 1]):
+            if up_w[e] < np.inf and not up_d[e]:
+                cu += 1
+            if dn_w[e] < np.inf and not dn_d[e]:
+                cd += 1
+        U_off[r + 1] = cu
+        D_off[r + 1] = cd
+    for r in range(n):
+        U_off[r + 1] += U_off[r]
+        D_off[r + 1] += D_off[r]
 
 
 @numba.njit(cache=True, nogil=True, parallel=True)
-def _compact_count_parallel(n, off, up_w, dn_w, up_d, dn_d, U_off, D_off):
+def _compact_fill(n, off, tgt, order, up_w, dn_w, up_s, dn_s, up_m, dn_m, up_c1, up_c2, dn_c1, dn_c2, up_h, dn_h,
+                  up_d, dn_d, U_off, D_off, up_new, dn_new, U_tgt, U_row, U_w, U_s, U_mid, U_c1, U_c2, U_h,
+                  D_tgt, D_row, D_w, D_s, D_mid, D_c1, D_c2, D_h):
+    """`_compact`'s numbering and writing on every core, row by row (the arcs are in row order, so the
+    numbers are the serial pass's)."""
     for r in numba.prange(n):
-        _count_row(r, off, up_w, dn_w, up_d, dn_d, U_off, D_off)
-
-
-@numba.njit(cache=True, nogil=True)
-def _compact_count_serial(n, off, up_w, dn_w, up_d, dn_d, U_off, D_off):
-    for r in range(n):
-        _count_row(r, off, up_w, dn_w, up_d, dn_d, U_off, D_off)
-
-
-@numba.njit(cache=True, nogil=True, parallel=True)
-def _compact_fill_parallel(n, off, tgt, order, up_w, dn_w, up_s, dn_s, up_m, dn_m, up_c1, up_c2, dn_c1, dn_c2,
-                           up_h, dn_h, up_d, dn_d, U_off, D_off, up_new, dn_new, U_tgt, U_row, U_w, U_s, U_mid,
-                           U_c1, U_c2, U_h, D_tgt, D_row, D_w, D_s, D_mid, D_c1, D_c2, D_h):
+        ku = U_off[r]
+        kd = D_off[r]
+        for e in range(off[r], off[r + 1]):
+            if up_w[e] < np.inf and not up_d[e]:
+                up_new[e] = ku
+                ku += 1
+            else:
+                up_new[e] = -1
+            if dn_w[e] < np.inf and not dn_d[e]:
+                dn_new[e] = kd
+                kd += 1
+            else:
+                dn_new[e] = -1
     for r in numba.prange(n):
-        _number_row(r, off, up_w, dn_w, up_d, dn_d, U_off, D_off, up_new, dn_new)
-    for r in numba.prange(n):
-        _fill_row(r, off, tgt, order, up_w, dn_w, up_s, dn_s, up_m, dn_m, up_c1, up_c2, dn_c1, dn_c2, up_h, dn_h,
-                  up_new, dn_new, U_tgt, U_row, U_w, U_s, U_mid, U_c1, U_c2, U_h,
-                  D_tgt, D_row, D_w, D_s, D_mid, D_c1, D_c2, D_h)
+        for e in range(off[r], off[r + 1]):
+            k = up_new[e]
+            if k >= 0:
+                U_tgt[k] = tgt[e]
+                U_row[k] = r
+                U_w[k] = up_w[e]
+                U_s[k] = up_s[e]
+                if up_m[e] >= 0:
+                    U_mid[k] = order[up_m[e]]
+                    U_c1[k] = dn_new[up_c1[e]]
+                    U_c2[k] = up_new[up_c2[e]]
+                else:
+                    U_mid[k] = -1
+                    U_c1[k] = -1
+                    U_c2[k] = -1
+                U_h[k] = up_h[e]
+            k = dn_new[e]
+            if k >= 0:
+                D_tgt[k] = tgt[e]
+                D_row[k] = r
+                D_w[k] = dn_w[e]
+                D_s[k] = dn_s[e]
+                if dn_m[e] >= 0:
+                    D_mid[k] = order[dn_m[e]]
+                    D_c1[k] = dn_new[dn_c1[e]]
+                    D_c2[k] = up_new[dn_c2[e]]
+                else:
+                    D_mid[k] = -1
+                    D_c1[k] = -1
+                    D_c2[k] = -1
+                D_h[k] = dn_h[e]
 
 
-@numba.njit(cache=True, nogil=True)
-def _compact_fill_serial(n, off, tgt, order, up_w, dn_w, up_s, dn_s, up_m, dn_m, up_c1, up_c2, dn_c1, dn_c2,
-                         up_h, dn_h, up_d, dn_d, U_off, D_off, up_new, dn_new, U_tgt, U_row, U_w, U_s, U_mid,
-                         U_c1, U_c2, U_h, D_tgt, D_row, D_w, D_s, D_mid, D_c1, D_c2, D_h):
-    for r in range(n):
-        _number_row(r, off, up_w, dn_w, up_d, dn_d, U_off, D_off, up_new, dn_new)
-    for r in range(n):
-        _fill_row(r, off, tgt, order, up_w, dn_w, up_s, dn_s, up_m, dn_m, up_c1, up_c2, dn_c1, dn_c2, up_h, dn_h,
-                  up_new, dn_new, U_tgt, U_row, U_w, U_s, U_mid, U_c1, U_c2, U_h,
-                  D_tgt, D_row, D_w, D_s, D_mid, D_c1, D_c2, D_h)
-
-
-def _compact(n, off, tgt, order, up_w, dn_w, up_s, dn_s, up_m, dn_m, up_c1, up_c2, dn_c1, dn_c2, up_h, dn_h,
-             up_d, dn_d, parallel: bool):
-    """Drop arcs of infinite weight and arcs perfect customisation proved unneeded (up_d/dn_d); renumber
-    children; middle vertices to original ids. Kept arcs are counted per row, numbered from the rows'
-    prefix sums (the arcs are in row order) and written row by row: on every core when `parallel`
-    (the caller holds the parallel lock), with the same result either way. The arrays are allocated by
-    numpy (see `_metric_arrays`)."""
+def _compact_parallel(n, off, tgt, row, order, up_w, dn_w, up_s, dn_s, up_m, dn_m, up_c1, up_c2, dn_c1, dn_c2,
+                      up_h, dn_h, up_d, dn_d):
+    """`_compact` on every core, with its arrays allocated by numpy (see `_metric_arrays`)."""
     U_off = np.zeros(n + 1, np.int64)
     D_off = np.zeros(n + 1, np.int64)
-    (_compact_count_parallel if parallel else _compact_count_serial)(n, off, up_w, dn_w, up_d, dn_d, U_off, D_off)
-    np.cumsum(U_off, out=U_off)
-    np.cumsum(D_off, out=D_off)
+    _compact_count(n, off, up_w, dn_w, up_d, dn_d, U_off, D_off)
     nu, nd = int(U_off[n]), int(D_off[n])
     mc = tgt.shape[0]
     U = (np.empty(nu, np.int32), np.empty(nu, np.int32), np.empty(nu), np.empty(nu), np.empty(nu, np.int32),
          np.empty(nu, np.int32), np.empty(nu, np.int32), np.empty(nu, np.int32))
     D = (np.empty(nd, np.int32), np.empty(nd, np.int32), np.empty(nd), np.empty(nd), np.empty(nd, np.int32),
          np.empty(nd, np.int32), np.empty(nd, np.int32), np.empty(nd, np.int32))
-    (_compact_fill_parallel if parallel else _compact_fill_serial)(
-        n, off, tgt, order, up_w, dn_w, up_s, dn_s, up_m, dn_m, up_c1, up_c2, dn_c1, dn_c2, up_h, dn_h, up_d, dn_d,
-        U_off, D_off, np.empty(mc, np.int64), np.empty(mc, np.int64), *U, *D)
+    _compact_fill(n, off, tgt, order, up_w, dn_w, up_s, dn_s, up_m, dn_m, up_c1, up_c2, dn_c1, dn_c2, up_h, dn_h,
+                  up_d, dn_d, U_off, D_off, np.empty(mc, np.int64), np.empty(mc, np.int64), *U, *D)
     return (U_off, *U, D_off, *D)
 
 
@@ -882,13 +926,13 @@ class CCHTopology:
                                 up_d, dn_d)
             _keep_children(self.n, self.off, up_w, dn_w, up_m, dn_m, up_c1, up_c2, dn_c1, dn_c2, up_d, dn_d)
             t3 = time.perf_counter()
-            cargs = (self.n, self.off, self.tgt, order, up_w, dn_w, up_s, dn_s, up_m, dn_m, up_c1, up_c2,
+            cargs = (self.n, self.off, self.tgt, self.row, order, up_w, dn_w, up_s, dn_s, up_m, dn_m, up_c1, up_c2,
                      dn_c1, dn_c2, up_h, dn_h, up_d, dn_d)
             if parallel:
                 with _PARALLEL_LOCK:
-                    compacted = _compact(*cargs, parallel=True)
+                    compacted = _compact_parallel(*cargs)
             else:
-                compacted = _compact(*cargs, parallel=False)
+                compacted = _compact(*cargs)
             (U_off, U_tgt, U_row, U_w, U_s, U_mid, U_c1, U_c2, U_h,
              D_off, D_tgt, D_row, D_w, D_s, D_mid, D_c1, D_c2, D_h) = compacted
             shared = ()
