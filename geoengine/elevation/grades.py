@@ -211,7 +211,9 @@ def climb_descent(graph, edges, covered_fraction=1.0) -> tuple[float | None, flo
     e = np.asarray(edges, dtype=np.int64)
     if e.size == 0:
         return 0.0, 0.0
-    cov = np.broadcast_to(np.asarray(covered_fraction, dtype=np.float64), e.shape)
+    cov = np.asarray(covered_fraction, dtype=np.float64)
+    if cov.shape != e.shape:  # one fraction for every edge (a route's legs pass one per edge)
+        cov = np.broadcast_to(cov, e.shape)
     climb = float(np.dot(graph.edge_climb[e].astype(np.float64), cov))
     descent = float(np.dot(graph.edge_descent[e].astype(np.float64), cov))
     return climb, descent

@@ -170,7 +170,8 @@ class Router:
         best = None
         # Same directed edge, target ahead of the source: the trivial path along that edge.
         same = se[:, None] == te[None, :]
-        if same.any():
+        force_loop = bool(same.any())
+        if force_loop:
             ahead = same & (sf[:, None] <= tf[None, :])
             for i, j in zip(*np.nonzero(ahead), strict=True):
                 e = int(se[i])
@@ -181,7 +182,6 @@ class Router:
                           int(i), int(j))
                 if best is None or leg.cost < best.cost:
                     best = leg
-        force_loop = bool(same.any())
         if prof.ch is not None:
             r = prof.ch.query(se, te, so, to, so2, to2, force_loop=force_loop)
         else:
