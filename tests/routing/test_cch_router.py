@@ -271,3 +271,32 @@ def test_parallel_and_serial_customisations_are_identical(andorra, perfect):
     for name in ("up_off", "up_tgt", "up_w", "up_s", "up_mid", "up_c1", "up_c2", "up_row", "up_hops",
                  "dn_off", "dn_tgt", "dn_w", "dn_s", "dn_mid", "dn_c1", "dn_c2", "dn_row", "dn_hops"):
         assert np.array_equal(getattr(a, name), getattr(b, name)), name
+
+
+def test_metric_cache_counts_a_replaced_hierarchy_again():
+    """MetricCache.refresh: a kept value whose size changed (the basic hierarchy replaced by the smaller
+    perfect one) is counted again, and the cache evicts down to its budget when it grew."""
+    from geoengine.routing.customise import MetricCache
+
+    sizes = {}
+    cache = MetricCache(100, sizeof=lambda v: sizes[v])
+    sizes.update(a=60, b=30)
+    assert cache.get("ka", lambda: "a") == "a" and cache.get("kb", lambda: "b") == "b"
+    assert cache.bytes == 90
+    sizes["a"] = 20  # replaced by something smaller
+    cache.refresh("ka")
+    assert cache.bytes == 50 and len(cache) == 2
+    sizes["b"] = 90  # grew past the budget: the least recently used goes
+    cache.refresh("kb")
+    assert cache.bytes == 90 and len(cache) == 1 and cache.get("kb", lambda: "x") == "b"
+    cache.refresh("missing")  # not kept: nothing happens
+    assert cache.bytes == 90
+
+
+def test_warm_customises_the_car_perfectly_at_once(andorra):
+    """At start-up nobody waits: the car's default profile gets the perfect customisation directly."""
+    router = Router(andorra.graph, andorra.router.snapper, andorra.router.ch_dir)
+    router.warm()
+    prof = router.profile("auto")
+    assert isinstance(prof.ch, CustomisedCH) and prof.ch.info["perfect"] is True
+    assert router.customiser.perfected == 0  # nothing queued for the background
