@@ -361,81 +361,6 @@ def _subtree_tasks(n, parent, thr):
     return cnt, verts
 
 
-@numba.njit(cache=True, nogil=True)
-def _compact(n, off, tgt, row, order, up_w, dn_w, up_s, dn_s, up_m, dn_m, up_c1, up_c2, dn_c1, dn_c2, up_h, dn_h,
-             up_d, dn_d):
-    """Drop arcs of infinite weight and arcs perfect customisation proved unneeded (up_d/dn_d); renumber
-    children; middle vertices to original ids."""
-    mc = tgt.shape[0]
-    up_new = np.full(mc, -1, np.int64)
-    dn_new = np.full(mc, -1, np.int64)
-    nu = 0
-    nd = 0
-    for e in range(mc):
-        if up_w[e] < np.inf and not up_d[e]:
-            up_new[e] = nu
-            nu += 1
-        if dn_w[e] < np.inf and not dn_d[e]:
-            dn_new[e] = nd
-            nd += 1
-    U_off = np.zeros(n + 1, np.int64)
-    D_off = np.zeros(n + 1, np.int64)
-    U_tgt = np.empty(nu, np.int32)
-    U_row = np.empty(nu, np.int32)
-    U_w = np.empty(nu)
-    U_s = np.empty(nu)
-    U_mid = np.empty(nu, np.int32)
-    U_c1 = np.empty(nu, np.int32)
-    U_c2 = np.empty(nu, np.int32)
-    U_h = np.empty(nu, np.int32)
-    D_tgt = np.empty(nd, np.int32)
-    D_row = np.empty(nd, np.int32)
-    D_w = np.empty(nd)
-    D_s = np.empty(nd)
-    D_mid = np.empty(nd, np.int32)
-    D_c1 = np.empty(nd, np.int32)
-    D_c2 = np.empty(nd, np.int32)
-    D_h = np.empty(nd, np.int32)
-    for r in range(n):
-        U_off[r + 1] = U_off[r]
-        D_off[r + 1] = D_off[r]
-        for e in range(off[r], off[r + 1]):
-            k = up_new[e]
-            if k >= 0:
-                U_tgt[k] = tgt[e]
-                U_row[k] = r
-                U_w[k] = up_w[e]
-                U_s[k] = up_s[e]
-                if up_m[e] >= 0:
-                    U_mid[k] = order[up_m[e]]
-                    U_c1[k] = dn_new[up_c1[e]]
-                    U_c2[k] = up_new[up_c2[e]]
-                else:
-                    U_mid[k] = -1
-                    U_c1[k] = -1
-                    U_c2[k] = -1
-                U_h[k] = up_h[e]
-                U_off[r + 1] += 1
-            k = dn_new[e]
-            if k >= 0:
-                D_tgt[k] = tgt[e]
-                D_row[k] = r
-                D_w[k] = dn_w[e]
-                D_s[k] = dn_s[e]
-                if dn_m[e] >= 0:
-                    D_mid[k] = order[dn_m[e]]
-                    D_c1[k] = dn_new[dn_c1[e]]
-                    D_c2[k] = up_new[dn_c2[e]]
-                else:
-                    D_mid[k] = -1
-                    D_c1[k] = -1
-                    D_c2[k] = -1
-                D_h[k] = dn_h[e]
-                D_off[r + 1] += 1
-    return (U_off, U_tgt, U_row, U_w, U_s, U_mid, U_c1, U_c2, U_h,
-            D_off, D_tgt, D_row, D_w, D_s, D_mid, D_c1, D_c2, D_h)
-
-
 @numba.njit(cache=True, nogil=True, parallel=True)
 def _mid_ids(up_m, dn_m, order, U_mid, D_mid, up_c1, up_c2, dn_c1, dn_c2):
     """Middle vertices of the customised arcs as original ids; an original arc gets -1 and so do its
@@ -468,10 +393,10 @@ def _mid_id(e, up_m, dn_m, order, U_mid, D_mid, up_c1, up_c2, dn_c1, dn_c2):
         dn_c2[e] = -1
 
 
-@numba.njit(cache=True, nogil=True, parallel=True)
-def _compact_count(n, off, up_w, dn_w, up_d, dn_d, U_off, D_off):
-    """`_compact`'s first pass on every core: the kept arcs per row, as CSR offsets."""
-    for r in numba.prange(n):
+@numba.njit(cache=True, nogil=True)
+def _count_rows(r0, r1, off, up_w, dn_w, up_d, dn_d, U_off, D_off):
+    """Kept arcs of rows r0..r1-1 into U_off[r + 1] / D_off[r + 1] (prefix sums come after)."""
+    for r in range(r0, r1):
         cu = 0
         cd = 0
         for e in range(off[r], off[r + 1]):
@@ -481,18 +406,12 @@ def _compact_count(n, off, up_w, dn_w, up_d, dn_d, U_off, D_off):
                 cd += 1
         U_off[r + 1] = cu
         D_off[r + 1] = cd
-    for r in range(n):
-        U_off[r + 1] += U_off[r]
-        D_off[r + 1] += D_off[r]
 
 
-@numba.njit(cache=True, nogil=True, parallel=True)
-def _compact_fill(n, off, tgt, order, up_w, dn_w, up_s, dn_s, up_m, dn_m, up_c1, up_c2, dn_c1, dn_c2, up_h, dn_h,
-                  up_d, dn_d, U_off, D_off, up_new, dn_new, U_tgt, U_row, U_w, U_s, U_mid, U_c1, U_c2, U_h,
-                  D_tgt, D_row, D_w, D_s, D_mid, D_c1, D_c2, D_h):
-    """`_compact`'s numbering and writing on every core, row by row (the arcs are in row order, so the
-    numbers are the serial pass's)."""
-    for r in numba.prange(n):
+@numba.njit(cache=True, nogil=True)
+def _number_rows(r0, r1, off, up_w, dn_w, up_d, dn_d, U_off, D_off, up_new, dn_new):
+    """New arc numbers of rows r0..r1-1 from the rows' prefix sums (-1: dropped)."""
+    for r in range(r0, r1):
         ku = U_off[r]
         kd = D_off[r]
         for e in range(off[r], off[r + 1]):
@@ -506,7 +425,15 @@ def _compact_fill(n, off, tgt, order, up_w, dn_w, up_s, dn_s, up_m, dn_m, up_c1,
                 kd += 1
             else:
                 dn_new[e] = -1
-    for r in numba.prange(n):
+
+
+@numba.njit(cache=True, nogil=True)
+def _fill_rows(r0, r1, off, tgt, order, up_w, dn_w, up_s, dn_s, up_m, dn_m, up_c1, up_c2, dn_c1, dn_c2, up_h, dn_h,
+               up_new, dn_new, U_tgt, U_row, U_w, U_s, U_mid, U_c1, U_c2, U_h,
+               D_tgt, D_row, D_w, D_s, D_mid, D_c1, D_c2, D_h):
+    """The kept arcs of rows r0..r1-1 written at their new numbers (children renumbered, middle vertices
+    as original ids)."""
+    for r in range(r0, r1):
         for e in range(off[r], off[r + 1]):
             k = up_new[e]
             if k >= 0:
@@ -514,14 +441,10 @@ def _compact_fill(n, off, tgt, order, up_w, dn_w, up_s, dn_s, up_m, dn_m, up_c1,
                 U_row[k] = r
                 U_w[k] = up_w[e]
                 U_s[k] = up_s[e]
-                if up_m[e] >= 0:
-                    U_mid[k] = order[up_m[e]]
-                    U_c1[k] = dn_new[up_c1[e]]
-                    U_c2[k] = up_new[up_c2[e]]
-                else:
-                    U_mid[k] = -1
-                    U_c1[k] = -1
-                    U_c2[k] = -1
+                m = up_m[e]
+                U_mid[k] = order[m] if m >= 0 else -1
+                U_c1[k] = dn_new[up_c1[e]] if m >= 0 else -1
+                U_c2[k] = up_new[up_c2[e]] if m >= 0 else -1
                 U_h[k] = up_h[e]
             k = dn_new[e]
             if k >= 0:
@@ -529,31 +452,67 @@ def _compact_fill(n, off, tgt, order, up_w, dn_w, up_s, dn_s, up_m, dn_m, up_c1,
                 D_row[k] = r
                 D_w[k] = dn_w[e]
                 D_s[k] = dn_s[e]
-                if dn_m[e] >= 0:
-                    D_mid[k] = order[dn_m[e]]
-                    D_c1[k] = dn_new[dn_c1[e]]
-                    D_c2[k] = up_new[dn_c2[e]]
-                else:
-                    D_mid[k] = -1
-                    D_c1[k] = -1
-                    D_c2[k] = -1
+                m = dn_m[e]
+                D_mid[k] = order[m] if m >= 0 else -1
+                D_c1[k] = dn_new[dn_c1[e]] if m >= 0 else -1
+                D_c2[k] = up_new[dn_c2[e]] if m >= 0 else -1
                 D_h[k] = dn_h[e]
 
 
-def _compact_parallel(n, off, tgt, row, order, up_w, dn_w, up_s, dn_s, up_m, dn_m, up_c1, up_c2, dn_c1, dn_c2,
-                      up_h, dn_h, up_d, dn_d):
-    """`_compact` on every core, with its arrays allocated by numpy (see `_metric_arrays`)."""
+@numba.njit(cache=True, nogil=True, parallel=True)
+def _compact_chunks(bounds, off, tgt, order, up_w, dn_w, up_s, dn_s, up_m, dn_m, up_c1, up_c2, dn_c1, dn_c2, up_h,
+                    dn_h, up_d, dn_d, U_off, D_off, up_new, dn_new, U, D, step):
+    """One of `_compact`'s three steps over row chunks on every core (a call per chunk, not per row:
+    each call passes every array with reference counting)."""
+    for c in numba.prange(bounds.shape[0] - 1):
+        r0, r1 = bounds[c], bounds[c + 1]
+        if step == 0:
+            _count_rows(r0, r1, off, up_w, dn_w, up_d, dn_d, U_off, D_off)
+        elif step == 1:
+            _number_rows(r0, r1, off, up_w, dn_w, up_d, dn_d, U_off, D_off, up_new, dn_new)
+        else:
+            _fill_rows(r0, r1, off, tgt, order, up_w, dn_w, up_s, dn_s, up_m, dn_m, up_c1, up_c2, dn_c1, dn_c2,
+                       up_h, dn_h, up_new, dn_new, *U, *D)
+
+
+_COMPACT_CHUNKS = 64
+
+
+def _compact(n, off, tgt, order, up_w, dn_w, up_s, dn_s, up_m, dn_m, up_c1, up_c2, dn_c1, dn_c2, up_h, dn_h,
+             up_d, dn_d, chunks: int):
+    """Drop arcs of infinite weight and arcs perfect customisation proved unneeded (up_d/dn_d); renumber
+    children; middle vertices to original ids. Kept arcs are counted per row, numbered from the rows'
+    prefix sums (arcs are in row order, so the numbers do not depend on the split) and written row by
+    row: in `chunks` row ranges on every core (the caller holds the parallel lock), or, with 0, in this
+    thread. The arrays are allocated by numpy (see `_metric_arrays`)."""
     U_off = np.zeros(n + 1, np.int64)
     D_off = np.zeros(n + 1, np.int64)
-    _compact_count(n, off, up_w, dn_w, up_d, dn_d, U_off, D_off)
-    nu, nd = int(U_off[n]), int(D_off[n])
     mc = tgt.shape[0]
+    up_new = np.empty(mc, np.int64)
+    dn_new = np.empty(mc, np.int64)
+    bounds = np.linspace(0, n, max(chunks, 1) + 1).astype(np.int64)
+    nothing = (np.empty(0, np.int32), np.empty(0, np.int32), np.empty(0), np.empty(0), np.empty(0, np.int32),
+               np.empty(0, np.int32), np.empty(0, np.int32), np.empty(0, np.int32))
+    state = [off, tgt, order, up_w, dn_w, up_s, dn_s, up_m, dn_m, up_c1, up_c2, dn_c1, dn_c2, up_h, dn_h, up_d,
+             dn_d, U_off, D_off, up_new, dn_new]
+    if chunks:
+        _compact_chunks(bounds, *state, nothing, nothing, 0)
+    else:
+        _count_rows(0, n, off, up_w, dn_w, up_d, dn_d, U_off, D_off)
+    np.cumsum(U_off, out=U_off)
+    np.cumsum(D_off, out=D_off)
+    nu, nd = int(U_off[n]), int(D_off[n])
     U = (np.empty(nu, np.int32), np.empty(nu, np.int32), np.empty(nu), np.empty(nu), np.empty(nu, np.int32),
          np.empty(nu, np.int32), np.empty(nu, np.int32), np.empty(nu, np.int32))
     D = (np.empty(nd, np.int32), np.empty(nd, np.int32), np.empty(nd), np.empty(nd), np.empty(nd, np.int32),
          np.empty(nd, np.int32), np.empty(nd, np.int32), np.empty(nd, np.int32))
-    _compact_fill(n, off, tgt, order, up_w, dn_w, up_s, dn_s, up_m, dn_m, up_c1, up_c2, dn_c1, dn_c2, up_h, dn_h,
-                  up_d, dn_d, U_off, D_off, np.empty(mc, np.int64), np.empty(mc, np.int64), *U, *D)
+    if chunks:
+        _compact_chunks(bounds, *state, U, D, 1)
+        _compact_chunks(bounds, *state, U, D, 2)
+    else:
+        _number_rows(0, n, off, up_w, dn_w, up_d, dn_d, U_off, D_off, up_new, dn_new)
+        _fill_rows(0, n, off, tgt, order, up_w, dn_w, up_s, dn_s, up_m, dn_m, up_c1, up_c2, dn_c1, dn_c2, up_h, dn_h,
+                   up_new, dn_new, *U, *D)
     return (U_off, *U, D_off, *D)
 
 
@@ -926,13 +885,13 @@ class CCHTopology:
                                 up_d, dn_d)
             _keep_children(self.n, self.off, up_w, dn_w, up_m, dn_m, up_c1, up_c2, dn_c1, dn_c2, up_d, dn_d)
             t3 = time.perf_counter()
-            cargs = (self.n, self.off, self.tgt, self.row, order, up_w, dn_w, up_s, dn_s, up_m, dn_m, up_c1, up_c2,
+            cargs = (self.n, self.off, self.tgt, order, up_w, dn_w, up_s, dn_s, up_m, dn_m, up_c1, up_c2,
                      dn_c1, dn_c2, up_h, dn_h, up_d, dn_d)
             if parallel:
                 with _PARALLEL_LOCK:
-                    compacted = _compact_parallel(*cargs)
+                    compacted = _compact(*cargs, chunks=_COMPACT_CHUNKS)
             else:
-                compacted = _compact(*cargs)
+                compacted = _compact(*cargs, chunks=0)
             (U_off, U_tgt, U_row, U_w, U_s, U_mid, U_c1, U_c2, U_h,
              D_off, D_tgt, D_row, D_w, D_s, D_mid, D_c1, D_c2, D_h) = compacted
             shared = ()
