@@ -79,9 +79,9 @@ _RAW_VETO_NEEDLES = tuple(b"\r\n" + n + b":" for n in (
     b"connection", b"upgrade", b"content-length", b"transfer-encoding", b"expect", b"te", b"trailer",
     b"keep-alive", b"proxy-connection"))
 # what a tile request's answer reads; any other header of frontdoor._TILE_SLOW sends it the general way
-_TILE_NEEDLES = (b"\r\nx-gateway-key:", b"\r\nx-gateway-host:", b"\r\naccept-encoding:", b"\r\nif-none-match:",
-                 b"\r\norigin:", b"\r\nx-forwarded-for:", b"\r\nx-forwarded-proto:", b"\r\nx-forwarded-host:",
-                 b"\r\nx-forwarded-prefix:", b"\r\nforwarded:")
+# (in the order of FrontDoor.tile_fields' arguments)
+_TILE_NEEDLES = tuple(b"\r\n" + n + b":" for n in (
+    b"x-gateway-key", b"x-gateway-host", b"accept-encoding", b"if-none-match", b"origin", *frontdoor._FORWARDED))
 _DUPLICATE = b"\x00"  # a header given twice (no header value can hold NUL: _CTL)
 
 
