@@ -16,6 +16,7 @@
 
 from __future__ import annotations
 
+import gc
 import logging
 import os
 import signal
@@ -119,6 +120,7 @@ class Reloader:
         engine = app.state.engine
         app.state.bundle_watch = BundleWatch(engine.bundle.path, self.served)
         self.generation = 0
+        self.refreeze: threading.Timer | None = None  # re-freezes the collector's view after a reload
 
     def start(self) -> Reloader:
         threading.Thread(target=self._run, name="geoengine-bundle-watch", daemon=True).start()
@@ -161,7 +163,21 @@ class Reloader:
             self.app.state.engine = engine  # one attribute store: later requests use the new engine
             self.generation += 1
             log.info("reloaded bundle %s", engine.bundle.path)
+            if gc.get_freeze_count():
+                # the old engine was frozen out of the collector (freeze_long_lived): let the collector
+                # see it again, and freeze the new one once requests on the old one have finished
+                gc.unfreeze()
+                self.refreeze = threading.Timer(30.0, freeze_long_lived)
+                self.refreeze.daemon = True
+                self.refreeze.start()
             return True
+
+
+def freeze_long_lived() -> None:
+    """Keep what exists now (the warmed engine: about 150,000 objects on Andorra) out of the collector's
+    full passes, which took 45 ms each and showed in the tail latency; a reload unfreezes it."""
+    gc.collect()
+    gc.freeze()
 
 
 def install_sighup(app) -> None:

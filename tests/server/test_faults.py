@@ -196,3 +196,25 @@ def test_sighup_reloads_a_new_publication_without_a_failed_request_and_sigterm_d
         if proc.poll() is None:
             proc.kill()
             proc.wait(30)
+
+
+def test_reload_lets_the_collector_see_the_old_engine_again(andorra, tmp_path):
+    """A worker freezes its warmed engine out of the collector (freeze_long_lived); a reload unfreezes,
+    so an old engine caught in reference cycles is collected instead of kept for the worker's life."""
+    import gc
+    from types import SimpleNamespace
+
+    from geoengine.server.lifecycle import Reloader, freeze_long_lived
+
+    app = SimpleNamespace(state=SimpleNamespace(engine=andorra))
+    reloader = Reloader(app, andorra.bundle.path)
+    freeze_long_lived()
+    try:
+        assert gc.get_freeze_count() > 0
+        assert reloader.reload()
+        assert app.state.engine is not andorra and gc.get_freeze_count() == 0
+        assert reloader.refreeze is not None and reloader.refreeze.is_alive()  # freezes the new one later
+    finally:
+        if reloader.refreeze is not None:
+            reloader.refreeze.cancel()
+        gc.unfreeze()
