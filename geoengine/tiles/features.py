@@ -4,7 +4,12 @@ Ways become lines, closed ways and multipolygon relations become polygons throug
 handler, tagged nodes become points. A way with nodes missing from a clipped extract keeps its runs of
 two or more located nodes (as a multi-line); areas that cannot be closed are skipped by osmium.
 Administrative boundary relations are read in a first, relations-only pass so their member ways are
-emitted as boundary lines in the second pass.
+emitted as boundary lines.
+
+Features are collected in two streams, each one pass over the extract: points and lines, then areas
+(`STREAMS`; `geoengine.tiles.spool` runs them in two processes). Callbacks only classify tags and take
+osmium's WKB, made in C++; geometries are parsed, projected and checked in vectorised batches. Untagged
+nodes and ways without a line key never reach Python.
 """
 
 from __future__ import annotations
@@ -48,6 +53,12 @@ class FeatureSet:
         self.min_zoom.append(feat.min_zoom)
         self.props.append(schema.properties(feat, tags))
 
+    def add_many(self, geoms, layers, min_zooms, props) -> None:
+        self.geoms.extend(geoms.tolist() if isinstance(geoms, np.ndarray) else geoms)
+        self.layer.extend(layers)
+        self.min_zoom.extend(min_zooms)
+        self.props.extend(props)
+
     def __len__(self) -> int:
         return len(self.geoms)
 
@@ -86,29 +97,112 @@ def _merc_coords(lonlat: np.ndarray) -> np.ndarray:
     return np.column_stack([x, y])
 
 
+LAYER_INDEX = {name: i for i, name in enumerate(schema.LAYERS)}
+FLUSH = 4096  # objects per vectorised batch
+_WAY_KEYS = (*schema.LINE_KEYS, "natural")  # natural=coastline
+
+
 class _Collector(osmium.SimpleHandler):
-    def __init__(self, fs: FeatureSet, boundary_ways: dict[int, int]):
+    """Feature collection in batches. A callback only reads the tags (the schema's features and their
+    properties) and takes osmium's WKB of the geometry in lon/lat, made in C++; every FLUSH objects the
+    geometries are parsed, projected to Mercator and checked in vectorised calls and handed to the sink's
+    `add_many` in callback order. Subclasses define the callbacks of one stream (points and lines, or
+    areas), so each stream is one pass that can run in its own process (`geoengine.tiles.spool`)."""
+
+    def __init__(self, sink, boundary_ways: dict[int, int]):
         super().__init__()
-        self.fs = fs
+        self.sink = sink
         self.boundary_ways = boundary_ways
+        self.factory = osmium.geom.WKBFactory()
+        self._src: list = []  # per object: hex WKB (lon/lat) from osmium, or a shapely geometry (lon/lat)
+        self._meta: list = []  # per object: ([(layer, min_zoom, props)], poi (layer, min_zoom, props) | None, coast)
+
+    def _push(self, src, feats, poi=None, coast: bool = False) -> None:
+        self._src.append(src)
+        self._meta.append((feats, poi, coast))
+        if len(self._src) >= FLUSH:
+            self.flush()
+
+    filters: tuple = ()  # osmium filters (C++) in front of the callbacks
+
+    def collect(self, osm_path) -> None:
+        self.apply_file(str(osm_path), locations=True, filters=[f() for f in self.filters])
+        self.flush()
+
+    def _geometries(self, src: list) -> np.ndarray:
+        geoms = np.empty(len(src), dtype=object)
+        is_hex = np.fromiter((isinstance(g, str) for g in src), dtype=bool, count=len(src))
+        hexes = np.flatnonzero(is_hex)
+        if len(hexes):
+            geoms[hexes] = shapely.from_wkb([src[i] for i in hexes.tolist()])
+        for i in np.flatnonzero(~is_hex).tolist():
+            geoms[i] = src[i]
+        return shapely.transform(geoms, _merc_coords)
+
+    def _fix(self, geoms: np.ndarray, meta: list) -> np.ndarray:
+        return geoms
+
+    def flush(self) -> None:
+        if not self._src:
+            return
+        src, meta = self._src, self._meta
+        self._src, self._meta = [], []
+        geoms = self._fix(self._geometries(src), meta)
+        out_g, out_l, out_z, out_p = [], [], [], []
+        pois = _points_on_surface(geoms, meta)
+        for i, (feats, poi, coast) in enumerate(meta):
+            g = geoms[i]
+            if g is None:
+                continue
+            if coast:
+                self.sink.coastlines.extend(shapely.get_parts(g).tolist())
+            for layer, mz, props in feats:
+                out_g.append(g)
+                out_l.append(layer)
+                out_z.append(mz)
+                out_p.append(props)
+            if poi is not None:
+                out_g.append(pois[i])
+                out_l.append(poi[0])
+                out_z.append(poi[1])
+                out_p.append(poi[2])
+        if out_g:
+            arr = np.empty(len(out_g), dtype=object)
+            arr[:] = out_g
+            self.sink.add_many(arr, out_l, out_z, out_p)
+
+
+def _entry(feat: schema.Feature, tags) -> tuple[int, int, dict]:
+    return LAYER_INDEX[feat.layer], feat.min_zoom, schema.properties(feat, tags)
+
+
+def _points_on_surface(geoms: np.ndarray, meta: list) -> dict[int, object]:
+    idx = [i for i, m in enumerate(meta) if m[1] is not None and geoms[i] is not None]
+    if not idx:
+        return {}
+    return dict(zip(idx, shapely.point_on_surface(geoms[idx]).tolist(), strict=True))
+
+
+class _PointsAndLines(_Collector):
+    """Tagged nodes as points; ways as lines (and coastlines, and boundary relations' member ways)."""
+
+    # untagged nodes (most of an extract) never reach Python; they still give ways their locations
+    filters = (lambda: osmium.filter.EmptyTagFilter().enable_for(osmium.osm.NODE),)
 
     def node(self, n):
         if not n.tags:
             return
         tags = dict(n.tags)
         feats = schema.node_features(tags)
-        if not feats:
-            return
-        loc = n.location
-        x, y = lonlat_to_merc(loc.lon, loc.lat)
-        pt = shapely.Point(float(x), float(y))
-        for f in feats:
-            self.fs.add(pt, f, tags)
+        if feats:
+            self._push(self.factory.create_point(n), [_entry(f, tags) for f in feats])
 
     def way(self, w):
         level = self.boundary_ways.get(w.id)
-        if not w.tags and level is None:
-            return
+        if level is None:
+            wt = w.tags
+            if not any(k in wt for k in _WAY_KEYS):  # no line, no coastline: the tags are not read
+                return
         tags = dict(w.tags)
         coast = tags.get("natural") == "coastline"
         feat = schema.line_feature(tags)
@@ -118,7 +212,18 @@ class _Collector(osmium.SimpleHandler):
             feat = schema.boundary_feature(tags, min(level, schema.admin_level(tags) or level))
         if feat is None and not coast:
             return
-        # Runs of consecutive located nodes (a clipped extract leaves some nodes without a location).
+        try:
+            src = self.factory.create_linestring(w)
+        except (osmium.InvalidLocationError, RuntimeError):
+            src = self._runs(w)  # nodes without a location (a clipped extract), or fewer than 2 points
+            if src is None:
+                return
+        if feat is not None and feat.layer == "boundaries":
+            tags = {}  # boundary member ways carry the names of roads/rivers, not of the boundary
+        self._push(src, [_entry(feat, tags)] if feat is not None else [], coast=coast)
+
+    def _runs(self, w):
+        """Runs of two or more consecutive located nodes, as a (multi)line in lon/lat."""
         runs, cur = [], []
         missing = False
         for n in w.nodes:
@@ -133,19 +238,17 @@ class _Collector(osmium.SimpleHandler):
         if len(cur) >= 2:
             runs.append(cur)
         if not runs:
-            self.fs.skipped_ways += 1
-            return
+            self.sink.skipped_ways += 1
+            return None
         if missing:
-            self.fs.partial_ways += 1
-        lines = [shapely.linestrings(_merc_coords(np.asarray(r, dtype=np.float64))) for r in runs]
-        if coast:
-            self.fs.coastlines.extend(lines)
-            if feat is None:
-                return
-        geom = lines[0] if len(lines) == 1 else shapely.multilinestrings(lines)
-        if feat.layer == "boundaries":
-            tags = {}  # boundary member ways carry the names of roads/rivers, not of the boundary
-        self.fs.add(geom, feat, tags)
+            self.sink.partial_ways += 1
+        lines = [shapely.linestrings(np.asarray(r, dtype=np.float64)) for r in runs]
+        return lines[0] if len(lines) == 1 else shapely.multilinestrings(lines)
+
+
+class _Areas(_Collector):
+    """Closed ways and multipolygon relations as polygons (osmium's area assembly), and named areas'
+    POIs at a point on their surface."""
 
     def area(self, a):
         tags = dict(a.tags)
@@ -153,25 +256,41 @@ class _Collector(osmium.SimpleHandler):
         poi = schema.poi_feature(tags, is_area=True) if tags.get("name") else None
         if not feats and poi is None:
             return
-        polys = []
-        for outer in a.outer_rings():
-            shell = _merc_coords(_ring(outer))
-            holes = [_merc_coords(_ring(inner)) for inner in a.inner_rings(outer)]
-            if len(shell) < 4:
-                continue
-            polys.append(shapely.Polygon(shell, [h for h in holes if len(h) >= 4]))
-        if not polys:
-            return
-        geom = polys[0] if len(polys) == 1 else shapely.MultiPolygon(polys)
-        if not geom.is_valid:
-            geom = shapely.make_valid(geom)
-            geom = shapely.union_all([g for g in shapely.get_parts(geom) if g.geom_type in ("Polygon", "MultiPolygon")])
-            if geom.is_empty:
+        try:
+            src = self.factory.create_multipolygon(a)
+        except (osmium.InvalidLocationError, RuntimeError):
+            src = _area_polygons(a)
+            if src is None:
                 return
-        for f in feats:
-            self.fs.add(geom, f, tags)
-        if poi is not None:
-            self.fs.add(shapely.point_on_surface(geom), poi, tags)
+        self._push(src, [_entry(f, tags) for f in feats], None if poi is None else _entry(poi, tags))
+
+    def _fix(self, geoms: np.ndarray, meta: list) -> np.ndarray:
+        # one polygon stays a Polygon; an invalid one (rings touching after projection) is made valid
+        single = np.flatnonzero((shapely.get_type_id(geoms) == 6) & (shapely.get_num_geometries(geoms) == 1))
+        if len(single):
+            geoms[single] = shapely.get_geometry(geoms[single], 0)
+        for i in np.flatnonzero(~shapely.is_valid(geoms)).tolist():
+            g = shapely.make_valid(geoms[i])
+            g = shapely.union_all([p for p in shapely.get_parts(g) if p.geom_type in ("Polygon", "MultiPolygon")])
+            geoms[i] = None if g.is_empty else g
+        return geoms
+
+
+def _area_polygons(a):
+    """An area osmium cannot write as WKB, from its rings (rings of fewer than 4 points left out)."""
+    polys = []
+    for outer in a.outer_rings():
+        shell = _ring(outer)
+        holes = [_ring(inner) for inner in a.inner_rings(outer)]
+        if len(shell) < 4:
+            continue
+        polys.append(shapely.Polygon(shell, [h for h in holes if len(h) >= 4]))
+    if not polys:
+        return None
+    return polys[0] if len(polys) == 1 else shapely.MultiPolygon(polys)
+
+
+STREAMS = (_PointsAndLines, _Areas)  # collection order: every point and line, then every area
 
 
 def split_land_sea(coastlines: list, box) -> tuple[object, object] | None:
@@ -231,8 +350,8 @@ def collect(osm_path, bbox=None) -> FeatureSet:
         x1, y1 = lonlat_to_merc(bbox[2], bbox[3])
         box = shapely.box(float(x0), float(y0), float(x1), float(y1))
         fs.add(box, schema.Feature("earth", "earth", 0), {})
-    coll = _Collector(fs, rel.way_level)
-    coll.apply_file(str(osm_path), locations=True)
+    for stream in STREAMS:
+        stream(fs, rel.way_level).collect(osm_path)
     if box is not None:
         clip_to_box(fs, box)
     if box is not None and fs.coastlines:

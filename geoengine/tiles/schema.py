@@ -142,8 +142,13 @@ def _road_flags(tags) -> tuple:
     return tuple(extra)
 
 
+# Every key line_feature reads first: a way with none of them is no line (collectors skip it unread).
+LINE_KEYS = ("highway", "railway", "aeroway", "waterway", "aerialway", "route", "man_made", "boundary")
+
+
 def line_feature(tags) -> Feature | None:
-    """Classify an open way (or a closed way that is not an area)."""
+    """Classify an open way (or a closed way that is not an area). None for tags without any of
+    LINE_KEYS."""
     hw = tags.get("highway")
     if hw in _ROADS and tags.get("area") != "yes":
         kind, mz = _ROADS[hw]

@@ -1,6 +1,8 @@
 """Tile features spooled to disk by area, then cut one area at a time on every core.
 
-The collector hands each feature to a `Spool` instead of a list in memory. The spool writes it (WKB,
+The collector hands each batch of features to a `Spool` instead of a list in memory; each collection
+stream (points and lines in a forked process, areas in this one) has its own spool and files, merged at
+the end, and sequence numbers keep the order `features.collect` gives. The spool writes it (WKB,
 layer, min zoom, properties and its place in collection order) to the file of every partition it
 touches: partitions are the tiles of zoom `PARTITION_ZOOM` (10: about 40 km), and a feature is assigned
 by its bounds grown by the clipping buffer, so every tile finds in its partition every feature the
@@ -29,28 +31,36 @@ import shapely
 
 from geoengine.tiles import schema
 from geoengine.tiles import tiler as T
-from geoengine.tiles.features import WORLD
+from geoengine.tiles.features import STREAMS, WORLD
 
 PARTITION_ZOOM = 10
 MAX_PARTITIONS = 16
 _EARTH = schema.LAYERS.index("earth")
 
 
-def _tile_span(bounds, z: int, grow: float, rng) -> tuple[int, int, int, int]:
+def _tile_spans(bounds: np.ndarray, z: int, grow: float, rng) -> np.ndarray:
+    """[n, 4] inclusive tile ranges x0, y0, x1, y1 at zoom z of bounds grown by `grow`, within `rng`."""
     size = WORLD / (1 << z)
     half = WORLD / 2
     x0, y0, x1, y1 = rng
-    clamp = lambda v, lo, hi: min(max(int(v), lo), hi)  # noqa: E731
-    return (clamp(np.floor((bounds[0] - grow + half) / size), x0, x1),
-            clamp(np.floor((half - bounds[3] - grow) / size), y0, y1),
-            clamp(np.floor((bounds[2] + grow + half) / size), x0, x1),
-            clamp(np.floor((half - bounds[1] + grow) / size), y0, y1))
+    return np.column_stack([
+        np.clip(np.floor((bounds[:, 0] - grow + half) / size), x0, x1),
+        np.clip(np.floor((half - bounds[:, 3] - grow) / size), y0, y1),
+        np.clip(np.floor((bounds[:, 2] + grow + half) / size), x0, x1),
+        np.clip(np.floor((half - bounds[:, 1] + grow) / size), y0, y1),
+    ]).astype(np.int64)
+
+
+SEQ_STRIDE = 1 << 40  # collection order across streams: stream k's features have seq (k + 1) * SEQ_STRIDE + i
 
 
 class Spool:
-    """A FeatureSet-like sink for the collector (`add`, `coastlines`, counters) that writes to disk."""
+    """A FeatureSet-like sink for the collector (`add_many`, `coastlines`, counters) that writes to disk.
+    Each collection stream writes its own files (`{x}-{y}.{stream}.features`); `merge` takes another
+    stream's spool into this one."""
 
-    def __init__(self, folder: Path, bbox, maxzoom: int = T.MAXZOOM, partition_zoom: int = PARTITION_ZOOM):
+    def __init__(self, folder: Path, bbox, maxzoom: int = T.MAXZOOM, partition_zoom: int = PARTITION_ZOOM,
+                 stream: str = "m", first_seq: int = 0):
         self.folder = Path(folder)
         self.folder.mkdir(parents=True, exist_ok=True)
         self.maxzoom = maxzoom
@@ -58,7 +68,10 @@ class Spool:
         self.prange = T.tile_range(bbox, pz)
         self.grow = WORLD / (1 << pz) * T.BUFFER / T.EXTENT  # the largest buffer of any zoom >= pz
         self.low_pixel = WORLD / (1 << (pz - 1)) / 256.0
+        self.stream = stream
+        self.next_seq = first_seq
         self.files: dict[tuple[int, int], object] = {}
+        self.written: set[tuple[int, int]] = set()
         self.counts_by_layer = [0] * len(schema.LAYERS)
         self.n = 0
         self.shared: list[tuple] = []  # (seq, wkb, layer, min_zoom, props): in every partition
@@ -79,42 +92,63 @@ class Spool:
     clip_box = None  # while set, features are clipped to it as features.clip_to_box does
 
     def add(self, geom, feat: schema.Feature, tags) -> None:
-        if self.clip_box is not None:
-            geom = _clip_one(geom, self.clip_box)
-            if geom is None:
-                return
-        self.add_record(geom, schema.LAYERS.index(feat.layer), feat.min_zoom, schema.properties(feat, tags))
+        geoms = np.empty(1, dtype=object)
+        geoms[0] = geom
+        self.add_many(geoms, [schema.LAYERS.index(feat.layer)], [feat.min_zoom], [schema.properties(feat, tags)])
 
-    def add_record(self, geom, layer: int, min_zoom: int, props: dict, seq: int | None = None) -> None:
-        if seq is None:
-            seq = self.n
-            self.n += 1
-            self.counts_by_layer[layer] += 1
-        b = shapely.bounds(geom)
-        mz = min(min_zoom, self.maxzoom)
-        if layer != _EARTH:
-            self.all_bounds.extend((*b, float(min_zoom)))
-        if mz < self.pz:
-            dim = int(shapely.get_dimensions(geom))
-            size = np.sqrt(shapely.area(geom)) if dim == 2 else shapely.length(geom) if dim == 1 else np.inf
-            if size >= self.low_pixel:
-                self.low.append((seq, geom, layer, min_zoom, props))
-            if layer != _EARTH:
-                self.low_bounds.append((*b, min_zoom))
-        x0, y0, x1, y1 = _tile_span(b, self.pz, self.grow, self.prange)
-        rec = (seq, shapely.to_wkb(geom), layer, min_zoom, props)
-        if (x1 - x0 + 1) * (y1 - y0 + 1) > MAX_PARTITIONS or layer == _EARTH:
-            self.shared.append(rec)
-            if layer != _EARTH:  # its partitions have tiles even when no other feature is there
-                self.shared_spans.append((x0, y0, x1, y1))
+    def add_many(self, geoms: np.ndarray, layers, min_zooms, props) -> None:
+        """Spool features (object array of Mercator geometries, layer indices, min zooms, properties)
+        in order: the geometry work is vectorised, then each record is written to its partitions."""
+        layers = np.asarray(layers, dtype=np.int64)
+        min_zooms = np.asarray(min_zooms, dtype=np.int64)
+        if self.clip_box is not None:
+            keep = shapely.contains_properly(self.clip_box, geoms)  # most features: left as they are
+            for i in np.flatnonzero(~keep).tolist():
+                g = _clip_one(geoms[i], self.clip_box)
+                if g is not None:
+                    geoms[i] = g
+                    keep[i] = True
+            if not keep.all():
+                idx = np.flatnonzero(keep)
+                geoms, layers, min_zooms, props = geoms[idx], layers[idx], min_zooms[idx], [props[i] for i in idx]
+        n = len(geoms)
+        if n == 0:
             return
-        data = pickle.dumps(rec, protocol=pickle.HIGHEST_PROTOCOL)
-        for x in range(x0, x1 + 1):
-            for y in range(y0, y1 + 1):
-                fh = self.files.get((x, y))
-                if fh is None:
-                    fh = self.files[(x, y)] = open(self.folder / f"{x}-{y}.features", "ab")
-                fh.write(data)
+        b = shapely.bounds(geoms)
+        dims = shapely.get_dimensions(geoms)
+        size = np.where(dims == 2, np.sqrt(shapely.area(geoms)), np.where(dims == 1, shapely.length(geoms), np.inf))
+        wkbs = shapely.to_wkb(geoms).tolist()
+        spans = _tile_spans(b, self.pz, self.grow, self.prange)
+        mz = np.minimum(min_zooms, self.maxzoom)
+        not_earth = layers != _EARTH
+        seqs = np.arange(self.next_seq, self.next_seq + n, dtype=np.int64)
+        self.next_seq += n
+        self.n += n
+        counts = np.bincount(layers, minlength=len(schema.LAYERS))
+        self.counts_by_layer = [int(c) + int(d) for c, d in zip(self.counts_by_layer, counts.tolist(), strict=True)]
+        self.all_bounds.frombytes(np.column_stack([b, min_zooms.astype(np.float64)])[not_earth].tobytes())
+        low = mz < self.pz
+        for i in np.flatnonzero(low & (size >= self.low_pixel)).tolist():
+            self.low.append((int(seqs[i]), geoms[i], int(layers[i]), int(min_zooms[i]), props[i]))
+        sel = low & not_earth
+        self.low_bounds.extend(zip(*b[sel].T.tolist(), min_zooms[sel].tolist(), strict=True))
+        area = (spans[:, 2] - spans[:, 0] + 1) * (spans[:, 3] - spans[:, 1] + 1)
+        shared = (area > MAX_PARTITIONS) | ~not_earth
+        seq_l, layer_l, mz_l, span_l = seqs.tolist(), layers.tolist(), min_zooms.tolist(), spans.tolist()
+        for i in np.flatnonzero(shared).tolist():
+            self.shared.append((seq_l[i], wkbs[i], layer_l[i], mz_l[i], props[i]))
+            if layer_l[i] != _EARTH:  # its partitions have tiles even when no other feature is there
+                self.shared_spans.append(tuple(span_l[i]))
+        files = self.files
+        for i in np.flatnonzero(~shared).tolist():
+            data = pickle.dumps((seq_l[i], wkbs[i], layer_l[i], mz_l[i], props[i]), protocol=pickle.HIGHEST_PROTOCOL)
+            x0, y0, x1, y1 = span_l[i]
+            for x in range(x0, x1 + 1):
+                for y in range(y0, y1 + 1):
+                    fh = files.get((x, y))
+                    if fh is None:
+                        fh = files[(x, y)] = open(self.folder / f"{x}-{y}.{self.stream}.features", "ab")
+                    fh.write(data)
 
     def replace_earth(self, geom) -> None:
         """The earth polygon becomes `geom` (land, once coastlines split the box)."""
@@ -122,11 +156,28 @@ class Spool:
                        for s, w, lay, mz, p in self.shared]
         self.low = [(s, geom, lay, mz, p) if lay == _EARTH else (s, g, lay, mz, p) for s, g, lay, mz, p in self.low]
 
+    def finish(self) -> None:
+        """Close this stream's partition files (the partitions they hold stay in `written`)."""
+        for key, fh in self.files.items():
+            fh.close()
+            self.written.add(key)
+        self.files = {}
+
+    def merge(self, other: Spool) -> None:
+        """Take another stream's spool (finished) into this one."""
+        self.n += other.n
+        self.counts_by_layer = [a + b for a, b in zip(self.counts_by_layer, other.counts_by_layer, strict=True)]
+        self.written |= other.written
+        for name in ("shared", "low", "low_bounds", "shared_spans", "coastlines"):
+            getattr(self, name).extend(getattr(other, name))
+        self.all_bounds.extend(other.all_bounds)
+        self.skipped_ways += other.skipped_ways
+        self.partial_ways += other.partial_ways
+
     def close(self) -> list[tuple[int, int]]:
         """Close the partition files; the partitions to cut (with a file, or under a shared feature)."""
-        for fh in self.files.values():
-            fh.close()
-        keys = set(self.files)
+        self.finish()
+        keys = set(self.written)
         for x0, y0, x1, y1 in self.shared_spans:
             keys.update((x, y) for x in range(x0, x1 + 1) for y in range(y0, y1 + 1))
         return sorted(keys)
@@ -153,16 +204,18 @@ def _clip_one(geom, box):
     return clipped
 
 
-def _load(path: Path) -> list[tuple]:
+def _load(folder: Path, key: tuple[int, int]) -> list[tuple]:
+    """The records of a partition, from every stream's file (none for a partition only shared features
+    reach)."""
     out = []
-    if not path.exists():  # a partition only shared features reach
-        return out
-    with open(path, "rb") as fh:
-        while True:
-            try:
-                out.append(pickle.load(fh))
-            except EOFError:
-                return out
+    for path in sorted(folder.glob(f"{key[0]}-{key[1]}.*.features")):
+        with open(path, "rb") as fh:
+            while True:
+                try:
+                    out.append(pickle.load(fh))
+                except EOFError:
+                    break
+    return out
 
 
 def _state_of(records: list[tuple], maxzoom: int) -> dict:
@@ -199,7 +252,7 @@ def _cut_partition(key: tuple[int, int]) -> list[tuple[int, int, int, bytes]]:
     job = _JOB
     px, py = key
     pz = job["pz"]
-    recs = _load(job["folder"] / f"{px}-{py}.features")
+    recs = _load(job["folder"], key)
     shared = [(s, shapely.from_wkb(w), lay, mz, p) for s, w, lay, mz, p in job["shared"]]
     recs = [(s, shapely.from_wkb(w), lay, mz, p) for s, w, lay, mz, p in recs] + shared
     T._STATE = _state_of(recs, job["maxzoom"])
@@ -291,28 +344,69 @@ def low_task_count(spool: Spool, bbox) -> int:
     return len(T.tasks_for(bbox, T.MINZOOM, spool.pz - 1, lb[:, :4], lb[:, 4].astype(np.int16)))
 
 
-def collect_spooled(osm_path, bbox, folder: Path, *, maxzoom: int = T.MAXZOOM,
-                    partition_zoom: int = PARTITION_ZOOM) -> tuple[Spool, list[tuple[int, int]]]:
-    """features.collect, spooled: the same features in the same order, written by partition."""
+def _collect_stream(k: int, osm_path, bbox, folder: Path, maxzoom: int, partition_zoom: int, box,
+                    way_level: dict) -> Spool:
+    spool = Spool(folder, bbox, maxzoom, partition_zoom, stream=f"s{k}", first_seq=(k + 1) * SEQ_STRIDE)
+    spool.clip_box = box
+    STREAMS[k](spool, way_level).collect(osm_path)
+    spool.clip_box = None
+    spool.finish()
+    return spool
+
+
+def _stream_child(k: int, state_path: Path, *args) -> None:  # pragma: no cover - runs in a forked child
+    spool = _collect_stream(k, *args)
+    with open(state_path, "wb") as fh:
+        pickle.dump(spool, fh, protocol=pickle.HIGHEST_PROTOCOL)
+
+
+def collect_spooled(osm_path, bbox, folder: Path, *, maxzoom: int = T.MAXZOOM, partition_zoom: int = PARTITION_ZOOM,
+                    processes: int | None = None) -> tuple[Spool, list[tuple[int, int]]]:
+    """features.collect, spooled: the same features in the same order, written by partition. The
+    collection streams (points and lines; areas) each read the extract, the first in a forked process
+    when there is a second core."""
     import osmium
 
-    from geoengine.tiles.features import _BoundaryRelations, _Collector, lonlat_to_merc, split_land_sea
+    from geoengine.tiles.features import _BoundaryRelations, lonlat_to_merc, split_land_sea
 
     rel = _BoundaryRelations()
     rel.apply_file(str(osm_path), filters=[osmium.filter.EntityFilter(osmium.osm.RELATION)])
+    folder = Path(folder)
     spool = Spool(folder, bbox, maxzoom, partition_zoom)
     x0, y0 = lonlat_to_merc(bbox[0], bbox[1])
     x1, y1 = lonlat_to_merc(bbox[2], bbox[3])
     box = shapely.box(float(x0), float(y0), float(x1), float(y1))
     spool.clip_box = box
     spool.add(box, schema.Feature("earth", "earth", 0), {})
-    coll = _Collector(spool, rel.way_level)
-    coll.apply_file(str(osm_path), locations=True)
     spool.clip_box = None
+    args = (osm_path, bbox, folder, maxzoom, partition_zoom, box, rel.way_level)
+    processes = processes or min(os.cpu_count() or 1, len(STREAMS))
+    child = None
+    if processes > 1:
+        state_path = folder / "s0.state"
+        child = mp.get_context("fork").Process(target=_stream_child, args=(0, state_path, *args), daemon=True)
+        child.start()
+    try:
+        streams = [_collect_stream(k, *args) for k in range(1 if child else 0, len(STREAMS))]
+    except BaseException:
+        if child is not None:
+            child.kill()
+            child.join()
+        raise
+    if child is not None:
+        child.join()
+        if child.exitcode != 0:
+            raise RuntimeError(f"collecting the extract's points and lines failed (exit code {child.exitcode})")
+        with open(state_path, "rb") as fh:
+            streams.insert(0, pickle.load(fh))
+        state_path.unlink()
+    for other in streams:
+        spool.merge(other)
     if spool.coastlines:
         split = split_land_sea(spool.coastlines, box)
         if split is not None:
             land, sea = split
             spool.replace_earth(land)
+            spool.next_seq = (len(STREAMS) + 1) * SEQ_STRIDE  # after every stream, as in features.collect
             spool.add(sea, schema.Feature("water", "ocean", 0, "ocean"), {})
     return spool, spool.close()

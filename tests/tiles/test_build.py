@@ -163,6 +163,28 @@ def test_schema_classification():
     assert schema.poi_feature({"railway": "station"}).kind == "station"
 
 
+def test_ways_without_line_keys_are_no_lines(shared_data_dir):
+    """The collector skips ways without any of schema.LINE_KEYS unread: on every tagged way of a real
+    extract, line_feature gives nothing for those."""
+    import osmium
+
+    seen = {"skipped": 0, "lines": 0}
+
+    class Ways(osmium.SimpleHandler):
+        def way(self, w):
+            tags = dict(w.tags)
+            if not tags:
+                return
+            if any(k in tags for k in schema.LINE_KEYS):
+                seen["lines"] += schema.line_feature(tags) is not None
+                return
+            seen["skipped"] += 1
+            assert schema.line_feature(tags) is None, tags
+
+    Ways().apply_file(str(shared_data_dir / "andorra" / "andorra.osm.pbf"))
+    assert seen["skipped"] > 500 and seen["lines"] > 1000
+
+
 def test_clipped_extract_degrades_gracefully(shared_data_dir):
     """Helsinki's extract is clipped: ways reference nodes it lacks. They keep their located runs."""
     bbox = (24.9352, 60.1642, 24.9534, 60.1791)

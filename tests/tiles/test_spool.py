@@ -7,7 +7,7 @@ import pytest
 
 from geoengine.bundler.source import describe_extract
 from geoengine.tiles.features import collect
-from geoengine.tiles.spool import collect_spooled, cut_spooled
+from geoengine.tiles.spool import SEQ_STRIDE, _load, collect_spooled, cut_spooled
 from geoengine.tiles.tiler import cut_tiles
 
 from ..conftest import data_file
@@ -32,3 +32,19 @@ def test_spooled_tiles_equal_whole_set_tiles(rel, partition_zoom, tmp_path):
     assert [k for k in whole if whole[k] != spooled[k]] == []
     # memory holds only what low zooms draw: far fewer features than the extract has
     assert len(spool.low) < spool.n / 4
+
+
+def test_collection_streams_in_one_or_two_processes_spool_the_same(tmp_path):
+    """Points-and-lines and areas are collected in two processes or one: the same records, seqs and
+    partitions either way."""
+    path = data_file("monaco/monaco.osm.gz")
+    bbox = describe_extract(path)["bbox"]
+    spools = {}
+    for procs in (1, 2):
+        spool, parts = collect_spooled(path, bbox, tmp_path / str(procs), partition_zoom=13, processes=procs)
+        records = {k: sorted(_load(tmp_path / str(procs), k)) for k in parts}
+        spools[procs] = (spool.n, spool.counts(), parts, records, sorted(r[:4] for r in spool.shared))
+    assert spools[1] == spools[2]
+    n, counts, parts, records, shared = spools[2]
+    seqs = sorted(r[0] for recs in records.values() for r in recs)
+    assert seqs[0] >= SEQ_STRIDE and any(s >= 2 * SEQ_STRIDE for s in seqs), "both streams spooled"
