@@ -51,7 +51,45 @@ def warm(engine, log=None) -> dict[str, float]:
     step("route_many", lambda: engine.route_many(pts, pts[::-1]))
     step("isochrones", lambda: engine.isochrones(pts[:1], [2]))
     step("network", lambda: (net.to_scipy(), net.turns()))
-    step("accessibility", lambda: engine.accessibility(pts, max_time_s=120, at=pts))
-    step("nearest_pois", lambda: engine.nearest_pois(pts, pts, 2, max_distance_m=2000))
+    # the analysis kernels meet the same types on a few thousand junctions around one point as on the
+    # whole network, whose junction hierarchy (seconds and gigabytes at country scale) nobody keeps here
+    local = _local_network(net, pts[0], LOCAL_JUNCTIONS)
+    lpts = np.column_stack([local.lon, local.lat])[np.flatnonzero(local.in_component)[:4]]
+
+    def accessibility():
+        from geoengine.analysis.access import accessibility as run
+
+        run(local, lpts, max_time_s=120, at=lpts)
+
+    def nearest_pois():
+        from geoengine.analysis.access import nearest_pois as run
+
+        run(local, lpts, lpts, 2, max_distance_m=2000)
+
+    step("accessibility", accessibility)
+    step("nearest_pois", nearest_pois)
     step("elevation", lambda: engine.elevation(lat=pts[:, 1], lon=pts[:, 0]))
     return steps
+
+
+LOCAL_JUNCTIONS = 4000
+
+
+def _local_network(net, center, k: int):
+    """A Network over the k junctions nearest `center` (lon, lat) and the edges between them."""
+    from geoengine.analysis.network import Network
+
+    d2 = (net.lon - center[0]) ** 2 + (net.lat - center[1]) ** 2
+    nodes = np.sort(np.argpartition(d2, k)[:k]) if len(d2) > k else np.arange(len(d2))
+    new_id = np.full(len(d2), -1, dtype=np.int64)
+    new_id[nodes] = np.arange(len(nodes))
+    keep = (new_id[net.src] >= 0) & (new_id[net.dst] >= 0)
+    sub = Network.__new__(Network)
+    sub._graph, sub.profile, sub.costing = net._graph, net.profile, net.costing
+    sub.src, sub.dst = new_id[net.src[keep]], new_id[net.dst[keep]]
+    for name in ("length_m", "time_s", "cost", "edge_id", "way_id"):
+        setattr(sub, name, getattr(net, name)[keep])
+    for name in ("lon", "lat", "osm_id"):
+        setattr(sub, name, getattr(net, name)[nodes])
+    sub.__dict__["in_component"] = net.in_component[nodes]
+    return sub
