@@ -243,5 +243,7 @@ class _Handler(osmium.SimpleHandler):
 def read_osm(path) -> tuple[list[OsmDoc], list[OsmDoc], list[Boundary]]:
     """(documents, street ways, administrative boundaries) of an OSM file."""
     h = _Handler()
-    h.apply_file(str(path), locations=True, idx="flex_mem")
+    # untagged nodes (most of an extract) never reach Python; they still give ways their locations
+    h.apply_file(str(path), locations=True, idx="flex_mem",
+                 filters=[osmium.filter.EmptyTagFilter().enable_for(osmium.osm.NODE)])
     return h.docs, h.streets, h.boundaries
