@@ -22,6 +22,7 @@ from pathlib import Path
 
 from geoengine import __version__
 from geoengine.bundle import FORMAT, FORMAT_VERSION, STAGE_VERSIONS
+from geoengine.bundler import heap
 from geoengine.bundler.measure import StepMeter, dir_bytes
 from geoengine.config import Settings
 from geoengine.errors import BuildError, InvalidRequest
@@ -173,6 +174,7 @@ def build(
 
     progress = progress or NullProgress()
     steps: dict[str, dict] = {} if report is None else report.setdefault("steps", {})
+    heap.bound()
     with StepMeter() as m:
         stages = stages if stages is not None else all_stages()  # imports the stage modules (numba, ...)
     steps["load_stages"] = m.record()
@@ -230,6 +232,7 @@ def build(
                     raise
                 except Exception as exc:
                     raise BuildError(f"stage '{stage.name}' failed: {type(exc).__name__}: {exc}") from exc
+            heap.release()  # what the stage freed goes back to the system before the next stage
             cost = m.record()
             cost["output_bytes"] = dir_bytes(stage_path)
             steps[stage.name] = cost
