@@ -148,12 +148,17 @@ def _np(buf: array, dtype) -> np.ndarray:
     return a.astype(dtype) if dtype is not None else a.copy()
 
 
+PIECE_CHUNK_SEGMENTS = 1 << 18
+
+
 def build_graph(osm_path: str | Path, out_dir: str | Path) -> dict:
     """Read `osm_path`, write the graph arrays into `out_dir`; return {"outputs", "counts", "info"}."""
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
     raw = read_osm(osm_path)
-    refs, lon, lat, wop = raw["refs"], raw["lon"], raw["lat"], raw["way_of_point"]
+    # Per-point arrays are the stage's bulk (tens of bytes per way node): each is dropped as soon as
+    # nothing further needs it, and `raw` gives up its references so that filtering frees the originals.
+    refs, lon, lat, wop = raw.pop("refs"), raw.pop("lon"), raw.pop("lat"), raw.pop("way_of_point")
     cols = raw["way_cols"]
     n_ways = len(raw["way_ids"])
     valid = ~np.isnan(lon)
@@ -179,7 +184,11 @@ def build_graph(osm_path: str | Path, out_dir: str | Path) -> dict:
         has_gap[okp] = (miss_cum[idx_keep[okp]] - miss_cum[prev[okp]]) > 0
         gap_before[idx_keep[has_gap]] = True
     keep &= ~dup
+    del valid, same_way_prev, dup
+    if n_missing:
+        del miss_cum, idx_keep, prev, has_gap, okp
     refs, lon, lat, wop, gap_before = refs[keep], lon[keep], lat[keep], wop[keep], gap_before[keep]
+    del keep
     npts = len(refs)
 
     # Runs: maximal stretches of consecutive points of one way without a gap.
@@ -187,12 +196,16 @@ def build_graph(osm_path: str | Path, out_dir: str | Path) -> dict:
     run_start[1:] = (wop[1:] != wop[:-1]) | gap_before[1:]
     run_end = np.ones(npts, dtype=bool)
     run_end[:-1] = run_start[1:]
+    del gap_before
     single = run_start & run_end  # runs of one point carry no segment
     # Junctions: nodes used at least twice (counting only points in runs of >= 2 points), and run ends.
     usable = ~single
-    uniq, inv, cnt = np.unique(refs, return_inverse=True, return_counts=True)
-    cnt_usable = np.bincount(inv, weights=usable, minlength=len(uniq))
-    is_vertex = usable & ((cnt_usable[inv] >= 2) | run_start | run_end)
+    del single
+    uniq, inv = np.unique(refs, return_inverse=True)
+    shared_pt = np.bincount(inv, weights=usable, minlength=len(uniq))[inv] >= 2  # a node of 2+ usable points
+    del uniq, inv
+    is_vertex = usable & (shared_pt | run_start | run_end)
+    del run_start
     # Barrier nodes restrict the segment they lie on (see docs/graph.md).
     barrier_ids = np.fromiter(raw["barriers"].keys(), dtype=np.int64, count=len(raw["barriers"]))
     barrier_modes = np.fromiter(raw["barriers"].values(), dtype=np.int64, count=len(raw["barriers"]))
@@ -202,6 +215,7 @@ def build_graph(osm_path: str | Path, out_dir: str | Path) -> dict:
 
     # Segments between consecutive points of a run.
     seg_ok = ~run_end  # point i -> i+1 is a piece of a segment
+    del run_end, usable
     starts = is_vertex & seg_ok  # a segment starts at each vertex that has a next point in its run
     seg_of_piece = np.cumsum(starts) - 1
     S = int(starts.sum())
@@ -218,9 +232,19 @@ def build_graph(osm_path: str | Path, out_dir: str | Path) -> dict:
     shape_lon = lon[shape_idx]
     shape_lat = lat[shape_idx]
 
+    # Segment lengths: piece lengths summed per segment, in chunks of whole segments (each sum is the
+    # same sequence of additions as over all pieces at once; haversine's temporaries stay small).
     piece = np.flatnonzero(seg_ok)
-    piece_len = geo.haversine_m(lat[piece], lon[piece], lat[piece + 1], lon[piece + 1])
-    seg_length = np.bincount(seg_of_piece[piece], weights=piece_len, minlength=S)
+    seg_of = seg_of_piece[piece]
+    del seg_of_piece, seg_ok, starts
+    seg_length = np.zeros(S)
+    cuts = np.searchsorted(seg_of, np.arange(0, S + PIECE_CHUNK_SEGMENTS, PIECE_CHUNK_SEGMENTS))
+    for a, b in zip(cuts[:-1].tolist(), cuts[1:].tolist(), strict=True):
+        if a < b:
+            p = piece[a:b]
+            seg_length += np.bincount(seg_of[a:b], weights=geo.haversine_m(lat[p], lon[p], lat[p + 1], lon[p + 1]),
+                                      minlength=S)
+    del piece, seg_of
 
     # Junction vertices: compact ids.
     vertex_ref = refs[is_vertex]
@@ -234,9 +258,11 @@ def build_graph(osm_path: str | Path, out_dir: str | Path) -> dict:
     node_lat[node_of_vertex] = lat[is_vertex]
     seg_u = node_index[start_pt].astype(np.int32)
     seg_v = node_index[end_pt].astype(np.int32)
+    del node_index, node_of_vertex, vertex_ref, vert_idx, pos, is_vertex, lon, lat
 
     # Way attributes per segment.
     seg_wi = wop[start_pt]
+    del wop, start_pt, end_pt
     A = lambda key, dt: cols[key].astype(dt, copy=False)[seg_wi]  # noqa: E731
     seg_way = raw["way_ids"][seg_wi]
     seg_class = A("cls", np.uint8)
@@ -259,7 +285,7 @@ def build_graph(osm_path: str | Path, out_dir: str | Path) -> dict:
             r = int(refs[shape_idx[p]])
             k = int(seg_of_shape[p])
             is_end = p == shape_offsets[k] or p == shape_offsets[k + 1] - 1
-            if is_end and cnt_usable[inv[shape_idx[p]]] >= 2:
+            if is_end and shared_pt[shape_idx[p]]:
                 n_barrier_at_junction += 1  # a barrier where ways meet: not applied (see docs/graph.md)
                 continue
             seg_barrier_block[k] |= T.ALL_MODES & ~bmode[r]
@@ -268,12 +294,14 @@ def build_graph(osm_path: str | Path, out_dir: str | Path) -> dict:
     seg_flags[border_seg] |= T.F_BORDER
     # Traffic signals passed by each directed edge: on its shape after its start point.
     signal_ids = np.fromiter(raw["signals"], dtype=np.int64, count=len(raw["signals"]))
+    del shared_pt, pt_barrier, pt_border, bar_pts
     sig_pt = np.isin(refs[shape_idx], signal_ids)
     is_first = np.zeros(len(shape_idx), dtype=bool)
     is_first[shape_offsets[:-1]] = True
     is_last = np.zeros(len(shape_idx), dtype=bool)
     is_last[shape_offsets[1:] - 1] = True
     interior = np.bincount(seg_of_shape[sig_pt & ~is_first & ~is_last], minlength=S)
+    del refs, shape_idx, seg_of_shape, is_first, is_last
     at_u = sig_pt[shape_offsets[:-1]].astype(np.int64)
     at_v = sig_pt[shape_offsets[1:] - 1].astype(np.int64)
 
