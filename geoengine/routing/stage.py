@@ -21,6 +21,7 @@ CCH_DIR = "cch"
 
 
 def run(ctx: BuildContext) -> StageResult:
+    from geoengine.bundler import heap
     from geoengine.graph import Graph
     from geoengine.routing.customise import build_topology, full_turn_csr
     from geoengine.routing.profile import Profile
@@ -40,6 +41,8 @@ def run(ctx: BuildContext) -> StageResult:
     # every possible turn must join two vertices the topology connects (set_base raises otherwise); each
     # costing's turn graph is a subset of them by construction (graph.turns.TurnBase)
     topo.set_base(*full_turn_csr(graph))
+    del topo  # saved and checked; the costings' checks below need only the graph
+    heap.release()
     for i, costing in enumerate(COSTINGS):
         t0 = time.perf_counter()
         prof = Profile(graph, costing, default_options(costing))
