@@ -31,6 +31,3 @@ def test_release_returns_freed_heap_memory():
     assert after < 60, (grown, held, after)
     del keep
 
-
-def test_bound_fixes_the_mmap_threshold():
-    assert heap.bound() is True

@@ -174,7 +174,6 @@ def build(
 
     progress = progress or NullProgress()
     steps: dict[str, dict] = {} if report is None else report.setdefault("steps", {})
-    heap.bound()
     with StepMeter() as m:
         stages = stages if stages is not None else all_stages()  # imports the stage modules (numba, ...)
     steps["load_stages"] = m.record()
