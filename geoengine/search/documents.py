@@ -156,6 +156,7 @@ def build_documents(osm_path, places_path=None, admin1_path=None, *, bbox=None, 
         ds.add(id=d.id, index=d.index, doc_type=d.doc_type, name=d.name, name_en=d.name_en, names=d.names,
                place_class=d.place_class, category=d.category, importance=d.importance, lat=d.lat, lon=d.lon,
                source="osm", kind=d.osm_type, categories=d.categories, detail=d.detail)
+    del docs  # their rows are in ds (locs keeps the localities)
     n_points = len(ds)
     # streets group by settlement (a street crossing several suburbs of one city is one street)
     towns = [d for d in locs if d.place_class in STREET_LOCALITY_PLACES]
@@ -174,6 +175,7 @@ def build_documents(osm_path, places_path=None, admin1_path=None, *, bbox=None, 
             ds.seg_doc.append(np.full(len(pl) - 1, row, np.int32))
     n_osm = len(ds)
     info["osm_ways_in_streets"] = len(streets)
+    del streets, merged  # the street ways' polylines are ds.seg now
 
     # OSM display names
     lat = np.array(ds.lat)

@@ -53,7 +53,7 @@ DETAIL_TAGS = ("opening_hours", "phone", "contact:phone", "mobile", "contact:mob
 NAME_KEYS_EXTRA = ("alt_name", "old_name", "short_name", "official_name", "loc_name", "int_name", "reg_name")
 
 
-@dataclass
+@dataclass(slots=True)
 class OsmDoc:
     id: str
     index: str  # places | pois | streets | addresses
