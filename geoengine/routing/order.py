@@ -4,13 +4,16 @@
 are read as undirected edges) by recursive bisection: a part is cut by the straight line through the
 median of its vertices' projection on one of four directions (0, 45, 90, 135 degrees), the direction
 with the fewest cut edges wins, and the cut edges' endpoints on the side with fewer of them form the
-vertex separator. Separators take the highest free ranks (top-down, so a part's separator ranks above
-everything inside the part), parts of at most `leaf` vertices take the lowest free ranks. This is
-the geometric ("inertial") half of inertial flow; the max-flow refinement of the cut is not done
-(see docs/routing-algorithms.md for the measured effect and the comparison with KaHIP).
+vertex separator. A part takes a range of ranks: its separator the top of the range, its two sides
+the ranges below (so a part's separator ranks above everything inside the part), parts of at most
+`leaf` vertices their range in order. This is the geometric ("inertial") half of inertial flow, with
+a max-flow refinement of the cut on the best two directions (see docs/routing-algorithms.md for the
+measured effect and the comparison with KaHIP).
 
-One Numba kernel, an explicit stack of parts held as slices of one permutation array: O(n + m) per
-recursion level with `np.partition` medians, about 25 levels for millions of vertices.
+One Numba kernel over an explicit stack of parts held as slices of one permutation array. Since a
+part's ranks are fixed by its place in the tree, parts are independent: below the top cut, threads cut
+disjoint parts at once (the top cut alone is serial, about half of the time at a million vertices),
+and the order is the same for any number of threads.
 """
 
 from __future__ import annotations
@@ -18,6 +21,8 @@ from __future__ import annotations
 import numba
 import numpy as np
 
+PARTS_PER_THREAD = 4  # parts cut serially from the top before the threads share them
+PARALLEL_MIN_PART = 20_000  # smaller parts are not worth a thread
 _DIRS = np.array([[1.0, 0.0], [0.70710678, 0.70710678], [0.0, 1.0], [-0.70710678, 0.70710678]])
 
 
@@ -160,45 +165,42 @@ def _flow_cut(verts, k, off, adj, rev, mark, stamp, tagbase, role, fint, fedge, 
 
 
 @numba.njit(cache=True, nogil=True)
-def _nd_kernel(n, off, adj, x, y, dirs, leaf, use_flow, share, flow_dirs):
-    rank = np.full(n, -1, np.int64)
-    perm = np.arange(n).astype(np.int64)
-    mark = np.zeros(n, np.int64)  # part stamp of each vertex while its part is being cut
-    side = np.zeros(n, np.int8)
-    best_side = np.zeros(n, np.int8)
-    sep = np.zeros(n, np.bool_)
-    stack_a = np.empty(64 + 2 * n, np.int64)
-    stack_b = np.empty(64 + 2 * n, np.int64)
-    rev = _reverse_slots(off, adj) if use_flow else np.zeros(1, np.int64)
-    role = np.zeros(n, np.int8)
-    fint = np.zeros(n, np.int8)
-    fedge = np.zeros(adj.shape[0] if use_flow else 1, np.int32)
-    seen = np.zeros(2 * n if use_flow else 1, np.int64)
-    pnode = np.zeros(2 * n if use_flow else 1, np.int64)
-    pslot = np.zeros(2 * n if use_flow else 1, np.int64)
-    queue = np.zeros(2 * n if use_flow else 1, np.int64)
-    cut = np.zeros(n, np.int64)
+def _nd_kernel(off, adj, x, y, dirs, leaf, use_flow, share, flow_dirs, parts, perm, rank, stamp0, stamp_step,
+               split_once, mark, side, best_side, sep, rev, role, fint, fedge, seen, pnode, pslot, queue, cut):
+    """Nested dissection of `parts` (rows a, b, lo: the vertices perm[a:b], to take ranks lo..lo+b-a-1).
+    A part's separator takes the top ranks of its range, its sides the ranges below, in order, so parts
+    are independent: threads may run disjoint parts at once, sharing the vertex- and slot-indexed
+    scratch arrays (mark .. pslot) as long as their stamps differ (stamp0 + i * stamp_step); `queue`
+    and `cut` are positional and belong to one caller. With `split_once` each part is cut once and
+    its two sides are returned (rows a, b, lo) instead of being cut in turn."""
+    n = rank.shape[0]
+    nparts = parts.shape[0]
+    stack_a = np.empty(64 + 2 * n, np.int64) if not split_once else np.empty(nparts, np.int64)
+    stack_b = np.empty(stack_a.shape[0], np.int64)
+    stack_lo = np.empty(stack_a.shape[0], np.int64)
+    kids = np.empty((2 * nparts if split_once else 0, 3), np.int64)
+    nkids = 0
     sp = 0
-    stack_a[sp] = 0
-    stack_b[sp] = n
-    sp += 1
-    top = n  # next separator rank is top - 1
-    bottom = 0
-    stamp = 0
+    for i in range(nparts):
+        stack_a[sp] = parts[i, 0]
+        stack_b[sp] = parts[i, 1]
+        stack_lo[sp] = parts[i, 2]
+        sp += 1
+    stamp = stamp0 - stamp_step
     nd = dirs.shape[0]
     while sp > 0:
         sp -= 1
         a = stack_a[sp]
         b = stack_b[sp]
+        lo = stack_lo[sp]
         k = b - a
         if k <= 0:
             continue
         if k <= leaf:
             for i in range(a, b):
-                rank[perm[i]] = bottom
-                bottom += 1
+                rank[perm[i]] = lo + i - a
             continue
-        stamp += 1
+        stamp += stamp_step
         for i in range(a, b):
             mark[perm[i]] = stamp
         proj = np.empty(k)
@@ -301,9 +303,9 @@ def _nd_kernel(n, off, adj, x, y, dirs, leaf, use_flow, share, flow_dirs):
                 nsep += 1
         if nsep == k:
             for i in range(a, b):
-                rank[perm[i]] = bottom
-                bottom += 1
+                rank[perm[i]] = lo + i - a
             continue
+        top = lo + k  # the separator takes the part's top ranks, the first of it in perm order the highest
         for i in range(a, b):
             v = perm[i]
             if sep[v]:
@@ -324,22 +326,35 @@ def _nd_kernel(n, off, adj, x, y, dirs, leaf, use_flow, share, flow_dirs):
                 n0 += 1
         for i in range(c):
             perm[a + i] = tmp[i]
+        if split_once:
+            kids[nkids, 0] = a
+            kids[nkids, 1] = a + n0
+            kids[nkids, 2] = lo
+            kids[nkids + 1, 0] = a + n0
+            kids[nkids + 1, 1] = a + c
+            kids[nkids + 1, 2] = lo + n0
+            nkids += 2
+            continue
         stack_a[sp] = a
         stack_b[sp] = a + n0
+        stack_lo[sp] = lo
         sp += 1
         stack_a[sp] = a + n0
         stack_b[sp] = a + c
+        stack_lo[sp] = lo + n0
         sp += 1
-    return rank
+    return kids[:nkids]
 
 
 def nested_dissection(n: int, offsets, targets, lon=None, lat=None, *, leaf: int = 2, seed: int = 0,
-                      method: str = "flow", share: float = 0.25, flow_dirs: int = 2) -> np.ndarray:
+                      method: str = "flow", share: float = 0.25, flow_dirs: int = 2,
+                      threads: int | None = None) -> np.ndarray:
     """Contraction order (int32[n]: rank of each vertex) by geometric nested dissection.
 
     `lon`, `lat`: a position per vertex (for a turn-expanded graph: the middle of the directed edge).
     Without positions the vertices get seeded random ones (any order gives correct CCH answers; only
-    the search-space size depends on it)."""
+    the search-space size depends on it). `threads` (default: Numba's thread count) cut disjoint parts
+    at once below the top of the tree; the order is the same for any number."""
     n = int(n)
     if lon is None or lat is None:
         rng = np.random.default_rng(seed)
@@ -348,9 +363,60 @@ def nested_dissection(n: int, offsets, targets, lon=None, lat=None, *, leaf: int
         lat = np.asarray(lat, dtype=np.float64)
         xs = np.asarray(lon, dtype=np.float64) * np.cos(np.radians(np.nanmean(lat) if n else 0.0))
         ys = lat
-    off, adj = undirected(n, offsets, targets)
     if method not in ("flow", "geometric"):
         raise ValueError("method must be 'flow' or 'geometric'")
-    rank = _nd_kernel(n, off, adj, np.ascontiguousarray(xs), np.ascontiguousarray(ys), _DIRS, int(max(leaf, 1)),
-                      method == "flow", float(share), int(flow_dirs))
+    off, adj = undirected(n, offsets, targets)
+    use_flow = method == "flow"
+    xs, ys = np.ascontiguousarray(xs, dtype=np.float64), np.ascontiguousarray(ys, dtype=np.float64)
+    leaf = int(max(leaf, 1))
+    perm = np.arange(n, dtype=np.int64)
+    rank = np.full(n, -1, np.int64)
+    m = adj.shape[0]
+    shared = (np.zeros(n, np.int64), np.zeros(n, np.int8), np.zeros(n, np.int8), np.zeros(n, np.bool_),
+              _reverse_slots(off, adj) if use_flow else np.zeros(1, np.int64), np.zeros(n, np.int8),
+              np.zeros(n, np.int8), np.zeros(m if use_flow else 1, np.int32),
+              np.zeros(2 * n if use_flow else 1, np.int64), np.zeros(2 * n if use_flow else 1, np.int64),
+              np.zeros(2 * n if use_flow else 1, np.int64))
+
+    def own():  # positional scratch: one per thread
+        return np.zeros(2 * n if use_flow else 1, np.int64), np.zeros(n, np.int64)
+
+    def run(parts, stamp0, step, split_once, scratch):
+        return _nd_kernel(off, adj, xs, ys, _DIRS, leaf, use_flow, float(share), int(flow_dirs),
+                          np.asarray(parts, np.int64).reshape(-1, 3), perm, rank, stamp0, step, split_once,
+                          *shared, *scratch)
+
+    threads = max(1, int(threads or numba.get_num_threads()))
+    if threads == 1:
+        run([(0, n, 0)], 1, 1, False, own())
+        return rank.astype(np.int32)
+    from concurrent.futures import ThreadPoolExecutor
+
+    # The top of the tree level by level: the largest parts are cut once each, one per thread, until every
+    # thread has several parts; then each thread takes a group of parts (biggest first to the least
+    # loaded) and cuts them to the leaves. The order does not depend on the threads: each part is cut
+    # the same way whoever cuts it, and takes the rank range its place in the tree gives it.
+    scratch = [own() for _ in range(threads)]
+    pending = [(0, n, 0)]
+    stamp = 1
+    with ThreadPoolExecutor(threads) as pool:
+        while len(pending) < PARTS_PER_THREAD * threads:
+            pending.sort(key=lambda p: p[1] - p[0])
+            take = [p for p in pending[-threads:] if p[1] - p[0] >= PARALLEL_MIN_PART]
+            if not take:
+                break
+            del pending[len(pending) - len(take):]
+            futures = [pool.submit(run, [p], stamp + i, 1, True, scratch[i]) for i, p in enumerate(take)]
+            stamp += len(take)
+            for f in futures:
+                pending.extend(tuple(r) for r in f.result().tolist())
+        groups = [[] for _ in range(threads)]
+        load = [0] * threads
+        for p in sorted(pending, key=lambda p: p[0] - p[1]):
+            t = load.index(min(load))
+            groups[t].append(p)
+            load[t] += p[1] - p[0]
+        futures = [pool.submit(run, g, stamp + t, threads, False, scratch[t]) for t, g in enumerate(groups) if g]
+        for f in futures:
+            f.result()
     return rank.astype(np.int32)

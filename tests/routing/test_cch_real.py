@@ -99,3 +99,24 @@ def test_blocked_edges_equal_dijkstra(bundle):
     blocked[2 * segs + 1] = True
     for costing in ("auto", "pedestrian"):
         assert check(graph, topo, Profile(graph, costing, blocked=blocked), rng) > 0
+
+
+def test_parallel_order_is_the_serial_order(bundle, monkeypatch):
+    """Nested dissection on two threads (parts cut at once from the second level down) gives the same
+    ranks as on one, on a real turn graph, and a valid order: a permutation whose supergraph is as
+    small."""
+    from geoengine.routing import order
+    from geoengine.routing.cch import CCHTopology
+    from geoengine.routing.customise import edge_middles, full_turn_csr
+
+    _, graph, _ = bundle
+    off, tgt = full_turn_csr(graph)
+    lon, lat = edge_middles(graph)
+    n = graph.n_edges
+    monkeypatch.setattr(order, "PARALLEL_MIN_PART", 300)  # the extract is small: share its top levels too
+    one = order.nested_dissection(n, off, tgt, lon, lat, threads=1)
+    two = order.nested_dissection(n, off, tgt, lon, lat, threads=2)
+    three = order.nested_dissection(n, off, tgt, lon, lat, threads=3)
+    assert np.array_equal(np.sort(one), np.arange(n))
+    assert np.array_equal(one, two) and np.array_equal(one, three)
+    assert CCHTopology.build(n, off, tgt, two).edges == CCHTopology.build(n, off, tgt, one).edges
