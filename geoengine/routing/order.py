@@ -64,17 +64,23 @@ def _reverse_slots(off, adj):
 
 
 @numba.njit(cache=True, nogil=True)
-def _flow_cut(verts, k, off, adj, rev, mark, stamp, tagbase, role, fint, fedge, seen, pnode, pslot, queue, cut):
+def _flow_cut(verts, k, off, adj, rev, mark, stamp, tagbase, role, fint, fedge, seen, level, ptr, queue, cut):
     """Minimum vertex cut between the vertices with role 1 (sources) and role 2 (sinks) of one part
-    (vertices `verts[:k]`, mark == stamp), by unit-capacity augmenting paths (BFS) on the split graph:
-    node 2v is v's in-node, 2v+1 its out-node, the arc between them has capacity 1, edges have
-    infinite capacity; paths start at a source's in-node and end at a sink's out-node, so every path
-    saturates at least one vertex and the flow is at most the number of sources. Writes the cut to
-    `cut`; returns (its size, the tag of the last BFS): `seen[2v+1] == tag` marks the source side."""
-    bfs = 0
+    (vertices `verts[:k]`, mark == stamp), by Dinic's blocking flows on the split graph: node 2v is v's
+    in-node, 2v+1 its out-node, the arc between them has capacity 1, edges have infinite capacity;
+    paths start at a source's in-node and end at a sink's out-node, so every path saturates at least one
+    vertex and the flow is at most the number of sources. Each phase is one BFS from the sources over
+    the residual graph (levels), then depth-first augmenting paths along rising levels, each arc tried
+    once per phase. The cut is read from the last BFS, which reaches no sink: the minimum cut nearest
+    the sources (the same for every maximum flow).
+    Writes the cut to `cut`; returns (its size, the tag of the last BFS): `seen[2v+1] == tag` marks the
+    source side. `level` and `ptr` (2n) are scratch."""
+    path = np.empty(2 * k + 2, np.int64)
+    pslot = np.empty(2 * k + 2, np.int64)
+    phase = 0
     while True:
-        bfs += 1
-        tag = tagbase * 1000003 + bfs
+        phase += 1
+        tag = tagbase * 1000003 + phase
         qh = 0
         qt = 0
         for i in range(k):
@@ -82,14 +88,16 @@ def _flow_cut(verts, k, off, adj, rev, mark, stamp, tagbase, role, fint, fedge, 
             if role[v] == 1:
                 node = 2 * v
                 seen[node] = tag
-                pnode[node] = -1
+                level[node] = 0
                 queue[qt] = node
                 qt += 1
-        found = -1
-        while qh < qt and found < 0:
+        nsrc = qt
+        reached = False
+        while qh < qt:
             node = queue[qh]
             qh += 1
             v = node >> 1
+            nl = level[node] + 1
             if node & 1:  # v out: edges to w in, or back into v in against v's own flow
                 for j in range(off[v], off[v + 1]):
                     w = adj[j]
@@ -98,16 +106,14 @@ def _flow_cut(verts, k, off, adj, rev, mark, stamp, tagbase, role, fint, fedge, 
                     x = 2 * w
                     if seen[x] != tag:
                         seen[x] = tag
-                        pnode[x] = node
-                        pslot[x] = j
+                        level[x] = nl
                         queue[qt] = x
                         qt += 1
                 if fint[v] == 1:
                     x = 2 * v
                     if seen[x] != tag:
                         seen[x] = tag
-                        pnode[x] = node
-                        pslot[x] = -1
+                        level[x] = nl
                         queue[qt] = x
                         qt += 1
             else:  # v in: through v (capacity 1), or back to u out against flow on edge (u, v)
@@ -115,15 +121,12 @@ def _flow_cut(verts, k, off, adj, rev, mark, stamp, tagbase, role, fint, fedge, 
                     x = 2 * v + 1
                     if seen[x] != tag:
                         seen[x] = tag
-                        pnode[x] = node
-                        pslot[x] = -1
+                        level[x] = nl
                         if role[v] == 2:
-                            found = x
+                            reached = True  # a sink's out-node ends paths: not expanded
                         else:
                             queue[qt] = x
                             qt += 1
-                if found >= 0:
-                    break
                 for j in range(off[v], off[v + 1]):
                     u = adj[j]
                     if mark[u] != stamp or fedge[rev[j]] <= 0:
@@ -131,30 +134,86 @@ def _flow_cut(verts, k, off, adj, rev, mark, stamp, tagbase, role, fint, fedge, 
                     x = 2 * u + 1
                     if seen[x] != tag:
                         seen[x] = tag
-                        pnode[x] = node
-                        pslot[x] = -(rev[j] + 2)  # edge (u, v) traversed backwards
+                        level[x] = nl
                         queue[qt] = x
                         qt += 1
-        if found < 0:
+        if not reached:
             break
-        x = found
-        while pnode[x] >= 0:
-            p = pnode[x]
-            sl = pslot[x]
-            if sl >= 0:  # along edge slot sl (p out -> x in)
-                r = rev[sl]
-                if fedge[r] > 0:
-                    fedge[r] -= 1
-                else:
-                    fedge[sl] += 1
-            elif sl == -1:  # a vertex's own arc
-                if x == p + 1:
-                    fint[x >> 1] = 1
-                else:
-                    fint[x >> 1] = 0
-            else:
-                fedge[-sl - 2] -= 1
-            x = p
+        for i in range(qt):
+            ptr[queue[i]] = 0
+        # blocking flow: depth-first along rising levels from each source in turn
+        for si in range(nsrc):
+            s = queue[si]
+            while True:
+                depth = 0
+                path[0] = s
+                found = False
+                while True:
+                    x = path[depth]
+                    v = x >> 1
+                    if (x & 1) and role[v] == 2:
+                        found = True
+                        break
+                    deg = off[v + 1] - off[v]
+                    want = level[x] + 1
+                    y = -1
+                    sl = 0
+                    while ptr[x] <= deg:
+                        q = ptr[x]
+                        if x & 1:
+                            if q < deg:
+                                j = off[v] + q
+                                w = adj[j]
+                                if mark[w] == stamp and seen[2 * w] == tag and level[2 * w] == want:
+                                    y = 2 * w
+                                    sl = j
+                            elif fint[v] == 1 and seen[2 * v] == tag and level[2 * v] == want:
+                                y = 2 * v
+                                sl = -1
+                        else:
+                            if q == 0:
+                                if fint[v] == 0 and seen[2 * v + 1] == tag and level[2 * v + 1] == want:
+                                    y = 2 * v + 1
+                                    sl = -1
+                            else:
+                                j = off[v] + q - 1
+                                u = adj[j]
+                                if (mark[u] == stamp and fedge[rev[j]] > 0 and seen[2 * u + 1] == tag
+                                        and level[2 * u + 1] == want):
+                                    y = 2 * u + 1
+                                    sl = -(rev[j] + 2)
+                        if y >= 0:
+                            break
+                        ptr[x] += 1
+                    if y >= 0:
+                        depth += 1
+                        path[depth] = y
+                        pslot[depth] = sl
+                        continue
+                    level[x] = -1  # a dead end for the rest of the phase
+                    if depth == 0:
+                        break
+                    depth -= 1
+                    ptr[path[depth]] += 1
+                if not found:
+                    break
+                for i in range(depth, 0, -1):
+                    x = path[i]
+                    p = path[i - 1]
+                    sl = pslot[i]
+                    if sl >= 0:  # along edge slot sl (p out -> x in)
+                        r = rev[sl]
+                        if fedge[r] > 0:
+                            fedge[r] -= 1
+                        else:
+                            fedge[sl] += 1
+                    elif sl == -1:  # a vertex's own arc
+                        if x == p + 1:
+                            fint[x >> 1] = 1
+                        else:
+                            fint[x >> 1] = 0
+                    else:
+                        fedge[-sl - 2] -= 1
     c = 0
     for i in range(k):
         v = verts[i]

@@ -216,3 +216,52 @@ def test_concurrent_customisations_and_queries():
     for t in threads:
         t.join()
     assert not errors
+
+
+@settings(max_examples=150, deadline=None)
+@given(st.integers(0, 2**32 - 1))
+def test_flow_cut_is_a_minimum_vertex_cut(seed):
+    """order._flow_cut (Dinic on the split graph) finds the maximum number of vertex-disjoint paths from
+    the sources to the sinks (networkx's maximum flow on the same split graph), and its cut separates
+    them."""
+    import networkx as nx
+
+    from geoengine.routing import order
+
+    rng = np.random.default_rng(seed)
+    n = int(rng.integers(4, 70))
+    m = int(rng.integers(n, 4 * n))
+    u, v = rng.integers(0, n, m), rng.integers(0, n, m)
+    o = np.argsort(u, kind="stable")
+    offsets = np.zeros(n + 1, np.int64)
+    np.cumsum(np.bincount(u, minlength=n), out=offsets[1:])
+    off, adj = order.undirected(n, offsets, v[o])
+    role = np.zeros(n, np.int8)
+    perm = rng.permutation(n)
+    q = max(1, n // 4)
+    role[perm[:q]], role[perm[-q:]] = 1, 2
+    verts = rng.permutation(n).astype(np.int64)
+    cut = np.zeros(n, np.int64)
+    c, _ = order._flow_cut(verts, n, off, adj, order._reverse_slots(off, adj), np.full(n, 3, np.int64), 3, 29, role,
+                           np.zeros(n, np.int8), np.zeros(len(adj), np.int32), np.zeros(2 * n, np.int64),
+                           np.zeros(2 * n, np.int64), np.zeros(2 * n, np.int64), np.zeros(2 * n, np.int64), cut)
+    g = nx.DiGraph()
+    for x in range(n):
+        g.add_edge(("i", x), ("o", x), capacity=1)
+        for j in range(off[x], off[x + 1]):
+            g.add_edge(("o", x), ("i", int(adj[j])))
+        if role[x] == 1:
+            g.add_edge("S", ("i", x))
+        if role[x] == 2:
+            g.add_edge(("o", x), "T")
+    assert c == nx.maximum_flow_value(g, "S", "T")
+    removed = set(cut[:c].tolist())
+    h = nx.Graph()
+    h.add_nodes_from(x for x in range(n) if x not in removed)
+    h.add_edges_from((x, int(adj[j])) for x in range(n) for j in range(off[x], off[x + 1])
+                     if x not in removed and int(adj[j]) not in removed)
+    reach = set()
+    for s in np.flatnonzero(role == 1).tolist():
+        if s not in removed and s not in reach:
+            reach |= nx.node_connected_component(h, s)
+    assert not any(role[x] == 2 for x in reach)
