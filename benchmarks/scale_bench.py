@@ -474,8 +474,9 @@ def projection(results: dict) -> str:
     used = runs[-2:]
     names = ", ".join(f"{r['copies']}-copy" for r in used)
     lines = [f"Projected linearly through the {names} runs (a fixed part plus a cost per million nodes). CPU "
-             "seconds, not wall (the measuring machine was shared): on an idle machine a one-core step's "
-             "wall is about its CPU, the tiles stage's about CPU/2.", "",
+             "seconds, not wall (wall depends on how many cores a step uses and how busy the machine is; on "
+             "two idle cores the tiles stage's wall is about CPU/2). Peak memory is the step's peak RSS, so "
+             "the build's projected peak is the largest step's.", "",
              "| step | " + " | ".join(f"{t}: CPU h / peak GB / disk GB" for t in TARGETS) + " |",
              "|---|" + "---|" * len(TARGETS)]
     last = used[-1]["geoengine"]["steps"]
