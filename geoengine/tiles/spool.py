@@ -355,9 +355,17 @@ def _collect_stream(k: int, osm_path, bbox, folder: Path, maxzoom: int, partitio
 
 
 def _stream_child(k: int, state_path: Path, *args) -> None:  # pragma: no cover - runs in a forked child
-    spool = _collect_stream(k, *args)
-    with open(state_path, "wb") as fh:
-        pickle.dump(spool, fh, protocol=pickle.HIGHEST_PROTOCOL)
+    """Collect stream k and leave its spool (or its error's message) in `state_path`; the parent raises
+    the error, so a failed build prints one line, not the child's traceback."""
+    try:
+        result = _collect_stream(k, *args)
+    except BaseException as exc:  # noqa: BLE001 - handed to the parent as a message
+        result = ("error", f"{type(exc).__name__}: {exc}")
+    try:
+        with open(state_path, "wb") as fh:
+            pickle.dump(result, fh, protocol=pickle.HIGHEST_PROTOCOL)
+    except BaseException:  # noqa: BLE001 - e.g. the disk is full: the exit code tells the parent
+        os._exit(1)
 
 
 def collect_spooled(osm_path, bbox, folder: Path, *, maxzoom: int = T.MAXZOOM, partition_zoom: int = PARTITION_ZOOM,
@@ -398,8 +406,11 @@ def collect_spooled(osm_path, bbox, folder: Path, *, maxzoom: int = T.MAXZOOM, p
         if child.exitcode != 0:
             raise RuntimeError(f"collecting the extract's points and lines failed (exit code {child.exitcode})")
         with open(state_path, "rb") as fh:
-            streams.insert(0, pickle.load(fh))
+            result = pickle.load(fh)
         state_path.unlink()
+        if isinstance(result, tuple):
+            raise RuntimeError(f"collecting the extract's points and lines failed: {result[1]}")
+        streams.insert(0, result)
     for other in streams:
         spool.merge(other)
     if spool.coastlines:

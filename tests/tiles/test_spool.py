@@ -48,3 +48,19 @@ def test_collection_streams_in_one_or_two_processes_spool_the_same(tmp_path):
     n, counts, parts, records, shared = spools[2]
     seqs = sorted(r[0] for recs in records.values() for r in recs)
     assert seqs[0] >= SEQ_STRIDE and any(s >= 2 * SEQ_STRIDE for s in seqs), "both streams spooled"
+
+
+def test_a_failed_stream_process_raises_its_error_without_a_traceback(tmp_path, monkeypatch, capfd):
+    """The points-and-lines stream runs in a forked process: its error reaches the build as one message
+    (the stage's one error line), and the child prints no traceback."""
+    from geoengine.tiles import features
+
+    def fail(self, osm_path):
+        raise OSError(28, "No space left on device (test)")
+
+    monkeypatch.setattr(features._PointsAndLines, "collect", fail)
+    path = data_file("monaco/monaco.osm.gz")
+    bbox = describe_extract(path)["bbox"]
+    with pytest.raises(RuntimeError, match="points and lines failed: OSError: .*No space left on device"):
+        collect_spooled(path, bbox, tmp_path / "spool", partition_zoom=13, processes=2)
+    assert "Traceback" not in capfd.readouterr().err
