@@ -16,6 +16,7 @@ import numpy as np
 import osmium
 
 from geoengine import geo
+from geoengine.arrays import unique
 from geoengine.graph import tags as T
 from geoengine.graph.store import GRAPH_FORMAT  # the format defined with the reader
 
@@ -163,7 +164,7 @@ def build_graph(osm_path: str | Path, out_dir: str | Path) -> dict:
     n_ways = len(raw["way_ids"])
     valid = ~np.isnan(lon)
     n_missing = int((~valid).sum())
-    ways_cut = int(np.unique(wop[~valid]).size) if n_missing else 0
+    ways_cut = int(unique(wop[~valid]).size) if n_missing else 0
 
     # Drop missing points and consecutive duplicates within a way; remember gaps as run breaks.
     keep = valid.copy()
@@ -290,7 +291,7 @@ def build_graph(osm_path: str | Path, out_dir: str | Path) -> dict:
                 continue
             seg_barrier_block[k] |= T.ALL_MODES & ~bmode[r]
         seg_flags[seg_barrier_block != 0] |= T.F_BARRIER
-    border_seg = np.unique(seg_of_shape[pt_border[shape_idx]])
+    border_seg = unique(seg_of_shape[pt_border[shape_idx]])
     seg_flags[border_seg] |= T.F_BORDER
     # Traffic signals passed by each directed edge: on its shape after its start point.
     signal_ids = np.fromiter(raw["signals"], dtype=np.int64, count=len(raw["signals"]))
@@ -379,7 +380,7 @@ def build_graph(osm_path: str | Path, out_dir: str | Path) -> dict:
         "shape_points": int(shape_offsets[-1]),
         "ways": n_ways,
         "ways_cut": ways_cut,
-        "ways_without_segments": int(n_ways - np.unique(seg_wi).size),
+        "ways_without_segments": int(n_ways - unique(seg_wi).size),
         "missing_node_refs": n_missing,
         "restrictions": restr["counts"]["relations"],
         "restrictions_resolved": restr["counts"]["resolved"],

@@ -26,6 +26,7 @@ from dataclasses import dataclass
 import numba
 import numpy as np
 
+from geoengine.arrays import unique
 from geoengine.geo import EARTH_RADIUS_M
 from geoengine.routing._heap import heap_decrease, heap_pop, heap_push
 
@@ -509,7 +510,7 @@ def contour_polygons(grid, level, x0, y0, cell, denoise: float, tolerance: float
                 break
             hit = shapely.contains_xy(shell_geoms[si], hx[free], hy[free])
             assigned[free[hit]] = si
-        for si in np.unique(assigned[assigned >= 0]).tolist():
+        for si in unique(assigned[assigned >= 0]).tolist():
             polys[si] = shapely.polygons(shapely.get_exterior_ring(shell_geoms[si]), holes=hole_rings[assigned == si])
     geom = polys[0] if len(polys) == 1 else shapely.MultiPolygon(polys)
     if (tolerance > 0 or holes.size) and not shapely.is_valid(geom):

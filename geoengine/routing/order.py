@@ -21,6 +21,8 @@ from __future__ import annotations
 import numba
 import numpy as np
 
+from geoengine.arrays import unique
+
 PARTS_PER_THREAD = 4  # parts cut serially from the top before the threads share them
 PARALLEL_MIN_PART = 20_000  # smaller parts are not worth a thread
 _DIRS = np.array([[1.0, 0.0], [0.70710678, 0.70710678], [0.0, 1.0], [-0.70710678, 0.70710678]])
@@ -35,7 +37,7 @@ def undirected(n: int, offsets, targets):
     keep = src != targets
     a = np.concatenate([src[keep], targets[keep]])
     b = np.concatenate([targets[keep], src[keep]])
-    key = np.unique(a * n + b)
+    key = unique(a * n + b)
     a, b = key // n, key % n
     off = np.zeros(n + 1, np.int64)
     np.cumsum(np.bincount(a, minlength=n), out=off[1:])

@@ -29,6 +29,7 @@ import numpy as np
 from rapidfuzz import fuzz, process
 from rapidfuzz.distance import OSA
 
+from geoengine.arrays import unique
 from geoengine.errors import FieldError, InvalidRequest, NotFound, UpstreamError
 from geoengine.geo import EARTH_RADIUS_M as EARTH_M
 from geoengine.geo import haversine_m
@@ -602,7 +603,7 @@ class SearchIndex:
         parts = [p for p in parts if len(p)]
         if not parts:
             return np.zeros(0, np.int32)
-        return np.unique(np.concatenate(parts)) if len(parts) > 1 else np.asarray(parts[0])
+        return unique(np.concatenate(parts)) if len(parts) > 1 else np.asarray(parts[0])
 
     def parse_categories(self, categories) -> list[int] | None:
         """`categories` filter (comma-separated string or list) -> category indices of this bundle (possibly
@@ -738,7 +739,7 @@ class SearchIndex:
                  else a + (a < len(self.vocab) and self.vocab[a] == toks[0]))
             ft = self._first_tok[cand]
             coarse = coarse + W_STARTS * ((ft >= a) & (ft < b)).any(axis=1)
-        total = int(len(np.unique(np.asarray(self._canon[cand]))))
+        total = int(len(unique(np.asarray(self._canon[cand]))))
         if len(cand) > CANDIDATES:
             keep = np.zeros(len(cand), bool)
             keep[np.argpartition(-coarse, CANDIDATES)[:CANDIDATES]] = True
@@ -814,7 +815,7 @@ class SearchIndex:
             rows = rows[mask[rows]]
         elif kinds is not None:
             rows = rows[np.isin(self._kind[rows], kinds)]
-        rows = np.unique(self._canon[rows])  # each group once, measured at its canonical document
+        rows = unique(self._canon[rows])  # each group once, measured at its canonical document
         if len(rows) == 0:
             return None
         exact = self._exact_rows(qn)  # a major place named exactly so is not a category query ("Hospital" town)
@@ -885,7 +886,7 @@ class SearchIndex:
                 docs, dist = docs[keep], dist[keep]
             else:
                 docs, dist = np.zeros(0, np.int32), np.zeros(0)
-            if r >= metres or len(np.unique(docs)) >= 3 * size:
+            if r >= metres or len(unique(docs)) >= 3 * size:
                 break
             r = min(metres, r * 4)
         if len(docs):

@@ -28,6 +28,7 @@ import copy
 import numba
 import numpy as np
 
+from geoengine.arrays import unique
 from geoengine.routing.pieces import Leg
 
 PENALTY = 1.6
@@ -62,7 +63,7 @@ def has_loop(pieces: list[Leg]) -> bool:
     """True when one leg uses the same road segment twice."""
     for p in pieces:
         seg = p.edges >> 1
-        if len(np.unique(seg)) != len(seg):
+        if len(unique(seg)) != len(seg):
             return True
     return False
 

@@ -14,6 +14,7 @@ from pathlib import Path
 
 import numpy as np
 
+from geoengine.arrays import unique
 from geoengine.costing import default_options, inactive_options, parse_costing_options
 from geoengine.errors import FieldError, InvalidRequest, NoRoute, Unsnappable, field_path
 from geoengine.routing.pieces import Leg
@@ -243,7 +244,7 @@ class Router:
         if self._features is None:
             from geoengine.graph import tags as T
 
-            cls = np.unique(np.asarray(self.graph.seg_class))
+            cls = unique(np.asarray(self.graph.seg_class))
             flags = np.bitwise_or.reduce(np.asarray(self.graph.seg_flags)) if self.graph.n_segments else 0
             self._features = {
                 "use_highways": bool(np.isin(cls, [T.CLASS["motorway"], T.CLASS["trunk"]]).any()),

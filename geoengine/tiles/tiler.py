@@ -20,6 +20,7 @@ import numpy as np
 import shapely
 from mapbox_vector_tile.encoder import on_invalid_geometry_make_valid
 
+from geoengine.arrays import unique
 from geoengine.tiles import schema
 from geoengine.tiles.features import WORLD, FeatureSet, lonlat_to_merc
 
@@ -158,7 +159,7 @@ def _feature_tiles(bounds: np.ndarray, z: int, rng) -> np.ndarray:
     offs = np.arange(int(n.sum()), dtype=np.int64) - np.repeat(np.cumsum(n) - n, n)
     xs = fx0[idx] + offs % w[idx]
     ys = fy0[idx] + offs // w[idx]
-    return np.unique((xs << 32) | ys)
+    return unique((xs << 32) | ys)
 
 
 def tasks_for(bbox, minzoom: int, maxzoom: int, bounds: np.ndarray,

@@ -1,0 +1,26 @@
+"""Array helpers the hot paths share.
+
+`unique(a)`: the sorted distinct values of an integer or boolean array, by one sort and a mask. NumPy
+2.5's `np.unique` without `return_*` arguments takes a hash-table path for integers that is far slower
+than sorting on this project's arrays: 5.7 M int64 keys took 5.6 s against 0.07 s (the routing stage's
+undirected graph at 64 copies of Liechtenstein), 1,000 took 57 µs against 23 µs with `return_index`.
+Other dtypes (floats: NaNs compare unequal) go to `np.unique` unchanged.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+
+def unique(a) -> np.ndarray:
+    """Sorted distinct values of `a` (flattened), as `np.unique(a)`."""
+    a = np.asarray(a)
+    if a.dtype.kind not in "iub":
+        return np.unique(a)
+    s = np.sort(a, axis=None)
+    if s.size < 2:
+        return s
+    keep = np.empty(s.size, dtype=bool)
+    keep[0] = True
+    np.not_equal(s[1:], s[:-1], out=keep[1:])
+    return s[keep]
