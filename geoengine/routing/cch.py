@@ -377,20 +377,20 @@ def _mid_ids_serial(up_m, dn_m, order, U_mid, D_mid, up_c1, up_c2, dn_c1, dn_c2)
 
 @numba.njit(cache=True, nogil=True, inline="always")
 def _mid_id(e, up_m, dn_m, order, U_mid, D_mid, up_c1, up_c2, dn_c1, dn_c2):
-    m = up_m[e]
+    _mid_of(e, up_m, order, U_mid, up_c1, up_c2)
+    _mid_of(e, dn_m, order, D_mid, dn_c1, dn_c2)
+
+
+@numba.njit(cache=True, nogil=True, inline="always")
+def _mid_of(e, mids, order, out, c1, c2):
+    """One direction of `_mid_id`: arc e's middle vertex as an original id, or -1 and no children."""
+    m = mids[e]
     if m >= 0:
-        U_mid[e] = order[m]
+        out[e] = order[m]
     else:
-        U_mid[e] = -1
-        up_c1[e] = -1
-        up_c2[e] = -1
-    m = dn_m[e]
-    if m >= 0:
-        D_mid[e] = order[m]
-    else:
-        D_mid[e] = -1
-        dn_c1[e] = -1
-        dn_c2[e] = -1
+        out[e] = -1
+        c1[e] = -1
+        c2[e] = -1
 
 
 @numba.njit(cache=True, nogil=True)

@@ -2,12 +2,13 @@
 
 One metric-independent order (nested dissection) and one chordal supergraph of the full turn graph
 (`geoengine.routing.customise.build_topology`) are written to `routing/cch/`. Every costing's default
-turn graph is then checked: its weights are numbers >= 0 (inf: unusable); every possible turn, of
-which each costing's turns are a subset, must join vertices the topology connects. The router customises each costing at first use (`Router.warm` does the
-car's at open), and any option set or avoid area the same way, so all costings share the one topology
-(see docs/routing.md). The stage does not customise: nothing it would customise is kept, and a
-customisation's metric arrays more than doubled the stage's peak memory (0.72 -> 2.1 GB at 64 copies of
-Liechtenstein) and cost about a third of its time.
+turn graph is then checked: its weights are numbers >= 0 (inf: unusable), and every possible turn, of
+which each costing's turns are a subset, must join vertices the topology connects. The router
+customises each costing at first use (`Router.warm` does the car's at open), and any option set or
+avoid area the same way, so all costings share the one topology (see docs/routing.md). The stage does
+not customise: nothing it would customise is kept, and a customisation's metric arrays more than
+doubled the stage's peak memory (0.72 -> 2.1 GB at 64 copies of Liechtenstein) and cost about a third
+of its time.
 """
 
 from __future__ import annotations
