@@ -76,20 +76,7 @@ LOCAL_JUNCTIONS = 4000
 
 
 def _local_network(net, center, k: int):
-    """A Network over the k junctions nearest `center` (lon, lat) and the edges between them."""
-    from geoengine.analysis.network import Network
-
+    """The network's k junctions nearest `center` (lon, lat) and the edges between them."""
     d2 = (net.lon - center[0]) ** 2 + (net.lat - center[1]) ** 2
     nodes = np.sort(np.argpartition(d2, k)[:k]) if len(d2) > k else np.arange(len(d2))
-    new_id = np.full(len(d2), -1, dtype=np.int64)
-    new_id[nodes] = np.arange(len(nodes))
-    keep = (new_id[net.src] >= 0) & (new_id[net.dst] >= 0)
-    sub = Network.__new__(Network)
-    sub._graph, sub.profile, sub.costing = net._graph, net.profile, net.costing
-    sub.src, sub.dst = new_id[net.src[keep]], new_id[net.dst[keep]]
-    for name in ("length_m", "time_s", "cost", "edge_id", "way_id"):
-        setattr(sub, name, getattr(net, name)[keep])
-    for name in ("lon", "lat", "osm_id"):
-        setattr(sub, name, getattr(net, name)[nodes])
-    sub.__dict__["in_component"] = net.in_component[nodes]
-    return sub
+    return net._induced(nodes)
