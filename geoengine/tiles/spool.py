@@ -25,13 +25,14 @@ import os
 import pickle
 from array import array
 from pathlib import Path
+from typing import NamedTuple
 
 import numpy as np
 import shapely
 
 from geoengine.tiles import schema
 from geoengine.tiles import tiler as T
-from geoengine.tiles.features import STREAMS, WORLD
+from geoengine.tiles.features import STREAMS, WORLD, _entry
 
 PARTITION_ZOOM = 10
 MAX_PARTITIONS = 16
@@ -94,7 +95,8 @@ class Spool:
     def add(self, geom, feat: schema.Feature, tags) -> None:
         geoms = np.empty(1, dtype=object)
         geoms[0] = geom
-        self.add_many(geoms, [schema.LAYERS.index(feat.layer)], [feat.min_zoom], [schema.properties(feat, tags)])
+        layer, min_zoom, props = _entry(feat, tags)
+        self.add_many(geoms, [layer], [min_zoom], [props])
 
     def add_many(self, geoms: np.ndarray, layers, min_zooms, props) -> None:
         """Spool features (object array of Mercator geometries, layer indices, min zooms, properties)
@@ -296,22 +298,36 @@ def _full_grid(spool: Spool, bbox) -> dict[int, bool]:
     return out
 
 
-def cut_spooled(spool: Spool, partitions: list[tuple[int, int]], bbox, *, processes: int | None = None,
-                on_step=None):
-    """Yield (z, x, y, gzip bytes) of every tile: low zooms from memory, then partition by partition."""
-    global _JOB
-    maxzoom = spool.maxzoom
-    processes = processes or min(os.cpu_count() or 1, 8)
-    # low zooms: the in-memory set, tasks from the bounds of every low-min-zoom feature
-    low_recs = list(spool.low)
-    low_state = _state_of(low_recs, maxzoom)
+class CutPlan(NamedTuple):
+    """What `cut_spooled` will cut: the low-zoom batches and the partitions (with every partition of
+    the box when a zoom makes a full grid), so a caller can count the steps before cutting."""
+
+    low_tasks: list
+    partitions: list[tuple[int, int]]
+    full_grid: dict[int, bool]
+
+
+def plan_cut(spool: Spool, partitions: list[tuple[int, int]], bbox) -> CutPlan:
     lb = np.asarray(spool.low_bounds, dtype=np.float64).reshape(-1, 5)
     low_tasks = T.tasks_for(bbox, T.MINZOOM, spool.pz - 1, lb[:, :4], lb[:, 4].astype(np.int16))
-    T._STATE = low_state
     full_grid = _full_grid(spool, bbox)
     if any(full_grid.values()):  # every partition of the box then has tiles, even one without features
         x0, y0, x1, y1 = spool.prange
         partitions = sorted(set(partitions) | {(x, y) for x in range(x0, x1 + 1) for y in range(y0, y1 + 1)})
+    return CutPlan(low_tasks, partitions, full_grid)
+
+
+def cut_spooled(spool: Spool, partitions: list[tuple[int, int]], bbox, *, processes: int | None = None,
+                on_step=None, plan: CutPlan | None = None):
+    """Yield (z, x, y, gzip bytes) of every tile: low zooms from memory, then partition by partition.
+    `on_step(1)` after each of the plan's low tasks and partitions (`plan_cut`, made here when not given)."""
+    global _JOB
+    maxzoom = spool.maxzoom
+    processes = processes or min(os.cpu_count() or 1, 8)
+    plan = plan or plan_cut(spool, partitions, bbox)
+    low_tasks, partitions, full_grid = plan
+    # low zooms: the in-memory set, tasks from the bounds of every low-min-zoom feature
+    T._STATE = _state_of(list(spool.low), maxzoom)
     _JOB = {"folder": spool.folder, "shared": spool.shared, "maxzoom": maxzoom, "bbox": bbox, "pz": spool.pz,
             "full_grid": full_grid}
     try:
@@ -329,7 +345,6 @@ def cut_spooled(spool: Spool, partitions: list[tuple[int, int]], bbox, *, proces
                 yield from res
                 on_step and on_step(1)
         T._STATE = {}
-        del low_state
         with ctx.Pool(processes, maxtasksperchild=1) as pool:
             for res in pool.imap_unordered(_cut_partition, partitions, chunksize=1):
                 yield from res
@@ -337,11 +352,6 @@ def cut_spooled(spool: Spool, partitions: list[tuple[int, int]], bbox, *, proces
     finally:
         T._STATE = {}
         _JOB = {}
-
-
-def low_task_count(spool: Spool, bbox) -> int:
-    lb = np.asarray(spool.low_bounds, dtype=np.float64).reshape(-1, 5)
-    return len(T.tasks_for(bbox, T.MINZOOM, spool.pz - 1, lb[:, :4], lb[:, 4].astype(np.int16)))
 
 
 def _collect_stream(k: int, osm_path, bbox, folder: Path, maxzoom: int, partition_zoom: int, box,
@@ -354,9 +364,24 @@ def _collect_stream(k: int, osm_path, bbox, folder: Path, maxzoom: int, partitio
     return spool
 
 
-def _stream_child(k: int, state_path: Path, *args) -> None:  # pragma: no cover - runs in a forked child
+def _die_with(parent: int) -> None:
+    """Linux: this process gets SIGKILL when `parent` dies (a killed build leaves no collector writing
+    into the work folder that `--continue` starts again)."""
+    try:
+        import ctypes
+        import signal
+
+        ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
+    except (OSError, AttributeError):
+        return
+    if os.getppid() != parent:  # the parent died before the call
+        os._exit(1)
+
+
+def _stream_child(k: int, state_path: Path, parent: int, *args) -> None:  # pragma: no cover - forked child
     """Collect stream k and leave its spool (or its error's message) in `state_path`; the parent raises
     the error, so a failed build prints one line, not the child's traceback."""
+    _die_with(parent)
     try:
         result = _collect_stream(k, *args)
     except BaseException as exc:  # noqa: BLE001 - handed to the parent as a message
@@ -392,7 +417,8 @@ def collect_spooled(osm_path, bbox, folder: Path, *, maxzoom: int = T.MAXZOOM, p
     child = None
     if processes > 1:
         state_path = folder / "s0.state"
-        child = mp.get_context("fork").Process(target=_stream_child, args=(0, state_path, *args), daemon=True)
+        child = mp.get_context("fork").Process(target=_stream_child, args=(0, state_path, os.getpid(), *args),
+                                               daemon=True)
         child.start()
     try:
         streams = [_collect_stream(k, *args) for k in range(1 if child else 0, len(STREAMS))]

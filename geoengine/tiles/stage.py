@@ -10,7 +10,7 @@ import time
 from geoengine.bundler.pipeline import BuildContext, Stage, StageResult
 from geoengine.tiles import schema
 from geoengine.tiles.mbtiles import MBTilesWriter
-from geoengine.tiles.spool import collect_spooled, cut_spooled, low_task_count
+from geoengine.tiles.spool import collect_spooled, cut_spooled, plan_cut
 from geoengine.tiles.tiler import MAXZOOM, MINZOOM
 
 ATTRIBUTION = "© OpenStreetMap contributors"
@@ -43,7 +43,8 @@ def run(ctx: BuildContext) -> StageResult:
     writer = MBTilesWriter(path)
     ctx.progress.log(f"[tiles] {len(fs):,} features collected in {t_collect:.1f}s, spooled into "
                      f"{len(partitions)} partitions")
-    n_steps = low_task_count(fs, bbox) + len(partitions)
+    plan = plan_cut(fs, partitions, bbox)
+    n_steps = len(plan.low_tasks) + len(plan.partitions)
     ctx.progress.task("tiles", total=n_steps)
     done = [0]
 
@@ -51,7 +52,7 @@ def run(ctx: BuildContext) -> StageResult:
         done[0] += k
         ctx.progress.update(done[0], "of tile batches and partitions")
 
-    for z, x, y, data in cut_spooled(fs, partitions, bbox, on_step=on_step):
+    for z, x, y, data in cut_spooled(fs, partitions, bbox, on_step=on_step, plan=plan):
         writer.add(z, x, y, data)
     shutil.rmtree(spool_dir, ignore_errors=True)
     center = _catalog_center(ctx.inputs.region, bbox) or ((bbox[0] + bbox[2]) / 2, (bbox[1] + bbox[3]) / 2, 12)
@@ -81,7 +82,7 @@ def run(ctx: BuildContext) -> StageResult:
     return StageResult(
         outputs=[f"tiles/{sid}.mbtiles"],
         counts=counts,
-        info={"source": sid, "bytes": nbytes, "minzoom": MINZOOM, "maxzoom": MAXZOOM, "partitions": len(partitions),
+        info={"source": sid, "bytes": nbytes, "minzoom": MINZOOM, "maxzoom": MAXZOOM, "partitions": len(plan.partitions),
               "collect_seconds": round(t_collect, 3), "cut_seconds": round(time.time() - t0 - t_collect, 3)},
     )
 

@@ -64,3 +64,77 @@ def test_a_failed_stream_process_raises_its_error_without_a_traceback(tmp_path, 
     with pytest.raises(RuntimeError, match="points and lines failed: OSError: .*No space left on device"):
         collect_spooled(path, bbox, tmp_path / "spool", partition_zoom=13, processes=2)
     assert "Traceback" not in capfd.readouterr().err
+
+
+def test_the_stream_process_dies_with_a_killed_build(tmp_path):
+    """A build killed (SIGKILL) while its forked points-and-lines collector runs leaves no collector
+    writing into the work folder, which `--continue` would start again."""
+    import os
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    pidfile = tmp_path / "child.pid"
+    script = f"""
+import os, time
+from pathlib import Path
+from geoengine.bundler.source import describe_extract
+from geoengine.tiles import features
+from geoengine.tiles.spool import collect_spooled
+
+def slow(self, osm_path):
+    Path({str(pidfile)!r}).write_text(str(os.getpid()))
+    time.sleep(60)
+
+features._PointsAndLines.collect = slow
+path = {str(data_file("monaco/monaco.osm.gz"))!r}
+collect_spooled(path, describe_extract(path)["bbox"], Path({str(tmp_path / "spool")!r}), processes=2)
+"""
+    proc = subprocess.Popen([sys.executable, "-c", script])
+    try:
+        t0 = time.monotonic()
+        while not pidfile.exists() or not pidfile.read_text():
+            assert proc.poll() is None and time.monotonic() - t0 < 60, "the collector did not start"
+            time.sleep(0.05)
+        child = int(pidfile.read_text())
+        proc.send_signal(signal.SIGKILL)
+        proc.wait()
+
+        def alive(pid):
+            try:
+                state = open(f"/proc/{pid}/status").read()
+            except FileNotFoundError:
+                return False
+            return "\nState:\tZ" not in state  # a zombie is dead, waiting to be reaped
+
+        t0 = time.monotonic()
+        while alive(child) and time.monotonic() - t0 < 10:
+            time.sleep(0.05)
+        assert not alive(child), "the collector outlived its killed build"
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+        if pidfile.exists() and pidfile.read_text():
+            try:
+                os.kill(int(pidfile.read_text()), signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+
+
+@pytest.mark.parametrize(("rel", "partition_zoom"), [("monaco/monaco.osm.gz", 13), ("andorra/andorra.osm.pbf", 12)])
+def test_the_plan_counts_every_step_of_the_cut(rel, partition_zoom, tmp_path):
+    """The tiles stage's progress total is the plan's: one step per low-zoom batch and per partition cut,
+    including the partitions a full-grid zoom adds to those holding features."""
+    from geoengine.tiles.spool import plan_cut
+
+    path = data_file(rel)
+    bbox = describe_extract(path)["bbox"]
+    spool, parts = collect_spooled(path, bbox, tmp_path / "spool", partition_zoom=partition_zoom)
+    plan = plan_cut(spool, parts, bbox)
+    steps = []
+    tiles = list(cut_spooled(spool, parts, bbox, on_step=steps.append, plan=plan))
+    assert tiles and len(steps) == len(plan.low_tasks) + len(plan.partitions)
+    assert set(parts) <= set(plan.partitions)
+    if rel.startswith("andorra"):  # a full-grid zoom adds a partition without features (19 -> 20)
+        assert len(plan.partitions) > len(parts)
