@@ -54,6 +54,14 @@ class Progress:
         else:
             self._write(text)
 
+    def shown(self) -> dict:
+        """What this reporter has shown (the task's name and total, whether an update line is open), for
+        `restore` in another process (a build stage that ran in a forked child)."""
+        return {"name": self._name, "total": self._total, "last": self._last}
+
+    def restore(self, shown: dict) -> None:
+        self._name, self._total, self._last = shown["name"], shown["total"], shown["last"]
+
     def done(self, message: str = "", seconds: float | None = None) -> None:
         """End the task; `seconds` (when given) is the task's own measured time, else since `task()`."""
         secs = seconds if seconds is not None else time.monotonic() - self._start

@@ -23,6 +23,7 @@ from pathlib import Path
 from geoengine import __version__
 from geoengine.bundle import FORMAT, FORMAT_VERSION, STAGE_VERSIONS
 from geoengine.bundler import heap
+from geoengine.bundler.isolate import fork_safe, run_forked
 from geoengine.bundler.measure import StepMeter, dir_bytes
 from geoengine.config import Settings
 from geoengine.errors import BuildError, InvalidRequest
@@ -80,10 +81,15 @@ class BuildContext:
 
 @dataclass(frozen=True)
 class Stage:
+    """A named build step. `isolated`: run it in a forked child process (geoengine.bundler.isolate), so
+    the memory it leaves behind (heap fragments, loaded kernels, caches) goes with it; the built-in
+    stages are, a stage that must change the building process's state is not."""
+
     name: str
     run: Callable[[BuildContext], StageResult]
     applies: Callable[[BuildContext], bool] = lambda ctx: True
     describe: str = ""
+    isolated: bool = False
 
     @property
     def version(self) -> int:
@@ -224,15 +230,23 @@ def build(
             if stage_path.exists():
                 shutil.rmtree(stage_path)
             progress.task(stage.name)
+            child = None
             with StepMeter() as m:
                 try:
-                    result = stage.run(ctx)
+                    if stage.isolated and fork_safe():
+                        (result, shown), child = run_forked(_run_in_child, stage, ctx)
+                        progress.restore(shown)
+                    else:
+                        result = stage.run(ctx)
                 except (BuildError, InvalidRequest):
                     raise
                 except Exception as exc:
                     raise BuildError(f"stage '{stage.name}' failed: {type(exc).__name__}: {exc}") from exc
             heap.release()  # what the stage freed goes back to the system before the next stage
             cost = m.record()
+            if child is not None:  # the stage's own process: its peak is the step's
+                cost["peak_rss_mb"] = max(cost["peak_rss_mb"], round(child.peak_rss_mb, 1))
+                cost["forked"] = True
             cost["output_bytes"] = dir_bytes(stage_path)
             steps[stage.name] = cost
             secs = cost["seconds"]
@@ -278,6 +292,12 @@ def build(
         named = ", ".join(f"{k} {v['seconds']:.1f}" for k, v in steps.items() if k != "remove_replaced_version")
         progress.log(f"built {out} in {total:.1f}s: {named}")
         return published
+
+
+def _run_in_child(stage: Stage, ctx: BuildContext) -> tuple[StageResult, dict]:
+    """A stage in its forked process: its result, and what its progress line showed last."""
+    result = stage.run(ctx)
+    return result, ctx.progress.shown()
 
 
 def publish(work: Path, out: Path, steps: dict | None = None) -> Path:

@@ -89,4 +89,4 @@ def run(ctx: BuildContext) -> StageResult:
     )
 
 
-STAGE = Stage(name="source", run=run, describe="describe the OSM extract: bbox, centre, object counts")
+STAGE = Stage(name="source", run=run, describe="describe the OSM extract: bbox, centre, object counts", isolated=True)

@@ -140,4 +140,5 @@ STAGE = Stage(
     run=run,
     applies=lambda ctx: bool(ctx.inputs.dem),
     describe="store the DEM tiles covering the extract as memory-mappable int16 arrays",
+    isolated=True,
 )

@@ -58,4 +58,4 @@ def run(ctx: BuildContext) -> StageResult:
 
 
 STAGE = Stage(name="routing", run=run,
-              describe="customisable contraction hierarchy: one order and topology for every costing")
+              describe="customisable contraction hierarchy: one order and topology for every costing", isolated=True)

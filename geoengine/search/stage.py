@@ -30,4 +30,4 @@ def run(ctx: BuildContext) -> StageResult:
     )
 
 
-STAGE = Stage(name="search", run=run, describe="search documents (OSM places, POIs, streets, addresses; GeoNames) and index")
+STAGE = Stage(name="search", run=run, describe="search documents (OSM places, POIs, streets, addresses; GeoNames) and index", isolated=True)

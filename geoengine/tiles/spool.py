@@ -30,6 +30,7 @@ from typing import NamedTuple
 import numpy as np
 import shapely
 
+from geoengine.bundler.isolate import die_with
 from geoengine.tiles import schema
 from geoengine.tiles import tiler as T
 from geoengine.tiles.features import STREAMS, WORLD, _entry
@@ -364,24 +365,10 @@ def _collect_stream(k: int, osm_path, bbox, folder: Path, maxzoom: int, partitio
     return spool
 
 
-def _die_with(parent: int) -> None:
-    """Linux: this process gets SIGKILL when `parent` dies (a killed build leaves no collector writing
-    into the work folder that `--continue` starts again)."""
-    try:
-        import ctypes
-        import signal
-
-        ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
-    except (OSError, AttributeError):
-        return
-    if os.getppid() != parent:  # the parent died before the call
-        os._exit(1)
-
-
 def _stream_child(k: int, state_path: Path, parent: int, *args) -> None:  # pragma: no cover - forked child
     """Collect stream k and leave its spool (or its error's message) in `state_path`; the parent raises
     the error, so a failed build prints one line, not the child's traceback."""
-    _die_with(parent)
+    die_with(parent)
     try:
         result = _collect_stream(k, *args)
     except BaseException as exc:  # noqa: BLE001 - handed to the parent as a message

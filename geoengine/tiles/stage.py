@@ -112,4 +112,4 @@ def _catalog_title(name: str | None) -> str | None:
     return getattr(region, "title", None)
 
 
-STAGE = Stage(name="tiles", run=run, describe="vector tiles z0-14 (Protomaps basemap schema) in an MBTiles archive")
+STAGE = Stage(name="tiles", run=run, describe="vector tiles z0-14 (Protomaps basemap schema) in an MBTiles archive", isolated=True)
