@@ -16,7 +16,7 @@ import numpy as np
 import osmium
 
 from geoengine import geo
-from geoengine.arrays import unique
+from geoengine.arrays import member, unique
 from geoengine.graph import tags as T
 from geoengine.graph.store import GRAPH_FORMAT  # the format defined with the reader
 
@@ -118,6 +118,7 @@ def read_osm(path: str | Path) -> dict:
             value, modes = _restriction_modes(rtags)
             members = [(m.type, m.ref, m.role) for m in obj.members]
             restrictions.append((obj.id, value, modes, members))
+    fp = obj = None  # osmium's node-location index (16 bytes per node of the extract) goes before the arrays grow
     x = np.frombuffer(xs, dtype=np.int32) if len(xs) else np.zeros(0, np.int32)
     y = np.frombuffer(ys, dtype=np.int32) if len(ys) else np.zeros(0, np.int32)
     missing = (x == _UNDEFINED_COORD) | (y == _UNDEFINED_COORD)
@@ -144,12 +145,13 @@ def read_osm(path: str | Path) -> dict:
 
 
 def _np(buf: array, dtype) -> np.ndarray:
-    """A typed array's contents as a numpy array (copied, so the buffer can be freed)."""
+    """A typed array's contents as a numpy array: the buffer itself when the type is the same (a copy
+    would double the largest column, the way-node references, at the read's peak), else converted."""
     a = np.frombuffer(buf, dtype=np.dtype(buf.typecode)) if len(buf) else np.zeros(0, dtype=np.dtype(buf.typecode))
-    return a.astype(dtype) if dtype is not None else a.copy()
+    return a if dtype is None or a.dtype == np.dtype(dtype) else a.astype(dtype)
 
 
-PIECE_CHUNK_SEGMENTS = 1 << 18
+PIECE_CHUNK_SEGMENTS = 1 << 15
 
 
 def build_graph(osm_path: str | Path, out_dir: str | Path) -> dict:
@@ -210,9 +212,9 @@ def build_graph(osm_path: str | Path, out_dir: str | Path) -> dict:
     # Barrier nodes restrict the segment they lie on (see docs/graph.md).
     barrier_ids = np.fromiter(raw["barriers"].keys(), dtype=np.int64, count=len(raw["barriers"]))
     barrier_modes = np.fromiter(raw["barriers"].values(), dtype=np.int64, count=len(raw["barriers"]))
-    pt_barrier = np.isin(refs, barrier_ids) & usable
+    pt_barrier = member(refs, barrier_ids) & usable
     border_ids = np.fromiter(raw["borders"], dtype=np.int64, count=len(raw["borders"]))
-    pt_border = np.isin(refs, border_ids) & usable
+    pt_border = member(refs, border_ids) & usable
 
     # Segments between consecutive points of a run.
     seg_ok = ~run_end  # point i -> i+1 is a piece of a segment
@@ -296,7 +298,7 @@ def build_graph(osm_path: str | Path, out_dir: str | Path) -> dict:
     # Traffic signals passed by each directed edge: on its shape after its start point.
     signal_ids = np.fromiter(raw["signals"], dtype=np.int64, count=len(raw["signals"]))
     del shared_pt, pt_barrier, pt_border, bar_pts
-    sig_pt = np.isin(refs[shape_idx], signal_ids)
+    sig_pt = member(refs, signal_ids)[shape_idx]
     is_first = np.zeros(len(shape_idx), dtype=bool)
     is_first[shape_offsets[:-1]] = True
     is_last = np.zeros(len(shape_idx), dtype=bool)
