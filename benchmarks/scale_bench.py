@@ -11,7 +11,8 @@ the repo). Then, in the same run and on the same file:
 - geoengine: `python -m geoengine build FILE --report R.json` in a child process. Per build step (the
   report's steps: startup, inputs, source, graph, elevation, routing, search, tiles, manifest, publish,
   plus `exit`: the child's wall after the report's last step), wall, CPU (workers included), peak RSS
-  (each step's own high-water mark, see geoengine.bundler.measure) and output bytes; the child's peak RSS
+  (each step's own high-water mark, see geoengine.bundler.measure; a stage runs in a process forked from
+  the build, and its peak is that process's, workers included) and output bytes; the child's peak RSS
   from wait4, and the peak PSS of the whole process tree (the tiles workers share pages with the
   parent) polled from /proc every 0.2 s.
 - OSRM (osrm-bindings, benchmarks/.peers/venv, car profile): osrm-extract then osrm-contract, each
@@ -19,7 +20,8 @@ the repo). Then, in the same run and on the same file:
 - Valhalla (--valhalla; pyvalhalla in benchmarks/.peers/valhalla-venv): valhalla_build_tiles, wall,
   CPU, peak RSS and tile folder size.
 
-Costs are also given per million input OSM nodes (memory net of the start-up footprint). `--check`
+Costs are also given per million input OSM nodes (memory net of the start-up footprint: for a forked
+stage, of its own process's RSS when it started). `--check`
 opens the largest bundle in a fresh process and checks it end to end (open time, a corner-to-corner
 route, a proximity-biased search, a tile of the last copy). Figures go to --json (default
 benchmarks/results/scale.json) and a table to stdout. Run it on an otherwise idle machine when you
@@ -314,7 +316,9 @@ def per_million(res: dict, nodes: int) -> dict:
         if "cpu_seconds" in s:
             row["cpu_seconds_per_mnode"] = round(s["cpu_seconds"] / m, 3)
         if "peak_rss_mb" in s and name not in ("startup", "load_stages", "exit", "unnamed"):
-            row["net_peak_mb_per_mnode"] = round(max(0.0, s["peak_rss_mb"] - base) / m, 2)
+            # a stage forked from the build process starts from what it shares with it (its own start)
+            start = s.get("process_rss_start_mb", base)
+            row["net_peak_mb_per_mnode"] = round(max(0.0, s["peak_rss_mb"] - start) / m, 2)
         out[name] = row
     return out
 

@@ -24,7 +24,7 @@ from geoengine import __version__
 from geoengine.bundle import FORMAT, FORMAT_VERSION, STAGE_VERSIONS
 from geoengine.bundler import heap
 from geoengine.bundler.isolate import fork_safe, run_forked
-from geoengine.bundler.measure import StepMeter, dir_bytes
+from geoengine.bundler.measure import StepMeter, dir_bytes, peak_mb, reset_peak, rss_mb
 from geoengine.config import Settings
 from geoengine.errors import BuildError, InvalidRequest
 from geoengine.progress import NullProgress, Progress
@@ -234,7 +234,7 @@ def build(
             with StepMeter() as m:
                 try:
                     if stage.isolated and fork_safe():
-                        (result, shown), child = run_forked(_run_in_child, stage, ctx)
+                        (result, shown, own), child = run_forked(_run_in_child, stage, ctx)
                         progress.restore(shown)
                     else:
                         result = stage.run(ctx)
@@ -244,9 +244,11 @@ def build(
                     raise BuildError(f"stage '{stage.name}' failed: {type(exc).__name__}: {exc}") from exc
             heap.release()  # what the stage freed goes back to the system before the next stage
             cost = m.record()
-            if child is not None:  # the stage's own process: its peak is the step's
+            if child is not None:  # the stage's own process (and its workers): its peak is the step's
                 cost["peak_rss_mb"] = max(cost["peak_rss_mb"], round(child.peak_rss_mb, 1))
                 cost["forked"] = True
+                cost["process_rss_start_mb"] = round(own["rss_start_mb"], 1)
+                cost["process_peak_rss_mb"] = round(own["peak_mb"], 1)
             cost["output_bytes"] = dir_bytes(stage_path)
             steps[stage.name] = cost
             secs = cost["seconds"]
@@ -294,10 +296,13 @@ def build(
         return published
 
 
-def _run_in_child(stage: Stage, ctx: BuildContext) -> tuple[StageResult, dict]:
-    """A stage in its forked process: its result, and what its progress line showed last."""
+def _run_in_child(stage: Stage, ctx: BuildContext) -> tuple[StageResult, dict, dict]:
+    """A stage in its forked process: its result, what its progress line showed last, and the
+    process's own RSS at its start and peak (MiB; the start is what it shares with the parent)."""
+    reset_peak()
+    rss0 = rss_mb()
     result = stage.run(ctx)
-    return result, ctx.progress.shown()
+    return result, ctx.progress.shown(), {"rss_start_mb": rss0, "peak_mb": peak_mb()}
 
 
 def publish(work: Path, out: Path, steps: dict | None = None) -> Path:
