@@ -7,6 +7,9 @@ server's CPU per request (user + system time of the server's processes over the 
     tiles        every real tile URL of the archive, Accept-Encoding: gzip
                  peers: nginx (Debian) serving the same gzip bytes as files (as many workers);
                         tileserver-gl-light (npm) on the same .mbtiles (one process)
+    tiles-distinct  the same, each request with its own X-Request-Id header: no request is the same
+                 bytes as another, so a worker's answers remembered by request (server/frontdoor.py)
+                 never apply; nginx the same way
     autocomplete GET /search?q=<prefix> over prefixes of real place names of the region
     reverse      GET /search/reverse at random points of the road network
     elevation    GET /elevation?lat=..&lon=.. at the same points
@@ -60,8 +63,10 @@ HOST = "bench.local"
 
 
 # ------------------------------------------------------------------------------------------ wrk
-def lua_script(requests: list[tuple[str, str, str | None]], headers: dict) -> str:
-    """wrk script cycling over (method, path, body) with fixed headers."""
+def lua_script(requests: list[tuple[str, str, str | None]], headers: dict, distinct: bool = False) -> str:
+    """wrk script cycling over (method, path, body) with fixed headers; `distinct`: each request also
+    carries its own `X-Request-Id`, so no two requests are the same bytes (as a client that numbers its
+    requests: what the server's answers remembered by request bytes never see)."""
     def lua_str(s: str) -> str:
         return "[==[" + s + "]==]"
 
@@ -75,7 +80,8 @@ local i = 0
 request = function()
   i = i + 1
   local r = reqs[(i % n) + 1]
-  return wrk.format(r[1], r[2], nil, r[3])
+  {"local h = {} for k, v in pairs(wrk.headers) do h[k] = v end h['X-Request-Id'] = tostring(i) .. '-' .. tostring(math.random(1, 1000000000))" if distinct else "local h = nil"}
+  return wrk.format(r[1], r[2], h, r[3])
 end
 """
 
@@ -304,8 +310,8 @@ def main() -> int:
         table_pts = pts[:100]
         del engine
 
-        def record(kind, peer, workers, base, reqs, headers, pids):
-            script = lua_script(reqs, {"Accept-Encoding": "gzip", **headers})
+        def record(kind, peer, workers, base, reqs, headers, pids, distinct=False):
+            script = lua_script(reqs, {"Accept-Encoding": "gzip", **headers}, distinct=distinct)
             run_wrk(base, script, 4, 1, work, pids)  # warm-up: caches, lazily compiled kernels
             for c in conc:
                 runs = [run_wrk(base, script, c, args.duration, work, pids) for _ in range(args.repeat)]
@@ -328,6 +334,9 @@ def main() -> int:
                 for kind in ("tiles", "autocomplete", "reverse", "elevation", "route"):
                     if kind in only:
                         record(kind, "geoengine", workers, base, workloads[kind], headers, [proc.pid])
+                    if kind == "tiles" and "tiles" in only:  # no request repeated byte for byte
+                        record("tiles-distinct", "geoengine", workers, base, workloads[kind], headers, [proc.pid],
+                               distinct=True)
                 if "matrix" in only:
                     locs = [{"lon": float(x), "lat": float(y)} for x, y in table_pts]
                     body = {"sources": locs, "targets": locs, "costing": "auto"}
@@ -345,8 +354,9 @@ def main() -> int:
                 nproc, nbase, nok = serve_nginx(root, source, work, workers)
                 try:
                     if nok:
-                        record("tiles", "nginx", workers, nbase,
-                               [("GET", p + ".pbf", None) for _, p, _ in workloads["tiles"]], {}, [nproc.pid])
+                        nginx_tiles = [("GET", p + ".pbf", None) for _, p, _ in workloads["tiles"]]
+                        record("tiles", "nginx", workers, nbase, nginx_tiles, {}, [nproc.pid])
+                        record("tiles-distinct", "nginx", workers, nbase, nginx_tiles, {}, [nproc.pid], distinct=True)
                 finally:
                     stop(nproc)
             if ({"route", "matrix"} & only) and routed:

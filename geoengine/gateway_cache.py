@@ -40,6 +40,7 @@ class CachedKeyStore:
         self._clock = clock
         self._hits: dict[bytes, tuple[KeyRecord, float]] = {}
         self.lookups = 0  # store reads (cache misses), for tests and benchmarks
+        self.epoch = 0  # bumped whenever a record is dropped before its expiry (revoke, forget)
 
     # the wrapped store's interface -------------------------------------------------------------
     def __getattr__(self, name):
@@ -71,12 +72,21 @@ class CachedKeyStore:
     def peek(self, key: str) -> KeyRecord | None:
         """The cached, unexpired record of `key`, or None: never reads the store (the front door's
         check; a miss goes through `authenticate`)."""
+        hit = self.peek_entry(key)
+        return None if hit is None else hit[0]
+
+    def peek_entry(self, key: str) -> tuple[KeyRecord, float] | None:
+        """`peek` with the entry's expiry (on `clock()`'s scale): what was decided with the record holds
+        until then, unless `epoch` changes first (a revocation or a forgotten record in this process)."""
         if not key or self.ttl_s <= 0:
             return None
         hit = self._hits.get(key_hash(key))
         if hit is None or hit[1] <= self._clock():
             return None
-        return hit[0]
+        return hit
+
+    def clock(self) -> float:
+        return self._clock()
 
     def revoke(self, key_or_id: str) -> KeyRecord:
         record = self.store.revoke(key_or_id)
@@ -85,6 +95,7 @@ class CachedKeyStore:
 
     def forget(self, key_id: str | None = None) -> None:
         """Drop the cached record of one key id (or all of them)."""
+        self.epoch += 1
         if key_id is None:
             self._hits.clear()
             return

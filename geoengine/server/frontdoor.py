@@ -54,6 +54,8 @@ Answer = tuple[int, list | bytes, bytes]  # (status, raw header list or a prebui
 _TILE_SLOW = frozenset({b"if-none-match", b"origin", b"content-length", b"transfer-encoding", *_FORWARDED})
 _HEAD_204 = b"cache-control: " + CACHE_CONTROL.encode() + b"\r\n"
 _MAX_HEADS = 65_536  # prebuilt tile header blocks kept (about 200 bytes each)
+_MEMO_ENTRIES = 65_536  # remembered tile responses: at most this many, and this many bytes (then cleared)
+_MEMO_BYTES = 64 << 20
 
 
 def find(app) -> FrontDoor | None:
@@ -117,6 +119,12 @@ class FrontDoor:
         self._tiles_counted: dict[str, bool] = {}  # plan -> whether tile reads count against it
         self._gzip_ok: dict[bytes, bool] = {}  # Accept-Encoding value -> gzip accepted
         self._heads: dict[tuple[str, str], bytes] = {}  # (etag, format) -> prebuilt 200 header block
+        # raw tile requests answered here, by the BLAKE2b digest of their bytes (never the bytes: they
+        # hold the key): see `remember`, `recall` and server/protocol.py
+        self.memo: dict[bytes, list] = {}
+        self.memo_bytes = 0
+        self.recalled = 0  # requests answered from `memo` (tests, benchmarks)
+        self.last_tile = None  # what the last `_tile_core` answer was decided with
 
     # -- admission: the middleware's rules, decided without I/O --------------------------------------
     def _admit(self, path: str, req: _Request) -> bool:
@@ -166,9 +174,10 @@ class FrontDoor:
         k = key.decode("latin-1")
         if k.startswith("pk_"):
             return None
-        record = self.keystore.peek(k)
-        if record is None:
+        hit = self.keystore.peek_entry(k)
+        if hit is None:
             return None
+        record, expires = hit
         counted = self._tiles_counted.get(record.plan)
         if counted is None:
             counted = self._tiles_counted[record.plan] = self.keystore.counts(record, "/tiles/_/0/0/0")
@@ -183,10 +192,13 @@ class FrontDoor:
         if not (zs.isascii() and zs.isdigit() and xs.isascii() and xs.isdigit() and ys.isascii() and ys.isdigit()
                 and len(xs) <= 12 and len(ys) <= 12 and len(zs) <= 12):
             return False
+        tiles = self.state.engine.tiles
+        token = tiles.token(source)  # read before the tile: a clear in between makes the answer's token stale
         try:
-            tile = self.state.engine.tiles.tile(source, int(zs), int(xs), int(ys))
+            tile = tiles.tile(source, int(zs), int(xs), int(ys))
         except GeoengineError:
             return False  # the endpoint's problem body, from the general path
+        self.last_tile = (tiles, source, token, expires)
         if tile is None:
             return 204, _HEAD_204, b""
         if tile.gzip:
@@ -208,6 +220,42 @@ class FrontDoor:
                              b"content-type: ", ctype, b"\r\ncontent-length: ", str(len(tile.data)).encode(), b"\r\n"))
             self._heads[(tile.etag, tile.format)] = head
         return 200, head, tile.data
+
+    # -- remembered answers: a repeated tile request answered from its bytes ----------------------------
+    def remember(self, digest: bytes, response: bytes, defaults, parts) -> None:
+        """Keep the response to a raw tile request whose digest is `digest`, under what `_tile_core`
+        decided it with (`last_tile`): the key's cache entry and its expiry, the tile service and its
+        token. `defaults`: uvicorn's default-header list it was written with; `parts`: (status line,
+        header block, body, is HEAD) to write it again when that list changes (the date)."""
+        tiles, source, token, expires = self.last_tile
+        if token is None:
+            return
+        if len(self.memo) >= _MEMO_ENTRIES or self.memo_bytes + len(response) > _MEMO_BYTES:
+            self.memo.clear()
+            self.memo_bytes = 0
+        old = self.memo.get(digest)
+        if old is not None:
+            self.memo_bytes -= len(old[0])
+        self.memo[digest] = [response, defaults, parts, expires, self.keystore.epoch, tiles, source, token]
+        self.memo_bytes += len(response)
+
+    def recall(self, digest: bytes):
+        """The remembered entry for a raw request's digest when every rule it was answered under still
+        holds (the key's cache entry unexpired and not forgotten, no clear of the source since the tile
+        was read, the same engine, its bundle not damaged); else None (the request goes the full way)."""
+        e = self.memo.get(digest)
+        if e is None:
+            return None
+        ks = self.keystore
+        state = self.state
+        watch = getattr(state, "bundle_watch", None)
+        tiles = e[5]
+        if (e[3] <= ks.clock() or e[4] != ks.epoch or state.engine.tiles is not tiles
+                or (watch is not None and watch.broken) or tiles.token(e[6]) != e[7]):
+            del self.memo[digest]
+            self.memo_bytes -= len(e[0])
+            return None
+        return e
 
     # -- GET / HEAD ----------------------------------------------------------------------------------
     def get(self, method: str, path: str, query: bytes, headers) -> Answer | None:

@@ -128,6 +128,7 @@ class TileService:
         self._shared = None  # SharedCacheState when several worker processes serve (see shared.py)
         self._shared_index: dict[str, int] = {}
         self._seen: dict[str, int] = {}
+        self._clears = 0  # clears made in this process (any source): part of `token`
 
     def share_with_workers(self, state) -> None:
         """Keep this service's cache coherent with the other workers' through `state`
@@ -189,12 +190,19 @@ class TileService:
         t = self.tile(source, z, x, y)
         return None if t is None else t.data
 
+    def token(self, source: str) -> int:
+        """A number that changes whenever `source`'s tiles as served may change: a clear in this process
+        or, with several workers, in any of them (what an answer remembered from `tile` depends on)."""
+        i = self._shared_index.get(source)
+        return self._clears if i is None else (self._shared.generation(i) << 32) + self._clears
+
     def clear(self, source: str) -> int:
         """Drop the cached tiles of `source` (which must exist); returns the number of entries dropped.
 
         With several worker processes (`share_with_workers`), every worker drops its entries before it
         serves again, and the number counts the entries of every worker."""
         self.source(source)
+        self._clears += 1
         if self._shared is None:
             return self.cache.clear(source)
         i = self._shared_index[source]

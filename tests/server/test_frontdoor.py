@@ -440,3 +440,99 @@ def test_raw_path_leaves_odd_requests_to_the_parser(served):
         assert door.answered == answered
 
     run(main())
+
+
+def test_a_repeated_tile_request_is_answered_from_its_remembered_bytes(served):
+    """The same raw tile request again: the same bytes, from the front door's memo (keyed by a digest of
+    the request, never the request: it holds the key), while every rule it was answered under holds."""
+    app, store, client = served
+    key, rec = store.create("unlimited")
+    door = app.state.front_door
+    client.get(TILE, headers={"X-Gateway-Key": key, "X-Gateway-Host": HOST})  # key cached
+    raw = get(TILE, key, extra="Accept-Encoding: gzip\r\n")
+
+    async def main():
+        conn = Conn(app, asyncio.get_running_loop())
+        (a,) = await conn.exchange(raw, 1)
+        assert a["status"] == 200 and door.recalled == 0
+        first = bytes(conn.transport.data)
+        (b,) = await conn.exchange(raw, 1)
+        assert door.recalled == 1 and bytes(conn.transport.data) == first * 2  # byte for byte
+        same_answer(b, client.get(TILE, headers={"X-Gateway-Key": key, "X-Gateway-Host": HOST,
+                                                "Accept-Encoding": "gzip"}))
+        assert conn.state.total_requests == 2 and door.answered == 2
+        assert all(len(d) == 16 for d in door.memo)
+        assert not any(key.encode() in e[0] for e in door.memo.values())
+        # another key's request is other bytes: answered the full way, then remembered on its own
+        key2, _ = store.create("unlimited")
+        client.get(TILE, headers={"X-Gateway-Key": key2, "X-Gateway-Host": HOST})
+        await conn.exchange(get(TILE, key2, extra="Accept-Encoding: gzip\r\n"), 1)
+        assert door.recalled == 1
+        # uvicorn's date changes each second: the remembered answer carries the new one
+        conn.state.default_headers = [(b"date", b"Tue, 24 Nov 2026 04:00:01 GMT"), (b"server", b"uvicorn")]
+        (c,) = await conn.exchange(raw, 1)
+        assert door.recalled == 2 and c["headers"]["date"] == "Tue, 24 Nov 2026 04:00:01 GMT"
+        assert c["body"] == a["body"] and c["headers"]["etag"] == a["headers"]["etag"]
+        # a cache clear (here or, with workers, in any worker) ends every remembered answer of the source
+        app.state.engine.tiles.clear("andorra")
+        (d,) = await conn.exchange(raw, 1)
+        assert door.recalled == 2 and d["status"] == 200 and d["body"] == a["body"]
+        (d,) = await conn.exchange(raw, 1)
+        assert door.recalled == 3
+        # a damaged bundle: the application's 503, not the memo
+        watch = app.state.bundle_watch
+        watch.broken = {"tiles": "test: a file was removed"}
+        (e,) = await conn.exchange(raw, 1)
+        assert door.recalled == 3 and e["status"] == 503
+        watch.broken = {}
+        # a key revoked through this process's store: at once, not after the cache lifetime
+        door.keystore.revoke(rec.id)
+        (f,) = await conn.exchange(raw, 1)
+        assert f["status"] == 403 and door.recalled == 3
+        conn.proto.connection_lost(None)
+
+    run(main())
+
+
+def test_a_remembered_tile_answer_ends_with_the_keys_cache_entry(served):
+    app, store, client = served
+    key, rec = store.create("unlimited")
+    door = app.state.front_door
+    keystore = door.keystore
+    now = [1000.0]
+    keystore._clock = lambda: now[0]
+    client.get(TILE, headers={"X-Gateway-Key": key, "X-Gateway-Host": HOST})  # cached until 1000 + ttl
+    raw = get(TILE, key, extra="Accept-Encoding: gzip\r\n")
+
+    async def main():
+        conn = Conn(app, asyncio.get_running_loop())
+        await conn.exchange(raw, 1)
+        await conn.exchange(raw, 1)
+        assert door.recalled == 1
+        KeyStore(app.state.settings.state, load_plans(None)).revoke(rec.id)  # another process revokes
+        (r,) = await conn.exchange(raw, 1)
+        assert r["status"] == 200 and door.recalled == 2  # within the documented lifetime
+        now[0] += keystore.ttl_s  # the lifetime is over: the store is read again, and says no
+        (r,) = await conn.exchange(raw, 1)
+        assert r["status"] == 403 and door.recalled == 2
+        conn.proto.connection_lost(None)
+
+    run(main())
+
+
+def test_nothing_is_remembered_with_the_access_log_on(served):
+    app, store, client = served
+    key, _ = store.create("unlimited")
+    door = app.state.front_door
+    client.get(TILE, headers={"X-Gateway-Key": key, "X-Gateway-Host": HOST})
+
+    async def main():
+        conn = Conn(app, asyncio.get_running_loop())
+        conn.proto.access_log = True  # every request's line is written: each goes the way that writes it
+        for _ in range(3):
+            (r,) = await conn.exchange(get(TILE, key, extra="Accept-Encoding: gzip\r\n"), 1)
+            assert r["status"] == 200
+        assert door.recalled == 0 and door.answered == 3 and not door.memo
+        conn.proto.connection_lost(None)
+
+    run(main())
