@@ -22,6 +22,7 @@ from geoengine.config import Settings
 from geoengine.errors import BuildError, InvalidRequest
 
 from .conftest import SHARED_DATA
+from .orphans import assert_child_dies_with_parent
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -136,8 +137,6 @@ def test_stages_run_in_process_where_forking_is_unsafe(tmp_path, tmp_settings, m
 def test_the_child_dies_with_a_killed_parent(tmp_path):
     """A build killed (SIGKILL) while a stage runs in its child leaves no child writing into the work
     folder that `--continue` starts again."""
-    import time
-
     pidfile = tmp_path / "child.pid"
     script = f"""
 import os, time
@@ -150,26 +149,4 @@ def slow():
 
 run_forked(slow)
 """
-    proc = subprocess.Popen([sys.executable, "-c", script], env=dict(os.environ, PYTHONPATH=ROOT))
-    try:
-        t0 = time.monotonic()
-        while not pidfile.exists() or not pidfile.read_text():
-            assert proc.poll() is None and time.monotonic() - t0 < 60, "the child did not start"
-            time.sleep(0.05)
-        child = int(pidfile.read_text())
-        proc.send_signal(signal.SIGKILL)
-        proc.wait()
-
-        def alive(pid):
-            try:
-                state = open(f"/proc/{pid}/status").read()
-            except FileNotFoundError:
-                return False
-            return "\nState:\tZ" not in state
-
-        t0 = time.monotonic()
-        while alive(child) and time.monotonic() - t0 < 10:
-            time.sleep(0.05)
-        assert not alive(child)
-    finally:
-        proc.kill()
+    assert_child_dies_with_parent(script, pidfile, env=dict(os.environ, PYTHONPATH=ROOT), what="the stage's child")

@@ -442,14 +442,22 @@ def test_raw_path_leaves_odd_requests_to_the_parser(served):
     run(main())
 
 
-def test_a_repeated_tile_request_is_answered_from_its_remembered_bytes(served):
-    """The same raw tile request again: the same bytes, from the front door's memo (keyed by a digest of
-    the request, never the request: it holds the key), while every rule it was answered under holds."""
+def _gzip_tile_request(served, clock=None):
+    """(app, client, store, door, key, its record, a raw gzip tile request with the key), the key
+    cached in the gateway (on `clock` when given)."""
     app, store, client = served
     key, rec = store.create("unlimited")
     door = app.state.front_door
-    client.get(TILE, headers={"X-Gateway-Key": key, "X-Gateway-Host": HOST})  # key cached
-    raw = get(TILE, key, extra="Accept-Encoding: gzip\r\n")
+    if clock is not None:
+        door.keystore._clock = clock
+    client.get(TILE, headers={"X-Gateway-Key": key, "X-Gateway-Host": HOST})
+    return app, client, store, door, key, rec, get(TILE, key, extra="Accept-Encoding: gzip\r\n")
+
+
+def test_a_repeated_tile_request_is_answered_from_its_remembered_bytes(served):
+    """The same raw tile request again: the same bytes, from the front door's memo (keyed by a digest of
+    the request, never the request: it holds the key), while every rule it was answered under holds."""
+    app, client, store, door, key, rec, raw = _gzip_tile_request(served)
 
     async def main():
         conn = Conn(app, asyncio.get_running_loop())
@@ -495,14 +503,9 @@ def test_a_repeated_tile_request_is_answered_from_its_remembered_bytes(served):
 
 
 def test_a_remembered_tile_answer_ends_with_the_keys_cache_entry(served):
-    app, store, client = served
-    key, rec = store.create("unlimited")
-    door = app.state.front_door
-    keystore = door.keystore
     now = [1000.0]
-    keystore._clock = lambda: now[0]
-    client.get(TILE, headers={"X-Gateway-Key": key, "X-Gateway-Host": HOST})  # cached until 1000 + ttl
-    raw = get(TILE, key, extra="Accept-Encoding: gzip\r\n")
+    app, _client, _store, door, _key, rec, raw = _gzip_tile_request(served, clock=lambda: now[0])
+    keystore = door.keystore  # the key is cached until 1000 + its lifetime
 
     async def main():
         conn = Conn(app, asyncio.get_running_loop())
@@ -521,16 +524,13 @@ def test_a_remembered_tile_answer_ends_with_the_keys_cache_entry(served):
 
 
 def test_nothing_is_remembered_with_the_access_log_on(served):
-    app, store, client = served
-    key, _ = store.create("unlimited")
-    door = app.state.front_door
-    client.get(TILE, headers={"X-Gateway-Key": key, "X-Gateway-Host": HOST})
+    app, _client, _store, door, key, _rec, raw = _gzip_tile_request(served)
 
     async def main():
         conn = Conn(app, asyncio.get_running_loop())
         conn.proto.access_log = True  # every request's line is written: each goes the way that writes it
         for _ in range(3):
-            (r,) = await conn.exchange(get(TILE, key, extra="Accept-Encoding: gzip\r\n"), 1)
+            (r,) = await conn.exchange(raw, 1)
             assert r["status"] == 200
         assert door.recalled == 0 and door.answered == 3 and not door.memo
         conn.proto.connection_lost(None)

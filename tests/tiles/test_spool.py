@@ -11,6 +11,7 @@ from geoengine.tiles.spool import SEQ_STRIDE, _load, collect_spooled, cut_spoole
 from geoengine.tiles.tiler import cut_tiles
 
 from ..conftest import data_file
+from ..orphans import assert_child_dies_with_parent
 
 
 @pytest.mark.parametrize(("rel", "partition_zoom"), [
@@ -69,12 +70,6 @@ def test_a_failed_stream_process_raises_its_error_without_a_traceback(tmp_path, 
 def test_the_stream_process_dies_with_a_killed_build(tmp_path):
     """A build killed (SIGKILL) while its forked points-and-lines collector runs leaves no collector
     writing into the work folder, which `--continue` would start again."""
-    import os
-    import signal
-    import subprocess
-    import sys
-    import time
-
     pidfile = tmp_path / "child.pid"
     script = f"""
 import os, time
@@ -91,35 +86,7 @@ features._PointsAndLines.collect = slow
 path = {str(data_file("monaco/monaco.osm.gz"))!r}
 collect_spooled(path, describe_extract(path)["bbox"], Path({str(tmp_path / "spool")!r}), processes=2)
 """
-    proc = subprocess.Popen([sys.executable, "-c", script])
-    try:
-        t0 = time.monotonic()
-        while not pidfile.exists() or not pidfile.read_text():
-            assert proc.poll() is None and time.monotonic() - t0 < 60, "the collector did not start"
-            time.sleep(0.05)
-        child = int(pidfile.read_text())
-        proc.send_signal(signal.SIGKILL)
-        proc.wait()
-
-        def alive(pid):
-            try:
-                state = open(f"/proc/{pid}/status").read()
-            except FileNotFoundError:
-                return False
-            return "\nState:\tZ" not in state  # a zombie is dead, waiting to be reaped
-
-        t0 = time.monotonic()
-        while alive(child) and time.monotonic() - t0 < 10:
-            time.sleep(0.05)
-        assert not alive(child), "the collector outlived its killed build"
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-        if pidfile.exists() and pidfile.read_text():
-            try:
-                os.kill(int(pidfile.read_text()), signal.SIGKILL)
-            except ProcessLookupError:
-                pass
+    assert_child_dies_with_parent(script, pidfile, what="the collector")
 
 
 @pytest.mark.parametrize(("rel", "partition_zoom"), [("monaco/monaco.osm.gz", 13), ("andorra/andorra.osm.pbf", 12)])
