@@ -142,12 +142,14 @@ class _Paths:
             self.engine.isochrones(self.pts[:1], [2])
 
     def map_match(self):
+        """A match of the car route's shape, given as an encoded polyline (its decoding kernel too)."""
         from geoengine.errors import GeoengineError
 
         try:
             if self.locs:
-                self.engine.map_match(shape=self.locs, costing="auto", shape_match="map_snap")
-        except GeoengineError:  # no match between these two points: the kernels ran all the same
+                trip = self.engine.route(locations=self.locs, costing="auto")
+                self.engine.map_match(encoded_polyline=trip["trip"]["legs"][0]["shape"], costing="auto")
+        except GeoengineError:  # no route or no match here: the kernels ran all the same
             pass
 
     def network(self):
@@ -169,8 +171,11 @@ class _Paths:
             self.engine.nearest_pois(self.pts, self.pts, 2, max_distance_m=2000)
 
     def elevation(self):
-        pts = np.zeros((1, 2)) if self.pts is None else self.pts
-        self.engine.elevation(lat=pts[:, 1], lon=pts[:, 0])
+        if self.pts is None:
+            self.engine.elevation(lon=[0.0], lat=[0.0])
+            return
+        self.engine.elevation(lat=self.pts[:, 1], lon=self.pts[:, 0])
+        self.engine.elevation_profile(self.pts)
 
 
 # -- the small bundle -------------------------------------------------------------------------------------
