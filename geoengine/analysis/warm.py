@@ -175,7 +175,8 @@ class _Paths:
             self.engine.elevation(lon=[0.0], lat=[0.0])
             return
         self.engine.elevation(lat=self.pts[:, 1], lon=self.pts[:, 0])
-        self.engine.elevation_profile(self.pts)
+        if self.engine.bundle.has_stage("elevation"):  # without a DEM a profile is an error
+            self.engine.elevation_profile(self.pts)
 
 
 # -- the small bundle -------------------------------------------------------------------------------------
