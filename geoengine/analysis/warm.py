@@ -36,7 +36,8 @@ LOCAL_JUNCTIONS = 4000
 # Liechtenstein); in three each stays under 0.5 GB. With a full cache a child costs about a second.
 GROUPS = (
     ("topology", "components"),
-    ("route", "matrix", "route_many", "isochrones", "map_match", "network", "customisations"),
+    ("route", "alternates", "optimised_route", "matrix", "route_many", "isochrones", "map_match", "network",
+     "customisations"),
     ("accessibility", "nearest_pois", "elevation"),
 )
 
@@ -128,6 +129,29 @@ class _Paths:
                 self.engine.route(locations=self.locs, costing=costing)
             except NoRoute:
                 pass
+
+    def alternates(self):
+        from geoengine.errors import NoRoute
+
+        try:
+            if self.locs:
+                self.engine.route(locations=self.locs, costing="auto", alternates=1)
+        except NoRoute:
+            pass
+
+    def optimised_route(self):
+        """One request (four stops: the exact order), and the heuristic order of more stops than the exact
+        solver takes on a cost matrix of the request's type (the stops of a small bundle may not differ)."""
+        from geoengine.errors import GeoengineError
+        from geoengine.routing.stop_order import EXACT_MAX, solve
+
+        try:
+            if self.pts is not None:
+                self.engine.optimised_route(locations=[{"lon": float(x), "lat": float(y)} for x, y in self.pts])
+        except GeoengineError:
+            pass
+        n = EXACT_MAX + 2
+        solve(np.abs(np.subtract.outer(np.arange(n), np.arange(n) ** 1.5)).astype(np.float64), rounds=2)
 
     def matrix(self):
         if self.pts is not None:

@@ -23,7 +23,7 @@ ROOT = Path(__file__).resolve().parents[2]
 
 def test_warm_runs_every_path(andorra):
     steps = warm(andorra)
-    assert {"local_bundle", "topology", "components", "route", "matrix", "route_many", "isochrones", "map_match",
+    assert {"local_bundle", "topology", "components", "route", "alternates", "optimised_route", "matrix", "route_many", "isochrones", "map_match",
             "network", "customisations", "accessibility", "nearest_pois", "elevation"} <= set(steps)
     assert all(v >= 0 for v in steps.values())
 
@@ -79,6 +79,13 @@ for costing in ("pedestrian", "bicycle"):
     except geoengine.NoRoute:  # e.g. a point on a motorway: the search ran all the same
         pass
 engine.route(locations=locs, costing="auto", costing_options={"use_highways": 0.2})
+engine.route(locations=locs, costing="auto", alternates=2)
+engine.optimised_route(locations=[{"lon": float(x), "lat": float(y)} for x, y in pts])
+far = np.column_stack([net.lon, net.lat])[ids[np.linspace(0, len(ids) - 1, 17).astype(np.int64)]]
+try:  # 17 stops: the heuristic order
+    engine.optimised_route(locations=[{"lon": float(x), "lat": float(y)} for x, y in far])
+except geoengine.NoRoute:
+    pass
 engine.matrix(pts, pts)
 engine.matrix(pts, pts, costing="auto", costing_options={"use_tolls": 0.1})
 engine.route_many(pts, pts[::-1])
@@ -107,7 +114,7 @@ print(json.dumps({"compiled": compiled, "loaded": loaded}))
 
 def test_a_fresh_process_compiles_nothing_after_warm(andorra, tmp_path):
     """`geoengine warm` with an empty compile cache, then a new interpreter that serves the real bundle
-    (start-up, routes of three costings and non-default options, matrices, isochrones, map matching,
+    (start-up, routes of three costings, non-default options and alternates, optimised routes, matrices, isochrones, map matching,
     elevation, network export, accessibility, nearest POIs, the perfect customisations): every kernel
     it runs is loaded from the cache, none is compiled."""
     env = dict(os.environ, NUMBA_CACHE_DIR=str(tmp_path / "numba-cache"))
