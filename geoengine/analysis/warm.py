@@ -6,12 +6,13 @@ cache entry is keyed by its argument types (dtype, dimensions, layout, read-only
 size, so this cuts a small bundle out of the bundle: the `LOCAL_JUNCTIONS` junctions around one point,
 the road segments between them, a CCH topology of that graph and the DEM (the same files, linked), every
 array written with the bundle's own dtypes and opened memory-mapped as the bundle's are. It then runs one
-real call of each library path on that small bundle (the server's start-up `Engine.warm` with the car's
-customisation, route, matrix, route_many, isochrones, map matching, elevation, network export,
-accessibility, nearest POIs, the other costings' customisation), so every kernel meets the types it
-meets in use, in about the same memory and time whatever the bundle's size. Opening the whole bundle
-(`Engine.warm`, the server's start-up) customised the car over the whole graph: 3.3 GB at 64 copies of
-Liechtenstein. Search and tiles run no compiled code, so nothing of them is warmed here.
+real call of each library path on that small bundle, in three child processes (`GROUPS`): the server's
+start-up `Engine.warm` with the car's customisation, route (with alternates), optimised route, matrix,
+route_many, isochrones, map matching, elevation, network export, accessibility, nearest POIs and the
+other costings' customisations. So every kernel meets the types it meets in use, in the same memory and
+time whatever the bundle's size. Opening the whole bundle instead (`Engine.warm`, the server's start-up)
+customised the car over the whole graph: 3.4 GB at 64 copies of Liechtenstein. Search and tiles run no
+compiled code, so nothing of them is warmed here.
 
 `./dev setup` runs it over the bundles that exist and `geoengine build` over the bundle it has just
 built; it takes seconds when the cache is already full.
@@ -21,6 +22,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -282,7 +284,7 @@ def _cut_graph(graph, nodes: np.ndarray, out: Path) -> np.ndarray:
                     points if name.startswith("shape_") else edges if name.startswith("edge_") else restr)
             arrays[name] = np.asarray(real)[pick]
         np.save(out / f"{name}.npy", np.ascontiguousarray(arrays[name], dtype=real.dtype))
-    (out / "strings.bin").write_bytes(graph._blob)
+    shutil.copyfile(graph.path / "strings.bin", out / "strings.bin")
     meta = dict(graph.meta, counts={"nodes": len(nodes), "segments": len(segs), "edges": len(edges)})
     (out / "graph.json").write_text(json.dumps(meta, indent=1))
     return segs
