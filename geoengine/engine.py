@@ -63,7 +63,9 @@ class Engine:
         return self.bundle.path / name
 
     def warm(self) -> None:
-        """Open every component the bundle has (used by the server at start-up)."""
+        """Open every component the bundle has and customise the car over the whole graph (the server's
+        start-up: the first request is fast). `geoengine warm`, which only fills the compile cache, runs
+        the request paths on a small bundle cut out of this one instead (geoengine.analysis.warm)."""
         self.elevation(lon=[0.0], lat=[0.0])  # elevation: map the DEM tiles, load the compiled sampler
         if self.bundle.has_stage("search"):
             self.search_index.warm()
