@@ -107,23 +107,6 @@ class Network:
     def __repr__(self) -> str:
         return f"Network(costing={self.costing!r}, nodes={self.n_nodes}, edges={self.n_edges})"
 
-    def _induced(self, nodes: np.ndarray) -> Network:
-        """The junctions `nodes` (sorted, distinct) renumbered 0..k-1 and the edges between them, with
-        every edge and node array of this network (`geoengine warm` runs the analysis kernels on one;
-        `turns()` still describes the whole graph)."""
-        nodes = np.asarray(nodes, dtype=np.int64)
-        new_id = np.full(self.n_nodes, -1, dtype=np.int64)
-        new_id[nodes] = np.arange(len(nodes))
-        keep = (new_id[self.src] >= 0) & (new_id[self.dst] >= 0)
-        sub = Network.__new__(Network)
-        sub._graph, sub.profile, sub.costing = self._graph, self.profile, self.costing
-        sub.src, sub.dst = new_id[self.src[keep]], new_id[self.dst[keep]]
-        sub.length_m, sub.time_s, sub.cost = self.length_m[keep], self.time_s[keep], self.cost[keep]
-        sub.edge_id, sub.way_id = self.edge_id[keep], self.way_id[keep]
-        sub.lon, sub.lat, sub.osm_id = self.lon[nodes], self.lat[nodes], self.osm_id[nodes]
-        sub.__dict__["in_component"] = self.in_component[nodes]
-        return sub
-
     # -- exports ----------------------------------------------------------------------------------------
     def to_scipy(self, weight: str = "cost"):
         """scipy.sparse.csr_array [N, N]: entry (u, v) = the smallest `weight` ("cost", "time_s",
