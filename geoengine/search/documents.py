@@ -12,6 +12,8 @@ that depends on their class, form one group; the group's canonical document is t
 
 from __future__ import annotations
 
+import json
+from array import array
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -44,22 +46,35 @@ class DocSet:
     display_name: list[str] = field(default_factory=list)
     place_class: list[str | None] = field(default_factory=list)
     category: list[str | None] = field(default_factory=list)
-    importance: list[float] = field(default_factory=list)
-    lat: list[float] = field(default_factory=list)
-    lon: list[float] = field(default_factory=list)
+    importance: array = field(default_factory=lambda: array("d"))
+    lat: array = field(default_factory=lambda: array("d"))
+    lon: array = field(default_factory=lambda: array("d"))
     source: list[str] = field(default_factory=list)
     kind: list[str] = field(default_factory=list)  # n | w | r | g (for canonical preference)
     categories: list[list[str]] = field(default_factory=list)  # search categories (iD preset ids) of POIs
-    detail: list[dict | None] = field(default_factory=list)  # names, address, tags, osm ways (/search/detail)
+    detail: list[str | None] = field(default_factory=list)  # JSON of names, address, tags, osm ways (/search/detail)
     country: list[str | None] = field(default_factory=list)  # ISO 3166-1 alpha-2 code
     region: list[bool] = field(default_factory=list)  # of the bundle's own region (OSM, GeoNames inside its bbox)
     canonical: np.ndarray | None = None  # row of each document's canonical document
-    # reverse-geocoding items: segments (lon1, lat1, lon2, lat2) and their document rows
-    seg: list[np.ndarray] = field(default_factory=list)
-    seg_doc: list[np.ndarray] = field(default_factory=list)
+    # reverse-geocoding items: segments (lon1, lat1, lon2, lat2, flat) and their document rows
+    seg: array = field(default_factory=lambda: array("d"))
+    seg_doc: array = field(default_factory=lambda: array("i"))
 
     def __len__(self) -> int:
         return len(self.id)
+
+    def segments(self) -> tuple[np.ndarray, np.ndarray]:
+        """((m, 4) segments, (m,) int32 document rows): views of the column arrays, not copies."""
+        if not len(self.seg_doc):
+            return np.zeros((0, 4)), np.zeros(0, np.int32)
+        return np.frombuffer(self.seg, np.float64).reshape(-1, 4), np.frombuffer(self.seg_doc, np.int32)
+
+    def add_polyline(self, pl: np.ndarray, row: int) -> None:
+        """The segments of the (k, 2) lon/lat polyline `pl` of document `row` (one point: a zero-length one)."""
+        if len(pl) == 1:
+            pl = np.vstack([pl, pl])
+        self.seg.frombytes(np.column_stack([pl[:-1], pl[1:]]).tobytes())
+        self.seg_doc.frombytes(np.full(len(pl) - 1, row, np.int32).tobytes())
 
     def add(self, *, id, index, doc_type, name, name_en, names, place_class, category, importance, lat, lon,
             source, kind, display_name="", categories=None, detail=None, country=None, region=True):
@@ -84,6 +99,10 @@ class DocSet:
         return len(self.id) - 1
 
 
+def _json(d: dict) -> str:
+    return json.dumps(d, ensure_ascii=False, separators=(",", ":"), default=str)
+
+
 def _xy(lat, lon, lat0: float) -> np.ndarray:
     """Equirectangular km around latitude lat0 (enough for neighbour searches)."""
     lat = np.asarray(lat, dtype=np.float64)
@@ -91,7 +110,9 @@ def _xy(lat, lon, lat0: float) -> np.ndarray:
     return np.column_stack([lon * 111.320 * np.cos(np.radians(lat0)), lat * KM_PER_DEG_LAT])
 
 
-def _merge_streets(streets: list[OsmDoc], loc_xy: np.ndarray, loc_tree, lat0: float) -> list[tuple[OsmDoc, list[np.ndarray], int]]:
+def _merge_streets(streets: list[OsmDoc], xy: np.ndarray, loc_tree, lat0: float) -> list[tuple[OsmDoc, list[np.ndarray], int]]:
+    """(document, polylines, locality) of each street: the ways of `streets` (vertices `xy[start:stop]`)
+    grouped by normalised name and nearest locality of `loc_tree` within 15 km."""
     groups: dict[tuple[str, int], list[OsmDoc]] = {}
     if not streets:
         return []
@@ -112,14 +133,16 @@ def _merge_streets(streets: list[OsmDoc], loc_xy: np.ndarray, loc_tree, lat0: fl
             for n in w.names:
                 if n not in names:
                     names.append(n)
-        verts = np.concatenate([w.segments for w in ways])
+        lines = [xy[w.segments[0]:w.segments[1]] for w in ways]
+        verts = np.concatenate(lines)
         centre = verts.mean(axis=0)
         k = int(np.argmin(((verts - centre) ** 2).sum(axis=1)))
         best = max(ways, key=lambda w: w.importance)
         detail: dict = {"names": {}, "address": {}, "tags": {}}
         for w in ways:
+            wd = json.loads(w.detail)
             for part in ("names", "address", "tags"):
-                for key, val in w.detail.get(part, {}).items():
+                for key, val in wd.get(part, {}).items():
                     detail[part].setdefault(key, val)
         detail["osm_ways"] = [int(w.id.rsplit(":", 1)[1]) for w in ways]
         detail["tags"]["highway"] = best.category
@@ -127,9 +150,9 @@ def _merge_streets(streets: list[OsmDoc], loc_xy: np.ndarray, loc_tree, lat0: fl
             id=f"osm:street:{first.id.rsplit(':', 1)[1]}", index="streets", doc_type="place", name=first.name,
             name_en=next((w.name_en for w in ways if w.name_en), None), names=names, place_class="street",
             category=best.category, importance=best.importance, lat=float(verts[k, 1]), lon=float(verts[k, 0]),
-            osm_type="w", detail=detail,
+            osm_type="w", detail=_json(detail),
         )
-        out.append((doc, [w.segments for w in ways], loc))
+        out.append((doc, lines, loc))
     return out
 
 
@@ -138,11 +161,11 @@ def build_documents(osm_path, places_path=None, admin1_path=None, *, bbox=None, 
     """Every document of a bundle. `world`: "all" keeps the whole GeoNames table, "important" the places
     inside the extract's bbox (plus 0.1 degree) and the world's capitals, admin seats and places of at
     least `world_min_population`, "region" only those inside the bbox."""
-    docs, streets, boundaries = read_osm(osm_path)
+    docs, streets, street_xy, boundaries = read_osm(osm_path)
     info: dict = {}
     if bbox is None:
-        lats = [d.lat for d in docs + streets] or [0.0]
-        lons = [d.lon for d in docs + streets] or [0.0]
+        lats = [d.lat for d in docs] + [d.lat for d in streets] or [0.0]
+        lons = [d.lon for d in docs] + [d.lon for d in streets] or [0.0]
         bbox = (min(lons), min(lats), max(lons), max(lats))
     lat0 = (bbox[1] + bbox[3]) / 2
     ds = DocSet()
@@ -161,7 +184,7 @@ def build_documents(osm_path, places_path=None, admin1_path=None, *, bbox=None, 
     # streets group by settlement (a street crossing several suburbs of one city is one street)
     towns = [d for d in locs if d.place_class in STREET_LOCALITY_PLACES]
     town_tree = cKDTree(_xy([d.lat for d in towns], [d.lon for d in towns], lat0)) if towns else None
-    merged = _merge_streets(streets, None, town_tree, lat0)
+    merged = _merge_streets(streets, street_xy, town_tree, lat0)
     street_locality: dict[int, int] = {}
     for doc, polylines, loc in merged:
         row = ds.add(id=doc.id, index="streets", doc_type="place", name=doc.name, name_en=doc.name_en,
@@ -169,13 +192,10 @@ def build_documents(osm_path, places_path=None, admin1_path=None, *, bbox=None, 
                      lat=doc.lat, lon=doc.lon, source="osm", kind="w", detail=doc.detail)
         street_locality[row] = loc
         for pl in polylines:
-            if len(pl) == 1:
-                pl = np.vstack([pl, pl])
-            ds.seg.append(np.column_stack([pl[:-1], pl[1:]]))
-            ds.seg_doc.append(np.full(len(pl) - 1, row, np.int32))
+            ds.add_polyline(pl, row)
     n_osm = len(ds)
     info["osm_ways_in_streets"] = len(streets)
-    del streets, merged  # the street ways' polylines are ds.seg now
+    del streets, merged, street_xy  # the street ways' polylines are ds.seg now
 
     # OSM display names
     lat = np.array(ds.lat)
@@ -241,9 +261,9 @@ def build_documents(osm_path, places_path=None, admin1_path=None, *, bbox=None, 
                    names=names, place_class=gn.place_class(pop, fc), category=fc, importance=gn.importance(pop, fc),
                    lat=places.lat[r], lon=places.lon[r], source="geonames", kind="g", display_name=", ".join(parts),
                    country=places.country[r] or None, region=bool(in_box[r]),
-                   detail={"names": {"name": nm, **({"alternate": names[1:]} if in_box[r] else {})}, "address": {k: v for k, v in
-                           (("state", a1), ("country_code", places.country[r])) if v},
-                           "tags": {"population": pop} if pop else {}})
+                   detail=_json({"names": {"name": nm, **({"alternate": names[1:]} if in_box[r] else {})},
+                                 "address": {k: v for k, v in (("state", a1), ("country_code", places.country[r])) if v},
+                                 "tags": {"population": pop} if pop else {}}))
             n_geo += 1
     street_of = _nearest_street_names(ds, n_points, lat0)
     for i in range(n_osm):
@@ -253,7 +273,10 @@ def build_documents(osm_path, places_path=None, admin1_path=None, *, bbox=None, 
             if street_of.get(i):
                 parts.append(street_of[i])
             if ds.detail[i] is not None and street_of.get(i):
-                ds.detail[i]["address"].setdefault("street", street_of[i])
+                d = json.loads(ds.detail[i])
+                if "street" not in d["address"]:
+                    d["address"]["street"] = street_of[i]
+                    ds.detail[i] = _json(d)
         for p in (locality[i], region[i], country[i]):
             if p and p not in parts:
                 parts.append(p)
@@ -275,14 +298,13 @@ def _nearest_street_names(ds: DocSet, n_points: int, lat0: float) -> dict[int, s
     out = {}
     need = []
     for i in rows:
-        street = (ds.detail[i] or {}).get("address", {}).get("street")
+        street = json.loads(ds.detail[i] or "{}").get("address", {}).get("street")
         if street:
             out[i] = street
         else:
             need.append(i)
-    if need and ds.seg:
-        seg = np.concatenate(ds.seg)
-        owner = np.concatenate(ds.seg_doc)
+    if need and len(ds.seg_doc):
+        seg, owner = ds.segments()
         tree = cKDTree(_xy(seg[:, 1], seg[:, 0], lat0))
         dist, near = tree.query(_xy(np.array(ds.lat)[need], np.array(ds.lon)[need], lat0), distance_upper_bound=STREET_NEAR_KM)
         for i, d, k in zip(need, dist.tolist(), near.tolist(), strict=True):

@@ -8,6 +8,8 @@ returned one per way with their geometry; `documents.py` merges them per street 
 
 from __future__ import annotations
 
+import json
+from array import array
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -67,10 +69,9 @@ class OsmDoc:
     lat: float
     lon: float
     osm_type: str  # n | w | r
-    segments: np.ndarray | None = None  # (k, 2) lon/lat polyline of a street way
-    extra: dict = field(default_factory=dict)
+    segments: tuple[int, int] | None = None  # a street way's vertex rows (see read_osm)
     categories: list[str] = field(default_factory=list)  # preset ids (geoengine.search.categories)
-    detail: dict = field(default_factory=dict)  # names, address, tags for /search/detail
+    detail: str = "{}"  # JSON of names, address, tags for /search/detail
 
 
 def detail_of(tags: dict) -> dict:
@@ -148,15 +149,26 @@ def classify(tags: dict) -> tuple[str, str, str | None, str | None, float] | Non
     return None
 
 
-class _Handler(osmium.SimpleHandler):
+DOC_KEYS = ("name", "addr:housenumber", *POI_KEYS)  # a node or way without any of these is no document
+
+
+def _json(d: dict) -> str:
+    return json.dumps(d, ensure_ascii=False, separators=(",", ":"), default=str)
+
+
+class _Handler:
+    """The documents of an extract. A way's node locations are read only when it makes a document; a
+    document's detail is kept as its JSON text (a dict per document costs several times its text)."""
+
     def __init__(self):
-        super().__init__()
         self.docs: list[OsmDoc] = []
         self.streets: list[OsmDoc] = []
+        self.street_xy = array("d")  # lon, lat of every street way's vertices, way after way
         self.boundaries: list[Boundary] = []
         self.wkb = osmium.geom.WKBFactory()
 
-    def _emit(self, tags: dict, osm_type: str, osm_id: int, lat: float, lon: float) -> None:
+    def _doc(self, tags: dict, osm_type: str, osm_id: int) -> OsmDoc | None:
+        """The document of a named object or address, without its location; None when it is neither."""
         cls = classify(tags)
         variants = name_variants(tags) if cls is not None else []
         # no `name` but name:xx / alt_name: the first of those is the name (an "unnamed" river tagged name:ca)
@@ -166,57 +178,61 @@ class _Handler(osmium.SimpleHandler):
             cats = categories_of(tags) if index == "pois" else []
             # an unnamed POI is a document when it has a search category (found by category + street/locality)
             if name or cats:
-                self.docs.append(OsmDoc(
+                return OsmDoc(
                     id=f"osm:{OSM_TYPES[osm_type]}:{osm_id}",
                     index=index, doc_type=doc_type, name=name, name_en=tags.get("name:en"),
-                    names=variants, place_class=place_class, category=category,
-                    importance=imp if name else imp - 0.05,
-                    lat=lat, lon=lon, osm_type=osm_type,
-                    extra={k: tags[k] for k in ("addr:street", "addr:housenumber", "addr:place") if k in tags},
-                    categories=cats, detail=detail_of(tags),
-                ))
-                return
+                    names=variants, place_class=place_class, category=_intern(category),
+                    importance=imp if name else imp - 0.05, lat=0.0, lon=0.0, osm_type=osm_type,
+                    categories=cats, detail=_json(detail_of(tags)),
+                )
         hn = tags.get("addr:housenumber")
         street = tags.get("addr:street") or tags.get("addr:place")
         if hn and street:
             label = f"{street} {hn}"
-            self.docs.append(OsmDoc(
+            return OsmDoc(
                 id=f"osm:{OSM_TYPES[osm_type]}:{osm_id}",
                 index="addresses", doc_type="place", name=label, name_en=None, names=[label],
-                place_class="address", category="house", importance=0.05, lat=lat, lon=lon, osm_type=osm_type,
-                extra={"street": street, "housenumber": hn, "postcode": tags.get("addr:postcode")},
-                detail=detail_of(tags),
-            ))
+                place_class="address", category="house", importance=0.05, lat=0.0, lon=0.0, osm_type=osm_type,
+                detail=_json(detail_of(tags)),
+            )
+        return None
+
+    def _emit(self, tags: dict, osm_type: str, osm_id: int, lat: float, lon: float) -> None:
+        doc = self._doc(tags, osm_type, osm_id)
+        if doc is not None:
+            doc.lat, doc.lon = lat, lon
+            self.docs.append(doc)
 
     def node(self, n):
         if not n.tags or not n.location.valid():
             return
-        t = n.tags
-        if "name" not in t and "addr:housenumber" not in t and not any(k in t for k in POI_KEYS):
-            return
-        self._emit(dict(t), "n", n.id, n.location.lat, n.location.lon)
+        self._emit(dict(n.tags), "n", n.id, n.location.lat, n.location.lon)
 
     def way(self, w):
-        t = w.tags
-        if not t or ("name" not in t and "addr:housenumber" not in t and not any(k in t for k in POI_KEYS)):
-            return
+        tags = dict(w.tags)
+        hw = tags.get("highway")
+        street = hw in STREET_HIGHWAYS and "name" in tags and "place" not in tags
+        doc = None if street else self._doc(tags, "w", w.id)
+        if not street and doc is None:
+            return  # (most buildings) no document: its node locations are never read
         pts = [(nd.lon, nd.lat) for nd in w.nodes if nd.location.valid()]
         if not pts:
             return
-        tags = dict(t)
         arr = np.asarray(pts, dtype=np.float64)
-        hw = tags.get("highway")
-        if hw in STREET_HIGHWAYS and "name" in tags and "place" not in tags:
+        if street:
+            start = len(self.street_xy) // 2
+            self.street_xy.frombytes(arr.tobytes())
             self.streets.append(OsmDoc(
                 id=f"osm:way:{w.id}", index="streets", doc_type="place", name=tags["name"],
-                name_en=tags.get("name:en"), names=name_variants(tags), place_class="street", category=hw,
+                name_en=tags.get("name:en"), names=name_variants(tags), place_class="street", category=_intern(hw),
                 importance=STREET_IMPORTANCE.get(hw, 0.18) + _wiki_bonus(tags),
-                lat=float(arr[:, 1].mean()), lon=float(arr[:, 0].mean()), osm_type="w", segments=arr,
-                detail=detail_of(tags),
+                lat=float(arr[:, 1].mean()), lon=float(arr[:, 0].mean()), osm_type="w",
+                segments=(start, start + len(arr)), detail=_json(detail_of(tags)),
             ))
             return
         lon, lat = arr[:-1].mean(axis=0) if len(arr) > 2 and w.is_closed() else arr.mean(axis=0)
-        self._emit(tags, "w", w.id, float(lat), float(lon))
+        doc.lat, doc.lon = float(lat), float(lon)
+        self.docs.append(doc)
 
     def area(self, a):
         if a.from_way():
@@ -240,10 +256,38 @@ class _Handler(osmium.SimpleHandler):
             self._emit(tags, "r", a.orig_id(), c.y, c.x)
 
 
-def read_osm(path) -> tuple[list[OsmDoc], list[OsmDoc], list[Boundary]]:
-    """(documents, street ways, administrative boundaries) of an OSM file."""
+_INTERNED: dict[str, str] = {}
+
+
+def _intern(s: str | None) -> str | None:
+    """One string object per tag value of few distinct values (category, highway)."""
+    return s if s is None else _INTERNED.setdefault(s, s)
+
+
+class _Callbacks:
+    """A pyosmium handler of the given callbacks (pyosmium calls a handler's `node`, `way`, ... by name)."""
+
+    def __init__(self, **methods):
+        for name, fn in methods.items():
+            setattr(self, name, fn)
+
+
+def read_osm(path) -> tuple[list[OsmDoc], list[OsmDoc], np.ndarray, list[Boundary]]:
+    """(documents, street ways, street vertices, administrative boundaries) of an OSM file. A street way's
+    `segments` is its (start, stop) row range of the (k, 2) lon/lat vertex array."""
     h = _Handler()
-    # untagged nodes (most of an extract) never reach Python; they still give ways their locations
-    h.apply_file(str(path), locations=True, idx="flex_mem",
-                 filters=[osmium.filter.EmptyTagFilter().enable_for(osmium.osm.NODE)])
-    return h.docs, h.streets, h.boundaries
+    area = osmium.area.AreaManager()
+    pool = osmium.io.ThreadPool()
+    with osmium.io.Reader(str(path), osmium.osm.RELATION, thread_pool=pool) as rd:
+        # every multipolygon, even those that make no document: the assembler hands out the finished areas
+        # when a member way comes, so tracking fewer relations would change the order of the documents
+        osmium.apply(rd, area.first_pass_handler())
+    lh = osmium.NodeLocationsForWays(osmium.index.create_map("flex_mem"))
+    lh.ignore_errors()
+    main = _Callbacks(node=h.node, way=h.way, area=h.area)
+    with osmium.io.Reader(str(path), osmium.osm.OBJECT, thread_pool=pool) as rd:
+        # every node gives ways their locations; only nodes and ways with a document key reach Python
+        osmium.apply(rd, lh, area.second_pass_handler(main),
+                     osmium.filter.KeyFilter(*DOC_KEYS).enable_for(osmium.osm.NODE | osmium.osm.WAY), main)
+    xy = np.frombuffer(h.street_xy, np.float64).reshape(-1, 2) if len(h.street_xy) else np.zeros((0, 2))
+    return h.docs, h.streets, xy, h.boundaries
