@@ -12,6 +12,8 @@ that depends on their class, form one group; the group's canonical document is t
 
 from __future__ import annotations
 
+import ctypes
+import ctypes.util
 import json
 from array import array
 from dataclasses import dataclass, field
@@ -51,30 +53,34 @@ class DocSet:
     lon: array = field(default_factory=lambda: array("d"))
     source: list[str] = field(default_factory=list)
     kind: list[str] = field(default_factory=list)  # n | w | r | g (for canonical preference)
-    categories: list[list[str]] = field(default_factory=list)  # search categories (iD preset ids) of POIs
+    categories: list[list[str] | tuple] = field(default_factory=list)  # search categories (iD preset ids) of POIs
     detail: list[str | None] = field(default_factory=list)  # JSON of names, address, tags, osm ways (/search/detail)
     country: list[str | None] = field(default_factory=list)  # ISO 3166-1 alpha-2 code
     region: list[bool] = field(default_factory=list)  # of the bundle's own region (OSM, GeoNames inside its bbox)
     canonical: np.ndarray | None = None  # row of each document's canonical document
-    # reverse-geocoding items: segments (lon1, lat1, lon2, lat2, flat) and their document rows
-    seg: array = field(default_factory=lambda: array("d"))
-    seg_doc: array = field(default_factory=lambda: array("i"))
+    # reverse-geocoding items: (m, 4) segments (lon1, lat1, lon2, lat2) and their (m,) int32 document rows
+    seg: np.ndarray = field(default_factory=lambda: np.zeros((0, 4)))
+    seg_doc: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int32))
 
     def __len__(self) -> int:
         return len(self.id)
 
     def segments(self) -> tuple[np.ndarray, np.ndarray]:
-        """((m, 4) segments, (m,) int32 document rows): views of the column arrays, not copies."""
-        if not len(self.seg_doc):
-            return np.zeros((0, 4)), np.zeros(0, np.int32)
-        return np.frombuffer(self.seg, np.float64).reshape(-1, 4), np.frombuffer(self.seg_doc, np.int32)
+        """((m, 4) segments, (m,) int32 document rows)."""
+        return self.seg, self.seg_doc
 
-    def add_polyline(self, pl: np.ndarray, row: int) -> None:
-        """The segments of the (k, 2) lon/lat polyline `pl` of document `row` (one point: a zero-length one)."""
-        if len(pl) == 1:
-            pl = np.vstack([pl, pl])
-        self.seg.frombytes(np.column_stack([pl[:-1], pl[1:]]).tobytes())
-        self.seg_doc.frombytes(np.full(len(pl) - 1, row, np.int32).tobytes())
+    def set_polylines(self, xy: np.ndarray, ranges: np.ndarray, rows: np.ndarray) -> None:
+        """The segments of polylines `xy[start:stop]` (`ranges` (p, 2)) of documents `rows` (p,): each pair of
+        consecutive vertices, a polyline of one point a zero-length segment. One array for all of them
+        (an array per polyline cost more than its segments)."""
+        k = ranges[:, 1] - ranges[:, 0]
+        nseg = np.maximum(k - 1, 1)
+        first = np.repeat(ranges[:, 0] - np.cumsum(nseg) + nseg, nseg) + np.arange(int(nseg.sum()))
+        second = first + (np.repeat(k, nseg) > 1)
+        self.seg = np.empty((len(first), 4))
+        self.seg[:, :2] = xy[first]
+        self.seg[:, 2:] = xy[second]
+        self.seg_doc = np.repeat(np.asarray(rows, np.int32), nseg)
 
     def add(self, *, id, index, doc_type, name, name_en, names, place_class, category, importance, lat, lon,
             source, kind, display_name="", categories=None, detail=None, country=None, region=True):
@@ -92,11 +98,21 @@ class DocSet:
         self.lon.append(float(lon))
         self.source.append(source)
         self.kind.append(kind)
-        self.categories.append(categories or [])
+        self.categories.append(categories or ())  # one shared empty tuple for the many without
         self.detail.append(detail)
         self.country.append(country)
         self.region.append(bool(region))
         return len(self.id) - 1
+
+
+def release_freed_memory() -> None:
+    """Give the pages that freed memory leaves behind back to the system (glibc's malloc_trim; elsewhere
+    nothing). The OSM reader's threads and the node location index leave about 80 MB at 64 Liechtensteins
+    in malloc's arenas, on which the steps after it would stack their own."""
+    try:
+        ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6").malloc_trim(0)
+    except (OSError, AttributeError, TypeError):
+        pass
 
 
 def _json(d: dict) -> str:
@@ -133,8 +149,8 @@ def _merge_streets(streets: list[OsmDoc], xy: np.ndarray, loc_tree, lat0: float)
             for n in w.names:
                 if n not in names:
                     names.append(n)
-        lines = [xy[w.segments[0]:w.segments[1]] for w in ways]
-        verts = np.concatenate(lines)
+        ranges = [w.segments for w in ways]
+        verts = np.concatenate([xy[a:b] for a, b in ranges])
         centre = verts.mean(axis=0)
         k = int(np.argmin(((verts - centre) ** 2).sum(axis=1)))
         best = max(ways, key=lambda w: w.importance)
@@ -152,7 +168,7 @@ def _merge_streets(streets: list[OsmDoc], xy: np.ndarray, loc_tree, lat0: float)
             category=best.category, importance=best.importance, lat=float(verts[k, 1]), lon=float(verts[k, 0]),
             osm_type="w", detail=_json(detail),
         )
-        out.append((doc, lines, loc))
+        out.append((doc, ranges, loc))
     return out
 
 
@@ -162,6 +178,7 @@ def build_documents(osm_path, places_path=None, admin1_path=None, *, bbox=None, 
     inside the extract's bbox (plus 0.1 degree) and the world's capitals, admin seats and places of at
     least `world_min_population`, "region" only those inside the bbox."""
     docs, streets, street_xy, boundaries = read_osm(osm_path)
+    release_freed_memory()
     info: dict = {}
     if bbox is None:
         lats = [d.lat for d in docs] + [d.lat for d in streets] or [0.0]
@@ -186,16 +203,20 @@ def build_documents(osm_path, places_path=None, admin1_path=None, *, bbox=None, 
     town_tree = cKDTree(_xy([d.lat for d in towns], [d.lon for d in towns], lat0)) if towns else None
     merged = _merge_streets(streets, street_xy, town_tree, lat0)
     street_locality: dict[int, int] = {}
-    for doc, polylines, loc in merged:
+    ranges, owners = [], []
+    for doc, way_ranges, loc in merged:
         row = ds.add(id=doc.id, index="streets", doc_type="place", name=doc.name, name_en=doc.name_en,
                      names=doc.names, place_class="street", category=doc.category, importance=doc.importance,
                      lat=doc.lat, lon=doc.lon, source="osm", kind="w", detail=doc.detail)
         street_locality[row] = loc
-        for pl in polylines:
-            ds.add_polyline(pl, row)
+        ranges += way_ranges
+        owners += [row] * len(way_ranges)
     n_osm = len(ds)
     info["osm_ways_in_streets"] = len(streets)
-    del streets, merged, street_xy  # the street ways' polylines are ds.seg now
+    del streets, merged
+    ds.set_polylines(street_xy, np.asarray(ranges, np.int64).reshape(-1, 2), np.asarray(owners, np.int64))
+    del street_xy, ranges, owners  # the street ways' polylines are ds.seg now
+    release_freed_memory()
 
     # OSM display names
     lat = np.array(ds.lat)

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import json
 from array import array
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 import numpy as np
 import osmium
@@ -70,7 +70,7 @@ class OsmDoc:
     lon: float
     osm_type: str  # n | w | r
     segments: tuple[int, int] | None = None  # a street way's vertex rows (see read_osm)
-    categories: list[str] = field(default_factory=list)  # preset ids (geoengine.search.categories)
+    categories: list[str] | tuple = ()  # preset ids (geoengine.search.categories)
     detail: str = "{}"  # JSON of names, address, tags for /search/detail
 
 
