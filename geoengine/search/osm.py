@@ -272,6 +272,13 @@ class _Callbacks:
             setattr(self, name, fn)
 
 
+# Node locations for ways: a sorted array of (id, location), 16 bytes a node. The mmap array grows in place
+# (mremap); the in-memory one (flex_mem's sparse mode) is a std::vector that doubles, which at 9.14 M nodes
+# peaked at 270 MB against 185 MB. (flex_mem's dense mode, 8 bytes per id up to the largest, would not fit
+# a country whose node ids spread over the planet's.)
+LOCATION_INDEX = "sparse_mmap_array" if "sparse_mmap_array" in osmium.index.map_types() else "sparse_mem_array"
+
+
 def read_osm(path) -> tuple[list[OsmDoc], list[OsmDoc], np.ndarray, list[Boundary]]:
     """(documents, street ways, street vertices, administrative boundaries) of an OSM file. A street way's
     `segments` is its (start, stop) row range of the (k, 2) lon/lat vertex array."""
@@ -282,7 +289,7 @@ def read_osm(path) -> tuple[list[OsmDoc], list[OsmDoc], np.ndarray, list[Boundar
         # every multipolygon, even those that make no document: the assembler hands out the finished areas
         # when a member way comes, so tracking fewer relations would change the order of the documents
         osmium.apply(rd, area.first_pass_handler())
-    lh = osmium.NodeLocationsForWays(osmium.index.create_map("flex_mem"))
+    lh = osmium.NodeLocationsForWays(osmium.index.create_map(LOCATION_INDEX))
     lh.ignore_errors()
     main = _Callbacks(node=h.node, way=h.way, area=h.area)
     with osmium.io.Reader(str(path), osmium.osm.OBJECT, thread_pool=pool) as rd:
