@@ -23,7 +23,7 @@ import shapely
 from scipy.spatial import cKDTree
 
 from geoengine.search import geonames as gn
-from geoengine.search.osm import LOCALITY_PLACES, OsmDoc, read_osm
+from geoengine.search.osm import LOCALITY_PLACES, OsmDoc, StreetWays, read_osm
 from geoengine.search.text import normalise
 
 KM_PER_DEG_LAT = 110.574
@@ -126,47 +126,47 @@ def _xy(lat, lon, lat0: float) -> np.ndarray:
     return np.column_stack([lon * 111.320 * np.cos(np.radians(lat0)), lat * KM_PER_DEG_LAT])
 
 
-def _merge_streets(streets: list[OsmDoc], xy: np.ndarray, loc_tree, lat0: float) -> list[tuple[OsmDoc, list[np.ndarray], int]]:
-    """(document, polylines, locality) of each street: the ways of `streets` (vertices `xy[start:stop]`)
-    grouped by normalised name and nearest locality of `loc_tree` within 15 km."""
-    groups: dict[tuple[str, int], list[OsmDoc]] = {}
-    if not streets:
+def _merge_streets(streets: StreetWays, loc_tree, lat0: float) -> list[tuple[OsmDoc, list[tuple[int, int]], int]]:
+    """(document, vertex ranges of its ways, locality) of each street: the ways grouped by normalised name
+    and nearest locality of `loc_tree` within 15 km."""
+    groups: dict[tuple[str, int], list[int]] = {}
+    if not len(streets):
         return []
-    mid = np.array([[s.lat, s.lon] for s in streets])
     if loc_tree is not None:
-        dist, near = loc_tree.query(_xy(mid[:, 0], mid[:, 1], lat0), distance_upper_bound=15.0)
+        dist, near = loc_tree.query(_xy(streets.lat, streets.lon, lat0), distance_upper_bound=15.0)
         near = np.where(np.isfinite(dist), near, -1)
     else:
         near = np.full(len(streets), -1)
-    for s, loc in zip(streets, near, strict=True):
-        groups.setdefault((normalise(s.name), int(loc)), []).append(s)
+    for k, loc in enumerate(near.tolist()):
+        groups.setdefault((normalise(streets.name[k]), loc), []).append(k)
+    xy = streets.vertices()
     out = []
     for (_, loc), ways in groups.items():
-        ways.sort(key=lambda w: int(w.id.rsplit(":", 1)[1]))
+        ways.sort(key=streets.id.__getitem__)
         first = ways[0]
         names = []
         for w in ways:
-            for n in w.names:
+            for n in streets.variants(w):
                 if n not in names:
                     names.append(n)
-        ranges = [w.segments for w in ways]
+        ranges = [(streets.ends[w], streets.ends[w + 1]) for w in ways]
         verts = np.concatenate([xy[a:b] for a, b in ranges])
         centre = verts.mean(axis=0)
         k = int(np.argmin(((verts - centre) ** 2).sum(axis=1)))
-        best = max(ways, key=lambda w: w.importance)
+        best = max(ways, key=streets.importance.__getitem__)
         detail: dict = {"names": {}, "address": {}, "tags": {}}
         for w in ways:
-            wd = json.loads(w.detail)
+            wd = json.loads(streets.detail[w])
             for part in ("names", "address", "tags"):
                 for key, val in wd.get(part, {}).items():
                     detail[part].setdefault(key, val)
-        detail["osm_ways"] = [int(w.id.rsplit(":", 1)[1]) for w in ways]
-        detail["tags"]["highway"] = best.category
+        detail["osm_ways"] = [streets.id[w] for w in ways]
+        detail["tags"]["highway"] = streets.category[best]
         doc = OsmDoc(
-            id=f"osm:street:{first.id.rsplit(':', 1)[1]}", index="streets", doc_type="place", name=first.name,
-            name_en=next((w.name_en for w in ways if w.name_en), None), names=names, place_class="street",
-            category=best.category, importance=best.importance, lat=float(verts[k, 1]), lon=float(verts[k, 0]),
-            osm_type="w", detail=_json(detail),
+            id=f"osm:street:{streets.id[first]}", index="streets", doc_type="place", name=streets.name[first],
+            name_en=next((streets.name_en[w] for w in ways if streets.name_en[w]), None), names=names,
+            place_class="street", category=streets.category[best], importance=streets.importance[best],
+            lat=float(verts[k, 1]), lon=float(verts[k, 0]), osm_type="w", detail=_json(detail),
         )
         out.append((doc, ranges, loc))
     return out
@@ -177,12 +177,12 @@ def build_documents(osm_path, places_path=None, admin1_path=None, *, bbox=None, 
     """Every document of a bundle. `world`: "all" keeps the whole GeoNames table, "important" the places
     inside the extract's bbox (plus 0.1 degree) and the world's capitals, admin seats and places of at
     least `world_min_population`, "region" only those inside the bbox."""
-    docs, streets, street_xy, boundaries = read_osm(osm_path)
+    docs, streets, boundaries = read_osm(osm_path)
     release_freed_memory()
     info: dict = {}
     if bbox is None:
-        lats = [d.lat for d in docs] + [d.lat for d in streets] or [0.0]
-        lons = [d.lon for d in docs] + [d.lon for d in streets] or [0.0]
+        lats = [d.lat for d in docs] + streets.lat.tolist() or [0.0]
+        lons = [d.lon for d in docs] + streets.lon.tolist() or [0.0]
         bbox = (min(lons), min(lats), max(lons), max(lats))
     lat0 = (bbox[1] + bbox[3]) / 2
     ds = DocSet()
@@ -201,7 +201,7 @@ def build_documents(osm_path, places_path=None, admin1_path=None, *, bbox=None, 
     # streets group by settlement (a street crossing several suburbs of one city is one street)
     towns = [d for d in locs if d.place_class in STREET_LOCALITY_PLACES]
     town_tree = cKDTree(_xy([d.lat for d in towns], [d.lon for d in towns], lat0)) if towns else None
-    merged = _merge_streets(streets, street_xy, town_tree, lat0)
+    merged = _merge_streets(streets, town_tree, lat0)
     street_locality: dict[int, int] = {}
     ranges, owners = [], []
     for doc, way_ranges, loc in merged:
@@ -213,9 +213,9 @@ def build_documents(osm_path, places_path=None, admin1_path=None, *, bbox=None, 
         owners += [row] * len(way_ranges)
     n_osm = len(ds)
     info["osm_ways_in_streets"] = len(streets)
-    del streets, merged
-    ds.set_polylines(street_xy, np.asarray(ranges, np.int64).reshape(-1, 2), np.asarray(owners, np.int64))
-    del street_xy, ranges, owners  # the street ways' polylines are ds.seg now
+    del merged
+    ds.set_polylines(streets.vertices(), np.asarray(ranges, np.int64).reshape(-1, 2), np.asarray(owners, np.int64))
+    del streets, ranges, owners  # the street ways' polylines are ds.seg now
     release_freed_memory()
 
     # OSM display names
