@@ -15,14 +15,13 @@ from __future__ import annotations
 import ctypes
 import ctypes.util
 import json
-from array import array
-from dataclasses import dataclass, field
 
 import numpy as np
 import shapely
 from scipy.spatial import cKDTree
 
 from geoengine.search import geonames as gn
+from geoengine.search.docset import DocSet
 from geoengine.search.osm import LOCALITY_PLACES, OsmDoc, StreetWays, read_osm
 from geoengine.search.text import normalise
 
@@ -33,76 +32,6 @@ MERGE_KM = {"country": 300.0, "state": 100.0, "region": 100.0, "province": 80.0,
 MERGE_KM_DEFAULT = 3.0
 STREET_LOCALITY_PLACES = ("city", "town", "village", "hamlet", "municipality")
 SOURCE_RANK = {"n": 0, "w": 0, "r": 1, "g": 2}  # canonical preference: OSM node/way, relation, GeoNames
-
-
-@dataclass
-class DocSet:
-    """Column lists of every document (row i = document i)."""
-
-    id: list[str] = field(default_factory=list)
-    index: list[str] = field(default_factory=list)
-    doc_type: list[str] = field(default_factory=list)
-    name: list[str] = field(default_factory=list)
-    name_en: list[str | None] = field(default_factory=list)
-    names: list[list[str]] = field(default_factory=list)
-    display_name: list[str] = field(default_factory=list)
-    place_class: list[str | None] = field(default_factory=list)
-    category: list[str | None] = field(default_factory=list)
-    importance: array = field(default_factory=lambda: array("d"))
-    lat: array = field(default_factory=lambda: array("d"))
-    lon: array = field(default_factory=lambda: array("d"))
-    source: list[str] = field(default_factory=list)
-    kind: list[str] = field(default_factory=list)  # n | w | r | g (for canonical preference)
-    categories: list[list[str] | tuple] = field(default_factory=list)  # search categories (iD preset ids) of POIs
-    detail: list[str | None] = field(default_factory=list)  # JSON of names, address, tags, osm ways (/search/detail)
-    country: list[str | None] = field(default_factory=list)  # ISO 3166-1 alpha-2 code
-    region: list[bool] = field(default_factory=list)  # of the bundle's own region (OSM, GeoNames inside its bbox)
-    canonical: np.ndarray | None = None  # row of each document's canonical document
-    # reverse-geocoding items: (m, 4) segments (lon1, lat1, lon2, lat2) and their (m,) int32 document rows
-    seg: np.ndarray = field(default_factory=lambda: np.zeros((0, 4)))
-    seg_doc: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int32))
-
-    def __len__(self) -> int:
-        return len(self.id)
-
-    def segments(self) -> tuple[np.ndarray, np.ndarray]:
-        """((m, 4) segments, (m,) int32 document rows)."""
-        return self.seg, self.seg_doc
-
-    def set_polylines(self, xy: np.ndarray, ranges: np.ndarray, rows: np.ndarray) -> None:
-        """The segments of polylines `xy[start:stop]` (`ranges` (p, 2)) of documents `rows` (p,): each pair of
-        consecutive vertices, a polyline of one point a zero-length segment. One array for all of them
-        (an array per polyline cost more than its segments)."""
-        k = ranges[:, 1] - ranges[:, 0]
-        nseg = np.maximum(k - 1, 1)
-        first = np.repeat(ranges[:, 0] - np.cumsum(nseg) + nseg, nseg) + np.arange(int(nseg.sum()))
-        second = first + (np.repeat(k, nseg) > 1)
-        self.seg = np.empty((len(first), 4))
-        self.seg[:, :2] = xy[first]
-        self.seg[:, 2:] = xy[second]
-        self.seg_doc = np.repeat(np.asarray(rows, np.int32), nseg)
-
-    def add(self, *, id, index, doc_type, name, name_en, names, place_class, category, importance, lat, lon,
-            source, kind, display_name="", categories=None, detail=None, country=None, region=True):
-        self.id.append(id)
-        self.index.append(index)
-        self.doc_type.append(doc_type)
-        self.name.append(name)
-        self.name_en.append(name_en)
-        self.names.append(names)
-        self.display_name.append(display_name)
-        self.place_class.append(place_class)
-        self.category.append(category)
-        self.importance.append(float(importance))
-        self.lat.append(float(lat))
-        self.lon.append(float(lon))
-        self.source.append(source)
-        self.kind.append(kind)
-        self.categories.append(categories or ())  # one shared empty tuple for the many without
-        self.detail.append(detail)
-        self.country.append(country)
-        self.region.append(bool(region))
-        return len(self.id) - 1
 
 
 def release_freed_memory() -> None:
@@ -177,30 +106,23 @@ def build_documents(osm_path, places_path=None, admin1_path=None, *, bbox=None, 
     """Every document of a bundle. `world`: "all" keeps the whole GeoNames table, "important" the places
     inside the extract's bbox (plus 0.1 degree) and the world's capitals, admin seats and places of at
     least `world_min_population`, "region" only those inside the bbox."""
-    docs, streets, boundaries = read_osm(osm_path)
+    ds, streets, boundaries = read_osm(osm_path)  # ds: the documents of OSM nodes, ways, relations
     release_freed_memory()
     info: dict = {}
+    n_points = len(ds)
     if bbox is None:
-        lats = [d.lat for d in docs] + streets.lat.tolist() or [0.0]
-        lons = [d.lon for d in docs] + streets.lon.tolist() or [0.0]
+        lats = ds.lat.tolist() + streets.lat.tolist() or [0.0]
+        lons = ds.lon.tolist() + streets.lon.tolist() or [0.0]
         bbox = (min(lons), min(lats), max(lons), max(lats))
     lat0 = (bbox[1] + bbox[3]) / 2
-    ds = DocSet()
 
-    # localities for street grouping and display names
-    locs = [d for d in docs if d.index == "places" and d.place_class in LOCALITY_PLACES]
-    loc_xy = _xy([d.lat for d in locs], [d.lon for d in locs], lat0) if locs else np.zeros((0, 2))
+    # localities (rows) for street grouping and display names
+    locs = [i for i in range(n_points) if ds.index[i] == "places" and ds.place_class[i] in LOCALITY_PLACES]
+    loc_xy = _xy([ds.lat[i] for i in locs], [ds.lon[i] for i in locs], lat0) if locs else np.zeros((0, 2))
     loc_tree = cKDTree(loc_xy) if locs else None
-
-    for d in docs:
-        ds.add(id=d.id, index=d.index, doc_type=d.doc_type, name=d.name, name_en=d.name_en, names=d.names,
-               place_class=d.place_class, category=d.category, importance=d.importance, lat=d.lat, lon=d.lon,
-               source="osm", kind=d.osm_type, categories=d.categories, detail=d.detail)
-    del docs  # their rows are in ds (locs keeps the localities)
-    n_points = len(ds)
     # streets group by settlement (a street crossing several suburbs of one city is one street)
-    towns = [d for d in locs if d.place_class in STREET_LOCALITY_PLACES]
-    town_tree = cKDTree(_xy([d.lat for d in towns], [d.lon for d in towns], lat0)) if towns else None
+    towns = [i for i in locs if ds.place_class[i] in STREET_LOCALITY_PLACES]
+    town_tree = cKDTree(_xy([ds.lat[i] for i in towns], [ds.lon[i] for i in towns], lat0)) if towns else None
     merged = _merge_streets(streets, town_tree, lat0)
     street_locality: dict[int, int] = {}
     ranges, owners = [], []
@@ -226,9 +148,9 @@ def build_documents(osm_path, places_path=None, admin1_path=None, *, bbox=None, 
         dist, near = loc_tree.query(_xy(lat, lon, lat0), distance_upper_bound=10.0)
         for i in range(n_osm):
             if i in street_locality:  # a street shows the locality it was grouped by
-                locality[i] = towns[street_locality[i]].name if street_locality[i] >= 0 else None
+                locality[i] = ds.name[towns[street_locality[i]]] if street_locality[i] >= 0 else None
             elif np.isfinite(dist[i]):
-                locality[i] = locs[near[i]].name
+                locality[i] = ds.name[locs[near[i]]]
     region = [None] * n_osm
     region_level = np.full(n_osm, -1)
     country = [None] * n_osm

@@ -16,6 +16,8 @@ import numpy as np
 import osmium
 import shapely
 
+from geoengine.search.docset import DocSet
+
 PLACE_IMPORTANCE = {
     "country": 0.9, "state": 0.75, "region": 0.7, "province": 0.7, "county": 0.6, "city": 0.7,
     "municipality": 0.55, "borough": 0.5, "town": 0.55, "village": 0.45, "suburb": 0.4, "quarter": 0.35,
@@ -160,13 +162,13 @@ class _Handler:
     document's detail is kept as its JSON text (a dict per document costs several times its text)."""
 
     def __init__(self):
-        self.docs: list[OsmDoc] = []
+        self.docs = DocSet()  # the documents of nodes, ways and relations (not streets), in file order
         self.streets = StreetWays()
         self.boundaries: list[Boundary] = []
         self.wkb = osmium.geom.WKBFactory()
 
-    def _doc(self, tags: dict, osm_type: str, osm_id: int) -> OsmDoc | None:
-        """The document of a named object or address, without its location; None when it is neither."""
+    def _doc(self, tags: dict, osm_type: str, osm_id: int) -> dict | None:
+        """The fields of the document of a named object or address but its location; None when it is neither."""
         cls = classify(tags)
         variants = name_variants(tags) if cls is not None else []
         # no `name` but name:xx / alt_name: the first of those is the name (an "unnamed" river tagged name:ca)
@@ -176,21 +178,21 @@ class _Handler:
             cats = categories_of(tags) if index == "pois" else []
             # an unnamed POI is a document when it has a search category (found by category + street/locality)
             if name or cats:
-                return OsmDoc(
+                return dict(
                     id=f"osm:{OSM_TYPES[osm_type]}:{osm_id}",
                     index=index, doc_type=doc_type, name=name, name_en=tags.get("name:en"),
                     names=variants, place_class=place_class, category=_intern(category),
-                    importance=imp if name else imp - 0.05, lat=0.0, lon=0.0, osm_type=osm_type,
+                    importance=imp if name else imp - 0.05, source="osm", kind=osm_type,
                     categories=cats, detail=_json(detail_of(tags)),
                 )
         hn = tags.get("addr:housenumber")
         street = tags.get("addr:street") or tags.get("addr:place")
         if hn and street:
             label = f"{street} {hn}"
-            return OsmDoc(
+            return dict(
                 id=f"osm:{OSM_TYPES[osm_type]}:{osm_id}",
                 index="addresses", doc_type="place", name=label, name_en=None, names=[label],
-                place_class="address", category="house", importance=0.05, lat=0.0, lon=0.0, osm_type=osm_type,
+                place_class="address", category="house", importance=0.05, source="osm", kind=osm_type,
                 detail=_json(detail_of(tags)),
             )
         return None
@@ -198,8 +200,7 @@ class _Handler:
     def _emit(self, tags: dict, osm_type: str, osm_id: int, lat: float, lon: float) -> None:
         doc = self._doc(tags, osm_type, osm_id)
         if doc is not None:
-            doc.lat, doc.lon = lat, lon
-            self.docs.append(doc)
+            self.docs.add(**doc, lat=lat, lon=lon)
 
     def node(self, n):
         if not n.tags or not n.location.valid():
@@ -221,8 +222,7 @@ class _Handler:
             self.streets.add(w.id, tags, hw, arr)
             return
         lon, lat = arr[:-1].mean(axis=0) if len(arr) > 2 and w.is_closed() else arr.mean(axis=0)
-        doc.lat, doc.lon = float(lat), float(lon)
-        self.docs.append(doc)
+        self.docs.add(**doc, lat=float(lat), lon=float(lon))
 
     def area(self, a):
         if a.from_way():
@@ -312,8 +312,8 @@ class _Callbacks:
 LOCATION_INDEX = "sparse_mmap_array" if "sparse_mmap_array" in osmium.index.map_types() else "sparse_mem_array"
 
 
-def read_osm(path) -> tuple[list[OsmDoc], StreetWays, list[Boundary]]:
-    """(documents, named street ways, administrative boundaries) of an OSM file."""
+def read_osm(path) -> tuple[DocSet, StreetWays, list[Boundary]]:
+    """(documents but streets, named street ways, administrative boundaries) of an OSM file."""
     h = _Handler()
     area = osmium.area.AreaManager()
     pool = osmium.io.ThreadPool()
