@@ -36,8 +36,8 @@ SOURCE_RANK = {"n": 0, "w": 0, "r": 1, "g": 2}  # canonical preference: OSM node
 
 def release_freed_memory() -> None:
     """Give the pages that freed memory leaves behind back to the system (glibc's malloc_trim; elsewhere
-    nothing). The OSM reader's threads and the node location index leave about 80 MB at 64 Liechtensteins
-    in malloc's arenas, on which the steps after it would stack their own."""
+    nothing). The OSM reader's threads leave 50-80 MB at 64 Liechtensteins in malloc's arenas, on which the
+    steps after it would stack their own."""
     try:
         ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6").malloc_trim(0)
     except (OSError, AttributeError, TypeError):
