@@ -12,14 +12,13 @@ that depends on their class, form one group; the group's canonical document is t
 
 from __future__ import annotations
 
-import ctypes
-import ctypes.util
 import json
 
 import numpy as np
 import shapely
 from scipy.spatial import cKDTree
 
+from geoengine.bundler import heap
 from geoengine.search import geonames as gn
 from geoengine.search.docset import DocSet
 from geoengine.search.osm import LOCALITY_PLACES, OsmDoc, StreetWays, read_osm
@@ -32,16 +31,6 @@ MERGE_KM = {"country": 300.0, "state": 100.0, "region": 100.0, "province": 80.0,
 MERGE_KM_DEFAULT = 3.0
 STREET_LOCALITY_PLACES = ("city", "town", "village", "hamlet", "municipality")
 SOURCE_RANK = {"n": 0, "w": 0, "r": 1, "g": 2}  # canonical preference: OSM node/way, relation, GeoNames
-
-
-def release_freed_memory() -> None:
-    """Give the pages that freed memory leaves behind back to the system (glibc's malloc_trim; elsewhere
-    nothing). The OSM reader's threads leave 50-80 MB at 64 Liechtensteins in malloc's arenas, on which the
-    steps after it would stack their own."""
-    try:
-        ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6").malloc_trim(0)
-    except (OSError, AttributeError, TypeError):
-        pass
 
 
 def _json(d: dict) -> str:
@@ -107,7 +96,7 @@ def build_documents(osm_path, places_path=None, admin1_path=None, *, bbox=None, 
     inside the extract's bbox (plus 0.1 degree) and the world's capitals, admin seats and places of at
     least `world_min_population`, "region" only those inside the bbox."""
     ds, streets, boundaries = read_osm(osm_path)  # ds: the documents of OSM nodes, ways, relations
-    release_freed_memory()
+    heap.release()  # what the OSM reader's threads freed, under the steps after it (50-80 MB at 64 copies)
     info: dict = {}
     n_points = len(ds)
     if bbox is None:
@@ -138,7 +127,7 @@ def build_documents(osm_path, places_path=None, admin1_path=None, *, bbox=None, 
     del merged
     ds.set_polylines(streets.vertices(), np.asarray(ranges, np.int64).reshape(-1, 2), np.asarray(owners, np.int64))
     del streets, ranges, owners  # the street ways' polylines are ds.seg now
-    release_freed_memory()
+    heap.release()
 
     # OSM display names
     lat = np.array(ds.lat)
