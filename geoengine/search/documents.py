@@ -12,14 +12,16 @@ that depends on their class, form one group; the group's canonical document is t
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+import json
 
 import numpy as np
 import shapely
 from scipy.spatial import cKDTree
 
+from geoengine.bundler import heap
 from geoengine.search import geonames as gn
-from geoengine.search.osm import LOCALITY_PLACES, OsmDoc, read_osm
+from geoengine.search.docset import DocSet
+from geoengine.search.osm import LOCALITY_PLACES, OsmDoc, StreetWays, read_osm
 from geoengine.search.text import normalise
 
 KM_PER_DEG_LAT = 110.574
@@ -31,57 +33,8 @@ STREET_LOCALITY_PLACES = ("city", "town", "village", "hamlet", "municipality")
 SOURCE_RANK = {"n": 0, "w": 0, "r": 1, "g": 2}  # canonical preference: OSM node/way, relation, GeoNames
 
 
-@dataclass
-class DocSet:
-    """Column lists of every document (row i = document i)."""
-
-    id: list[str] = field(default_factory=list)
-    index: list[str] = field(default_factory=list)
-    doc_type: list[str] = field(default_factory=list)
-    name: list[str] = field(default_factory=list)
-    name_en: list[str | None] = field(default_factory=list)
-    names: list[list[str]] = field(default_factory=list)
-    display_name: list[str] = field(default_factory=list)
-    place_class: list[str | None] = field(default_factory=list)
-    category: list[str | None] = field(default_factory=list)
-    importance: list[float] = field(default_factory=list)
-    lat: list[float] = field(default_factory=list)
-    lon: list[float] = field(default_factory=list)
-    source: list[str] = field(default_factory=list)
-    kind: list[str] = field(default_factory=list)  # n | w | r | g (for canonical preference)
-    categories: list[list[str]] = field(default_factory=list)  # search categories (iD preset ids) of POIs
-    detail: list[dict | None] = field(default_factory=list)  # names, address, tags, osm ways (/search/detail)
-    country: list[str | None] = field(default_factory=list)  # ISO 3166-1 alpha-2 code
-    region: list[bool] = field(default_factory=list)  # of the bundle's own region (OSM, GeoNames inside its bbox)
-    canonical: np.ndarray | None = None  # row of each document's canonical document
-    # reverse-geocoding items: segments (lon1, lat1, lon2, lat2) and their document rows
-    seg: list[np.ndarray] = field(default_factory=list)
-    seg_doc: list[np.ndarray] = field(default_factory=list)
-
-    def __len__(self) -> int:
-        return len(self.id)
-
-    def add(self, *, id, index, doc_type, name, name_en, names, place_class, category, importance, lat, lon,
-            source, kind, display_name="", categories=None, detail=None, country=None, region=True):
-        self.id.append(id)
-        self.index.append(index)
-        self.doc_type.append(doc_type)
-        self.name.append(name)
-        self.name_en.append(name_en)
-        self.names.append(names)
-        self.display_name.append(display_name)
-        self.place_class.append(place_class)
-        self.category.append(category)
-        self.importance.append(float(importance))
-        self.lat.append(float(lat))
-        self.lon.append(float(lon))
-        self.source.append(source)
-        self.kind.append(kind)
-        self.categories.append(categories or [])
-        self.detail.append(detail)
-        self.country.append(country)
-        self.region.append(bool(region))
-        return len(self.id) - 1
+def _json(d: dict) -> str:
+    return json.dumps(d, ensure_ascii=False, separators=(",", ":"), default=str)
 
 
 def _xy(lat, lon, lat0: float) -> np.ndarray:
@@ -91,45 +44,49 @@ def _xy(lat, lon, lat0: float) -> np.ndarray:
     return np.column_stack([lon * 111.320 * np.cos(np.radians(lat0)), lat * KM_PER_DEG_LAT])
 
 
-def _merge_streets(streets: list[OsmDoc], loc_xy: np.ndarray, loc_tree, lat0: float) -> list[tuple[OsmDoc, list[np.ndarray], int]]:
-    groups: dict[tuple[str, int], list[OsmDoc]] = {}
-    if not streets:
+def _merge_streets(streets: StreetWays, loc_tree, lat0: float) -> list[tuple[OsmDoc, list[tuple[int, int]], int]]:
+    """(document, vertex ranges of its ways, locality) of each street: the ways grouped by normalised name
+    and nearest locality of `loc_tree` within 15 km."""
+    groups: dict[tuple[str, int], list[int]] = {}
+    if not len(streets):
         return []
-    mid = np.array([[s.lat, s.lon] for s in streets])
     if loc_tree is not None:
-        dist, near = loc_tree.query(_xy(mid[:, 0], mid[:, 1], lat0), distance_upper_bound=15.0)
+        dist, near = loc_tree.query(_xy(streets.lat, streets.lon, lat0), distance_upper_bound=15.0)
         near = np.where(np.isfinite(dist), near, -1)
     else:
         near = np.full(len(streets), -1)
-    for s, loc in zip(streets, near, strict=True):
-        groups.setdefault((normalise(s.name), int(loc)), []).append(s)
+    for k, loc in enumerate(near.tolist()):
+        groups.setdefault((normalise(streets.name[k]), loc), []).append(k)
+    xy = streets.vertices()
     out = []
     for (_, loc), ways in groups.items():
-        ways.sort(key=lambda w: int(w.id.rsplit(":", 1)[1]))
+        ways.sort(key=streets.id.__getitem__)
         first = ways[0]
         names = []
         for w in ways:
-            for n in w.names:
+            for n in streets.variants(w):
                 if n not in names:
                     names.append(n)
-        verts = np.concatenate([w.segments for w in ways])
+        ranges = [(streets.ends[w], streets.ends[w + 1]) for w in ways]
+        verts = np.concatenate([xy[a:b] for a, b in ranges])
         centre = verts.mean(axis=0)
         k = int(np.argmin(((verts - centre) ** 2).sum(axis=1)))
-        best = max(ways, key=lambda w: w.importance)
+        best = max(ways, key=streets.importance.__getitem__)
         detail: dict = {"names": {}, "address": {}, "tags": {}}
         for w in ways:
+            wd = json.loads(streets.detail[w])
             for part in ("names", "address", "tags"):
-                for key, val in w.detail.get(part, {}).items():
+                for key, val in wd.get(part, {}).items():
                     detail[part].setdefault(key, val)
-        detail["osm_ways"] = [int(w.id.rsplit(":", 1)[1]) for w in ways]
-        detail["tags"]["highway"] = best.category
+        detail["osm_ways"] = [streets.id[w] for w in ways]
+        detail["tags"]["highway"] = streets.category[best]
         doc = OsmDoc(
-            id=f"osm:street:{first.id.rsplit(':', 1)[1]}", index="streets", doc_type="place", name=first.name,
-            name_en=next((w.name_en for w in ways if w.name_en), None), names=names, place_class="street",
-            category=best.category, importance=best.importance, lat=float(verts[k, 1]), lon=float(verts[k, 0]),
-            osm_type="w", detail=detail,
+            id=f"osm:street:{streets.id[first]}", index="streets", doc_type="place", name=streets.name[first],
+            name_en=next((streets.name_en[w] for w in ways if streets.name_en[w]), None), names=names,
+            place_class="street", category=streets.category[best], importance=streets.importance[best],
+            lat=float(verts[k, 1]), lon=float(verts[k, 0]), osm_type="w", detail=_json(detail),
         )
-        out.append((doc, [w.segments for w in ways], loc))
+        out.append((doc, ranges, loc))
     return out
 
 
@@ -138,44 +95,39 @@ def build_documents(osm_path, places_path=None, admin1_path=None, *, bbox=None, 
     """Every document of a bundle. `world`: "all" keeps the whole GeoNames table, "important" the places
     inside the extract's bbox (plus 0.1 degree) and the world's capitals, admin seats and places of at
     least `world_min_population`, "region" only those inside the bbox."""
-    docs, streets, boundaries = read_osm(osm_path)
+    ds, streets, boundaries = read_osm(osm_path)  # ds: the documents of OSM nodes, ways, relations
+    heap.release()  # what the OSM reader's threads freed, under the steps after it (50-80 MB at 64 copies)
     info: dict = {}
+    n_points = len(ds)
     if bbox is None:
-        lats = [d.lat for d in docs + streets] or [0.0]
-        lons = [d.lon for d in docs + streets] or [0.0]
+        lats = ds.lat.tolist() + streets.lat.tolist() or [0.0]
+        lons = ds.lon.tolist() + streets.lon.tolist() or [0.0]
         bbox = (min(lons), min(lats), max(lons), max(lats))
     lat0 = (bbox[1] + bbox[3]) / 2
-    ds = DocSet()
 
-    # localities for street grouping and display names
-    locs = [d for d in docs if d.index == "places" and d.place_class in LOCALITY_PLACES]
-    loc_xy = _xy([d.lat for d in locs], [d.lon for d in locs], lat0) if locs else np.zeros((0, 2))
+    # localities (rows) for street grouping and display names
+    locs = [i for i in range(n_points) if ds.index[i] == "places" and ds.place_class[i] in LOCALITY_PLACES]
+    loc_xy = _xy([ds.lat[i] for i in locs], [ds.lon[i] for i in locs], lat0) if locs else np.zeros((0, 2))
     loc_tree = cKDTree(loc_xy) if locs else None
-
-    for d in docs:
-        ds.add(id=d.id, index=d.index, doc_type=d.doc_type, name=d.name, name_en=d.name_en, names=d.names,
-               place_class=d.place_class, category=d.category, importance=d.importance, lat=d.lat, lon=d.lon,
-               source="osm", kind=d.osm_type, categories=d.categories, detail=d.detail)
-    del docs  # their rows are in ds (locs keeps the localities)
-    n_points = len(ds)
     # streets group by settlement (a street crossing several suburbs of one city is one street)
-    towns = [d for d in locs if d.place_class in STREET_LOCALITY_PLACES]
-    town_tree = cKDTree(_xy([d.lat for d in towns], [d.lon for d in towns], lat0)) if towns else None
-    merged = _merge_streets(streets, None, town_tree, lat0)
+    towns = [i for i in locs if ds.place_class[i] in STREET_LOCALITY_PLACES]
+    town_tree = cKDTree(_xy([ds.lat[i] for i in towns], [ds.lon[i] for i in towns], lat0)) if towns else None
+    merged = _merge_streets(streets, town_tree, lat0)
     street_locality: dict[int, int] = {}
-    for doc, polylines, loc in merged:
+    ranges, owners = [], []
+    for doc, way_ranges, loc in merged:
         row = ds.add(id=doc.id, index="streets", doc_type="place", name=doc.name, name_en=doc.name_en,
                      names=doc.names, place_class="street", category=doc.category, importance=doc.importance,
                      lat=doc.lat, lon=doc.lon, source="osm", kind="w", detail=doc.detail)
         street_locality[row] = loc
-        for pl in polylines:
-            if len(pl) == 1:
-                pl = np.vstack([pl, pl])
-            ds.seg.append(np.column_stack([pl[:-1], pl[1:]]))
-            ds.seg_doc.append(np.full(len(pl) - 1, row, np.int32))
+        ranges += way_ranges
+        owners += [row] * len(way_ranges)
     n_osm = len(ds)
     info["osm_ways_in_streets"] = len(streets)
-    del streets, merged  # the street ways' polylines are ds.seg now
+    del merged
+    ds.set_polylines(streets.vertices(), np.asarray(ranges, np.int64).reshape(-1, 2), np.asarray(owners, np.int64))
+    del streets, ranges, owners  # the street ways' polylines are ds.seg now
+    heap.release()
 
     # OSM display names
     lat = np.array(ds.lat)
@@ -185,9 +137,9 @@ def build_documents(osm_path, places_path=None, admin1_path=None, *, bbox=None, 
         dist, near = loc_tree.query(_xy(lat, lon, lat0), distance_upper_bound=10.0)
         for i in range(n_osm):
             if i in street_locality:  # a street shows the locality it was grouped by
-                locality[i] = towns[street_locality[i]].name if street_locality[i] >= 0 else None
+                locality[i] = ds.name[towns[street_locality[i]]] if street_locality[i] >= 0 else None
             elif np.isfinite(dist[i]):
-                locality[i] = locs[near[i]].name
+                locality[i] = ds.name[locs[near[i]]]
     region = [None] * n_osm
     region_level = np.full(n_osm, -1)
     country = [None] * n_osm
@@ -241,9 +193,9 @@ def build_documents(osm_path, places_path=None, admin1_path=None, *, bbox=None, 
                    names=names, place_class=gn.place_class(pop, fc), category=fc, importance=gn.importance(pop, fc),
                    lat=places.lat[r], lon=places.lon[r], source="geonames", kind="g", display_name=", ".join(parts),
                    country=places.country[r] or None, region=bool(in_box[r]),
-                   detail={"names": {"name": nm, **({"alternate": names[1:]} if in_box[r] else {})}, "address": {k: v for k, v in
-                           (("state", a1), ("country_code", places.country[r])) if v},
-                           "tags": {"population": pop} if pop else {}})
+                   detail=_json({"names": {"name": nm, **({"alternate": names[1:]} if in_box[r] else {})},
+                                 "address": {k: v for k, v in (("state", a1), ("country_code", places.country[r])) if v},
+                                 "tags": {"population": pop} if pop else {}}))
             n_geo += 1
     street_of = _nearest_street_names(ds, n_points, lat0)
     for i in range(n_osm):
@@ -253,7 +205,10 @@ def build_documents(osm_path, places_path=None, admin1_path=None, *, bbox=None, 
             if street_of.get(i):
                 parts.append(street_of[i])
             if ds.detail[i] is not None and street_of.get(i):
-                ds.detail[i]["address"].setdefault("street", street_of[i])
+                d = json.loads(ds.detail[i])
+                if "street" not in d["address"]:
+                    d["address"]["street"] = street_of[i]
+                    ds.detail[i] = _json(d)
         for p in (locality[i], region[i], country[i]):
             if p and p not in parts:
                 parts.append(p)
@@ -275,14 +230,13 @@ def _nearest_street_names(ds: DocSet, n_points: int, lat0: float) -> dict[int, s
     out = {}
     need = []
     for i in rows:
-        street = (ds.detail[i] or {}).get("address", {}).get("street")
+        street = json.loads(ds.detail[i] or "{}").get("address", {}).get("street")
         if street:
             out[i] = street
         else:
             need.append(i)
-    if need and ds.seg:
-        seg = np.concatenate(ds.seg)
-        owner = np.concatenate(ds.seg_doc)
+    if need and len(ds.seg_doc):
+        seg, owner = ds.segments()
         tree = cKDTree(_xy(seg[:, 1], seg[:, 0], lat0))
         dist, near = tree.query(_xy(np.array(ds.lat)[need], np.array(ds.lon)[need], lat0), distance_upper_bound=STREET_NEAR_KM)
         for i, d, k in zip(need, dist.tolist(), near.tolist(), strict=True):

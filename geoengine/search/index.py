@@ -132,21 +132,27 @@ def write_index(folder: Path, ds) -> tuple[list[str], dict]:
               "kind.npy", "id_order.npy"]
 
     # reverse-geocoding items: every document that is not a street is a point; streets are segments
+    seg, seg_doc = ds.segments()
     is_street = np.zeros(n, bool)
-    for sd in ds.seg_doc:
-        is_street[sd] = True
+    is_street[seg_doc] = True
     pts = np.flatnonzero(~is_street)
     lat = np.asarray(ds.lat)
     lon = np.asarray(ds.lon)
-    items = [np.column_stack([lon[pts], lat[pts], lon[pts], lat[pts]])] + list(ds.seg)
-    item_doc = [pts.astype(np.int32)] + list(ds.seg_doc)
-    items = np.concatenate(items) if n else np.zeros((0, 4))
-    item_doc = np.concatenate(item_doc).astype(np.int32) if n else np.zeros(0, np.int32)
-    np.save(folder / "items.npy", items)
-    np.save(folder / "item_doc.npy", item_doc)
+    n_items = len(pts) + len(seg) if n else 0
+    # written piece by piece: the points, then the street segments (one array of both would be a copy of them)
+    with open(folder / "items.npy", "wb") as fh:
+        np.lib.format.write_array_header_1_0(fh, {"descr": "<f8", "fortran_order": False, "shape": (n_items, 4)})
+        if n:
+            fh.write(np.column_stack([lon[pts], lat[pts], lon[pts], lat[pts]]).tobytes())
+            fh.write(seg.tobytes())
+    with open(folder / "item_doc.npy", "wb") as fh:
+        np.lib.format.write_array_header_1_0(fh, {"descr": "<i4", "fortran_order": False, "shape": (n_items,)})
+        if n:
+            fh.write(pts.astype(np.int32).tobytes())
+            fh.write(seg_doc.tobytes())
     files += ["items.npy", "item_doc.npy"]
     files += write_extras(folder, ds)
-    counts = {"documents": n, "tokens": len(vocab), "postings": int(len(pd)), "reverse_items": int(len(items)),
+    counts = {"documents": n, "tokens": len(vocab), "postings": int(len(pd)), "reverse_items": n_items,
               "categorised_documents": int(sum(1 for c in ds.categories if c)) if ds.categories else 0,
               "unnamed_pois": int(sum(1 for i in range(n) if not ds.name[i] and ds.index[i] == "pois"))}
     return files, counts
@@ -191,13 +197,16 @@ def write_extras(folder: Path, ds) -> list[str]:
     country = ds.country if len(ds.country) == n else [None] * n
     np.save(folder / "country.npy", np.asarray([country_code_int(c) for c in country], np.uint16).reshape(n))
     details = ds.detail if len(ds.detail) == n else [None] * n
-    det = []
-    for i in range(n):
-        d = dict(details[i] or {})
-        if cats[i]:
-            d["categories"] = cats[i]
-        det.append(json.dumps(d, ensure_ascii=False, separators=(",", ":"), default=str) if d else None)
-    files = write_strings(folder, "detail", det)
+
+    def detail(i: int) -> str | None:
+        """The document's detail JSON with its categories (the last key)."""
+        d = details[i]
+        if not cats[i]:
+            return None if d in (None, "{}") else d
+        c = json.dumps(cats[i], ensure_ascii=False, separators=(",", ":"))
+        return f'{{"categories":{c}}}' if d in (None, "{}") else f'{d[:-1]},"categories":{c}}}'
+
+    files = write_strings(folder, "detail", (detail(i) for i in range(n)))
     return files + ["categories.json", "cat_ptr.npy", "cat_doc.npy", "region.npy", "country.npy"]
 
 

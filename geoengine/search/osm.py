@@ -8,11 +8,16 @@ returned one per way with their geometry; `documents.py` merges them per street 
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+import json
+import os
+from array import array
+from dataclasses import dataclass
 
 import numpy as np
 import osmium
 import shapely
+
+from geoengine.search.docset import DocSet
 
 PLACE_IMPORTANCE = {
     "country": 0.9, "state": 0.75, "region": 0.7, "province": 0.7, "county": 0.6, "city": 0.7,
@@ -67,10 +72,8 @@ class OsmDoc:
     lat: float
     lon: float
     osm_type: str  # n | w | r
-    segments: np.ndarray | None = None  # (k, 2) lon/lat polyline of a street way
-    extra: dict = field(default_factory=dict)
-    categories: list[str] = field(default_factory=list)  # preset ids (geoengine.search.categories)
-    detail: dict = field(default_factory=dict)  # names, address, tags for /search/detail
+    categories: list[str] | tuple = ()  # preset ids (geoengine.search.categories)
+    detail: str = "{}"  # JSON of names, address, tags for /search/detail
 
 
 def detail_of(tags: dict) -> dict:
@@ -148,15 +151,25 @@ def classify(tags: dict) -> tuple[str, str, str | None, str | None, float] | Non
     return None
 
 
-class _Handler(osmium.SimpleHandler):
+DOC_KEYS = ("name", "addr:housenumber", *POI_KEYS)  # a node or way without any of these is no document
+
+
+def _json(d: dict) -> str:
+    return json.dumps(d, ensure_ascii=False, separators=(",", ":"), default=str)
+
+
+class _Handler:
+    """The documents of an extract. A way's node locations are read only when it makes a document; a
+    document's detail is kept as its JSON text (a dict per document costs several times its text)."""
+
     def __init__(self):
-        super().__init__()
-        self.docs: list[OsmDoc] = []
-        self.streets: list[OsmDoc] = []
+        self.docs = DocSet()  # the documents of nodes, ways and relations (not streets), in file order
+        self.streets = StreetWays()
         self.boundaries: list[Boundary] = []
         self.wkb = osmium.geom.WKBFactory()
 
-    def _emit(self, tags: dict, osm_type: str, osm_id: int, lat: float, lon: float) -> None:
+    def _doc(self, tags: dict, osm_type: str, osm_id: int) -> dict | None:
+        """The fields of the document of a named object or address but its location; None when it is neither."""
         cls = classify(tags)
         variants = name_variants(tags) if cls is not None else []
         # no `name` but name:xx / alt_name: the first of those is the name (an "unnamed" river tagged name:ca)
@@ -166,57 +179,51 @@ class _Handler(osmium.SimpleHandler):
             cats = categories_of(tags) if index == "pois" else []
             # an unnamed POI is a document when it has a search category (found by category + street/locality)
             if name or cats:
-                self.docs.append(OsmDoc(
+                return dict(
                     id=f"osm:{OSM_TYPES[osm_type]}:{osm_id}",
                     index=index, doc_type=doc_type, name=name, name_en=tags.get("name:en"),
-                    names=variants, place_class=place_class, category=category,
-                    importance=imp if name else imp - 0.05,
-                    lat=lat, lon=lon, osm_type=osm_type,
-                    extra={k: tags[k] for k in ("addr:street", "addr:housenumber", "addr:place") if k in tags},
-                    categories=cats, detail=detail_of(tags),
-                ))
-                return
+                    names=variants, place_class=place_class, category=_intern(category),
+                    importance=imp if name else imp - 0.05, source="osm", kind=osm_type,
+                    categories=cats, detail=_json(detail_of(tags)),
+                )
         hn = tags.get("addr:housenumber")
         street = tags.get("addr:street") or tags.get("addr:place")
         if hn and street:
             label = f"{street} {hn}"
-            self.docs.append(OsmDoc(
+            return dict(
                 id=f"osm:{OSM_TYPES[osm_type]}:{osm_id}",
                 index="addresses", doc_type="place", name=label, name_en=None, names=[label],
-                place_class="address", category="house", importance=0.05, lat=lat, lon=lon, osm_type=osm_type,
-                extra={"street": street, "housenumber": hn, "postcode": tags.get("addr:postcode")},
-                detail=detail_of(tags),
-            ))
+                place_class="address", category="house", importance=0.05, source="osm", kind=osm_type,
+                detail=_json(detail_of(tags)),
+            )
+        return None
+
+    def _emit(self, tags: dict, osm_type: str, osm_id: int, lat: float, lon: float) -> None:
+        doc = self._doc(tags, osm_type, osm_id)
+        if doc is not None:
+            self.docs.add(**doc, lat=lat, lon=lon)
 
     def node(self, n):
         if not n.tags or not n.location.valid():
             return
-        t = n.tags
-        if "name" not in t and "addr:housenumber" not in t and not any(k in t for k in POI_KEYS):
-            return
-        self._emit(dict(t), "n", n.id, n.location.lat, n.location.lon)
+        self._emit(dict(n.tags), "n", n.id, n.location.lat, n.location.lon)
 
     def way(self, w):
-        t = w.tags
-        if not t or ("name" not in t and "addr:housenumber" not in t and not any(k in t for k in POI_KEYS)):
-            return
+        tags = dict(w.tags)
+        hw = tags.get("highway")
+        street = hw in STREET_HIGHWAYS and "name" in tags and "place" not in tags
+        doc = None if street else self._doc(tags, "w", w.id)
+        if not street and doc is None:
+            return  # (most buildings) no document: its node locations are never read
         pts = [(nd.lon, nd.lat) for nd in w.nodes if nd.location.valid()]
         if not pts:
             return
-        tags = dict(t)
         arr = np.asarray(pts, dtype=np.float64)
-        hw = tags.get("highway")
-        if hw in STREET_HIGHWAYS and "name" in tags and "place" not in tags:
-            self.streets.append(OsmDoc(
-                id=f"osm:way:{w.id}", index="streets", doc_type="place", name=tags["name"],
-                name_en=tags.get("name:en"), names=name_variants(tags), place_class="street", category=hw,
-                importance=STREET_IMPORTANCE.get(hw, 0.18) + _wiki_bonus(tags),
-                lat=float(arr[:, 1].mean()), lon=float(arr[:, 0].mean()), osm_type="w", segments=arr,
-                detail=detail_of(tags),
-            ))
+        if street:
+            self.streets.add(w.id, tags, hw, arr)
             return
         lon, lat = arr[:-1].mean(axis=0) if len(arr) > 2 and w.is_closed() else arr.mean(axis=0)
-        self._emit(tags, "w", w.id, float(lat), float(lon))
+        self.docs.add(**doc, lat=float(lat), lon=float(lon))
 
     def area(self, a):
         if a.from_way():
@@ -240,10 +247,105 @@ class _Handler(osmium.SimpleHandler):
             self._emit(tags, "r", a.orig_id(), c.y, c.x)
 
 
-def read_osm(path) -> tuple[list[OsmDoc], list[OsmDoc], list[Boundary]]:
-    """(documents, street ways, administrative boundaries) of an OSM file."""
+class StreetWays:
+    """The named street ways of an extract as columns (an object per way cost about 450 bytes more):
+    way k has id `id[k]`, name `name[k]`, ..., vertices `vertices()[ends[k]:ends[k + 1]]` (lon, lat)."""
+
+    def __init__(self):
+        self.id = array("q")
+        self.lat = array("d")  # the mean of the way's vertices
+        self.lon = array("d")
+        self.importance = array("d")
+        self.ends = array("q", [0])
+        self.xy = array("d")
+        self.name: list[str] = []
+        self.name_en: list[str | None] = []
+        self.names: list[list[str] | None] = []  # the name variants; None when they are [name]
+        self.category: list[str] = []  # the highway value
+        self.detail: list[str] = []  # JSON of names, address, tags
+
+    def __len__(self) -> int:
+        return len(self.id)
+
+    def add(self, way_id: int, tags: dict, hw: str, arr: np.ndarray) -> None:
+        name = tags["name"]
+        variants = name_variants(tags)
+        self.id.append(way_id)
+        self.lat.append(float(arr[:, 1].mean()))
+        self.lon.append(float(arr[:, 0].mean()))
+        self.importance.append(STREET_IMPORTANCE.get(hw, 0.18) + _wiki_bonus(tags))
+        self.xy.frombytes(arr.tobytes())
+        self.ends.append(len(self.xy) // 2)
+        self.name.append(name)
+        self.name_en.append(tags.get("name:en"))
+        self.names.append(None if variants == [name] else variants)
+        self.category.append(_intern(hw))
+        self.detail.append(_json(detail_of(tags)))
+
+    def variants(self, k: int) -> list[str]:
+        return self.names[k] or [self.name[k]]
+
+    def vertices(self) -> np.ndarray:
+        """(n, 2) lon/lat of every way's vertices, way after way (a view)."""
+        return np.frombuffer(self.xy, np.float64).reshape(-1, 2) if len(self.xy) else np.zeros((0, 2))
+
+
+_INTERNED: dict[str, str] = {}
+
+
+def _intern(s: str | None) -> str | None:
+    """One string object per tag value of few distinct values (category, highway)."""
+    return s if s is None else _INTERNED.setdefault(s, s)
+
+
+class _Callbacks:
+    """A pyosmium handler of the given callbacks (pyosmium calls a handler's `node`, `way`, ... by name)."""
+
+    def __init__(self, **methods):
+        for name, fn in methods.items():
+            setattr(self, name, fn)
+
+
+# Node locations for ways: a sorted array of (id, location), 16 bytes a node. The mmap array grows in place
+# (mremap); the in-memory one (flex_mem's sparse mode) is a std::vector that doubles, which at 9.14 M nodes
+# peaked at 270 MB against 185 MB. (flex_mem's dense mode, 8 bytes per id up to the largest, would not fit
+# a country whose node ids spread over the planet's.)
+LOCATION_INDEX = "sparse_mmap_array" if "sparse_mmap_array" in osmium.index.map_types() else "sparse_mem_array"
+
+
+# decoded blocks a reader keeps ahead of its handlers (libosmium's default is 20 of each queue): the Python
+# handlers are the slow end, so the queues stay full; 4 held 36 MB less at 64 Liechtensteins, as fast
+READER_QUEUE = "4"
+
+
+def _reader(path: str, entities, pool) -> osmium.io.Reader:
+    """An osmium reader with short queues (libosmium reads their sizes from the environment when it opens)."""
+    names = ("OSMIUM_MAX_INPUT_QUEUE_SIZE", "OSMIUM_MAX_OSMDATA_QUEUE_SIZE")
+    saved = {k: os.environ.get(k) for k in names}
+    for k in names:
+        os.environ.setdefault(k, READER_QUEUE)
+    try:
+        return osmium.io.Reader(path, entities, thread_pool=pool)
+    finally:
+        for k, v in saved.items():
+            if v is None:
+                os.environ.pop(k, None)
+
+
+def read_osm(path) -> tuple[DocSet, StreetWays, list[Boundary]]:
+    """(documents but streets, named street ways, administrative boundaries) of an OSM file."""
     h = _Handler()
-    # untagged nodes (most of an extract) never reach Python; they still give ways their locations
-    h.apply_file(str(path), locations=True, idx="flex_mem",
-                 filters=[osmium.filter.EmptyTagFilter().enable_for(osmium.osm.NODE)])
+    area = osmium.area.AreaManager()
+    pool = osmium.io.ThreadPool()
+    with _reader(str(path), osmium.osm.RELATION, pool) as rd:
+        # every multipolygon, even those that make no document: the assembler hands out the finished areas
+        # when a member way comes, so tracking fewer relations would change the order of the documents
+        osmium.apply(rd, area.first_pass_handler())
+    lh = osmium.NodeLocationsForWays(osmium.index.create_map(LOCATION_INDEX))
+    lh.ignore_errors()
+    main = _Callbacks(node=h.node, way=h.way, area=h.area)
+    with _reader(str(path), osmium.osm.OBJECT, pool) as rd:
+        # every node gives ways their locations; only nodes and ways with a document key reach Python
+        osmium.apply(rd, lh, area.second_pass_handler(main),
+                     osmium.filter.KeyFilter(*DOC_KEYS).enable_for(osmium.osm.NODE | osmium.osm.WAY), main)
     return h.docs, h.streets, h.boundaries

@@ -8,6 +8,7 @@ A string column `<name>` is `<name>.bin` (UTF-8 values, concatenated) plus `<nam
 from __future__ import annotations
 
 import mmap
+from array import array
 from pathlib import Path
 
 import numpy as np
@@ -16,11 +17,12 @@ NONE = b"\x00"
 
 
 def write_strings(folder: Path, name: str, values) -> list[str]:
-    data = [NONE if v is None else v.encode("utf-8") for v in values]
-    off = np.zeros(len(data) + 1, dtype=np.int64)
-    np.cumsum([len(b) for b in data], out=off[1:])
-    (folder / f"{name}.bin").write_bytes(b"".join(data))
-    np.save(folder / f"{name}.off.npy", off)
+    """Write the string column `name` of `values` (any iterable), one value at a time."""
+    sizes = array("q", [0])
+    with open(folder / f"{name}.bin", "wb") as fh:
+        for v in values:
+            sizes.append(fh.write(NONE if v is None else v.encode("utf-8")))
+    np.save(folder / f"{name}.off.npy", np.cumsum(np.frombuffer(sizes, np.int64)))
     return [f"{name}.bin", f"{name}.off.npy"]
 
 

@@ -1,0 +1,79 @@
+"""The documents of a search index as columns (row i = document i), filled by `osm.read_osm` (the OSM
+points), then `documents.build_documents` (streets, GeoNames, display names, canonical ids)."""
+
+from __future__ import annotations
+
+from array import array
+from dataclasses import dataclass, field
+
+import numpy as np
+
+
+@dataclass
+class DocSet:
+    """Column lists of every document (row i = document i)."""
+
+    id: list[str] = field(default_factory=list)
+    index: list[str] = field(default_factory=list)
+    doc_type: list[str] = field(default_factory=list)
+    name: list[str] = field(default_factory=list)
+    name_en: list[str | None] = field(default_factory=list)
+    names: list[list[str]] = field(default_factory=list)
+    display_name: list[str] = field(default_factory=list)
+    place_class: list[str | None] = field(default_factory=list)
+    category: list[str | None] = field(default_factory=list)
+    importance: array = field(default_factory=lambda: array("d"))
+    lat: array = field(default_factory=lambda: array("d"))
+    lon: array = field(default_factory=lambda: array("d"))
+    source: list[str] = field(default_factory=list)
+    kind: list[str] = field(default_factory=list)  # n | w | r | g (for canonical preference)
+    categories: list[list[str] | tuple] = field(default_factory=list)  # search categories (iD preset ids) of POIs
+    detail: list[str | None] = field(default_factory=list)  # JSON of names, address, tags, osm ways (/search/detail)
+    country: list[str | None] = field(default_factory=list)  # ISO 3166-1 alpha-2 code
+    region: list[bool] = field(default_factory=list)  # of the bundle's own region (OSM, GeoNames inside its bbox)
+    canonical: np.ndarray | None = None  # row of each document's canonical document
+    # reverse-geocoding items: (m, 4) segments (lon1, lat1, lon2, lat2) and their (m,) int32 document rows
+    seg: np.ndarray = field(default_factory=lambda: np.zeros((0, 4)))
+    seg_doc: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int32))
+
+    def __len__(self) -> int:
+        return len(self.id)
+
+    def segments(self) -> tuple[np.ndarray, np.ndarray]:
+        """((m, 4) segments, (m,) int32 document rows)."""
+        return self.seg, self.seg_doc
+
+    def set_polylines(self, xy: np.ndarray, ranges: np.ndarray, rows: np.ndarray) -> None:
+        """The segments of polylines `xy[start:stop]` (`ranges` (p, 2)) of documents `rows` (p,): each pair of
+        consecutive vertices, a polyline of one point a zero-length segment. One array for all of them
+        (an array per polyline cost more than its segments)."""
+        k = ranges[:, 1] - ranges[:, 0]
+        nseg = np.maximum(k - 1, 1)
+        first = np.repeat(ranges[:, 0] - np.cumsum(nseg) + nseg, nseg) + np.arange(int(nseg.sum()))
+        second = first + (np.repeat(k, nseg) > 1)
+        self.seg = np.empty((len(first), 4))
+        self.seg[:, :2] = xy[first]
+        self.seg[:, 2:] = xy[second]
+        self.seg_doc = np.repeat(np.asarray(rows, np.int32), nseg)
+
+    def add(self, *, id, index, doc_type, name, name_en, names, place_class, category, importance, lat, lon,
+            source, kind, display_name="", categories=None, detail=None, country=None, region=True):
+        self.id.append(id)
+        self.index.append(index)
+        self.doc_type.append(doc_type)
+        self.name.append(name)
+        self.name_en.append(name_en)
+        self.names.append(names)
+        self.display_name.append(display_name)
+        self.place_class.append(place_class)
+        self.category.append(category)
+        self.importance.append(float(importance))
+        self.lat.append(float(lat))
+        self.lon.append(float(lon))
+        self.source.append(source)
+        self.kind.append(kind)
+        self.categories.append(categories or ())  # one shared empty tuple for the many without
+        self.detail.append(detail)
+        self.country.append(country)
+        self.region.append(bool(region))
+        return len(self.id) - 1
