@@ -9,6 +9,7 @@ import os
 import signal
 import subprocess
 import sys
+import threading
 from dataclasses import replace
 
 import numpy as np
@@ -42,8 +43,9 @@ def test_value_and_usage_come_back_and_the_memory_goes_with_the_child():
 
 
 class Odd(Exception):
-    def __init__(self, a, b):  # pickles, but cannot be rebuilt from its args
+    def __init__(self, a, b):
         super().__init__(f"{a}/{b}")
+        self.lock = threading.Lock()  # cannot be pickled
 
 
 def _raise(kind: str):
