@@ -24,7 +24,8 @@ CCH_DIR = "cch"
 def run(ctx: BuildContext) -> StageResult:
     from geoengine.bundler import heap
     from geoengine.graph import Graph
-    from geoengine.routing.customise import build_topology, full_turn_csr
+    from geoengine.routing.cch import CCHTopology
+    from geoengine.routing.customise import build_topology, possible_turns
     from geoengine.routing.profile import Profile
 
     graph = Graph.open(ctx.out / "graph")
@@ -33,15 +34,16 @@ def run(ctx: BuildContext) -> StageResult:
     attach_grades(graph, ctx.out)  # grades from the elevation stage (built before routing), if any
     out = ctx.stage_dir("routing")
     t0 = time.perf_counter()
-    topo = build_topology(graph)
-    names = topo.save(out / CCH_DIR)
-    outputs = [f"routing/{CCH_DIR}/{n}" for n in names]
+    # written to disk array by array as it is built, and returned memory-mapped from there
+    topo = build_topology(graph, out / CCH_DIR)
+    outputs = [f"routing/{CCH_DIR}/{n}" for n in CCHTopology.files()]
     info: dict = {"topology": dict(topo.info, seconds=round(time.perf_counter() - t0, 3))}
     counts = {"vertices": int(graph.n_edges), "cch_edges": topo.edges}
     ctx.progress.update(1, f"CCH topology ({info['topology']['seconds']:.1f}s, {topo.edges} edges)")
-    # every possible turn must join two vertices the topology connects (set_base raises otherwise); each
-    # costing's turn graph is a subset of them by construction (graph.turns.TurnBase)
-    topo.set_base(*full_turn_csr(graph))
+    # every possible turn must join two vertices the topology connects (what the router's set_base
+    # raises on otherwise); each costing's turn graph is a subset of them by construction
+    # (graph.turns.TurnBase)
+    topo.check(*possible_turns(graph))
     del topo  # saved and checked; the costings' checks below need only the graph
     heap.release()
     for i, costing in enumerate(COSTINGS):
@@ -53,6 +55,8 @@ def run(ctx: BuildContext) -> StageResult:
         info[costing] = {"arcs": int(len(tgt)), "seconds": round(time.perf_counter() - t0, 3),
                          "usable_edges": int(prof.usable.sum())}
         counts[f"{costing}_arcs"] = int(len(tgt))
+        # the next costing's arrays replace these rather than join them
+        del prof, _off, tgt, w, _packed
         ctx.progress.update(i + 2, f"{costing} checked ({info[costing]['seconds']:.1f}s)")
     return StageResult(outputs=outputs, counts=counts, info=info)
 

@@ -242,7 +242,7 @@ def test_flow_cut_is_a_minimum_vertex_cut(seed):
     role[perm[:q]], role[perm[-q:]] = 1, 2
     verts = rng.permutation(n).astype(np.int64)
     cut = np.zeros(n, np.int64)
-    c, _ = order._flow_cut(verts, n, off, adj, order._reverse_slots(off, adj), np.full(n, 3, np.int64), 3, 29, role,
+    c, _ = order._flow_cut(verts, n, off, adj, order._reverse_slots(off, adj, np.empty(len(adj), np.int64)), np.full(n, 3, np.int64), 3, 29, role,
                            np.zeros(n, np.int8), np.zeros(len(adj), np.int32), np.zeros(2 * n, np.int64),
                            np.zeros(2 * n, np.int64), np.zeros(2 * n, np.int64), np.zeros(2 * n, np.int64), cut)
     g = nx.DiGraph()
