@@ -15,10 +15,13 @@ from __future__ import annotations
 
 import time
 
+import numpy as np
+
 from geoengine.bundler.pipeline import BuildContext, Stage, StageResult
 from geoengine.costing import COSTINGS, default_options
 
 CCH_DIR = "cch"
+CHECK_SLICE = 1 << 20  # possible turns per slice of a costing's check
 
 
 def run(ctx: BuildContext) -> StageResult:
@@ -26,7 +29,6 @@ def run(ctx: BuildContext) -> StageResult:
     from geoengine.graph import Graph
     from geoengine.routing.cch import CCHTopology
     from geoengine.routing.customise import build_topology, possible_turns
-    from geoengine.routing.profile import Profile
 
     graph = Graph.open(ctx.out / "graph")
     from geoengine.elevation.grades import attach_grades
@@ -48,17 +50,46 @@ def run(ctx: BuildContext) -> StageResult:
     heap.release()
     for i, costing in enumerate(COSTINGS):
         t0 = time.perf_counter()
-        prof = Profile(graph, costing, default_options(costing))
-        _off, tgt, w, _packed = prof.turn_csr()
-        if not (w >= 0).all():  # NaN or negative
-            raise ValueError(f"{costing}: {int((~(w >= 0)).sum())} turn weight(s) are not numbers >= 0")
-        info[costing] = {"arcs": int(len(tgt)), "seconds": round(time.perf_counter() - t0, 3),
-                         "usable_edges": int(prof.usable.sum())}
-        counts[f"{costing}_arcs"] = int(len(tgt))
-        # the next costing's arrays replace these rather than join them
-        del prof, _off, tgt, w, _packed
+        arcs, bad, usable = _check_costing(graph, costing)
+        if bad:
+            raise ValueError(f"{costing}: {bad} turn weight(s) are not numbers >= 0")
+        info[costing] = {"arcs": arcs, "seconds": round(time.perf_counter() - t0, 3), "usable_edges": usable}
+        counts[f"{costing}_arcs"] = arcs
+        heap.release()  # the next costing's arrays take the place of these rather than join them
         ctx.progress.update(i + 2, f"{costing} checked ({info[costing]['seconds']:.1f}s)")
     return StageResult(outputs=outputs, counts=counts, info=info)
+
+
+def _check_costing(graph, costing: str) -> tuple[int, int, int]:
+    """(arcs, weights that are not numbers >= 0, usable edges) of the costing's default turn graph."""
+    from geoengine.routing.profile import Profile
+
+    prof = Profile(graph, costing, default_options(costing))
+    arcs = bad = 0
+    for _tgt, w in costing_weights(graph, prof):
+        arcs += len(w)
+        bad += int((~(w >= 0)).sum())  # NaN or negative
+    return arcs, bad, int(prof.usable.sum())
+
+
+def costing_weights(graph, prof, arcs_per_slice: int = CHECK_SLICE):
+    """(targets, weights) of a profile's turn graph, slice after slice of about `arcs_per_slice` possible
+    turns: the weights `Profile.turn_csr` gives (the same `TurnBase.turn_graph` call with the profile's
+    edge costs, travel mode and turn penalty), without its secondary metrics and with one slice's
+    arrays at a time (the whole turn graph's and the turn penalty's temporaries were the stage's peak
+    at 64 copies of Liechtenstein, about 250 MB over the stage's start)."""
+    from geoengine.costing import turn_penalty
+    from geoengine.graph.turns import turn_base
+
+    base = turn_base(graph)
+    tp = turn_penalty(prof.costing, prof.options)
+    cuts = np.searchsorted(base.offsets, np.arange(0, int(base.offsets[-1]), max(int(arcs_per_slice), 1)),
+                           side="right") - 1
+    bounds = np.unique(np.concatenate([[0], cuts, [graph.n_edges]]))
+    for a, b in zip(bounds[:-1].tolist(), bounds[1:].tolist(), strict=True):
+        _off, tgt, w, _sec, _idx = base.turn_graph(prof.cost, prof.length, mode=prof.mode, turn_penalty=tp,
+                                                   rows=(a, b))
+        yield tgt, w
 
 
 STAGE = Stage(name="routing", run=run,
