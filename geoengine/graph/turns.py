@@ -77,25 +77,37 @@ class TurnBase:
             np.asarray(graph.edge_dst), np.asarray(graph.node_out_offsets, dtype=np.int64),
             np.asarray(graph.node_out_edges), np.asarray(graph.edge_bearing_start),
             np.asarray(graph.edge_bearing_end))
-        self._allowed: dict = {}
+        self._forbidden: dict = {}
 
     def allowed(self, mode: str | int | None) -> np.ndarray | None:
         """bool[m]: the turns no restriction of `mode` forbids (None: every restriction applies);
         None when no restriction applies to the mode."""
-        if mode not in self._allowed:
+        forbidden = self.forbidden(mode)
+        if forbidden is None:
+            return None
+        ok = np.ones(len(self.e2), dtype=bool)
+        ok[forbidden] = False
+        return ok
+
+    def forbidden(self, mode: str | int | None) -> np.ndarray | None:
+        """int64[]: the positions of the turns a restriction of `mode` forbids, ascending (None: every
+        restriction applies); None when no restriction applies to the mode. Kept per mode: a few
+        positions per restriction where a mask per mode held a byte per turn (8 modes: 22 MB at 2.8 M
+        turns, for the life of the graph)."""
+        if mode not in self._forbidden:
             graph, E = self.graph, self.graph.n_edges
             if mode is None:
                 rf, rt, ro = np.asarray(graph.restr_from), np.asarray(graph.restr_to), np.asarray(graph.restr_only)
             else:
                 rf, rt, ro = graph.restrictions_for(mode)
-            ok = None
+            pos = None
             if len(rf):
                 # each restriction's row only (np.isin on an int64 key per turn held about 130 MB of
                 # temporaries at 2.8 M turns, the routing stage's peak)
-                ok = _allowed_turns(self.offsets, self.e2, np.asarray(rf, np.int64), np.asarray(rt, np.int64),
-                                    np.asarray(ro, np.bool_), E)
-            self._allowed[mode] = ok
-        return self._allowed[mode]
+                pos = np.flatnonzero(~_allowed_turns(self.offsets, self.e2, np.asarray(rf, np.int64),
+                                                     np.asarray(rt, np.int64), np.asarray(ro, np.bool_), E))
+            self._forbidden[mode] = pos
+        return self._forbidden[mode]
 
     def turn_graph(self, edge_cost, edge_length, *, mode=None, turn_penalty=None, rows=None):
         """`turn_graph`'s four arrays and `base_index` int64[m']: each arc's position among the base's.
@@ -116,9 +128,9 @@ class TurnBase:
         lo, hi = (0, len(self.e1)) if rows is None else (int(self.offsets[rows[0]]), int(self.offsets[rows[1]]))
         e1, e2 = self.e1[lo:hi], self.e2[lo:hi]
         keep = usable[e1] & usable[e2] & (~self.uturn[lo:hi] | dead_end[e1])
-        ok = self.allowed(mode)
-        if ok is not None:
-            keep &= ok[lo:hi]
+        forbidden = self.forbidden(mode)
+        if forbidden is not None:
+            keep[forbidden[(forbidden >= lo) & (forbidden < hi)] - lo] = False
         idx = np.flatnonzero(keep)
         if lo:
             idx += lo
