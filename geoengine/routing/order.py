@@ -271,8 +271,9 @@ def _nd_kernel(off, adj, x, y, dirs, leaf, use_flow, share, flow_dirs, parts, pe
     its two sides are returned (rows a, b, lo) instead of being cut in turn."""
     nparts = parts.shape[0]
     # the stack holds at most one part per level of the tree plus one: it grows when needed (sized for
-    # every vertex it took 48 MB per thread at a million vertices)
-    stack_a = np.empty(nparts + 64, np.int64)
+    # every vertex it took 48 MB per thread at a million vertices; small at first, so that every real
+    # order runs the growth)
+    stack_a = np.empty(nparts + 8, np.int64)
     stack_b = np.empty(stack_a.shape[0], np.int64)
     stack_lo = np.empty(stack_a.shape[0], np.int64)
     kids = np.empty((2 * nparts if split_once else 0, 3), np.int64)
