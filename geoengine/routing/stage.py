@@ -10,7 +10,7 @@ not customise: nothing it would customise is kept, and a customisation's metric 
 doubled the stage's peak memory (0.72 -> 2.1 GB at 64 copies of Liechtenstein) and cost about a third
 of its time. For the same reason the topology is written array by array as it is built, and the
 costings' weights are checked a slice of the turn graph at a time (docs/routing-algorithms.md, "Build
-memory": the stage's own peak at 64 copies went from 630 to 305 MB).
+memory": the stage's own peak at 64 copies went from 629 to 303 MB).
 """
 
 from __future__ import annotations
