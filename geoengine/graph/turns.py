@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
+import numba
 import numpy as np
 
 from geoengine.graph import tags as T
@@ -70,48 +71,49 @@ class TurnBase:
 
     def __init__(self, graph):
         self.graph = graph
-        E = graph.n_edges
-        dst = np.asarray(graph.edge_dst)
-        noff = np.asarray(graph.node_out_offsets, dtype=np.int64)
-        nout = np.asarray(graph.node_out_edges)
-        cnt = np.diff(noff)[dst]
-        total = int(cnt.sum())
-        first = np.cumsum(cnt) - cnt
-        pos = np.repeat(noff[dst] - first, cnt) + np.arange(total)
-        self.offsets = np.zeros(E + 1, np.int64)
-        np.cumsum(cnt, out=self.offsets[1:])
-        self.e1 = np.repeat(np.arange(E, dtype=np.int32), cnt)
-        self.e2 = nout[pos].astype(np.int32)
-        self.uturn = self.e2 == (self.e1 ^ 1)
-        self.angles = turn_angles(graph, self.e1, self.e2)
-        self._allowed: dict = {}
+        # one pass, each array made at its final size: the vectorised version held about 110 MB of
+        # int64 positions and float64 angle temporaries at 2.8 M turns (the routing stage's peak)
+        self.offsets, self.e1, self.e2, self.uturn, self.angles = _turn_rows(
+            np.asarray(graph.edge_dst), np.asarray(graph.node_out_offsets, dtype=np.int64),
+            np.asarray(graph.node_out_edges), np.asarray(graph.edge_bearing_start),
+            np.asarray(graph.edge_bearing_end))
+        self._forbidden: dict = {}
 
     def allowed(self, mode: str | int | None) -> np.ndarray | None:
         """bool[m]: the turns no restriction of `mode` forbids (None: every restriction applies);
         None when no restriction applies to the mode."""
-        if mode not in self._allowed:
+        forbidden = self.forbidden(mode)
+        if forbidden is None:
+            return None
+        ok = np.ones(len(self.e2), dtype=bool)
+        ok[forbidden] = False
+        return ok
+
+    def forbidden(self, mode: str | int | None) -> np.ndarray | None:
+        """int64[]: the positions of the turns a restriction of `mode` forbids, ascending (None: every
+        restriction applies); None when no restriction applies to the mode. Kept per mode: a few
+        positions per restriction where a mask per mode held a byte per turn (8 modes: 22 MB at 2.8 M
+        turns, for the life of the graph)."""
+        if mode not in self._forbidden:
             graph, E = self.graph, self.graph.n_edges
             if mode is None:
                 rf, rt, ro = np.asarray(graph.restr_from), np.asarray(graph.restr_to), np.asarray(graph.restr_only)
             else:
                 rf, rt, ro = graph.restrictions_for(mode)
-            ok = None
+            pos = None
             if len(rf):
-                key = self.e1.astype(np.int64) * E + self.e2
-                ok = np.ones(len(key), dtype=bool)
-                no_keys = rf[~ro].astype(np.int64) * E + rt[~ro]
-                if len(no_keys):
-                    ok &= ~np.isin(key, no_keys)
-                if ro.any():
-                    only_from = np.zeros(E, dtype=bool)
-                    only_from[rf[ro]] = True
-                    only_keys = rf[ro].astype(np.int64) * E + rt[ro]
-                    ok &= ~only_from[self.e1] | np.isin(key, only_keys)
-            self._allowed[mode] = ok
-        return self._allowed[mode]
+                # each restriction's row only (np.isin on an int64 key per turn held about 130 MB of
+                # temporaries at 2.8 M turns, the routing stage's peak)
+                pos = np.flatnonzero(~_allowed_turns(self.offsets, self.e2, np.asarray(rf, np.int64),
+                                                     np.asarray(rt, np.int64), np.asarray(ro, np.bool_), E))
+            self._forbidden[mode] = pos
+        return self._forbidden[mode]
 
-    def turn_graph(self, edge_cost, edge_length, *, mode=None, turn_penalty=None):
-        """`turn_graph`'s four arrays and `base_index` int64[m']: each arc's position among the base's."""
+    def turn_graph(self, edge_cost, edge_length, *, mode=None, turn_penalty=None, rows=None):
+        """`turn_graph`'s four arrays and `base_index` int64[m']: each arc's position among the base's.
+        `rows` (a, b): only the arcs out of edges a..b-1 (the other rows are empty), the same arcs with
+        the same values as the whole graph's: a caller that reads the arcs once can take the graph in
+        slices of rows and hold one slice's arrays at a time (the routing stage's checks)."""
         graph = self.graph
         E = graph.n_edges
         cost = np.asarray(edge_cost, dtype=np.float64)
@@ -123,11 +125,15 @@ class TurnBase:
         usable_out = np.bincount(np.asarray(graph.edge_src)[usable], minlength=graph.n_nodes)
         edges = np.arange(E)
         dead_end = (usable_out[np.asarray(graph.edge_dst)] - usable[edges ^ 1]) <= 0
-        keep = usable[self.e1] & usable[self.e2] & (~self.uturn | dead_end[self.e1])
-        ok = self.allowed(mode)
-        if ok is not None:
-            keep &= ok
+        lo, hi = (0, len(self.e1)) if rows is None else (int(self.offsets[rows[0]]), int(self.offsets[rows[1]]))
+        e1, e2 = self.e1[lo:hi], self.e2[lo:hi]
+        keep = usable[e1] & usable[e2] & (~self.uturn[lo:hi] | dead_end[e1])
+        forbidden = self.forbidden(mode)
+        if forbidden is not None:
+            keep[forbidden[(forbidden >= lo) & (forbidden < hi)] - lo] = False
         idx = np.flatnonzero(keep)
+        if lo:
+            idx += lo
         e1, e2 = self.e1[idx], self.e2[idx]
         weights = cost[e2]
         if turn_penalty is not None and len(e1):
@@ -135,6 +141,60 @@ class TurnBase:
         offsets = np.zeros(E + 1, dtype=np.int64)
         np.cumsum(np.bincount(e1, minlength=E), out=offsets[1:])
         return offsets, e2, weights, length[e2], idx
+
+
+@numba.njit(cache=True, nogil=True)
+def _allowed_turns(offsets, e2, rf, rt, ro, n_edges):
+    """bool[m]: False for the turn (rf, rt) of a `no_*` restriction and for every turn out of an `only_*`
+    restriction's from-edge that no `only_*` restriction from that edge names."""
+    m = e2.shape[0]
+    ok = np.ones(m, np.bool_)
+    named = np.zeros(m, np.bool_)
+    only_from = np.zeros(n_edges, np.bool_)
+    for i in range(rf.shape[0]):
+        a = rf[i]
+        if ro[i]:
+            only_from[a] = True
+        for k in range(offsets[a], offsets[a + 1]):
+            if e2[k] == rt[i]:
+                if ro[i]:
+                    named[k] = True
+                else:
+                    ok[k] = False
+    for i in range(rf.shape[0]):
+        a = rf[i]
+        if ro[i] and only_from[a]:
+            only_from[a] = False  # each row once
+            for k in range(offsets[a], offsets[a + 1]):
+                if not named[k]:
+                    ok[k] = False
+    return ok
+
+
+@numba.njit(cache=True, nogil=True)
+def _turn_rows(dst, noff, nout, bearing_start, bearing_end):
+    """`TurnBase`'s arrays: each directed edge e1 followed by each edge out of its end node, in the node's
+    out-edge order; the angle as `turn_angles` computes it (the same float64 operations)."""
+    n = dst.shape[0]
+    offsets = np.zeros(n + 1, np.int64)
+    for e in range(n):
+        offsets[e + 1] = offsets[e] + noff[dst[e] + 1] - noff[dst[e]]
+    m = offsets[n]
+    e1 = np.empty(m, np.int32)
+    e2 = np.empty(m, np.int32)
+    uturn = np.empty(m, np.bool_)
+    angles = np.empty(m, np.float64)
+    for e in range(n):
+        k = offsets[e]
+        for j in range(noff[dst[e]], noff[dst[e] + 1]):
+            t = nout[j]
+            e1[k] = e
+            e2[k] = t
+            uturn[k] = t == (e ^ 1)
+            a = np.float64(bearing_start[t]) - np.float64(bearing_end[e])
+            angles[k] = (a + 540.0) % 360.0 - 180.0
+            k += 1
+    return offsets, e1, e2, uturn, angles
 
 
 def forbidden_turns(graph, mode: str | int = T.AUTO) -> set[tuple[int, int]]:

@@ -42,16 +42,17 @@ _TOPO_ARRAYS = ("rank", "order", "off", "tgt", "row", "dn_off", "dn_src", "dn_ed
 @numba.njit(cache=True, nogil=True)
 def _chordal(n, uoff, uadj, rank, order):
     """Chordal supergraph in rank space. Returns (off int64[n+1], tgt int32[mc] sorted per row,
-    parent int64[n] in the elimination tree (-1 for roots), height int64[n])."""
+    parent int64[n] in the elimination tree (-1 for roots), height int64[n]). `tgt` may be a view of
+    a slightly larger buffer: copying it out held both (90 MB at 11 M edges)."""
     cap = max(16, 2 * uadj.shape[0])
     tgt = np.empty(cap, np.int32)
     off = np.zeros(n + 1, np.int64)
     parent = np.full(n, -1, np.int64)
     height = np.zeros(n, np.int64)
-    child_head = np.full(n, -1, np.int64)
-    child_next = np.full(n, -1, np.int64)
-    seen = np.full(n, -1, np.int64)
-    buf = np.empty(n, np.int64)
+    child_head = np.full(n, -1, np.int32)
+    child_next = np.full(n, -1, np.int32)
+    seen = np.full(n, -1, np.int32)
+    buf = np.empty(n, np.int32)
     m = 0
     for r in range(n):
         cnt = 0
@@ -74,7 +75,7 @@ def _chordal(n, uoff, uadj, rank, order):
             c = child_next[c]
         if m + cnt > cap:
             while m + cnt > cap:
-                cap *= 2
+                cap += cap // 2
             bigger = np.empty(cap, np.int32)
             bigger[:m] = tgt[:m]
             tgt = bigger
@@ -90,7 +91,46 @@ def _chordal(n, uoff, uadj, rank, order):
             child_head[p] = r
             if height[r] + 1 > height[p]:
                 height[p] = height[r] + 1
-    return off, tgt[:m].copy(), parent, height
+    if cap - m > m // 8:
+        return off, tgt[:m].copy(), parent, height
+    return off, tgt[:m], parent, height
+
+
+@numba.njit(cache=True, nogil=True)
+def _down_offsets(n, tgt):
+    """dn_off: lower neighbours per vertex (a bincount of `tgt` without its int64 copy)."""
+    dn_off = np.zeros(n + 1, np.int64)
+    for e in range(tgt.shape[0]):
+        dn_off[tgt[e] + 1] += 1
+    for r in range(n):
+        dn_off[r + 1] += dn_off[r]
+    return dn_off
+
+
+@numba.njit(cache=True, nogil=True)
+def _down_fill(off, tgt, dn_off, out, edges):
+    """The lower neighbours (`edges` False) or the edge numbers (True) of each vertex's lower edges,
+    by ascending edge number: a counting sort of the heads, the order a stable argsort of `tgt` gives.
+    One array per call, so the other need not exist at the same time."""
+    n = off.shape[0] - 1
+    fill = dn_off[:-1].copy()
+    for r in range(n):
+        for e in range(off[r], off[r + 1]):
+            t = tgt[e]
+            out[fill[t]] = e if edges else r
+            fill[t] += 1
+    return out
+
+
+@numba.njit(cache=True, nogil=True)
+def _rows(off):
+    """row[e]: the row (lower end) of each edge, int32."""
+    n = off.shape[0] - 1
+    row = np.empty(off[n], np.int32)
+    for r in range(n):
+        for e in range(off[r], off[r + 1]):
+            row[e] = r
+    return row
 
 
 @numba.njit(cache=True, nogil=True)
@@ -122,6 +162,33 @@ def _find_edges(offsets, targets, rank, off, tgt):
             else:
                 edge[k] = -2  # not in the topology
     return edge, up
+
+
+@numba.njit(cache=True, nogil=True)
+def _count_unconnected(offsets, targets, rank, off, tgt):
+    """How many arcs (self loops aside) join vertices without a supergraph edge: `_find_edges`'s -2s,
+    without its two per-arc arrays."""
+    n = offsets.shape[0] - 1
+    bad = 0
+    for u in range(n):
+        ru = rank[u]
+        for k in range(offsets[u], offsets[u + 1]):
+            rv = rank[targets[k]]
+            if rv == ru:
+                continue
+            lo = ru if ru < rv else rv
+            hi = rv if ru < rv else ru
+            a = off[lo]
+            b = off[lo + 1]
+            while a < b:
+                h = (a + b) >> 1
+                if tgt[h] < hi:
+                    a = h + 1
+                else:
+                    b = h
+            if a == off[lo + 1] or tgt[a] != hi:
+                bad += 1
+    return bad
 
 
 @numba.njit(cache=True, nogil=True)
@@ -691,6 +758,15 @@ class CustomisedCH(ContractionHierarchy):
         return int(sum(getattr(self, name).nbytes for name in _ARRAYS if name not in skip))
 
 
+def supergraph(n: int, uoff, uadj, rank):
+    """(off, tgt, parent, height) of the chordal supergraph (`_chordal`) of the symmetric CSR (uoff, uadj)
+    (`geoengine.routing.order.undirected`) under `rank`."""
+    rank = np.ascontiguousarray(rank, dtype=np.int32)
+    order = np.empty(int(n), np.int32)
+    order[rank] = np.arange(int(n), dtype=np.int32)
+    return _chordal(int(n), np.ascontiguousarray(uoff, np.int64), np.ascontiguousarray(uadj, np.int32), rank, order)
+
+
 class CCHTopology:
     """Order + chordal supergraph of one graph, shared by every metric. Build once, customise often.
 
@@ -713,44 +789,84 @@ class CCHTopology:
         return int(self.tgt.shape[0])
 
     @classmethod
-    def build(cls, n: int, offsets, targets, rank=None, *, lon=None, lat=None) -> CCHTopology:
+    def build(cls, n: int, offsets, targets, rank=None, *, lon=None, lat=None, directory=None) -> CCHTopology:
         """Topology of the CSR graph (its arcs as undirected edges). `rank`: int[n] contraction order
-        (vertex -> rank); default: `nested_dissection` on `lon`/`lat` positions."""
+        (vertex -> rank); default: `nested_dissection` on `lon`/`lat` positions. `directory`: write the
+        topology there (as `save`) while it is built, each array as soon as it is made, and return it
+        memory-mapped from there."""
         from geoengine.routing.order import nested_dissection, undirected
 
         n = int(n)
         offsets = np.ascontiguousarray(offsets, dtype=np.int64)
-        targets = np.ascontiguousarray(targets, dtype=np.int64)
+        targets = np.asarray(targets)
         if offsets.shape != (n + 1,) or offsets[0] != 0 or offsets[-1] != targets.shape[0]:
             raise ValueError("offsets must be int64[n+1] starting at 0 and ending at len(targets)")
         if targets.size and (targets.min() < 0 or targets.max() >= n):
             raise ValueError("targets out of range")
+        if rank is not None:
+            rank = np.asarray(rank)
+            if rank.shape != (n,) or (n and not np.array_equal(np.sort(rank), np.arange(n))):
+                raise ValueError("rank must be a permutation of 0..n-1")
         t0 = time.perf_counter()
-        if rank is None:
-            rank = nested_dissection(n, offsets, targets, lon, lat)
-        rank = np.asarray(rank, dtype=np.int64)
-        if rank.shape != (n,) or (n and not np.array_equal(np.sort(rank), np.arange(n))):
-            raise ValueError("rank must be a permutation of 0..n-1")
-        t1 = time.perf_counter()
-        order = np.empty(n, np.int64)
-        order[rank] = np.arange(n)
         uoff, uadj = undirected(n, offsets, targets)
-        off, tgt, parent, height = _chordal(n, uoff, uadj.astype(np.int64), rank, order)
-        mc = tgt.shape[0]
-        row = np.repeat(np.arange(n, dtype=np.int32), np.diff(off))
-        srt = np.argsort(tgt, kind="stable")
-        dn_off = np.zeros(n + 1, np.int64)
-        np.cumsum(np.bincount(tgt, minlength=n), out=dn_off[1:])
+        if rank is None:
+            rank = nested_dissection(n, uoff, uadj, lon, lat, symmetric=True)
+        t1 = time.perf_counter()
+        chordal = supergraph(n, uoff, uadj, rank)
+        del uoff, uadj
+        return cls.assemble(n, rank, chordal, {"arcs": int(targets.shape[0]), "order_seconds": round(t1 - t0, 3)},
+                            t1, directory)
+
+    @classmethod
+    def assemble(cls, n: int, rank, chordal, info: dict, t1: float, directory=None) -> CCHTopology:
+        """The topology from an order and its chordal supergraph (`supergraph`): the lower edges of each
+        vertex and the customisation schedule. `info` goes to the topology's info; `t1`: when the
+        supergraph's construction began (for `topology_seconds`). With `directory`, as `build`: each
+        array is saved and dropped once made (at 64 copies of Liechtenstein the arrays held together
+        were most of the routing stage's peak)."""
+        off, tgt, parent, height = chordal
+        del chordal
+        n = int(n)
+        mc = int(tgt.shape[0])
+        arrays: dict = {}
+        d = None if directory is None else Path(directory)
+        if d is not None:
+            d.mkdir(parents=True, exist_ok=True)
+
+        def put(name, a):
+            if d is None:
+                arrays[name] = a
+            else:
+                np.save(d / f"{name}.npy", np.ascontiguousarray(a))
+
+        rank = np.asarray(rank, dtype=np.int32)
+        order = np.empty(n, np.int32)
+        order[rank] = np.arange(n, dtype=np.int32)
+        put("rank", rank)
+        put("order", order)
+        del order
         task_off, task_verts = _subtree_tasks(n, parent, max(n // 32, 1))
-        arrays = dict(rank=rank.astype(np.int32), order=order.astype(np.int32), off=off, tgt=tgt, row=row,
-                      dn_off=dn_off, dn_src=row[srt].astype(np.int32), dn_edge=srt.astype(np.int32 if mc < 2**31 else np.int64),
-                      task_off=task_off, task_verts=task_verts)
-        info = {"vertices": n, "arcs": int(targets.shape[0]), "edges": int(mc),
-                "order_seconds": round(t1 - t0, 3), "topology_seconds": round(time.perf_counter() - t1, 3),
+        del parent
+        top = int(task_off[-1] - task_off[-2])
+        put("task_off", task_off)
+        put("task_verts", task_verts)
+        del task_verts
+        put("row", _rows(off))
+        dn_off = _down_offsets(n, tgt)
+        put("dn_src", _down_fill(off, tgt, dn_off, np.empty(mc, np.int32), False))
+        put("dn_edge", _down_fill(off, tgt, dn_off, np.empty(mc, np.int32 if mc < 2**31 else np.int64), True))
+        put("dn_off", dn_off)
+        put("off", off)
+        put("tgt", tgt)
+        info = {"vertices": n, "arcs": info.get("arcs", 0), "edges": mc, **info,
+                "topology_seconds": round(time.perf_counter() - t1, 3),
                 "tree_height": int(height.max(initial=0)), "parallel_tasks": int(len(task_off) - 2),
-                "top_part": int(task_off[-1] - task_off[-2]),
-                "max_up_degree": int(np.diff(off).max(initial=0))}
-        return cls(n, arrays, info)
+                "top_part": top, "max_up_degree": int(np.diff(off).max(initial=0))}
+        if d is None:
+            return cls(n, arrays, info)
+        del off, tgt, dn_off
+        cls._write_meta(d, n, info)
+        return cls.load(d, mmap=True)
 
     # -- storage -------------------------------------------------------------------------------------
     def save(self, directory) -> list[str]:
@@ -760,9 +876,17 @@ class CCHTopology:
         for name in _TOPO_ARRAYS:
             np.save(d / f"{name}.npy", np.ascontiguousarray(getattr(self, name)))
             names.append(f"{name}.npy")
-        (d / "cch.json").write_text(json.dumps({"format_version": FORMAT_VERSION, "n": self.n, "info": self.info},
-                                               indent=1))
+        self._write_meta(d, self.n, self.info)
         return names + ["cch.json"]
+
+    @staticmethod
+    def _write_meta(d: Path, n: int, info: dict) -> None:
+        (d / "cch.json").write_text(json.dumps({"format_version": FORMAT_VERSION, "n": n, "info": info}, indent=1))
+
+    @staticmethod
+    def files() -> list[str]:
+        """The files `save` writes, in its order."""
+        return [f"{name}.npy" for name in _TOPO_ARRAYS] + ["cch.json"]
 
     @classmethod
     def load(cls, directory, mmap: bool = True) -> CCHTopology:
@@ -781,6 +905,18 @@ class CCHTopology:
         targets = np.ascontiguousarray(targets, dtype=np.int64)
         edge, up = self._find(offsets, targets)
         self._base = (offsets, targets, edge, up)
+
+    def check(self, offsets, targets) -> None:
+        """Raise ValueError unless every arc of the CSR graph joins vertices the topology connects (what
+        `set_base` checks, without keeping or making its per-arc arrays)."""
+        if offsets.shape != (self.n + 1,) or offsets[-1] != targets.shape[0]:
+            raise ValueError(f"offsets must be int64[{self.n + 1}] ending at len(targets)")
+        if targets.size and (targets.min() < 0 or targets.max() >= self.n):
+            raise ValueError("targets out of range")
+        bad = _count_unconnected(np.ascontiguousarray(offsets, dtype=np.int64), np.ascontiguousarray(targets),
+                                 self.rank, self.off, self.tgt)
+        if bad:
+            raise ValueError(f"{bad} arc(s) join vertices the topology does not connect")
 
     def _find(self, offsets, targets):
         if offsets.shape != (self.n + 1,) or offsets[-1] != targets.shape[0]:

@@ -21,35 +21,63 @@ from __future__ import annotations
 import numba
 import numpy as np
 
-from geoengine.arrays import unique
-
 PARTS_PER_THREAD = 4  # parts cut serially from the top before the threads share them
 PARALLEL_MIN_PART = 20_000  # smaller parts are not worth a thread
 _DIRS = np.array([[1.0, 0.0], [0.70710678, 0.70710678], [0.0, 1.0], [-0.70710678, 0.70710678]])
 
 
 def undirected(n: int, offsets, targets):
-    """Symmetric CSR (offsets int64[n+1], neighbours int32) of a directed CSR graph, without self loops
-    and duplicate edges (vectorised)."""
-    offsets = np.asarray(offsets, dtype=np.int64)
-    targets = np.asarray(targets, dtype=np.int64)
-    src = np.repeat(np.arange(n, dtype=np.int64), np.diff(offsets))
-    keep = src != targets
-    a = np.concatenate([src[keep], targets[keep]])
-    b = np.concatenate([targets[keep], src[keep]])
-    key = unique(a * n + b)
-    a, b = key // n, key % n
-    off = np.zeros(n + 1, np.int64)
-    np.cumsum(np.bincount(a, minlength=n), out=off[1:])
-    return off, b.astype(np.int32)
-
+    """Symmetric CSR (offsets int64[n+1], neighbours int32, rows sorted) of a directed CSR graph, without
+    self loops and duplicate edges. One kernel: both directions of each arc into one array, each row
+    sorted and deduplicated in place (the sort of int64 keys it replaced held about 250 MB of
+    temporaries at 2.8 M arcs)."""
+    offsets = np.ascontiguousarray(offsets, dtype=np.int64)
+    targets = np.ascontiguousarray(targets)
+    if targets.dtype != np.int32 and targets.dtype != np.int64:
+        targets = targets.astype(np.int64)
+    off, adj, m = _undirected(int(n), offsets, targets)
+    return off, adj[:m].copy()
 
 
 @numba.njit(cache=True, nogil=True)
-def _reverse_slots(off, adj):
+def _undirected(n, offsets, targets):
+    off = np.zeros(n + 1, np.int64)
+    for u in range(n):
+        for k in range(offsets[u], offsets[u + 1]):
+            v = targets[k]
+            if v != u:
+                off[u + 1] += 1
+                off[v + 1] += 1
+    for u in range(n):
+        off[u + 1] += off[u]
+    adj = np.empty(off[n], np.int32)
+    fill = off[:-1].copy()
+    for u in range(n):
+        for k in range(offsets[u], offsets[u + 1]):
+            v = targets[k]
+            if v != u:
+                adj[fill[u]] = v
+                fill[u] += 1
+                adj[fill[v]] = u
+                fill[v] += 1
+    m = 0  # compact in place: a row's kept entries never pass its start
+    for u in range(n):
+        a = off[u]
+        b = off[u + 1]
+        adj[a:b].sort()
+        off[u] = m
+        for j in range(a, b):
+            if j == a or adj[j] != adj[j - 1]:
+                adj[m] = adj[j]
+                m += 1
+    off[n] = m
+    return off, adj, m
+
+
+@numba.njit(cache=True, nogil=True)
+def _reverse_slots(off, adj, rev):
     """rev[j]: the slot of edge (w, v) for slot j = (v, w) in a symmetric CSR with sorted rows."""
     n = off.shape[0] - 1
-    rev = np.empty(adj.shape[0], np.int64)
     for v in range(n):
         for j in range(off[v], off[v + 1]):
             w = adj[j]
@@ -77,8 +105,8 @@ def _flow_cut(verts, k, off, adj, rev, mark, stamp, tagbase, role, fint, fedge, 
     the sources (the same for every maximum flow).
     Writes the cut to `cut`; returns (its size, the tag of the last BFS): `seen[2v+1] == tag` marks the
     source side. `level` and `ptr` (2n) are scratch."""
-    path = np.empty(2 * k + 2, np.int64)
-    pslot = np.empty(2 * k + 2, np.int64)
+    path = np.empty(2 * k + 2, queue.dtype)
+    pslot = np.empty(2 * k + 2, queue.dtype)
     phase = 0
     while True:
         phase += 1
@@ -226,6 +254,13 @@ def _flow_cut(verts, k, off, adj, rev, mark, stamp, tagbase, role, fint, fedge, 
 
 
 @numba.njit(cache=True, nogil=True)
+def _grown(a, used):
+    b = np.empty(2 * a.shape[0], a.dtype)
+    b[:used] = a[:used]
+    return b
+
+
+@numba.njit(cache=True, nogil=True)
 def _nd_kernel(off, adj, x, y, dirs, leaf, use_flow, share, flow_dirs, parts, perm, rank, stamp0, stamp_step,
                split_once, mark, side, best_side, sep, rev, role, fint, fedge, seen, pnode, pslot, queue, cut):
     """Nested dissection of `parts` (rows a, b, lo: the vertices perm[a:b], to take ranks lo..lo+b-a-1).
@@ -234,9 +269,11 @@ def _nd_kernel(off, adj, x, y, dirs, leaf, use_flow, share, flow_dirs, parts, pe
     scratch arrays (mark .. pslot) as long as their stamps differ (stamp0 + i * stamp_step); `queue`
     and `cut` are positional and belong to one caller. With `split_once` each part is cut once and
     its two sides are returned (rows a, b, lo) instead of being cut in turn."""
-    n = rank.shape[0]
     nparts = parts.shape[0]
-    stack_a = np.empty(64 + 2 * n, np.int64) if not split_once else np.empty(nparts, np.int64)
+    # the stack holds at most one part per level of the tree plus one: it grows when needed (sized for
+    # every vertex it took 48 MB per thread at a million vertices; small at first, so that every real
+    # order runs the growth)
+    stack_a = np.empty(nparts + 8, np.int64)
     stack_b = np.empty(stack_a.shape[0], np.int64)
     stack_lo = np.empty(stack_a.shape[0], np.int64)
     kids = np.empty((2 * nparts if split_once else 0, 3), np.int64)
@@ -373,7 +410,7 @@ def _nd_kernel(off, adj, x, y, dirs, leaf, use_flow, share, flow_dirs, parts, pe
                 top -= 1
                 rank[v] = top
         # reorder the slice: side 0, side 1 (separator vertices are ranked and leave the slice)
-        tmp = np.empty(k, np.int64)
+        tmp = np.empty(k, perm.dtype)
         c = 0
         for s in range(2):
             for i in range(a, b):
@@ -396,6 +433,10 @@ def _nd_kernel(off, adj, x, y, dirs, leaf, use_flow, share, flow_dirs, parts, pe
             kids[nkids + 1, 2] = lo + n0
             nkids += 2
             continue
+        if sp + 2 > stack_a.shape[0]:
+            stack_a = _grown(stack_a, sp)
+            stack_b = _grown(stack_b, sp)
+            stack_lo = _grown(stack_lo, sp)
         stack_a[sp] = a
         stack_b[sp] = a + n0
         stack_lo[sp] = lo
@@ -409,13 +450,14 @@ def _nd_kernel(off, adj, x, y, dirs, leaf, use_flow, share, flow_dirs, parts, pe
 
 def nested_dissection(n: int, offsets, targets, lon=None, lat=None, *, leaf: int = 2, seed: int = 0,
                       method: str = "flow", share: float = 0.25, flow_dirs: int = 2,
-                      threads: int | None = None) -> np.ndarray:
+                      threads: int | None = None, symmetric: bool = False) -> np.ndarray:
     """Contraction order (int32[n]: rank of each vertex) by geometric nested dissection.
 
     `lon`, `lat`: a position per vertex (for a turn-expanded graph: the middle of the directed edge).
     Without positions the vertices get seeded random ones (any order gives correct CCH answers; only
     the search-space size depends on it). `threads` (default: Numba's thread count) cut disjoint parts
-    at once below the top of the tree; the order is the same for any number."""
+    at once below the top of the tree; the order is the same for any number. `symmetric`: (offsets,
+    targets) is already the symmetric CSR of `undirected` (the topology reuses it for the supergraph)."""
     n = int(n)
     if lon is None or lat is None:
         rng = np.random.default_rng(seed)
@@ -426,21 +468,29 @@ def nested_dissection(n: int, offsets, targets, lon=None, lat=None, *, leaf: int
         ys = lat
     if method not in ("flow", "geometric"):
         raise ValueError("method must be 'flow' or 'geometric'")
-    off, adj = undirected(n, offsets, targets)
+    off, adj = (offsets, targets) if symmetric else undirected(n, offsets, targets)
     use_flow = method == "flow"
     xs, ys = np.ascontiguousarray(xs, dtype=np.float64), np.ascontiguousarray(ys, dtype=np.float64)
     leaf = int(max(leaf, 1))
-    perm = np.arange(n, dtype=np.int64)
-    rank = np.full(n, -1, np.int64)
     m = adj.shape[0]
+    # ids, slots and flow-graph nodes in int32 while they fit, and the flow on an edge slot (0 or 1: each
+    # vertex passes one unit) in int8 (the same cuts: only the storage differs); the stamps in `mark`
+    # and the BFS tags in `seen` grow past 2^31 and stay int64
+    vid = np.int32 if n < 2**31 else np.int64
+    idx = np.int32 if max(2 * n, m) + 2 < 2**31 else np.int64
+    perm = np.arange(n, dtype=vid)
+    rank = np.full(n, -1, np.int32)
+    rev = np.zeros(1, idx)
+    if use_flow:
+        rev = np.empty(m, idx)
+        _reverse_slots(off, adj, rev)
+    big = 2 * n if use_flow else 1
     shared = (np.zeros(n, np.int64), np.zeros(n, np.int8), np.zeros(n, np.int8), np.zeros(n, np.bool_),
-              _reverse_slots(off, adj) if use_flow else np.zeros(1, np.int64), np.zeros(n, np.int8),
-              np.zeros(n, np.int8), np.zeros(m if use_flow else 1, np.int32),
-              np.zeros(2 * n if use_flow else 1, np.int64), np.zeros(2 * n if use_flow else 1, np.int64),
-              np.zeros(2 * n if use_flow else 1, np.int64))
+              rev, np.zeros(n, np.int8), np.zeros(n, np.int8), np.zeros(m if use_flow else 1, np.int8),
+              np.zeros(big, np.int64), np.zeros(big, idx), np.zeros(big, idx))
 
     def own():  # positional scratch: one per thread
-        return np.zeros(2 * n if use_flow else 1, np.int64), np.zeros(n, np.int64)
+        return np.zeros(big, idx), np.zeros(n, vid)
 
     def run(parts, stamp0, step, split_once, scratch):
         return _nd_kernel(off, adj, xs, ys, _DIRS, leaf, use_flow, float(share), int(flow_dirs),
@@ -450,7 +500,7 @@ def nested_dissection(n: int, offsets, targets, lon=None, lat=None, *, leaf: int
     threads = max(1, int(threads or numba.get_num_threads()))
     if threads == 1:
         run([(0, n, 0)], 1, 1, False, own())
-        return rank.astype(np.int32)
+        return rank
     from concurrent.futures import ThreadPoolExecutor
 
     # The top of the tree level by level: the largest parts are cut once each, one per thread, until every
@@ -480,4 +530,4 @@ def nested_dissection(n: int, offsets, targets, lon=None, lat=None, *, leaf: int
         futures = [pool.submit(run, g, stamp + t, threads, False, scratch[t]) for t, g in enumerate(groups) if g]
         for f in futures:
             f.result()
-    return rank.astype(np.int32)
+    return rank

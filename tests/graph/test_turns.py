@@ -150,3 +150,79 @@ def test_turn_graph_carries_several_metrics(liechtenstein_graph):
     _o, t, _w, sec = turn_graph(g, cost, np.column_stack([time_s, length]), mode="auto")
     assert sec.shape == (len(t), 2)
     assert np.array_equal(sec[:, 0], time_s[t]) and np.array_equal(sec[:, 1], length[t])
+
+
+def _turn_base_vectorised(g):
+    """TurnBase's arrays the way its vectorised version made them (before its kernel)."""
+    E = g.n_edges
+    dst = np.asarray(g.edge_dst)
+    noff = np.asarray(g.node_out_offsets, dtype=np.int64)
+    cnt = np.diff(noff)[dst]
+    first = np.cumsum(cnt) - cnt
+    pos = np.repeat(noff[dst] - first, cnt) + np.arange(int(cnt.sum()))
+    offsets = np.zeros(E + 1, np.int64)
+    np.cumsum(cnt, out=offsets[1:])
+    e1 = np.repeat(np.arange(E, dtype=np.int32), cnt)
+    e2 = np.asarray(g.node_out_edges)[pos].astype(np.int32)
+    return offsets, e1, e2, e2 == (e1 ^ 1), turn_angles(g, e1, e2)
+
+
+def _allowed_by_keys(g, e1, e2, mode):
+    """TurnBase.allowed the way it was computed before its kernel: np.isin on an int64 key per turn."""
+    rf, rt, ro = g.restrictions_for(mode)
+    if not len(rf):
+        return None
+    E = g.n_edges
+    key = e1.astype(np.int64) * E + e2
+    ok = ~np.isin(key, rf[~ro].astype(np.int64) * E + rt[~ro])
+    only_from = np.zeros(E, dtype=bool)
+    only_from[rf[ro]] = True
+    return ok & (~only_from[e1] | np.isin(key, rf[ro].astype(np.int64) * E + rt[ro]))
+
+
+@pytest.mark.parametrize("which", ["liechtenstein", "nominatim"])
+def test_turn_base_equals_its_vectorised_definition(liechtenstein_graph, nominatim_graph, which):
+    """The one-pass TurnBase: the same arrays, bit for bit (angles included), and the same restriction
+    masks for every travel mode, on real graphs with no_* and (Nominatim extract) only_* restrictions."""
+    from geoengine.graph import tags as T
+    from geoengine.graph.turns import TurnBase
+
+    g = liechtenstein_graph if which == "liechtenstein" else nominatim_graph
+    base = TurnBase(g)
+    ref = _turn_base_vectorised(g)
+    for got, want in zip((base.offsets, base.e1, base.e2, base.uturn, base.angles), ref, strict=True):
+        assert got.dtype == want.dtype
+        assert got.tobytes() == want.tobytes()
+    masks = 0
+    for mode in T.MODE_BITS:
+        got, want = base.allowed(mode), _allowed_by_keys(g, ref[1], ref[2], mode)
+        assert (got is None) == (want is None), mode
+        if want is not None:
+            assert np.array_equal(got, want), mode
+            masks += int((~want).sum()) > 0
+    assert masks, "some mode has forbidden turns"
+    if which == "nominatim":
+        assert np.asarray(g.restr_only).any()
+
+
+def test_turn_graph_rows_are_slices_of_the_whole(liechtenstein_graph):
+    """turn_graph(rows=(a, b)): exactly the whole graph's arcs out of edges a..b-1, same values and
+    base positions; other rows empty."""
+    from geoengine.costing import turn_penalty
+    from geoengine.graph.turns import turn_base
+
+    g = liechtenstein_graph
+    cost, _time_s, length = edge_costs(g, "auto")
+    base = turn_base(g)
+    whole = base.turn_graph(cost, length, mode="auto", turn_penalty=turn_penalty("auto"))
+    cuts = [0, 1, g.n_edges // 3, g.n_edges // 3 + 1, g.n_edges - 5, g.n_edges]
+    parts = [base.turn_graph(cost, length, mode="auto", turn_penalty=turn_penalty("auto"), rows=(a, b))
+             for a, b in zip(cuts[:-1], cuts[1:], strict=True)]
+    for (a, b), part in zip(zip(cuts[:-1], cuts[1:], strict=True), parts, strict=True):
+        off = part[0]
+        assert np.all(np.diff(off)[:a] == 0) and np.all(np.diff(off)[b:] == 0)
+        np.testing.assert_array_equal(np.diff(off)[a:b], np.diff(whole[0])[a:b])
+    for i, name in enumerate(("targets", "weights", "secondary", "base_index"), start=1):
+        joined = np.concatenate([p[i] for p in parts])
+        assert joined.tobytes() == whole[i].tobytes(), name
+    assert len(whole[1]) > 1000

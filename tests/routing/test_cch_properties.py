@@ -242,7 +242,7 @@ def test_flow_cut_is_a_minimum_vertex_cut(seed):
     role[perm[:q]], role[perm[-q:]] = 1, 2
     verts = rng.permutation(n).astype(np.int64)
     cut = np.zeros(n, np.int64)
-    c, _ = order._flow_cut(verts, n, off, adj, order._reverse_slots(off, adj), np.full(n, 3, np.int64), 3, 29, role,
+    c, _ = order._flow_cut(verts, n, off, adj, order._reverse_slots(off, adj, np.empty(len(adj), np.int64)), np.full(n, 3, np.int64), 3, 29, role,
                            np.zeros(n, np.int8), np.zeros(len(adj), np.int32), np.zeros(2 * n, np.int64),
                            np.zeros(2 * n, np.int64), np.zeros(2 * n, np.int64), np.zeros(2 * n, np.int64), cut)
     g = nx.DiGraph()
@@ -265,3 +265,57 @@ def test_flow_cut_is_a_minimum_vertex_cut(seed):
         if s not in removed and s not in reach:
             reach |= nx.node_connected_component(h, s)
     assert not any(role[x] == 2 for x in reach)
+
+
+def _undirected_by_sort(n, offsets, targets):
+    """The symmetric CSR the way `undirected` made it before its kernel: sort and deduplicate int64 keys."""
+    src = np.repeat(np.arange(n, dtype=np.int64), np.diff(offsets))
+    t = np.asarray(targets, np.int64)
+    keep = src != t
+    key = np.unique(np.concatenate([src[keep] * n + t[keep], t[keep] * n + src[keep]]))
+    off = np.zeros(n + 1, np.int64)
+    np.cumsum(np.bincount(key // n, minlength=n), out=off[1:])
+    return off, (key % n).astype(np.int32)
+
+
+@settings(**SETTINGS)
+@given(graphs())
+def test_undirected_is_the_sorted_symmetric_csr(graph):
+    """Self loops, parallel arcs and both directions of an edge give one sorted entry per neighbour."""
+    from geoengine.routing.order import undirected
+
+    n, offsets, targets = graph
+    off, adj = undirected(n, offsets, targets)
+    ref_off, ref_adj = _undirected_by_sort(n, offsets, targets)
+    assert off.dtype == np.int64 and adj.dtype == np.int32
+    np.testing.assert_array_equal(off, ref_off)
+    np.testing.assert_array_equal(adj, ref_adj)
+
+
+@settings(**SETTINGS)
+@given(graphs())
+def test_topology_written_while_built_is_the_saved_one(tmp_path_factory, graph):
+    """`build(directory=...)` writes, array by array, the bytes `save` writes of the topology built in
+    memory, and returns it memory-mapped; `check` accepts the graph's own arcs."""
+    n, offsets, targets = graph
+    d = tmp_path_factory.mktemp("topo")
+    mem = CCHTopology.build(n, offsets, targets)
+    mem.save(d / "saved")
+    disk = CCHTopology.build(n, offsets, targets, directory=d / "built")
+    assert sorted(p.name for p in (d / "built").iterdir()) == sorted(CCHTopology.files())
+    for name in CCHTopology.files()[:-1]:
+        assert (d / "built" / name).read_bytes() == (d / "saved" / name).read_bytes(), name
+        assert isinstance(getattr(disk, name[:-4]), np.memmap)
+    disk.check(offsets, targets)
+    assert disk.info["edges"] == mem.edges
+
+
+def test_check_counts_arcs_the_topology_does_not_connect():
+    offsets = np.array([0, 1, 1, 1], np.int64)
+    topo = CCHTopology.build(3, offsets, np.array([1], np.int32), rank=np.arange(3))
+    topo.check(np.array([0, 1, 1, 1], np.int64), np.array([1], np.int32))
+    topo.check(np.array([0, 1, 1, 1], np.int64), np.array([0], np.int32))  # a self loop needs no edge
+    with pytest.raises(ValueError, match="2 arc"):
+        topo.check(np.array([0, 0, 1, 2], np.int64), np.array([2, 0], np.int32))
+    with pytest.raises(ValueError, match="out of range"):
+        topo.check(offsets, np.array([3], np.int32))

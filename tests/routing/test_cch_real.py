@@ -120,3 +120,37 @@ def test_parallel_order_is_the_serial_order(bundle, monkeypatch):
     assert np.array_equal(np.sort(one), np.arange(n))
     assert np.array_equal(one, two) and np.array_equal(one, three)
     assert CCHTopology.build(n, off, tgt, two).edges == CCHTopology.build(n, off, tgt, one).edges
+
+
+@pytest.mark.parametrize("costing", COSTINGS)
+def test_stage_checks_the_weights_the_router_uses(bundle, costing):
+    """The routing stage checks each costing's weights slice by slice (`stage.costing_weights`): the
+    slices, joined, are the arcs and weights of `Profile.turn_csr`, which the router customises."""
+    from geoengine.routing.stage import costing_weights
+
+    _, graph, _ = bundle
+    prof = Profile(graph, costing, default_options(costing))
+    _off, tgt, w, _packed = prof.turn_csr()
+    slices = list(costing_weights(graph, prof, arcs_per_slice=max(len(tgt) // 7, 1)))
+    assert len(slices) >= 5
+    assert np.concatenate([t for t, _ in slices]).tobytes() == tgt.tobytes()
+    assert np.concatenate([x for _, x in slices]).tobytes() == w.tobytes()
+
+
+def test_stage_topology_is_the_topology_of_every_possible_turn(bundle, tmp_path):
+    """build_topology (the stage's, written while built) gives the bytes of CCHTopology.build on the
+    graph's full turn CSR, and that topology connects every possible turn."""
+    from geoengine.routing.customise import build_topology, edge_middles, full_turn_csr, possible_turns
+
+    _, graph, _ = bundle
+    off, tgt = full_turn_csr(graph)
+    p_off, p_tgt = possible_turns(type("G", (), {k: getattr(graph, k) for k in
+                                                  ("edge_dst", "node_out_offsets", "node_out_edges")})())
+    assert p_off.tobytes() == off.tobytes() and p_tgt.tobytes() == tgt.tobytes()
+    lon, lat = edge_middles(graph)
+    CCHTopology.build(graph.n_edges, off, tgt, lon=lon, lat=lat, directory=tmp_path / "ref")
+    topo = build_topology(graph, tmp_path / "stage")
+    for name in CCHTopology.files()[:-1]:
+        assert (tmp_path / "stage" / name).read_bytes() == (tmp_path / "ref" / name).read_bytes(), name
+    topo.check(off, tgt)
+    assert topo.edges > graph.n_edges
