@@ -122,6 +122,7 @@ json.dump(report, sys.stdout)
     for name in ("source", "graph"):
         assert steps[name].get("forked") is True
         assert 0 < steps[name]["process_rss_start_mb"] <= steps[name]["process_peak_rss_mb"] <= steps[name]["peak_rss_mb"]
+        assert steps[name]["build_process_peak_rss_mb"] > 0  # the parent, waiting meanwhile
     # the parent did not grow by the graph stage's work
     assert steps["graph"]["rss_end_mb"] < steps["graph"]["rss_start_mb"] + 20
     assert any((tmp_path / "b" / "graph").iterdir())

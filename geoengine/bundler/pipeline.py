@@ -245,7 +245,8 @@ def build(
             heap.release()  # what the stage freed goes back to the system before the next stage
             cost = m.record()
             if child is not None:  # the stage's own process (and its workers): its peak is the step's
-                cost["peak_rss_mb"] = max(cost["peak_rss_mb"], round(child.peak_rss_mb, 1))
+                cost["build_process_peak_rss_mb"] = cost["peak_rss_mb"]  # the waiting parent's, unchanged
+                cost["peak_rss_mb"] = round(child.peak_rss_mb, 1)
                 cost["forked"] = True
                 cost["process_rss_start_mb"] = round(own["rss_start_mb"], 1)
                 cost["process_peak_rss_mb"] = round(own["peak_mb"], 1)
