@@ -60,8 +60,12 @@ def reset_peak() -> bool:
 
 
 def peak_mb() -> float:
+    """This process's peak RSS since the last `reset_peak` (MiB). Linux updates the high-water mark
+    lazily (at unmaps and exit), so it can trail the current RSS: the larger of the two."""
     v = _status_mb("VmHWM")
-    return v if v is not None else _maxrss_mb(resource.RUSAGE_SELF)
+    if v is None:
+        return _maxrss_mb(resource.RUSAGE_SELF)
+    return max(v, rss_mb())
 
 
 def dir_bytes(path: Path) -> int:

@@ -246,7 +246,7 @@ def build(
             cost = m.record()
             if child is not None:  # the stage's own process (and its workers): its peak is the step's
                 cost["build_process_peak_rss_mb"] = cost["peak_rss_mb"]  # the waiting parent's, unchanged
-                cost["peak_rss_mb"] = round(child.peak_rss_mb, 1)
+                cost["peak_rss_mb"] = round(max(child.peak_rss_mb, own["peak_mb"]), 1)  # the kernel's is lazy
                 cost["forked"] = True
                 cost["process_rss_start_mb"] = round(own["rss_start_mb"], 1)
                 cost["process_peak_rss_mb"] = round(own["peak_mb"], 1)
@@ -303,7 +303,7 @@ def _run_in_child(stage: Stage, ctx: BuildContext) -> tuple[StageResult, dict, d
     reset_peak()
     rss0 = rss_mb()
     result = stage.run(ctx)
-    return result, ctx.progress.shown(), {"rss_start_mb": rss0, "peak_mb": peak_mb()}
+    return result, ctx.progress.shown(), {"rss_start_mb": rss0, "peak_mb": max(peak_mb(), rss0)}
 
 
 def publish(work: Path, out: Path, steps: dict | None = None) -> Path:
