@@ -33,6 +33,7 @@ import numba
 import numpy as np
 
 from geoengine.routing.ch import INF, ContractionHierarchy, PathResult, _query_ranks, _query_result
+from geoengine.routing.order import lower_bound
 
 FORMAT_VERSION = 1
 _PARALLEL_LOCK = threading.Lock()
@@ -134,8 +135,21 @@ def _rows(off):
 
 
 @numba.njit(cache=True, nogil=True)
+def _supergraph_edge(off, tgt, ru, rv):
+    """The supergraph edge joining ranks ru and rv (rows sorted): -1 when ru == rv (a self loop), -2 when
+    the topology has none."""
+    if ru == rv:
+        return -1
+    lo = ru if ru < rv else rv
+    hi = rv if ru < rv else ru
+    a = lower_bound(tgt, off[lo], off[lo + 1], hi)
+    return a if a < off[lo + 1] and tgt[a] == hi else -2
+
+
+@numba.njit(cache=True, nogil=True)
 def _find_edges(offsets, targets, rank, off, tgt):
-    """Supergraph edge of every original arc (-1 for a self loop) and whether it runs upward."""
+    """Supergraph edge of every original arc (-1 for a self loop, -2 not in the topology) and whether it
+    runs upward."""
     m = targets.shape[0]
     n = offsets.shape[0] - 1
     edge = np.full(m, -1, np.int64)
@@ -144,23 +158,8 @@ def _find_edges(offsets, targets, rank, off, tgt):
         ru = rank[u]
         for k in range(offsets[u], offsets[u + 1]):
             rv = rank[targets[k]]
-            if rv == ru:
-                continue
-            lo = ru if ru < rv else rv
-            hi = rv if ru < rv else ru
-            a = off[lo]
-            b = off[lo + 1]
-            while a < b:  # rows are sorted
-                h = (a + b) >> 1
-                if tgt[h] < hi:
-                    a = h + 1
-                else:
-                    b = h
-            if a < off[lo + 1] and tgt[a] == hi:
-                edge[k] = a
-                up[k] = ru < rv
-            else:
-                edge[k] = -2  # not in the topology
+            edge[k] = _supergraph_edge(off, tgt, ru, rv)
+            up[k] = edge[k] >= 0 and ru < rv
     return edge, up
 
 
@@ -173,20 +172,7 @@ def _count_unconnected(offsets, targets, rank, off, tgt):
     for u in range(n):
         ru = rank[u]
         for k in range(offsets[u], offsets[u + 1]):
-            rv = rank[targets[k]]
-            if rv == ru:
-                continue
-            lo = ru if ru < rv else rv
-            hi = rv if ru < rv else ru
-            a = off[lo]
-            b = off[lo + 1]
-            while a < b:
-                h = (a + b) >> 1
-                if tgt[h] < hi:
-                    a = h + 1
-                else:
-                    b = h
-            if a == off[lo + 1] or tgt[a] != hi:
+            if _supergraph_edge(off, tgt, ru, rank[targets[k]]) == -2:
                 bad += 1
     return bad
 

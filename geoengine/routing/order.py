@@ -75,21 +75,25 @@ def _undirected(n, offsets, targets):
 
 
 @numba.njit(cache=True, nogil=True)
+def lower_bound(a, lo, hi, x):
+    """The first index in [lo, hi) of the sorted slice a[lo:hi] whose value is >= x (hi when none)."""
+    while lo < hi:
+        h = (lo + hi) >> 1
+        if a[h] < x:
+            lo = h + 1
+        else:
+            hi = h
+    return lo
+
+
+@numba.njit(cache=True, nogil=True)
 def _reverse_slots(off, adj, rev):
     """rev[j]: the slot of edge (w, v) for slot j = (v, w) in a symmetric CSR with sorted rows."""
     n = off.shape[0] - 1
     for v in range(n):
         for j in range(off[v], off[v + 1]):
             w = adj[j]
-            a = off[w]
-            b = off[w + 1]
-            while a < b:
-                h = (a + b) >> 1
-                if adj[h] < v:
-                    a = h + 1
-                else:
-                    b = h
-            rev[j] = a
+            rev[j] = lower_bound(adj, off[w], off[w + 1], v)
     return rev
 
 
