@@ -17,6 +17,7 @@ import osmium
 
 from geoengine import geo
 from geoengine.arrays import member, unique
+from geoengine.bundler.locations import LOCATION_INDEX
 from geoengine.graph import tags as T
 from geoengine.graph.store import GRAPH_FORMAT  # the format defined with the reader
 
@@ -79,7 +80,7 @@ def read_osm(path: str | Path) -> dict:
     signals: set[int] = set()
     restrictions = []
     inf = float("inf")
-    fp = osmium.FileProcessor(str(path)).with_locations().with_filter(
+    fp = osmium.FileProcessor(str(path)).with_locations(LOCATION_INDEX).with_filter(
         osmium.filter.KeyFilter("highway", "route", "type", "barrier")
     )
     for obj in fp:

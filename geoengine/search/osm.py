@@ -17,6 +17,7 @@ import numpy as np
 import osmium
 import shapely
 
+from geoengine.bundler.locations import LOCATION_INDEX
 from geoengine.search.docset import DocSet
 
 PLACE_IMPORTANCE = {
@@ -306,11 +307,6 @@ class _Callbacks:
             setattr(self, name, fn)
 
 
-# Node locations for ways: a sorted array of (id, location), 16 bytes a node. The mmap array grows in place
-# (mremap); the in-memory one (flex_mem's sparse mode) is a std::vector that doubles, which at 9.14 M nodes
-# peaked at 270 MB against 185 MB. (flex_mem's dense mode, 8 bytes per id up to the largest, would not fit
-# a country whose node ids spread over the planet's.)
-LOCATION_INDEX = "sparse_mmap_array" if "sparse_mmap_array" in osmium.index.map_types() else "sparse_mem_array"
 
 
 # decoded blocks a reader keeps ahead of its handlers (libosmium's default is 20 of each queue): the Python

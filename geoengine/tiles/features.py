@@ -20,6 +20,7 @@ import numpy as np
 import osmium
 import shapely
 
+from geoengine.bundler.locations import LOCATION_INDEX
 from geoengine.tiles import schema
 
 EARTH_RADIUS = 6378137.0
@@ -126,7 +127,7 @@ class _Collector(osmium.SimpleHandler):
     filters: tuple = ()  # osmium filters (C++) in front of the callbacks
 
     def collect(self, osm_path) -> None:
-        self.apply_file(str(osm_path), locations=True, filters=[f() for f in self.filters])
+        self.apply_file(str(osm_path), locations=True, idx=LOCATION_INDEX, filters=[f() for f in self.filters])
         self.flush()
 
     def _geometries(self, src: list) -> np.ndarray:
