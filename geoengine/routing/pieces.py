@@ -26,6 +26,11 @@ class Leg:
     length_m: float
     src_index: int = 0  # which candidate of the start location (and of the end location) the path uses
     dst_index: int = 0
+    #: made with the search by `geoengine.routing.plainroute` (else None): the piece's geometry as
+    #: `piece_geometry` gives it, and (OR of its segments' flags, any highway, bbox [min_lon, min_lat,
+    #: max_lon, max_lat], (polyline scale, encoded polyline) or None)
+    shape: tuple | None = None
+    summary: tuple | None = None
 
 
 def piece_geometry(graph, leg: Leg):
@@ -33,6 +38,8 @@ def piece_geometry(graph, leg: Leg):
     of the edge it covers. One Numba call over the graph's shape arrays; only the two end edges are
     cut at the snapped positions (as `geoengine.graph.store.cut_polyline` does). Consecutive edges
     share their junction point."""
+    if leg.shape is not None:
+        return leg.shape
     return _piece_shape(np.ascontiguousarray(leg.edges, dtype=np.int64), float(leg.f_first), float(leg.f_last),
                         graph.shape_offsets, graph.shape_lon, graph.shape_lat)
 

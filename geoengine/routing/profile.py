@@ -106,6 +106,7 @@ class Profile:
         self._csr = None
         self.base_index = None
         self._component = None
+        self.plain = None  # the plain-route kernel bound to this profile (Router.plain_route)
 
     def turn_csr(self):
         """(offsets, targets, weights, packed secondary) of the edge-based graph (computed once).

@@ -41,10 +41,10 @@ from geoengine.services.models import (
     Lon,
     costing_validator,
 )
+from geoengine.services.router import IS_HIGHWAY
 
 _CLASS_FOR_NARRATIVE = np.array([int(road_class_of(name, "ferry" if name == "ferry" else None)[0])
                                  for name in T.CLASS_NAMES], dtype=np.uint8)
-_IS_HIGHWAY = np.isin(np.arange(256), [T.CLASS["motorway"], T.CLASS["trunk"]])
 
 #: Valhalla's travel_mode and travel_type of each costing
 TRAVEL: dict[str, tuple[str, str]] = {
@@ -174,6 +174,10 @@ class RouteLeg:
     arrival: datetime | None = None
     elevation_interval: float | None = None
     elevation: np.ndarray | None = None
+    #: made with the search (a plain route's piece): [min_lon, min_lat, max_lon, max_lat] of the shape,
+    #: and (digits, the shape as an encoded polyline of that precision)
+    bbox: list | None = field(default=None, repr=False)
+    polyline: tuple | None = field(default=None, repr=False)
 
 
 @dataclass
@@ -344,17 +348,23 @@ def build_route(router, prof, locations, cands, pieces: list[Leg], notes: list[s
         wait = sum(float(locations[i].waiting_secs or 0) for i in range(a + 1, b + 1))
         if a == 0:
             wait += float(locations[0].waiting_secs or 0)
-        k = edges >> 1
-        flags = int(np.bitwise_or.reduce(np.asarray(graph.seg_flags)[k])) if len(k) else 0
+        made = leg_pieces[0].summary if len(leg_pieces) == 1 else None
+        if made is not None:  # found by the plain-route kernel with its flags, bbox and polyline
+            flags, highway, box, polyline = made
+        else:
+            k = edges >> 1
+            flags = int(np.bitwise_or.reduce(np.asarray(graph.seg_flags)[k])) if len(k) else 0
+            highway = bool(IS_HIGHWAY[np.asarray(graph.seg_class)[k]].any())
+            box = polyline = None
         leg = RouteLeg(
             lon=lon, lat=lat, edges=edges, covered=covered,
             # totals from the search's packed metric (turn delays included): the same numbers /matrix gives
             time_s=float(sum(p.time_s for p in leg_pieces)) + wait,
             length_m=float(sum(p.length_m for p in leg_pieces)),
             cost=float(sum(p.cost for p in leg_pieces)),
-            has_toll=bool(flags & T.F_TOLL), has_highway=bool(_IS_HIGHWAY[np.asarray(graph.seg_class)[k]].any()),
+            has_toll=bool(flags & T.F_TOLL), has_highway=highway,
             has_ferry=bool(flags & T.F_FERRY), maneuvers=maneuvers, pieces=list(leg_pieces),
-            shape_begin=begin, shape_end=end, edge_time_s=prof.time[edges] * covered)
+            shape_begin=begin, shape_end=end, edge_time_s=prof.time[edges] * covered, bbox=box, polyline=polyline)
         if grades:  # metres climbed and descended, from the DEM grades of the traversed edges
             climb, descent = climb_descent(graph, edges, covered)
             if climb is not None:
@@ -374,6 +384,9 @@ def build_route(router, prof, locations, cands, pieces: list[Leg], notes: list[s
                  locations=route_locations, warnings=list(notes), grades=grades, usable=prof.usable)
 
 
+_DIGITS = {"polyline6": 6, "polyline5": 5}
+
+
 def run(engine, req: RouteRequest, *, field: str = "locations", alternates: int | None = None) -> RouteResult:
     """Search once, build the best route and its alternates, apply the request's options."""
     from geoengine.services import route_options
@@ -381,7 +394,7 @@ def run(engine, req: RouteRequest, *, field: str = "locations", alternates: int 
 
     router = engine.router
     s = router.search(req.costing, req.costing_options, req.locations, avoid_locations=req.avoid_locations,
-                      avoid_polygons=req.avoid_polygons, field=field)
+                      avoid_polygons=req.avoid_polygons, field=field, polyline=_DIGITS.get(req.shape_format, 0))
     opts = req.directions_options
     routes = [build_route(router, s.prof, req.locations, s.cands, s.pieces, s.notes, opts)]
     n_alt = req.alternates if alternates is None else alternates

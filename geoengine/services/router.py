@@ -17,6 +17,7 @@ import numpy as np
 from geoengine.arrays import unique
 from geoengine.costing import default_options, inactive_options, parse_costing_options
 from geoengine.errors import FieldError, InvalidRequest, NoRoute, Unsnappable, field_path
+from geoengine.graph import tags as T
 from geoengine.routing.pieces import Leg
 from geoengine.routing.profile import Profile, unpack, unpack_scalar
 from geoengine.routing.snap import MAX_DEFAULT_RADIUS
@@ -26,6 +27,8 @@ from geoengine.routing.snap import MAX_DEFAULT_RADIUS
 # search pick a neighbouring road (which would, e.g., bypass a turn restriction).
 CANDIDATE_SLACK_M = 1.0
 MAX_CANDIDATES = 8
+#: bool[256] by road class: the classes that make a route's `has_highway`
+IS_HIGHWAY = np.isin(np.arange(256), [T.CLASS["motorway"], T.CLASS["trunk"]])
 PROFILE_CACHE = 8
 
 
@@ -195,12 +198,17 @@ class Router:
                        float(r.primary), float(t), float(length), int(r.source_index), int(r.target_index))
         return best
 
-    def route_legs(self, prof: Profile, locations, field: str = "locations"):
+    def route_legs(self, prof: Profile, locations, field: str = "locations", polyline: int = 0):
         """Snap every location and find each piece between consecutive locations.
 
         A `through` location continues on the edge it was reached by (no U-turn); `via` and `break`
         locations may be left in either direction. Raises Unsnappable (422) naming the location and
-        NoRoute (422) naming the pair without a path."""
+        NoRoute (422) naming the pair without a path. Two plain locations take one kernel call
+        (`plain_route`), whose piece also carries its shape (and its polyline at `polyline` digits)."""
+        if len(locations) == 2:
+            got = self.plain_route(prof, locations, polyline)
+            if got is not None:
+                return got
         cands = [self.plain_candidates(prof, loc, i, field) if _plain(loc) else self.candidates(prof, loc, i, field)
                  for i, loc in enumerate(locations)]
         pieces: list[Leg] = []
@@ -220,15 +228,50 @@ class Router:
             prev = leg
         return cands, pieces
 
+    def plain_route(self, prof: Profile, locations, polyline: int = 0):
+        """`route_legs` of two locations without hints, from one kernel call (routing/plainroute.py):
+        the same candidates and piece, bit for bit, the piece with its shape and summary; None when the
+        general path must answer (a hint, a hierarchy without its elimination tree, nothing in reach,
+        both locations on one edge, no path)."""
+        a, b = locations
+        if not (_plain(a) and _plain(b)):
+            return None
+        plain = prof.plain
+        if plain is None or plain.ch is not prof.ch:
+            from geoengine.routing.plainroute import PlainRoute
+
+            if not PlainRoute.usable_with(prof):
+                return None
+            plain = prof.plain = PlainRoute(self.graph, self.grid, prof, IS_HIGHWAY)
+        ra, rb = a.search_radius, b.search_radius
+        out = plain(np.array((float(a.lon), float(b.lon))), np.array((float(a.lat), float(b.lat))),
+                    np.array((np.nan if ra is None else float(ra), np.nan if rb is None else float(rb))),
+                    CANDIDATE_SLACK_M, MAX_CANDIDATES, 10.0 ** polyline if polyline else 0.0)
+        (status, E, F, LO, LA, D, ptr, best, best2, path, si, ti, lon, lat, begin, end, covered, flags, highway,
+         box, poly) = out
+        if status != 1:
+            return None
+        p0, p1, p2 = (int(x) for x in ptr)
+        cands = [{"edge": E[p0:p1], "fraction": F[p0:p1], "lon": LO[p0:p1], "lat": LA[p0:p1], "distance": D[p0:p1]},
+                 {"edge": E[p1:p2], "fraction": F[p1:p2], "lon": LO[p1:p2], "lat": LA[p1:p2], "distance": D[p1:p2]}]
+        t, length = unpack_scalar(float(best2))
+        si, ti = int(si), int(ti)
+        leg = Leg(path, float(F[p0 + si]), float(F[p1 + ti]), float(best), float(t), float(length), si, ti,
+                  shape=(lon, lat, begin, end, covered),
+                  summary=(int(flags), bool(highway), box.tolist(),
+                           (polyline, poly.tobytes().decode("ascii")) if polyline else None))
+        return cands, [leg]
+
     # -- one search for a route request -----------------------------------------------------------------
     def search(self, costing: str, costing_options, locations, *, avoid_locations=None, avoid_polygons=None,
-               field: str = "locations") -> Searched:
+               field: str = "locations", polyline: int = 0) -> Searched:
         """Costing options and avoid areas applied, every location snapped, each piece found: the one
-        place a route's search is made (route, directions, optimised route)."""
+        place a route's search is made (route, directions, optimised route). `polyline`: 5 or 6 to have
+        a plain route's piece carry its shape encoded at that precision."""
         options = self.parse_options(costing, costing_options)
         blocked = self._avoid_mask(avoid_locations, avoid_polygons)
         prof = self.profile(costing, options, blocked)
-        cands, pieces = self.route_legs(prof, locations, field)
+        cands, pieces = self.route_legs(prof, locations, field, polyline)
         notes = self.notes(options)
         return Searched(prof, cands, pieces, notes)
 
@@ -242,12 +285,10 @@ class Router:
         if not options.given:
             return []
         if self._features is None:
-            from geoengine.graph import tags as T
-
             cls = unique(np.asarray(self.graph.seg_class))
             flags = np.bitwise_or.reduce(np.asarray(self.graph.seg_flags)) if self.graph.n_segments else 0
             self._features = {
-                "use_highways": bool(np.isin(cls, [T.CLASS["motorway"], T.CLASS["trunk"]]).any()),
+                "use_highways": bool(IS_HIGHWAY[cls].any()),
                 "use_tolls": bool(flags & (T.F_TOLL | T.F_TOLL_HGV)),
                 "use_ferry": bool(flags & T.F_FERRY),
             }

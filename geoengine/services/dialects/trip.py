@@ -20,6 +20,23 @@ def shape(lon, lat, fmt: str):
     return encode_polyline(lat, lon, 6 if fmt == "polyline6" else 5)
 
 
+def leg_shape(leg, fmt: str):
+    """`shape` of a leg, the polyline made with the search when it has the precision asked for."""
+    made = leg.polyline
+    if made is not None and fmt == ("polyline6" if made[0] == 6 else "polyline5"):
+        return made[1]
+    return shape(leg.lon, leg.lat, fmt)
+
+
+def leg_bbox(leg) -> dict:
+    """`bbox` of a leg's shape, from the one made with the search when there is one."""
+    box = leg.bbox
+    if box is None:
+        return bbox(leg.lon, leg.lat)
+    return {"min_lat": round(box[1], 6), "min_lon": round(box[0], 6), "max_lat": round(box[3], 6),
+            "max_lon": round(box[2], 6)}
+
+
 def bbox(lon, lat) -> dict:
     return {"min_lat": round(float(lat.min()), 6), "min_lon": round(float(lon.min()), 6),
             "max_lat": round(float(lat.max()), 6), "max_lon": round(float(lon.max()), 6)}
@@ -57,13 +74,13 @@ def trip_document(route, shape_format: str = "polyline6") -> dict:
     scale = metres_per_unit(route.units)
     legs, boxes = [], []
     for leg in route.legs:
-        boxes.append(bbox(leg.lon, leg.lat))
+        boxes.append(leg_bbox(leg))
         summary = {"time": round(leg.time_s, 3), "length": round(leg.length_m / scale, 3),
                    "cost": round(leg.cost, 3), **boxes[-1],
                    "has_toll": leg.has_toll, "has_highway": leg.has_highway, "has_ferry": leg.has_ferry}
         if leg.climb_m is not None:
             summary["climb"], summary["descent"] = round(leg.climb_m, 1), round(leg.descent_m, 1)
-        doc = {"summary": summary, "shape": shape(leg.lon, leg.lat, shape_format)}
+        doc = {"summary": summary, "shape": leg_shape(leg, shape_format)}
         if leg.maneuvers is not None:
             doc["maneuvers"] = maneuver_documents(leg.maneuvers)
         if leg.elevation is not None:
