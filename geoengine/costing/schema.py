@@ -207,10 +207,17 @@ def _resolve(costing: str, values: dict) -> dict:
 
 
 def default_options(costing: str) -> Options:
-    """Options of `costing` with every default (bicycle's cycling_speed resolved from bicycle_type)."""
-    check_costing(costing)
-    values = {o.name: o.default for o in TABLES[costing]}
-    return Options(costing, MappingProxyType(_resolve(costing, values)), frozenset())
+    """Options of `costing` with every default (bicycle's cycling_speed resolved from bicycle_type); one
+    object per costing (Options is immutable)."""
+    got = _DEFAULTS.get(costing)
+    if got is None:
+        check_costing(costing)
+        values = {o.name: o.default for o in TABLES[costing]}
+        got = _DEFAULTS[costing] = Options(costing, MappingProxyType(_resolve(costing, values)), frozenset())
+    return got
+
+
+_DEFAULTS: dict[str, Options] = {}
 
 
 def _check_value(opt: Option, value: Any, path: str) -> tuple[Any, FieldError | None]:

@@ -30,6 +30,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import numba
 import numpy as np
 
 from geoengine.errors import BundleError
@@ -213,7 +214,18 @@ def climb_descent(graph, edges, covered_fraction=1.0) -> tuple[float | None, flo
         return 0.0, 0.0
     cov = np.asarray(covered_fraction, dtype=np.float64)
     if cov.shape != e.shape:  # one fraction for every edge (a route's legs pass one per edge)
-        cov = np.broadcast_to(cov, e.shape)
-    climb = float(np.dot(graph.edge_climb[e].astype(np.float64), cov))
-    descent = float(np.dot(graph.edge_descent[e].astype(np.float64), cov))
+        cov = np.ascontiguousarray(np.broadcast_to(cov, e.shape))
+    climb, descent = path_climb(graph.edge_climb, graph.edge_descent, e, cov)
+    return float(climb), float(descent)
+
+
+@numba.njit(cache=True, nogil=True)
+def path_climb(edge_climb, edge_descent, edges, covered):
+    """(climb, descent) of directed `edges`, each counted for its `covered` share: sums in path order
+    (the plain-route kernel adds up the same way, so both give the same numbers)."""
+    climb = 0.0
+    descent = 0.0
+    for i in range(edges.shape[0]):
+        climb += np.float64(edge_climb[edges[i]]) * covered[i]
+        descent += np.float64(edge_descent[edges[i]]) * covered[i]
     return climb, descent

@@ -7,6 +7,7 @@ Arrays in, arrays out: the services layer turns pieces into typed routes (geoeng
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import NamedTuple
 
 import numba
 import numpy as np
@@ -27,10 +28,21 @@ class Leg:
     src_index: int = 0  # which candidate of the start location (and of the end location) the path uses
     dst_index: int = 0
     #: made with the search by `geoengine.routing.plainroute` (else None): the piece's geometry as
-    #: `piece_geometry` gives it, and (OR of its segments' flags, any highway, bbox [min_lon, min_lat,
-    #: max_lon, max_lat], (polyline scale, encoded polyline) or None)
+    #: `piece_geometry` gives it, and its `PieceSummary`
     shape: tuple | None = None
-    summary: tuple | None = None
+    summary: PieceSummary | None = None
+
+
+class PieceSummary(NamedTuple):
+    """What a route leg of one piece reports, made with the piece (routing/plainroute.py)."""
+
+    flags: int  # OR of the segments' flags (geoengine.graph.tags F_*)
+    highway: bool  # a motorway or trunk segment
+    bbox: list  # [min_lon, min_lat, max_lon, max_lat] of the shape
+    climb: float | None  # metres (None: the graph has no grades)
+    descent: float | None
+    seconds: np.ndarray  # per edge: the covered share of its time
+    polyline: tuple | None  # (digits, the shape as an encoded polyline), or None
 
 
 def piece_geometry(graph, leg: Leg):

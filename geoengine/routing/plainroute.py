@@ -20,6 +20,7 @@ from __future__ import annotations
 import numba
 import numpy as np
 
+from geoengine.elevation.grades import path_climb
 from geoengine.geo import _encode_coords
 from geoengine.routing.cch import _et_query_kernel
 from geoengine.routing.fastsnap import _RADII, _candidates_many
@@ -28,6 +29,7 @@ from geoengine.routing.profile import _offsets
 
 PLAIN_FOUND = 1
 PLAIN_DECLINED = 0
+_NO_GRADES = np.zeros(0, np.float32)
 
 
 @numba.njit(cache=True, nogil=True)
@@ -37,12 +39,13 @@ def _plain_route(pxs, pys, rads, default_radii, cell_off, items, lon0, lat0, cw,
                  n, rank, order, parent, up_off, up_tgt, up_w, up_s, up_row, up_mid, up_c1, up_c2, up_hops,
                  dn_off, dn_tgt, dn_w, dn_s, dn_row, dn_mid, dn_c1, dn_c2, dn_hops,
                  fd, fs, fp, fst, bd, bs, bp, bst, ctr, fbuf, bbuf,
-                 shape_off, shape_lon, shape_lat, seg_flags, seg_class, is_highway, scale):
+                 shape_off, shape_lon, shape_lat, seg_flags, seg_class, is_highway, grades, edge_climb,
+                 edge_descent, scale):
     """The route between the two points (pxs[i], pys[i]) (rads[i] NaN: the default radii). Returns
     (status, candidates (edge, fraction, lon, lat, distance, ptr), primary, secondary, path, source
-    index, target index, shape lon, lat, per-edge begin, end, covered fraction, OR of the segments'
-    flags, any highway, bbox [min_lon, min_lat, max_lon, max_lat], polyline bytes at `scale` (none
-    when scale is 0))."""
+    index, target index, shape lon, lat, per-edge begin, end, covered fraction and seconds, OR of the
+    segments' flags, any highway, bbox [min_lon, min_lat, max_lon, max_lat], climb and descent (0 unless
+    `grades`), polyline bytes at `scale` (none when scale is 0))."""
     E, F, LO, LA, D, ptr, ok = _candidates_many(pxs, pys, rads, default_radii, cell_off, items, lon0, lat0, cw, ch,
                                                 nx, ny, glon, glat, piece_a, piece_seg, piece_cum, piece_len, seg_len,
                                                 usable, comp, use_comp, seen, stamp, slack, kmax)
@@ -50,7 +53,8 @@ def _plain_route(pxs, pys, rads, default_radii, cell_off, items, lon0, lat0, cw,
     ef = np.empty(0)
     box = np.zeros(4)
     eb = np.empty(0, np.uint8)
-    declined = (PLAIN_DECLINED, E, F, LO, LA, D, ptr, np.inf, np.inf, ei, -1, -1, ef, ef, ei, ei, ef, 0, False, box, eb)
+    declined = (PLAIN_DECLINED, E, F, LO, LA, D, ptr, np.inf, np.inf, ei, -1, -1, ef, ef, ei, ei, ef, ef, 0, False,
+                box, 0.0, 0.0, eb)
     if not (ok[0] and ok[1]):
         return declined
     a, b, c = ptr[0], ptr[1], ptr[2]
@@ -76,19 +80,25 @@ def _plain_route(pxs, pys, rads, default_radii, cell_off, items, lon0, lat0, cw,
         if is_highway[seg_class[k]]:
             highway = True
     box[0], box[1], box[2], box[3] = lon.min(), lat.min(), lon.max(), lat.max()
+    seconds = np.empty(path.shape[0])
+    for i in range(path.shape[0]):
+        seconds[i] = time[path[i]] * covered[i]
+    climb, descent = path_climb(edge_climb, edge_descent, path, covered) if grades else (0.0, 0.0)
     poly = _encode_coords(lat, lon, scale) if scale > 0 else eb
-    return (PLAIN_FOUND, E, F, LO, LA, D, ptr, best, best2, path, si, ti, lon, lat, begin, end, covered,
-            np.int64(flags), highway, box, poly)
+    return (PLAIN_FOUND, E, F, LO, LA, D, ptr, best, best2, path, si, ti, lon, lat, begin, end, covered, seconds,
+            np.int64(flags), highway, box, climb, descent, poly)
 
 
 class PlainRoute:
     """`_plain_route` bound to one profile's arrays (made once per profile and kept on it)."""
 
-    __slots__ = ("grid", "ch", "args")
+    __slots__ = ("grid", "ch", "args", "grades")
 
     def __init__(self, graph, grid, prof, is_highway: np.ndarray):
         ch = prof.ch
         comp = prof.component
+        climb, descent = getattr(graph, "edge_climb", None), getattr(graph, "edge_descent", None)
+        grades = self.grades = bool(graph.meta.get("grades")) and climb is not None
         self.grid = grid
         self.ch = ch
         self.args = (
@@ -100,7 +110,8 @@ class PlainRoute:
              ch.up_c1, ch.up_c2, ch.up_hops, ch.dn_off, ch.dn_tgt, ch.dn_w, ch.dn_s, ch.dn_row, ch.dn_mid, ch.dn_c1,
              ch.dn_c2, ch.dn_hops),
             (np.asarray(graph.shape_offsets), np.asarray(graph.shape_lon), np.asarray(graph.shape_lat),
-             np.asarray(graph.seg_flags), np.asarray(graph.seg_class), is_highway))
+             np.asarray(graph.seg_flags), np.asarray(graph.seg_class), is_highway, grades,
+             climb if grades else _NO_GRADES, descent if grades else _NO_GRADES))
 
     @staticmethod
     def usable_with(prof) -> bool:

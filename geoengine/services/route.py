@@ -349,13 +349,13 @@ def build_route(router, prof, locations, cands, pieces: list[Leg], notes: list[s
         if a == 0:
             wait += float(locations[0].waiting_secs or 0)
         made = leg_pieces[0].summary if len(leg_pieces) == 1 else None
-        if made is not None:  # found by the plain-route kernel with its flags, bbox and polyline
-            flags, highway, box, polyline = made
+        if made is not None:  # found by the plain-route kernel with its flags, bbox, polyline and climb
+            flags, highway, seconds = made.flags, made.highway, made.seconds
         else:
             k = edges >> 1
             flags = int(np.bitwise_or.reduce(np.asarray(graph.seg_flags)[k])) if len(k) else 0
             highway = bool(IS_HIGHWAY[np.asarray(graph.seg_class)[k]].any())
-            box = polyline = None
+            seconds = prof.time[edges] * covered
         leg = RouteLeg(
             lon=lon, lat=lat, edges=edges, covered=covered,
             # totals from the search's packed metric (turn delays included): the same numbers /matrix gives
@@ -364,9 +364,10 @@ def build_route(router, prof, locations, cands, pieces: list[Leg], notes: list[s
             cost=float(sum(p.cost for p in leg_pieces)),
             has_toll=bool(flags & T.F_TOLL), has_highway=highway,
             has_ferry=bool(flags & T.F_FERRY), maneuvers=maneuvers, pieces=list(leg_pieces),
-            shape_begin=begin, shape_end=end, edge_time_s=prof.time[edges] * covered, bbox=box, polyline=polyline)
+            shape_begin=begin, shape_end=end, edge_time_s=seconds,
+            bbox=None if made is None else made.bbox, polyline=None if made is None else made.polyline)
         if grades:  # metres climbed and descended, from the DEM grades of the traversed edges
-            climb, descent = climb_descent(graph, edges, covered)
+            climb, descent = (made.climb, made.descent) if made is not None else climb_descent(graph, edges, covered)
             if climb is not None:
                 leg.climb_m, leg.descent_m = float(climb), float(descent)
         legs.append(leg)

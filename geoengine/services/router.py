@@ -18,7 +18,7 @@ from geoengine.arrays import unique
 from geoengine.costing import default_options, inactive_options, parse_costing_options
 from geoengine.errors import FieldError, InvalidRequest, NoRoute, Unsnappable, field_path
 from geoengine.graph import tags as T
-from geoengine.routing.pieces import Leg
+from geoengine.routing.pieces import Leg, PieceSummary
 from geoengine.routing.profile import Profile, unpack, unpack_scalar
 from geoengine.routing.snap import MAX_DEFAULT_RADIUS
 
@@ -247,8 +247,8 @@ class Router:
         out = plain(np.array((float(a.lon), float(b.lon))), np.array((float(a.lat), float(b.lat))),
                     np.array((np.nan if ra is None else float(ra), np.nan if rb is None else float(rb))),
                     CANDIDATE_SLACK_M, MAX_CANDIDATES, 10.0 ** polyline if polyline else 0.0)
-        (status, E, F, LO, LA, D, ptr, best, best2, path, si, ti, lon, lat, begin, end, covered, flags, highway,
-         box, poly) = out
+        (status, E, F, LO, LA, D, ptr, best, best2, path, si, ti, lon, lat, begin, end, covered, seconds, flags,
+         highway, box, climb, descent, poly) = out
         if status != 1:
             return None
         p0, p1, p2 = (int(x) for x in ptr)
@@ -258,8 +258,9 @@ class Router:
         si, ti = int(si), int(ti)
         leg = Leg(path, float(F[p0 + si]), float(F[p1 + ti]), float(best), float(t), float(length), si, ti,
                   shape=(lon, lat, begin, end, covered),
-                  summary=(int(flags), bool(highway), box.tolist(),
-                           (polyline, poly.tobytes().decode("ascii")) if polyline else None))
+                  summary=PieceSummary(int(flags), bool(highway), box.tolist(), *((climb, descent) if plain.grades
+                                                                                   else (None, None)),
+                                       seconds, (polyline, poly.tobytes().decode("ascii")) if polyline else None))
         return cands, [leg]
 
     # -- one search for a route request -----------------------------------------------------------------
