@@ -31,6 +31,8 @@ from geoengine.narrative import (
     road_class_of,
 )
 from geoengine.routing.pieces import Leg, pieces_geometry
+from geoengine.services import route_options
+from geoengine.services.alternates import alternatives
 from geoengine.services.models import (
     AvoidLocation,
     Costing,
@@ -390,9 +392,6 @@ _DIGITS = {"polyline6": 6, "polyline5": 5}
 
 def run(engine, req: RouteRequest, *, field: str = "locations", alternates: int | None = None) -> RouteResult:
     """Search once, build the best route and its alternates, apply the request's options."""
-    from geoengine.services import route_options
-    from geoengine.services.alternates import alternatives
-
     router = engine.router
     s = router.search(req.costing, req.costing_options, req.locations, avoid_locations=req.avoid_locations,
                       avoid_polygons=req.avoid_polygons, field=field, polyline=_DIGITS.get(req.shape_format, 0))

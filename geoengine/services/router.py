@@ -251,7 +251,7 @@ class Router:
          highway, box, climb, descent, poly) = out
         if status != 1:
             return None
-        p0, p1, p2 = (int(x) for x in ptr)
+        p0, p1, p2 = ptr.tolist()
         cands = [{"edge": E[p0:p1], "fraction": F[p0:p1], "lon": LO[p0:p1], "lat": LA[p0:p1], "distance": D[p0:p1]},
                  {"edge": E[p1:p2], "fraction": F[p1:p2], "lon": LO[p1:p2], "lat": LA[p1:p2], "distance": D[p1:p2]}]
         t, length = unpack_scalar(float(best2))

@@ -44,6 +44,8 @@ def bbox(lon, lat) -> dict:
 
 def _union(boxes: list[dict]) -> dict:
     """The bbox of several bboxes (of the legs: the route's, without joining their shapes)."""
+    if len(boxes) == 1:
+        return boxes[0]
     return {"min_lat": min(b["min_lat"] for b in boxes), "min_lon": min(b["min_lon"] for b in boxes),
             "max_lat": max(b["max_lat"] for b in boxes), "max_lon": max(b["max_lon"] for b in boxes)}
 
@@ -94,14 +96,18 @@ def trip_document(route, shape_format: str = "polyline6") -> dict:
         d = {"type": loc.type, "lat": round(loc.lat, 6), "lon": round(loc.lon, 6), "original_index": loc.original_index,
              "snapped": {"lat": round(loc.snapped_lat, 6), "lon": round(loc.snapped_lon, 6),
                          "distance_m": round(loc.snapped_distance_m, 1)}}
-        for key in ("name", "street", "city"):
-            if getattr(loc, key):
-                d[key] = getattr(loc, key)
+        if loc.name:
+            d["name"] = loc.name
+        if loc.street:
+            d["street"] = loc.street
+        if loc.city:
+            d["city"] = loc.city
         if loc.date_time is not None:
             d["date_time"] = _t(loc.date_time)
         locations.append(d)
     summary = {"time": round(route.time_s, 3), "length": round(route.length_m / scale, 3), "cost": round(route.cost, 3),
-               **_union(boxes), **{k: route.has(k) for k in ("has_toll", "has_highway", "has_ferry")}}
+               **_union(boxes), "has_toll": route.has("has_toll"), "has_highway": route.has("has_highway"),
+               "has_ferry": route.has("has_ferry")}
     climb = route.climb
     if climb is not None:
         summary["climb"], summary["descent"] = round(climb[0], 1), round(climb[1], 1)
