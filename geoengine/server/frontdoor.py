@@ -157,10 +157,9 @@ class FrontDoor:
                 return False
         return self._tile_core(parts, key, host, accept)
 
-    def tile_fields(self, path: str, key, host, accept, inm=None, origin=None, *forwarded) -> Answer | None | bool:
-        """`_tile_fast` for the protocol's raw path, which found the header values itself."""
-        if inm is not None or origin is not None or any(f is not None for f in forwarded):
-            return False
+    def tile_fields(self, path: str, key, host, accept) -> Answer | None | bool:
+        """`_tile_fast` for the protocol's raw path, which found the header values itself (and none of
+        the other headers of _TILE_SLOW)."""
         parts = path[7:].split("/")
         if len(parts) != 4 or not all(parts):
             return None

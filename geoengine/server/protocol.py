@@ -76,34 +76,29 @@ class _CorkedTransport:
 _RAW_PREFIXES = (b"GET /tiles/", b"HEAD /tiles/", b"GET /search", b"GET /elevation")
 _CTL = re.compile(rb"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\xff]")
 _HEADERS = re.compile(rb"(?:\r\n[!#$%&'*+\-.^_`|~0-9A-Za-z]+:[^\r\n]*)*")
-_RAW_VETO_NEEDLES = tuple(b"\r\n" + n + b":" for n in (
-    b"connection", b"upgrade", b"content-length", b"transfer-encoding", b"expect", b"te", b"trailer",
-    b"keep-alive", b"proxy-connection"))
+_PAIR = re.compile(rb"\r\n([!#$%&'*+\-.^_`|~0-9A-Za-z]+):([^\r\n]*)")  # one header of a head _HEADERS accepts
+# headers that change the framing or the connection: the chunk goes to the parser
+_RAW_VETO = frozenset((b"connection", b"upgrade", b"content-length", b"transfer-encoding", b"expect", b"te",
+                       b"trailer", b"keep-alive", b"proxy-connection"))
 # what a tile request's answer reads; any other header of frontdoor._TILE_SLOW sends it the general way
-# (in the order of FrontDoor.tile_fields' arguments)
-_TILE_NEEDLES = tuple(b"\r\n" + n + b":" for n in (
-    b"x-gateway-key", b"x-gateway-host", b"accept-encoding", b"if-none-match", b"origin", *frontdoor._FORWARDED))
+_TILE_OTHER = frozenset((b"if-none-match", b"origin", *frontdoor._FORWARDED))
 _DUPLICATE = b"\x00"  # a header given twice (no header value can hold NUL: _CTL)
 
 
-def _field(head: bytes, low: bytes, needle: bytes) -> bytes | None:
-    """The value of the header `needle` names in a raw head (`low` is its lower-cased copy), None when
-    absent, _DUPLICATE when repeated."""
-    i = low.find(needle)
-    if i < 0:
-        return None
-    if low.find(needle, i + 1) >= 0:
-        return _DUPLICATE
-    j = head.find(b"\r\n", i + 2)
-    return head[i + len(needle):j if j >= 0 else len(head)].strip(b" \t")
-
-
-def _headers(head: bytes) -> list[tuple[bytes, bytes]]:
-    out = []
-    for line in head.split(b"\r\n")[1:]:
-        name, _, value = line.partition(b":")
-        out.append((name.lower(), value.strip(b" \t")))
-    return out
+def _scan(head: bytes) -> tuple[dict[bytes, bytes], list[tuple[bytes, bytes]]] | None:
+    """The headers of a raw head that _HEADERS accepted, in one pass: {lower-cased name: value, or
+    _DUPLICATE when given twice} and the (name, value) list the front door's general path reads; None
+    when a header vetoes the raw path."""
+    fields: dict[bytes, bytes] = {}
+    pairs = []
+    for name, value in _PAIR.findall(head):
+        name = name.lower()
+        if name in _RAW_VETO:
+            return None
+        value = value.strip(b" \t")
+        fields[name] = _DUPLICATE if name in fields else value
+        pairs.append((name, value))
+    return fields, pairs
 
 
 class _Defaults:
@@ -163,24 +158,28 @@ class CorkedHttpToolsProtocol(HttpToolsProtocol):
         head = data[eol:end]  # "\r\nName: value" per header
         if _HEADERS.fullmatch(head) is None:
             return False  # a bare CR or LF, a name that is not a token, a folded line
-        low = head.lower()
-        for needle in _RAW_VETO_NEEDLES:
-            if needle in low:
-                return False
+        scanned = _scan(head)
+        if scanned is None:
+            return False
+        fields, pairs = scanned
         path, _, query = target.partition(b"?")
         m = method.decode("ascii")
         p = path.decode("ascii")
         try:
             remember = False
             if m != "POST" and not query and p.startswith("/tiles/"):
-                fields = [_field(head, low, n) for n in _TILE_NEEDLES]
-                door.last_tile = None
-                answer = False if _DUPLICATE in fields else door.tile_fields(p, *fields)
-                remember = digest is not None and bool(answer) and door.last_tile is not None
+                answer = False
+                if fields.keys().isdisjoint(_TILE_OTHER):
+                    key, host, accept = fields.get(b"x-gateway-key"), fields.get(b"x-gateway-host"), \
+                        fields.get(b"accept-encoding")
+                    if key is not _DUPLICATE and host is not _DUPLICATE and accept is not _DUPLICATE:
+                        door.last_tile = None
+                        answer = door.tile_fields(p, key, host, accept)
+                        remember = digest is not None and bool(answer) and door.last_tile is not None
                 if answer is False:  # the general path decides
-                    answer = door.get(m, p, query, _headers(head))
+                    answer = door.get(m, p, query, pairs)
             else:
-                answer = door.get(m, p, query, _headers(head))
+                answer = door.get(m, p, query, pairs)
         except Exception:  # never let the front door cost a request: the application answers it
             log.debug("front door declined after an error", exc_info=True)
             return False

@@ -442,6 +442,30 @@ def test_raw_path_leaves_odd_requests_to_the_parser(served):
     run(main())
 
 
+def test_raw_header_scan_gives_the_applications_answers(served):
+    """The raw path reads every header in one scan: a header given twice, a conditional, a forwarded
+    header or one that changes the framing takes the way that decides it, with the application's answer."""
+    app, store, client = served
+    key, _ = store.create("unlimited")
+    client.get(TILE, headers={"X-Gateway-Key": key, "X-Gateway-Host": HOST})
+    cases = [
+        ("Accept-Encoding: gzip\r\nAccept-Encoding: identity\r\n", [("Accept-Encoding", "gzip"), ("Accept-Encoding", "identity")]),
+        (f"X-Gateway-Key: {key}\r\n", [("X-Gateway-Key", key), ("Accept-Encoding", "identity")]),  # the key twice
+        ("X-Forwarded-For: 10.0.0.1\r\n", [("X-Forwarded-For", "10.0.0.1"), ("Accept-Encoding", "identity")]),
+        ("If-None-Match: \"nothing\"\r\n", [("If-None-Match", '"nothing"'), ("Accept-Encoding", "identity")]),
+        ("Content-Length: 0\r\n", [("Content-Length", "0"), ("Accept-Encoding", "identity")]),  # framing: the parser's
+        ("accept-encoding:gzip  \r\nX-Request-Id: 7\r\n", [("Accept-Encoding", "gzip"), ("X-Request-Id", "7")]),
+    ]
+
+    async def main():
+        conn = Conn(app, asyncio.get_running_loop())
+        for extra, headers in cases:
+            (r,) = await conn.exchange(get(TILE, key, extra=extra), 1)
+            same_answer(r, client.get(TILE, headers=[("X-Gateway-Key", key), ("X-Gateway-Host", HOST), *headers]))
+
+    run(main())
+
+
 def _gzip_tile_request(served, clock=None):
     """(app, client, store, door, key, its record, a raw gzip tile request with the key), the key
     cached in the gateway (on `clock` when given)."""
