@@ -34,7 +34,7 @@ from geoengine.arrays import unique
 from geoengine.errors import FieldError, InvalidRequest, NotFound, UpstreamError
 from geoengine.geo import EARTH_RADIUS_M as EARTH_M
 from geoengine.geo import haversine_m
-from geoengine.search.kernels import code_points, gather_postings, osa_scan, vocab_chars
+from geoengine.search.kernels import code_points, gather_postings, match_matrix, osa_scan, vocab_chars
 from geoengine.search.store import Strings, write_strings
 from geoengine.search.text import max_typos, normalise
 
@@ -464,6 +464,7 @@ class SearchIndex:
         self._len_buckets: dict[int, tuple[list[str], np.ndarray]] = {}
         self._prefix_first: dict[int, np.ndarray] = {}
         self._vocab_chars: tuple[np.ndarray, np.ndarray] | None = None
+        self._slot: np.ndarray | None = None  # scratch of `kernels.match_matrix`, used under the lock
         self._lock = threading.Lock()
         self._rtree = None
         # per-document caches of the query path, bounded (documents are immutable in a bundle): the text the
@@ -513,7 +514,7 @@ class SearchIndex:
             for length in range(2, int(self.vocab_len.max(initial=0)) + 1):
                 self._length_bucket(length)
             self._tree()
-            self._token_matches("warm", True)  # loads the compiled typo and postings kernels
+        self._match_matrix(["warm"], True)  # loads the compiled kernels (typos, postings, match matrix)
 
     # -- helpers --------------------------------------------------------------------------------
     def _tree(self):
@@ -765,12 +766,14 @@ class SearchIndex:
         with self._lock:
             for i, tok in enumerate(toks):
                 per_tok.append(self._token_matches(tok, prefix_last and i == len(toks) - 1))
-        cols = unique(np.concatenate([d for d, _ in per_tok])) if per_tok else np.zeros(0, np.int32)
-        mat = np.zeros((len(toks), len(cols)), np.float32)
-        for i, (docs, qual) in enumerate(per_tok):
-            order = np.argsort(qual, kind="stable")  # the last write of a document is its best quality
-            mat[i, np.searchsorted(cols, docs[order])] = qual[order]
-        return Matches(cols, mat)
+            bounds = np.zeros(len(per_tok) + 1, np.int64)
+            np.cumsum([len(d) for d, _ in per_tok], out=bounds[1:])
+            docs = np.concatenate([d for d, _ in per_tok]) if per_tok else np.zeros(0, np.int32)
+            quals = np.concatenate([q for _, q in per_tok]) if per_tok else np.zeros(0, np.float32)
+            cols = unique(docs)
+            if self._slot is None:
+                self._slot = np.zeros(self.n, np.int32)
+            return Matches(cols, match_matrix(cols, docs, quals, bounds, self._slot))
 
     def _text_search(self, qn, toks, prefix_last, point, kinds, mask, size, *, allow_missing=True, best=None):
         """(canonical rows, scores, total) of the text ranking (see docs/search.md, Query); `best`: the

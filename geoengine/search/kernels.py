@@ -132,3 +132,21 @@ def gather_postings(ptr, post_doc, toks, quals):
             out_q[n] = q
             n += 1
     return docs, out_q
+
+
+
+@numba.njit(cache=True, nogil=True)
+def match_matrix(cols, docs, quals, bounds, slot):
+    """The compact token match matrix of a query (see `index.Matches`): postings `docs`/`quals` of query
+    token t at [bounds[t], bounds[t + 1]), `cols` their sorted distinct documents -> (tokens, len(cols))
+    float32 best quality of each token in each document (0 where it has none). `slot`: scratch of one
+    int32 per document of the index (a document's column; only the entries of `cols` are written and read)."""
+    for j in range(len(cols)):
+        slot[cols[j]] = j
+    mat = np.zeros((len(bounds) - 1, len(cols)), np.float32)
+    for t in range(len(bounds) - 1):
+        for p in range(bounds[t], bounds[t + 1]):
+            j = slot[docs[p]]
+            if quals[p] > mat[t, j]:
+                mat[t, j] = quals[p]
+    return mat
