@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import bisect
 import hashlib
+import itertools
 import json
 import math
 import re
@@ -594,8 +595,8 @@ class SearchIndex:
         one quality per token), in the order given."""
         if not toks:
             return np.zeros(0, np.int32), np.zeros(0, np.float32)
-        t = np.concatenate(toks).astype(np.int64, copy=False)
-        q = np.concatenate(quals).astype(np.float64, copy=False)
+        t = (toks[0] if len(toks) == 1 else np.concatenate(toks)).astype(np.int64, copy=False)
+        q = (quals[0] if len(quals) == 1 else np.concatenate(quals)).astype(np.float64, copy=False)
         return gather_postings(self._post_ptr, self._post_doc, t, q)
 
     def _chars(self) -> tuple[np.ndarray, np.ndarray]:
@@ -625,8 +626,8 @@ class SearchIndex:
                 toks.append(np.arange(a, b))
                 quals.append(np.where(lens == len(tok), 1.0, PREFIX_BASE + PREFIX_SHARE * len(tok) / np.maximum(lens, 1)))
         elif a < len(vocab) and vocab[a] == tok:
-            toks.append([a])
-            quals.append([1.0])
+            toks.append(np.array([a], np.int64))
+            quals.append(np.ones(1))
         k = max_typos(tok)
         if k:
             # typos: first among tokens with the same first letter; anywhere only when that finds nothing
@@ -766,10 +767,12 @@ class SearchIndex:
         with self._lock:
             for i, tok in enumerate(toks):
                 per_tok.append(self._token_matches(tok, prefix_last and i == len(toks) - 1))
-            bounds = np.zeros(len(per_tok) + 1, np.int64)
-            np.cumsum([len(d) for d, _ in per_tok], out=bounds[1:])
-            docs = np.concatenate([d for d, _ in per_tok]) if per_tok else np.zeros(0, np.int32)
-            quals = np.concatenate([q for _, q in per_tok]) if per_tok else np.zeros(0, np.float32)
+            bounds = np.array([0, *itertools.accumulate(len(d) for d, _ in per_tok)], np.int64)
+            if len(per_tok) == 1:
+                docs, quals = per_tok[0]
+            else:
+                docs = np.concatenate([d for d, _ in per_tok])
+                quals = np.concatenate([q for _, q in per_tok])
             cols = unique(docs)
             if self._slot is None:
                 self._slot = np.zeros(self.n, np.int32)
