@@ -24,6 +24,7 @@ import math
 import re
 import threading
 import time
+from collections import OrderedDict
 from functools import lru_cache
 from pathlib import Path
 
@@ -60,7 +61,8 @@ W_REGION = 1.0  # without a location: documents of the bundle's region (and exac
 MAJOR_IMPORTANCE = 0.65  # GeoNames importance of about 100,000 people: a major place
 CANDIDATES = 40  # documents scored in full: the best by the coarse score, plus every exact name match
 MAX_QUERY_TOKENS = 12  # words beyond the 12th are ignored
-ROW_CACHE = 4096  # documents whose name text and Search Result the query path keeps (per cache)
+ROW_CACHE = 4096  # documents whose name text and Search Result the query path keeps (per cache, ~10 MB)
+TOKEN_CACHE_BYTES = 8 << 20  # the token matches kept (documents and qualities), in bytes
 PREFIX_LENGTHS = range(4, 17)
 MAX_RADIUS_M = 100_000.0
 RADIUS_RE = re.compile(r"^(\d+(?:\.\d+)?)(m|km)$")
@@ -466,6 +468,8 @@ class SearchIndex:
         self._prefix_first: dict[int, np.ndarray] = {}
         self._vocab_chars: tuple[np.ndarray, np.ndarray] | None = None
         self._slot: np.ndarray | None = None  # scratch of `kernels.match_matrix`, used under the lock
+        self._tok_cache: OrderedDict[tuple[str, bool], tuple[np.ndarray, np.ndarray]] = OrderedDict()
+        self._tok_cache_bytes = 0
         self._lock = threading.Lock()
         self._rtree = None
         # per-document caches of the query path, bounded (documents are immutable in a bundle): the text the
@@ -614,7 +618,27 @@ class SearchIndex:
         return prefixes, ranges, starts
 
     def _token_matches(self, tok: str, is_prefix: bool) -> tuple[np.ndarray, np.ndarray]:
-        """Documents and match qualities of one query token (see docs/search.md, Query, step 1)."""
+        """Documents and match qualities of one query token (see docs/search.md, Query, step 1), from a small
+        cache bounded in bytes: autocomplete sends the words already typed again with every keystroke.
+        Called under the lock."""
+        key = (tok, is_prefix)
+        hit = self._tok_cache.get(key)
+        if hit is not None:
+            self._tok_cache.move_to_end(key)
+            return hit
+        out = self._token_matches_uncached(tok, is_prefix)
+        size = out[0].nbytes + out[1].nbytes
+        if size <= TOKEN_CACHE_BYTES // 16:
+            for a in out:
+                a.flags.writeable = False
+            self._tok_cache[key] = out
+            self._tok_cache_bytes += size
+            while self._tok_cache_bytes > TOKEN_CACHE_BYTES:
+                _, (d, q) = self._tok_cache.popitem(last=False)
+                self._tok_cache_bytes -= d.nbytes + q.nbytes
+        return out
+
+    def _token_matches_uncached(self, tok: str, is_prefix: bool) -> tuple[np.ndarray, np.ndarray]:
         vocab = self.vocab
         toks: list = []  # vocabulary rows, and their qualities
         quals: list = []
@@ -826,13 +850,13 @@ class SearchIndex:
             cand, cov, imp, bias, region = cand[keep], cov[keep], imp[keep], bias[keep], region[keep]
         scores = []
         row_text = self._row_text
-        q_var, q_start = SEP + qn + SEP, SEP + qn
+        q_start = SEP + qn
         alt_exact_ok = len(qn) >= 4  # an alternate name counts as an exact match only from 4 letters (short ones are codes)
         no_point = point is None
         extract_one, ratio_scorer = process.extractOne, fuzz.ratio
         for row, cov_j, im, bi, reg in zip(cand.tolist(), cov.tolist(), imp.tolist(), bias.tolist(), region.tolist(),
                                            strict=True):
-            variants, primary, en, wrapped = row_text(row)
+            variants, primary, en, joined = row_text(row)
             # text: the query against the document's own names (name, name:en), else against any variant
             # (alternate, old, other-language names) at ALT_FACTOR of its value
             text = _name_coverage(toks, prefix_last, primary)
@@ -840,9 +864,9 @@ class SearchIndex:
                 text = max(text, _name_coverage(toks, prefix_last, en))
             text = max(text, ALT_FACTOR * cov_j)
             exact_main = qn == primary or qn == en
-            exact = exact_main or (alt_exact_ok and q_var in wrapped)
+            exact = exact_main or (alt_exact_ok and qn in variants)  # qn holds no SEP: equal to a whole variant
             starts = primary.startswith(qn) or (bool(en) and en.startswith(qn))  # the name starts with the query
-            name_prefix = exact or starts or q_start in wrapped
+            name_prefix = exact or starts or joined.startswith(qn) or q_start in joined  # a variant starts with it
             ratio = extract_one(qn, variants, scorer=ratio_scorer)[1] / 100.0 if variants else 0.0
             if no_point and not reg and exact_main and im >= MAJOR_IMPORTANCE:
                 bi = W_REGION  # the exact full name of a major world place competes as if it were regional
@@ -863,11 +887,11 @@ class SearchIndex:
         return rows, out_scores, total
 
     def _row_text_uncached(self, row: int) -> tuple[list[str], str, str, str]:
-        """(normalised name variants, primary name, normalised English name, variants wrapped in SEP) of a
+        """(normalised name variants, primary name, normalised English name, the variants joined by SEP) of a
         document: what the final text score reads (cached per row, see `__init__`)."""
         joined = self.names[row] or ""
-        en = normalise(self.cols["name_en"][row] or "")
-        return (joined.split(SEP) if joined else []), joined.split(SEP, 1)[0], en, SEP + joined + SEP
+        variants = joined.split(SEP) if joined else []
+        return variants, variants[0] if variants else "", normalise(self.cols["name_en"][row] or ""), joined
 
     def _named_by(self, row: int, toks: list[str], prefix_last: bool) -> bool:
         """Every query word matches the document's own name or English name."""
