@@ -519,7 +519,8 @@ class SearchIndex:
             for length in range(2, int(self.vocab_len.max(initial=0)) + 1):
                 self._length_bucket(length)
             self._tree()
-        self._match_matrix(["warm"], True)  # loads the compiled kernels (typos, postings, match matrix)
+        for toks in (["warm"], ["warm", "up"]):  # loads the compiled kernels (typos, postings, match matrix)
+            self._match_matrix(toks, True)
 
     # -- helpers --------------------------------------------------------------------------------
     def _tree(self):

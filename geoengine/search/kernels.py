@@ -16,7 +16,7 @@ import numpy as np
 
 def code_points(text: str) -> np.ndarray:
     """int32 code points of `text`."""
-    return np.frombuffer(text.encode("utf-32-le"), np.uint32).view(np.int32)
+    return np.frombuffer(text.encode("utf-32-le", "surrogatepass"), np.uint32).view(np.int32)
 
 
 def vocab_chars(vocab: list[str]) -> tuple[np.ndarray, np.ndarray]:
