@@ -1,5 +1,6 @@
-"""The faster query path answers exactly as the old one did (`reference_index.py`: the code of 61a41dd), on
-the real Andorra and Liechtenstein bundles: same documents, order and scores for search and reverse."""
+"""The query path's caches (token matches, per-document text and results) never change an answer: on the
+real Andorra and Liechtenstein bundles, every search and reverse call answers the same with every cache
+emptied before it and with the caches warm; the typo kernel finds what rapidfuzz finds."""
 
 from __future__ import annotations
 
@@ -11,8 +12,6 @@ from rapidfuzz.distance import OSA
 
 from geoengine.search.index import _letter_range
 from geoengine.search.kernels import code_points, osa_scan
-
-from .reference_index import ReferenceIndex
 
 
 def _queries(engine, n_names: int, seed: int = 3):
@@ -75,20 +74,30 @@ def _answer(fn, **kw):
     return {**out, "took_ms": 0}
 
 
+def _empty_caches(ix) -> None:
+    ix._tok_cache.clear()
+    ix._tok_cache_bytes = 0
+    ix._row_text.cache_clear()
+    ix._result_base.cache_clear()
+
+
 @pytest.mark.parametrize("region", ["andorra", "liechtenstein"])
-def test_search_and_reverse_answer_as_before(engine_for, region):
+def test_cached_answers_are_the_uncached_ones(engine_for, region):
     engine = engine_for(region)
     ix = engine.search_index
-    ref = ReferenceIndex(ix.folder)
     calls, reverse = _queries(engine, 150)
     assert len(calls) > 1000
-    for _ in range(2):  # the second round reads the per-document caches
-        for kw in calls:
-            want = _answer(ref.search, **kw)
-            assert _answer(ix.search, **kw) == want, kw
-        for kw in reverse:
-            want = _answer(ref.reverse, **kw)
-            assert _answer(ix.reverse, **kw) == want, kw
+    cold = []
+    for kw in calls:
+        _empty_caches(ix)
+        cold.append(_answer(ix.search, **kw))
+    for kw in reverse:
+        _empty_caches(ix)
+        cold.append(_answer(ix.reverse, **kw))
+    assert sum(isinstance(a, dict) and len(a["results"]) > 0 for a in cold) > 0.8 * len(cold)
+    for _ in range(2):  # the caches filled by the round before (and by earlier calls of this round)
+        warm = [_answer(ix.search, **kw) for kw in calls] + [_answer(ix.reverse, **kw) for kw in reverse]
+        assert warm == cold
 
 
 def test_results_are_fresh_dicts(andorra):
