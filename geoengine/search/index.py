@@ -18,11 +18,14 @@ from __future__ import annotations
 
 import bisect
 import hashlib
+import itertools
 import json
 import math
 import re
 import threading
 import time
+from collections import OrderedDict
+from functools import lru_cache
 from pathlib import Path
 
 import numpy as np
@@ -33,6 +36,7 @@ from geoengine.arrays import unique
 from geoengine.errors import FieldError, InvalidRequest, NotFound, UpstreamError
 from geoengine.geo import EARTH_RADIUS_M as EARTH_M
 from geoengine.geo import haversine_m
+from geoengine.search.kernels import code_points, gather_postings, match_matrix, osa_scan, vocab_chars
 from geoengine.search.store import Strings, write_strings
 from geoengine.search.text import max_typos, normalise
 
@@ -57,6 +61,8 @@ W_REGION = 1.0  # without a location: documents of the bundle's region (and exac
 MAJOR_IMPORTANCE = 0.65  # GeoNames importance of about 100,000 people: a major place
 CANDIDATES = 40  # documents scored in full: the best by the coarse score, plus every exact name match
 MAX_QUERY_TOKENS = 12  # words beyond the 12th are ignored
+ROW_CACHE = 4096  # documents whose name text and Search Result the query path keeps (per cache, ~10 MB)
+TOKEN_CACHE_BYTES = 8 << 20  # the token matches kept (documents and qualities), in bytes
 PREFIX_LENGTHS = range(4, 17)
 MAX_RADIUS_M = 100_000.0
 RADIUS_RE = re.compile(r"^(\d+(?:\.\d+)?)(m|km)$")
@@ -389,6 +395,31 @@ def _name_coverage(toks: list[str], prefix_last: bool, name: str) -> float:
     return total / len(toks)
 
 
+class Matches:
+    """The token matches of a query, compact: `cols` the sorted rows of the documents that any query token
+    matches, `mat[i, j]` the best match quality of token i in document cols[j] (0: no match). Only these
+    documents can be candidates, so the ranking never touches an array over every document."""
+
+    __slots__ = ("cols", "mat")
+
+    def __init__(self, cols: np.ndarray, mat: np.ndarray):
+        self.cols = cols
+        self.mat = mat
+
+    def rows(self, idx) -> Matches:
+        """The matches of the query tokens `idx` only (over the same documents)."""
+        return Matches(self.cols, self.mat[idx])
+
+    def take(self, rows: np.ndarray) -> np.ndarray:
+        """(tokens, len(rows)) match qualities of arbitrary document rows (0 where none matches)."""
+        out = np.zeros((len(self.mat), len(rows)), np.float32)
+        if len(self.cols) and len(rows):
+            pos = np.minimum(np.searchsorted(self.cols, rows), len(self.cols) - 1)
+            hit = self.cols[pos] == rows
+            out[:, hit] = self.mat[:, pos[hit]]
+        return out
+
+
 class SearchIndex:
     """A read-only search index opened from `<bundle>/search/`."""
 
@@ -434,8 +465,17 @@ class SearchIndex:
         self._load_extras(folder)
         self._prefix_tables: dict[int, tuple[list[str], np.ndarray]] = {}
         self._len_buckets: dict[int, tuple[list[str], np.ndarray]] = {}
+        self._prefix_first: dict[int, np.ndarray] = {}
+        self._vocab_chars: tuple[np.ndarray, np.ndarray] | None = None
+        self._slot: np.ndarray | None = None  # scratch of `kernels.match_matrix`, used under the lock
+        self._tok_cache: OrderedDict[tuple[str, bool], tuple[np.ndarray, np.ndarray]] = OrderedDict()
+        self._tok_cache_bytes = 0
         self._lock = threading.Lock()
         self._rtree = None
+        # per-document caches of the query path, bounded (documents are immutable in a bundle): the text the
+        # final score reads, and the JSON-ready Search Result without its score
+        self._row_text = lru_cache(maxsize=ROW_CACHE)(self._row_text_uncached)
+        self._result_base = lru_cache(maxsize=ROW_CACHE)(self._result_base_uncached)
 
     def _load_extras(self, folder: Path) -> None:
         """Categories, region, countries and details (see `write_extras`); a bundle built before them opens
@@ -472,13 +512,15 @@ class SearchIndex:
             raise UpstreamError(f"the search index in {folder} is inconsistent (category/region files): rebuild the bundle")
 
     def warm(self) -> None:
-        """Prepare the typo tables (vocabulary by length, prefix tables) and the R-tree up front."""
+        """Prepare the typo tables (vocabulary by length, prefix tables, code points) and the R-tree up front."""
         with self._lock:
             for length in PREFIX_LENGTHS:
-                self._prefix_table(length)
+                self._prefix_starts(length)
             for length in range(2, int(self.vocab_len.max(initial=0)) + 1):
                 self._length_bucket(length)
             self._tree()
+        for toks in (["warm"], ["warm", "up"]):  # loads the compiled kernels (typos, postings, match matrix)
+            self._match_matrix(toks, True)
 
     # -- helpers --------------------------------------------------------------------------------
     def _tree(self):
@@ -504,19 +546,26 @@ class SearchIndex:
         return self._rtree
 
     def result(self, row: int, score: float | None = None, distance_m: float | None = None) -> dict:
-        """A Search Result dict (the spec's fields; `distance_m` only when given)."""
+        """A Search Result dict (the spec's fields; `distance_m` only when given); a new dict each call."""
+        d = self._result_base(row).copy()
+        d["location"] = d["location"].copy()
+        if score is not None:
+            d["score"] = round(float(score), 4)
+        if distance_m is not None:
+            d["distance_m"] = round(float(distance_m), 1)
+        return d
+
+    def _result_base_uncached(self, row: int) -> dict:
+        """The Search Result of a document with a null score (cached per row; `result` copies it)."""
         c = self.cols
-        d = {
-            "id": c["id"][row], "score": None if score is None else round(float(score), 4), "index": c["index"][row],
+        return {
+            "id": c["id"][row], "score": None, "index": c["index"][row],
             "doc_type": c["doc_type"][row], "display_name": c["display_name"][row], "name": c["name"][row],
             "name_en": c["name_en"][row], "place_class": c["place_class"][row], "category": c["category"][row],
             "importance": round(float(self._importance[row]), 4),
             "location": {"lat": round(float(self._lat[row]), 7), "lon": round(float(self._lon[row]), 7)},
             "canonical_id": c["id"][int(self._canon[row])], "source": c["source"][row],
         }
-        if distance_m is not None:
-            d["distance_m"] = round(float(distance_m), 1)
-        return d
 
     def _prefix_table(self, length: int) -> tuple[list[str], np.ndarray]:
         """Distinct vocabulary prefixes of `length` letters and their vocabulary rows [start, end)."""
@@ -546,55 +595,91 @@ class SearchIndex:
             self._len_buckets[length] = bucket
         return bucket
 
-    def _postings(self, ranges: list[tuple[int, int, np.ndarray]]) -> tuple[np.ndarray, np.ndarray]:
-        """Documents and qualities of vocabulary ranges [a, b) with one quality per token."""
-        docs, quals = [], []
-        ptr = self._post_ptr
-        for a, b, q in ranges:
-            pa, pb = int(ptr[a]), int(ptr[b])
-            if pb <= pa:
-                continue
-            docs.append(np.asarray(self._post_doc[pa:pb]))
-            counts = np.diff(np.asarray(ptr[a:b + 1]))
-            quals.append(np.repeat(q.astype(np.float32), counts))
-        if not docs:
+    def _postings(self, toks: list, quals: list) -> tuple[np.ndarray, np.ndarray]:
+        """Documents and float32 qualities of vocabulary tokens (`toks`: arrays or lists of token rows, `quals`:
+        one quality per token), in the order given."""
+        if not toks:
             return np.zeros(0, np.int32), np.zeros(0, np.float32)
-        return np.concatenate(docs), np.concatenate(quals)
+        t = (toks[0] if len(toks) == 1 else np.concatenate(toks)).astype(np.int64, copy=False)
+        q = (quals[0] if len(quals) == 1 else np.concatenate(quals)).astype(np.float64, copy=False)
+        return gather_postings(self._post_ptr, self._post_doc, t, q)
+
+    def _chars(self) -> tuple[np.ndarray, np.ndarray]:
+        """The vocabulary as code points (see `kernels.vocab_chars`), made on first use."""
+        if self._vocab_chars is None:
+            self._vocab_chars = vocab_chars(self.vocab)
+        return self._vocab_chars
+
+    def _prefix_starts(self, length: int) -> tuple[list[str], np.ndarray, np.ndarray]:
+        """`_prefix_table(length)` plus the vocabulary row of each prefix's first word (contiguous)."""
+        prefixes, ranges = self._prefix_table(length)
+        starts = self._prefix_first.get(length)
+        if starts is None:
+            starts = self._prefix_first[length] = np.ascontiguousarray(ranges[:, 0], np.int64)
+        return prefixes, ranges, starts
 
     def _token_matches(self, tok: str, is_prefix: bool) -> tuple[np.ndarray, np.ndarray]:
+        """Documents and match qualities of one query token (see docs/search.md, Query, step 1), from a small
+        cache bounded in bytes: autocomplete sends the words already typed again with every keystroke.
+        Called under the lock."""
+        key = (tok, is_prefix)
+        hit = self._tok_cache.get(key)
+        if hit is not None:
+            self._tok_cache.move_to_end(key)
+            return hit
+        out = self._token_matches_uncached(tok, is_prefix)
+        size = out[0].nbytes + out[1].nbytes
+        if size <= TOKEN_CACHE_BYTES // 16:
+            for a in out:
+                a.flags.writeable = False
+            self._tok_cache[key] = out
+            self._tok_cache_bytes += size
+            while self._tok_cache_bytes > TOKEN_CACHE_BYTES:
+                _, (d, q) = self._tok_cache.popitem(last=False)
+                self._tok_cache_bytes -= d.nbytes + q.nbytes
+        return out
+
+    def _token_matches_uncached(self, tok: str, is_prefix: bool) -> tuple[np.ndarray, np.ndarray]:
         vocab = self.vocab
-        ranges = []
+        toks: list = []  # vocabulary rows, and their qualities
+        quals: list = []
         a = bisect.bisect_left(vocab, tok)
         if is_prefix:
             b = bisect.bisect_left(vocab, tok + "\U0010ffff")
             if b > a:
                 lens = self.vocab_len[a:b]
-                q = np.where(lens == len(tok), 1.0, PREFIX_BASE + PREFIX_SHARE * len(tok) / np.maximum(lens, 1))
-                ranges.append((a, b, q))
+                toks.append(np.arange(a, b))
+                quals.append(np.where(lens == len(tok), 1.0, PREFIX_BASE + PREFIX_SHARE * len(tok) / np.maximum(lens, 1)))
         elif a < len(vocab) and vocab[a] == tok:
-            ranges.append((a, a + 1, np.ones(1)))
+            toks.append(np.array([a], np.int64))
+            quals.append(np.ones(1))
         k = max_typos(tok)
         if k:
             # typos: first among tokens with the same first letter; anywhere only when that finds nothing
+            cp = code_points(tok)
+            chars, offs = self._chars()
             for anywhere in (False, True):
-                if anywhere and ranges:
+                if anywhere and toks:
                     break
                 for length in range(len(tok) - k, len(tok) + k + 1):
                     words, rows = self._length_bucket(length)
                     lo, hi = (0, len(words)) if anywhere else _letter_range(words, tok[0])
-                    for _, d, j in process.extract(tok, words[lo:hi], scorer=OSA.distance, score_cutoff=k, limit=None):
-                        if d > 0:
-                            i = int(rows[lo + j])
-                            ranges.append((i, i + 1, np.array([0.8 - 0.1 * d])))
+                    js, ds = osa_scan(cp, k, chars, offs, rows, lo, hi, length)
+                    typo = ds > 0
+                    if typo.any():
+                        toks.append(rows[js[typo]])
+                        quals.append(0.8 - 0.1 * ds[typo])
                 if is_prefix:
-                    prefixes, se = self._prefix_table(len(tok))
+                    prefixes, se, starts = self._prefix_starts(len(tok))
                     lo, hi = (0, len(prefixes)) if anywhere else _letter_range(prefixes, tok[0])
-                    for _, d, j in process.extract(tok, prefixes[lo:hi], scorer=OSA.distance, score_cutoff=k, limit=None):
+                    js, ds = osa_scan(cp, k, chars, offs, starts, lo, hi, len(tok))
+                    for j, d in zip(js.tolist(), ds.tolist(), strict=True):
                         if d > 0:
-                            s, e = int(se[lo + j, 0]), int(se[lo + j, 1])
+                            s, e = int(se[j, 0]), int(se[j, 1])
                             lens = self.vocab_len[s:e]
-                            ranges.append((s, e, 0.55 + 0.2 * len(tok) / np.maximum(lens, 1) - 0.1 * (d - 1)))
-        return self._postings(ranges)
+                            toks.append(np.arange(s, e))
+                            quals.append(0.55 + 0.2 * len(tok) / np.maximum(lens, 1) - 0.1 * (d - 1))
+        return self._postings(toks, quals)
 
     def _exact_rows(self, qn: str) -> np.ndarray:
         """Rows whose normalised name or English name is `qn` (by the sorted hashes of name_key.npy)."""
@@ -701,38 +786,46 @@ class SearchIndex:
         return {"query": q, "total": total, "took_ms": int((time.perf_counter() - t0) * 1000),
                 "results": [self.result(r, sc) for r, sc in zip(rows, scores, strict=True)]}
 
-    def _match_matrix(self, toks, prefix_last) -> np.ndarray:
-        """(len(toks), n) best match quality of each query token in each document (0: no match)."""
-        best = np.zeros((len(toks), self.n), np.float32)
+    def _match_matrix(self, toks, prefix_last) -> Matches:
+        """The best match quality of each query token in each document that any token matches (see `Matches`)."""
+        per_tok = []
         with self._lock:
             for i, tok in enumerate(toks):
-                docs, qual = self._token_matches(tok, prefix_last and i == len(toks) - 1)
-                order = np.argsort(qual, kind="stable")
-                best[i, docs[order]] = qual[order]
-        return best
+                per_tok.append(self._token_matches(tok, prefix_last and i == len(toks) - 1))
+            bounds = np.array([0, *itertools.accumulate(len(d) for d, _ in per_tok)], np.int64)
+            if len(per_tok) == 1:
+                docs, quals = per_tok[0]
+            else:
+                docs = np.concatenate([d for d, _ in per_tok])
+                quals = np.concatenate([q for _, q in per_tok])
+            cols = unique(docs)
+            if self._slot is None:
+                self._slot = np.zeros(self.n, np.int32)
+            return Matches(cols, match_matrix(cols, docs, quals, bounds, self._slot))
 
     def _text_search(self, qn, toks, prefix_last, point, kinds, mask, size, *, allow_missing=True, best=None):
         """(canonical rows, scores, total) of the text ranking (see docs/search.md, Query); `best`: the
-        token match matrix of `toks` when already computed."""
+        token matches of `toks` when already computed."""
         if best is None:
             best = self._match_matrix(toks, prefix_last)
-        matched = (best > 0).sum(axis=0)
-        coverage = best.sum(axis=0) / len(toks)
+        cols, mat = best.cols, best.mat
+        matched = (mat > 0).sum(axis=0)
+        coverage = mat.sum(axis=0) / len(toks)
         need = len(toks)
         ok = matched >= need
-        if kinds is not None:
-            ok &= np.isin(self._kind, kinds)
-        if mask is not None:
-            ok &= mask
+        if kinds is not None or mask is not None:
+            allowed = np.isin(self._kind[cols], kinds) if kinds is not None else np.ones(len(cols), bool)
+            if mask is not None:
+                allowed &= mask[cols]
+            ok &= allowed
         if allow_missing and not ok.any() and len(toks) > 1:
             ok = matched >= need - 1
-            if kinds is not None:
-                ok &= np.isin(self._kind, kinds)
-            if mask is not None:
-                ok &= mask
-        cand = np.flatnonzero(ok)
-        if len(cand) == 0:
+            if kinds is not None or mask is not None:
+                ok &= allowed
+        sel = np.flatnonzero(ok)
+        if len(sel) == 0:
             return [], [], 0
+        cand, cov = cols[sel], coverage[sel]
         imp = np.asarray(self._importance[cand], np.float64)
         if point is not None:
             d_km = haversine_m(point[0], point[1], np.asarray(self._lat[cand]), np.asarray(self._lon[cand])) / 1000.0
@@ -741,62 +834,69 @@ class SearchIndex:
         else:  # region before world: the bundle's own documents get W_REGION (see docs/search.md)
             region = self._region[cand]
             bias = W_REGION * region
-        coarse = W_COVERAGE * coverage[cand] + W_IMPORTANCE * imp + bias
+        coarse = W_COVERAGE * cov + W_IMPORTANCE * imp + bias
         if self._first_tok is not None:  # the name (or English name) starts with the query's first word
             a = bisect.bisect_left(self.vocab, toks[0])
             b = (bisect.bisect_left(self.vocab, toks[0] + "\U0010ffff") if prefix_last and len(toks) == 1
                  else a + (a < len(self.vocab) and self.vocab[a] == toks[0]))
             ft = self._first_tok[cand]
             coarse = coarse + W_STARTS * ((ft >= a) & (ft < b)).any(axis=1)
-        total = int(len(unique(np.asarray(self._canon[cand]))))
+        total = int(len(unique(self._canon[cand])))
         if len(cand) > CANDIDATES:
             keep = np.zeros(len(cand), bool)
             keep[np.argpartition(-coarse, CANDIDATES)[:CANDIDATES]] = True
-            keep |= np.isin(cand, self._exact_rows(qn))  # documents named exactly so are always scored
-            cand, imp, bias, region = cand[keep], imp[keep], bias[keep], region[keep]
-        scores = np.empty(len(cand))
-        name_en, names = self.cols["name_en"], self.names
-        q_var, q_start = SEP + qn + SEP, SEP + qn
+            exact_rows = self._exact_rows(qn)
+            if len(exact_rows):
+                keep |= np.isin(cand, exact_rows)  # documents named exactly so are always scored
+            cand, cov, imp, bias, region = cand[keep], cov[keep], imp[keep], bias[keep], region[keep]
+        scores = []
+        row_text = self._row_text
+        q_start = SEP + qn
         alt_exact_ok = len(qn) >= 4  # an alternate name counts as an exact match only from 4 letters (short ones are codes)
         no_point = point is None
-        for j, (row, cov, im, bi, reg) in enumerate(zip(cand.tolist(), coverage[cand].tolist(), imp.tolist(),
-                                                        bias.tolist(), region.tolist(), strict=True)):
-            joined = names[row] or ""
-            wrapped = SEP + joined + SEP
-            primary = joined.split(SEP, 1)[0]
-            en = normalise(name_en[row] or "")
+        extract_one, ratio_scorer = process.extractOne, fuzz.ratio
+        for row, cov_j, im, bi, reg in zip(cand.tolist(), cov.tolist(), imp.tolist(), bias.tolist(), region.tolist(),
+                                           strict=True):
+            variants, primary, en, joined = row_text(row)
             # text: the query against the document's own names (name, name:en), else against any variant
             # (alternate, old, other-language names) at ALT_FACTOR of its value
             text = _name_coverage(toks, prefix_last, primary)
             if en and en != primary:
                 text = max(text, _name_coverage(toks, prefix_last, en))
-            text = max(text, ALT_FACTOR * cov)
+            text = max(text, ALT_FACTOR * cov_j)
             exact_main = qn == primary or qn == en
-            exact = exact_main or (alt_exact_ok and q_var in wrapped)
+            exact = exact_main or (alt_exact_ok and qn in variants)  # qn holds no SEP: equal to a whole variant
             starts = primary.startswith(qn) or (bool(en) and en.startswith(qn))  # the name starts with the query
-            name_prefix = exact or starts or q_start in wrapped
-            ratio = process.extractOne(qn, joined.split(SEP), scorer=fuzz.ratio)[1] / 100.0 if joined else 0.0
+            name_prefix = exact or starts or joined.startswith(qn) or q_start in joined  # a variant starts with it
+            ratio = extract_one(qn, variants, scorer=ratio_scorer)[1] / 100.0 if variants else 0.0
             if no_point and not reg and exact_main and im >= MAJOR_IMPORTANCE:
                 bi = W_REGION  # the exact full name of a major world place competes as if it were regional
-            scores[j] = (W_COVERAGE * text + W_EXACT * exact + W_PRIMARY * exact_main + W_STARTS * starts
-                         + W_NAME_PREFIX * name_prefix + W_RATIO * ratio + W_IMPORTANCE * im + bi)
-        order = np.argsort(-scores, kind="stable")
+            scores.append(W_COVERAGE * text + W_EXACT * exact + W_PRIMARY * exact_main + W_STARTS * starts
+                          + W_NAME_PREFIX * name_prefix + W_RATIO * ratio + W_IMPORTANCE * im + bi)
+        order = np.argsort(-np.asarray(scores, np.float64), kind="stable")
         rows, out_scores, seen = [], [], set()
+        canon = self._canon[cand].tolist()
         for j in order.tolist():
-            c = int(self._canon[cand[j]])
+            c = canon[j]
             if c in seen:
                 continue
             seen.add(c)
             rows.append(c)
-            out_scores.append(float(scores[j]))
+            out_scores.append(scores[j])
             if len(rows) == size:
                 break
         return rows, out_scores, total
 
+    def _row_text_uncached(self, row: int) -> tuple[list[str], str, str, str]:
+        """(normalised name variants, primary name, normalised English name, the variants joined by SEP) of a
+        document: what the final text score reads (cached per row, see `__init__`)."""
+        joined = self.names[row] or ""
+        variants = joined.split(SEP) if joined else []
+        return variants, variants[0] if variants else "", normalise(self.cols["name_en"][row] or ""), joined
+
     def _named_by(self, row: int, toks: list[str], prefix_last: bool) -> bool:
         """Every query word matches the document's own name or English name."""
-        primary = (self.names[row] or "").split(SEP, 1)[0]
-        en = normalise(self.cols["name_en"][row] or "")
+        _, primary, en, _ = self._row_text(row)
         return _covers(toks, prefix_last, primary) or (bool(en) and _covers(toks, prefix_last, en))
 
     def _in_categories(self, row: int, pids: list[str]) -> bool:
@@ -833,15 +933,15 @@ class SearchIndex:
         anchor = point
         full = np.zeros(len(rows))
         if rest:
-            names, display = self.names, self.cols["display_name"]
+            display = self.cols["display_name"]
             # the other words are the query's last (or first) words: their rows of the token match matrix
             idx = list(range(len(toks) - len(rest), len(toks))) if toks[len(toks) - len(rest):] == rest else list(range(len(rest)))
-            sub = best[idx] if best is not None else self._match_matrix(rest, prefix_last)
-            own = (sub[:, rows] > 0).all(axis=0)  # every other word matches a name variant
+            sub = best.rows(idx) if best is not None else self._match_matrix(rest, prefix_last)
+            own = (sub.take(rows) > 0).all(axis=0)  # every other word matches a name variant
             # how well the query names a POI whose names hold every other word: the match quality of the
             # whole query against its own name (typos and prefixes count less), +1 for the exact name
             for j in np.flatnonzero(own).tolist():
-                primary = (names[int(rows[j])] or "").split(SEP, 1)[0]
+                primary = self._row_text(int(rows[j]))[1]
                 own_q = _name_coverage(qn.split(), prefix_last, primary) if primary else 0.0
                 full[j] = 1.0 + own_q + (qn == primary)
             place, _, _ = self._text_search(" ".join(rest), rest, prefix_last, point, [TYPES["place"]], None, 1,
