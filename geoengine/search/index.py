@@ -36,7 +36,14 @@ from geoengine.arrays import unique
 from geoengine.errors import FieldError, InvalidRequest, NotFound, UpstreamError
 from geoengine.geo import EARTH_RADIUS_M as EARTH_M
 from geoengine.geo import haversine_m
-from geoengine.search.kernels import code_points, gather_postings, match_matrix, osa_scan, vocab_chars
+from geoengine.search.kernels import (
+    code_points,
+    gather_postings,
+    match_matrix,
+    osa_scan,
+    readonly,
+    vocab_chars,
+)
 from geoengine.search.store import Strings, write_strings
 from geoengine.search.text import max_typos, normalise
 
@@ -798,6 +805,8 @@ class SearchIndex:
             else:
                 docs = np.concatenate([d for d, _ in per_tok])
                 quals = np.concatenate([q for _, q in per_tok])
+            # read-only whether they came from the token cache or were just made: one kernel signature
+            docs, quals = readonly(docs), readonly(quals)
             cols = unique(docs)
             if self._slot is None:
                 self._slot = np.zeros(self.n, np.int32)

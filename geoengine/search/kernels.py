@@ -150,3 +150,30 @@ def match_matrix(cols, docs, quals, bounds, slot):
             if quals[p] > mat[t, j]:
                 mat[t, j] = quals[p]
     return mat
+
+
+def readonly(a: np.ndarray) -> np.ndarray:
+    """`a`, or a read-only view of it (a kernel's argument types include the read-only flag)."""
+    if a.flags.writeable:
+        a = a.view()
+        a.flags.writeable = False
+    return a
+
+
+def warm_kernels(folder) -> None:
+    """Run each kernel once with the argument types the query path of the index in `folder` gives it (the
+    postings as mapped from there, read-only views; the rest as `SearchIndex` makes them), on tiny data,
+    so that Numba's cache holds them without reading the index's vocabulary (`geoengine warm`)."""
+    from pathlib import Path
+
+    from geoengine.arrays import unique
+
+    folder = Path(folder)
+    ptr = np.load(folder / "post_ptr.npy", mmap_mode="r").view(np.ndarray)
+    post_doc = np.load(folder / "post_doc.npy", mmap_mode="r").view(np.ndarray)
+    chars, offs = vocab_chars(["ab", "ac"])
+    osa_scan(code_points("ab"), 1, chars, offs, np.flatnonzero(np.ones(2, bool)), 0, 2, 2)
+    docs, quals = gather_postings(ptr, post_doc, np.zeros(0, np.int64), np.zeros(0, np.float64))
+    docs, quals = readonly(docs), readonly(quals)
+    match_matrix(unique(docs), docs, quals, np.zeros(2, np.int64), np.zeros(1, np.int32))
+
