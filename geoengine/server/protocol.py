@@ -153,7 +153,7 @@ class CorkedHttpToolsProtocol(HttpToolsProtocol):
         eol = data.find(b"\r\n")
         method, _, rest = data[:eol].partition(b" ")
         target, _, version = rest.partition(b" ")
-        if version != b"HTTP/1.1" or b"%" in target or b"#" in target:
+        if version != b"HTTP/1.1" or b"#" in target:
             return False
         head = data[eol:end]  # "\r\nName: value" per header
         if _HEADERS.fullmatch(head) is None:
@@ -163,6 +163,8 @@ class CorkedHttpToolsProtocol(HttpToolsProtocol):
             return False
         fields, pairs = scanned
         path, _, query = target.partition(b"?")
+        if b"%" in path:
+            return False  # an escaped path is the router's to decode (a query string is decoded as the app does)
         m = method.decode("ascii")
         p = path.decode("ascii")
         try:

@@ -466,6 +466,34 @@ def test_raw_header_scan_gives_the_applications_answers(served):
     run(main())
 
 
+def test_escaped_query_strings_are_answered_at_the_front_door_as_the_application_does(served):
+    """A percent-escaped query string (any query with a space or a letter outside ASCII) is decoded as the
+    application decodes it; an escaped path is left to the router."""
+    app, store, client = served
+    key, _ = store.create("unlimited")
+    client.get(TILE, headers={"X-Gateway-Key": key, "X-Gateway-Host": HOST})
+    door = app.state.front_door
+    h = {"X-Gateway-Key": key, "X-Gateway-Host": HOST}
+
+    async def main():
+        conn = Conn(app, asyncio.get_running_loop())
+        for target in ("/search?q=Sant%20Juli%C3%A0&size=3", "/search?q=Carrer+de+la&lat=42.5&lon=1.52",
+                       "/search?q=%E2%82%AC%ZZ", "/search/reverse?lat=42.5063&lon=1.5218&radius=500m"):
+            before = door.answered
+            (r,) = await conn.exchange(get(target, key), 1)
+            assert door.answered == before + 1, target
+            want = client.get(target, headers=h)
+            assert r["status"] == want.status_code == 200
+            got, exp = json.loads(r["body"]), want.json()
+            got.pop("took_ms", None), exp.pop("took_ms", None)
+            assert got == exp, target
+        before = door.answered
+        (r,) = await conn.exchange(get("/tiles/andorra/12/2065/151%32", key), 1)  # an escaped path: the router's
+        assert door.answered == before and r["status"] == client.get("/tiles/andorra/12/2065/151%32", headers=h).status_code
+
+    run(main())
+
+
 def _gzip_tile_request(served, clock=None):
     """(app, client, store, door, key, its record, a raw gzip tile request with the key), the key
     cached in the gateway (on `clock` when given)."""
