@@ -75,6 +75,8 @@ def run_osrm(pbf, work, d, out):
 
 
 def run_pandana(d, out):
+    if "tails" not in d:  # route_bench.py sends no node graph: pandana is ch_bench.py's peer
+        return
     try:
         import pandana
         import pandas as pd
