@@ -33,6 +33,7 @@ from pathlib import Path
 import numba
 import numpy as np
 
+from geoengine.arrays import readonly
 from geoengine.routing._heap import heap_decrease, heap_pop, heap_push, heap_update, init_labels
 
 FORMAT_VERSION = 1
@@ -883,7 +884,7 @@ class ContractionHierarchy:
     def __init__(self, n: int, arrays: dict[str, np.ndarray], info: dict | None = None):
         self.n = int(n)
         for name in _ARRAYS:
-            setattr(self, name, _readonly(arrays[name]))
+            setattr(self, name, readonly(arrays[name]))
         self.info = dict(info or {})
         self._local = threading.local()
 
@@ -1113,14 +1114,6 @@ class ContractionHierarchy:
             z = np.zeros(v.shape[0])
             return v, z, z.copy(), np.arange(v.shape[0] + 1, dtype=np.int64)
         return flatten_locations(list(locs), self.n)
-
-
-def _readonly(a):
-    """A read-only view: built and memory-mapped hierarchies then share one compiled specialisation of
-    every kernel (Numba types read-only arrays separately)."""
-    v = np.asarray(a).view()  # np.memmap -> plain ndarray over the same mapping (cheaper to index)
-    v.flags.writeable = False
-    return v
 
 
 def _pick(ranks, offs, r, label):

@@ -19,8 +19,9 @@ import threading
 import numba
 import numpy as np
 
+from geoengine.arrays import readonly
 from geoengine.routing._heap import heap_decrease, heap_pop, heap_push, init_labels
-from geoengine.routing.ch import PathResult, _as_locations, _readonly, flatten_locations
+from geoengine.routing.ch import PathResult, _as_locations, flatten_locations
 
 INF = np.inf
 
@@ -345,7 +346,7 @@ class Graph:
         if self.weights.size and not (np.all(np.isfinite(self.weights)) and self.weights.min() >= 0):
             raise ValueError("weights must be finite and >= 0")
         for name in ("offsets", "targets", "weights", "secondary"):
-            setattr(self, name, _readonly(getattr(self, name)))
+            setattr(self, name, readonly(getattr(self, name)))
         self._rev = None
         self._local = threading.local()
 
@@ -359,7 +360,7 @@ class Graph:
     def reverse(self):
         """(tails int32[m], reverse offsets int64[n+1], arc ids int64[m] grouped by head)."""
         if self._rev is None:
-            self._rev = tuple(_readonly(a) for a in _reverse_csr(self.n, self.offsets, self.targets))
+            self._rev = tuple(readonly(a) for a in _reverse_csr(self.n, self.offsets, self.targets))
         return self._rev
 
     def warmup(self) -> None:
@@ -451,7 +452,7 @@ def one_to_all(graph: Graph, sources, source_offsets=None, source_offsets2=None,
     if reverse:
         tails, roff, rarc = graph.reverse
         tg, w, s2 = tails[rarc], graph.weights[rarc], graph.secondary[rarc]
-        return _bounded(roff, _readonly(tg), _readonly(w), _readonly(s2), sv, so, so2, float(limit), graph.n)
+        return _bounded(roff, readonly(tg), readonly(w), readonly(s2), sv, so, so2, float(limit), graph.n)
     return _bounded(graph.offsets, graph.targets, graph.weights, graph.secondary, sv, so, so2, float(limit), graph.n)
 
 

@@ -32,7 +32,7 @@ import numpy as np
 from rapidfuzz import fuzz, process
 from rapidfuzz.distance import OSA
 
-from geoengine.arrays import unique
+from geoengine.arrays import readonly, unique
 from geoengine.errors import FieldError, InvalidRequest, NotFound, UpstreamError
 from geoengine.geo import EARTH_RADIUS_M as EARTH_M
 from geoengine.geo import haversine_m
@@ -41,7 +41,6 @@ from geoengine.search.kernels import (
     gather_postings,
     match_matrix,
     osa_scan,
-    readonly,
     vocab_chars,
 )
 from geoengine.search.store import Strings, write_strings

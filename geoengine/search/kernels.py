@@ -152,21 +152,13 @@ def match_matrix(cols, docs, quals, bounds, slot):
     return mat
 
 
-def readonly(a: np.ndarray) -> np.ndarray:
-    """`a`, or a read-only view of it (a kernel's argument types include the read-only flag)."""
-    if a.flags.writeable:
-        a = a.view()
-        a.flags.writeable = False
-    return a
-
-
 def warm_kernels(folder) -> None:
     """Run each kernel once with the argument types the query path of the index in `folder` gives it (the
     postings as mapped from there, read-only views; the rest as `SearchIndex` makes them), on tiny data,
     so that Numba's cache holds them without reading the index's vocabulary (`geoengine warm`)."""
     from pathlib import Path
 
-    from geoengine.arrays import unique
+    from geoengine.arrays import readonly, unique
 
     folder = Path(folder)
     ptr = np.load(folder / "post_ptr.npy", mmap_mode="r").view(np.ndarray)

@@ -31,15 +31,16 @@ def leg_shape(leg, fmt: str):
 def leg_bbox(leg) -> dict:
     """`bbox` of a leg's shape, from the one made with the search when there is one."""
     box = leg.bbox
-    if box is None:
-        return bbox(leg.lon, leg.lat)
-    return {"min_lat": round(box[1], 6), "min_lon": round(box[0], 6), "max_lat": round(box[3], 6),
-            "max_lon": round(box[2], 6)}
+    return bbox(leg.lon, leg.lat) if box is None else _box(*box)
 
 
 def bbox(lon, lat) -> dict:
-    return {"min_lat": round(float(lat.min()), 6), "min_lon": round(float(lon.min()), 6),
-            "max_lat": round(float(lat.max()), 6), "max_lon": round(float(lon.max()), 6)}
+    return _box(float(lon.min()), float(lat.min()), float(lon.max()), float(lat.max()))
+
+
+def _box(min_lon: float, min_lat: float, max_lon: float, max_lat: float) -> dict:
+    return {"min_lat": round(min_lat, 6), "min_lon": round(min_lon, 6), "max_lat": round(max_lat, 6),
+            "max_lon": round(max_lon, 6)}
 
 
 def _union(boxes: list[dict]) -> dict:
