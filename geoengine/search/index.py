@@ -42,6 +42,7 @@ from geoengine.search.kernels import (
     match_matrix,
     osa_scan,
     vocab_chars,
+    warm_kernels,
 )
 from geoengine.search.store import Strings, write_strings
 from geoengine.search.text import max_typos, normalise
@@ -525,8 +526,8 @@ class SearchIndex:
             for length in range(2, int(self.vocab_len.max(initial=0)) + 1):
                 self._length_bucket(length)
             self._tree()
-        for toks in (["warm"], ["warm", "up"]):  # loads the compiled kernels (typos, postings, match matrix)
-            self._match_matrix(toks, True)
+            self._chars()
+        warm_kernels(self.folder)  # loads the compiled kernels (typos, postings, match matrix)
 
     # -- helpers --------------------------------------------------------------------------------
     def _tree(self):

@@ -155,7 +155,8 @@ def match_matrix(cols, docs, quals, bounds, slot):
 def warm_kernels(folder) -> None:
     """Run each kernel once with the argument types the query path of the index in `folder` gives it (the
     postings as mapped from there, read-only views; the rest as `SearchIndex` makes them), on tiny data,
-    so that Numba's cache holds them without reading the index's vocabulary (`geoengine warm`)."""
+    so that they are compiled into Numba's cache (`geoengine warm`: the index's vocabulary is not read)
+    or loaded from it (`SearchIndex.warm` at a server's start-up)."""
     from pathlib import Path
 
     from geoengine.arrays import readonly, unique
