@@ -73,7 +73,8 @@ class _CorkedTransport:
 
 # The raw path (`CorkedHttpToolsProtocol._raw`): one whole GET in one chunk, read without the parser's
 # callbacks when it is plainly well formed; anything else goes to httptools as always.
-_RAW_PREFIXES = (b"GET /tiles/", b"HEAD /tiles/", b"GET /search", b"GET /elevation")
+_TILE_PREFIXES = (b"GET /tiles/", b"HEAD /tiles/")
+_RAW_PREFIXES = (*_TILE_PREFIXES, b"GET /search", b"GET /elevation")
 _CTL = re.compile(rb"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\xff]")
 _HEADERS = re.compile(rb"(?:\r\n[!#$%&'*+\-.^_`|~0-9A-Za-z]+:[^\r\n]*)*")
 _PAIR = re.compile(rb"\r\n([!#$%&'*+\-.^_`|~0-9A-Za-z]+):([^\r\n]*)")  # one header of a head _HEADERS accepts
@@ -137,7 +138,9 @@ class CorkedHttpToolsProtocol(HttpToolsProtocol):
             return False
         door = self._door
         digest = None
-        if not self.access_log:  # with the access log on, every request takes the way that writes its line
+        # only tile answers are remembered; with the access log on, every request takes the way that writes
+        # its line
+        if not self.access_log and data.startswith(_TILE_PREFIXES):
             digest = _blake2b(data, digest_size=16).digest()
             e = door.recall(digest)
             if e is not None:  # the same bytes answered before, under rules that still hold
