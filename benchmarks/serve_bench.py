@@ -12,6 +12,9 @@ server's CPU per request (user + system time of the server's processes over the 
                  never apply; nginx the same way
     autocomplete GET /search?q=<prefix> over prefixes of real place names of the region
     reverse      GET /search/reverse at random points of the road network
+    autocomplete-computed, reverse-computed  the same, each query string made unique (`&_=N`, a
+                 parameter the search ignores): the search answer cache (server/answers.py) never
+                 applies, every answer is computed
     elevation    GET /elevation?lat=..&lon=.. at the same points
     route        POST /route, auto, directions_type none, over point pairs that both engines answer
                  peer: osrm-routed --algorithm ch -t <workers> on the same extract (the osrm-bindings
@@ -63,10 +66,13 @@ HOST = "bench.local"
 
 
 # ------------------------------------------------------------------------------------------ wrk
-def lua_script(requests: list[tuple[str, str, str | None]], headers: dict, distinct: bool = False) -> str:
+def lua_script(requests: list[tuple[str, str, str | None]], headers: dict, distinct: bool = False,
+               bust: bool = False) -> str:
     """wrk script cycling over (method, path, body) with fixed headers; `distinct`: each request also
     carries its own `X-Request-Id`, so no two requests are the same bytes (as a client that numbers its
-    requests: what the server's answers remembered by request bytes never see)."""
+    requests: what the server's answers remembered by request bytes never see); `bust`: each path also
+    ends with its own `&_=N` (a parameter the search ignores), so no query string repeats and the
+    search answer cache (server/answers.py) never applies."""
     def lua_str(s: str) -> str:
         return "[==[" + s + "]==]"
 
@@ -81,7 +87,7 @@ request = function()
   i = i + 1
   local r = reqs[(i % n) + 1]
   {"local h = {} for k, v in pairs(wrk.headers) do h[k] = v end h['X-Request-Id'] = tostring(i) .. '-' .. tostring(math.random(1, 1000000000))" if distinct else "local h = nil"}
-  return wrk.format(r[1], r[2], h, r[3])
+  return wrk.format(r[1], {"r[2] .. '&_=' .. tostring(i)" if bust else "r[2]"}, h, r[3])
 end
 """
 
@@ -310,8 +316,8 @@ def main() -> int:
         table_pts = pts[:100]
         del engine
 
-        def record(kind, peer, workers, base, reqs, headers, pids, distinct=False):
-            script = lua_script(reqs, {"Accept-Encoding": "gzip", **headers}, distinct=distinct)
+        def record(kind, peer, workers, base, reqs, headers, pids, distinct=False, bust=False):
+            script = lua_script(reqs, {"Accept-Encoding": "gzip", **headers}, distinct=distinct, bust=bust)
             run_wrk(base, script, 4, 1, work, pids)  # warm-up: caches, lazily compiled kernels
             for c in conc:
                 runs = [run_wrk(base, script, c, args.duration, work, pids) for _ in range(args.repeat)]
@@ -337,6 +343,9 @@ def main() -> int:
                     if kind == "tiles" and "tiles" in only:  # no request repeated byte for byte
                         record("tiles-distinct", "geoengine", workers, base, workloads[kind], headers, [proc.pid],
                                distinct=True)
+                    if kind in ("autocomplete", "reverse") and kind in only:  # no query string repeated
+                        record(f"{kind}-computed", "geoengine", workers, base, workloads[kind], headers, [proc.pid],
+                               bust=True)
                 if "matrix" in only:
                     locs = [{"lon": float(x), "lat": float(y)} for x, y in table_pts]
                     body = {"sources": locs, "targets": locs, "costing": "auto"}

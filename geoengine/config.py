@@ -35,6 +35,7 @@ SETTINGS: dict[str, Setting] = {
     "max_body_bytes": Setting("GEOENGINE_MAX_BODY_BYTES", "Largest request body accepted; larger bodies get 413 (default 2097152)."),
     "elevation_max_points": Setting("GEOENGINE_ELEVATION_MAX_POINTS", "Most points one POST /elevation may carry (default 2000)."),
     "tile_cache_bytes": Setting("GEOENGINE_TILE_CACHE_BYTES", "Byte budget of the in-memory tile cache (default 268435456)."),
+    "search_cache_bytes": Setting("GEOENGINE_SEARCH_CACHE_BYTES", "Byte budget of a serving process's cache of search answers (plainly valid GET /search and /search/reverse, by path and query string; default 16777216, 0 turns it off); least recently used first out."),
     "tiles_dir": Setting("GEOENGINE_TILES_DIR", "Optional extra folder of .mbtiles/.pmtiles files served as tile sources."),
     "public_url": Setting("GEOENGINE_PUBLIC_URL", "Public base URL used in tile URLs (default: taken from the request, and from the forwarded headers of trusted proxies)."),
     "forwarded_allow_ips": Setting("GEOENGINE_FORWARDED_ALLOW_IPS", "Peers whose X-Forwarded-Proto/-Host/-Prefix/-For headers are believed: addresses or networks separated by commas, or * for any (default: none, forwarded headers are ignored)."),
@@ -68,6 +69,7 @@ class Settings:
     max_body_bytes: int = 2 * 1024 * 1024
     elevation_max_points: int = 2000
     tile_cache_bytes: int = 256 * 1024 * 1024
+    search_cache_bytes: int = 16 * 1024 * 1024
     tiles_dir: Path | None = None
     public_url: str | None = None
     forwarded_allow_ips: str | None = None

@@ -14,6 +14,7 @@ from geoengine.gateway import KeyStore, auth_failure_status
 from geoengine.gateway_cache import CachedKeyStore
 from geoengine.gateway_store import open_keystore
 from geoengine.server import problems
+from geoengine.server.answers import AnswerCache
 from geoengine.server.frontdoor import FrontDoor
 from geoengine.server.hotpath import HotPath
 from geoengine.server.lifecycle import FaultGuard, Reloader, freeze_long_lived
@@ -63,6 +64,7 @@ def create_app(engine: Engine, settings: Settings | None = None, keystore: KeySt
     app.state.engine = engine
     app.state.settings = settings
     app.state.keystore = keystore
+    app.state.answers = AnswerCache(settings.search_cache_bytes)  # search answers (front door, hot path)
     if settings.worker_state is not None:  # several workers: tile cache clears reach them all
         from geoengine.tiles.shared import SharedCacheState
 

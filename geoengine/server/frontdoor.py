@@ -7,8 +7,10 @@ own scan of the headers, for a tile whose bytes were already in memory. `FrontDo
 protocol's parser callbacks (`server/protocol.py`), the requests whose answer needs none of that:
 
     GET|HEAD /tiles/{source}/{z}/{x}/{y}     tile bytes, 204, 304, or the tile endpoint's problem body
-    GET /search, GET /search/reverse         plainly valid queries (as the hot path)
+    GET /search, GET /search/reverse         plainly valid queries (as the hot path; answers kept in
+                                             server/answers.py by path and query string)
     GET /elevation?lat=..&lon=..             plain decimal coordinates within range
+    GET /health                              without a query string
     POST /route                              a body `RouteRequest` accepts, two locations, no alternates
 
 and only when every rule the middleware would apply is decided by a dictionary read:
@@ -102,7 +104,7 @@ class FrontDoor:
     """Decides, per request, whether it can be answered below ASGI, and answers it."""
 
     def __init__(self, app, keystore, gateway_host: str, max_body_bytes: int, trusted_proxies: bool):
-        from geoengine.server.routes import search, tiles
+        from geoengine.server.routes import search, system, tiles
         from geoengine.services.route import RouteRequest
 
         self.state = app.state
@@ -112,6 +114,7 @@ class FrontDoor:
         self.trusted_proxies = trusted_proxies
         self._tile = tiles.tile_answer
         self._search = {"/search": search._fast_search, "/search/reverse": search._fast_reverse}
+        self._health = system.health_doc
         self._plain_query = search._plain_query
         self._route_model = RouteRequest
         self.answered = 0  # requests answered here (tests, benchmarks)
@@ -276,16 +279,30 @@ class FrontDoor:
             return None
         answer = self._search.get(path)
         if answer is None:
-            if path != "/elevation":
+            if path == "/health":
+                if query:
+                    return None
+                answer = self._health
+            elif path != "/elevation":
                 return None
-            answer = self._elevation
+            else:
+                answer = self._elevation
         req = _Request(headers)
         if req.length is not None or not self._admit(path, req):
             return None
+        engine = self.state.engine
+        cache = self.state.answers if path.startswith("/search") else None
+        if cache is not None:
+            body = cache.get(engine, path, query)
+            if body is not None:  # the same query answered before, by this engine (server/answers.py)
+                return 200, [*_JSON, (b"content-length", str(len(body)).encode())], body
         params = self._plain_query({"query_string": query})
         if params is None:
             return None
-        return self._json(answer, self.state.engine, params)
+        out = self._json(answer, engine, params)
+        if cache is not None and out is not None and out[0] == 200:
+            cache.put(engine, path, query, out[2])
+        return out
 
     def _elevation(self, engine, params: dict):
         return plain_elevation(engine, params)

@@ -12,6 +12,7 @@ or a thread hop:
     GET|HEAD /tiles/{source}/{z}/{x}/{y}   the tile bytes (routes/tiles.py `send_tile`)
     GET /search, GET /search/reverse       plainly valid queries (routes/search.py `_fast_*`)
     GET /elevation?lat=..&lon=..           plain decimal coordinates within range
+    GET /health                            without a query string
     POST /route                            a body that `RouteRequest` accepts as it stands
     POST /matrix                           a body that `MatrixRequest` accepts as it stands
 
@@ -110,7 +111,7 @@ def _cheap_route(req) -> bool:
 class HotPath:
     def __init__(self, app):
         self.app = app
-        from geoengine.server.routes import search, tiles
+        from geoengine.server.routes import search, system, tiles
         from geoengine.services.matrix import MatrixRequest
         from geoengine.services.route import RouteRequest
 
@@ -120,6 +121,7 @@ class HotPath:
         self._send_tile = tiles.send_tile
         self._plain_query = search._plain_query
         self._search = {"/search": search._fast_search, "/search/reverse": search._fast_reverse}
+        self._health = system.health_doc
 
     async def __call__(self, scope, receive, send):
         if scope["type"] != "http":
@@ -137,11 +139,17 @@ class HotPath:
             elif method == "GET":
                 answer = self._search.get(path)
                 if answer is not None:
-                    if await self._query(scope, send, answer):
+                    if await self._query(scope, send, answer, path):
                         return None
                 elif path == "/elevation":
                     if await self._query(scope, send, self._elevation):
                         return None
+                elif path == "/health" and not scope["query_string"]:
+                    try:
+                        body = dumps(self._health(scope["app"].state.engine))
+                    except GeoengineError as exc:
+                        return await send_error(send, exc)
+                    return await send_json(send, 200, body)
         elif method == "POST" and path in self._posts:
             body = await _read_body(receive)
             if await self._post(scope, send, body, *self._posts[path]):
@@ -150,8 +158,17 @@ class HotPath:
         return await self.app(scope, receive, send)
 
     # -- GET with a query string -----------------------------------------------------------------
-    async def _query(self, scope, send, answer) -> bool:
-        engine = scope["app"].state.engine
+    async def _query(self, scope, send, answer, cached_as: str | None = None) -> bool:
+        """Answer a GET whose query string is plainly valid; `cached_as`: the path its answers are kept
+        under in the search answer cache (server/answers.py), None for answers that are not kept."""
+        state = scope["app"].state
+        engine = state.engine
+        cache = state.answers if cached_as is not None else None
+        if cache is not None:
+            body = cache.get(engine, cached_as, scope["query_string"])
+            if body is not None:
+                await send_json(send, 200, body)
+                return True
         params = self._plain_query(scope)
         if params is None:
             return False
@@ -162,7 +179,10 @@ class HotPath:
             return True
         if doc is None:
             return False
-        await send_json(send, 200, dumps(doc))
+        body = dumps(doc)
+        if cache is not None:
+            cache.put(engine, cached_as, scope["query_string"], body)
+        await send_json(send, 200, body)
         return True
 
     def _elevation(self, engine, params: dict):
