@@ -19,6 +19,8 @@ server's CPU per request (user + system time of the server's processes over the 
     route        POST /route, auto, directions_type none, over point pairs that both engines answer
                  peer: osrm-routed --algorithm ch -t <workers> on the same extract (the osrm-bindings
                        peer venv of route_bench.py: benchmarks/.peers/venv), GET /route/v1/driving
+    route-osrm-api  geoengine's OSRM dialect on osrm-routed's own requests (GET /route/v1/driving/
+                 {a};{b}?overview=false, the same pairs); peer: the osrm-routed row of `route`
     matrix       POST /matrix 100x100 once, best of 3, against osrm-routed's /table (same points)
 
     python benchmarks/serve_bench.py --region andorra --duration 5
@@ -343,6 +345,8 @@ def main() -> int:
                     if kind == "tiles" and "tiles" in only:  # no request repeated byte for byte
                         record("tiles-distinct", "geoengine", workers, base, workloads[kind], headers, [proc.pid],
                                distinct=True)
+                    if kind == "route" and "route" in only:  # the OSRM dialect: osrm-routed's own requests
+                        record("route-osrm-api", "geoengine", workers, base, osrm_paths, headers, [proc.pid])
                     if kind in ("autocomplete", "reverse") and kind in only:  # no query string repeated
                         record(f"{kind}-computed", "geoengine", workers, base, workloads[kind], headers, [proc.pid],
                                bust=True)
@@ -373,6 +377,9 @@ def main() -> int:
                 try:
                     if ook and "route" in only:
                         record("route", "osrm-routed", workers, obase, osrm_paths, {}, [oproc.pid])
+                        # the same requests as route-osrm-api: its peer row is this measurement
+                        rows.extend({**r, "kind": "route-osrm-api"} for r in list(rows)
+                                    if r["kind"] == "route" and r["peer"] == "osrm-routed" and r["workers"] == workers)
                     if ook and "matrix" in only:
                         coords = ";".join(f"{x:.6f},{y:.6f}" for x, y in table_pts)
                         url = f"{obase}/table/v1/driving/{coords}?annotations=duration,distance"

@@ -11,6 +11,9 @@ protocol's parser callbacks (`server/protocol.py`), the requests whose answer ne
                                              server/answers.py by path and query string)
     GET /elevation?lat=..&lon=..             plain decimal coordinates within range
     GET /health                              without a query string
+    GET /route/v1/{profile}/{a};{b}, GET /nearest/v1/{profile}/{a}
+                                             the OSRM dialect, two coordinates without alternatives,
+                                             plain query string (routes/osrm.py `inline`)
     POST /route                              a body `RouteRequest` accepts, two locations, no alternates
 
 and only when every rule the middleware would apply is decided by a dictionary read:
@@ -54,6 +57,7 @@ _FORWARDED = (b"x-forwarded-for", b"x-forwarded-proto", b"x-forwarded-host", b"x
 Answer = tuple[int, list | bytes, bytes]  # (status, raw header list or a prebuilt header block, body)
 # headers that send a tile request down the general path (the app's layers, or the endpoint's full rules)
 _TILE_SLOW = frozenset({b"if-none-match", b"origin", b"content-length", b"transfer-encoding", *_FORWARDED})
+_OSRM_PREFIXES = ("/route/", "/nearest/")  # the OSRM dialect's services that may be cheap (routes/osrm.py)
 _HEAD_204 = b"cache-control: " + CACHE_CONTROL.encode() + b"\r\n"
 _MAX_HEADS = 65_536  # prebuilt tile header blocks kept (about 200 bytes each)
 _MEMO_ENTRIES = 65_536  # remembered tile responses: at most this many, and this many bytes (then cleared)
@@ -104,7 +108,7 @@ class FrontDoor:
     """Decides, per request, whether it can be answered below ASGI, and answers it."""
 
     def __init__(self, app, keystore, gateway_host: str, max_body_bytes: int, trusted_proxies: bool):
-        from geoengine.server.routes import search, system, tiles
+        from geoengine.server.routes import osrm, search, system, tiles
         from geoengine.services.route import RouteRequest
 
         self.state = app.state
@@ -115,6 +119,7 @@ class FrontDoor:
         self._tile = tiles.tile_answer
         self._search = {"/search": search._fast_search, "/search/reverse": search._fast_reverse}
         self._health = system.health_doc
+        self._osrm_mod = osrm
         self._plain_query = search._plain_query
         self._route_model = RouteRequest
         self.answered = 0  # requests answered here (tests, benchmarks)
@@ -279,6 +284,8 @@ class FrontDoor:
             return None
         answer = self._search.get(path)
         if answer is None:
+            if path.startswith(_OSRM_PREFIXES):
+                return self._osrm(path, query, headers)
             if path == "/health":
                 if query:
                     return None
@@ -306,6 +313,22 @@ class FrontDoor:
 
     def _elevation(self, engine, params: dict):
         return plain_elevation(engine, params)
+
+    def _osrm(self, path: str, query: bytes, headers) -> Answer | None:
+        """An OSRM dialect request cheap enough for the event loop (routes/osrm.py `inline`)."""
+        osrm = self._osrm_mod
+        parts = osrm.parse_path(path)
+        if parts is None:
+            return None
+        req = _Request(headers)
+        if req.length is not None or not self._admit(path, req):
+            return None
+        params = self._plain_query({"query_string": query})
+        if params is None or not osrm.inline(parts[0], parts[3], params):
+            return None  # the hot path, in the thread pool
+        status, doc = osrm.answer(self.state.engine, *parts, params)
+        body = dumps(doc)
+        return status, [*_JSON, (b"content-length", str(len(body)).encode())], body
 
     # -- POST /route -----------------------------------------------------------------------------------
     def post_wanted(self, path: str, headers) -> bool:

@@ -13,6 +13,9 @@ or a thread hop:
     GET /search, GET /search/reverse       plainly valid queries (routes/search.py `_fast_*`)
     GET /elevation?lat=..&lon=..           plain decimal coordinates within range
     GET /health                            without a query string
+    GET /{service}/v1/{profile}/{coords}   the OSRM dialect with a plain query string (routes/osrm.py
+                                           `answer`; a two-coordinate route or a nearest on the event
+                                           loop, the rest in the thread pool)
     POST /route                            a body that `RouteRequest` accepts as it stands
     POST /matrix                           a body that `MatrixRequest` accepts as it stands
 
@@ -47,6 +50,7 @@ log = logging.getLogger("geoengine.server")
 _JSON_CT = (b"content-type", b"application/json")
 _PROBLEM_CT = (b"content-type", PROBLEM_JSON.encode())
 _DUMPS_OPTS = orjson.OPT_SERIALIZE_NUMPY
+_OSRM_PREFIXES = ("/route/", "/table/", "/match/", "/nearest/", "/trip/")  # the OSRM dialect's services
 
 
 def dumps(doc) -> bytes:
@@ -111,7 +115,7 @@ def _cheap_route(req) -> bool:
 class HotPath:
     def __init__(self, app):
         self.app = app
-        from geoengine.server.routes import search, system, tiles
+        from geoengine.server.routes import osrm, search, system, tiles
         from geoengine.services.matrix import MatrixRequest
         from geoengine.services.route import RouteRequest
 
@@ -122,6 +126,8 @@ class HotPath:
         self._plain_query = search._plain_query
         self._search = {"/search": search._fast_search, "/search/reverse": search._fast_reverse}
         self._health = system.health_doc
+        self._osrm_mod = osrm
+        self._osrm_path = osrm.parse_path
 
     async def __call__(self, scope, receive, send):
         if scope["type"] != "http":
@@ -143,6 +149,10 @@ class HotPath:
                         return None
                 elif path == "/elevation":
                     if await self._query(scope, send, self._elevation):
+                        return None
+                elif path.startswith(_OSRM_PREFIXES):
+                    osrm = self._osrm_path(path)
+                    if osrm is not None and await self._osrm(scope, send, osrm):
                         return None
                 elif path == "/health" and not scope["query_string"]:
                     try:
@@ -187,6 +197,27 @@ class HotPath:
 
     def _elevation(self, engine, params: dict):
         return plain_elevation(engine, params)
+
+    # -- the OSRM dialect: GET /{service}/v1/{profile}/{coordinates} -------------------------------
+    async def _osrm(self, scope, send, parts) -> bool:
+        osrm = self._osrm_mod
+        query = self._plain_query(scope)
+        if query is None:
+            return False  # a repeated parameter: the FastAPI route reads it as OSRM clients expect
+        app = scope["app"]
+        engine = app.state.engine
+        service, version, profile, coordinates = parts
+        if osrm.inline(service, coordinates, query):
+            status, doc = osrm.answer(engine, service, version, profile, coordinates, query)
+        else:
+            try:
+                status, doc = await _in_thread(app.state.settings.request_timeout_s, osrm.answer, engine, service,
+                                               version, profile, coordinates, query)
+            except GeoengineError as exc:  # the timeout
+                err = osrm.O.from_engine_error(exc, service)
+                status, doc = err.status, err.body()
+        await send_json(send, status, dumps(doc))
+        return True
 
     # -- POST /route, POST /matrix ---------------------------------------------------------------
     async def _post(self, scope, send, body: bytes, model, method: str, inline) -> bool:

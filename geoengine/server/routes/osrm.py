@@ -1,7 +1,9 @@
 """The OSRM dialect (docs/osrm.md): `GET /{service}/v1/{profile}/{coordinates}` for route, table, match,
 nearest and trip, with OSRM's query options and response shapes. Thin: one dialect call
-(geoengine.services.dialects.osrm.run) in the thread pool; its errors are OSRM's `{code, message}`
-bodies with HTTP 400 (docs/errors.md)."""
+(geoengine.services.dialects.osrm.run, through `answer`) in the thread pool; its errors are OSRM's
+`{code, message}` bodies with HTTP 400 (docs/errors.md). The hot path and the front door answer the
+requests with a plain query string themselves, with the same `answer`: a two-coordinate route or a
+nearest on the event loop (`inline`), the rest in the thread pool."""
 
 from __future__ import annotations
 
@@ -51,17 +53,42 @@ _SUMMARIES = {
 }
 
 
+def parse_path(path: str) -> tuple[str, str, str, str] | None:
+    """(service, version, profile, coordinates) of a path this router serves, else None (the hot path
+    and the front door: the path as the router matches it, already percent-decoded)."""
+    parts = path.split("/")
+    if len(parts) != 5 or parts[0] or parts[1] not in O.SERVICES or not (parts[2] and parts[3] and parts[4]):
+        return None
+    return parts[1], parts[2], parts[3], parts[4]
+
+
+def answer(engine, service: str, version: str, profile: str, coordinates: str, query: dict) -> tuple[int, dict]:
+    """(HTTP status, body) of one request: the service's document, or OSRM's `{code, message}`."""
+    try:
+        return 200, O.run(service, engine, version, profile, coordinates, query)
+    except O.OsrmError as exc:
+        return exc.status, exc.body()
+
+
+def inline(service: str, coordinates: str, query: dict) -> bool:
+    """Whether a request is cheap enough for the event loop (as a point-to-point POST /route is): a
+    route between two coordinates without alternatives, or a nearest. The rest go to the thread pool."""
+    if service == "nearest":
+        return True
+    return (service == "route" and coordinates.count(";") == 1
+            and query.get("alternatives", "false") in ("false", "0"))
+
+
 def _handler(service: str):
     async def handler(request: Request, version: str, profile: str, coordinates: str,
                       engine: Engine = Depends(get_engine)):
         query = dict(request.query_params)
         try:
-            return await run_engine(request, O.run, service, engine, version, profile, coordinates, query)
-        except O.OsrmError as exc:
-            return JSONResponse(exc.body(), status_code=exc.status)
+            status, body = await run_engine(request, answer, engine, service, version, profile, coordinates, query)
         except GeoengineError as exc:  # the timeout of run_engine
             err = O.from_engine_error(exc, service)
-            return JSONResponse(err.body(), status_code=err.status)
+            status, body = err.status, err.body()
+        return body if status == 200 else JSONResponse(body, status_code=status)
 
     handler.__name__ = f"osrm_{service}"
     return handler
