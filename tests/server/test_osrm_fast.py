@@ -16,7 +16,7 @@ from geoengine.gateway import KeyStore, load_plans
 from geoengine.server.app import create_app
 from tests.server.test_frontdoor import HOST, Conn, get
 
-A, B, C = "1.5218,42.5063", "1.5333,42.5107", "1.5600,42.5400"
+A, B, C = "1.5218,42.5063", "1.5333,42.5107", "1.5450,42.5120"
 FAR = "0.0,0.0"
 # (path, whether the front door answers it itself)
 CASES = [
@@ -73,7 +73,10 @@ def test_osrm_requests_below_fastapi_get_the_routes_answers(served):
             assert set(r.json()) == {"code", "message"} and r.json()["code"] != "Ok"
         else:
             assert r.json()["code"] == "Ok"
-    assert ref[f"/route/v1/driving/{A};{B}?alternatives=true"][2]["routes"]
+    for path in (f"/route/v1/driving/{A};{B}?alternatives=true", f"/route/v1/driving/{A};{B};{C}?steps=true",
+                 f"/table/v1/driving/{A};{B};{C}?annotations=duration,distance", f"/trip/v1/driving/{A};{B};{C}",
+                 f"/nearest/v1/driving/{A}?number=3", f"/match/v1/driving/{A};1.5222,42.5066;1.5230,42.5070"):
+        assert ref[path][0] == 200 and ref[path][2]["code"] == "Ok", path
     assert ref[f"/route/v1/driving/{A};{FAR}"][2]["code"] == "NoSegment"
     assert ref[f"/route/v2/driving/{A};{B}"][2]["code"] == "InvalidVersion"
     assert ref[f"/route/v1/driving/{A};{B}?steps=true&geometries=polyline6"][2]["routes"][0]["legs"][0]["steps"]
