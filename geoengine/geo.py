@@ -203,6 +203,59 @@ def encode_polyline(lats, lons, precision: int = 6) -> str:
     return _encode_coords(lats, lons, 10.0**precision).tobytes().decode("ascii")
 
 
+@numba.njit(cache=True, nogil=True)
+def _douglas_peucker_keep(x, y, tol):
+    """Which points Douglas-Peucker keeps at distance tolerance `tol` (planar, in the units of x and y):
+    GEOS's DouglasPeuckerLineSimplifier for a line string, step for step (the same sections, the same
+    point-to-segment distance expressions in the same order, the first farthest point), so the kept
+    points are exactly those of shapely's `simplify(tol, preserve_topology=False)`."""
+    n = len(x)
+    keep = np.ones(n, np.bool_)
+    if n < 3:
+        return keep
+    stack = np.empty((n, 2), np.int64)  # sections still to simplify: disjoint, so at most n - 1 of them
+    stack[0, 0], stack[0, 1] = 0, n - 1
+    top = 1
+    while top:
+        top -= 1
+        i, j = stack[top, 0], stack[top, 1]
+        if i + 1 == j:
+            continue
+        ax, ay, bx, by = x[i], y[i], x[j], y[j]
+        same = ax == bx and ay == by
+        max_d, max_k = -1.0, i
+        for k in range(i + 1, j):
+            px, py = x[k], y[k]
+            if same:
+                d = np.sqrt((px - ax) * (px - ax) + (py - ay) * (py - ay))
+            else:
+                len2 = (bx - ax) * (bx - ax) + (by - ay) * (by - ay)
+                r = ((px - ax) * (bx - ax) + (py - ay) * (by - ay)) / len2
+                if r <= 0.0:
+                    d = np.sqrt((px - ax) * (px - ax) + (py - ay) * (py - ay))
+                elif r >= 1.0:
+                    d = np.sqrt((px - bx) * (px - bx) + (py - by) * (py - by))
+                else:
+                    s = ((ay - py) * (bx - ax) - (ax - px) * (by - ay)) / len2
+                    d = abs(s) * np.sqrt(len2)
+            if d > max_d:
+                max_d, max_k = d, k
+        if max_d <= tol:
+            keep[i + 1:j] = False
+        else:
+            stack[top, 0], stack[top, 1] = i, max_k
+            stack[top + 1, 0], stack[top + 1, 1] = max_k, j
+            top += 2
+    return keep
+
+
+def simplify_line(coords: np.ndarray, tolerance: float) -> np.ndarray:
+    """coords [k, 2] -> the points Douglas-Peucker keeps at `tolerance` (the same points as shapely's
+    `LineString(coords).simplify(tolerance, preserve_topology=False)`, without making a geometry)."""
+    coords = np.ascontiguousarray(coords, dtype=np.float64)
+    return coords[_douglas_peucker_keep(coords[:, 0].copy(), coords[:, 1].copy(), float(tolerance))]
+
+
 def check_coordinates(lats, lons, *, field: str = "shape") -> None:
     """Raise InvalidRequest naming the first point whose latitude is outside [-90, 90] or longitude
     outside [-180, 180] (or is not finite), e.g. field `shape[3].lat`."""

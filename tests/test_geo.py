@@ -1,5 +1,6 @@
 """geoengine.geo: distances, bearings and polyline codecs, against documented values and against a
-plain-Python reading of Google's algorithm written here independently."""
+plain-Python reading of Google's algorithm written here independently; line simplification against
+shapely (GEOS)."""
 
 from __future__ import annotations
 
@@ -20,6 +21,7 @@ from geoengine.geo import (
     encode_polyline,
     haversine_m,
     segment_lengths_m,
+    simplify_line,
 )
 
 # Google's documented example (developers.google.com/maps/documentation/utilities/polylinealgorithm)
@@ -189,3 +191,45 @@ def test_check_coordinates_names_the_point():
     with pytest.raises(InvalidRequest) as err:
         check_coordinates([0, 0, 0], [0, 0, float("nan")])
     assert err.value.errors[0].field == "shape[2].lon"
+
+
+def _shapely_simplify(coords, tol):
+    from shapely import LineString
+
+    return np.asarray(LineString(coords).simplify(tol, preserve_topology=False).coords)
+
+
+def test_simplify_keeps_exactly_the_points_geos_keeps_on_real_routes(andorra):
+    """Douglas-Peucker as OSRM's overview=simplified uses it: the same points as shapely (GEOS), on the
+    shapes of real Andorra routes at the overview's tolerance and others."""
+    net = andorra.network("auto")
+    ids = np.flatnonzero(net.in_component)
+    rng = np.random.default_rng(5)
+    compared = 0
+    for a, b in rng.choice(ids, (80, 2)):
+        try:
+            trip = andorra.route(locations=[{"lon": float(net.lon[a]), "lat": float(net.lat[a])},
+                                            {"lon": float(net.lon[b]), "lat": float(net.lat[b])}])
+        except Exception:  # noqa: BLE001 - a pair without a route is simply not compared
+            continue
+        lat, lon = decode_polyline(trip["trip"]["legs"][0]["shape"], 6)
+        coords = np.column_stack([lon, lat])
+        span = float(np.hypot(*(coords.max(axis=0) - coords.min(axis=0))))
+        for tol in (span / 2000.0, 1e-5, 1e-4, 0.0):
+            want = _shapely_simplify(coords, tol)
+            got = simplify_line(coords, tol)
+            assert got.shape == want.shape and np.array_equal(got, want), (a, b, tol)
+            compared += 1
+    assert compared >= 200
+    assert len(simplify_line(coords, 1e-4)) < len(coords)  # it does simplify
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.tuples(st.integers(-5, 5), st.integers(-5, 5)), min_size=2, max_size=40),
+       st.sampled_from([0.0, 0.5, 1.0, 2.5]))
+def test_simplify_matches_geos_on_degenerate_lines(points, tol):
+    """Small integer grids: repeated points, closed loops, collinear runs, back-and-forth lines, ties."""
+    coords = np.asarray(points, np.float64)
+    want = _shapely_simplify(coords, tol)
+    got = simplify_line(coords, tol)
+    assert got.shape == want.shape and np.array_equal(got, want)

@@ -137,6 +137,14 @@ class _Paths:
                 self.engine.route(locations=self.locs, costing=costing)
             except NoRoute:
                 pass
+        if self.locs:  # the OSRM dialect's own kernels (overview=simplified, steps)
+            from geoengine.services.dialects import osrm
+
+            coords = ";".join(f"{p['lon']},{p['lat']}" for p in self.locs)
+            try:
+                osrm.run("route", self.engine, "v1", "driving", coords, {"steps": "true"})
+            except osrm.OsrmError:
+                pass
 
     def alternates(self):
         from geoengine.errors import NoRoute

@@ -80,6 +80,8 @@ for costing in ("pedestrian", "bicycle"):
         pass
 engine.route(locations=locs, costing="auto", costing_options={"use_highways": 0.2})
 engine.route(locations=locs, costing="auto", alternates=2)
+from geoengine.services.dialects import osrm
+osrm.run("route", engine, "v1", "driving", ";".join(f"{p['lon']},{p['lat']}" for p in locs), {"steps": "true"})
 engine.optimised_route(locations=[{"lon": float(x), "lat": float(y)} for x, y in pts])
 far = np.column_stack([net.lon, net.lat])[ids[np.linspace(0, len(ids) - 1, 17).astype(np.int64)]]
 try:  # 17 stops: the heuristic order
@@ -114,7 +116,7 @@ print(json.dumps({"compiled": compiled, "loaded": loaded}))
 
 def test_a_fresh_process_compiles_nothing_after_warm(andorra, tmp_path):
     """`geoengine warm` with an empty compile cache, then a new interpreter that serves the real bundle
-    (start-up, routes of three costings, non-default options and alternates, optimised routes, matrices, isochrones, map matching,
+    (start-up, routes of three costings, an OSRM dialect route, non-default options and alternates, optimised routes, matrices, isochrones, map matching,
     elevation, network export, accessibility, nearest POIs, the perfect customisations): every kernel
     it runs is loaded from the cache, none is compiled."""
     env = dict(os.environ, NUMBA_CACHE_DIR=str(tmp_path / "numba-cache"))

@@ -27,7 +27,7 @@ from geoengine.errors import (
     Unprocessable,
     Unsnappable,
 )
-from geoengine.geo import decode_polyline, encode_polyline, haversine_m
+from geoengine.geo import decode_polyline, encode_polyline, haversine_m, simplify_line
 from geoengine.services.models import PROFILE_COSTING
 
 SERVICES = ("route", "table", "match", "nearest", "trip")
@@ -371,12 +371,10 @@ def _simplify(coords: np.ndarray) -> np.ndarray:
     simplifies for the zoom level at which the whole route is visible)."""
     if len(coords) < 3:
         return coords
-    from shapely import LineString
-
     span = float(np.hypot(*(coords.max(axis=0) - coords.min(axis=0))))
     if span == 0:
         return coords[[0, -1]]
-    return np.asarray(LineString(coords).simplify(span / 2000.0, preserve_topology=False).coords)
+    return simplify_line(coords, span / 2000.0)
 
 
 def _overview(coords: np.ndarray, q: dict):
