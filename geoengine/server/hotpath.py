@@ -10,6 +10,7 @@ every request) and the body limit. It answers, without Request/Response objects,
 or a thread hop:
 
     GET|HEAD /tiles/{source}/{z}/{x}/{y}   the tile bytes (routes/tiles.py `send_tile`)
+    GET /sources, GET /tiles/{source}      the source list and TileJSON (routes/tiles.py `*_doc`)
     GET /search, GET /search/reverse       plainly valid queries (routes/search.py `_fast_*`)
     GET /elevation?lat=..&lon=..           plain decimal coordinates within range
     GET /health                            without a query string
@@ -41,6 +42,7 @@ import logging
 import anyio
 import orjson
 from pydantic import ValidationError
+from starlette.requests import Request
 
 from geoengine.errors import BackendTimeout, GeoengineError
 from geoengine.server.problems import PROBLEM_JSON
@@ -123,6 +125,7 @@ class HotPath:
         self._posts = {"/route": (RouteRequest, "route", _cheap_route),
                        "/matrix": (MatrixRequest, "matrix_request", None)}
         self._send_tile = tiles.send_tile
+        self._tiles_mod = tiles
         self._plain_query = search._plain_query
         self._search = {"/search": search._fast_search, "/search/reverse": search._fast_reverse}
         self._health = system.health_doc
@@ -142,6 +145,10 @@ class HotPath:
                 parts = path[7:].split("/")
                 if len(parts) == 4 and all(parts):
                     return await self._send_tile(scope, send, *parts)
+                if len(parts) == 1 and parts[0] and method == "GET" and not scope["query_string"]:
+                    return await self._tile_meta(scope, send, parts[0])
+            elif path == "/sources" and method == "GET" and not scope["query_string"]:
+                return await self._tile_meta(scope, send, None)
             elif method == "GET":
                 answer = self._search.get(path)
                 if answer is not None:
@@ -197,6 +204,19 @@ class HotPath:
 
     def _elevation(self, engine, params: dict):
         return plain_elevation(engine, params)
+
+    # -- GET /sources, GET /tiles/{source} (TileJSON) ---------------------------------------------
+    async def _tile_meta(self, scope, send, source: str | None) -> None:
+        """The source list (`source` None) or a source's TileJSON, with the base URL the route
+        would use (public URL setting, trusted forwarded headers, Host, root path)."""
+        tiles = self._tiles_mod
+        engine = scope["app"].state.engine
+        base = tiles.base_url(Request(scope))
+        try:
+            doc = tiles.sources_doc(engine, base) if source is None else tiles.tilejson_doc(engine, source, base)
+        except GeoengineError as exc:
+            return await send_error(send, exc)
+        return await send_json(send, 200, dumps(doc))
 
     # -- the OSRM dialect: GET /{service}/v1/{profile}/{coordinates} -------------------------------
     async def _osrm(self, scope, send, parts) -> bool:

@@ -150,3 +150,39 @@ def test_matrix_documents_and_problems_are_the_same(clients):
         a = hot.post("/matrix", content=raw, headers={"content-type": "application/json"})
         b = plain.post("/matrix", content=raw, headers={"content-type": "application/json"})
         assert a.status_code == b.status_code and a.status_code >= 400 and a.json() == b.json(), raw
+
+
+def _hot_and_plain(andorra, home, **kw):
+    settings = Settings(home=home, gateway_host=HOST, **kw)
+    store = KeyStore(settings.state)
+    key, _ = store.create("unlimited")
+    hot = create_app(andorra, settings, store)
+    plain = create_app(andorra, settings, store)
+    plain.user_middleware = [m for m in plain.user_middleware if m.cls is not HotPath]
+    out = []
+    for app in (hot, plain):
+        c = TestClient(app, raise_server_exceptions=False)
+        c.headers.update({"X-Gateway-Key": key, "X-Gateway-Host": HOST})
+        out.append(c)
+    return out
+
+
+@pytest.mark.parametrize("setting", [{}, {"public_url": "https://maps.example.org/geo/"},
+                                     {"forwarded_allow_ips": "testclient"}])
+def test_sources_and_tilejson_are_the_routes_documents(andorra, tmp_path, setting):
+    """GET /sources and the TileJSON, whose URLs come from the request (Host, trusted forwarded
+    headers, the public URL setting): the hot path's documents are the FastAPI routes'."""
+    hot, plain = _hot_and_plain(andorra, tmp_path, **setting)
+    headers = [{}, {"Host": "tiles.example.net:8443"},
+               {"X-Forwarded-Proto": "https", "X-Forwarded-Host": "edge.example.com", "X-Forwarded-Prefix": "/maps"}]
+    for path in ("/sources", "/tiles/andorra", "/tiles/no-such-source", "/tiles/andorra?x=1"):
+        for h in headers:
+            a, b = hot.get(path, headers=h), plain.get(path, headers=h)
+            assert (a.status_code, a.headers["content-type"], a.json()) == \
+                (b.status_code, b.headers["content-type"], b.json()), (path, h)
+    doc = hot.get("/tiles/andorra", headers=headers[2]).json()
+    want = {"public_url": "https://maps.example.org/geo", "forwarded_allow_ips": "https://edge.example.com/maps"}
+    base = want.get(next(iter(setting), ""), "http://testserver")
+    assert doc["tiles"][0].startswith(f"{base}/tiles/andorra/") and doc["vector_layers"]
+    assert hot.get("/tiles/no-such-source").status_code == 404
+    assert [s["id"] for s in hot.get("/sources").json()["sources"]] == ["andorra"]
