@@ -17,7 +17,7 @@ from ..errors import InvalidRequest
 from .maneuvers import METERS_PER_MILE, Maneuver, ManeuverType, normalize_units
 
 __all__ = ["SUPPORTED_LANGUAGES", "DIRECTIONS_TYPES", "resolve_language", "load_locale", "format_distance",
-           "round_distance", "ordinal", "render", "narrate", "Locale"]
+           "round_distance", "ordinal", "render", "render_rows", "narrate", "Locale"]
 
 #: locale file (tag) per primary language subtag
 _LOCALE_BY_PRIMARY = {"en": "en-US", "hi": "hi", "fr": "fr", "de": "de", "es": "es", "ar": "ar"}
@@ -207,34 +207,68 @@ def _lower_first(s: str) -> str:
     return s[:1].lower() + s[1:] if s else s
 
 
-def _instruction(loc: Locale, m: Maneuver) -> tuple[str, str]:
-    """(instruction text, template used) of one maneuver."""
-    group = _GROUP.get(m.type, m.type.key)
-    if group == "destination" and m.stop_index is not None:
+#: maneuver type code -> template group
+_GROUP_OF = {int(t): _GROUP.get(t, t.key) for t in ManeuverType}
+_KEY_OF = {int(t): t.key for t in ManeuverType}
+_ARRIVAL_OF = {int(t): a for t, a in _ARRIVAL_ALERT.items()}
+_ROUNDABOUT_ENTER = int(ManeuverType.ROUNDABOUT_ENTER)
+_FIELDS: dict[str, frozenset] = {}  # template -> its field names
+
+
+def _instruction(loc: Locale, code: int, names: list[str], bearing_after: int, stop_index: int | None,
+                 side: str | None, exit_count: int | None, exit_names: list[str], previous_names: list[str]
+                 ) -> tuple[str, str]:
+    """(instruction text, template used) of one maneuver (type code `code`)."""
+    group = _GROUP_OF[code]
+    if group == "destination" and stop_index is not None:
         group = "break"
-    street = loc.list_separator.join(m.street_names)
-    values = {"street": street, "stop": loc.number(m.stop_index or 0), "cardinal": loc.cardinal(m.bearing_after),
-              "previous_street": loc.list_separator.join(m.previous_street_names), "ordinal": ""}
-    t = loc.templates
+    sep = loc.list_separator
+    street = sep.join(names)
+    previous = sep.join(previous_names)
+    ordinal = ""
     if group in _SIDE_VARIANT:
-        variant = m.side if m.side in ("left", "right") else "plain"
+        variant = side if side in ("left", "right") else "plain"
     elif group == "roundabout_enter":
-        exit_street = loc.list_separator.join(m.exit_street_names)
-        if m.roundabout_exit_count:
-            values["ordinal"] = loc.ordinal(m.roundabout_exit_count)
-            values["street"] = exit_street
+        exit_street = sep.join(exit_names)
+        if exit_count:
+            ordinal = loc.ordinal(exit_count)
+            street = exit_street
             variant = "exit_street" if exit_street else "exit"
         else:
             variant = "plain"
     elif group == "becomes":
-        if street and values["previous_street"]:
+        if street and previous:
             variant = "street"
         else:
             group, variant = "continue", ("street" if street else "plain")
     else:
         variant = "street" if street else "plain"
-    template = t[group][variant]
+    template = loc.templates[group][variant]
+    fields = _FIELDS.get(template)
+    if fields is None:
+        fields = _FIELDS[template] = frozenset(_FIELD.findall(template))
+    values = {"street": street, "previous_street": previous, "ordinal": ordinal}
+    if "stop" in fields:
+        values["stop"] = loc.number(stop_index or 0)
+    if "cardinal" in fields:
+        values["cardinal"] = loc.cardinal(bearing_after)
     return _fill(template, values), template
+
+
+#: a maneuver as `render_rows` reads it: (type code, street_names, length_m, time_s, begin_shape_index,
+#: end_shape_index, bearing_before, bearing_after, roundabout_exit_count, side, stop_index, stop_kind,
+#: exit_street_names, previous_street_names, and three the caller may use: cost, begin_edge, end_edge)
+Row = tuple
+
+
+def _options(language, units, directions_type, language_field) -> tuple[Locale, str, str]:
+    dtype = directions_type or "instructions"
+    if dtype not in DIRECTIONS_TYPES:
+        raise InvalidRequest.field("directions_options.directions_type",
+                                   f"unsupported directions_type '{directions_type}'; use one of: "
+                                   f"{', '.join(DIRECTIONS_TYPES)}")
+    units = normalize_units(units)
+    return load_locale(resolve_language(language, language_field)), units, dtype
 
 
 def render(maneuvers: list[Maneuver], language: str | None = "en-US", units: str | None = "kilometers",
@@ -243,62 +277,72 @@ def render(maneuvers: list[Maneuver], language: str | None = "en-US", units: str
     """Maneuvers as dicts: type (name), type_code, street_names, length (in `units`), length_m, time,
     begin/end_shape_index, bearing_before/after, roundabout_exit_count, side, stop_index; with
     directions_type 'instructions' also instruction and the verbal forms. 'none' gives []."""
-    dtype = directions_type or "instructions"
-    if dtype not in DIRECTIONS_TYPES:
-        raise InvalidRequest.field("directions_options.directions_type",
-                                   f"unsupported directions_type '{directions_type}'; use one of: "
-                                   f"{', '.join(DIRECTIONS_TYPES)}")
-    units = normalize_units(units)
-    loc = load_locale(resolve_language(language, language_field))
+    loc, units, dtype = _options(language, units, directions_type, language_field)
     if dtype == "none":
         return []
+    return render_rows(loc, units, dtype, [
+        (int(m.type), m.street_names, m.length_m, m.time_s, m.begin_shape_index, m.end_shape_index, m.bearing_before,
+         m.bearing_after, m.roundabout_exit_count, m.side, m.stop_index, m.stop_kind, m.exit_street_names,
+         m.previous_street_names, None, m.begin_edge, m.end_edge) for m in maneuvers])
+
+
+def render_rows(loc: Locale, units: str, dtype: str, rows: list[Row]) -> list[dict]:
+    """`render` of maneuvers given as `Row` tuples, for a locale, normalised units and a directions_type
+    of 'maneuvers' or 'instructions' already checked."""
     unit_m = 1000.0 if units == "kilometers" else METERS_PER_MILE
+    instructions = dtype == "instructions"
+    if instructions:
+        v = loc.data["verbal"]
+        post, alert_t = v["post"], v["alert"]
+        lower = loc.lowercase_after_alert
     out: list[dict] = []
-    prev: Maneuver | None = None
-    for m in maneuvers:
+    distance_in = None  # the previous maneuver's length in words (prepositional), when it has a length
+    for (code, names, length_m, time_s, begin, end, before, after, exit_count, side, stop_index, stop_kind,
+         exit_names, previous_names, _, _, _) in rows:
         d = {
-            "type": m.type.key,
-            "type_code": int(m.type),
-            "street_names": list(m.street_names),
-            "length": round(m.length_m / unit_m, 3),
-            "length_m": round(m.length_m, 1),
-            "time": round(m.time_s, 3),
-            "begin_shape_index": m.begin_shape_index,
-            "end_shape_index": m.end_shape_index,
-            "bearing_before": m.bearing_before,
-            "bearing_after": m.bearing_after,
-            "roundabout_exit_count": m.roundabout_exit_count,
+            "type": _KEY_OF[code],
+            "type_code": code,
+            "street_names": list(names),
+            "length": round(length_m / unit_m, 3),
+            "length_m": round(length_m, 1),
+            "time": round(time_s, 3),
+            "begin_shape_index": begin,
+            "end_shape_index": end,
+            "bearing_before": before,
+            "bearing_after": after,
+            "roundabout_exit_count": exit_count,
         }
-        if m.side is not None:
-            d["side"] = m.side
-        if m.stop_index is not None:
-            d["stop_index"] = m.stop_index
-            d["stop_kind"] = m.stop_kind
-        if m.type == ManeuverType.ROUNDABOUT_ENTER and m.exit_street_names:
-            d["exit_street_names"] = list(m.exit_street_names)
-        if dtype == "instructions":
-            text, template = _instruction(loc, m)
+        if side is not None:
+            d["side"] = side
+        if stop_index is not None:
+            d["stop_index"] = stop_index
+            d["stop_kind"] = stop_kind
+        if code == _ROUNDABOUT_ENTER and exit_names:
+            d["exit_street_names"] = list(exit_names)
+        if instructions:
+            text, template = _instruction(loc, code, names, after, stop_index, side, exit_count, exit_names,
+                                          previous_names)
             d["instruction"] = text
-            v = loc.data["verbal"]
-            if prev is not None and prev.length_m > 0:
-                dist_in = loc.unit_phrase(*_round_distance(prev.length_m, units), prepositional=True)
-                arrival = _ARRIVAL_ALERT.get(m.type)
+            if distance_in is not None:
+                arrival = _ARRIVAL_OF.get(code)
                 if arrival is not None:
-                    if arrival == "arrive_alert" and m.stop_index is not None:
+                    if arrival == "arrive_alert" and stop_index is not None:
                         arrival = "break_alert"
-                    alert = _fill(v[arrival], {"distance_in": dist_in, "stop": loc.number(m.stop_index or 0)})
+                    alert = _fill(v[arrival], {"distance_in": distance_in, "stop": loc.number(stop_index or 0)})
                 else:
                     body = text
-                    if loc.lowercase_after_alert and not template.startswith("{"):
+                    if lower and not template.startswith("{"):
                         body = _lower_first(body)
-                    alert = _fill(v["alert"], {"distance_in": dist_in, "instruction": body})
+                    alert = _fill(alert_t, {"distance_in": distance_in, "instruction": body})
                 d["verbal_transition_alert_instruction"] = alert
-            if m.length_m > 0:
-                value, unit = _round_distance(m.length_m, units)
-                d["verbal_post_transition_instruction"] = _fill(v["post"], {
-                    "distance": loc.unit_phrase(value, unit), "distance_in": loc.unit_phrase(value, unit, True)})
+            if length_m > 0:
+                value, unit = _round_distance(length_m, units)
+                distance_in = loc.unit_phrase(value, unit, True)
+                d["verbal_post_transition_instruction"] = _fill(post, {
+                    "distance": loc.unit_phrase(value, unit), "distance_in": distance_in})
+            else:
+                distance_in = None
         out.append(d)
-        prev = m
     return out
 
 
