@@ -27,7 +27,8 @@ from geoengine import geo
 from .geometry import HEADING_SAMPLE_M, SIDE_TOLERANCE_M
 
 __all__ = ["haversine_sines", "chord_vectors", "maneuver_rows", "maneuver_table", "INT_COLUMNS", "FLOAT_COLUMNS",
-           "NO_SIDE", "LEFT", "RIGHT", "UNKNOWN_SIDE", "STOP_KIND_CODES", "SHORT_NAME_M"]
+           "NO_SIDE", "LEFT", "RIGHT", "UNKNOWN_SIDE", "STOP_KIND_CODES", "SHORT_NAME_M",
+           "EDGE_INT_ROWS", "EDGE_FLOAT_ROWS", "STOP_COLUMNS"]
 
 _R = geo.EARTH_RADIUS_M
 _TWO_R = 2.0 * geo.EARTH_RADIUS_M
@@ -43,6 +44,14 @@ INT_COLUMNS = ("type", "name1", "name2", "begin_shape_index", "end_shape_index",
                "begin_edge", "end_edge", "roundabout_exit_count", "exit1", "exit2", "prev1", "prev2", "side",
                "stop_index", "stop_kind")
 FLOAT_COLUMNS = ("length_m", "time_s", "cost")
+#: rows of the per-edge arrays `maneuver_rows` reads: int64 `edge_i` (flags 0/1) and float64 `edge_f`
+EDGE_INT_ROWS = ("shape_begin", "shape_end", "road_class", "is_roundabout", "is_ferry", "is_link", "node_degree",
+                 "key", "name1", "name2")
+EDGE_FLOAT_ROWS = ("length_m", "time_s", "cost")
+_SBEGIN, _SEND, _CLASS, _RB, _FERRY, _LINK, _DEGREE, _KEY, _NAME1, _NAME2 = range(len(EDGE_INT_ROWS))
+#: columns of `stops_i` (rows: origin, destination, then the stops; edge, kind and index unused for the first
+#: two); `stops_f` has the columns lon, lat
+STOP_COLUMNS = ("edge", "kind", "side", "index", "has_point")
 (_TYPE, _N1, _N2, _BSHAPE, _ESHAPE, _BB, _BA, _BEDGE, _EEDGE, _RBC, _X1, _X2, _P1, _P2, _SIDE, _SIDX,
  _SKIND) = range(len(INT_COLUMNS))
 _NCOL = len(INT_COLUMNS)
@@ -109,11 +118,13 @@ def _chord(lon, lat, p, q, ys, xs, i):
 
 
 @numba.njit(cache=True, nogil=True)
-def chord_vectors(lon, lat, arcsines, begin, end, sample_m):
+def chord_vectors(lon, lat, arcsines, edge_i, sample_m):
     """`geometry.edge_bearings` up to the arctangent: the chords leaving the start of each edge (to the
     first shape point at least `sample_m` along, not past its end) and arriving at its end (from the last
-    point at least `sample_m` before it, not before its start), as (y, x) vectors; and whether the edge
-    has zero length (its bearings are NaN). `arcsines`: np.arcsin of `haversine_sines(lon, lat)`."""
+    point at least `sample_m` before it, not before its start), as rows (y, x) start, (y, x) end of one
+    array; and whether the edge has zero length (its bearings are NaN). `arcsines`: np.arcsin of
+    `haversine_sines(lon, lat)`; `edge_i`: the `EDGE_INT_ROWS` of the edges."""
+    begin, end = edge_i[_SBEGIN], edge_i[_SEND]
     npts = lon.shape[0]
     cum = np.empty(npts)
     cum[0] = 0.0
@@ -122,7 +133,8 @@ def chord_vectors(lon, lat, arcsines, begin, end, sample_m):
         acc = acc + _TWO_R * arcsines[s]
         cum[s + 1] = acc
     n = begin.shape[0]
-    ys, xs, ye, xe = np.empty(n), np.empty(n), np.empty(n), np.empty(n)
+    vec = np.empty((4, n))
+    ys, xs, ye, xe = vec[0], vec[1], vec[2], vec[3]
     zero = np.empty(n, np.bool_)
     for i in range(n):
         b, e = begin[i], end[i]
@@ -133,7 +145,7 @@ def chord_vectors(lon, lat, arcsines, begin, end, sample_m):
         _chord(lon, lat, b, j, ys, xs, i)
         _chord(lon, lat, k, e, ye, xe, i)
         zero[i] = (e <= b) or (cum[e] - cum[b] <= 0.0)
-    return ys, xs, ye, xe, zero
+    return vec, zero
 
 
 @numba.njit(cache=True, nogil=True)
@@ -343,19 +355,26 @@ def _is_stop(t):
 
 
 @numba.njit(cache=True, nogil=True)
-def maneuver_rows(atan_start, atan_end, zero, lon, lat, shape_begin, shape_end, length_m, time_s, cost,
-                  road_class, is_roundabout, is_ferry, is_link, node_degree, key, name1, name2,
-                  stop_edge, stop_kind, stop_side, stop_index, stop_lon, stop_lat, stop_has_point,
-                  end_sides, end_lon, end_lat, end_has_point, other_off, other_val, has_other):
+def maneuver_rows(atan_start, atan_end, zero, lon, lat, edge_f, edge_i, stops_i, stops_f, other_off, other_val,
+                  has_other):
     """The maneuvers of one leg as rows (`INT_COLUMNS` int64, `FLOAT_COLUMNS` float64), exactly as
     `build_maneuvers` made them before it was compiled (see maneuvers.py for the rules).
 
-    Per edge: `key` (the name, else the ref) and `name1`, `name2` (the street names: name then ref,
-    without repeats) are ids of stripped strings, 0 for none, equal ids for equal strings. Stops, in
-    `PathInfo.stops` order: edge, kind code, side code (UNKNOWN_SIDE: from the point when it has one),
-    1-based index, point. `end_sides`, `end_lon`, ...: the same for (origin, destination). `other_off`,
-    `other_val`: `PathInfo.other_bearings` as offsets and values (used when `has_other`). `cost`: per edge,
-    summed per maneuver into the third float column."""
+    Per edge: `edge_f` rows `EDGE_FLOAT_ROWS` (`cost` is summed per maneuver into the third float column)
+    and `edge_i` rows `EDGE_INT_ROWS`, where `key` (the name, else the ref) and `name1`, `name2` (the
+    street names: name then ref, without repeats) are ids of stripped strings, 0 for none, equal ids for
+    equal strings. `stops_i` rows `STOP_COLUMNS` and `stops_f` rows (lon, lat): the origin, the
+    destination, then the stops in `PathInfo.stops` order (side code UNKNOWN_SIDE: from the point when it
+    has one). `other_off`, `other_val`: `PathInfo.other_bearings` as offsets and values (used when
+    `has_other`)."""
+    shape_begin, shape_end = edge_i[_SBEGIN], edge_i[_SEND]
+    road_class, is_roundabout, is_ferry, is_link = edge_i[_CLASS], edge_i[_RB], edge_i[_FERRY], edge_i[_LINK]
+    node_degree, key, name1, name2 = edge_i[_DEGREE], edge_i[_KEY], edge_i[_NAME1], edge_i[_NAME2]
+    length_m, time_s, cost = edge_f[0], edge_f[1], edge_f[2]
+    stop_edge, stop_kind, stop_side = stops_i[2:, 0], stops_i[2:, 1], stops_i[2:, 2]
+    stop_index, stop_has_point = stops_i[2:, 3], stops_i[2:, 4]
+    stop_lon, stop_lat = stops_f[2:, 0], stops_f[2:, 1]
+    end_sides, end_has_point, end_lon, end_lat = stops_i[:2, 2], stops_i[:2, 4], stops_f[:2, 0], stops_f[:2, 1]
     n = shape_begin.shape[0]
     b_start = _bearings(atan_start, zero)
     b_end = _bearings(atan_end, zero)
@@ -542,25 +561,21 @@ def maneuver_rows(atan_start, atan_end, zero, lon, lat, shape_begin, shape_end, 
     return rows[:o], vals[:o]
 
 
-def maneuver_table(lon, lat, shape_begin, shape_end, length_m, time_s, cost, road_class, is_roundabout,
-                   is_ferry, is_link, node_degree, key, name1, name2, stops, ends, other=None):
-    """The rows of `maneuver_rows` for one leg (contiguous arrays of the documented dtypes: float64
-    lon, lat, length_m, time_s, cost; int64 shape_begin, shape_end, key, name1, name2; uint8 road_class;
-    bool flags; int32 node_degree). `stops`: (edge, kind, side, index: int64; lon, lat: float64;
-    has_point: bool) arrays; `ends`: (side, lon, lat, has_point) arrays of 2 (origin, destination);
-    `other`: (offsets int64, values float64) or None."""
-    arcsines = np.arcsin(haversine_sines(lon, lat))
-    ys, xs, ye, xe, zero = chord_vectors(lon, lat, arcsines, shape_begin, shape_end, HEADING_SAMPLE_M)
+def maneuver_table(lon, lat, sines, edge_f, edge_i, stops_i, stops_f, other=None):
+    """The rows of `maneuver_rows` for one leg: contiguous float64 lon, lat, `sines` (`haversine_sines`
+    of them), edge_f (3, E), stops_f (S + 2, 2); int64 edge_i (10, E), stops_i (S + 2, 5); `other`:
+    (offsets int64, values float64) or None."""
+    arcsines = np.arcsin(sines)
+    vec, zero = chord_vectors(lon, lat, arcsines, edge_i, HEADING_SAMPLE_M)
     # two calls of E values each, as edge_bearings makes them (see the module docstring)
-    atan_start = np.arctan2(ys, xs)
-    atan_end = np.arctan2(ye, xe)
+    atan_start = np.arctan2(vec[0], vec[1])
+    atan_end = np.arctan2(vec[2], vec[3])
     if other is None:
         other_off, other_val, has_other = _NO_OTHER_OFF, _NO_OTHER_VAL, False
     else:
         (other_off, other_val), has_other = other, True
-    return maneuver_rows(atan_start, atan_end, zero, lon, lat, shape_begin, shape_end, length_m, time_s, cost,
-                         road_class, is_roundabout, is_ferry, is_link, node_degree, key, name1, name2,
-                         *stops, *ends, other_off, other_val, has_other)
+    return maneuver_rows(atan_start, atan_end, zero, lon, lat, edge_f, edge_i, stops_i, stops_f, other_off,
+                         other_val, has_other)
 
 
 _NO_OTHER_OFF = np.zeros(1, np.int64)

@@ -191,20 +191,21 @@ _FIELD = re.compile(r"\{(\w+)\}")
 _FORMAT_SAFE: dict[str, bool] = {}
 
 
-def _fill(template: str, values: dict[str, str]) -> str:
-    """The template with each `{name}` replaced by `values[name]`."""
+def _safe(template: str) -> bool:
+    """Whether `str.format_map` fills the template exactly as the `{name}` substitution would."""
     safe = _FORMAT_SAFE.get(template)
     if safe is None:  # once per template of the locale files: only `{name}` fields, no other braces
         rest = _FIELD.sub("", template)
         safe = "{" not in rest and "}" not in rest and not any(f[0].isdigit() for f in _FIELD.findall(template))
         _FORMAT_SAFE[template] = safe
-    if safe:
+    return safe
+
+
+def _fill(template: str, values: dict[str, str]) -> str:
+    """The template with each `{name}` replaced by `values[name]`."""
+    if _safe(template):
         return template.format_map(values)
     return _FIELD.sub(lambda m: values[m.group(1)], template)
-
-
-def _lower_first(s: str) -> str:
-    return s[:1].lower() + s[1:] if s else s
 
 
 #: maneuver type code -> template group
@@ -212,12 +213,48 @@ _GROUP_OF = {int(t): _GROUP.get(t, t.key) for t in ManeuverType}
 _KEY_OF = {int(t): t.key for t in ManeuverType}
 _ARRIVAL_OF = {int(t): a for t, a in _ARRIVAL_ALERT.items()}
 _ROUNDABOUT_ENTER = int(ManeuverType.ROUNDABOUT_ENTER)
-_FIELDS: dict[str, frozenset] = {}  # template -> its field names
 
 
-def _instruction(loc: Locale, code: int, names: list[str], bearing_after: int, stop_index: int | None,
-                 side: str | None, exit_count: int | None, exit_names: list[str], previous_names: list[str]
-                 ) -> tuple[str, str]:
+class _Speech:
+    """What `render_rows` looks up per maneuver, made once per locale: each template with its fields (and
+    whether `str.format_map` fills it, see `_fill`), and the post-transition phrase of each rounded
+    distance."""
+
+    def __init__(self, loc: Locale):
+        self.templates: dict[tuple[str, str], tuple[str, bool, bool, bool]] = {}
+        for group, variants in loc.templates.items():
+            for variant, t in variants.items():
+                fields = set(_FIELD.findall(t))
+                self.templates[group, variant] = (t, _safe(t), "stop" in fields, "cardinal" in fields)
+        v = loc.data["verbal"]
+        self.verbal = v
+        self.alert, self.alert_safe = v["alert"], _safe(v["alert"])
+        self.post, self.post_safe = v["post"], _safe(v["post"])
+        self._posts: dict[tuple, tuple[str, str]] = {}  # (value, unit) -> (post text, distance_in)
+
+    def post_phrases(self, loc: Locale, value, unit: str) -> tuple[str, str]:
+        """(the post-transition instruction, the distance in words after a preposition) of a distance."""
+        key = (value, unit)
+        got = self._posts.get(key)
+        if got is None:
+            distance_in = loc.unit_phrase(value, unit, True)
+            values = {"distance": loc.unit_phrase(value, unit), "distance_in": distance_in}
+            got = (self.post.format_map(values) if self.post_safe else _fill(self.post, values), distance_in)
+            if len(self._posts) < 4096:
+                self._posts[key] = got
+        return got
+
+
+def _speech(loc: Locale) -> _Speech:
+    sp = getattr(loc, "_speech", None)
+    if sp is None:
+        sp = loc._speech = _Speech(loc)
+    return sp
+
+
+def _instruction(loc: Locale, sp: _Speech, code: int, names: list[str], bearing_after: int,
+                 stop_index: int | None, side: str | None, exit_count: int | None, exit_names: list[str],
+                 previous_names: list[str]) -> tuple[str, str]:
     """(instruction text, template used) of one maneuver (type code `code`)."""
     group = _GROUP_OF[code]
     if group == "destination" and stop_index is not None:
@@ -243,16 +280,13 @@ def _instruction(loc: Locale, code: int, names: list[str], bearing_after: int, s
             group, variant = "continue", ("street" if street else "plain")
     else:
         variant = "street" if street else "plain"
-    template = loc.templates[group][variant]
-    fields = _FIELDS.get(template)
-    if fields is None:
-        fields = _FIELDS[template] = frozenset(_FIELD.findall(template))
+    template, safe, stop, cardinal = sp.templates[group, variant]
     values = {"street": street, "previous_street": previous, "ordinal": ordinal}
-    if "stop" in fields:
+    if stop:
         values["stop"] = loc.number(stop_index or 0)
-    if "cardinal" in fields:
+    if cardinal:
         values["cardinal"] = loc.cardinal(bearing_after)
-    return _fill(template, values), template
+    return (template.format_map(values) if safe else _fill(template, values)), template
 
 
 #: a maneuver as `render_rows` reads it: (type code, street_names, length_m, time_s, begin_shape_index,
@@ -292,8 +326,8 @@ def render_rows(loc: Locale, units: str, dtype: str, rows: list[Row]) -> list[di
     unit_m = 1000.0 if units == "kilometers" else METERS_PER_MILE
     instructions = dtype == "instructions"
     if instructions:
-        v = loc.data["verbal"]
-        post, alert_t = v["post"], v["alert"]
+        sp = _speech(loc)
+        verbal, alert_t, alert_safe = sp.verbal, sp.alert, sp.alert_safe
         lower = loc.lowercase_after_alert
     out: list[dict] = []
     distance_in = None  # the previous maneuver's length in words (prepositional), when it has a length
@@ -320,7 +354,7 @@ def render_rows(loc: Locale, units: str, dtype: str, rows: list[Row]) -> list[di
         if code == _ROUNDABOUT_ENTER and exit_names:
             d["exit_street_names"] = list(exit_names)
         if instructions:
-            text, template = _instruction(loc, code, names, after, stop_index, side, exit_count, exit_names,
+            text, template = _instruction(loc, sp, code, names, after, stop_index, side, exit_count, exit_names,
                                           previous_names)
             d["instruction"] = text
             if distance_in is not None:
@@ -328,18 +362,17 @@ def render_rows(loc: Locale, units: str, dtype: str, rows: list[Row]) -> list[di
                 if arrival is not None:
                     if arrival == "arrive_alert" and stop_index is not None:
                         arrival = "break_alert"
-                    alert = _fill(v[arrival], {"distance_in": distance_in, "stop": loc.number(stop_index or 0)})
+                    alert = _fill(verbal[arrival], {"distance_in": distance_in, "stop": loc.number(stop_index or 0)})
                 else:
                     body = text
                     if lower and not template.startswith("{"):
-                        body = _lower_first(body)
-                    alert = _fill(alert_t, {"distance_in": distance_in, "instruction": body})
+                        body = body[:1].lower() + body[1:] if body else body
+                    values = {"distance_in": distance_in, "instruction": body}
+                    alert = alert_t.format_map(values) if alert_safe else _fill(alert_t, values)
                 d["verbal_transition_alert_instruction"] = alert
             if length_m > 0:
-                value, unit = _round_distance(length_m, units)
-                distance_in = loc.unit_phrase(value, unit, True)
-                d["verbal_post_transition_instruction"] = _fill(post, {
-                    "distance": loc.unit_phrase(value, unit), "distance_in": distance_in})
+                post, distance_in = sp.post_phrases(loc, *_round_distance(length_m, units))
+                d["verbal_post_transition_instruction"] = post
             else:
                 distance_in = None
         out.append(d)

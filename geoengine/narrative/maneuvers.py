@@ -186,26 +186,26 @@ def build_maneuvers(path: PathInfo, units: str = "kilometers") -> list[Maneuver]
     unit_m = 1000.0 if units == "kilometers" else METERS_PER_MILE
     n = path.n_edges
     key, n1, n2, strings = name_ids(path.name, path.ref)
-    ns = len(path.stops)
-    stops = (np.array([s.edge for s in path.stops], np.int64).reshape(ns),
-             np.array([K.STOP_KIND_CODES[s.kind] for s in path.stops], np.int64).reshape(ns),
-             np.array([_SIDE_CODE[s.side] for s in path.stops], np.int64).reshape(ns),
-             np.array([s.index if s.index is not None else rank + 1 for rank, s in enumerate(path.stops)],
-                      np.int64).reshape(ns),
-             np.zeros(ns), np.zeros(ns), np.zeros(ns, np.bool_))
-    ends = (np.array([_SIDE_CODE[path.origin_side], _SIDE_CODE[path.destination_side]], np.int64),
-            np.zeros(2), np.zeros(2), np.zeros(2, np.bool_))
+    edge_i = np.empty((len(K.EDGE_INT_ROWS), n), np.int64)
+    for row, a in enumerate((path.shape_begin, path.shape_end, path.road_class, path.is_roundabout, path.is_ferry,
+                             path.is_link, path.node_degree, key, n1, n2)):
+        edge_i[row] = a
+    edge_f = np.zeros((len(K.EDGE_FLOAT_ROWS), n))
+    edge_f[0], edge_f[1] = path.length_m, path.time_s
+    # the origin, the destination, then the stops, with their sides as PathInfo resolved them
+    stops_i = np.zeros((len(path.stops) + 2, len(K.STOP_COLUMNS)), np.int64)
+    stops_i[0, 2], stops_i[1, 2] = _SIDE_CODE[path.origin_side], _SIDE_CODE[path.destination_side]
+    for rank, s in enumerate(path.stops):
+        stops_i[rank + 2, :4] = (s.edge, K.STOP_KIND_CODES[s.kind], _SIDE_CODE[s.side],
+                                 s.index if s.index is not None else rank + 1)
+    stops_f = np.zeros((len(path.stops) + 2, 2))
     other = None
     if path.other_bearings is not None:
         off = np.zeros(n + 1, np.int64)
         np.cumsum([len(b) for b in path.other_bearings], out=off[1:])
         other = (off, np.array([float(x) for b in path.other_bearings for x in b], np.float64).reshape(int(off[-1])))
-    c = np.ascontiguousarray
-    rows, vals = K.maneuver_table(
-        path.lon, path.lat, c(path.shape_begin, np.int64), c(path.shape_end, np.int64), c(path.length_m, np.float64),
-        c(path.time_s, np.float64), np.zeros(n), c(path.road_class, np.uint8), c(path.is_roundabout, np.bool_),
-        c(path.is_ferry, np.bool_), c(path.is_link, np.bool_), c(path.node_degree, np.int32), key, n1, n2, stops,
-        ends, other)
+    rows, vals = K.maneuver_table(path.lon, path.lat, K.haversine_sines(path.lon, path.lat), edge_f, edge_i,
+                                  stops_i, stops_f, other)
     kinds = STOP_KINDS
     out = []
     for (mtype, a, b, bshape, eshape, bb, ba, bedge, eedge, rbc, x1, x2, p1, p2, side, sidx, skind), \

@@ -23,7 +23,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator
 from geoengine.elevation.grades import climb_descent
 from geoengine.graph import tags as T
 from geoengine.narrative import ManeuverType, normalize_units, resolve_language, road_class_of
-from geoengine.narrative.kernels import STOP_KIND_CODES, UNKNOWN_SIDE, maneuver_table
+from geoengine.narrative.kernels import STOP_KIND_CODES, UNKNOWN_SIDE, haversine_sines, maneuver_table
 from geoengine.narrative.locales import load_locale, render_rows
 from geoengine.narrative.maneuvers import SIDES, street_names
 from geoengine.narrative.path import STOP_KINDS
@@ -281,43 +281,44 @@ def _usable_out(prof) -> np.ndarray:
 
 
 @numba.njit(cache=True, nogil=True)
-def _leg_edges(edges, covered, npts, seg_length, seg_class, seg_flags, seg_name, seg_ref, canon, edge_src,
-               usable_out, usable, time, cost, class_map, shape_begin, shape_end):
-    """Per traversed edge of a leg, what the narrative reads (`PathInfo`'s arrays, names as ids of
-    stripped strings, `kernels.maneuver_rows`' inputs), and the edge's cost (infinite as 0) times its
-    covered fraction; `ok` is False when the shape indices break `PathInfo`'s contract."""
+def _leg_inputs(lon, lat, begin, end, edges, covered, seg_length, seg_class, seg_flags, seg_name, seg_ref, canon,
+                edge_src, usable_out, usable, time, cost, class_map):
+    """What the narrative's kernels read of a leg (`maneuver_table`): the shape's `haversine_sines`, and per
+    traversed edge the `EDGE_FLOAT_ROWS` (length, seconds, cost with infinite as 0, each times the covered
+    fraction) and `EDGE_INT_ROWS` (`PathInfo`'s arrays, names as ids of stripped strings); `ok` is False
+    when the shape indices break `PathInfo`'s contract."""
     n = edges.shape[0]
-    length_m, time_s, edge_cost = np.empty(n), np.empty(n), np.empty(n)
-    road_class = np.empty(n, np.uint8)
-    roundabout, ferry, link = np.empty(n, np.bool_), np.empty(n, np.bool_), np.empty(n, np.bool_)
-    degree = np.empty(n, np.int32)
-    key, name1, name2 = np.empty(n, np.int64), np.empty(n, np.int64), np.empty(n, np.int64)
+    npts = lon.shape[0]
+    edge_f = np.empty((3, n))
+    edge_i = np.empty((10, n), np.int64)
     ok = True
     for i in range(n):
         e = edges[i]
         k = e >> 1
-        length_m[i] = seg_length[k] * covered[i]
-        time_s[i] = time[e] * covered[i]
+        edge_f[0, i] = seg_length[k] * covered[i]
+        edge_f[1, i] = time[e] * covered[i]
         c = cost[e]
-        edge_cost[i] = (c if np.isfinite(c) else 0.0) * covered[i]
-        road_class[i] = class_map[seg_class[k]]
-        f = seg_flags[k]
-        roundabout[i] = (f & _F_ROUNDABOUT) != 0
-        ferry[i] = (f & _F_FERRY) != 0
-        link[i] = (f & _F_LINK) != 0
-        # edges meeting at the start node: the usable ones leaving it, less the way back, plus the way in
-        d = np.int32(usable_out[edge_src[e]])
-        if i > 0 and usable[edges[i - 1] ^ 1]:
-            d -= np.int32(1)
-        degree[i] = d + np.int32(1)
-        cn, cr = canon[seg_name[k]], canon[seg_ref[k]]
-        key[i] = cn if cn != 0 else cr
-        name1[i] = cn if cn != 0 else cr
-        name2[i] = cr if cn != 0 and cr != cn else 0
-        b, t = shape_begin[i], shape_end[i]
-        if b < 0 or t >= npts or t < b or (i > 0 and b < shape_begin[i - 1]):
+        edge_f[2, i] = (c if np.isfinite(c) else 0.0) * covered[i]
+        b, t = begin[i], end[i]
+        if b < 0 or t >= npts or t < b or (i > 0 and b < begin[i - 1]):
             ok = False
-    return length_m, time_s, edge_cost, road_class, roundabout, ferry, link, degree, key, name1, name2, ok
+        edge_i[0, i] = b
+        edge_i[1, i] = t
+        edge_i[2, i] = class_map[seg_class[k]]
+        f = seg_flags[k]
+        edge_i[3, i] = (f & _F_ROUNDABOUT) != 0
+        edge_i[4, i] = (f & _F_FERRY) != 0
+        edge_i[5, i] = (f & _F_LINK) != 0
+        # edges meeting at the start node: the usable ones leaving it, less the way back, plus the way in
+        d = usable_out[edge_src[e]]
+        if i > 0 and usable[edges[i - 1] ^ 1]:
+            d -= 1
+        edge_i[6, i] = d + 1
+        cn, cr = canon[seg_name[k]], canon[seg_ref[k]]
+        edge_i[7, i] = cn if cn != 0 else cr
+        edge_i[8, i] = cn if cn != 0 else cr
+        edge_i[9, i] = cr if cn != 0 and cr != cn else 0
+    return haversine_sines(lon, lat), edge_f, edge_i, ok
 
 
 def _street_strings(graph) -> tuple[np.ndarray, list[str]]:
@@ -332,12 +333,6 @@ def _street_strings(graph) -> tuple[np.ndarray, list[str]]:
     return table
 
 
-_NO_STOPS = (np.zeros(0, np.int64), np.zeros(0, np.int64), np.zeros(0, np.int64), np.zeros(0, np.int64),
-             np.zeros(0), np.zeros(0), np.zeros(0, np.bool_))
-_UNKNOWN_SIDES = np.full(2, UNKNOWN_SIDE, np.int64)
-_HAS_POINTS = np.ones(2, np.bool_)
-
-
 def _leg_maneuvers(graph, prof, lon, lat, begin, end, edges, covered, locations, leg_pieces, a: int, b: int,
                    opts: DirectionsOptions) -> list[Maneuver]:
     """The typed maneuvers of the leg from location a to location b (its pieces, shape and edges):
@@ -350,39 +345,42 @@ def _leg_maneuvers(graph, prof, lon, lat, begin, end, edges, covered, locations,
     c = np.ascontiguousarray  # the array types `geoengine warm` compiled the kernels for
     lon, lat, begin, end = c(lon, np.float64), c(lat, np.float64), c(begin, np.int64), c(end, np.int64)
     edges, covered = c(edges, np.int64), c(covered, np.float64)
-    (length_m, time_s, edge_cost, road_class, roundabout, ferry, link, degree, key, name1, name2,
-     ok) = _leg_edges(edges, covered, len(lon), graph.seg_length, graph.seg_class, graph.seg_flags, graph.seg_name,
-                      graph.seg_ref, canon, graph.edge_src, _usable_out(prof), prof.usable, prof.time, prof.cost,
-                      _CLASS_FOR_NARRATIVE, begin, end)
+    sines, edge_f, edge_i, ok = _leg_inputs(
+        lon, lat, begin, end, edges, covered, graph.seg_length, graph.seg_class, graph.seg_flags, graph.seg_name,
+        graph.seg_ref, canon, graph.edge_src, _usable_out(prof), prof.usable, prof.time, prof.cost,
+        _CLASS_FOR_NARRATIVE)
     if not ok:
         raise ValueError("shape_begin/shape_end must satisfy 0 <= begin <= end < len(lon), in travel order")
-    stops = _NO_STOPS
-    if len(leg_pieces) > 1:
-        ns = len(leg_pieces) - 1
+    # the origin and the destination, then the stops between the leg's pieces, all sides from the points
+    ns = len(leg_pieces) - 1
+    stops_i = np.zeros((ns + 2, 5), np.int64)
+    stops_i[:, 2] = UNKNOWN_SIDE
+    stops_i[:, 4] = 1
+    stops_f = np.empty((ns + 2, 2))
+    stops_f[0] = float(locations[a].lon), float(locations[a].lat)
+    stops_f[1] = float(locations[b].lon), float(locations[b].lat)
+    if ns:
         edge = np.cumsum([len(p.edges) for p in leg_pieces[:-1]]) - 1
         if edge.min() < 0 or edge.max() >= n:
             raise ValueError(f"stop edge {int(edge.min() if edge.min() < 0 else edge.max())} outside 0..{n - 1}")
-        mid = locations[a + 1:b]
-        stops = (edge.astype(np.int64), np.array([STOP_KIND_CODES[x.type] for x in mid], np.int64),
-                 np.full(ns, UNKNOWN_SIDE, np.int64), np.arange(1, ns + 1, dtype=np.int64),
-                 np.array([float(x.lon) for x in mid]), np.array([float(x.lat) for x in mid]), np.ones(ns, np.bool_))
-    ends = (_UNKNOWN_SIDES, np.array([float(locations[a].lon), float(locations[b].lon)]),
-            np.array([float(locations[a].lat), float(locations[b].lat)]), _HAS_POINTS)
-    rows, vals = maneuver_table(lon, lat, begin, end, length_m, time_s, edge_cost, road_class, roundabout, ferry,
-                                link, degree, key, name1, name2, stops, ends)
+        stops_i[2:, 0] = edge
+        stops_i[2:, 1] = [STOP_KIND_CODES[x.type] for x in locations[a + 1:b]]
+        stops_i[2:, 3] = np.arange(1, ns + 1)
+        stops_f[2:] = [(float(x.lon), float(x.lat)) for x in locations[a + 1:b]]
+    rows, vals = maneuver_table(lon, lat, sines, edge_f, edge_i, stops_i, stops_f)
     mode, kind = TRAVEL[prof.costing]
     loc = load_locale(resolve_language(opts.language))
     dtype = opts.directions_type
     made = []
     for (code, n1, n2, bshape, eshape, bb, ba, bedge, eedge, rbc, x1, x2, p1, p2, side, sidx, skind), \
             (length, seconds, cost) in zip(rows.tolist(), vals.tolist(), strict=True):
-        made.append((code, street_names(strings, n1, n2), length, seconds, bshape, eshape, bb, ba,
-                     None if rbc < 0 else rbc, SIDES[side], None if sidx < 0 else sidx,
-                     None if skind < 0 else STOP_KINDS[skind], street_names(strings, x1, x2),
-                     street_names(strings, p1, p2), cost, bedge, eedge))
+        made.append((code, ([strings[n1], strings[n2]] if n2 else [strings[n1]]) if n1 else [], length, seconds,
+                     bshape, eshape, bb, ba, None if rbc < 0 else rbc, SIDES[side], None if sidx < 0 else sidx,
+                     None if skind < 0 else STOP_KINDS[skind], street_names(strings, x1, x2) if x1 else [],
+                     street_names(strings, p1, p2) if p1 else [], cost, bedge, eedge))
     texts = render_rows(loc, units, dtype, made)
     return [Maneuver(code, names, length, seconds, cost, bshape, eshape, bb, ba, mode, kind, rbc, side, sidx, skind,
-                     exit_names if code == _ROUNDABOUT_ENTER else [], d, begin_edge=bedge, end_edge=eedge)
+                     exit_names if code == _ROUNDABOUT_ENTER else [], d, None, None, bedge, eedge)
             for (code, names, length, seconds, bshape, eshape, bb, ba, rbc, side, sidx, skind, exit_names, _, cost,
                  bedge, eedge), d in zip(made, texts, strict=True)]
 
