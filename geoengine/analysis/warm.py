@@ -131,12 +131,14 @@ class _Paths:
 
     def route(self):
         from geoengine.errors import NoRoute
+        from geoengine.narrative.kernels import warm_kernels
 
         for costing in ("auto", "pedestrian") if self.locs else ():  # pedestrian: a new metric's customisation
             try:
                 self.engine.route(locations=self.locs, costing=costing)
             except NoRoute:
                 pass
+        warm_kernels()  # build_maneuvers, the narrative's own entry for library callers
 
     def alternates(self):
         from geoengine.errors import NoRoute

@@ -95,15 +95,20 @@ def haversine_sines(lon, lat):
     `geo.haversine_m` does; 2R * np.arcsin of it is the segment's length."""
     n = lon.shape[0] - 1
     out = np.empty(max(n, 0))
-    for i in range(n):
-        lat1 = np.radians(lat[i])
-        lon1 = np.radians(lon[i])
+    if n <= 0:
+        return out
+    lat1 = np.radians(lat[0])
+    lon1 = np.radians(lon[0])
+    cos1 = np.cos(lat1)
+    for i in range(n):  # a point's radians and cosine serve both its segments (the same values)
         lat2 = np.radians(lat[i + 1])
         lon2 = np.radians(lon[i + 1])
+        cos2 = np.cos(lat2)
         s_dlat = np.sin((lat2 - lat1) * 0.5)
         s_dlon = np.sin((lon2 - lon1) * 0.5)
-        a = s_dlat * s_dlat + np.cos(lat1) * np.cos(lat2) * s_dlon * s_dlon
+        a = s_dlat * s_dlat + cos1 * cos2 * s_dlon * s_dlon
         out[i] = np.sqrt(_clip01(a))
+        lat1, lon1, cos1 = lat2, lon2, cos2
     return out
 
 
@@ -580,3 +585,18 @@ def maneuver_table(lon, lat, sines, edge_f, edge_i, stops_i, stops_f, other=None
 
 _NO_OTHER_OFF = np.zeros(1, np.int64)
 _NO_OTHER_VAL = np.zeros(0, np.float64)
+
+
+def warm_kernels() -> None:
+    """Run the kernels once through `build_maneuvers` (a hand-made two-edge path), so that the entry the
+    library's callers use is compiled into Numba's cache too (`geoengine warm`; a route compiles the
+    rest)."""
+    from .maneuvers import build_maneuvers
+    from .path import PathInfo, Stop
+
+    path = PathInfo(lon=[1.52, 1.5202, 1.5204], lat=[42.51, 42.5202, 42.5201], shape_begin=[0, 1], shape_end=[1, 2],
+                    length_m=[20.0, 20.0], time_s=[2.0, 2.0], name=["A", "B"], ref=["", ""], road_class=[6, 6],
+                    is_roundabout=[False, False], is_ferry=[False, False], is_link=[False, False],
+                    node_degree=[2, 3], stops=[Stop(edge=0, kind="via", point=(1.5201, 42.5101))],
+                    origin_point=(1.5201, 42.51), destination_point=(1.5205, 42.5201))
+    build_maneuvers(path)
