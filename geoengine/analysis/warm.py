@@ -131,7 +131,7 @@ class _Paths:
 
     def route(self):
         from geoengine.errors import NoRoute
-        from geoengine.narrative.kernels import warm_kernels
+        from geoengine.narrative.maneuvers import warm_kernels
 
         for costing in ("auto", "pedestrian") if self.locs else ():  # pedestrian: a new metric's customisation
             try:

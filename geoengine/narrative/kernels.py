@@ -586,17 +586,3 @@ def maneuver_table(lon, lat, sines, edge_f, edge_i, stops_i, stops_f, other=None
 _NO_OTHER_OFF = np.zeros(1, np.int64)
 _NO_OTHER_VAL = np.zeros(0, np.float64)
 
-
-def warm_kernels() -> None:
-    """Run the kernels once through `build_maneuvers` (a hand-made two-edge path), so that the entry the
-    library's callers use is compiled into Numba's cache too (`geoengine warm`; a route compiles the
-    rest)."""
-    from .maneuvers import build_maneuvers
-    from .path import PathInfo, Stop
-
-    path = PathInfo(lon=[1.52, 1.5202, 1.5204], lat=[42.51, 42.5202, 42.5201], shape_begin=[0, 1], shape_end=[1, 2],
-                    length_m=[20.0, 20.0], time_s=[2.0, 2.0], name=["A", "B"], ref=["", ""], road_class=[6, 6],
-                    is_roundabout=[False, False], is_ferry=[False, False], is_link=[False, False],
-                    node_degree=[2, 3], stops=[Stop(edge=0, kind="via", point=(1.5201, 42.5101))],
-                    origin_point=(1.5201, 42.51), destination_point=(1.5205, 42.5201))
-    build_maneuvers(path)

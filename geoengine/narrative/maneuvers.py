@@ -19,7 +19,7 @@ import numpy as np
 from ..errors import InvalidRequest
 from . import kernels as K
 from .kernels import SHORT_NAME_M  # noqa: F401  (the rule's constants live with the kernel)
-from .path import STOP_KINDS, PathInfo
+from .path import STOP_KINDS, PathInfo, Stop
 
 __all__ = ["ManeuverType", "Maneuver", "Turn", "classify_turn", "classify_turns", "build_maneuvers", "normalize_units",
            "UNITS", "METERS_PER_MILE"]
@@ -218,3 +218,15 @@ def build_maneuvers(path: PathInfo, units: str = "kilometers") -> list[Maneuver]
             previous_street_names=street_names(strings, p1, p2), side=SIDES[side],
             stop_index=None if sidx < 0 else sidx, stop_kind=None if skind < 0 else kinds[skind]))
     return out
+
+
+def warm_kernels() -> None:
+    """Run the narrative's kernels once through `build_maneuvers` (a hand-made two-edge path), so that the
+    entry the library's callers use is compiled into Numba's cache too (`geoengine warm`; a route compiles
+    the rest)."""
+    path = PathInfo(lon=[1.52, 1.5202, 1.5204], lat=[42.51, 42.5202, 42.5201], shape_begin=[0, 1], shape_end=[1, 2],
+                    length_m=[20.0, 20.0], time_s=[2.0, 2.0], name=["A", "B"], ref=["", ""], road_class=[6, 6],
+                    is_roundabout=[False, False], is_ferry=[False, False], is_link=[False, False],
+                    node_degree=[2, 3], stops=[Stop(edge=0, kind="via", point=(1.5201, 42.5101))],
+                    origin_point=(1.5201, 42.51), destination_point=(1.5205, 42.5201))
+    build_maneuvers(path)
