@@ -131,6 +131,7 @@ class _Paths:
 
     def route(self):
         from geoengine.errors import NoRoute
+        from geoengine.narrative.maneuvers import warm_kernels
 
         for costing in ("auto", "pedestrian") if self.locs else ():  # pedestrian: a new metric's customisation
             try:
@@ -145,6 +146,7 @@ class _Paths:
                 osrm.run("route", self.engine, "v1", "driving", coords, {"steps": "true"})
             except osrm.OsrmError:
                 pass
+        warm_kernels()  # build_maneuvers, the narrative's own entry for library callers
 
     def alternates(self):
         from geoengine.errors import NoRoute

@@ -17,7 +17,7 @@ from ..errors import InvalidRequest
 from .maneuvers import METERS_PER_MILE, Maneuver, ManeuverType, normalize_units
 
 __all__ = ["SUPPORTED_LANGUAGES", "DIRECTIONS_TYPES", "resolve_language", "load_locale", "format_distance",
-           "round_distance", "ordinal", "render", "narrate", "Locale"]
+           "round_distance", "ordinal", "render", "render_rows", "narrate", "Locale"]
 
 #: locale file (tag) per primary language subtag
 _LOCALE_BY_PRIMARY = {"en": "en-US", "hi": "hi", "fr": "fr", "de": "de", "es": "es", "ar": "ar"}
@@ -191,50 +191,118 @@ _FIELD = re.compile(r"\{(\w+)\}")
 _FORMAT_SAFE: dict[str, bool] = {}
 
 
-def _fill(template: str, values: dict[str, str]) -> str:
-    """The template with each `{name}` replaced by `values[name]`."""
+def _safe(template: str) -> bool:
+    """Whether `str.format_map` fills the template exactly as the `{name}` substitution would."""
     safe = _FORMAT_SAFE.get(template)
     if safe is None:  # once per template of the locale files: only `{name}` fields, no other braces
         rest = _FIELD.sub("", template)
         safe = "{" not in rest and "}" not in rest and not any(f[0].isdigit() for f in _FIELD.findall(template))
         _FORMAT_SAFE[template] = safe
-    if safe:
+    return safe
+
+
+def _fill(template: str, values: dict[str, str]) -> str:
+    """The template with each `{name}` replaced by `values[name]`."""
+    if _safe(template):
         return template.format_map(values)
     return _FIELD.sub(lambda m: values[m.group(1)], template)
 
 
-def _lower_first(s: str) -> str:
-    return s[:1].lower() + s[1:] if s else s
+#: maneuver type code -> template group
+_GROUP_OF = {int(t): _GROUP.get(t, t.key) for t in ManeuverType}
+_KEY_OF = {int(t): t.key for t in ManeuverType}
+_ARRIVAL_OF = {int(t): a for t, a in _ARRIVAL_ALERT.items()}
+_ROUNDABOUT_ENTER = int(ManeuverType.ROUNDABOUT_ENTER)
 
 
-def _instruction(loc: Locale, m: Maneuver) -> tuple[str, str]:
-    """(instruction text, template used) of one maneuver."""
-    group = _GROUP.get(m.type, m.type.key)
-    if group == "destination" and m.stop_index is not None:
+class _Speech:
+    """What `render_rows` looks up per maneuver, made once per locale: each template with its fields (and
+    whether `str.format_map` fills it, see `_fill`), and the post-transition phrase of each rounded
+    distance."""
+
+    def __init__(self, loc: Locale):
+        self.templates: dict[tuple[str, str], tuple[str, bool, bool, bool]] = {}
+        for group, variants in loc.templates.items():
+            for variant, t in variants.items():
+                fields = set(_FIELD.findall(t))
+                self.templates[group, variant] = (t, _safe(t), "stop" in fields, "cardinal" in fields)
+        v = loc.data["verbal"]
+        self.verbal = v
+        self.alert, self.alert_safe = v["alert"], _safe(v["alert"])
+        self.post, self.post_safe = v["post"], _safe(v["post"])
+        self._posts: dict[tuple, tuple[str, str]] = {}  # (value, unit) -> (post text, distance_in)
+
+    def post_phrases(self, loc: Locale, value, unit: str) -> tuple[str, str]:
+        """(the post-transition instruction, the distance in words after a preposition) of a distance."""
+        key = (value, unit)
+        got = self._posts.get(key)
+        if got is None:
+            distance_in = loc.unit_phrase(value, unit, True)
+            values = {"distance": loc.unit_phrase(value, unit), "distance_in": distance_in}
+            got = (self.post.format_map(values) if self.post_safe else _fill(self.post, values), distance_in)
+            if len(self._posts) < 4096:
+                self._posts[key] = got
+        return got
+
+
+def _speech(loc: Locale) -> _Speech:
+    sp = getattr(loc, "_speech", None)
+    if sp is None:
+        sp = loc._speech = _Speech(loc)
+    return sp
+
+
+def _instruction(loc: Locale, sp: _Speech, code: int, names: list[str], bearing_after: int,
+                 stop_index: int | None, side: str | None, exit_count: int | None, exit_names: list[str],
+                 previous_names: list[str]) -> tuple[str, str]:
+    """(instruction text, template used) of one maneuver (type code `code`)."""
+    group = _GROUP_OF[code]
+    if group == "destination" and stop_index is not None:
         group = "break"
-    street = loc.list_separator.join(m.street_names)
-    values = {"street": street, "stop": loc.number(m.stop_index or 0), "cardinal": loc.cardinal(m.bearing_after),
-              "previous_street": loc.list_separator.join(m.previous_street_names), "ordinal": ""}
-    t = loc.templates
+    sep = loc.list_separator
+    street = sep.join(names)
+    previous = sep.join(previous_names)
+    ordinal = ""
     if group in _SIDE_VARIANT:
-        variant = m.side if m.side in ("left", "right") else "plain"
+        variant = side if side in ("left", "right") else "plain"
     elif group == "roundabout_enter":
-        exit_street = loc.list_separator.join(m.exit_street_names)
-        if m.roundabout_exit_count:
-            values["ordinal"] = loc.ordinal(m.roundabout_exit_count)
-            values["street"] = exit_street
+        exit_street = sep.join(exit_names)
+        if exit_count:
+            ordinal = loc.ordinal(exit_count)
+            street = exit_street
             variant = "exit_street" if exit_street else "exit"
         else:
             variant = "plain"
     elif group == "becomes":
-        if street and values["previous_street"]:
+        if street and previous:
             variant = "street"
         else:
             group, variant = "continue", ("street" if street else "plain")
     else:
         variant = "street" if street else "plain"
-    template = t[group][variant]
-    return _fill(template, values), template
+    template, safe, stop, cardinal = sp.templates[group, variant]
+    values = {"street": street, "previous_street": previous, "ordinal": ordinal}
+    if stop:
+        values["stop"] = loc.number(stop_index or 0)
+    if cardinal:
+        values["cardinal"] = loc.cardinal(bearing_after)
+    return (template.format_map(values) if safe else _fill(template, values)), template
+
+
+#: a maneuver as `render_rows` reads it: (type code, street_names, length_m, time_s, begin_shape_index,
+#: end_shape_index, bearing_before, bearing_after, roundabout_exit_count, side, stop_index, stop_kind,
+#: exit_street_names, previous_street_names, and three the caller may use: cost, begin_edge, end_edge)
+Row = tuple
+
+
+def _options(language, units, directions_type, language_field) -> tuple[Locale, str, str]:
+    dtype = directions_type or "instructions"
+    if dtype not in DIRECTIONS_TYPES:
+        raise InvalidRequest.field("directions_options.directions_type",
+                                   f"unsupported directions_type '{directions_type}'; use one of: "
+                                   f"{', '.join(DIRECTIONS_TYPES)}")
+    units = normalize_units(units)
+    return load_locale(resolve_language(language, language_field)), units, dtype
 
 
 def render(maneuvers: list[Maneuver], language: str | None = "en-US", units: str | None = "kilometers",
@@ -243,62 +311,71 @@ def render(maneuvers: list[Maneuver], language: str | None = "en-US", units: str
     """Maneuvers as dicts: type (name), type_code, street_names, length (in `units`), length_m, time,
     begin/end_shape_index, bearing_before/after, roundabout_exit_count, side, stop_index; with
     directions_type 'instructions' also instruction and the verbal forms. 'none' gives []."""
-    dtype = directions_type or "instructions"
-    if dtype not in DIRECTIONS_TYPES:
-        raise InvalidRequest.field("directions_options.directions_type",
-                                   f"unsupported directions_type '{directions_type}'; use one of: "
-                                   f"{', '.join(DIRECTIONS_TYPES)}")
-    units = normalize_units(units)
-    loc = load_locale(resolve_language(language, language_field))
+    loc, units, dtype = _options(language, units, directions_type, language_field)
     if dtype == "none":
         return []
+    return render_rows(loc, units, dtype, [
+        (int(m.type), m.street_names, m.length_m, m.time_s, m.begin_shape_index, m.end_shape_index, m.bearing_before,
+         m.bearing_after, m.roundabout_exit_count, m.side, m.stop_index, m.stop_kind, m.exit_street_names,
+         m.previous_street_names, None, m.begin_edge, m.end_edge) for m in maneuvers])
+
+
+def render_rows(loc: Locale, units: str, dtype: str, rows: list[Row]) -> list[dict]:
+    """`render` of maneuvers given as `Row` tuples, for a locale, normalised units and a directions_type
+    of 'maneuvers' or 'instructions' already checked."""
     unit_m = 1000.0 if units == "kilometers" else METERS_PER_MILE
+    instructions = dtype == "instructions"
+    if instructions:
+        sp = _speech(loc)
+        verbal, alert_t, alert_safe = sp.verbal, sp.alert, sp.alert_safe
+        lower = loc.lowercase_after_alert
     out: list[dict] = []
-    prev: Maneuver | None = None
-    for m in maneuvers:
+    distance_in = None  # the previous maneuver's length in words (prepositional), when it has a length
+    for (code, names, length_m, time_s, begin, end, before, after, exit_count, side, stop_index, stop_kind,
+         exit_names, previous_names, _, _, _) in rows:
         d = {
-            "type": m.type.key,
-            "type_code": int(m.type),
-            "street_names": list(m.street_names),
-            "length": round(m.length_m / unit_m, 3),
-            "length_m": round(m.length_m, 1),
-            "time": round(m.time_s, 3),
-            "begin_shape_index": m.begin_shape_index,
-            "end_shape_index": m.end_shape_index,
-            "bearing_before": m.bearing_before,
-            "bearing_after": m.bearing_after,
-            "roundabout_exit_count": m.roundabout_exit_count,
+            "type": _KEY_OF[code],
+            "type_code": code,
+            "street_names": list(names),
+            "length": round(length_m / unit_m, 3),
+            "length_m": round(length_m, 1),
+            "time": round(time_s, 3),
+            "begin_shape_index": begin,
+            "end_shape_index": end,
+            "bearing_before": before,
+            "bearing_after": after,
+            "roundabout_exit_count": exit_count,
         }
-        if m.side is not None:
-            d["side"] = m.side
-        if m.stop_index is not None:
-            d["stop_index"] = m.stop_index
-            d["stop_kind"] = m.stop_kind
-        if m.type == ManeuverType.ROUNDABOUT_ENTER and m.exit_street_names:
-            d["exit_street_names"] = list(m.exit_street_names)
-        if dtype == "instructions":
-            text, template = _instruction(loc, m)
+        if side is not None:
+            d["side"] = side
+        if stop_index is not None:
+            d["stop_index"] = stop_index
+            d["stop_kind"] = stop_kind
+        if code == _ROUNDABOUT_ENTER and exit_names:
+            d["exit_street_names"] = list(exit_names)
+        if instructions:
+            text, template = _instruction(loc, sp, code, names, after, stop_index, side, exit_count, exit_names,
+                                          previous_names)
             d["instruction"] = text
-            v = loc.data["verbal"]
-            if prev is not None and prev.length_m > 0:
-                dist_in = loc.unit_phrase(*_round_distance(prev.length_m, units), prepositional=True)
-                arrival = _ARRIVAL_ALERT.get(m.type)
+            if distance_in is not None:
+                arrival = _ARRIVAL_OF.get(code)
                 if arrival is not None:
-                    if arrival == "arrive_alert" and m.stop_index is not None:
+                    if arrival == "arrive_alert" and stop_index is not None:
                         arrival = "break_alert"
-                    alert = _fill(v[arrival], {"distance_in": dist_in, "stop": loc.number(m.stop_index or 0)})
+                    alert = _fill(verbal[arrival], {"distance_in": distance_in, "stop": loc.number(stop_index or 0)})
                 else:
                     body = text
-                    if loc.lowercase_after_alert and not template.startswith("{"):
-                        body = _lower_first(body)
-                    alert = _fill(v["alert"], {"distance_in": dist_in, "instruction": body})
+                    if lower and not template.startswith("{"):
+                        body = body[:1].lower() + body[1:] if body else body
+                    values = {"distance_in": distance_in, "instruction": body}
+                    alert = alert_t.format_map(values) if alert_safe else _fill(alert_t, values)
                 d["verbal_transition_alert_instruction"] = alert
-            if m.length_m > 0:
-                value, unit = _round_distance(m.length_m, units)
-                d["verbal_post_transition_instruction"] = _fill(v["post"], {
-                    "distance": loc.unit_phrase(value, unit), "distance_in": loc.unit_phrase(value, unit, True)})
+            if length_m > 0:
+                post, distance_in = sp.post_phrases(loc, *_round_distance(length_m, units))
+                d["verbal_post_transition_instruction"] = post
+            else:
+                distance_in = None
         out.append(d)
-        prev = m
     return out
 
 

@@ -17,8 +17,9 @@ from enum import IntEnum
 import numpy as np
 
 from ..errors import InvalidRequest
-from .geometry import edge_bearings, fill_nan_forward, turn_angles
-from .path import HIGHWAY_CLASSES, PathInfo
+from . import kernels as K
+from .kernels import SHORT_NAME_M  # noqa: F401  (the rule's constants live with the kernel)
+from .path import STOP_KINDS, PathInfo, Stop
 
 __all__ = ["ManeuverType", "Maneuver", "Turn", "classify_turn", "classify_turns", "build_maneuvers", "normalize_units",
            "UNITS", "METERS_PER_MILE"]
@@ -110,22 +111,6 @@ def classify_turns(angles: np.ndarray) -> np.ndarray:
     return np.select(conds, [int(c) for c in codes], int(Turn.SLIGHT_LEFT)).astype(np.int8)
 
 
-_TURN_TYPE = {
-    Turn.SLIGHT_RIGHT: ManeuverType.SLIGHT_RIGHT, Turn.RIGHT: ManeuverType.RIGHT,
-    Turn.SHARP_RIGHT: ManeuverType.SHARP_RIGHT, Turn.SHARP_LEFT: ManeuverType.SHARP_LEFT,
-    Turn.LEFT: ManeuverType.LEFT, Turn.SLIGHT_LEFT: ManeuverType.SLIGHT_LEFT,
-}
-
-#: a plain bend (node degree <= 2) is a U-turn only when the route really reverses on itself
-_REVERSAL_TOLERANCE_DEG = 2.0
-#: another branch within this many degrees of straight ahead makes a junction a fork
-_FORK_BRANCH_DEG = 60.0
-#: ... when it also leaves within this many degrees of the branch taken
-_FORK_SPREAD_DEG = 40.0
-#: a street name held for less than this between two name-only changes is not announced
-SHORT_NAME_M = 60.0
-
-
 def normalize_units(units: str | None, field: str = "directions_options.units") -> str:
     u = "kilometers" if units is None else _UNIT_ALIASES.get(str(units).lower(), str(units).lower())
     if u not in UNITS:
@@ -164,241 +149,84 @@ class Maneuver:
         return self.type.key
 
 
-def _names(path: PathInfo, i: int) -> list[str]:
-    out: list[str] = []
-    for s in (path.name[i], path.ref[i]):
-        s = s.strip()
-        if s and s not in out:
-            out.append(s)
-    return out
+def name_ids(names: list[str], refs: list[str]) -> tuple[np.ndarray, np.ndarray, np.ndarray, list[str]]:
+    """Per edge: the id of its name key (the stripped name, else the stripped ref) and of its street names
+    (name then ref, stripped, without repeats; 0 for none), with the table of the stripped strings (id 0 is
+    ""). Equal strings get equal ids, so comparing ids compares the strings."""
+    ids: dict[str, int] = {"": 0}
+    n = len(names)
+    key = np.empty(n, np.int64)
+    n1 = np.empty(n, np.int64)
+    n2 = np.empty(n, np.int64)
+    for i, (a, b) in enumerate(zip(names, refs, strict=True)):
+        cn = ids.setdefault(a.strip(), len(ids))
+        cr = ids.setdefault(b.strip(), len(ids))
+        key[i] = cn or cr
+        n1[i] = cn or cr
+        n2[i] = cr if cn and cr != cn else 0
+    return key, n1, n2, list(ids)
 
 
-def _name_key(path: PathInfo, i: int) -> str:
-    return path.name[i].strip() or path.ref[i].strip()
+_SIDE_CODE = {None: K.NO_SIDE, "left": K.LEFT, "right": K.RIGHT}
+SIDES = (None, "left", "right")  # by side code
+_TYPES = {int(t): t for t in ManeuverType}
 
 
-def _signed(a: float) -> float:
-    return ((a + 180.0) % 360.0) - 180.0
-
-
-def _fork_side(angle: float, other: list[float] | None, bearing_in: float) -> str | None:
-    """'right' / 'left' / 'straight' when the junction is a fork given the other branches' bearings."""
-    if not other:
-        return None
-    ours = _signed(angle)
-    near = [_signed(b - bearing_in) for b in other]
-    near = [a for a in near if abs(a) <= _FORK_BRANCH_DEG and abs(a - ours) <= _FORK_SPREAD_DEG]
-    if not near or abs(ours) > _FORK_BRANCH_DEG:
-        return None
-    if all(ours > a for a in near):
-        return "right"
-    if all(ours < a for a in near):
-        return "left"
-    return "straight"
-
-
-_NAME_ONLY = (ManeuverType.BECOMES, ManeuverType.CONTINUE)
-_STOPS = (ManeuverType.VIA, ManeuverType.DESTINATION, ManeuverType.DESTINATION_LEFT, ManeuverType.DESTINATION_RIGHT)
-
-
-def _absorb(a: Maneuver, b: Maneuver, unit_m: float) -> None:
-    """Extend maneuver `a` over the following maneuver `b`."""
-    a.end_edge, a.end_shape_index = b.end_edge, b.end_shape_index
-    a.length_m += b.length_m
-    a.time_s += b.time_s
-    a.length = round(a.length_m / unit_m, 3)
-
-
-def _prepend(b: Maneuver, a: Maneuver, unit_m: float) -> None:
-    """Start maneuver `b` where the preceding maneuver `a` starts."""
-    b.begin_edge, b.begin_shape_index, b.bearing_before = a.begin_edge, a.begin_shape_index, a.bearing_before
-    b.length_m += a.length_m
-    b.time_s += a.time_s
-    b.length = round(b.length_m / unit_m, 3)
-
-
-def _collapse_short_name_changes(ms: list[Maneuver], unit_m: float) -> list[Maneuver]:
-    """A name held for less than `SHORT_NAME_M` between two name-only changes (a named bridge, a short
-    renamed stretch) is not announced: A -> B -> A becomes nothing, A -> B -> C becomes A -> C."""
-    out: list[Maneuver] = []
-    k = 0
-    while k < len(ms):
-        m = ms[k]
-        if (out and out[-1].type not in _STOPS and m.type in _NAME_ONLY and m.length_m < SHORT_NAME_M
-                and k + 1 < len(ms) and ms[k + 1].type in _NAME_ONLY):
-            prev, nxt = out[-1], ms[k + 1]
-            if nxt.street_names == prev.street_names:
-                _absorb(prev, m, unit_m)
-                _absorb(prev, nxt, unit_m)
-                k += 2
-                continue
-            _prepend(nxt, m, unit_m)
-            if nxt.type == ManeuverType.BECOMES:
-                nxt.previous_street_names = list(prev.street_names)
-            k += 1
-            continue
-        out.append(m)
-        k += 1
-    return out
+def street_names(strings: list[str], a: int, b: int) -> list[str]:
+    """The street names of ids (a, b) of `strings` (0: none)."""
+    if not a:
+        return []
+    return [strings[a], strings[b]] if b else [strings[a]]
 
 
 def build_maneuvers(path: PathInfo, units: str = "kilometers") -> list[Maneuver]:
-    """The maneuvers of one route or leg, in travel order: START first, DESTINATION last."""
+    """The maneuvers of one route or leg, in travel order: START first, DESTINATION last. The per-edge work
+    is compiled (geoengine.narrative.kernels); Python makes one object per maneuver."""
     units = normalize_units(units)
     unit_m = 1000.0 if units == "kilometers" else METERS_PER_MILE
     n = path.n_edges
-    b_start, b_end = edge_bearings(path.lon, path.lat, path.shape_begin, path.shape_end)
-    bin_ = fill_nan_forward(b_end)                  # arriving at the end of edge i
-    bout = fill_nan_forward(b_start[::-1])[::-1]    # leaving the start of edge i
-    angle = np.zeros(n)
-    angle[1:] = turn_angles(bin_[:-1], bout[1:])
-    cumlen = np.concatenate(([0.0], np.cumsum(path.length_m)))
-    cumtime = np.concatenate(([0.0], np.cumsum(path.time_s)))
-    highwayish = path.is_link | np.isin(path.road_class, np.array(HIGHWAY_CLASSES, dtype=np.uint8))
-    stops_at: dict[int, list] = {}
+    key, n1, n2, strings = name_ids(path.name, path.ref)
+    edge_i = np.empty((len(K.EDGE_INT_ROWS), n), np.int64)
+    for row, a in enumerate((path.shape_begin, path.shape_end, path.road_class, path.is_roundabout, path.is_ferry,
+                             path.is_link, path.node_degree, key, n1, n2)):
+        edge_i[row] = a
+    edge_f = np.zeros((len(K.EDGE_FLOAT_ROWS), n))
+    edge_f[0], edge_f[1] = path.length_m, path.time_s
+    # the origin, the destination, then the stops, with their sides as PathInfo resolved them
+    stops_i = np.zeros((len(path.stops) + 2, len(K.STOP_COLUMNS)), np.int64)
+    stops_i[0, 2], stops_i[1, 2] = _SIDE_CODE[path.origin_side], _SIDE_CODE[path.destination_side]
     for rank, s in enumerate(path.stops):
-        # a `through` location only shapes the route: passed silently, like Valhalla
-        if s.edge < n - 1 and s.kind != "through":
-            stops_at.setdefault(s.edge, []).append((s.index if s.index is not None else rank + 1, s))
-
-    out: list[Maneuver] = []
-
-    def new(mtype: ManeuverType, i: int, **kw) -> Maneuver:
-        return Maneuver(type=mtype, street_names=_names(path, i), length=0.0, length_m=0.0, time_s=0.0,
-                        begin_shape_index=int(path.shape_begin[i]), end_shape_index=int(path.shape_begin[i]),
-                        bearing_before=int(round(bin_[i - 1])) % 360 if i > 0 else 0,
-                        bearing_after=int(round(bout[i])) % 360, begin_edge=i, end_edge=i, units=units, **kw)
-
-    def close(m: Maneuver, end_edge: int) -> None:
-        m.end_edge = end_edge
-        m.length_m = float(cumlen[end_edge] - cumlen[m.begin_edge])
-        m.time_s = float(cumtime[end_edge] - cumtime[m.begin_edge])
-        m.length = round(m.length_m / unit_m, 3)
-        m.end_shape_index = int(path.shape_end[end_edge - 1])
-        out.append(m)
-
-    def point(mtype: ManeuverType, edge: int, **kw) -> Maneuver:
-        """A zero-length maneuver at the end of `edge` (destination, via)."""
-        s = int(path.shape_end[edge])
-        return Maneuver(type=mtype, street_names=_names(path, edge), length=0.0, length_m=0.0, time_s=0.0,
-                        begin_shape_index=s, end_shape_index=s, bearing_before=int(round(bin_[edge])) % 360,
-                        bearing_after=0, begin_edge=edge + 1, end_edge=edge + 1, units=units, **kw)
-
-    # Junctions where nothing can happen (same street, same kind of road, no stop, straight or a plain bend)
-    # are skipped in numpy; the loop below visits only the candidates.
-    keys = np.array([_name_key(path, i) for i in range(n)], dtype=object)
-    turns = classify_turns(angle)
-    deg = path.node_degree
-    rb, fe, ln = path.is_roundabout, path.is_ferry, path.is_link
-    cand = np.zeros(n, dtype=bool)
-    cand[1:] = ((keys[1:] != keys[:-1]) | (rb[1:] != rb[:-1]) | (fe[1:] != fe[:-1]) | (ln[1:] != ln[:-1])
-                | ((deg[1:] >= 3) & (turns[1:] != Turn.STRAIGHT)) | (turns[1:] == Turn.REVERSE)
-                | (rb[1:] & rb[:-1] & (deg[1:] >= 3)))  # exits passed on a roundabout are counted
+        stops_i[rank + 2, :4] = (s.edge, K.STOP_KIND_CODES[s.kind], _SIDE_CODE[s.side],
+                                 s.index if s.index is not None else rank + 1)
+    stops_f = np.zeros((len(path.stops) + 2, 2))
+    other = None
     if path.other_bearings is not None:
-        cand[1:] |= deg[1:] >= 3
-    for p in stops_at:
-        cand[p + 1] = True
-    angle_l = angle.tolist()
-    deg_l = deg.tolist()
-    rb_l, fe_l, ln_l = rb.tolist(), fe.tolist(), ln.tolist()
-    cls_l = path.road_class.tolist()
-    hw_l = highwayish.tolist()
-    bin_l = bin_.tolist()
-    highway_codes = {int(c) for c in HIGHWAY_CLASSES}
-
-    start_type = {"right": ManeuverType.START_RIGHT, "left": ManeuverType.START_LEFT}.get(
-        path.origin_side or "", ManeuverType.START)
-    cur = new(start_type, 0, side=path.origin_side)
-    rb_exits = 0
-
-    for i in np.flatnonzero(cand).tolist():
-        p = i - 1
-        forced = False
-        if p in stops_at:
-            close(cur, i)
-            is_break = False
-            for index, s in stops_at[p]:
-                if s.kind in ("break", "break_through"):
-                    is_break = True
-                    mt = {"right": ManeuverType.DESTINATION_RIGHT, "left": ManeuverType.DESTINATION_LEFT}.get(
-                        s.side or "", ManeuverType.DESTINATION)
-                else:
-                    mt = ManeuverType.VIA
-                out.append(point(mt, p, side=s.side, stop_index=index, stop_kind=s.kind))
-            if is_break:
-                cur = new(ManeuverType.START, i)
-                cur.bearing_before = 0
-                rb_exits = 0
-                continue
-            forced = True
-
-        a = angle_l[i]
-        turn = Turn(int(turns[i]))
-        mtype: ManeuverType | None = None
-        extra: dict = {}
-        rb_p, rb_i = rb_l[p], rb_l[i]
-        fe_p, fe_i = fe_l[p], fe_l[i]
-        ln_p, ln_i = ln_l[p], ln_l[i]
-        if rb_i and not rb_p:
-            mtype = ManeuverType.ROUNDABOUT_ENTER
-            rb_exits = 0
-        elif rb_i and rb_p:
-            if deg_l[i] >= 3:
-                rb_exits += 1
-        elif rb_p:
-            if cur.type == ManeuverType.ROUNDABOUT_ENTER:
-                cur.roundabout_exit_count = rb_exits + 1
-                cur.exit_street_names = _names(path, i)
-            mtype = ManeuverType.ROUNDABOUT_EXIT
-        elif fe_i and not fe_p:
-            mtype = ManeuverType.FERRY_ENTER
-        elif fe_p and not fe_i:
-            mtype = ManeuverType.FERRY_EXIT
-        elif fe_i and fe_p:
-            pass
-        elif ln_i and not ln_p and cls_l[p] in highway_codes:
-            mtype = ManeuverType.EXIT_LEFT if _signed(a) < 0 else ManeuverType.EXIT_RIGHT
-        elif ln_i and not ln_p and cls_l[i] in highway_codes:
-            mtype = (ManeuverType.RAMP_STRAIGHT if turn == Turn.STRAIGHT
-                     else ManeuverType.RAMP_LEFT if _signed(a) < 0 else ManeuverType.RAMP_RIGHT)
-        elif ln_p and not ln_i and cls_l[i] in highway_codes:
-            sa = _signed(a)
-            mtype = (ManeuverType.MERGE_LEFT if sa < -5 else ManeuverType.MERGE_RIGHT if sa > 5
-                     else ManeuverType.MERGE)
-        else:
-            same = keys[i] == keys[p]
-            degree = deg_l[i]
-            fork = None
-            if turn in (Turn.STRAIGHT, Turn.SLIGHT_LEFT, Turn.SLIGHT_RIGHT) and degree >= 3:
-                if path.other_bearings is not None:
-                    fork = _fork_side(a, path.other_bearings[i], bin_l[p])
-                elif turn != Turn.STRAIGHT and (hw_l[i] or hw_l[p]):
-                    fork = "right" if turn == Turn.SLIGHT_RIGHT else "left"
-            if fork is not None:
-                mtype = {"right": ManeuverType.STAY_RIGHT, "left": ManeuverType.STAY_LEFT,
-                         "straight": ManeuverType.STAY_STRAIGHT}[fork]
-            elif turn == Turn.REVERSE:
-                if degree >= 3 or abs(a - 180.0) <= _REVERSAL_TOLERANCE_DEG:
-                    mtype = ManeuverType.UTURN_LEFT if a >= 180.0 else ManeuverType.UTURN_RIGHT
-                elif not same:
-                    mtype = ManeuverType.BECOMES
-            elif turn == Turn.STRAIGHT or (turn in (Turn.SLIGHT_LEFT, Turn.SLIGHT_RIGHT) and same) or degree <= 2:
-                if not same:
-                    mtype = ManeuverType.CONTINUE if degree >= 3 else ManeuverType.BECOMES
-            else:
-                mtype = _TURN_TYPE[turn]
-            if mtype == ManeuverType.BECOMES:
-                extra["previous_street_names"] = _names(path, p)
-        if mtype is None and forced:
-            mtype = ManeuverType.CONTINUE
-        if mtype is not None:
-            if not forced:
-                close(cur, i)
-            cur = new(mtype, i, **extra)
-
-    close(cur, n)
-    out = _collapse_short_name_changes(out, unit_m)
-    dest_type = {"right": ManeuverType.DESTINATION_RIGHT, "left": ManeuverType.DESTINATION_LEFT}.get(
-        path.destination_side or "", ManeuverType.DESTINATION)
-    out.append(point(dest_type, n - 1, side=path.destination_side))
+        off = np.zeros(n + 1, np.int64)
+        np.cumsum([len(b) for b in path.other_bearings], out=off[1:])
+        other = (off, np.array([float(x) for b in path.other_bearings for x in b], np.float64).reshape(int(off[-1])))
+    rows, vals = K.maneuver_table(path.lon, path.lat, K.haversine_sines(path.lon, path.lat), edge_f, edge_i,
+                                  stops_i, stops_f, other)
+    kinds = STOP_KINDS
+    out = []
+    for (mtype, a, b, bshape, eshape, bb, ba, bedge, eedge, rbc, x1, x2, p1, p2, side, sidx, skind), \
+            (length_m, time_s, _) in zip(rows.tolist(), vals.tolist(), strict=True):
+        out.append(Maneuver(
+            type=_TYPES[mtype], street_names=street_names(strings, a, b), length=round(length_m / unit_m, 3),
+            length_m=length_m, time_s=time_s, begin_shape_index=bshape, end_shape_index=eshape, bearing_before=bb,
+            bearing_after=ba, begin_edge=bedge, end_edge=eedge, units=units,
+            roundabout_exit_count=None if rbc < 0 else rbc, exit_street_names=street_names(strings, x1, x2),
+            previous_street_names=street_names(strings, p1, p2), side=SIDES[side],
+            stop_index=None if sidx < 0 else sidx, stop_kind=None if skind < 0 else kinds[skind]))
     return out
+
+
+def warm_kernels() -> None:
+    """Run the narrative's kernels once through `build_maneuvers` (a hand-made two-edge path), so that the
+    entry the library's callers use is compiled into Numba's cache too (`geoengine warm`; a route compiles
+    the rest)."""
+    path = PathInfo(lon=[1.52, 1.5202, 1.5204], lat=[42.51, 42.5202, 42.5201], shape_begin=[0, 1], shape_end=[1, 2],
+                    length_m=[20.0, 20.0], time_s=[2.0, 2.0], name=["A", "B"], ref=["", ""], road_class=[6, 6],
+                    is_roundabout=[False, False], is_ferry=[False, False], is_link=[False, False],
+                    node_degree=[2, 3], stops=[Stop(edge=0, kind="via", point=(1.5201, 42.5101))],
+                    origin_point=(1.5201, 42.51), destination_point=(1.5205, 42.5201))
+    build_maneuvers(path)

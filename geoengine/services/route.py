@@ -16,20 +16,17 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Annotated, Any, Literal
 
+import numba
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from geoengine.elevation.grades import climb_descent
 from geoengine.graph import tags as T
-from geoengine.narrative import (
-    ManeuverType,
-    PathInfo,
-    Stop,
-    build_maneuvers,
-    render,
-    resolve_language,
-    road_class_of,
-)
+from geoengine.narrative import ManeuverType, normalize_units, resolve_language, road_class_of
+from geoengine.narrative.kernels import STOP_KIND_CODES, UNKNOWN_SIDE, haversine_sines, maneuver_table
+from geoengine.narrative.locales import load_locale, render_rows
+from geoengine.narrative.maneuvers import SIDES, street_names
+from geoengine.narrative.path import STOP_KINDS
 from geoengine.routing.pieces import Leg, pieces_geometry
 from geoengine.services import route_options
 from geoengine.services.alternates import alternatives
@@ -96,6 +93,8 @@ class RouteRequest(BaseModel):
 
 
 _TYPE_NAMES = {int(t): t.key for t in ManeuverType}
+_ROUNDABOUT_ENTER = int(ManeuverType.ROUNDABOUT_ENTER)
+_F_ROUNDABOUT, _F_FERRY, _F_LINK = T.F_ROUNDABOUT, T.F_FERRY, T.F_LINK
 _TEXT_KEYS = ("instruction", "verbal_transition_alert_instruction", "verbal_pre_transition_instruction",
               "verbal_post_transition_instruction", "verbal_succinct_transition_instruction")
 
@@ -281,42 +280,109 @@ def _usable_out(prof) -> np.ndarray:
     return cached
 
 
-def _path_info(graph, prof, lon, lat, begin, end, edges, covered, stops, points) -> tuple[PathInfo, np.ndarray]:
-    info = graph.path_info(edges)
-    length_m = np.asarray(info["length_m"], dtype=np.float64) * covered
-    flags = np.asarray(info["flags"])
-    klass = np.asarray(info["class"]).astype(np.int64)
-    deg = _usable_out(prof)[np.asarray(graph.edge_src)[edges]].astype(np.int32)
-    prev_rev_usable = np.zeros(len(edges), dtype=np.int32)
-    if len(edges) > 1:
-        prev_rev_usable[1:] = prof.usable[edges[:-1] ^ 1]
-    deg = deg - prev_rev_usable + 1
-    path = PathInfo(
-        lon=lon, lat=lat, shape_begin=begin, shape_end=end,
-        length_m=length_m, time_s=prof.time[edges] * covered, name=list(info["name"]), ref=list(info["ref"]),
-        road_class=_CLASS_FOR_NARRATIVE[klass], is_roundabout=(flags & T.F_ROUNDABOUT) != 0,
-        is_ferry=(flags & T.F_FERRY) != 0, is_link=(flags & T.F_LINK) != 0, node_degree=deg,
-        stops=stops, origin_point=points[0], destination_point=points[-1],
-    )
-    return path, length_m
+@numba.njit(cache=True, nogil=True)
+def _leg_inputs(lon, lat, begin, end, edges, covered, seg_length, seg_class, seg_flags, seg_name, seg_ref, canon,
+                edge_src, usable_out, usable, time, cost, class_map):
+    """What the narrative's kernels read of a leg (`maneuver_table`): the shape's `haversine_sines`, and per
+    traversed edge the `EDGE_FLOAT_ROWS` (length, seconds, cost with infinite as 0, each times the covered
+    fraction) and `EDGE_INT_ROWS` (`PathInfo`'s arrays, names as ids of stripped strings); `ok` is False
+    when the shape indices break `PathInfo`'s contract."""
+    n = edges.shape[0]
+    npts = lon.shape[0]
+    edge_f = np.empty((3, n))
+    edge_i = np.empty((10, n), np.int64)
+    ok = True
+    for i in range(n):
+        e = edges[i]
+        k = e >> 1
+        edge_f[0, i] = seg_length[k] * covered[i]
+        edge_f[1, i] = time[e] * covered[i]
+        c = cost[e]
+        edge_f[2, i] = (c if np.isfinite(c) else 0.0) * covered[i]
+        b, t = begin[i], end[i]
+        if b < 0 or t >= npts or t < b or (i > 0 and b < begin[i - 1]):
+            ok = False
+        edge_i[0, i] = b
+        edge_i[1, i] = t
+        edge_i[2, i] = class_map[seg_class[k]]
+        f = seg_flags[k]
+        edge_i[3, i] = (f & _F_ROUNDABOUT) != 0
+        edge_i[4, i] = (f & _F_FERRY) != 0
+        edge_i[5, i] = (f & _F_LINK) != 0
+        # edges meeting at the start node: the usable ones leaving it, less the way back, plus the way in
+        d = usable_out[edge_src[e]]
+        if i > 0 and usable[edges[i - 1] ^ 1]:
+            d -= 1
+        edge_i[6, i] = d + 1
+        cn, cr = canon[seg_name[k]], canon[seg_ref[k]]
+        edge_i[7, i] = cn if cn != 0 else cr
+        edge_i[8, i] = cn if cn != 0 else cr
+        edge_i[9, i] = cr if cn != 0 and cr != cn else 0
+    return haversine_sines(lon, lat), edge_f, edge_i, ok
 
 
-def _maneuvers(path: PathInfo, edge_cost: np.ndarray, opts: DirectionsOptions, costing: str) -> list[Maneuver]:
-    ms = build_maneuvers(path, opts.units)
-    texts = render(ms, opts.language, opts.units, opts.directions_type)
-    mode, kind = TRAVEL[costing]
-    n = len(edge_cost)
-    cum = np.concatenate(([0.0], np.cumsum(edge_cost)))
-    ends = np.fromiter((m.end_edge for m in ms), np.int64, len(ms))
-    begins = np.fromiter((m.begin_edge for m in ms), np.int64, len(ms))
-    costs = (cum[np.minimum(ends, n)] - cum[np.minimum(begins, n)]).tolist()
-    roundabout = ManeuverType.ROUNDABOUT_ENTER
-    # the narrative's maneuvers are this function's own (fresh lists, Python numbers): taken as they are
-    return [Maneuver(int(m.type), m.street_names, m.length_m, m.time_s, c, m.begin_shape_index,
-                     m.end_shape_index, m.bearing_before, m.bearing_after, mode, kind, m.roundabout_exit_count,
-                     m.side, m.stop_index, m.stop_kind, m.exit_street_names if m.type == roundabout else [], d,
-                     begin_edge=m.begin_edge, end_edge=m.end_edge)
-            for m, d, c in zip(ms, texts, costs, strict=True)]
+def _street_strings(graph) -> tuple[np.ndarray, list[str]]:
+    """(per string id of the graph: the id of the stripped string, 0 for empty; the stripped strings),
+    made once per graph: equal ids are equal street names."""
+    table = getattr(graph, "_narrative_strings", None)
+    if table is None:
+        ids: dict[str, int] = {"": 0}
+        canon = np.fromiter((ids.setdefault(x.strip(), len(ids)) for x in graph.strings), np.int64,
+                            len(graph.strings))
+        table = graph._narrative_strings = (canon, list(ids))
+    return table
+
+
+def _leg_maneuvers(graph, prof, lon, lat, begin, end, edges, covered, locations, leg_pieces, a: int, b: int,
+                   opts: DirectionsOptions) -> list[Maneuver]:
+    """The typed maneuvers of the leg from location a to location b (its pieces, shape and edges):
+    the narrative's kernels make the rows, Python one Maneuver and its rendering per row."""
+    units = normalize_units(opts.units)
+    canon, strings = _street_strings(graph)
+    n = len(edges)
+    if n == 0:
+        raise ValueError("a path needs at least one edge")
+    c = np.ascontiguousarray  # the array types `geoengine warm` compiled the kernels for
+    lon, lat, begin, end = c(lon, np.float64), c(lat, np.float64), c(begin, np.int64), c(end, np.int64)
+    edges, covered = c(edges, np.int64), c(covered, np.float64)
+    sines, edge_f, edge_i, ok = _leg_inputs(
+        lon, lat, begin, end, edges, covered, graph.seg_length, graph.seg_class, graph.seg_flags, graph.seg_name,
+        graph.seg_ref, canon, graph.edge_src, _usable_out(prof), prof.usable, prof.time, prof.cost,
+        _CLASS_FOR_NARRATIVE)
+    if not ok:
+        raise ValueError("shape_begin/shape_end must satisfy 0 <= begin <= end < len(lon), in travel order")
+    # the origin and the destination, then the stops between the leg's pieces, all sides from the points
+    ns = len(leg_pieces) - 1
+    stops_i = np.zeros((ns + 2, 5), np.int64)
+    stops_i[:, 2] = UNKNOWN_SIDE
+    stops_i[:, 4] = 1
+    stops_f = np.empty((ns + 2, 2))
+    stops_f[0] = float(locations[a].lon), float(locations[a].lat)
+    stops_f[1] = float(locations[b].lon), float(locations[b].lat)
+    if ns:
+        edge = np.cumsum([len(p.edges) for p in leg_pieces[:-1]]) - 1
+        if edge.min() < 0 or edge.max() >= n:
+            raise ValueError(f"stop edge {int(edge.min() if edge.min() < 0 else edge.max())} outside 0..{n - 1}")
+        stops_i[2:, 0] = edge
+        stops_i[2:, 1] = [STOP_KIND_CODES[x.type] for x in locations[a + 1:b]]
+        stops_i[2:, 3] = np.arange(1, ns + 1)
+        stops_f[2:] = [(float(x.lon), float(x.lat)) for x in locations[a + 1:b]]
+    rows, vals = maneuver_table(lon, lat, sines, edge_f, edge_i, stops_i, stops_f)
+    mode, kind = TRAVEL[prof.costing]
+    loc = load_locale(resolve_language(opts.language))
+    dtype = opts.directions_type
+    made = []
+    for (code, n1, n2, bshape, eshape, bb, ba, bedge, eedge, rbc, x1, x2, p1, p2, side, sidx, skind), \
+            (length, seconds, cost) in zip(rows.tolist(), vals.tolist(), strict=True):
+        made.append((code, ([strings[n1], strings[n2]] if n2 else [strings[n1]]) if n1 else [], length, seconds,
+                     bshape, eshape, bb, ba, None if rbc < 0 else rbc, SIDES[side], None if sidx < 0 else sidx,
+                     None if skind < 0 else STOP_KINDS[skind], street_names(strings, x1, x2) if x1 else [],
+                     street_names(strings, p1, p2) if p1 else [], cost, bedge, eedge))
+    texts = render_rows(loc, units, dtype, made)
+    return [Maneuver(code, names, length, seconds, cost, bshape, eshape, bb, ba, mode, kind, rbc, side, sidx, skind,
+                     exit_names if code == _ROUNDABOUT_ENTER else [], d, None, None, bedge, eedge)
+            for (code, names, length, seconds, bshape, eshape, bb, ba, rbc, side, sidx, skind, exit_names, _, cost,
+                 bedge, eedge), d in zip(made, texts, strict=True)]
 
 
 def build_route(router, prof, locations, cands, pieces: list[Leg], notes: list[str],
@@ -336,17 +402,8 @@ def build_route(router, prof, locations, cands, pieces: list[Leg], notes: list[s
         lon, lat, begin, end, edges, covered = pieces_geometry(graph, leg_pieces)
         maneuvers = None
         if opts.directions_type != "none":
-            edge_cost = prof.cost[edges]
-            edge_cost = np.where(np.isfinite(edge_cost), edge_cost, 0.0) * covered
-            stops, count = [], 0
-            for k, piece in enumerate(leg_pieces[:-1]):
-                count += len(piece.edges)
-                stops.append(Stop(edge=count - 1, kind=locations[a + 1 + k].type,
-                                  point=(float(locations[a + 1 + k].lon), float(locations[a + 1 + k].lat)),
-                                  index=k + 1))
-            points = [(float(locations[i].lon), float(locations[i].lat)) for i in range(a, b + 1)]
-            path, _ = _path_info(graph, prof, lon, lat, begin, end, edges, covered, stops, points)
-            maneuvers = _maneuvers(path, edge_cost, opts, prof.costing)
+            maneuvers = _leg_maneuvers(graph, prof, lon, lat, begin, end, edges, covered, locations, leg_pieces,
+                                       a, b, opts)
         wait = sum(float(locations[i].waiting_secs or 0) for i in range(a + 1, b + 1))
         if a == 0:
             wait += float(locations[0].waiting_secs or 0)
