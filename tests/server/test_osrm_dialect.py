@@ -346,3 +346,60 @@ def test_table_honours_bearings_as_route_does(client):
     plain = ok(client.get(f"/table/v1/driving/{coords(*pts)}", params={"sources": "0"}))
     west = ok(client.get(f"/table/v1/driving/{coords(*pts)}", params={"bearings": "270,90;;", "sources": "0"}))
     assert plain["durations"] != west["durations"]
+
+
+def _arms_numpy(g, usable, e_in, e_out, before, after):
+    """A plain numpy reading of one intersection (what the junction kernel must give)."""
+    v = int(g.edge_src[e_out])
+    arms = np.asarray(g.node_out_edges[g.node_out_offsets[v]:g.node_out_offsets[v + 1]]).astype(np.int64)
+    bearings = np.round(np.asarray(g.edge_bearing_start)[arms]).astype(np.int64) % 360
+    back = e_in ^ 1
+    if after >= 0:
+        bearings[arms == e_out] = after
+    if before >= 0:
+        bearings[arms == back] = (before + 180) % 360
+    order = np.argsort(bearings, kind="stable")
+    arms, bearings = arms[order], bearings[order]
+    i_in, i_out = np.flatnonzero(arms == back), np.flatnonzero(arms == e_out)
+    entry = usable[arms] & (arms != back)
+    return bearings.tolist(), entry.tolist(), int(i_in[0]) if len(i_in) else -1, int(i_out[0]) if len(i_out) else -1
+
+
+def test_junction_kernel_equals_a_numpy_reading_on_the_real_graph(andorra):
+    """Edge pairs meeting at 3,000 real Andorra nodes (U-turns included) and pairs that do not meet, with
+    and without the maneuver's bearings on the route's arms: the kernel's bearings, entries and
+    positions are numpy's (round half to even, stable sort)."""
+    from geoengine.services.dialects.osrm import _arms_table, _junction_arms
+
+    g = andorra.graph
+    rng = np.random.default_rng(3)
+    usable = andorra.router.profile("auto").usable
+    offs, out = np.asarray(g.node_out_offsets), np.asarray(g.node_out_edges).astype(np.int64)
+    nodes = rng.choice(np.flatnonzero(np.diff(offs) > 0), 3000)
+    e_out = out[offs[nodes] + rng.integers(0, np.diff(offs)[nodes])]
+    e_in = out[offs[nodes] + rng.integers(0, np.diff(offs)[nodes])] ^ 1  # arrives at the node
+    stray = rng.choice(len(g.edge_src), 200)
+    e_in = np.concatenate([e_in, stray])
+    e_out = np.concatenate([e_out, rng.choice(len(g.edge_src), 200)])
+    before = rng.integers(-1, 360, len(e_in))
+    after = rng.integers(-1, 360, len(e_in))
+    checked = met = 0
+    for only in (False, True):
+        start, bear, entry, i_in, i_out = _arms_table(g, usable, e_in, e_out, before, after, only)
+        for q in range(len(e_in)):
+            s, t = start[q], start[q + 1]
+            v = int(g.edge_src[e_out[q]])
+            if only and offs[v + 1] - offs[v] <= 2:
+                assert s == t
+                continue
+            want = _arms_numpy(g, usable, int(e_in[q]), int(e_out[q]), int(before[q]), int(after[q]))
+            assert (bear[s:t], entry[s:t], i_in[q], i_out[q]) == want
+            checked += 1
+            met += i_in[q] >= 0
+    assert checked >= 4000 and met >= 3000
+    # half-way bearings round to even, as numpy does
+    bs = np.array([0.5, 1.5, 359.5, 2.5], np.float32)
+    start, bear, entry, i_in, i_out = _junction_arms(
+        np.array([0, 4]), np.array([0, 1, 2, 3]), bs, np.ones(4, bool), True, np.zeros(4, np.int32), np.array([1]),
+        np.array([2]), np.array([-1]), np.array([-1]), False)
+    assert bear.tolist() == sorted((np.round(bs).astype(np.int64) % 360).tolist()) == [0, 0, 2, 2]

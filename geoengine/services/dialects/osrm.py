@@ -16,6 +16,7 @@ import re
 from collections.abc import Mapping
 from typing import Any
 
+import numba
 import numpy as np
 
 from geoengine.costing.schema import COSTINGS
@@ -413,66 +414,144 @@ _TYPES: dict[int, tuple[str, str | None]] = {
 }
 
 
-def _arms(graph, usable, e_in: int, e_out: int, location: list, before: int | None = None,
-          after: int | None = None) -> dict | None:
-    """The intersection at the node where edge e_in ends and e_out starts, with every road arm there:
-    bearings leaving the node (sorted), `entry` = the costing may leave through the arm (the arm the
-    route came in by counts as a U-turn: false), `in`/`out` the arms the route uses. At a maneuver the
-    route's own arms take the maneuver's bearings (`before`, `after`), as OSRM's do. None when the
-    edges do not meet."""
-    v = int(graph.edge_src[e_out])
-    arms = graph.node_out_edges[graph.node_out_offsets[v]:graph.node_out_offsets[v + 1]]
-    bearings = np.round(graph.edge_bearing_start[arms]).astype(np.int64) % 360
-    back = e_in ^ 1
-    if after is not None:
-        bearings[arms == e_out] = after
-    if before is not None:
-        bearings[arms == back] = (before + 180) % 360
-    order = np.argsort(bearings, kind="stable")
-    arms, bearings = arms[order], bearings[order]
-    i_in, i_out = np.flatnonzero(arms == back), np.flatnonzero(arms == e_out)
-    if not len(i_in) or not len(i_out):
-        return None
-    entry = (usable[arms] if usable is not None else np.ones(len(arms), bool)) & (arms != back)
-    return {"location": location, "bearings": bearings.tolist(), "entry": entry.tolist(),
-            "in": int(i_in[0]), "out": int(i_out[0])}
-
-
-def _intersections(m, leg, graph, usable, kind: str, location: list, before: int, after: int) -> list[dict]:
-    """The step's intersections: its maneuver point, then every junction with more than two roads that
-    the step passes, each with all its arms (`_arms`)."""
-    first = None
-    edges = leg.edges
-    b, e = int(m.begin_edge), int(m.end_edge)
-    if graph is not None and kind not in ("depart", "arrive") and 0 < b < len(edges):
-        first = _arms(graph, usable, int(edges[b - 1]), int(edges[b]), location, before, after)
-    out = [first or _intersection(kind, location, before, after)]
-    if graph is None or leg.shape_begin is None or kind == "arrive":
-        return out
-    offs = graph.node_out_offsets
-    for j in range(max(b, 0) + 1, min(e, len(edges))):
-        v = int(graph.edge_src[edges[j]])
-        if offs[v + 1] - offs[v] <= 2:  # a bend, not a junction
+@numba.njit(cache=True, nogil=True)
+def _junction_arms(offsets, out_edges, bearing_start, usable, has_usable, edge_src, e_in, e_out, before, after,
+                   junctions_only):
+    """Every road arm at the node where edge e_in[q] ends and e_out[q] starts, for each q: bearings
+    leaving the node (the edge's start bearing rounded half to even, mod 360; the route's own way out
+    takes after[q] and its way back in (before[q] + 180) % 360 when those are >= 0), sorted stably;
+    `entry` = the costing may leave through the arm and it is not the way back; the positions of the
+    way back (`i_in`) and the way out (`i_out`) in the sorted arms, -1 when the edges do not meet.
+    `junctions_only`: nodes with two arms or fewer (bends) get none. Rows of q: start[q]:start[q + 1]."""
+    n = e_in.shape[0]
+    start = np.zeros(n + 1, np.int64)
+    for q in range(n):
+        v = edge_src[e_out[q]]
+        deg = offsets[v + 1] - offsets[v]
+        start[q + 1] = start[q] + (0 if junctions_only and deg <= 2 else deg)
+    bear = np.empty(start[n], np.int64)
+    arm = np.empty(start[n], np.int64)
+    entry = np.empty(start[n], np.bool_)
+    i_in = np.full(n, -1, np.int64)
+    i_out = np.full(n, -1, np.int64)
+    for q in range(n):
+        s, t = start[q], start[q + 1]
+        if s == t:
             continue
-        k = int(leg.shape_begin[j])
-        at = [round(float(leg.lon[k]), 6), round(float(leg.lat[k]), 6)]
-        arms = _arms(graph, usable, int(edges[j - 1]), int(edges[j]), at)
-        if arms is not None:
-            out.append(arms)
-    return out
+        o = offsets[edge_src[e_out[q]]]
+        back, out = e_in[q] ^ 1, e_out[q]
+        for k in range(t - s):
+            a = out_edges[o + k]
+            x = np.float64(bearing_start[a])
+            f = np.floor(x)
+            d = x - f
+            r = f + 1.0 if d > 0.5 or (d == 0.5 and f % 2.0 != 0.0) else f  # numpy's round: half to even
+            b = np.int64(r) % 360
+            if after[q] >= 0 and a == out:
+                b = after[q]
+            if before[q] >= 0 and a == back:
+                b = (before[q] + 180) % 360
+            p = s + k
+            while p > s and bear[p - 1] > b:  # insertion: equal bearings keep their order (a stable sort)
+                bear[p] = bear[p - 1]
+                arm[p] = arm[p - 1]
+                p -= 1
+            bear[p] = b
+            arm[p] = a
+        for p in range(s, t):
+            a = arm[p]
+            entry[p] = (usable[a] if has_usable else True) and a != back
+            if a == back and i_in[q] < 0:
+                i_in[q] = p - s
+            if a == out and i_out[q] < 0:
+                i_out[q] = p - s
+    return start, bear, entry, i_in, i_out
 
 
-def _step(m, lon: np.ndarray, lat: np.ndarray, q: dict, mode: str, leg=None, graph=None, usable=None) -> dict:
-    """An OSRM RouteStep from a typed Maneuver (`geoengine.services.route.Maneuver`) of a leg whose shape
-    is (lon, lat); with the leg and the graph, its intersections list every road arm."""
-    last = len(lon) - 1
-    b, e = min(int(m.begin_shape_index), last), min(int(m.end_shape_index), last)
+_NO_USABLE = np.zeros(1, np.bool_)
+
+
+def _arms_table(graph, usable, e_in, e_out, before, after, junctions_only: bool):
+    """`_junction_arms` for these edge pairs: (start, bearings, entry, i_in, i_out) as Python lists."""
+    has = usable is not None
+    start, bear, entry, i_in, i_out = _junction_arms(
+        graph.node_out_offsets, graph.node_out_edges, graph.edge_bearing_start,
+        np.ascontiguousarray(usable, np.bool_) if has else _NO_USABLE, has, graph.edge_src,
+        np.ascontiguousarray(e_in, np.int64), np.ascontiguousarray(e_out, np.int64),
+        np.ascontiguousarray(before, np.int64), np.ascontiguousarray(after, np.int64), junctions_only)
+    return start.tolist(), bear.tolist(), entry.tolist(), i_in.tolist(), i_out.tolist()
+
+
+class _LegJunctions:
+    """The intersections of one leg's steps, made with two kernel calls (`_junction_arms`): the arms at
+    each maneuver point (with the maneuver's bearings on the route's own arms, as OSRM's) and at every
+    junction with more than two roads that the route passes."""
+
+    def __init__(self, leg, graph, usable, heads: list[tuple]):
+        import bisect
+
+        self._bisect = bisect.bisect_left
+        edges = np.asarray(leg.edges, np.int64)
+        n = len(edges)
+        self.n = n
+        self.first: list[dict | None] = [None] * len(heads)
+        at = [i for i, (kind, b, _, _) in enumerate(heads) if kind not in ("depart", "arrive") and 0 < b < n]
+        if at:
+            bs = np.array([heads[i][1] for i in at], np.int64)
+            start, bear, entry, i_in, i_out = _arms_table(
+                graph, usable, edges[bs - 1], edges[bs], [heads[i][2] for i in at], [heads[i][3] for i in at], False)
+            for r, i in enumerate(at):
+                if i_in[r] >= 0 and i_out[r] >= 0:
+                    s, t = start[r], start[r + 1]
+                    self.first[i] = {"location": None, "bearings": bear[s:t], "entry": entry[s:t], "in": i_in[r],
+                                     "out": i_out[r]}
+        self.js: list[int] = []
+        self.passing: list[dict] = []
+        if n > 1 and leg.shape_begin is not None:
+            minus = np.full(n - 1, -1, np.int64)
+            start, bear, entry, i_in, i_out = _arms_table(graph, usable, edges[:-1], edges[1:], minus, minus, True)
+            lon, lat, sb = leg.lon, leg.lat, leg.shape_begin
+            for r in range(n - 1):
+                s, t = start[r], start[r + 1]
+                if s == t or i_in[r] < 0 or i_out[r] < 0:
+                    continue
+                k = int(sb[r + 1])
+                self.js.append(r + 1)
+                self.passing.append({"location": [round(float(lon[k]), 6), round(float(lat[k]), 6)],
+                                     "bearings": bear[s:t], "entry": entry[s:t], "in": i_in[r], "out": i_out[r]})
+
+    def of_step(self, i: int, b: int, e: int, kind: str, location: list, before: int, after: int) -> list[dict]:
+        """The intersections of step i (edges b..e): its maneuver point, then the junctions it passes."""
+        first = self.first[i]
+        if first is not None:
+            first["location"] = location
+        out = [first or _intersection(kind, location, before, after)]
+        if kind == "arrive" or not self.js:
+            return out
+        lo, hi = self._bisect(self.js, max(b, 0) + 1), self._bisect(self.js, min(e, self.n))
+        out.extend(self.passing[lo:hi])
+        return out
+
+
+def _head(m) -> tuple[str, str | None, int, int]:
+    """(OSRM maneuver type, modifier, bearing before, bearing after) of a typed Maneuver."""
     kind, modifier = _TYPES.get(int(m.type), ("turn", None))
     before = 0 if kind == "depart" else int(round(float(m.bearing_before or 0))) % 360
     after = 0 if kind == "arrive" else int(round(float(m.bearing_after or 0))) % 360
     if modifier is None and kind not in ("notification", "depart", "arrive"):
         modifier = _modifier(((after - before + 540.0) % 360.0) - 180.0) \
             if m.bearing_before is not None and m.bearing_after is not None else "straight"
+    return kind, modifier, before, after
+
+
+def _step(m, lon: np.ndarray, lat: np.ndarray, q: dict, mode: str, junctions: _LegJunctions | None = None,
+          i: int = 0, head: tuple | None = None) -> dict:
+    """An OSRM RouteStep from a typed Maneuver (`geoengine.services.route.Maneuver`) of a leg whose shape
+    is (lon, lat), the i-th of its leg (`head`: its `_head` when already made); with the leg's
+    `junctions`, its intersections list every road arm."""
+    last = len(lon) - 1
+    b, e = min(int(m.begin_shape_index), last), min(int(m.end_shape_index), last)
+    kind, modifier, before, after = head or _head(m)
     idx = np.arange(b, e + 1) if e > b else np.array([b, b])
     location = [round(float(lon[b]), 6), round(float(lat[b]), 6)]
     maneuver: dict[str, Any] = {"type": kind, "bearing_before": before, "bearing_after": after, "location": location}
@@ -490,8 +569,8 @@ def _step(m, lon: np.ndarray, lat: np.ndarray, q: dict, mode: str, leg=None, gra
         "driving_side": "right",
         "geometry": _geometry(np.column_stack([lon[idx], lat[idx]]), q["geometries"]),
         "maneuver": maneuver,
-        "intersections": (_intersections(m, leg, graph, usable, kind, location, before, after) if leg is not None
-                          else [_intersection(kind, location, before, after)]),
+        "intersections": (junctions.of_step(i, int(m.begin_edge), int(m.end_edge), kind, location, before, after)
+                          if junctions is not None else [_intersection(kind, location, before, after)]),
     }
     if len(names) > 1:
         step["ref"] = "; ".join(names[1:])
@@ -583,7 +662,13 @@ def route_object(route, q: dict, mode: str, legs=None, graph=None) -> dict:
     legs = route.legs if legs is None else legs
     out_legs = []
     for leg in legs:
-        steps = [_step(m, leg.lon, leg.lat, q, mode, leg, graph, route.usable) for m in leg.maneuvers or []]
+        ms = leg.maneuvers or []
+        heads = [_head(m) for m in ms]
+        junctions = None
+        if graph is not None and ms:
+            junctions = _LegJunctions(leg, graph, route.usable, [(h[0], int(m.begin_edge), h[2], h[3])
+                                                                 for m, h in zip(ms, heads, strict=True)])
+        steps = [_step(m, leg.lon, leg.lat, q, mode, junctions, i, h) for i, (m, h) in enumerate(zip(ms, heads, strict=True))]
         _spread_turn_delays(steps, leg.time_s)
         out: dict[str, Any] = {"distance": round(leg.length_m, 1), "duration": round(leg.time_s, 1),
                                "weight": round(leg.time_s, 1), "summary": _summary(steps),
