@@ -15,6 +15,7 @@ protocol's parser callbacks (`server/protocol.py`), the requests whose answer ne
                                              the OSRM dialect, two coordinates without alternatives,
                                              plain query string (routes/osrm.py `inline`)
     POST /route                              a body `RouteRequest` accepts, two locations, no alternates
+    GET /route?json={body}                   the same, the body as Valhalla's query parameter
 
 and only when every rule the middleware would apply is decided by a dictionary read:
 
@@ -286,6 +287,8 @@ class FrontDoor:
         if answer is None:
             if path.startswith(_OSRM_PREFIXES):
                 return self._osrm(path, query, headers)
+            if path == "/route":
+                return self._route_get(path, query, headers)
             if path == "/health":
                 if query:
                     return None
@@ -313,6 +316,16 @@ class FrontDoor:
 
     def _elevation(self, engine, params: dict):
         return plain_elevation(engine, params)
+
+    def _route_get(self, path: str, query: bytes, headers) -> Answer | None:
+        """Valhalla's `GET /route?json={body}`: the body `post` would answer, given as the only parameter."""
+        req = _Request(headers)
+        if req.length is not None or not self._admit(path, req):
+            return None
+        params = self._plain_query({"query_string": query})
+        if params is None or len(params) != 1 or "json" not in params:
+            return None
+        return self.post(path, params["json"].encode())
 
     def _osrm(self, path: str, query: bytes, headers) -> Answer | None:
         """An OSRM dialect request cheap enough for the event loop (routes/osrm.py `inline`)."""

@@ -18,6 +18,7 @@ or a thread hop:
                                            `answer`; a two-coordinate route or a nearest on the event
                                            loop, the rest in the thread pool)
     POST /route                            a body that `RouteRequest` accepts as it stands
+    GET /route?json={body}                 the same body as Valhalla's query parameter
     POST /matrix                           a body that `MatrixRequest` accepts as it stands
 
 Anything it does not recognise as plainly valid goes on to the application unchanged (a /route body
@@ -157,6 +158,10 @@ class HotPath:
                 elif path == "/elevation":
                     if await self._query(scope, send, self._elevation):
                         return None
+                elif path == "/route":  # Valhalla's GET /route?json={body}
+                    body = self._json_param(scope)
+                    if body is not None and await self._post(scope, send, body, *self._posts["/route"]):
+                        return None
                 elif path.startswith(_OSRM_PREFIXES):
                     osrm = self._osrm_path(path)
                     if osrm is not None and await self._osrm(scope, send, osrm):
@@ -204,6 +209,13 @@ class HotPath:
 
     def _elevation(self, engine, params: dict):
         return plain_elevation(engine, params)
+
+    def _json_param(self, scope) -> bytes | None:
+        """The body of Valhalla's `GET /{action}?json={body}` when `json` is the only parameter."""
+        params = self._plain_query(scope)
+        if params is None or len(params) != 1 or "json" not in params:
+            return None
+        return params["json"].encode()
 
     # -- GET /sources, GET /tiles/{source} (TileJSON) ---------------------------------------------
     async def _tile_meta(self, scope, send, source: str | None) -> None:

@@ -74,7 +74,7 @@ class _CorkedTransport:
 # The raw path (`CorkedHttpToolsProtocol._raw`): one whole GET in one chunk, read without the parser's
 # callbacks when it is plainly well formed; anything else goes to httptools as always.
 _TILE_PREFIXES = (b"GET /tiles/", b"HEAD /tiles/")
-_RAW_PREFIXES = (*_TILE_PREFIXES, b"GET /search", b"GET /elevation", b"GET /health", b"GET /route/",
+_RAW_PREFIXES = (*_TILE_PREFIXES, b"GET /search", b"GET /elevation", b"GET /health", b"GET /route",
                  b"GET /nearest/")
 _CTL = re.compile(rb"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\xff]")
 _HEADERS = re.compile(rb"(?:\r\n[!#$%&'*+\-.^_`|~0-9A-Za-z]+:[^\r\n]*)*")
