@@ -235,12 +235,11 @@ def _flow_cut(verts, k, off, adj, rev, mark, stamp, tagbase, role, fint, fedge, 
                     x = path[i]
                     p = path[i - 1]
                     sl = pslot[i]
-                    if sl >= 0:  # along edge slot sl (p out -> x in)
-                        r = rev[sl]
-                        if fedge[r] > 0:
-                            fedge[r] -= 1
-                        else:
-                            fedge[sl] += 1
+                    if sl >= 0:  # along edge slot sl (p out -> x in): its own arc of the split graph. The
+                        # opposite arc (x's out -> p's in) joins other nodes: a flow on it is not cancelled
+                        # here (that broke conservation at both ends and left orphan vertex flows, which
+                        # the cut then counted)
+                        fedge[sl] += 1
                     elif sl == -1:  # a vertex's own arc
                         if x == p + 1:
                             fint[x >> 1] = 1
