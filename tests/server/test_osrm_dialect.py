@@ -385,7 +385,7 @@ def test_junction_kernel_equals_a_numpy_reading_on_the_real_graph(andorra):
     after = rng.integers(-1, 360, len(e_in))
     checked = met = 0
     for only in (False, True):
-        start, bear, entry, i_in, i_out = _arms_table(g, usable, e_in, e_out, before, after, only)
+        start, bear, entry, i_in, i_out = (a.tolist() for a in _arms_table(g, usable, e_in, e_out, before, after, only))
         for q in range(len(e_in)):
             s, t = start[q], start[q + 1]
             v = int(g.edge_src[e_out[q]])

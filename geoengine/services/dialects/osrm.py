@@ -11,6 +11,7 @@ query)` and returns what it gives.
 
 from __future__ import annotations
 
+import bisect
 import math
 import re
 from collections.abc import Mapping
@@ -472,63 +473,64 @@ _NO_USABLE = np.zeros(1, np.bool_)
 
 
 def _arms_table(graph, usable, e_in, e_out, before, after, junctions_only: bool):
-    """`_junction_arms` for these edge pairs: (start, bearings, entry, i_in, i_out) as Python lists."""
+    """`_junction_arms` for these edge pairs: (start, bearings, entry, i_in, i_out) as arrays."""
     has = usable is not None
-    start, bear, entry, i_in, i_out = _junction_arms(
+    return _junction_arms(
         graph.node_out_offsets, graph.node_out_edges, graph.edge_bearing_start,
         np.ascontiguousarray(usable, np.bool_) if has else _NO_USABLE, has, graph.edge_src,
         np.ascontiguousarray(e_in, np.int64), np.ascontiguousarray(e_out, np.int64),
         np.ascontiguousarray(before, np.int64), np.ascontiguousarray(after, np.int64), junctions_only)
-    return start.tolist(), bear.tolist(), entry.tolist(), i_in.tolist(), i_out.tolist()
+
+
+def _met(start, i_in, i_out) -> np.ndarray:
+    """The rows of an `_arms_table` with arms where the two edges meet."""
+    return np.flatnonzero((start[1:] > start[:-1]) & (i_in >= 0) & (i_out >= 0))
 
 
 class _LegJunctions:
     """The intersections of one leg's steps, made with two kernel calls (`_junction_arms`): the arms at
     each maneuver point (with the maneuver's bearings on the route's own arms, as OSRM's) and at every
-    junction with more than two roads that the route passes."""
+    junction with more than two roads that the route passes. Python visits the junctions found, never
+    the leg's edges."""
 
     def __init__(self, leg, graph, usable, heads: list[tuple]):
-        import bisect
-
-        self._bisect = bisect.bisect_left
         edges = np.asarray(leg.edges, np.int64)
         n = len(edges)
         self.n = n
-        self.first: list[dict | None] = [None] * len(heads)
+        # per maneuver: (bearings, entry, in, out) at its point, or None
+        self.first: list[tuple | None] = [None] * len(heads)
         at = [i for i, (kind, b, _, _) in enumerate(heads) if kind not in ("depart", "arrive") and 0 < b < n]
         if at:
             bs = np.array([heads[i][1] for i in at], np.int64)
             start, bear, entry, i_in, i_out = _arms_table(
                 graph, usable, edges[bs - 1], edges[bs], [heads[i][2] for i in at], [heads[i][3] for i in at], False)
-            for r, i in enumerate(at):
-                if i_in[r] >= 0 and i_out[r] >= 0:
-                    s, t = start[r], start[r + 1]
-                    self.first[i] = {"location": None, "bearings": bear[s:t], "entry": entry[s:t], "in": i_in[r],
-                                     "out": i_out[r]}
-        self.js: list[int] = []
+            for r in _met(start, i_in, i_out).tolist():
+                s, t = start[r], start[r + 1]
+                self.first[at[r]] = (bear[s:t].tolist(), entry[s:t].tolist(), int(i_in[r]), int(i_out[r]))
+        self.js: list[int] = []  # the edge index at which each junction passed is entered, ascending
         self.passing: list[dict] = []
         if n > 1 and leg.shape_begin is not None:
             minus = np.full(n - 1, -1, np.int64)
             start, bear, entry, i_in, i_out = _arms_table(graph, usable, edges[:-1], edges[1:], minus, minus, True)
-            lon, lat, sb = leg.lon, leg.lat, leg.shape_begin
-            for r in range(n - 1):
-                s, t = start[r], start[r + 1]
-                if s == t or i_in[r] < 0 or i_out[r] < 0:
-                    continue
-                k = int(sb[r + 1])
-                self.js.append(r + 1)
-                self.passing.append({"location": [round(float(lon[k]), 6), round(float(lat[k]), 6)],
-                                     "bearings": bear[s:t], "entry": entry[s:t], "in": i_in[r], "out": i_out[r]})
+            rows = _met(start, i_in, i_out)
+            k = np.asarray(leg.shape_begin)[rows + 1]
+            lon, lat = np.asarray(leg.lon)[k].tolist(), np.asarray(leg.lat)[k].tolist()
+            st, bl, el, il, ol = start.tolist(), bear.tolist(), entry.tolist(), i_in.tolist(), i_out.tolist()
+            self.js = (rows + 1).tolist()
+            self.passing = [{"location": [round(x, 6), round(y, 6)], "bearings": bl[st[r]:st[r + 1]],
+                             "entry": el[st[r]:st[r + 1]], "in": il[r], "out": ol[r]}
+                            for r, x, y in zip(rows.tolist(), lon, lat, strict=True)]
 
     def of_step(self, i: int, b: int, e: int, kind: str, location: list, before: int, after: int) -> list[dict]:
         """The intersections of step i (edges b..e): its maneuver point, then the junctions it passes."""
         first = self.first[i]
-        if first is not None:
-            first["location"] = location
-        out = [first or _intersection(kind, location, before, after)]
+        if first is None:
+            out = [_intersection(kind, location, before, after)]
+        else:
+            out = [{"location": location, "bearings": first[0], "entry": first[1], "in": first[2], "out": first[3]}]
         if kind == "arrive" or not self.js:
             return out
-        lo, hi = self._bisect(self.js, max(b, 0) + 1), self._bisect(self.js, min(e, self.n))
+        lo, hi = bisect.bisect_left(self.js, max(b, 0) + 1), bisect.bisect_left(self.js, min(e, self.n))
         out.extend(self.passing[lo:hi])
         return out
 
