@@ -14,14 +14,10 @@ import json
 import time
 
 import httptools
-import pytest
-from starlette.testclient import TestClient
 from uvicorn.config import Config
 from uvicorn.server import ServerState
 
-from geoengine.config import Settings
 from geoengine.gateway import KeyStore, load_plans
-from geoengine.server.app import create_app
 from geoengine.server.protocol import CorkedHttpToolsProtocol
 
 HOST = "maps.example.test"
@@ -135,12 +131,41 @@ def post(path, key, doc, extra=""):
             f"Content-Type: application/json\r\nContent-Length: {len(body)}\r\n{extra}\r\n").encode() + body
 
 
-@pytest.fixture()
-def served(tmp_path, andorra):
-    settings = Settings(home=tmp_path, gateway_host=HOST, gateway_key_ttl_s=60, cors_origins="https://app.example")
-    store = KeyStore(settings.state, load_plans(None))
-    app = create_app(andorra, settings)
-    return app, store, TestClient(app, raise_server_exceptions=False)
+def through_front_door(app, key: str, paths: list[str]) -> list[tuple[dict, bool]]:
+    """Each GET in turn on one keep-alive connection through the protocol, the key cached first (by
+    GET /health): (the response, whether the front door answered it)."""
+    door = app.state.front_door
+
+    async def main():
+        conn = Conn(app, asyncio.get_running_loop())
+        await conn.exchange(get("/health", key), 1)
+        out = []
+        for path in paths:
+            before = door.answered
+            (r,) = await conn.exchange(get(path, key), 1)
+            out.append((r, door.answered == before + 1))
+        conn.proto.connection_lost(None)
+        return out
+
+    return asyncio.run(main())
+
+
+def counted(app, store, path: str, n: int = 3) -> tuple[list[dict], int]:
+    """n GETs of `path` with a new key of the `starter` plan (routing requests counted) through the
+    protocol: (the responses, the requests the key's usage counted); none may be the front door's."""
+    key, rec = store.create("starter")
+    door = app.state.front_door
+    before = door.answered
+
+    async def main():
+        conn = Conn(app, asyncio.get_running_loop())
+        out = [(await conn.exchange(get(path, key), 1))[0] for _ in range(n)]
+        conn.proto.connection_lost(None)
+        return out
+
+    out = asyncio.run(main())
+    assert door.answered == before  # counted: every one went through the gateway
+    return out, sum(store.usage(rec.id).values())
 
 
 def run(coro):

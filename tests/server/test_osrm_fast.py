@@ -8,13 +8,7 @@ from __future__ import annotations
 import asyncio
 import json
 
-import pytest
-from starlette.testclient import TestClient
-
-from geoengine.config import Settings
-from geoengine.gateway import KeyStore, load_plans
-from geoengine.server.app import create_app
-from tests.server.test_frontdoor import HOST, Conn, get
+from tests.server.test_frontdoor import HOST, Conn, counted, get, through_front_door
 
 A, B, C = "1.5218,42.5063", "1.5333,42.5107", "1.5450,42.5120"
 FAR = "0.0,0.0"
@@ -42,14 +36,6 @@ CASES = [
 ]
 
 
-@pytest.fixture()
-def served(tmp_path, andorra):
-    settings = Settings(home=tmp_path, gateway_host=HOST, gateway_key_ttl_s=60)
-    store = KeyStore(settings.state, load_plans(None))
-    app = create_app(andorra, settings)
-    return app, store, TestClient(app, raise_server_exceptions=False)
-
-
 def _via_app(path: str) -> str:
     """The same request with a parameter repeated (same value): the fast paths leave a repeated
     parameter to the FastAPI route, which reads the last value as before."""
@@ -61,7 +47,6 @@ def test_osrm_requests_below_fastapi_get_the_routes_answers(served):
     app, store, client = served
     key, _ = store.create("unlimited")
     h = {"X-Gateway-Key": key, "X-Gateway-Host": HOST}
-    door = app.state.front_door
     ref = {}
     for path, _ in CASES:
         r = client.get(_via_app(path), headers=h)
@@ -81,17 +66,9 @@ def test_osrm_requests_below_fastapi_get_the_routes_answers(served):
     assert ref[f"/route/v2/driving/{A};{B}"][2]["code"] == "InvalidVersion"
     assert ref[f"/route/v1/driving/{A};{B}?steps=true&geometries=polyline6"][2]["routes"][0]["legs"][0]["steps"]
 
-    async def main():
-        conn = Conn(app, asyncio.get_running_loop())
-        await conn.exchange(get("/health", key), 1)  # the key is cached from here on
-        for path, front in CASES:
-            before = door.answered
-            (r,) = await conn.exchange(get(path, key), 1)
-            assert door.answered == before + front, path
-            assert (r["status"], r["headers"]["content-type"], json.loads(r["body"])) == ref[path], path
-        conn.proto.connection_lost(None)
-
-    asyncio.run(main())
+    for (path, front), (r, answered) in zip(CASES, through_front_door(app, key, [p for p, _ in CASES]), strict=True):
+        assert answered == front, path
+        assert (r["status"], r["headers"]["content-type"], json.loads(r["body"])) == ref[path], path
 
 
 def test_osrm_fast_paths_keep_the_gateways_rules(served):
@@ -99,18 +76,16 @@ def test_osrm_fast_paths_keep_the_gateways_rules(served):
     path = f"/route/v1/driving/{A};{B}?overview=false"
     assert client.get(path).status_code == 403  # no key
     assert client.get(path, headers={"X-Gateway-Key": "gk_nope", "X-Gateway-Host": HOST}).status_code == 403
-    key, rec = store.create("starter")  # routing requests counted: 500 a month
-    door = app.state.front_door
+    key, _ = store.create("unlimited")
 
-    async def main():
+    async def wrong_host():  # through the protocol, where the front door would take the request
         conn = Conn(app, asyncio.get_running_loop())
-        for _ in range(3):
-            (r,) = await conn.exchange(get(path, key), 1)
-            assert r["status"] == 200 and json.loads(r["body"])["code"] == "Ok"
+        await conn.exchange(get("/health", key), 1)
         (r,) = await conn.exchange(get(path, key, host="evil.example"), 1)
-        assert r["status"] == 403
         conn.proto.connection_lost(None)
+        return r
 
-    asyncio.run(main())
-    assert door.answered == 0  # counted: every one went through the gateway
-    assert sum(store.usage(rec.id).values()) == 3
+    assert asyncio.run(wrong_host())["status"] == 403
+    responses, usage = counted(app, store, path)
+    assert [r["status"] for r in responses] == [200] * 3 and json.loads(responses[0]["body"])["code"] == "Ok"
+    assert usage == 3

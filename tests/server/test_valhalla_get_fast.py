@@ -5,17 +5,10 @@ engine."""
 
 from __future__ import annotations
 
-import asyncio
 import json
 from urllib.parse import quote
 
-import pytest
-from starlette.testclient import TestClient
-
-from geoengine.config import Settings
-from geoengine.gateway import KeyStore, load_plans
-from geoengine.server.app import create_app
-from tests.server.test_frontdoor import HOST, Conn, get
+from tests.server.test_frontdoor import HOST, counted, through_front_door
 
 A, B, C = {"lon": 1.5218, "lat": 42.5063}, {"lon": 1.5333, "lat": 42.5107}, {"lon": 1.5450, "lat": 42.5120}
 # (body, whether the front door answers it itself)
@@ -32,14 +25,6 @@ CASES = [
 ]
 
 
-@pytest.fixture()
-def served(tmp_path, andorra):
-    settings = Settings(home=tmp_path, gateway_host=HOST, gateway_key_ttl_s=60)
-    store = KeyStore(settings.state, load_plans(None))
-    app = create_app(andorra, settings)
-    return app, store, TestClient(app, raise_server_exceptions=False)
-
-
 def _path(body) -> str:
     return "/route?json=" + quote(body if isinstance(body, str) else json.dumps(body))
 
@@ -48,7 +33,6 @@ def test_get_route_below_fastapi_gives_the_routes_answers(served):
     app, store, client = served
     key, _ = store.create("unlimited")
     h = {"X-Gateway-Key": key, "X-Gateway-Host": HOST}
-    door = app.state.front_door
     ref = {}
     for body, _ in CASES:
         path = _path(body)
@@ -60,33 +44,16 @@ def test_get_route_below_fastapi_gives_the_routes_answers(served):
     assert statuses.count(200) == 5 and 400 in statuses and 422 in statuses
     assert ref[_path(CASES[1][0])][2]["trip"]["language"] == "de-DE"
 
-    async def main():
-        conn = Conn(app, asyncio.get_running_loop())
-        await conn.exchange(get("/health", key), 1)  # the key is cached from here on
-        for body, front in CASES:
-            path = _path(body)
-            before = door.answered
-            (r,) = await conn.exchange(get(path, key), 1)
-            assert door.answered == before + front, body
-            assert (r["status"], r["headers"]["content-type"], json.loads(r["body"])) == ref[path], body
-        conn.proto.connection_lost(None)
-
-    asyncio.run(main())
+    paths = [_path(body) for body, _ in CASES]
+    for (body, front), path, (r, answered) in zip(CASES, paths, through_front_door(app, key, paths), strict=True):
+        assert answered == front, body
+        assert (r["status"], r["headers"]["content-type"], json.loads(r["body"])) == ref[path], body
 
 
 def test_get_route_counted_keys_go_through_the_gateway(served):
     app, store, client = served
     path = _path({"locations": [A, B]})
     assert client.get(path).status_code in (401, 403)  # no key
-    key, rec = store.create("starter")  # routing requests counted
-
-    async def main():
-        conn = Conn(app, asyncio.get_running_loop())
-        for _ in range(3):
-            (r,) = await conn.exchange(get(path, key), 1)
-            assert r["status"] == 200 and json.loads(r["body"])["trip"]["status"] == 0
-        conn.proto.connection_lost(None)
-
-    asyncio.run(main())
-    assert app.state.front_door.answered == 0
-    assert sum(store.usage(rec.id).values()) == 3
+    responses, usage = counted(app, store, path)
+    assert [r["status"] for r in responses] == [200] * 3 and json.loads(responses[0]["body"])["trip"]["status"] == 0
+    assert usage == 3
