@@ -84,8 +84,3 @@ class AnswerCache:
             while self._bytes > self.budget:
                 (p, q), b = self._items.popitem(last=False)
                 self._bytes -= len(b) + len(p) + len(q) + _ENTRY_OVERHEAD
-
-    def clear(self) -> None:
-        with self._lock:
-            self._items.clear()
-            self._bytes = 0

@@ -109,7 +109,7 @@ class FrontDoor:
     """Decides, per request, whether it can be answered below ASGI, and answers it."""
 
     def __init__(self, app, keystore, gateway_host: str, max_body_bytes: int, trusted_proxies: bool):
-        from geoengine.server.routes import osrm, search, system, tiles
+        from geoengine.server.routes import osrm, search, system, tiles, valhalla
         from geoengine.services.route import RouteRequest
 
         self.state = app.state
@@ -121,6 +121,7 @@ class FrontDoor:
         self._search = {"/search": search._fast_search, "/search/reverse": search._fast_reverse}
         self._health = system.health_doc
         self._osrm_mod = osrm
+        self._json_param = valhalla.json_param
         self._plain_query = search._plain_query
         self._route_model = RouteRequest
         self.answered = 0  # requests answered here (tests, benchmarks)
@@ -323,9 +324,8 @@ class FrontDoor:
         if req.length is not None or not self._admit(path, req):
             return None
         params = self._plain_query({"query_string": query})
-        if params is None or len(params) != 1 or "json" not in params:
-            return None
-        return self.post(path, params["json"].encode())
+        body = None if params is None else self._json_param(params)
+        return None if body is None else self.post(path, body)
 
     def _osrm(self, path: str, query: bytes, headers) -> Answer | None:
         """An OSRM dialect request cheap enough for the event loop (routes/osrm.py `inline`)."""

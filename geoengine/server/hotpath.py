@@ -53,7 +53,6 @@ log = logging.getLogger("geoengine.server")
 _JSON_CT = (b"content-type", b"application/json")
 _PROBLEM_CT = (b"content-type", PROBLEM_JSON.encode())
 _DUMPS_OPTS = orjson.OPT_SERIALIZE_NUMPY
-_OSRM_PREFIXES = ("/route/", "/table/", "/match/", "/nearest/", "/trip/")  # the OSRM dialect's services
 
 
 def dumps(doc) -> bytes:
@@ -118,7 +117,7 @@ def _cheap_route(req) -> bool:
 class HotPath:
     def __init__(self, app):
         self.app = app
-        from geoengine.server.routes import osrm, search, system, tiles
+        from geoengine.server.routes import osrm, search, system, tiles, valhalla
         from geoengine.services.matrix import MatrixRequest
         from geoengine.services.route import RouteRequest
 
@@ -132,6 +131,8 @@ class HotPath:
         self._health = system.health_doc
         self._osrm_mod = osrm
         self._osrm_path = osrm.parse_path
+        self._osrm_prefixes = tuple(f"/{service}/" for service in osrm.O.SERVICES)
+        self._json_param = valhalla.json_param
 
     async def __call__(self, scope, receive, send):
         if scope["type"] != "http":
@@ -159,10 +160,11 @@ class HotPath:
                     if await self._query(scope, send, self._elevation):
                         return None
                 elif path == "/route":  # Valhalla's GET /route?json={body}
-                    body = self._json_param(scope)
+                    params = self._plain_query(scope)
+                    body = None if params is None else self._json_param(params)
                     if body is not None and await self._post(scope, send, body, *self._posts["/route"]):
                         return None
-                elif path.startswith(_OSRM_PREFIXES):
+                elif path.startswith(self._osrm_prefixes):
                     osrm = self._osrm_path(path)
                     if osrm is not None and await self._osrm(scope, send, osrm):
                         return None
@@ -209,13 +211,6 @@ class HotPath:
 
     def _elevation(self, engine, params: dict):
         return plain_elevation(engine, params)
-
-    def _json_param(self, scope) -> bytes | None:
-        """The body of Valhalla's `GET /{action}?json={body}` when `json` is the only parameter."""
-        params = self._plain_query(scope)
-        if params is None or len(params) != 1 or "json" not in params:
-            return None
-        return params["json"].encode()
 
     # -- GET /sources, GET /tiles/{source} (TileJSON) ---------------------------------------------
     async def _tile_meta(self, scope, send, source: str | None) -> None:

@@ -80,6 +80,14 @@ def status_post(body: V.StatusRequest, engine: Engine = Depends(get_engine)):
 
 
 # -- GET /{action}?json={...}: Valhalla's query form of every action ------------------------------------
+def json_param(params: dict) -> bytes | None:
+    """The body of a `GET /{action}?json={body}` whose only parameter is `json` (the hot path and the
+    front door answer it as the POST body); None for the route to read."""
+    if len(params) != 1 or "json" not in params:
+        return None
+    return params["json"].encode()
+
+
 def _parse_json(raw: str | None) -> dict:
     if raw is None:
         raise InvalidRequest.field("json", "the json query parameter (the request body as JSON) is required")
