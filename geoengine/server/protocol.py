@@ -28,6 +28,7 @@ from uvicorn.protocols.http.httptools_impl import STATUS_LINE, HttpToolsProtocol
 from uvicorn.protocols.utils import get_client_addr, get_path_with_query_string
 
 from geoengine.server import frontdoor
+from geoengine.server.problems import PROBLEM_JSON, problem_bytes
 
 log = logging.getLogger("geoengine.server")
 
@@ -249,6 +250,18 @@ class CorkedHttpToolsProtocol(HttpToolsProtocol):
         if is_head or not body:
             return b"".join((status_line, _Defaults.block, head, b"\r\n"))
         return b"".join((status_line, _Defaults.block, head, b"\r\n", body))
+
+    def send_400_response(self, msg: str) -> None:
+        """uvicorn's answer to bytes its parser refuses (a malformed request line or header, a URL longer
+        than httptools reads: 64 KiB), in the API's one error shape (a problem+json body) instead of
+        uvicorn's text/plain; the connection closes, as uvicorn closes it."""
+        body = problem_bytes(400, "the request is not valid HTTP/1.1: a malformed request line or header, "
+                                  "or a URL longer than 65,535 bytes", "Bad Request")
+        head = b"".join(b"".join((n, b": ", v, b"\r\n")) for n, v in self.server_state.default_headers)
+        self.transport.write(b"".join((STATUS_LINE[400], head, b"content-type: ", PROBLEM_JSON.encode(), b"\r\n",
+                                       b"content-length: ", str(len(body)).encode(), b"\r\nconnection: close\r\n\r\n",
+                                       body)))
+        self.transport.close()
 
     def _write(self, data: bytes) -> None:
         """Send one whole response and do what uvicorn does when a response completes."""

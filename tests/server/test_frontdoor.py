@@ -14,6 +14,7 @@ import json
 import time
 
 import httptools
+import pytest
 from uvicorn.config import Config
 from uvicorn.server import ServerState
 
@@ -613,3 +614,26 @@ def test_nothing_is_remembered_with_the_access_log_on(served):
         conn.proto.connection_lost(None)
 
     run(main())
+
+
+@pytest.mark.parametrize("raw", [
+    b"GET /search?q=" + b"a" * 70_000 + b" HTTP/1.1\r\nHost: x\r\n\r\n",  # a URL longer than httptools reads
+    b"GET /health HTTP/1.1\r\nHost: x\r\nBad Header\r\n\r\n",  # a header line without a colon
+    b"GARBAGE\r\n\r\n",
+])
+def test_bytes_the_parser_refuses_get_the_problem_body(served, raw):
+    """What uvicorn's parser refuses is answered in the API's one error shape (400 problem+json, the
+    connection closed), not uvicorn's text/plain."""
+    app, _, _ = served
+
+    async def main():
+        conn = Conn(app, asyncio.get_running_loop())
+        (r,) = await conn.exchange(raw, 1)
+        return r, conn.transport.closed
+
+    r, closed = run(main())
+    assert r["status"] == 400 and closed
+    assert r["headers"]["content-type"] == "application/problem+json"
+    doc = json.loads(r["body"])
+    assert doc["status"] == 400 and "not valid HTTP/1.1" in doc["detail"]
+    assert int(r["headers"]["content-length"]) == len(r["body"])
