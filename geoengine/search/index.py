@@ -24,7 +24,6 @@ import math
 import re
 import threading
 import time
-from collections import OrderedDict
 from functools import lru_cache
 from pathlib import Path
 
@@ -36,6 +35,7 @@ from geoengine.arrays import readonly, unique
 from geoengine.errors import FieldError, InvalidRequest, NotFound, UpstreamError
 from geoengine.geo import EARTH_RADIUS_M as EARTH_M
 from geoengine.geo import haversine_m
+from geoengine.lru import ByteLRU
 from geoengine.search.kernels import (
     code_points,
     gather_postings,
@@ -475,8 +475,7 @@ class SearchIndex:
         self._prefix_first: dict[int, np.ndarray] = {}
         self._vocab_chars: tuple[np.ndarray, np.ndarray] | None = None
         self._slot: np.ndarray | None = None  # scratch of `kernels.match_matrix`, used under the lock
-        self._tok_cache: OrderedDict[tuple[str, bool], tuple[np.ndarray, np.ndarray]] = OrderedDict()
-        self._tok_cache_bytes = 0
+        self._tok_cache = ByteLRU(TOKEN_CACHE_BYTES)  # (token, is_prefix) -> (documents, qualities)
         self._lock = threading.Lock()
         self._rtree = None
         # per-document caches of the query path, bounded (documents are immutable in a bundle): the text the
@@ -632,18 +631,11 @@ class SearchIndex:
         key = (tok, is_prefix)
         hit = self._tok_cache.get(key)
         if hit is not None:
-            self._tok_cache.move_to_end(key)
             return hit
         out = self._token_matches_uncached(tok, is_prefix)
-        size = out[0].nbytes + out[1].nbytes
-        if size <= TOKEN_CACHE_BYTES // 16:
-            for a in out:
-                a.flags.writeable = False
-            self._tok_cache[key] = out
-            self._tok_cache_bytes += size
-            while self._tok_cache_bytes > TOKEN_CACHE_BYTES:
-                _, (d, q) = self._tok_cache.popitem(last=False)
-                self._tok_cache_bytes -= d.nbytes + q.nbytes
+        for a in out:  # kept or not: the same read-only arrays either way
+            a.flags.writeable = False
+        self._tok_cache.put(key, out, out[0].nbytes + out[1].nbytes)
         return out
 
     def _token_matches_uncached(self, tok: str, is_prefix: bool) -> tuple[np.ndarray, np.ndarray]:

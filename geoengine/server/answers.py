@@ -22,7 +22,8 @@ from __future__ import annotations
 
 import threading
 import weakref
-from collections import OrderedDict
+
+from geoengine.lru import ByteLRU
 
 _ENTRY_OVERHEAD = 200  # bytes of an entry besides its key and body (tuple, dict slot, bytes headers)
 
@@ -31,56 +32,43 @@ class AnswerCache:
     """JSON bodies by (path, query string), for one engine at a time; thread-safe."""
 
     def __init__(self, budget_bytes: int):
-        self.budget = max(0, int(budget_bytes))
-        self._items: OrderedDict[tuple[str, bytes], bytes] = OrderedDict()
-        self._bytes = 0
+        self._lru = ByteLRU(budget_bytes)
+        self.budget = self._lru.budget
         self._engine = None  # a weak reference to the engine the answers are of
         self._lock = threading.Lock()
         self.hits = 0
         self.misses = 0
 
     def __len__(self) -> int:
-        return len(self._items)
+        return len(self._lru)
 
     @property
     def nbytes(self) -> int:
-        return self._bytes
+        return self._lru.nbytes
 
     def _owner(self, engine) -> bool:
         """Whether the kept answers are `engine`'s; else they are dropped and the cache is `engine`'s now."""
         ref = self._engine
         if ref is not None and ref() is engine:
             return True
-        self._items.clear()
-        self._bytes = 0
+        self._lru.clear()
         self._engine = weakref.ref(engine)
         return False
 
     def get(self, engine, path: str, query: bytes) -> bytes | None:
         if not self.budget:
             return None
-        key = (path, query)
         with self._lock:
-            body = self._items.get(key) if self._owner(engine) else None
+            body = self._lru.get((path, query)) if self._owner(engine) else None
             if body is None:
                 self.misses += 1
                 return None
-            self._items.move_to_end(key)
             self.hits += 1
             return body
 
     def put(self, engine, path: str, query: bytes, body: bytes) -> None:
-        size = len(body) + len(path) + len(query) + _ENTRY_OVERHEAD
-        if size * 16 > self.budget:
+        if not self.budget:
             return
-        key = (path, query)
         with self._lock:
             self._owner(engine)
-            old = self._items.pop(key, None)
-            if old is not None:
-                self._bytes -= len(old) + len(path) + len(query) + _ENTRY_OVERHEAD
-            self._items[key] = body
-            self._bytes += size
-            while self._bytes > self.budget:
-                (p, q), b = self._items.popitem(last=False)
-                self._bytes -= len(b) + len(p) + len(q) + _ENTRY_OVERHEAD
+            self._lru.put((path, query), body, len(body) + len(path) + len(query) + _ENTRY_OVERHEAD)

@@ -76,7 +76,6 @@ def _answer(fn, **kw):
 
 def _empty_caches(ix) -> None:
     ix._tok_cache.clear()
-    ix._tok_cache_bytes = 0
     ix._row_text.cache_clear()
     ix._result_base.cache_clear()
 
