@@ -258,6 +258,8 @@ def main() -> int:
     ap.add_argument("--no-tileserver", action="store_true")
     ap.add_argument("--no-osrm", action="store_true")
     ap.add_argument("--no-install", action="store_true", help="do not install missing peers")
+    ap.add_argument("--pbf", help="the extract osrm-routed is prepared from (that of --bundle; default the "
+                    "region's), e.g. a 16-copy extract of ../shared/tools/replicate_extract.py")
     ap.add_argument("--bundle", help="serve this bundle of --region instead of building one into a temporary folder")
     ap.add_argument("--json", help="write the figures here")
     args, _ = ap.parse_known_args()
@@ -290,7 +292,7 @@ def main() -> int:
         bundle = Path(args.bundle).resolve() if args.bundle else region_bundle(args.region, home)
         settings = Settings(home=home, data_mirror=str((ROOT.parent / "shared" / "data").resolve()))
         key, _ = KeyStore(settings.state).create("unlimited", "bench")
-        pbf = Path(fetch_region(args.region, settings)["osm"][0])
+        pbf = Path(args.pbf) if args.pbf else Path(fetch_region(args.region, settings)["osm"][0])
 
         routed = None
         if ({"route", "matrix"} & only) and not args.no_osrm:
