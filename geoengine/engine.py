@@ -139,7 +139,7 @@ class Engine:
         `RouteRequest` / dict. Returns the trip document of POST /route (`compute_route` gives the
         typed result)."""
         from geoengine.services import route
-        from geoengine.services.dialects.trip import route_document
+        from geoengine.services.documents.trip import route_document
         from geoengine.validation import validate
 
         req = validate(route.RouteRequest, request, **fields)

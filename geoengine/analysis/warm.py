@@ -139,7 +139,7 @@ class _Paths:
             except NoRoute:
                 pass
         if self.locs:  # the OSRM dialect's own kernels (overview=simplified, steps)
-            from geoengine.services.dialects import osrm
+            from geoengine.dialects import osrm
 
             coords = ";".join(f"{p['lon']},{p['lat']}" for p in self.locs)
             try:

@@ -16,7 +16,7 @@ from __future__ import annotations
 from typing import Any
 
 from geoengine.narrative.locales import LANGUAGE_PATTERN
-from geoengine.services.dialects import osrm as O
+from geoengine.dialects import osrm as O
 from geoengine.services.models import ENDPOINT_COSTINGS
 
 #: rules the server enforces that JSON Schema cannot state (they depend on a decoded value, on the length
@@ -146,7 +146,7 @@ def tighten(schema: dict, settings) -> dict:
             **c["properties"]["encoded_polyline"],
             "anyOf": [{"type": "string", "pattern": rf"^{_polyline(least)}$"}, {"type": "null"}]}
     # Valhalla's trace_options: ours (unknown keys refused) plus Valhalla's accepted-and-ignored ones
-    from geoengine.services.dialects.valhalla import VALHALLA_ONLY_TRACE_OPTIONS
+    from geoengine.dialects.valhalla import VALHALLA_ONLY_TRACE_OPTIONS
     from geoengine.services.matching import MAX_SHAPE_POINTS
 
     ours = comp("TraceOptions")
@@ -214,7 +214,7 @@ def tighten(schema: dict, settings) -> dict:
             _costing_options_rules(c, extra)
 
     # -- expansion properties ---------------------------------------------------------------------------------
-    from geoengine.services.dialects.valhalla import _PLURAL, EXPANSION_PROPERTIES
+    from geoengine.dialects.valhalla import _PLURAL, EXPANSION_PROPERTIES
 
     comp("ExpansionRequest")["properties"]["expansion_properties"]["items"] = {
         "type": "string", "enum": sorted({*EXPANSION_PROPERTIES, *_PLURAL})}

@@ -4,7 +4,7 @@ models, used by the library (`Engine`), the CLI and the HTTP façade alike.
 - `router`: the search layer every service shares (profiles, snapping, shortest pieces, tables).
 - `route` (typed `Route` / `RouteResult`), `route_options`, `alternates`, `matrix`, `optimised_route`,
   `isochrone`, `matching`, `directions`.
-- `dialects/`: serializers from the typed results to documents (the /route trip, /v1/routing/directions).
+- `documents/`: the spec's documents from the typed results (the /route trip, /v1/routing/directions).
 
 Services import `geoengine.routing` (array kernels), never the other way round; see
 docs/architecture.md.

@@ -3,7 +3,7 @@ polyline6) geometry, optional alternative routes, and steps in six languages.
 
 Library: `engine.directions(waypoints=[{"lon": .., "lat": ..}, ...], profile="driving", ...)` or a
 `DirectionsRequest`. The routes come from the route service (one search, typed routes); this module
-maps the request onto a RouteRequest, and `dialects.directions` renders the typed routes.
+maps the request onto a RouteRequest, and `documents.directions` renders the typed routes.
 """
 
 from __future__ import annotations
@@ -107,7 +107,7 @@ def directions(engine, req: DirectionsRequest) -> dict:
     """The /v1/routing/directions document for a validated request. Raises Unsnappable / NoRoute (422)
     when a waypoint has no usable road near it or no route joins two waypoints."""
     from geoengine.services import route
-    from geoengine.services.dialects.directions import directions_document
+    from geoengine.services.documents.directions import directions_document
 
     result = route.run(engine, route_request(req), field="waypoints",
                        alternates=DIRECTIONS_MAX_ALTERNATES if req.alternatives else 0)

@@ -16,7 +16,7 @@ from geoengine.geo import metres_per_unit
 from geoengine.routing.matching import TYPE_NAMES, UNMATCHED, _arc_sum
 from geoengine.routing.pieces import Leg, piece_geometry
 from geoengine.routing.profile import unpack
-from geoengine.services.dialects.trip import Trip
+from geoengine.services.documents.trip import Trip
 from geoengine.services.models import (
     DirectionsOptions,
     Lat,
@@ -223,7 +223,7 @@ def matched_routes_by_point(matcher, req: MapMatchRequest):
 
 def map_match_document(matcher, req: MapMatchRequest) -> dict:
     """The /map_match document: a /route-shaped `trip` with one leg per matched section."""
-    from geoengine.services.dialects.trip import trip_document
+    from geoengine.services.documents.trip import trip_document
 
     route, res = matched_route(matcher, req)
     out = {"trip": trip_document(route, req.shape_format),

@@ -54,7 +54,7 @@ class OptimisedRouteResponse(BaseModel):
 
 def optimised_route(engine, req: OptimisedRouteRequest) -> dict:
     """The POST /optimised_route document."""
-    from geoengine.services.dialects.trip import trip_document
+    from geoengine.services.documents.trip import trip_document
 
     order, method, cost, given, best = optimise(engine, req)
     out = {"optimized_order": order,

@@ -1,9 +1,9 @@
 """The route service: a route request is searched once, built once into a typed `Route` (legs with
 lon/lat arrays, metres, seconds, maneuvers, warnings) and rendered by a serializer per dialect
-(`geoengine.services.dialects`: the /route trip document, /v1/routing/directions, Valhalla, OSRM).
+(`geoengine.services.documents`: the /route trip document, /v1/routing/directions, Valhalla, OSRM).
 
     result = run(engine, RouteRequest(...))          # RouteResult: routes[0] is the best route
-    doc = dialects.trip.route_document(result)       # the POST /route body
+    doc = documents.trip.route_document(result)       # the POST /route body
 
 The request path (docs/architecture.md): `run` -> Router.search (snapping, CH/Dijkstra pieces) ->
 `build_route` per route (piece geometry, narrative, grades) -> alternates, linear references,

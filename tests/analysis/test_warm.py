@@ -80,7 +80,7 @@ for costing in ("pedestrian", "bicycle"):
         pass
 engine.route(locations=locs, costing="auto", costing_options={"use_highways": 0.2})
 engine.route(locations=locs, costing="auto", alternates=2)
-from geoengine.services.dialects import osrm
+from geoengine.dialects import osrm
 osrm.run("route", engine, "v1", "driving", ";".join(f"{p['lon']},{p['lat']}" for p in locs), {"steps": "true"})
 engine.optimised_route(locations=[{"lon": float(x), "lat": float(y)} for x, y in pts])
 far = np.column_stack([net.lon, net.lat])[ids[np.linspace(0, len(ids) - 1, 17).astype(np.int64)]]

@@ -11,7 +11,7 @@ import pytest
 from geoengine.errors import InvalidRequest, Unprocessable
 from geoengine.geo import cumulative_distance_m, decode_polyline
 from geoengine.services import route_options as extras
-from geoengine.services.dialects.trip import trip_document
+from geoengine.services.documents.trip import trip_document
 from geoengine.services.route import RouteRequest
 
 from .conftest import ANDORRA

@@ -1,6 +1,6 @@
 """The OSRM dialect (docs/osrm.md): `GET /{service}/v1/{profile}/{coordinates}` for route, table, match,
 nearest and trip, with OSRM's query options and response shapes. Thin: one dialect call
-(geoengine.services.dialects.osrm.run, through `answer`) in the thread pool; its errors are OSRM's
+(geoengine.dialects.osrm.run, through `answer`) in the thread pool; its errors are OSRM's
 `{code, message}` bodies with HTTP 400 (docs/errors.md). The hot path and the front door answer the
 requests with a plain query string themselves, with the same `answer`: a two-coordinate route or a
 nearest on the event loop (`inline`), the rest in the thread pool."""
@@ -13,7 +13,7 @@ from fastapi.responses import JSONResponse
 from geoengine.engine import Engine
 from geoengine.errors import GeoengineError
 from geoengine.server.deps import get_engine, run_engine
-from geoengine.services.dialects import osrm as O
+from geoengine.dialects import osrm as O
 
 router = APIRouter(tags=["OSRM dialect"])
 

@@ -10,7 +10,7 @@ from pydantic import BaseModel, Field
 
 from geoengine.engine import Engine
 from geoengine.server.deps import get_engine, run_engine
-from geoengine.services.dialects.trip import RouteResponse
+from geoengine.services.documents.trip import RouteResponse
 from geoengine.services.matrix import MatrixRequest, MatrixResponse
 from geoengine.services.models import COSTING_DESCRIPTIONS, costing_endpoints
 from geoengine.services.route import RouteRequest

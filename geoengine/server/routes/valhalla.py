@@ -1,5 +1,5 @@
 """The Valhalla dialect (docs/valhalla.md): Valhalla's actions with Valhalla's bodies. Thin: parse, one
-dialect call (geoengine.services.dialects.valhalla), return. POST /route and POST /isochrone are the
+dialect call (geoengine.dialects.valhalla), return. POST /route and POST /isochrone are the
 spec's endpoints (routes/routing.py, routes/isochrone.py); here they also answer Valhalla's
 `GET /{action}?json={...}` form, as every other action does."""
 
@@ -12,7 +12,7 @@ from fastapi import APIRouter, Depends, Query, Request
 from geoengine.engine import Engine
 from geoengine.errors import InvalidRequest
 from geoengine.server.deps import get_engine, run_engine
-from geoengine.services.dialects import valhalla as V
+from geoengine.dialects import valhalla as V
 from geoengine.services.matrix import MatrixResponse
 from geoengine.services.optimised_route import OptimisedRouteRequest
 from geoengine.validation import validate
