@@ -53,6 +53,9 @@ def cmd_build(args) -> int:
     progress = Progress(quiet=args.quiet)
     inputs = resolve_inputs(args.target, settings, dem=args.dem, places=args.places, progress=progress)
     out = Path(args.out) if args.out else default_out(inputs, settings)
+    from geoengine.bundler import warmkit
+
+    warmkit.start_in_background(progress.log)  # the one-time compile, on the other core (docs/setup.md)
     report: dict | None = None
     if args.report:
         from geoengine.bundler.measure import process_age_s, rss_mb
@@ -98,9 +101,14 @@ def cmd_warm(args) -> int:
     if not bundles:
         root = Path(settings.bundles_dir)
         bundles = sorted(p for p in root.iterdir() if (p / "manifest.json").exists()) if root.is_dir() else []
-        if not bundles:
-            progress.log(f"warm: no bundles under {root} yet; `geoengine build` warms the bundle it builds")
-            return 0
+    if not args.no_kit:
+        from geoengine.bundler import warmkit
+
+        if not warmkit.is_warm():
+            warmkit.build_and_warm(progress.log)
+    if not args.bundles and not bundles:
+        progress.log(f"warm: no bundles under {root} yet; `geoengine build` warms the bundle it builds")
+        return 0
     for b in bundles:
         Bundle.open(b)  # fail fast with the manifest check's message
         _warm_bundle(b, settings, progress.log)
@@ -331,11 +339,14 @@ def make_parser() -> argparse.ArgumentParser:
     b.add_argument("--no-warm", action="store_true", help="do not fill the compile cache for the new bundle")
     b.set_defaults(func=cmd_build)
 
-    w = sub.add_parser("warm", help="fill the compile cache (Numba) for bundles' request paths",
-                       description="Run one route, matrix, isochrone, accessibility, ... over each bundle so "
-                       "every compiled kernel is cached in NUMBA_CACHE_DIR (default $GEOENGINE_HOME/numba-cache) "
-                       "and later processes start fast. Without arguments: every bundle under $GEOENGINE_BUNDLES.")
+    w = sub.add_parser("warm", help="fill the compile cache (Numba) for builds and bundles' request paths",
+                       description="Build the compile kit (a bundle of a few dozen junctions: every build stage's "
+                       "kernels) once per installation, then run one route, matrix, isochrone, accessibility, ... "
+                       "over each bundle so every compiled kernel is cached in NUMBA_CACHE_DIR (default "
+                       "$GEOENGINE_HOME/numba-cache) and later builds and processes start fast. Without "
+                       "arguments: every bundle under $GEOENGINE_BUNDLES.")
     w.add_argument("bundles", nargs="*", metavar="DIR", help="bundle folders (default: all published bundles)")
+    w.add_argument("--no-kit", action="store_true", help="do not build the compile kit (bundles' request paths only)")
     w.add_argument("--quiet", action="store_true", help="no progress output")
     w.set_defaults(func=cmd_warm)
 

@@ -1,0 +1,204 @@
+"""The compile kit: a bundle small enough to build in seconds, built once per installation so that every
+build stage's and request path's Numba kernel is compiled into NUMBA_CACHE_DIR before a user's first build.
+
+Numba keys a cached kernel by its argument types, not by the data's size, so a build of a few dozen
+junctions compiles exactly what a country's build compiles. The kit's extract is written here with pyosmium
+(a small street grid with the tags every stage reads: road classes, a one-way, a turn restriction, names,
+a place, a POI, an address and an interpolation line) and its DEM is one SRTM tile of a smooth surface. It is
+not map data and nothing is ever answered from it: it only gives the kernels their argument types.
+
+- `geoengine warm` with no bundle to warm builds the kit and warms its request paths (`./dev setup` and
+  `pip install geoengine && geoengine warm` therefore leave a full cache).
+- `geoengine build` in an environment whose cache has not seen the kit starts the kit's build in a child
+  process at once (`start_in_background`), so the compile runs on the other core while the source and graph
+  stages read the user's extract, and says so with how long it takes once.
+
+A stamp file in the cache folder (`kit-<version>-<source hash>.done`) records a finished kit for the
+installed code; any change to the package's source makes a new stamp, as Numba's own cache would recompile.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import subprocess
+import sys
+import tempfile
+import time
+import zipfile
+from pathlib import Path
+
+import numpy as np
+
+# The kit's grid: GRID x GRID junctions, STEP degrees apart, south-west corner at (LON0, LAT0).
+GRID = 8
+STEP = 0.002
+LON0, LAT0 = 1.50, 42.50
+# about the CPU seconds of the one-time compile (kit build and warm: 235 s user CPU with an empty cache,
+# `time python -m geoengine.bundler.warmkit`, 2026-11-26; docs/setup.md)
+COMPILE_SECONDS = 240
+
+
+def cache_dir() -> Path:
+    import geoengine  # noqa: F401  (sets the NUMBA_CACHE_DIR default)
+
+    return Path(os.environ["NUMBA_CACHE_DIR"])
+
+
+def source_hash() -> str:
+    """A digest of the package's Python sources: the kit is rebuilt when any kernel may have changed."""
+    root = Path(__file__).resolve().parents[1]
+    h = hashlib.sha256()
+    for p in sorted(root.rglob("*.py")):
+        h.update(str(p.relative_to(root)).encode())
+        h.update(p.read_bytes())
+    return h.hexdigest()[:16]
+
+
+def stamp_path() -> Path:
+    from geoengine import __version__
+
+    return cache_dir() / f"kit-{__version__}-{source_hash()}.done"
+
+
+def is_warm() -> bool:
+    return stamp_path().exists()
+
+
+def write_extract(path: Path) -> Path:
+    """The kit's OSM extract (.osm.pbf) at `path`."""
+    import osmium
+    from osmium.osm.mutable import Node, Relation, Way
+
+    path.unlink(missing_ok=True)
+    node_id = {}
+    w = osmium.SimpleWriter(str(path))
+    try:
+        nid = 1
+        for j in range(GRID):
+            for i in range(GRID):
+                node_id[i, j] = nid
+                w.add_node(Node(id=nid, version=1, location=(LON0 + i * STEP, LAT0 + j * STEP), tags={}))
+                nid += 1
+        extra = nid
+        w.add_node(Node(id=extra, version=1, location=(LON0 + 2.5 * STEP, LAT0 + 2.5 * STEP),
+                        tags={"place": "village", "name": "Kit", "name:en": "Kit"}))
+        w.add_node(Node(id=extra + 1, version=1, location=(LON0 + 1.5 * STEP, LAT0 + 1.2 * STEP),
+                        tags={"amenity": "restaurant", "name": "Kit Cafe", "cuisine": "pizza",
+                              "addr:street": "Kit Street", "addr:housenumber": "3"}))
+        w.add_node(Node(id=extra + 2, version=1, location=(LON0 + 3.2 * STEP, LAT0 + 0.1 * STEP),
+                        tags={"addr:street": "Kit Street", "addr:housenumber": "10", "addr:postcode": "AD500"}))
+        w.add_node(Node(id=extra + 3, version=1, location=(LON0 + 4.0 * STEP, LAT0 + 0.2 * STEP),
+                        tags={"addr:street": "Kit Street", "addr:housenumber": "2"}))
+        w.add_node(Node(id=extra + 4, version=1, location=(LON0 + 6.0 * STEP, LAT0 + 0.2 * STEP),
+                        tags={"addr:street": "Kit Street", "addr:housenumber": "12"}))
+        w.add_node(Node(id=extra + 5, version=1, location=(LON0 + 5.5 * STEP, LAT0 + 5.5 * STEP),
+                        tags={"natural": "peak", "name": "Kit Peak", "ele": "1200"}))
+        wid = 1
+        classes = ("primary", "residential", "secondary", "tertiary", "unclassified", "service", "footway",
+                   "cycleway")
+        for j in range(GRID):  # east-west streets
+            tags = {"highway": classes[j % len(classes)], "name": "Kit Street" if j == 0 else f"Row {j}"}
+            if j == 3:
+                tags["oneway"] = "yes"
+            if j == 5:
+                tags["maxspeed"] = "30"
+            w.add_way(Way(id=wid, version=1, nodes=[node_id[i, j] for i in range(GRID)], tags=tags))
+            wid += 1
+        for i in range(GRID):  # north-south streets
+            tags = {"highway": classes[(i + 1) % len(classes)], "name": f"Column {i}"}
+            if i == 4:
+                tags.update({"surface": "gravel", "bridge": "yes", "layer": "1"})
+            w.add_way(Way(id=wid, version=1, nodes=[node_id[i, j] for j in range(GRID)], tags=tags))
+            wid += 1
+        w.add_way(Way(id=wid, version=1, nodes=[extra + 3, extra + 4],
+                      tags={"addr:interpolation": "even", "addr:street": "Kit Street"}))
+        ring = [node_id[1, 4], node_id[2, 4], node_id[2, 5], node_id[1, 5], node_id[1, 4]]
+        w.add_way(Way(id=wid + 1, version=1, nodes=ring,
+                      tags={"building": "yes", "addr:street": "Row 4", "addr:housenumber": "7"}))
+        w.add_way(Way(id=wid + 2, version=1,
+                      nodes=[node_id[5, 1], node_id[6, 1], node_id[6, 2], node_id[5, 2], node_id[5, 1]],
+                      tags={"landuse": "forest", "name": "Kit Wood"}))
+        # no left turn from the first column onto the first street
+        w.add_relation(Relation(id=1, version=1, members=[("w", GRID + 1, "from"), ("n", node_id[0, 0], "via"),
+                                                          ("w", 1, "to")],
+                                tags={"type": "restriction", "restriction": "no_left_turn"}))
+    finally:
+        w.close()
+    return path
+
+
+def write_dem(folder: Path) -> Path:
+    """One SRTM3 tile (1201 x 1201 big-endian int16, zipped) of a smooth surface over the kit."""
+    lat_i, lon_i = int(np.floor(LAT0)), int(np.floor(LON0))
+    name = f"N{lat_i:02d}E{lon_i:03d}.hgt"
+    y, x = np.mgrid[0:1201, 0:1201].astype(np.float64)
+    height = (1000 + 300 * np.sin(x / 97.0) * np.cos(y / 131.0)).astype(">i2")
+    out = folder / f"{name}.zip"
+    with zipfile.ZipFile(out, "w", zipfile.ZIP_DEFLATED) as z:
+        z.writestr(name, height.tobytes())
+    return out
+
+
+def build_and_warm(log=None) -> float:
+    """Build the kit in a temporary folder, warm its request paths and write the stamp; returns seconds."""
+    from geoengine.analysis.warm import warm
+    from geoengine.bundler.pipeline import BuildInputs, build
+    from geoengine.config import Settings
+    from geoengine.engine import Engine
+    from geoengine.progress import NullProgress
+
+    t0 = time.perf_counter()
+    with tempfile.TemporaryDirectory(prefix="geoengine-kit-") as tmp:
+        tmp = Path(tmp)
+        settings = Settings.from_env(home=str(tmp / "home"))
+        inputs = BuildInputs(osm=write_extract(tmp / "kit.osm.pbf"), dem=[write_dem(tmp)])
+        out = build(inputs, tmp / "bundle", settings, progress=NullProgress())
+        warm(Engine.open(out, settings=settings))
+    stamp = stamp_path()
+    stamp.parent.mkdir(parents=True, exist_ok=True)
+    stamp.write_text(f"{time.time():.0f}\n")
+    seconds = time.perf_counter() - t0
+    if log:
+        log(f"[warm] compile kit built and warmed in {seconds:.1f}s ({stamp.name})")
+    return seconds
+
+
+def start_in_background(log=None) -> subprocess.Popen | None:
+    """When the cache has not seen the kit, build it in a child process now; None when it has.
+
+    The child's output goes to a log file in the cache folder. A build that reaches a kernel before the
+    child has compiled it compiles it itself (Numba writes cache entries atomically), so this never delays
+    a build; it moves the compile onto the machine's other core while the early stages run."""
+    if is_warm():
+        return None
+    folder = cache_dir()
+    folder.mkdir(parents=True, exist_ok=True)
+    with open(folder / "kit.log", "ab") as out:
+        proc = subprocess.Popen([sys.executable, "-m", "geoengine.bundler.warmkit"], stdout=out,
+                                stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=False)
+    if log:
+        log(f"[warm] first build with this installation: compiling the engine's kernels once, in the background "
+            f"(about {COMPILE_SECONDS} s of CPU, once; `geoengine warm` does it ahead of time)")
+    return proc
+
+
+def main() -> int:
+    """The background child: one kit build at a time per cache folder (a second build's child leaves)."""
+    import fcntl
+
+    folder = cache_dir()
+    folder.mkdir(parents=True, exist_ok=True)
+    with open(folder / "kit.lock", "w") as lock:
+        try:
+            fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError:
+            print("[warm] another process is building the compile kit", flush=True)
+            return 0
+        if not is_warm():
+            build_and_warm(log=lambda s: print(s, flush=True))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
