@@ -134,12 +134,13 @@ def measured(cmd: list[str], env=None, cwd=None) -> tuple[float, int, subprocess
     """Run cmd; (wall seconds, peak RSS in MiB over it and its children, the completed process)."""
     wrapper = ("import resource, subprocess, sys, time, json\n"
                "t = time.time(); p = subprocess.run(sys.argv[1:], capture_output=True, text=True)\n"
-               "r = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss\n"
-               "print(json.dumps({'s': time.time() - t, 'rss': r, 'rc': p.returncode, 'out': p.stdout[-3000:], "
-               "'err': p.stderr[-3000:]}))")
+               "u = resource.getrusage(resource.RUSAGE_CHILDREN); r = u.ru_maxrss\n"
+               "print(json.dumps({'s': time.time() - t, 'rss': r, 'cpu': u.ru_utime + u.ru_stime, 'rc': p.returncode, "
+               "'out': p.stdout[-3000:], 'err': p.stderr[-3000:]}))")
     p = subprocess.run([PY, "-c", wrapper, *cmd], capture_output=True, text=True, env=env, cwd=cwd)
     doc = json.loads(p.stdout.strip().splitlines()[-1])
     cp = subprocess.CompletedProcess(cmd, doc["rc"], doc["out"], doc["err"])
+    cp.cpu_seconds = doc["cpu"]  # user + system of the command and its children (the machine may be shared)
     return doc["s"], doc["rss"] // 1024, cp
 
 
@@ -415,10 +416,12 @@ def bench_build(args, osm: Path, region: str, workdir: Path) -> list[dict]:
     rows = []
     print(f"build: {osm.name}")
 
-    def report(peer, secs, rss, path, note=""):
+    def report(peer, secs, rss, path, note="", cpu=0.0):
         size = path.stat().st_size if path and path.exists() else 0
-        rows.append({"peer": peer, "seconds": round(secs, 2), "peak_rss_mib": rss, "bytes": size, "note": note})
-        print(f"  {peer:<22} {secs:7.2f} s  peak {rss:5d} MiB  archive {size / 1e6:7.2f} MB {note}", flush=True)
+        rows.append({"peer": peer, "seconds": round(secs, 2), "cpu_seconds": round(cpu, 2), "peak_rss_mib": rss,
+                     "bytes": size, "note": note})
+        print(f"  {peer:<22} {secs:7.2f} s  cpu {cpu:7.2f} s  peak {rss:5d} MiB  archive {size / 1e6:7.2f} MB {note}",
+              flush=True)
 
     out = workdir / "ge-build"
     out.mkdir(exist_ok=True)
@@ -426,7 +429,8 @@ def bench_build(args, osm: Path, region: str, workdir: Path) -> list[dict]:
     if cp.returncode:
         print("  geoengine failed:", cp.stderr[-800:])
     else:
-        report("geoengine", secs, rss, out / "tiles" / f"{region}.mbtiles", f"{cp.stdout.strip()} tiles")
+        report("geoengine", secs, rss, out / "tiles" / f"{region}.mbtiles", f"{cp.stdout.strip()} tiles",
+               cp.cpu_seconds)
 
     tippe = args.tippecanoe or shutil.which("tippecanoe")
     if tippe:
@@ -460,7 +464,7 @@ def bench_build(args, osm: Path, region: str, workdir: Path) -> list[dict]:
         if cp.returncode:
             report("tilemaker", 0, 0, None, f"failed: {(cp.stderr or cp.stdout)[-300:]}")
         else:
-            report("tilemaker", secs, rss, target, "(OpenMapTiles example schema)")
+            report("tilemaker", secs, rss, target, "(OpenMapTiles example schema)", cp.cpu_seconds)
     else:
         print("  tilemaker: skipped (not installed: apt-get install tilemaker)")
     return rows
@@ -470,6 +474,9 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--region", default="andorra")
     ap.add_argument("--build-regions", default="andorra,liechtenstein", help="regions for the build benchmark")
+    ap.add_argument("--build-pbf", action="append", default=[], metavar="PBF",
+                    help="also build this extract (repeatable), e.g. a stitched copy of Liechtenstein made by "
+                    "../shared/tools/replicate_extract.py (issue 29: the tile stage at 64 copies)")
     ap.add_argument("--duration", type=float, default=5.0, help="seconds per wrk run")
     ap.add_argument("--concurrency", default="1,16,64")
     ap.add_argument("--repeat", type=int, default=1, help="wrk runs per point; the best is reported")
@@ -523,8 +530,10 @@ def main() -> int:
         if not args.skip_build:
             settings = Settings(home=home, data_mirror=str((ROOT.parent / "shared" / "data").resolve()))
             results["build"] = {}
-            for region in args.build_regions.split(","):
-                osm = fetch_region(region, settings)["osm"][0]
+            builds = [(region, fetch_region(region, settings)["osm"][0])
+                      for region in args.build_regions.split(",") if region]
+            builds += [(Path(p).name.split(".")[0], Path(p).resolve()) for p in args.build_pbf]
+            for region, osm in builds:
                 rdir = work / f"build-{region}"
                 rdir.mkdir()
                 results["build"][region] = bench_build(args, osm, region, rdir)

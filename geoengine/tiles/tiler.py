@@ -4,7 +4,7 @@ Per zoom: features whose `min_zoom` (capped at the maximum zoom, so z14 tiles ca
 overzoom) is above the zoom are dropped, and so are polygons and lines smaller than about one screen
 pixel (importance by size); the rest are simplified with a tolerance of a fraction of a pixel of that
 zoom, clipped to the tile with a buffer, moved to tile coordinates (extent 4096, y down) and encoded
-with mapbox-vector-tile. Work is split into batches of tiles handed to a fork-based process pool; the
+with geoengine.tiles.mvt (mapbox-vector-tile's bytes, encoded over arrays). Work is split into batches of tiles handed to a fork-based process pool; the
 features are inherited by the workers, not pickled.
 """
 
@@ -15,13 +15,11 @@ import math
 import multiprocessing as mp
 import os
 
-import mapbox_vector_tile
 import numpy as np
 import shapely
-from mapbox_vector_tile.encoder import on_invalid_geometry_make_valid
 
 from geoengine.arrays import unique
-from geoengine.tiles import schema
+from geoengine.tiles import mvt, schema
 from geoengine.tiles.features import WORLD, FeatureSet, lonlat_to_merc
 
 EXTENT = 4096
@@ -123,19 +121,20 @@ def _encode_batch(task) -> list[tuple[int, int, int, bytes]]:
         clipped = shapely.transform(clipped, lambda c, x0=minx, y1=maxy, k=k: np.column_stack(
             [(c[:, 0] - x0) * k, (y1 - c[:, 1]) * k]))
         empty = shapely.is_empty(clipped)
-        layers: dict[int, list] = {}
+        layers: dict[int, tuple[list, list, list]] = {}
         for j, g in zip(sel[~empty], clipped[~empty], strict=True):
             fi = idx[j]
-            g = _polygonal(g, int(st["dims"][fi]))
+            dim = int(st["dims"][fi])
+            g = _polygonal(g, dim)
             if g is None:
                 continue
-            layers.setdefault(int(st["layer"][fi]), []).append({"geometry": g, "properties": st["props"][fi]})
+            geoms, dims, props = layers.setdefault(int(st["layer"][fi]), ([], [], []))
+            geoms.append(g)
+            dims.append(dim)
+            props.append(st["props"][fi])
         if not layers:
             continue
-        data = mapbox_vector_tile.encode(
-            [{"name": schema.LAYERS[li], "features": feats} for li, feats in sorted(layers.items())],
-            default_options={"extents": EXTENT, "y_coord_down": True, "on_invalid_geometry": on_invalid_geometry_make_valid},
-        )
+        data = mvt.encode_layers([(schema.LAYERS[li], *layers[li]) for li in sorted(layers)])
         out.append((z, x, y, gzip.compress(data, compresslevel=6, mtime=0)))
     return out
 
