@@ -120,14 +120,21 @@ def _encode_batch(task) -> list[tuple[int, int, int, bytes]]:
         k = EXTENT / size
         clipped = shapely.transform(clipped, lambda c, x0=minx, y1=maxy, k=k: np.column_stack(
             [(c[:, 0] - x0) * k, (y1 - c[:, 1]) * k]))
-        empty = shapely.is_empty(clipped)
+        keep = ~shapely.is_empty(clipped)
+        sel, clipped = sel[keep], clipped[keep]
+        fis = idx[sel]
+        want = st["dims"][fis]
+        # a clipped geometry that is not a collection is kept when it has the original's dimension (a
+        # sliver clipped to a line is not); only collections go through _polygonal, one by one
+        collection = shapely.get_type_id(clipped) == 7
+        keep = collection | (shapely.get_dimensions(clipped) == want)
         layers: dict[int, tuple[list, list, list]] = {}
-        for j, g in zip(sel[~empty], clipped[~empty], strict=True):
-            fi = idx[j]
-            dim = int(st["dims"][fi])
-            g = _polygonal(g, dim)
-            if g is None:
-                continue
+        for fi, g, dim, coll in zip(fis[keep].tolist(), clipped[keep], want[keep].tolist(), collection[keep].tolist(),
+                                    strict=True):
+            if coll:
+                g = _polygonal(g, dim)
+                if g is None:
+                    continue
             geoms, dims, props = layers.setdefault(int(st["layer"][fi]), ([], [], []))
             geoms.append(g)
             dims.append(dim)
