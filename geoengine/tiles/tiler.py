@@ -108,7 +108,17 @@ def _encode_batch(task) -> list[tuple[int, int, int, bytes]]:
     if len(idx) == 0:
         return out
     tol = size / EXTENT * (1.0 if z < st["maxzoom"] else 0.5)
-    simp = shapely.simplify(st["geoms"][idx], tol, preserve_topology=True)
+    # each feature is simplified once per zoom, whichever batch meets it first (a partition cuts its
+    # batches zoom by zoom, so only the current zoom's results are kept)
+    if st.get("simplified_zoom") != z:
+        st["simplified_zoom"] = z
+        st["simplified"] = np.empty(len(st["geoms"]), dtype=object)
+        st["simplified_done"] = np.zeros(len(st["geoms"]), dtype=bool)
+    todo = idx[~st["simplified_done"][idx]]
+    if len(todo):
+        st["simplified"][todo] = shapely.simplify(st["geoms"][todo], tol, preserve_topology=True)
+        st["simplified_done"][todo] = True
+    simp = st["simplified"][idx]
     tree = shapely.STRtree(simp)
     for x, y in tiles:
         minx, miny, maxx, maxy = tile_bounds(z, x, y)
