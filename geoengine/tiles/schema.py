@@ -209,8 +209,10 @@ _LANDCOVER = {
     "orchard": "farmland", "vineyard": "farmland", "residential": "urban_area", "industrial": "urban_area",
     "commercial": "urban_area", "retail": "urban_area",
 }
-_WATER_AREA = {("natural", "water"), ("waterway", "riverbank"), ("landuse", "reservoir"), ("landuse", "basin"),
-               ("waterway", "dock"), ("leisure", "swimming_pool")}
+# in order: the first that matches decides (a tuple: a set's order follows the interpreter's hash seed, which
+# made an area tagged both natural=water and waterway=riverbank differ between two builds of one extract)
+_WATER_AREA = (("natural", "water"), ("waterway", "riverbank"), ("landuse", "reservoir"), ("landuse", "basin"),
+               ("waterway", "dock"), ("leisure", "swimming_pool"))
 
 
 def area_features(tags) -> list[Feature]:

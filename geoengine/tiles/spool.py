@@ -255,9 +255,9 @@ def _cut_partition(key: tuple[int, int]) -> list[tuple[int, int, int, bytes]]:
     job = _JOB
     px, py = key
     pz = job["pz"]
-    recs = _load(job["folder"], key)
-    shared = [(s, shapely.from_wkb(w), lay, mz, p) for s, w, lay, mz, p in job["shared"]]
-    recs = [(s, shapely.from_wkb(w), lay, mz, p) for s, w, lay, mz, p in recs] + shared
+    recs = _load(job["folder"], key) + list(job["shared"])
+    geoms = shapely.from_wkb(np.fromiter((r[1] for r in recs), dtype=object, count=len(recs)))  # one call
+    recs = [(s, g, lay, mz, p) for (s, _w, lay, mz, p), g in zip(recs, geoms.tolist(), strict=True)]
     T._STATE = _state_of(recs, job["maxzoom"])
     st = T._STATE
     keep = st["layer"] != _EARTH
