@@ -151,13 +151,11 @@ class Engine:
         no route), the snapped `sources`, `targets`, and `snapped` / `snap_distance_m` (per sources and
         targets). `unsnappable="nan"`: points with no road in reach get NaN rows/columns instead of
         failing the call (docs/analysis.md). `.to_pandas()` via geoengine.to_pandas."""
-        import numpy as np
-
         from geoengine.analysis import unsnappable as U
 
         U.check_mode(unsnappable)
-        src = np.asarray(sources, dtype=np.float64).reshape(-1, 2)
-        dst = np.asarray(targets, dtype=np.float64).reshape(-1, 2)
+        src = _rows(sources, "sources")
+        dst = _rows(targets, "targets")
         return U.matrix(self.router, src, dst, costing, costing_options, unsnappable)
 
     def matrix_request(self, request=None, **fields) -> dict:
@@ -173,13 +171,11 @@ class Engine:
         rows). Returns a RouteManyResult: `time_s`, `distance_m` float64 arrays (inf where there is no
         route, NaN for a point off the network with `unsnappable="nan"`), `snapped`, `snap_distance_m`,
         and with `geometry=True` one shapely LineString per pair; it unpacks as (time_s, distance_m)."""
-        import numpy as np
-
         from geoengine.analysis import unsnappable as U
 
         U.check_mode(unsnappable)
-        o = np.asarray(origins, dtype=np.float64).reshape(-1, 2)
-        d = np.asarray(destinations, dtype=np.float64).reshape(-1, 2)
+        o = _rows(origins, "origins")
+        d = _rows(destinations, "destinations")
         if o.shape != d.shape:
             from geoengine.errors import InvalidRequest
 
@@ -417,6 +413,24 @@ class Engine:
 
 _OLD_ORDER = ("two positional coordinates are ambiguous: {name} used to take (lat, lon) and now takes "
               "(lon, lat); pass them by name (lon=..., lat=...) or as (lon, lat) rows")
+
+
+def _rows(points, field: str):
+    """float64 (n, 2) (lon, lat) rows of a batch call's `field` (a flat (lon, lat) pair is one row): at
+    least one, else InvalidRequest naming the field (never numpy's ValueError)."""
+    import numpy as np
+
+    from geoengine.errors import InvalidRequest
+
+    try:
+        arr = np.asarray(points, dtype=np.float64)
+    except (TypeError, ValueError):
+        raise InvalidRequest.field(field, "must be (lon, lat) rows of numbers") from None
+    if arr.size == 0:
+        raise InvalidRequest.field(field, "must hold at least one (lon, lat) point")
+    if arr.size % 2 or (arr.ndim > 1 and arr.shape[-1] != 2):
+        raise InvalidRequest.field(field, f"must be (lon, lat) rows, got shape {arr.shape}")
+    return arr.reshape(-1, 2)
 
 
 def _lon_lat(points, old_order, lon, lat, name: str):
