@@ -104,7 +104,7 @@ def main():
             # kernels on those truncated weights (integer ms, exact sums) to compare the counts exactly.
             from copy import copy
 
-            from geoengine.analysis.access import accessibility
+            from geoengine.routing.access import accessibility
 
             net_ms = copy(net)
             net_ms.__dict__.pop("_access_csr", None)

@@ -60,7 +60,7 @@ def open(path, settings=None):  # noqa: A001 - the public name the docs promise
 def to_pandas(result):
     """A pandas DataFrame of an engine result (matrix, route, isochrone(s), search, reverse, accessibility,
     nearest POIs); needs `geoengine[analysis]`. See docs/analysis.md."""
-    from geoengine.analysis.frames import to_pandas as _to_pandas
+    from geoengine.frames import to_pandas as _to_pandas
 
     return _to_pandas(result)
 
@@ -68,7 +68,7 @@ def to_pandas(result):
 def to_geopandas(result):
     """A GeoDataFrame (EPSG:4326, lon/lat) of an engine result with geometry: route legs, isochrones,
     search and reverse results, accessibility points; needs `geoengine[analysis]`."""
-    from geoengine.analysis.frames import to_geopandas as _to_geopandas
+    from geoengine.frames import to_geopandas as _to_geopandas
 
     return _to_geopandas(result)
 

@@ -65,8 +65,8 @@ def _matrix_block_to(path, settings, src, targets, costing, costing_options, uns
 
 
 def _access_block(path, settings, costing, costing_options, parts, pj, metric, limit, out_nodes):
-    from geoengine.analysis.access import chunk_partials
     from geoengine.engine import _reopen
+    from geoengine.routing.access import chunk_partials
 
     net = _reopen(path, settings).network(costing, costing_options)
     return chunk_partials(net, pj, list(parts), metric, limit, out_nodes)
@@ -74,7 +74,7 @@ def _access_block(path, settings, costing, costing_options, parts, pj, metric, l
 
 def _run(tasks, fn, client, processes, progress, desc):
     """Results of fn(*args) for every args in `tasks`, in task order."""
-    from geoengine.analysis.progress import bar
+    from geoengine.progress import bar
 
     out = [None] * len(tasks)
     with bar(len(tasks), desc, progress) as tick:
@@ -126,7 +126,7 @@ def matrix(engine_or_path, sources, targets, costing: str = "auto", costing_opti
     reopens them later), which every block writes its rows into: the matrix never travels through the
     scheduler or a pipe (8 bytes x 2 per cell: 1.6 GB for 10,000 x 10,000), and it need not fit in this
     process's memory. Existing files of those names are replaced."""
-    from geoengine.analysis.access import points_array
+    from geoengine.routing.access import points_array
     from geoengine.services.router import MatrixResult
 
     path, settings, engine = _engine_ref(engine_or_path)
@@ -134,7 +134,7 @@ def matrix(engine_or_path, sources, targets, costing: str = "auto", costing_opti
     dst = points_array(targets, "targets")
     b = -(-len(src) // _workers(client, processes)) if block is None else _block_size(block)
     engine.router.parse_options(costing, costing_options)  # bad costing/options fail here, once
-    from geoengine.analysis.unsnappable import MatrixSnap, check_mode
+    from geoengine.services.unsnappable import MatrixSnap, check_mode
 
     check_mode(unsnappable)
     if client is not None:
@@ -170,10 +170,10 @@ def matrix(engine_or_path, sources, targets, costing: str = "auto", costing_opti
 def accessibility(engine_or_path, pois, costing: str = "auto", *, max_time_s=None, max_distance_m=None,
                   aggregation: str = "count", weights=None, at="nodes", costing_options=None, client=None,
                   block: int = 4, processes: int | None = None, progress=None):
-    """`engine.accessibility(...)` with its POI chunks (see geoengine.analysis.access) spread over
+    """`engine.accessibility(...)` with its POI chunks (see geoengine.routing.access) spread over
     `client` or local processes, `block` chunks per task; partials are combined in chunk order, so the
     result is bit-identical to the in-process call."""
-    from geoengine.analysis import access
+    from geoengine.routing import access
 
     path, settings, engine = _engine_ref(engine_or_path)
     b = _block_size(block)

@@ -200,7 +200,7 @@ def cmd_serve(args) -> int:
     if bundle is None:
         bundle = ensure_default_bundle(settings, args.region)
     from geoengine.bundle import Bundle
-    from geoengine.gateway_store import open_keystore
+    from geoengine.gateway.store import open_keystore
     from geoengine.server.protocol import CorkedHttpToolsProtocol
 
     Bundle.open(bundle)  # fail fast with the manifest check's message
@@ -243,7 +243,7 @@ def cmd_serve(args) -> int:
 
 
 def cmd_keys(args) -> int:
-    from geoengine.gateway_store import open_keystore, open_publishable
+    from geoengine.gateway.store import open_keystore, open_publishable
 
     settings = _settings(args)
     store = open_keystore(settings)

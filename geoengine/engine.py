@@ -151,13 +151,11 @@ class Engine:
         no route), the snapped `sources`, `targets`, and `snapped` / `snap_distance_m` (per sources and
         targets). `unsnappable="nan"`: points with no road in reach get NaN rows/columns instead of
         failing the call (docs/analysis.md). `.to_pandas()` via geoengine.to_pandas."""
-        import numpy as np
-
-        from geoengine.analysis import unsnappable as U
+        from geoengine.services import unsnappable as U
 
         U.check_mode(unsnappable)
-        src = np.asarray(sources, dtype=np.float64).reshape(-1, 2)
-        dst = np.asarray(targets, dtype=np.float64).reshape(-1, 2)
+        src = _rows(sources, "sources")
+        dst = _rows(targets, "targets")
         return U.matrix(self.router, src, dst, costing, costing_options, unsnappable)
 
     def matrix_request(self, request=None, **fields) -> dict:
@@ -173,13 +171,11 @@ class Engine:
         rows). Returns a RouteManyResult: `time_s`, `distance_m` float64 arrays (inf where there is no
         route, NaN for a point off the network with `unsnappable="nan"`), `snapped`, `snap_distance_m`,
         and with `geometry=True` one shapely LineString per pair; it unpacks as (time_s, distance_m)."""
-        import numpy as np
-
-        from geoengine.analysis import unsnappable as U
+        from geoengine.services import unsnappable as U
 
         U.check_mode(unsnappable)
-        o = np.asarray(origins, dtype=np.float64).reshape(-1, 2)
-        d = np.asarray(destinations, dtype=np.float64).reshape(-1, 2)
+        o = _rows(origins, "origins")
+        d = _rows(destinations, "destinations")
         if o.shape != d.shape:
             from geoengine.errors import InvalidRequest
 
@@ -212,18 +208,18 @@ class Engine:
         compiled reach search + contouring, spread over both cores. Returns a list of FeatureCollections
         (one per origin, in order), or with `as_frame=True` one GeoDataFrame (EPSG:4326) with an `origin`
         column. See docs/analysis.md."""
-        from geoengine.analysis.batch_iso import isochrones
+        from geoengine.services.batch_iso import isochrones
 
         return isochrones(self, origins, contours, costing, costing_options, polygons=polygons,
                           denoise=denoise, generalize=generalize, as_frame=as_frame, progress=progress)
     # -- end of isochrones block ---------------------------------------------------------------------
     # -- analysis (geoengine/analysis; docs/analysis.md) ----------------------------------------------
     def network(self, costing: str = "auto", costing_options=None):
-        """The routable network of `costing` as documented arrays (`geoengine.analysis.network.Network`:
+        """The routable network of `costing` as documented arrays (`geoengine.routing.network.Network`:
         nodes lon/lat/osm_id, edges src/dst/length_m/time_s/cost) with .to_networkx(), .to_scipy(),
         .to_igraph() and .turns() (the edge-based graph the router searches). Cached per costing for the
         default options."""
-        from geoengine.analysis.network import Network
+        from geoengine.routing.network import Network
 
         router = self.router
         options = router.parse_options(costing, costing_options)
@@ -242,7 +238,7 @@ class Engine:
         `max_time_s` or `max_distance_m` of every junction (`at="nodes"`) or of given (lon, lat) points:
         "count", or "sum" / "mean" / "min" / "max" of `weights` (one per POI). Returns an
         AccessibilityResult (value, count, node, snap_distance_m; .to_pandas()). See docs/analysis.md."""
-        from geoengine.analysis.access import accessibility
+        from geoengine.routing.access import accessibility
 
         return accessibility(self.network(costing, costing_options), pois, max_time_s=max_time_s,
                              max_distance_m=max_distance_m, aggregation=aggregation, weights=weights, at=at)
@@ -251,7 +247,7 @@ class Engine:
                      max_distance_m=None, costing_options=None):
         """The k nearest POIs of each point over the network within the limit: NearestPoisResult with
         distance [n, k] (seconds or metres, inf where fewer in reach) and poi [n, k] (indices, -1)."""
-        from geoengine.analysis.access import nearest_pois
+        from geoengine.routing.access import nearest_pois
 
         return nearest_pois(self.network(costing, costing_options), points, pois, k, max_time_s=max_time_s,
                             max_distance_m=max_distance_m)
@@ -417,6 +413,24 @@ class Engine:
 
 _OLD_ORDER = ("two positional coordinates are ambiguous: {name} used to take (lat, lon) and now takes "
               "(lon, lat); pass them by name (lon=..., lat=...) or as (lon, lat) rows")
+
+
+def _rows(points, field: str):
+    """float64 (n, 2) (lon, lat) rows of a batch call's `field` (a flat (lon, lat) pair is one row): at
+    least one, else InvalidRequest naming the field (never numpy's ValueError)."""
+    import numpy as np
+
+    from geoengine.errors import InvalidRequest
+
+    try:
+        arr = np.asarray(points, dtype=np.float64)
+    except (TypeError, ValueError):
+        raise InvalidRequest.field(field, "must be (lon, lat) rows of numbers") from None
+    if arr.size == 0:
+        raise InvalidRequest.field(field, "must hold at least one (lon, lat) point")
+    if arr.size % 2 or (arr.ndim > 1 and arr.shape[-1] != 2):
+        raise InvalidRequest.field(field, f"must be (lon, lat) rows, got shape {arr.shape}")
+    return arr.reshape(-1, 2)
 
 
 def _lon_lat(points, old_order, lon, lat, name: str):

@@ -1,9 +1,12 @@
-"""Progress reporting for long work (fetch, build): one line per step on a pipe, an updating line on a tty."""
+"""Progress reporting for long work: fetch and build (`Progress`: one line per step on a pipe, an updating line
+on a tty), and the tqdm bars of batch work (`bar`: on for work of at least THRESHOLD steps when stderr is a
+terminal, off otherwise (CI, logs, pipes); `progress=True` / `False` forces it either way)."""
 
 from __future__ import annotations
 
 import sys
 import time
+from contextlib import contextmanager
 
 
 class Progress:
@@ -72,3 +75,28 @@ class Progress:
 class NullProgress(Progress):
     def __init__(self):
         super().__init__(quiet=True)
+
+
+# -- tqdm bars of batch work (engine.isochrones, geoengine.batch) ---------------------------------------
+THRESHOLD = 8  # steps (blocks, origins) below which no bar is shown unless asked for
+
+
+def wanted(total: int, progress) -> bool:
+    if progress is not None:
+        return bool(progress)
+    return total >= THRESHOLD and bool(getattr(sys.stderr, "isatty", lambda: False)())
+
+
+@contextmanager
+def bar(total: int, desc: str, progress=None):
+    """Yields tick(n): advance the bar by n steps (a no-op when no bar is shown or tqdm is missing)."""
+    if not wanted(total, progress):
+        yield lambda n=1: None
+        return
+    try:
+        from tqdm.auto import tqdm
+    except ImportError:
+        yield lambda n=1: None
+        return
+    with tqdm(total=total, desc=desc, file=sys.stderr) as t:
+        yield t.update

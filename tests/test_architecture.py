@@ -1,5 +1,6 @@
 """The package's shape: the import graph has no cycle, array kernels never import the services layer,
-and nothing outside the façade imports `geoengine.server`."""
+nothing outside the façade imports `geoengine.server`, the gateway package stays below the server, and
+analysis/ sits above `Engine`."""
 
 from __future__ import annotations
 
@@ -104,6 +105,12 @@ def test_the_cycle_check_finds_a_cycle():
     ("geoengine.routing", "geoengine.dialects"),
     ("geoengine.search", "geoengine.dialects"),
     ("geoengine.dialects", "geoengine.server"),
+    # the gateway package serves the CLI and the server alike: it never reaches up into the façade
+    ("geoengine.gateway", "geoengine.server"),
+    # analysis/ sits strictly above Engine: what Engine calls lives below it (issue 27)
+    ("geoengine.engine", "geoengine.analysis"),
+    ("geoengine.services", "geoengine.analysis"),
+    ("geoengine.routing", "geoengine.analysis"),
 ])
 def test_layers_import_downwards_only(low, high):
     bad = sorted(f"{n} -> {m}" for n, deps in _graph().items() if n.startswith(low)

@@ -101,21 +101,27 @@ def from_engine_error(exc: GeoengineError, service: str) -> OsrmError:
 # parsing
 # ------------------------------------------------------------------------------------------------------
 _DECIMAL = re.compile(r"-?[0-9]+(\.[0-9]+)?")  # OSRM's coordinate numbers: no exponent, no inf/nan, no spaces
+# the characters osrm-routed's URL grammar takes in the coordinates (its polyline and query characters); any
+# other is InvalidUrl there, where a malformed coordinate made of these is InvalidQuery
+_URL_CHARS = re.compile(r"[A-Za-z0-9_.\-\[\]{}@?|\\%~`^=,;:&()]*")
 
 
 def parse_coordinates(text: str) -> np.ndarray:
     """`lon,lat;lon,lat...`, `polyline(...)` (precision 5) or `polyline6(...)`, with an optional `.json`
-    suffix -> float64 array [n, 2] of (lon, lat)."""
+    suffix -> float64 array [n, 2] of (lon, lat). As osrm-routed: a character outside its URL grammar (a
+    space, `+`) is InvalidUrl, a malformed coordinate InvalidQuery."""
+    if not _URL_CHARS.fullmatch(text):
+        raise OsrmError("InvalidUrl", "the coordinates hold a character outside OSRM's URL grammar")
     if text.endswith(".json"):
         text = text[: -len(".json")]
     for prefix, precision in (("polyline6(", 6), ("polyline(", 5)):
         if text.startswith(prefix):
             if not text.endswith(")"):
-                raise OsrmError("InvalidUrl", f"{prefix[:-1]}(...) is not closed")
+                raise OsrmError("InvalidQuery", f"{prefix[:-1]}(...) is not closed")
             try:
                 lat, lon = decode_polyline(text[len(prefix):-1], precision, field="coordinates")
             except InvalidRequest as exc:
-                raise OsrmError("InvalidUrl", f"coordinates: {exc.detail}") from None
+                raise OsrmError("InvalidQuery", f"coordinates: {exc.detail}") from None
             out = np.column_stack([lon, lat]).astype(np.float64)
             break
     else:
@@ -128,9 +134,9 @@ def parse_coordinates(text: str) -> np.ndarray:
                     raise ValueError
                 out[i] = float(parts[0]), float(parts[1])
             except ValueError:
-                raise OsrmError("InvalidUrl", f"coordinate {i} ('{pair[:40]}') is not 'longitude,latitude'") from None
+                raise OsrmError("InvalidQuery", f"coordinate {i} ('{pair[:40]}') is not 'longitude,latitude'") from None
     if len(out) == 0:
-        raise OsrmError("InvalidUrl", "no coordinates")
+        raise OsrmError("InvalidQuery", "no coordinates")
     if not np.isfinite(out).all():
         raise OsrmError("InvalidValue", "coordinates must be finite numbers")
     bad = np.flatnonzero((np.abs(out[:, 0]) > 180) | (np.abs(out[:, 1]) > 90))
@@ -861,7 +867,7 @@ def nearest(engine, profile: str, coordinates: str, query: Mapping[str, str]) ->
     h = q["heading"][0]
     c = engine.snapper.snap(lon, lat, prof.usable, search_radius=q["radius"][0],
                             heading=None if h is None else h[0], heading_tolerance=None if h is None else h[1],
-                            preferred_side=q["side"][0], index=0, field="coordinates")
+                            preferred_side=q["side"][0], index=0, field="coordinates", at_least=q["number"])
     g = engine.graph
     seg = np.asarray(c.edge, dtype=np.int64) >> 1
     # one waypoint per road segment (both directions of a segment snap to the same point), nearest first

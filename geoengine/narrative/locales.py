@@ -65,6 +65,8 @@ class Locale:
         self.plural_rule = data.get("plural_rule", "one_is_1")
         self.lowercase_after_alert = bool(data.get("lowercase_after_alert", False))
         self.list_separator = data.get("street_separator", "/")
+        #: how the street names of one maneuver are joined when spoken (verbal_pre_transition_instruction)
+        self.spoken_separator = data.get("spoken_street_separator", ", ")
         self._phrases: dict[tuple, str] = {}  # (value, unit, prepositional) -> phrase; bounded by rounding
 
     # numbers ---------------------------------------------------------------------------------------
@@ -254,12 +256,14 @@ def _speech(loc: Locale) -> _Speech:
 
 def _instruction(loc: Locale, sp: _Speech, code: int, names: list[str], bearing_after: int,
                  stop_index: int | None, side: str | None, exit_count: int | None, exit_names: list[str],
-                 previous_names: list[str]) -> tuple[str, str]:
-    """(instruction text, template used) of one maneuver (type code `code`)."""
+                 previous_names: list[str], sep: str | None = None) -> tuple[str, str]:
+    """(instruction text, template used) of one maneuver (type code `code`); `sep` joins the street names
+    (default the locale's written separator)."""
     group = _GROUP_OF[code]
     if group == "destination" and stop_index is not None:
         group = "break"
-    sep = loc.list_separator
+    if sep is None:
+        sep = loc.list_separator
     street = sep.join(names)
     previous = sep.join(previous_names)
     ordinal = ""
@@ -357,6 +361,12 @@ def render_rows(loc: Locale, units: str, dtype: str, rows: list[Row]) -> list[di
             text, template = _instruction(loc, sp, code, names, after, stop_index, side, exit_count, exit_names,
                                           previous_names)
             d["instruction"] = text
+            if len(names) > 1 or len(exit_names) > 1 or len(previous_names) > 1:  # names spoken as a list
+                d["verbal_pre_transition_instruction"] = _instruction(
+                    loc, sp, code, names, after, stop_index, side, exit_count, exit_names, previous_names,
+                    loc.spoken_separator)[0]
+            else:
+                d["verbal_pre_transition_instruction"] = text
             if distance_in is not None:
                 arrival = _ARRIVAL_OF.get(code)
                 if arrival is not None:

@@ -160,6 +160,7 @@ class Snapper:
         component_mask: np.ndarray | None = None,
         index: int = 0,
         field: str = "locations",
+        at_least: int = 1,
     ) -> Candidates:
         """Candidates for one location.
 
@@ -213,6 +214,8 @@ class Snapper:
                 on_line = (found["distance"] <= ON_LINE_M) | at_node
                 keep &= on_line | (right if preferred_side == "same" else ~right)
             if keep.any():
+                if at_least > 1 and radius != radii[-1] and len(np.unique(found["edge"][keep] >> 1)) < at_least:
+                    continue  # a larger radius finds these and more
                 return self._result(found, keep, radius, heading, rank_candidates, relaxed=False,
                                     street=self._street_match(found["edge"], street))
             fallback = (found, radius)

@@ -11,8 +11,8 @@ from geoengine import __version__
 from geoengine.config import Settings
 from geoengine.engine import Engine
 from geoengine.gateway import KeyStore, auth_failure_status
-from geoengine.gateway_cache import CachedKeyStore
-from geoengine.gateway_store import open_keystore
+from geoengine.gateway.cache import CachedKeyStore
+from geoengine.gateway.store import open_keystore
 from geoengine.server import problems
 from geoengine.server.answers import AnswerCache
 from geoengine.server.frontdoor import FrontDoor

@@ -637,7 +637,7 @@ class MatrixResult:
     """time_s, distance_m: float64[N, M] (inf = no route; NaN = a point not on the network, with
     engine.matrix(..., unsnappable="nan")); sources, targets: snapped (lon, lat) [N|M, 2] (NaN where not
     snapped); snapped, snap_distance_m: (sources, targets) pairs of bool / metre arrays, set by
-    engine.matrix (see geoengine.analysis.unsnappable)."""
+    engine.matrix (see geoengine.services.unsnappable)."""
 
     time_s: np.ndarray
     distance_m: np.ndarray
@@ -650,7 +650,7 @@ class MatrixResult:
 
     def to_pandas(self):
         """Long form: one row per (source, target) with time_s and distance_m (needs pandas)."""
-        from geoengine.analysis.frames import matrix_frame
+        from geoengine.frames import matrix_frame
 
         return matrix_frame(self.time_s, self.distance_m)
 

@@ -123,7 +123,10 @@ class SharedCacheState:
     def clear(self, i: int, own_clear) -> tuple[int, int]:
         """Bump source i's generation and clear this worker's entries (`own_clear()` -> entries dropped).
 
-        Returns (entries dropped over every live worker, the new generation)."""
+        Returns (entries dropped over every live worker, the new generation). Only entries of the current
+        generation count, this worker's too: entries it still holds from before an earlier clear (made
+        by another worker, not yet seen here) were counted by that clear, so a second clear right after a
+        first reports 0 whichever worker answers it."""
         with self.locked():
             g = int(self.gen[i])
             others = 0
@@ -133,10 +136,11 @@ class SharedCacheState:
                 pid = int(self.pid[slot])
                 if pid and int(self.seen[slot, i]) == g and _alive(pid):
                     others += int(self.count[slot, i])
+            current = int(self.seen[self.slot, i]) == g
             self.gen[i] = g + 1
             own = own_clear()
             self.publish(i, g + 1, 0)
-        return own + others, g + 1
+        return (own if current else 0) + others, g + 1
 
     def close(self) -> None:
         with self.locked():

@@ -78,7 +78,7 @@ def test_independent_of_thread_count(andorra, real_pois):
 def test_chunk_grouping_and_lanes_do_not_change_the_result(andorra, real_pois, monkeypatch):
     """Chunks swept together (one bit matrix, 16 sources per sweep, 64 per thread task) give each chunk's own
     partials: equal to sweeping the chunks one by one and to a reach matrix of one source at a time."""
-    from geoengine.analysis import access
+    from geoengine.routing import access
 
     monkeypatch.setattr(access, "CHUNK_MAX", 37)  # chunks that do not line up with the 64-bit words
     net = andorra.network("auto")

@@ -51,7 +51,7 @@ def test_matrix_and_accessibility_on_local_processes(andorra, town_points, real_
 
 def test_dask_local_cluster_is_bit_identical(andorra, town_points, real_pois, monkeypatch, tmp_path):
     distributed = pytest.importorskip("distributed")
-    from geoengine.analysis import access
+    from geoengine.routing import access
 
     # small chunks so the accessibility work really spreads over several tasks
     monkeypatch.setattr(access, "CHUNK_MAX", 40)

@@ -78,3 +78,20 @@ def test_bad_unsnappable_value(andorra, mixed_points):
     with pytest.raises(InvalidRequest) as exc:
         r.to_geopandas()
     assert exc.value.errors[0].field == "geometry"
+
+
+@pytest.mark.parametrize("call, field", [
+    (lambda e, p: e.matrix(np.empty((0, 2)), p), "sources"),
+    (lambda e, p: e.matrix([], p), "sources"),
+    (lambda e, p: e.matrix(p, []), "targets"),
+    (lambda e, p: e.matrix(p, [1.5, 42.5, 1.6]), "targets"),
+    (lambda e, p: e.matrix([["a", "b"]], p), "sources"),
+    (lambda e, p: e.matrix(np.zeros((2, 3)), p), "sources"),
+    (lambda e, p: e.route_many([], []), "origins"),
+    (lambda e, p: e.route_many(p, np.zeros((1, 2, 2))[..., :1]), "destinations"),
+])
+def test_empty_or_malformed_point_arrays_name_their_field(andorra, mixed_points, call, field):
+    """An empty sources (or targets) array is the caller's error, named, not numpy's ValueError."""
+    with pytest.raises(InvalidRequest) as exc:
+        call(andorra, mixed_points[:3])
+    assert exc.value.status == 400 and [e.field for e in exc.value.errors] == [field]

@@ -300,3 +300,21 @@ def test_narrate_checks_options_before_building():
     with pytest.raises(InvalidRequest) as e:
         narrate(path, "ja", "kilometers", "none", language_field="language")
     assert e.value.errors[0].field == "language" and "ar" in e.value.detail
+
+
+@pytest.mark.parametrize("lang", LANGS)
+def test_pre_transition_instruction_says_the_street_names_as_a_list(lang):
+    """verbal_pre_transition_instruction on every maneuver (as Valhalla gives it): the instruction, with a
+    maneuver's several street names joined by the locale's spoken separator instead of the written one."""
+    ms = build_maneuvers(make_path([edge(90, 200, name=STREET_A), edge(180, 212, name=STREET_B, ref=STREET_C)]))
+    loc = load_locale(resolve_language(lang))
+    steps = render(ms, lang, "kilometers", "instructions")
+    assert all(s["verbal_pre_transition_instruction"] for s in steps)
+    turn = steps[1]
+    assert turn["street_names"] == [STREET_B, STREET_C]
+    assert loc.list_separator.join([STREET_B, STREET_C]) in turn["instruction"]
+    assert turn["verbal_pre_transition_instruction"] == turn["instruction"].replace(
+        loc.list_separator.join([STREET_B, STREET_C]), loc.spoken_separator.join([STREET_B, STREET_C]))
+    assert turn["verbal_pre_transition_instruction"] != turn["instruction"]
+    assert steps[0]["verbal_pre_transition_instruction"] == steps[0]["instruction"]  # one name: as written
+    assert all("verbal_pre_transition_instruction" not in s for s in render(ms, lang, "kilometers", "maneuvers"))

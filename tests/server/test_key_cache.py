@@ -10,7 +10,7 @@ from starlette.testclient import TestClient
 
 from geoengine.config import Settings
 from geoengine.gateway import KeyStore, load_plans
-from geoengine.gateway_cache import CachedKeyStore
+from geoengine.gateway.cache import CachedKeyStore
 from geoengine.server.app import create_app
 
 

@@ -19,7 +19,7 @@ from starlette.testclient import TestClient
 from geoengine.config import Settings
 from geoengine.errors import QuotaExceeded, Unavailable
 from geoengine.gateway import Plan, Pool
-from geoengine.gateway_store import RedisKeyStore, open_keystore
+from geoengine.gateway.store import RedisKeyStore, open_keystore
 from geoengine.server.app import create_app
 
 from .redis_helpers import RedisServer, free_port
@@ -167,7 +167,7 @@ def test_publishable_keys_live_in_redis_and_share_their_quota(redis_server, ando
     """A pk_ key made through one replica's settings works on another replica (its own state file, the
     same Redis) and both count it in one pool; revoking it on one refuses it on both; a lost Redis is a
     503 for it, never an unchecked request."""
-    from geoengine.gateway_store import RedisPublishableKeys, open_publishable
+    from geoengine.gateway.store import RedisPublishableKeys, open_publishable
 
     origin = "https://maps.example.org"
     team = {"team": Plan("team", (Pool("all", "day", 3),), "three a day")}

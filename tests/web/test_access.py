@@ -8,7 +8,7 @@ import pytest
 from starlette.testclient import TestClient
 
 from geoengine.gateway import KeyStore
-from geoengine.publishable import PublishableKeys, normalise_origin, parse_origins, path_scope
+from geoengine.gateway.publishable import PublishableKeys, normalise_origin, parse_origins, path_scope
 from geoengine.server.app import create_app
 from geoengine.server.web.session import COOKIE, RateLimiter, SessionSigner
 

@@ -25,8 +25,8 @@ import anyio
 
 from geoengine.errors import GeoengineError, QuotaExceeded
 from geoengine.gateway import KeyRecord, KeyStore
-from geoengine.gateway_store import open_publishable
-from geoengine.publishable import normalise_origin, parse_origins, path_scope
+from geoengine.gateway.publishable import normalise_origin, parse_origins, path_scope
+from geoengine.gateway.store import open_publishable
 from geoengine.server.middleware import send_problem
 from geoengine.server.web.assets import Assets, assets_root
 from geoengine.server.web.session import RateLimiter, SessionSigner, load_secret, read_cookie

@@ -428,7 +428,7 @@ class AccessibilityResult:
                              self.aggregation if self.aggregation != "count" else "value": self.value})
 
     def to_geopandas(self):
-        from geoengine.analysis.frames import points_frame
+        from geoengine.frames import points_frame
 
         return points_frame(self.to_pandas(), self.lon, self.lat)
 

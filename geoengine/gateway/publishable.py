@@ -8,7 +8,7 @@ seen by anyone who opens the page, so it is only accepted
 It is counted on its plan like any key (the same usage table, under the id `pk_<id>`).
 
 Stored hashed in the same SQLite state database as the gateway keys, or, when GEOENGINE_REDIS_URL is set,
-in the same Redis as the gateway keys (`gateway_store.RedisPublishableKeys`), so every replica knows
+in the same Redis as the gateway keys (`geoengine.gateway.store.RedisPublishableKeys`), so every replica knows
 every key and counts it in one place. Standard library only, so the CLI can manage publishable keys
 without the server extra.
 """
@@ -25,7 +25,7 @@ from pathlib import Path
 from urllib.parse import urlsplit
 
 from geoengine.errors import InvalidRequest, NotFound
-from geoengine.gateway import _hash, hash_matches, is_tile_path, key_id
+from geoengine.gateway.keys import _hash, hash_matches, is_tile_path, key_id
 
 SCOPES = ("tiles", "search")
 
@@ -107,8 +107,8 @@ def check_new_key(plans, plan: str, origins, scopes) -> tuple[tuple[str, ...], t
 
 class PublishableKeys:
     """Publishable keys in the state database. Safe to share between threads. With GEOENGINE_REDIS_URL
-    they live in Redis instead (`gateway_store.RedisPublishableKeys`, same interface): see
-    `gateway_store.open_publishable`."""
+    they live in Redis instead (`geoengine.gateway.store.RedisPublishableKeys`, same interface): see
+    `geoengine.gateway.store.open_publishable`."""
 
     def __init__(self, path: str | Path, plans=None):
         self.path = Path(path)

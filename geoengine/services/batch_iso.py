@@ -38,7 +38,7 @@ def _contours(contours) -> list[dict]:
 
 def isochrones(engine, origins, contours, costing: str = "auto", costing_options=None, *, polygons=True,
                denoise=1.0, generalize=None, as_frame=False, progress=None):
-    from geoengine.analysis.access import points_array
+    from geoengine.routing.access import points_array
     from geoengine.services.isochrone import IsochroneRequest, isochrone
     from geoengine.validation import validate
 
@@ -58,7 +58,7 @@ def isochrones(engine, origins, contours, costing: str = "auto", costing_options
             raise InvalidRequest(errors=[FieldError(f"origins[{i}]", e.message) for e in exc.errors]
                                  or [FieldError(f"origins[{i}]", exc.detail)]) from None
 
-    from geoengine.analysis.progress import bar
+    from geoengine.progress import bar
 
     n = len(reqs)
     with bar(n, "isochrones", progress) as tick, ThreadPoolExecutor(max_workers=min(os.cpu_count() or 1, n)) as ex:
@@ -68,6 +68,6 @@ def isochrones(engine, origins, contours, costing: str = "auto", costing_options
             tick(1)
     if not as_frame:
         return results
-    from geoengine.analysis.frames import to_geopandas
+    from geoengine.frames import to_geopandas
 
     return to_geopandas(results)

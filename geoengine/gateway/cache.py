@@ -17,7 +17,7 @@ from __future__ import annotations
 import hashlib
 import time
 
-from geoengine.gateway import KeyRecord, KeyStore
+from geoengine.gateway.keys import KeyRecord, KeyStore
 
 DEFAULT_TTL_S = 5.0
 

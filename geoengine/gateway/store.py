@@ -26,7 +26,7 @@ import secrets
 from typing import Protocol
 
 from geoengine.errors import InvalidRequest, NotFound, QuotaExceeded, Unavailable
-from geoengine.gateway import (
+from geoengine.gateway.keys import (
     DEFAULT_PLANS,
     KeyRecord,
     KeyStore,
@@ -61,7 +61,7 @@ class GatewayStore(Protocol):
 def open_publishable(settings, store):
     """The publishable-key store beside a gateway store: in the same Redis when the gateway uses Redis,
     else in the SQLite state file."""
-    from geoengine.publishable import PublishableKeys
+    from geoengine.gateway.publishable import PublishableKeys
 
     store = getattr(store, "store", store)  # under the in-process key cache
     if isinstance(store, RedisKeyStore):
@@ -253,13 +253,13 @@ class RedisPublishableKeys:
 
     @staticmethod
     def _record(kid: str, h: dict):
-        from geoengine.publishable import PublishableKey
+        from geoengine.gateway.publishable import PublishableKey
 
         return PublishableKey(kid, h.get("plan", ""), h.get("label", ""), tuple(json.loads(h.get("origins") or "[]")),
                               tuple(json.loads(h.get("scopes") or "[]")), h.get("created", ""), h.get("revoked") or None)
 
     def create(self, plan: str, origins, scopes, label: str = ""):
-        from geoengine.publishable import check_new_key
+        from geoengine.gateway.publishable import check_new_key
 
         origins, scopes = check_new_key(self.plans, plan, origins, scopes)
         with self.store._guard():
