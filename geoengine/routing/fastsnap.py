@@ -17,7 +17,7 @@ import numpy as np
 
 from geoengine.errors import FieldError, Unsnappable, field_path
 from geoengine.routing.snap import _M_PER_DEG, DEFAULT_RADII, MAX_DEFAULT_RADIUS
-from geoengine.routing.snapgrid import box_cells, cell_items
+from geoengine.routing.snapgrid import box_cells, cell_items, project
 
 _RADII = np.asarray(DEFAULT_RADII, dtype=np.float64)
 
@@ -45,19 +45,7 @@ def _gather(px, py, radius, G, lon, lat, piece_a, piece_seg, piece_cum, piece_le
         c = cells[ci]
         for k in range(cell_off[c], cell_off[c + 1]):
             p = items[k]
-            a = piece_a[p]
-            bx0 = (lon[a] - px) * coslat * _M_PER_DEG
-            by0 = (lat[a] - py) * _M_PER_DEG
-            dx = (lon[a + 1] - lon[a]) * coslat * _M_PER_DEG
-            dy = (lat[a + 1] - lat[a]) * _M_PER_DEG
-            dd = dx * dx + dy * dy
-            t = 0.0
-            if dd > 0:
-                t = -(bx0 * dx + by0 * dy) / dd
-                t = min(max(t, 0.0), 1.0)
-            ex = bx0 + t * dx
-            ey = by0 + t * dy
-            dist = np.sqrt(ex * ex + ey * ey)
+            t, dist = project(lon, lat, piece_a[p], px, py, coslat)
             if dist > radius:
                 continue
             s = piece_seg[p]

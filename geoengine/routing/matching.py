@@ -36,7 +36,7 @@ import numpy as np
 from geoengine.errors import FieldError, Unprocessable, Unsnappable
 from geoengine.geo import EARTH_RADIUS_M, haversine_m
 from geoengine.routing._heap import heap_decrease, heap_pop, heap_push
-from geoengine.routing.snapgrid import box_cells
+from geoengine.routing.snapgrid import box_cells, project
 from geoengine.routing.snapgrid import cell_items as cell_items_of
 
 MAX_CANDIDATES = 12
@@ -328,18 +328,7 @@ def _grid_candidates(plon, plat, radius, k_max, usable, G, piece_a, piece_seg, p
                 s = piece_seg[p]
                 if not (usable[2 * s] or usable[2 * s + 1]):
                     continue
-                a = piece_a[p]
-                xa = (slon[a] - lon0) * coslat * mpd
-                ya = (slat[a] - lat0) * mpd
-                dx = (slon[a + 1] - slon[a]) * coslat * mpd
-                dy = (slat[a + 1] - slat[a]) * mpd
-                dd = dx * dx + dy * dy
-                t = 0.0
-                if dd > 0:
-                    t = min(max(-(xa * dx + ya * dy) / dd, 0.0), 1.0)
-                px = xa + t * dx
-                py = ya + t * dy
-                d = np.sqrt(px * px + py * py)
+                t, d = project(slon, slat, piece_a[p], lon0, lat0, coslat)
                 if d > radius:
                     continue
                 if k >= cap:

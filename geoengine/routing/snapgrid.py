@@ -15,6 +15,7 @@ Public interface: `PieceGrid(lon, lat, piece_a)` builds it; `grid.arrays` is the
 `box_cells(arrays, min_lon, min_lat, max_lon, max_lat)` (Numba) gives the ids of the occupied cells that
 meet a box, and the pieces of cell c are `items[cell_off[c]:cell_off[c + 1]]`
 (`cell_items(arrays)` -> (cell_off, items)). Every piece whose line meets the box is in one of them.
+`project(lon, lat, a, px, py, coslat)` is the one projection of a point on a piece both kernels use.
 """
 
 from __future__ import annotations
@@ -164,6 +165,23 @@ def box_cells(G, min_lon, min_lat, max_lon, max_lat):
                 out[m] = hcell[s]
                 m += 1
     return out[:m]
+
+
+@numba.njit(cache=True, nogil=True, inline="always")
+def project(lon, lat, a, px, py, coslat):
+    """(t, metres) of the point (px, py) on the piece from shape point a to a + 1: its position along
+    the piece (0..1) and its distance, in local equirectangular metres (`coslat`: cos of py)."""
+    bx0 = (lon[a] - px) * coslat * _M_PER_DEG
+    by0 = (lat[a] - py) * _M_PER_DEG
+    dx = (lon[a + 1] - lon[a]) * coslat * _M_PER_DEG
+    dy = (lat[a + 1] - lat[a]) * _M_PER_DEG
+    dd = dx * dx + dy * dy
+    t = 0.0
+    if dd > 0:
+        t = min(max(-(bx0 * dx + by0 * dy) / dd, 0.0), 1.0)
+    ex = bx0 + t * dx
+    ey = by0 + t * dy
+    return t, np.sqrt(ex * ex + ey * ey)
 
 
 @numba.njit(cache=True, nogil=True)
