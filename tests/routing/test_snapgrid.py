@@ -177,30 +177,6 @@ def test_matching_candidates_equal_brute_force(engine):
             _same((ce[a:b], cf[a:b], clo[a:b], cla[a:b], cd[a:b]), want)
 
 
-def test_dense_and_sparse_grids_agree(engine):
-    """The differential check of the move to the sparse grid: the dense grids it replaced (kept in
-    tests/routing/dense_grid_reference.py until they are deleted) give the same candidates."""
-    from tests.routing import dense_grid_reference as ref
-
-    router = engine.router
-    old = ref.GridSnapper(router.snapper)
-    pts = real_points(engine, N_POINTS, seed=3)
-    prof = router.profile("auto")
-    for k, (lon, lat) in enumerate(pts):
-        radius = None if k % 4 else 30.0
-        try:
-            want = old.candidates(lon, lat, radius, prof.usable, prof.component, k, "locations")
-        except Unsnappable:
-            with pytest.raises(Unsnappable):
-                router.grid.candidates(lon, lat, radius, prof.usable, prof.component, k, "locations")
-            continue
-        _same(router.grid.candidates(lon, lat, radius, prof.usable, prof.component, k, "locations"), want)
-    got = engine.matcher._candidates(prof, pts[:, 0].copy(), pts[:, 1].copy(), 50.0, 12)
-    want = ref.matching_candidates(engine.matcher, prof, pts[:, 0].copy(), pts[:, 1].copy(), 50.0, 12)
-    assert got[0].tolist() == want[0].tolist()
-    _same(got[1:], want[1:])
-
-
 def test_box_cells_find_every_piece_meeting_the_box(engine):
     """Every piece whose line meets a box is in a cell box_cells returns (boxes of 1 m to 5 km, and boxes
     far bigger than the data: the scan of the occupied cells)."""
