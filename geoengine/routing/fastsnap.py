@@ -1,5 +1,5 @@
-"""Snapping fast path for plain locations (no heading, side or street hint): a uniform grid over the
-same shape pieces `Snapper` indexes, searched by one Numba kernel per call.
+"""Snapping fast path for plain locations (no heading, side or street hint): the snapping grid
+(routing/snapgrid.py, the same shape pieces `Snapper` indexes) searched by one Numba kernel per call.
 
 Same rules and formulas as `Snapper.snap_many` (nearest piece per segment, local equirectangular
 metres, radii grown through DEFAULT_RADII unless the location gives search_radius, the costing's
@@ -10,59 +10,28 @@ about 0.2 ms per route, more than the contraction-hierarchy search itself.
 
 from __future__ import annotations
 
+import threading
+
 import numba
 import numpy as np
 
 from geoengine.errors import FieldError, Unsnappable, field_path
 from geoengine.routing.snap import _M_PER_DEG, DEFAULT_RADII, MAX_DEFAULT_RADIUS
+from geoengine.routing.snapgrid import box_cells, cell_items, project
 
-CELL_M = 100.0
 _RADII = np.asarray(DEFAULT_RADII, dtype=np.float64)
 
 
 @numba.njit(cache=True, nogil=True)
-def _grid_build(lon, lat, piece_a, lon0, lat0, cw, ch, nx, ny):
-    n = piece_a.shape[0]
-    cnt = np.zeros(nx * ny + 1, np.int64)
-    for p in range(n):
-        a = piece_a[p]
-        x0 = int((min(lon[a], lon[a + 1]) - lon0) / cw)
-        x1 = int((max(lon[a], lon[a + 1]) - lon0) / cw)
-        y0 = int((min(lat[a], lat[a + 1]) - lat0) / ch)
-        y1 = int((max(lat[a], lat[a + 1]) - lat0) / ch)
-        for y in range(max(y0, 0), min(y1, ny - 1) + 1):
-            for x in range(max(x0, 0), min(x1, nx - 1) + 1):
-                cnt[y * nx + x + 1] += 1
-    for i in range(nx * ny):
-        cnt[i + 1] += cnt[i]
-    fill = cnt[:-1].copy()
-    items = np.empty(cnt[-1], np.int64)
-    for p in range(n):
-        a = piece_a[p]
-        x0 = int((min(lon[a], lon[a + 1]) - lon0) / cw)
-        x1 = int((max(lon[a], lon[a + 1]) - lon0) / cw)
-        y0 = int((min(lat[a], lat[a + 1]) - lat0) / ch)
-        y1 = int((max(lat[a], lat[a + 1]) - lat0) / ch)
-        for y in range(max(y0, 0), min(y1, ny - 1) + 1):
-            for x in range(max(x0, 0), min(x1, nx - 1) + 1):
-                c = y * nx + x
-                items[fill[c]] = p
-                fill[c] += 1
-    return cnt, items
-
-
-@numba.njit(cache=True, nogil=True)
-def _gather(px, py, radius, cell_off, items, lon0, lat0, cw, ch, nx, ny, lon, lat, piece_a, piece_seg, piece_cum,
-            piece_len, seg_len, usable, comp, use_comp, want_comp, seen, stamp):
+def _gather(px, py, radius, G, lon, lat, piece_a, piece_seg, piece_cum, piece_len, seg_len, usable, comp, use_comp,
+            want_comp, seen, stamp):
     """Candidates of one point within `radius`: per segment its nearest piece, both directions, filtered
     by `usable` (and by comp == want_comp when use_comp). Returns arrays (edge, fraction, lon, lat, dist)."""
     coslat = np.cos(np.radians(py))
     dlat = radius / _M_PER_DEG
     dlon = radius / (_M_PER_DEG * max(coslat, 1e-6))
-    x0 = max(int((px - dlon - lon0) / cw), 0)
-    x1 = min(int((px + dlon - lon0) / cw), nx - 1)
-    y0 = max(int((py - dlat - lat0) / ch), 0)
-    y1 = min(int((py + dlat - lat0) / ch), ny - 1)
+    cells = box_cells(G, px - dlon, py - dlat, px + dlon, py + dlat)
+    cell_off, items = cell_items(G)
     # best piece per segment (segments met several times keep the nearest)
     cap = 64
     segs = np.empty(cap, np.int64)
@@ -72,58 +41,43 @@ def _gather(px, py, radius, cell_off, items, lon0, lat0, cw, ch, nx, ny, lon, la
     m = 0
     stamp[0] += 1
     st = stamp[0]
-    if px + dlon < lon0 or px - dlon > lon0 + cw * nx or py + dlat < lat0 or py - dlat > lat0 + ch * ny:
-        x1 = x0 - 1
-    for y in range(y0, y1 + 1):
-        for x in range(x0, x1 + 1):
-            c = y * nx + x
-            for k in range(cell_off[c], cell_off[c + 1]):
-                p = items[k]
-                a = piece_a[p]
-                bx0 = (lon[a] - px) * coslat * _M_PER_DEG
-                by0 = (lat[a] - py) * _M_PER_DEG
-                dx = (lon[a + 1] - lon[a]) * coslat * _M_PER_DEG
-                dy = (lat[a + 1] - lat[a]) * _M_PER_DEG
-                dd = dx * dx + dy * dy
-                t = 0.0
-                if dd > 0:
-                    t = -(bx0 * dx + by0 * dy) / dd
-                    t = min(max(t, 0.0), 1.0)
-                ex = bx0 + t * dx
-                ey = by0 + t * dy
-                dist = np.sqrt(ex * ex + ey * ey)
-                if dist > radius:
-                    continue
-                s = piece_seg[p]
-                e0 = 2 * s
-                if not (usable[e0] or usable[e0 + 1]):
-                    continue
-                if seen[s] == st:  # already have this segment: keep the nearer piece
-                    for j in range(m):
-                        if segs[j] == s:
-                            if dist < dists[j] or (dist == dists[j] and p < pcs[j]):
-                                dists[j] = dist
-                                ts[j] = t
-                                pcs[j] = p
-                            break
-                    continue
-                seen[s] = st
-                if m == cap:
-                    cap *= 2
-                    segs2 = np.empty(cap, np.int64)
-                    d2 = np.empty(cap)
-                    t2 = np.empty(cap)
-                    p2 = np.empty(cap, np.int64)
-                    segs2[:m] = segs[:m]
-                    d2[:m] = dists[:m]
-                    t2[:m] = ts[:m]
-                    p2[:m] = pcs[:m]
-                    segs, dists, ts, pcs = segs2, d2, t2, p2
-                segs[m] = s
-                dists[m] = dist
-                ts[m] = t
-                pcs[m] = p
-                m += 1
+    for ci in range(cells.shape[0]):
+        c = cells[ci]
+        for k in range(cell_off[c], cell_off[c + 1]):
+            p = items[k]
+            t, dist = project(lon, lat, piece_a[p], px, py, coslat)
+            if dist > radius:
+                continue
+            s = piece_seg[p]
+            e0 = 2 * s
+            if not (usable[e0] or usable[e0 + 1]):
+                continue
+            if seen[s] == st:  # already have this segment: keep the nearer piece
+                for j in range(m):
+                    if segs[j] == s:
+                        if dist < dists[j] or (dist == dists[j] and p < pcs[j]):
+                            dists[j] = dist
+                            ts[j] = t
+                            pcs[j] = p
+                        break
+                continue
+            seen[s] = st
+            if m == cap:
+                cap *= 2
+                segs2 = np.empty(cap, np.int64)
+                d2 = np.empty(cap)
+                t2 = np.empty(cap)
+                p2 = np.empty(cap, np.int64)
+                segs2[:m] = segs[:m]
+                d2[:m] = dists[:m]
+                t2[:m] = ts[:m]
+                p2[:m] = pcs[:m]
+                segs, dists, ts, pcs = segs2, d2, t2, p2
+            segs[m] = s
+            dists[m] = dist
+            ts[m] = t
+            pcs[m] = p
+            m += 1
     out_e = np.empty(2 * m, np.int64)
     out_f = np.empty(2 * m)
     out_lo = np.empty(2 * m)
@@ -159,8 +113,8 @@ def _gather(px, py, radius, cell_off, items, lon0, lat0, cw, ch, nx, ny, lon, la
 
 
 @numba.njit(cache=True, nogil=True)
-def _candidates_many(pxs, pys, rads, default_radii, cell_off, items, lon0, lat0, cw, ch, nx, ny, lon, lat, piece_a,
-                     piece_seg, piece_cum, piece_len, seg_len, usable, comp, use_comp, seen, stamp, slack, kmax):
+def _candidates_many(pxs, pys, rads, default_radii, G, lon, lat, piece_a, piece_seg, piece_cum, piece_len, seg_len,
+                     usable, comp, use_comp, seen, stamp, slack, kmax):
     """`GridSnapper.candidates` of many points in one call (rads[i] NaN: the default radii), each point's
     candidates cut to those within `slack` metres of its nearest, at most `kmax`. Returns flat arrays
     (edge, fraction, lon, lat, distance), ptr int64[n+1] (point i: [ptr[i], ptr[i+1])) and ok bool[n]."""
@@ -177,24 +131,21 @@ def _candidates_many(pxs, pys, rads, default_radii, cell_off, items, lon0, lat0,
     m = 0
     for i in range(n):
         radii = default_radii if np.isnan(rads[i]) else rads[i:i + 1]
-        e, f, lo, la, d = _gather(pxs[i], pys[i], radii[0], cell_off, items, lon0, lat0, cw, ch, nx, ny, lon, lat,
-                                  piece_a, piece_seg, piece_cum, piece_len, seg_len, usable, c, use_comp, True,
-                                  seen, stamp)
+        e, f, lo, la, d = _gather(pxs[i], pys[i], radii[0], G, lon, lat, piece_a, piece_seg, piece_cum, piece_len,
+                                  seg_len, usable, c, use_comp, True, seen, stamp)
         ie, i_f, ilo, ila, idd = e[:0], f[:0], lo[:0], la[:0], d[:0]
         island = False
         found = e.shape[0] > 0
         for r_i in range(radii.shape[0]):
             if r_i > 0:
-                e, f, lo, la, d = _gather(pxs[i], pys[i], radii[r_i], cell_off, items, lon0, lat0, cw, ch, nx, ny,
-                                          lon, lat, piece_a, piece_seg, piece_cum, piece_len, seg_len, usable, c,
-                                          use_comp, True, seen, stamp)
+                e, f, lo, la, d = _gather(pxs[i], pys[i], radii[r_i], G, lon, lat, piece_a, piece_seg, piece_cum,
+                                          piece_len, seg_len, usable, c, use_comp, True, seen, stamp)
                 found = e.shape[0] > 0
             if found:
                 break
             if use_comp and not island:
-                ie, i_f, ilo, ila, idd = _gather(pxs[i], pys[i], radii[r_i], cell_off, items, lon0, lat0, cw, ch,
-                                                 nx, ny, lon, lat, piece_a, piece_seg, piece_cum, piece_len,
-                                                 seg_len, usable, c, True, False, seen, stamp)
+                ie, i_f, ilo, ila, idd = _gather(pxs[i], pys[i], radii[r_i], G, lon, lat, piece_a, piece_seg,
+                                                 piece_cum, piece_len, seg_len, usable, c, True, False, seen, stamp)
                 island = ie.shape[0] > 0
         if not found and island:
             e, f, lo, la, d = ie, i_f, ilo, ila, idd
@@ -226,10 +177,11 @@ def _candidates_many(pxs, pys, rads, default_radii, cell_off, items, lon0, lat0,
 
 
 class GridSnapper:
-    """Grid over a `Snapper`'s pieces; `candidates(lon, lat, radius, usable, comp)` as in snap_many."""
+    """The snapping grid of a `Snapper`'s pieces (`snapper.grid`, routing/snapgrid.py) with the fast
+    path's rules: `candidates(lon, lat, radius, usable, comp, ...)` as in snap_many, `candidates_many`
+    for many points in one kernel call."""
 
     def __init__(self, snapper):
-        g = snapper.graph
         self.lon = np.ascontiguousarray(snapper.lon, dtype=np.float64)
         self.lat = np.ascontiguousarray(snapper.lat, dtype=np.float64)
         self.piece_a = np.ascontiguousarray(snapper.piece_a, dtype=np.int64)
@@ -237,24 +189,16 @@ class GridSnapper:
         self.piece_cum = np.ascontiguousarray(snapper.piece_cum, dtype=np.float64)
         self.piece_len = np.ascontiguousarray(snapper.piece_len, dtype=np.float64)
         self.seg_len = np.ascontiguousarray(snapper.seg_len, dtype=np.float64)
-        n_seg = int(np.asarray(g.seg_length).shape[0])
-        if len(self.lon):
-            self.lon0, self.lat0 = float(self.lon.min()) - 1e-6, float(self.lat.min()) - 1e-6
-            mid = float(np.radians((self.lat.min() + self.lat.max()) / 2))
-            self.ch = CELL_M / _M_PER_DEG
-            self.cw = CELL_M / (_M_PER_DEG * max(np.cos(mid), 1e-6))
-            self.nx = int((self.lon.max() - self.lon0) / self.cw) + 1
-            self.ny = int((self.lat.max() - self.lat0) / self.ch) + 1
-        else:
-            self.lon0 = self.lat0 = 0.0
-            self.cw = self.ch = 1.0
-            self.nx = self.ny = 1
-        self.cell_off, self.items = _grid_build(self.lon, self.lat, self.piece_a, self.lon0, self.lat0, self.cw,
-                                                self.ch, self.nx, self.ny)
-        self.n_seg = n_seg
-        import threading
-
+        self.grid = snapper.grid
+        self.n_seg = int(np.asarray(snapper.graph.seg_length).shape[0])
         self._local = threading.local()
+
+    @property
+    def arrays(self) -> tuple:
+        """The kernels' leading arguments: (grid tuple, lon, lat, piece_a, piece_seg, piece_cum, piece_len,
+        seg_len)."""
+        return (self.grid.arrays, self.lon, self.lat, self.piece_a, self.piece_seg, self.piece_cum, self.piece_len,
+                self.seg_len)
 
     def _ws(self):
         ws = getattr(self._local, "ws", None)
@@ -265,9 +209,7 @@ class GridSnapper:
 
     def _gather(self, lon, lat, radius, usable, comp, use_comp, want):
         seen, stamp = self._ws()
-        return _gather(lon, lat, radius, self.cell_off, self.items, self.lon0, self.lat0, self.cw, self.ch, self.nx,
-                       self.ny, self.lon, self.lat, self.piece_a, self.piece_seg, self.piece_cum, self.piece_len,
-                       self.seg_len, usable, comp, use_comp, want, seen, stamp)
+        return _gather(lon, lat, radius, *self.arrays, usable, comp, use_comp, want, seen, stamp)
 
     def candidates_many(self, lons: np.ndarray, lats: np.ndarray, radii: np.ndarray, usable: np.ndarray,
                         comp: np.ndarray | None, slack: float, kmax: int):
@@ -278,9 +220,7 @@ class GridSnapper:
         use_comp = comp is not None
         return _candidates_many(np.ascontiguousarray(lons, dtype=np.float64),
                                 np.ascontiguousarray(lats, dtype=np.float64),
-                                np.ascontiguousarray(radii, dtype=np.float64), _RADII, self.cell_off, self.items,
-                                self.lon0, self.lat0, self.cw, self.ch, self.nx, self.ny, self.lon, self.lat,
-                                self.piece_a, self.piece_seg, self.piece_cum, self.piece_len, self.seg_len, usable,
+                                np.ascontiguousarray(radii, dtype=np.float64), _RADII, *self.arrays, usable,
                                 comp if use_comp else usable, use_comp, seen, stamp, float(slack), int(kmax))
 
     def candidates(self, lon: float, lat: float, radius, usable: np.ndarray, comp: np.ndarray | None,

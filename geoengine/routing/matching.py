@@ -36,13 +36,13 @@ import numpy as np
 from geoengine.errors import FieldError, Unprocessable, Unsnappable
 from geoengine.geo import EARTH_RADIUS_M, haversine_m
 from geoengine.routing._heap import heap_decrease, heap_pop, heap_push
+from geoengine.routing.snapgrid import box_cells, project
+from geoengine.routing.snapgrid import cell_items as cell_items_of
 
 MAX_CANDIDATES = 12
 BETA_M = 3.0
 EDGE_WALK_TOLERANCE_M = 5.0
 END_TOLERANCE_M = 0.5
-GRID_CELL_M = 100.0  # cell side of the candidate grid
-GRID_MAX_SIDE = 2048  # at most this many cells per side (larger cells for large extracts)
 INF = np.inf
 M_PER_DEG = EARTH_RADIUS_M * np.pi / 180.0
 
@@ -292,38 +292,8 @@ def _paths(offsets, targets, wlen, elen, se, sf, te, tf, limit, back_tol, dist, 
 
 
 @numba.njit(cache=True, nogil=True)
-def _grid_build(ax, ay, bx, by, x0, y0, cw, ch, nx, ny):
-    """CSR cell -> piece ids of a uniform lon/lat grid (a piece is listed in every cell its bbox meets)."""
-    m = ax.shape[0]
-    cnt = np.zeros(nx * ny + 1, np.int64)
-    for p in range(m):
-        i0 = min(max(int((min(ax[p], bx[p]) - x0) / cw), 0), nx - 1)
-        i1 = min(max(int((max(ax[p], bx[p]) - x0) / cw), 0), nx - 1)
-        j0 = min(max(int((min(ay[p], by[p]) - y0) / ch), 0), ny - 1)
-        j1 = min(max(int((max(ay[p], by[p]) - y0) / ch), 0), ny - 1)
-        for j in range(j0, j1 + 1):
-            for i in range(i0, i1 + 1):
-                cnt[j * nx + i + 1] += 1
-    for c in range(nx * ny):
-        cnt[c + 1] += cnt[c]
-    fill = cnt[:-1].copy()
-    items = np.empty(cnt[-1], np.int64)
-    for p in range(m):
-        i0 = min(max(int((min(ax[p], bx[p]) - x0) / cw), 0), nx - 1)
-        i1 = min(max(int((max(ax[p], bx[p]) - x0) / cw), 0), nx - 1)
-        j0 = min(max(int((min(ay[p], by[p]) - y0) / ch), 0), ny - 1)
-        j1 = min(max(int((max(ay[p], by[p]) - y0) / ch), 0), ny - 1)
-        for j in range(j0, j1 + 1):
-            for i in range(i0, i1 + 1):
-                c = j * nx + i
-                items[fill[c]] = p
-                fill[c] += 1
-    return cnt, items
-
-
-@numba.njit(cache=True, nogil=True)
-def _grid_candidates(plon, plat, radius, k_max, usable, cell_off, cell_items, x0, y0, cw, ch, nx, ny, piece_a,
-                     piece_seg, piece_cum, piece_len, seg_len, slon, slat, mpd, stamp, ctr):
+def _grid_candidates(plon, plat, radius, k_max, usable, G, piece_a, piece_seg, piece_cum, piece_len, seg_len, slon, slat,
+                     mpd, stamp, ctr):
     """Candidates of every point (see Matcher._candidates), at most k_max each, nearest first."""
     n = plon.shape[0]
     coff = np.zeros(n + 1, np.int64)
@@ -338,6 +308,7 @@ def _grid_candidates(plon, plat, radius, k_max, usable, cell_off, cell_items, x0
     bt = np.empty(cap)
     used = 0
     cur = ctr[0]
+    cell_off, cell_items = cell_items_of(G)
     for q in range(n):
         cur += 1
         lon0 = plon[q]
@@ -345,49 +316,34 @@ def _grid_candidates(plon, plat, radius, k_max, usable, cell_off, cell_items, x0
         coslat = np.cos(np.radians(lat0))
         dlat = radius / mpd
         dlon = radius / (mpd * max(coslat, 1e-6))
-        i0 = min(max(int((lon0 - dlon - x0) / cw), 0), nx - 1)
-        i1 = min(max(int((lon0 + dlon - x0) / cw), 0), nx - 1)
-        j0 = min(max(int((lat0 - dlat - y0) / ch), 0), ny - 1)
-        j1 = min(max(int((lat0 + dlat - y0) / ch), 0), ny - 1)
+        cells = box_cells(G, lon0 - dlon, lat0 - dlat, lon0 + dlon, lat0 + dlat)
         k = 0
-        for j in range(j0, j1 + 1):
-            for i in range(i0, i1 + 1):
-                c = j * nx + i
-                for r in range(cell_off[c], cell_off[c + 1]):
-                    p = cell_items[r]
-                    if stamp[p] == cur:
-                        continue
-                    stamp[p] = cur
-                    s = piece_seg[p]
-                    if not (usable[2 * s] or usable[2 * s + 1]):
-                        continue
-                    a = piece_a[p]
-                    xa = (slon[a] - lon0) * coslat * mpd
-                    ya = (slat[a] - lat0) * mpd
-                    dx = (slon[a + 1] - slon[a]) * coslat * mpd
-                    dy = (slat[a + 1] - slat[a]) * mpd
-                    dd = dx * dx + dy * dy
-                    t = 0.0
-                    if dd > 0:
-                        t = min(max(-(xa * dx + ya * dy) / dd, 0.0), 1.0)
-                    px = xa + t * dx
-                    py = ya + t * dy
-                    d = np.sqrt(px * px + py * py)
-                    if d > radius:
-                        continue
-                    if k >= cap:
-                        cap *= 2
-                        nbp = np.empty(cap, np.int64)
-                        nbd = np.empty(cap)
-                        nbt = np.empty(cap)
-                        nbp[:k] = bp[:k]
-                        nbd[:k] = bd[:k]
-                        nbt[:k] = bt[:k]
-                        bp, bd, bt = nbp, nbd, nbt
-                    bp[k] = p
-                    bd[k] = d
-                    bt[k] = t
-                    k += 1
+        for ci in range(cells.shape[0]):
+            c = cells[ci]
+            for r in range(cell_off[c], cell_off[c + 1]):
+                p = cell_items[r]
+                if stamp[p] == cur:
+                    continue
+                stamp[p] = cur
+                s = piece_seg[p]
+                if not (usable[2 * s] or usable[2 * s + 1]):
+                    continue
+                t, d = project(slon, slat, piece_a[p], lon0, lat0, coslat)
+                if d > radius:
+                    continue
+                if k >= cap:
+                    cap *= 2
+                    nbp = np.empty(cap, np.int64)
+                    nbd = np.empty(cap)
+                    nbt = np.empty(cap)
+                    nbp[:k] = bp[:k]
+                    nbd[:k] = bd[:k]
+                    nbt[:k] = bt[:k]
+                    bp, bd, bt = nbp, nbd, nbt
+                bp[k] = p
+                bd[k] = d
+                bt[k] = t
+                k += 1
         if k == 0:
             coff[q + 1] = used
             continue
@@ -518,7 +474,7 @@ class Matcher:
         self._seglen = np.ascontiguousarray(sn.seg_len, dtype=np.float64)
         self._slon = np.ascontiguousarray(sn.lon, dtype=np.float64)
         self._slat = np.ascontiguousarray(sn.lat, dtype=np.float64)
-        self._grid = self._build_grid()
+        self._grid = sn.grid.arrays  # the snapping grid (routing/snapgrid.py), shared with the fast path
         self._local = threading.local()
 
     def _ws(self):
@@ -565,28 +521,12 @@ class Matcher:
         Unlike routing's snapping (nearest position per edge), a long winding edge (a hairpin road is
         one edge between junctions) may give several candidates: one per local minimum of the distance
         along its shape, so the model can choose the right bend. The pieces of the edge shapes (the
-        snapper's arrays) are bucketed in a uniform grid built once (`_grid`), queried in one kernel."""
-        off, items, x0, y0, cw, ch, nx, ny = self._grid
+        snapper's arrays) are found through the snapping grid (routing/snapgrid.py, `snapper.grid`),
+        queried in one kernel."""
         w = self._ws()
         return _grid_candidates(np.ascontiguousarray(lon), np.ascontiguousarray(lat), float(radius), int(k_max),
-                                np.ascontiguousarray(prof.usable), off, items, x0, y0, cw, ch, nx, ny,
-                                self._pa, self._pseg, self._pcum, self._plen, self._seglen, self._slon, self._slat,
+                                np.ascontiguousarray(prof.usable), self._grid, self._pa, self._pseg, self._pcum, self._plen, self._seglen, self._slon, self._slat,
                                 M_PER_DEG, w.pstamp, w.pctr)
-
-    def _build_grid(self):
-        a = self._pa
-        lon, lat = self._slon, self._slat
-        if len(a) == 0:
-            return np.zeros(2, np.int64), np.zeros(0, np.int64), 0.0, 0.0, 1.0, 1.0, 1, 1
-        x0, x1 = float(lon.min()), float(lon.max())
-        y0, y1 = float(lat.min()), float(lat.max())
-        coslat = max(np.cos(np.radians(max(abs(y0), abs(y1)))), 0.05)
-        ch = max(GRID_CELL_M / M_PER_DEG, (y1 - y0) / GRID_MAX_SIDE)
-        cw = max(GRID_CELL_M / (M_PER_DEG * coslat), (x1 - x0) / GRID_MAX_SIDE)
-        nx = int((x1 - x0) / cw) + 1
-        ny = int((y1 - y0) / ch) + 1
-        off, items = _grid_build(lon[a], lat[a], lon[a + 1], lat[a + 1], x0, y0, cw, ch, nx, ny)
-        return off, items, x0, y0, cw, ch, nx, ny
 
     # -- the model ---------------------------------------------------------------------------------------
     def match(self, prof, lon, lat, *, search_radius=50.0, gps_accuracy=5.0, breakage_distance=2000.0,

@@ -33,8 +33,8 @@ _NO_GRADES = np.zeros(0, np.float32)
 
 
 @numba.njit(cache=True, nogil=True)
-def _plain_route(pxs, pys, rads, default_radii, cell_off, items, lon0, lat0, cw, ch, nx, ny, glon, glat, piece_a,
-                 piece_seg, piece_cum, piece_len, seg_len, usable, comp, use_comp, seen, stamp, slack, kmax,
+def _plain_route(pxs, pys, rads, default_radii, G, glon, glat, piece_a, piece_seg, piece_cum, piece_len, seg_len,
+                 usable, comp, use_comp, seen, stamp, slack, kmax,
                  cost, time, length,
                  n, rank, order, parent, up_off, up_tgt, up_w, up_s, up_row, up_mid, up_c1, up_c2, up_hops,
                  dn_off, dn_tgt, dn_w, dn_s, dn_row, dn_mid, dn_c1, dn_c2, dn_hops,
@@ -46,9 +46,9 @@ def _plain_route(pxs, pys, rads, default_radii, cell_off, items, lon0, lat0, cw,
     index, target index, shape lon, lat, per-edge begin, end, covered fraction and seconds, OR of the
     segments' flags, any highway, bbox [min_lon, min_lat, max_lon, max_lat], climb and descent (0 unless
     `grades`), polyline bytes at `scale` (none when scale is 0))."""
-    E, F, LO, LA, D, ptr, ok = _candidates_many(pxs, pys, rads, default_radii, cell_off, items, lon0, lat0, cw, ch,
-                                                nx, ny, glon, glat, piece_a, piece_seg, piece_cum, piece_len, seg_len,
-                                                usable, comp, use_comp, seen, stamp, slack, kmax)
+    E, F, LO, LA, D, ptr, ok = _candidates_many(pxs, pys, rads, default_radii, G, glon, glat, piece_a, piece_seg,
+                                                piece_cum, piece_len, seg_len, usable, comp, use_comp, seen, stamp,
+                                                slack, kmax)
     ei = np.empty(0, np.int64)
     ef = np.empty(0)
     box = np.zeros(4)
@@ -102,9 +102,7 @@ class PlainRoute:
         self.grid = grid
         self.ch = ch
         self.args = (
-            (grid.cell_off, grid.items, grid.lon0, grid.lat0, grid.cw, grid.ch, grid.nx, grid.ny, grid.lon, grid.lat,
-             grid.piece_a, grid.piece_seg, grid.piece_cum, grid.piece_len, grid.seg_len, prof.usable,
-             comp if comp is not None else prof.usable, comp is not None),
+            (*grid.arrays, prof.usable, comp if comp is not None else prof.usable, comp is not None),
             (prof.cost, prof.time, prof.length,
              ch.n, ch.rank, ch.order, ch.parent, ch.up_off, ch.up_tgt, ch.up_w, ch.up_s, ch.up_row, ch.up_mid,
              ch.up_c1, ch.up_c2, ch.up_hops, ch.dn_off, ch.dn_tgt, ch.dn_w, ch.dn_s, ch.dn_row, ch.dn_mid, ch.dn_c1,

@@ -1,7 +1,8 @@
 """Snapping: from a coordinate to ranked candidate positions on directed edges of the road graph.
 
 An R-tree (rtree, bulk-loaded from numpy arrays) indexes every piece of every edge's shape (the line
-between two consecutive shape points). `Snapper(graph).snap(...)` queries it, projects the point on the
+between two consecutive shape points); `Snapper.grid`, the snapping grid (routing/snapgrid.py) over the
+same pieces, serves the locations without hints (routing/fastsnap.py) and map matching. `Snapper(graph).snap(...)` queries it, projects the point on the
 pieces found (local equirectangular metres), keeps the nearest piece per directed edge, and filters by
 the costing's access mask, radius, heading and preferred side. Contract in `Snapper.snap`.
 """
@@ -116,6 +117,7 @@ class Snapper:
         maxs = np.column_stack([np.maximum(lon[a], lon[a + 1]), np.maximum(lat[a], lat[a + 1])])
         self._boxes = (np.ascontiguousarray(mins), np.ascontiguousarray(maxs))
         self._tree = None
+        self._grid = None
         self._tree_lock = threading.Lock()
         self._lock = threading.Lock()
 
@@ -137,6 +139,18 @@ class Snapper:
                     else:
                         self._tree = rtree_index.Index(properties=props)
         return self._tree
+
+    @property
+    def grid(self):
+        """The snapping grid over the same pieces (`geoengine.routing.snapgrid.PieceGrid`), built at its
+        first use; the fast path (routing/fastsnap.py) and map matching (routing/matching.py) read it."""
+        if self._grid is None:
+            with self._tree_lock:
+                if self._grid is None:
+                    from geoengine.routing.snapgrid import PieceGrid
+
+                    self._grid = PieceGrid(self.lon, self.lat, self.piece_a)
+        return self._grid
 
     def _query(self, lon0: float, lat0: float, radius: float) -> np.ndarray:
         dlat = radius / _M_PER_DEG

@@ -90,10 +90,29 @@ def _merge_streets(streets: StreetWays, loc_tree, lat0: float) -> list[tuple[Osm
     return out
 
 
+NEAR_DATA_DEG = 0.5  # a GeoNames place this close to the extract's documents is of its region
+
+
+def _near_cells(lon, lat, qlon, qlat, cell: float) -> np.ndarray:
+    """bool per query point: its `cell`-degree cell or one of the eight around it holds a data point (so
+    every point within `cell` degrees of the data is in)."""
+    def key(x, y):
+        return np.floor((np.asarray(y) + 90.0) / cell).astype(np.int64) * 10_000_000 + np.floor(
+            (np.asarray(x) + 180.0) / cell).astype(np.int64)
+
+    occupied = np.unique(key(lon, lat))
+    near = np.zeros(len(qlon), bool)
+    for dy in (-1, 0, 1):
+        for dx in (-1, 0, 1):
+            near |= np.isin(key(np.asarray(qlon) + dx * cell, np.asarray(qlat) + dy * cell), occupied)
+    return near
+
+
 def build_documents(osm_path, places_path=None, admin1_path=None, *, bbox=None, world: str = "important",
                     world_min_population: int = 50_000, progress=None) -> tuple[DocSet, dict]:
     """Every document of a bundle. `world`: "all" keeps the whole GeoNames table, "important" the places
-    inside the extract's bbox (plus 0.1 degree) and the world's capitals, admin seats and places of at
+    near the extract's data (inside its bbox plus 0.1 degree, and within NEAR_DATA_DEG of an OSM document:
+    an extract with far-apart parts does not take in the places between them) and the world's capitals, admin seats and places of at
     least `world_min_population`, "region" only those inside the bbox."""
     ds, streets, boundaries = read_osm(osm_path)  # ds: the documents of OSM nodes, ways, relations
     heap.release()  # what the OSM reader's threads freed, under the steps after it (50-80 MB at 64 copies)
@@ -163,6 +182,8 @@ def build_documents(osm_path, places_path=None, admin1_path=None, *, bbox=None, 
         pad = 0.1
         in_box = ((places.lon >= bbox[0] - pad) & (places.lon <= bbox[2] + pad)
                   & (places.lat >= bbox[1] - pad) & (places.lat <= bbox[3] + pad))
+        if n_osm:  # near the data, not anywhere in its box: far-apart parts do not take in what lies between
+            in_box &= _near_cells(lon, lat, places.lon, places.lat, NEAR_DATA_DEG)
         if world == "all":
             keep = np.ones(len(places), bool)
         elif world == "region":

@@ -178,7 +178,7 @@ def write_extras(folder: Path, ds) -> list[str]:
       language, and the normalised category phrases of the bundle ({phrase: [by name, by term]});
     - `cat_ptr.npy` / `cat_doc.npy`: CSR rows of each category's documents (category c:
       `cat_doc[cat_ptr[c]:cat_ptr[c+1]]`), in the order of `categories.json` "ids";
-    - `region.npy` (int8): 1 for a document of the bundle's own region (OSM, GeoNames inside its bbox);
+    - `region.npy` (int8): 1 for a document of the bundle's own region (OSM, GeoNames near its data);
     - `country.npy` (uint16): ISO 3166-1 alpha-2 code as two bytes (0: unknown);
     - string column `detail`: JSON of each document's names, address parts, tags, categories, OSM ways.
     """
