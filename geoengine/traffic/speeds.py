@@ -102,10 +102,10 @@ def _check_column(values: np.ndarray, ok: np.ndarray, lines: np.ndarray, what: s
     if ok.all():
         return
     bad = np.flatnonzero(~ok)
-    msgs = [f"{what}, got {values[i]!r}" for i in bad[:MAX_LISTED].tolist()]
+    msgs = [f"{what}, got {str(values[i])!r}" for i in bad[:MAX_LISTED].tolist()]
     n = len(bad)
     more = f" ({n} bad lines)" if n > 1 else ""
-    raise _bad(int(lines[bad[0]]), f"{what}, got {values[bad[0]]!r}{more}", lines[bad], msgs)
+    raise _bad(int(lines[bad[0]]), f"{msgs[0]}{more}", lines[bad], msgs)
 
 
 def _ints(col: np.ndarray, lines: np.ndarray, what: str) -> np.ndarray:
@@ -194,21 +194,24 @@ def read_speed_table(source, form: str | None = None) -> SpeedTable:
         elif n == 4:
             form = SEGMENT
         elif n == 3:
-            third = np.char.strip(cols[:, 2])
-            form = WAY if not np.char.isdigit(np.char.replace(np.char.replace(third, ".", ""), "-", "")).all() \
-                else SEGMENT
+            # the way form's third column is a direction word; the segment form's a number (any row may be
+            # bad: a direction anywhere, or a first row's third field that is not a number, says "way")
+            third = np.char.lower(np.char.strip(cols[:, 2]))
+            try:
+                float(third[0])
+                first_is_number = True
+            except ValueError:
+                first_is_number = False
+            form = WAY if (np.isin(third, DIRECTIONS).any() or not first_is_number) else SEGMENT
         else:
             raise _bad(int(lines[0]), f"{n} column(s); a speed file has from_osm_node_id,to_osm_node_id,speed_kmh"
                        "[,rate] (OSRM's segment speed file) or way_id,speed_kmh[,direction]")
     lo, hi = (3, 4) if form == SEGMENT else (2, 3)
-    wrong = (ncol < lo) | (ncol > hi) | (ncol != n)
-    if header is not None:
-        wrong = (ncol < lo) | (ncol > len(header))
+    wrong = (ncol < lo) | (ncol > (hi if header is None else len(header)))  # the optional column per row
     if wrong.any():
         i = int(np.flatnonzero(wrong)[0])
         raise _bad(int(lines[i]), f"{int(ncol[i])} column(s); the {form} form has "
-                   + (f"{','.join(HEADERS[form][:lo])}" + (f"[,{HEADERS[form][lo]}]")) +
-                   (f" and this file's rows have {n}" if header is None and lo <= n <= hi else ""))
+                   f"{','.join(HEADERS[form][:lo])}[,{HEADERS[form][lo]}]")
     if form == SEGMENT:
         a = _ints(cols[:, 0], lines, "from_osm_node_id")
         b = _ints(cols[:, 1], lines, "to_osm_node_id")
