@@ -20,7 +20,7 @@ from geoengine.costing import edge_costs, parse_costing_options
 from geoengine.costing.common import SIGNAL_DELAY_S
 from geoengine.geo import haversine_m
 from geoengine.services.models import Location
-from geoengine.traffic import SpeedFileError
+from geoengine.traffic import SpeedFileError, read_speed_table
 
 A = (9.5209, 47.1410)  # Vaduz
 B = (9.5100, 47.2200)  # Eschen / Nendeln
@@ -333,3 +333,46 @@ def test_a_graph_without_osm_node_ids_says_so(li, tmp_path):
     g.shape_osm_id = None
     with pytest.raises(SpeedFileError, match="rebuild the bundle"):
         map_speeds(g, read_speed_table(b"1,2,30\n"))
+
+
+# ------------------------------------------------------------------------------ the two readers agree
+def _both_readers(data: bytes):
+    from geoengine.traffic import speeds as S
+
+    fast = S._fast_table(data, None)
+    orig = S._fast_table
+    S._fast_table = lambda d, f: None
+    try:
+        slow = read_speed_table(data)
+    finally:
+        S._fast_table = orig
+    return fast, slow
+
+
+@pytest.mark.parametrize("text", [
+    "1,2,30\n3,4,5.5\n",
+    "1,2,30,1.5\n3,4,5.5\n",
+    "from_osm_node_id,to_osm_node_id,speed_kmh,rate\n1,2,30,2\n3,4,5.5,1\n",
+    "7,30\n8,40\n",
+    "7,30,forward\n8,40,backward\n9,50\n",
+    "way_id,speed_kmh,direction\n7,30,both\n8,40,Forward\n",
+])
+def test_fast_reader_equals_checked_reader(text):
+    fast, slow = _both_readers(text.encode())
+    assert fast is not None
+    assert fast.form == slow.form
+    for k in ("lines", "a", "b", "speed"):
+        np.testing.assert_array_equal(getattr(fast, k), getattr(slow, k), err_msg=k)
+
+
+@pytest.mark.parametrize("case", sorted(BAD))
+def test_fast_reader_leaves_every_bad_file_to_the_checked_one(li, case, tmp_path):
+    from geoengine.traffic import speeds as S
+
+    data = write_csv(tmp_path / "b.csv", BAD[case][0](li.graph)).read_bytes()
+    fast = S._fast_table(data, None)
+    if fast is not None:  # only ids the graph lacks pass the reading: the mapping refuses them
+        with pytest.raises(SpeedFileError):
+            from geoengine.traffic import map_speeds
+
+            map_speeds(li.graph, fast)
