@@ -336,33 +336,37 @@ def test_a_graph_without_osm_node_ids_says_so(li, tmp_path):
 
 
 # ------------------------------------------------------------------------------ the two readers agree
-def _both_readers(data: bytes):
+def _both_readers(data: bytes, reader="_fast_table"):
     from geoengine.traffic import speeds as S
 
-    fast = S._fast_table(data, None)
-    orig = S._fast_table
-    S._fast_table = lambda d, f: None
+    fast = getattr(S, reader)(data, None)
+    origs = S._fast_table, S._numeric_table
+    S._fast_table = S._numeric_table = lambda d, f: None
     try:
         slow = read_speed_table(data)
     finally:
-        S._fast_table = orig
+        S._fast_table, S._numeric_table = origs
     return fast, slow
 
 
-@pytest.mark.parametrize("text", [
-    "1,2,30\n3,4,5.5\n",
-    "1,2,30,1.5\n3,4,5.5\n",
-    "from_osm_node_id,to_osm_node_id,speed_kmh,rate\n1,2,30,2\n3,4,5.5,1\n",
-    "7,30\n8,40\n",
-    "7,30,forward\n8,40,backward\n9,50\n",
-    "way_id,speed_kmh,direction\n7,30,both\n8,40,Forward\n",
+@pytest.mark.parametrize("text, numeric", [
+    ("1,2,30\n3,4,5.5\n", True),
+    ("1,2,30,1.5\n3,4,5.5\n", False),  # 3 and 4 columns: pandas' reader
+    ("1,2,30,1.5\n3,4,5.5,2\n", True),
+    ("from_osm_node_id,to_osm_node_id,speed_kmh,rate\n1,2,30,2\n3,4,5.5,1\n", True),
+    ("7,30\n8,40\n", True),
+    ("7,30,forward\n8,40,backward\n9,50\n", False),
+    ("way_id,speed_kmh,direction\n7,30,both\n8,40,Forward\n", False),
 ])
-def test_fast_reader_equals_checked_reader(text):
+def test_fast_readers_equal_checked_reader(text, numeric):
     fast, slow = _both_readers(text.encode())
-    assert fast is not None
-    assert fast.form == slow.form
-    for k in ("lines", "a", "b", "speed"):
-        np.testing.assert_array_equal(getattr(fast, k), getattr(slow, k), err_msg=k)
+    num, _ = _both_readers(text.encode(), "_numeric_table")
+    assert fast is not None and (num is not None) == numeric
+    for got in (fast, num):
+        if got is not None:
+            assert got.form == slow.form
+            for k in ("lines", "a", "b", "speed"):
+                np.testing.assert_array_equal(getattr(got, k), getattr(slow, k), err_msg=k)
 
 
 @pytest.mark.parametrize("case", sorted(BAD))
@@ -370,9 +374,10 @@ def test_fast_reader_leaves_every_bad_file_to_the_checked_one(li, case, tmp_path
     from geoengine.traffic import speeds as S
 
     data = write_csv(tmp_path / "b.csv", BAD[case][0](li.graph)).read_bytes()
-    fast = S._fast_table(data, None)
-    if fast is not None:  # only ids the graph lacks pass the reading: the mapping refuses them
-        with pytest.raises(SpeedFileError):
-            from geoengine.traffic import map_speeds
+    for fast in (S._fast_table(data, None), S._numeric_table(data, None)):
+        if fast is None:
+            continue  # only ids the graph lacks pass the reading: the mapping refuses them
+        from geoengine.traffic import map_speeds
 
+        with pytest.raises(SpeedFileError):
             map_speeds(li.graph, fast)
