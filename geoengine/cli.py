@@ -383,7 +383,7 @@ def make_parser() -> argparse.ArgumentParser:
     kc.add_argument("--plan", required=True, help="plan name: free, starter, unlimited (or from GEOENGINE_PLANS_FILE)")
     kc.add_argument("--label", help="free text to recognise the key by")
     kc.add_argument("--scope", action="append", metavar="SCOPE",
-                    help="a permission of the key, repeatable: admin (may clear tile caches)")
+                    help="a permission of the key, repeatable: admin (may clear tile caches and apply speeds)")
     kp = ksub.add_parser("publishable", help="create a publishable key for pages on other origins",
                          description="Create a publishable key (pk_...): meant to sit in a web page, it is accepted "
                                      "only from the given browser origins (which must also be in "
