@@ -310,6 +310,29 @@ def cmd_info(args) -> int:
     return 0
 
 
+def cmd_speeds(args) -> int:
+    import geoengine
+
+    engine = geoengine.open(args.bundle, settings=_settings(args))
+    if args.speeds_cmd == "apply":
+        if args.reset == bool(args.file):
+            print("error: give a speed FILE or --reset (not both)", file=sys.stderr)
+            return 2
+        info = engine.reset_speeds() if args.reset else engine.apply_speeds(args.file, form=args.form)
+    else:
+        info = engine.speeds_info()
+    if args.json:
+        print(json.dumps(info, indent=2))
+    elif not info or not info.get("file"):
+        print(f"speeds   profile speeds (no measured speeds){'' if not info else f', generation {info['generation']}'}")
+    else:
+        print(f"speeds   generation {info['generation']}: {info['rows']:,} rows ({info['form']} form) on "
+              f"{info['edges']:,} directed edges, applied {info['applied_at']}")
+        print(f"source   {info['source']} (sha256 {info['sha256'][:16]}...)")
+    print(f"stored   {engine.speed_store.dir}")
+    return 0
+
+
 def make_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="geoengine", description="A self-contained maps engine: build bundles from "
                                 "OpenStreetMap extracts and serve routing, search, tiles and elevation.")
@@ -371,7 +394,7 @@ def make_parser() -> argparse.ArgumentParser:
     kc.add_argument("--plan", required=True, help="plan name: free, starter, unlimited (or from GEOENGINE_PLANS_FILE)")
     kc.add_argument("--label", help="free text to recognise the key by")
     kc.add_argument("--scope", action="append", metavar="SCOPE",
-                    help="a permission of the key, repeatable: admin (may clear tile caches)")
+                    help="a permission of the key, repeatable: admin (may clear tile caches and apply speeds)")
     kp = ksub.add_parser("publishable", help="create a publishable key for pages on other origins",
                          description="Create a publishable key (pk_...): meant to sit in a web page, it is accepted "
                                      "only from the given browser origins (which must also be in "
@@ -389,6 +412,28 @@ def make_parser() -> argparse.ArgumentParser:
     kr.add_argument("key", metavar="KEY_OR_ID")
     ksub.add_parser("plans", help="list the plans and their quotas")
     k.set_defaults(func=cmd_keys)
+
+    sp = sub.add_parser("speeds", help="measured speeds for the motor costings (traffic)",
+                        description="Apply measured speeds to a bundle's motor costings (auto, bus, taxi, truck, "
+                        "motorcycle, ...), each capped by its own top speed. They are stored beside the bundle, "
+                        "in BUNDLE.speeds/, and a server serving the bundle switches to them before its next "
+                        "request, in every worker. See docs/traffic.md.")
+    ssub = sp.add_subparsers(dest="speeds_cmd", metavar="ACTION", required=True)
+    sa = ssub.add_parser("apply", help="apply a speed file (or --reset to the profile speeds)",
+                         description="Check the whole FILE, then apply it: OSRM's segment speed file "
+                         "(from_osm_node_id,to_osm_node_id,speed_kmh[,rate], one direction per row) or the "
+                         "per-way form (way_id,speed_kmh[,direction: both|forward|backward]); an optional "
+                         "header line. A bad line (unknown node pair or way, a speed that is not above 0, wrong "
+                         "columns, an empty file) is named and nothing is applied.")
+    sa.add_argument("bundle", metavar="BUNDLE", help="bundle folder")
+    sa.add_argument("file", metavar="FILE", nargs="?", help="the speed file (CSV)")
+    sa.add_argument("--reset", action="store_true", help="return to the costings' profile speeds")
+    sa.add_argument("--form", choices=["segment", "way"], help="the file's form (default: from its header or columns)")
+    sa.add_argument("--json", action="store_true", help="print what is in force as JSON")
+    ss = ssub.add_parser("show", help="show the speeds in force", description="Show the measured speeds in force.")
+    ss.add_argument("bundle", metavar="BUNDLE", help="bundle folder")
+    ss.add_argument("--json", action="store_true", help="JSON output")
+    sp.set_defaults(func=cmd_speeds)
 
     i = sub.add_parser("info", help="describe a bundle", description="Check a bundle's manifest and describe it.")
     i.add_argument("bundle", metavar="DIR")

@@ -43,6 +43,7 @@ SETTINGS: dict[str, Setting] = {
     "request_timeout_s": Setting("GEOENGINE_REQUEST_TIMEOUT", "Seconds a routing computation may take before 504 (default 30)."),
     "search_places": Setting("GEOENGINE_SEARCH_PLACES", "GeoNames places a region build indexes: important (the region plus the world's capitals, admin seats and places of 50,000+; default), region, or all (the whole table)."),
     "cch_cache_bytes": Setting("GEOENGINE_CCH_CACHE_BYTES", "Byte budget of the router's cache of customised hierarchies for non-default costing options and avoid areas (default 1073741824); least recently used first out."),
+    "speeds_dir": Setting("GEOENGINE_SPEEDS_DIR", "Folder of measured speeds (`geoengine speeds apply`, POST /admin/speeds): <dir>/<bundle name>.speeds/ (default: beside the bundle folder); see docs/traffic.md."),
     "workers": Setting("GEOENGINE_WORKERS", "Worker processes of `geoengine serve` when --workers is not given (default: the number of cores this process may use)."),
     "worker_state": Setting("GEOENGINE_WORKER_STATE", "File shared by the worker processes of one server (tile cache clears reach every worker); set by `geoengine serve` when it starts several workers."),
     "log_level": Setting("GEOENGINE_LOG_LEVEL", "Log level of the server (default info)."),
@@ -77,6 +78,7 @@ class Settings:
     request_timeout_s: float = 30.0
     search_places: str = "important"
     cch_cache_bytes: int = 1 << 30
+    speeds_dir: Path | None = None
     workers: int | None = None
     worker_state: Path | None = None
     log_level: str = "info"

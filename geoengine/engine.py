@@ -52,6 +52,7 @@ class Engine:
             "built_by": m.get("geoengine_version"),
             "geoengine_version": __version__,
             "stages": sorted(self.bundle.stages),
+            "speeds": self.speeds_info(),
         }
 
     def uptime_seconds(self) -> float:
@@ -122,7 +123,45 @@ class Engine:
 
         ch_dir = self.bundle.path / "routing" if self.bundle.has_stage("routing") else None
         with self._lock:
-            return Router(self.graph, self.snapper, ch_dir, cch_cache_bytes=self.settings.cch_cache_bytes)
+            return Router(self.graph, self.snapper, ch_dir, cch_cache_bytes=self.settings.cch_cache_bytes,
+                          speed_store=self.speed_store)
+
+    # -- measured speeds (geoengine/traffic; docs/traffic.md) -----------------------------------------
+    @cached_property
+    def speed_store(self):
+        """The bundle's measured speeds (`geoengine.traffic.SpeedStore`), stored beside the bundle in
+        `<bundle>.speeds/` (the bundle folder itself is never written), or in Settings.speeds_dir."""
+        from geoengine.traffic import SpeedStore
+
+        return SpeedStore(self.bundle.path, self.bundle.manifest.get("created"), self.settings.speeds_dir)
+
+    def apply_speeds(self, source, *, form: str | None = None, label: str | None = None) -> dict:
+        """Measured speeds for the motor costings (auto, auto_shorter, bus, taxi, truck, motorcycle,
+        motor_scooter), each capped by its own top speed: `source` a path to OSRM's segment speed file
+        (from_osm_node_id,to_osm_node_id,speed_kmh[,rate]) or to the per-way form
+        (way_id,speed_kmh[,direction]), CSV bytes, or a pandas DataFrame with those columns. Checked
+        whole first (SpeedFileError naming the first bad line; nothing applied), then stored beside the
+        bundle, where every process serving it picks them up before its next request. Routes, matrices,
+        isochrones, optimised routes and both dialects answer with them from the next call on. Returns
+        what /health shows: generation, source (`label` if given), sha256, form, rows, edges, applied_at."""
+        self.require_stage("graph", "routing")
+        info = self.speed_store.apply(self.graph, source, form, label)
+        if "router" in self.__dict__:
+            self.router.sync_speeds()
+        return info
+
+    def reset_speeds(self) -> dict:
+        """Back to the costings' profile speeds (stored as a new generation; every process switches)."""
+        info = self.speed_store.reset()
+        if "router" in self.__dict__:
+            self.router.sync_speeds()
+        return info
+
+    def speeds_info(self) -> dict | None:
+        """The measured speeds in force (None: the profile speeds; after a reset, `file` is null)."""
+        if not self.bundle.has_stage("graph"):
+            return None
+        return self.speed_store.read_info()
 
     def compute_route(self, request=None, **fields):
         """The typed result of a route request (`geoengine.services.route.RouteResult`: the best `Route`

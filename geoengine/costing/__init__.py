@@ -27,7 +27,7 @@ from geoengine.graph import tags as T
 
 __all__ = [
     "COSTINGS", "TABLES", "Option", "Options", "check_costing", "costing_options_schema", "default_options",
-    "parse_costing_options", "edge_costs", "turn_penalty", "mode_of", "inactive_options",
+    "parse_costing_options", "edge_costs", "MOTOR_COSTINGS", "turn_penalty", "mode_of", "inactive_options",
 ]
 
 _MODULES = {
@@ -44,20 +44,27 @@ def mode_of(costing: str) -> str:
     return _MODE[check_costing(costing)]
 
 
-def edge_costs(graph, costing: str, options: Options | None = None) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+#: the costings whose travel times measured speeds replace (`edge_costs(..., speeds=)`, docs/traffic.md)
+MOTOR_COSTINGS = ("auto", "auto_shorter", "bus", "taxi", "truck", "motorcycle", "motor_scooter")
+
+
+def edge_costs(graph, costing: str, options: Options | None = None,
+               speeds=None) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Per directed edge of `graph`: (cost float64[E], time_s float64[E], length_m float64[E]).
 
     Contract: cost is what routing minimises (seconds scaled by preferences and penalties, or metres
     when `shortest`), inf where the costing may not use the edge in its direction (access, oneway,
     limits, exclusions); time_s is the travel time in seconds (inf where not allowed); length_m the
     edge length in metres. Vectorised numpy over all edges; `options` defaults to the costing's defaults.
+    `speeds`: measured speeds (`geoengine.traffic.SpeedOverlay`) the motor costings use instead of their
+    profile speeds where given, capped by their own top speed.
     """
     check_costing(costing)
     if options is None:
         options = default_options(costing)
     if options.costing != costing:
         raise ValueError(f"options are for costing '{options.costing}', not '{costing}'")
-    return _MODULES[costing].costs(graph, options)
+    return _MODULES[costing].costs(graph, options, speeds)
 
 
 def _motor_turns(angle: np.ndarray) -> np.ndarray:

@@ -26,7 +26,27 @@ def motor_time(v: EdgeView, top_speed: float) -> np.ndarray:
     tagged = v.flag(T.F_SPEED_TAGGED) & ~v.flag(T.F_FERRY)
     speed = v.speed * np.where(tagged, TAGGED_SPEED_FACTOR, 1.0) * MOTOR_SURFACE_SPEED[v.surface]
     speed = np.minimum(speed, top_speed)
-    return v.length / (np.maximum(speed, 1.0) / 3.6) + SIGNAL_DELAY_S * v.signals
+    time_s = v.length / (np.maximum(speed, 1.0) / 3.6) + SIGNAL_DELAY_S * v.signals
+    if v.speeds is not None and len(v.speeds.edges):
+        time_s = with_measured_speeds(v, time_s, speed, top_speed)
+    return time_s
+
+
+def with_measured_speeds(v: EdgeView, time_s: np.ndarray, speed: np.ndarray, top_speed: float) -> np.ndarray:
+    """`time_s` with the measured speeds of `v.speeds` on the edges they cover (docs/traffic.md): the
+    covered metres at their measured speed (the harmonic mean over the covered pieces of the edge),
+    capped at `top_speed` (no surface factor: a measured speed is what was driven), the rest of the edge
+    at the profile speed `speed`, plus the signal delays as before."""
+    s = v.speeds
+    e = s.edges
+    cov_len = np.asarray(s.cov_len, dtype=np.float64)
+    measured = cov_len / np.asarray(s.cov_time, dtype=np.float64) * 3.6
+    capped = np.minimum(measured, top_speed)
+    rest = np.maximum(v.length[e] - cov_len, 0.0)
+    out = np.array(time_s, dtype=np.float64)
+    out[e] = (cov_len / (capped / 3.6) + rest / (np.maximum(speed[e], 1.0) / 3.6)
+              + SIGNAL_DELAY_S * v.signals[e])
+    return out
 
 
 def motor_cost(v: EdgeView, time_s: np.ndarray, opts, mode_bit: int, toll_bit: int = T.F_TOLL) -> np.ndarray:
@@ -59,8 +79,8 @@ def dimension_ok(v: EdgeView, opts, pairs) -> np.ndarray:
     return ok
 
 
-def costs(graph, opts):
-    v = EdgeView(graph)
+def costs(graph, opts, speeds=None):
+    v = EdgeView(graph, speeds)
     bit = MODE[opts.costing]
     allowed = (v.access & bit) != 0
     allowed &= dimension_ok(v, opts, (("height", "maxheight"), ("width", "maxwidth")))

@@ -25,7 +25,7 @@ STRESS = {"motorway": 1.0, "trunk": 1.0, "primary": 0.8, "secondary": 0.6, "tert
           "residential": 0.2, "service": 0.2, "road": 0.3, "busway": 0.3, "living_street": 0.1, "track": 0.1}
 
 
-def costs(graph, opts):
+def costs(graph, opts, speeds=None):  # measured motor speeds do not apply
     v = EdgeView(graph)
     btype = opts["bicycle_type"]
     allowed = (v.access & T.BICYCLE) != 0

@@ -29,8 +29,11 @@ def preference(u: float, strength: float = 5.0) -> float:
 class EdgeView:
     """Per-directed-edge numpy views of a Graph used by the cost functions."""
 
-    def __init__(self, graph):
+    def __init__(self, graph, speeds=None):
         self.graph = graph
+        #: measured speeds (`geoengine.traffic.SpeedOverlay`, or any object with `edges`, `cov_len`,
+        #: `cov_time`) that replace the profile speed on part or all of some edges; None: profile speeds
+        self.speeds = speeds
         self.length = graph.edge_length
         self.cls = graph.edge_class
         self.flags = graph.edge_flags

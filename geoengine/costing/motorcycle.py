@@ -10,8 +10,8 @@ MODE = {"motorcycle": T.MOTORCYCLE, "motor_scooter": T.MOTOR_SCOOTER}
 TOP_SPEED = {"motorcycle": 140.0, "motor_scooter": 45.0}
 
 
-def costs(graph, opts):
-    v = EdgeView(graph)
+def costs(graph, opts, speeds=None):
+    v = EdgeView(graph, speeds)
     allowed = (v.access & MODE[opts.costing]) != 0
     time_s = motor_time(v, TOP_SPEED[opts.costing])
     bit = MODE[opts.costing]

@@ -14,7 +14,7 @@ STEPS_SPEED_FACTOR = 0.5  # steps are walked at half speed
 WALKWAYS = ("footway", "path", "pedestrian", "bridleway", "cycleway")
 
 
-def costs(graph, opts):
+def costs(graph, opts, speeds=None):  # measured motor speeds do not apply
     v = EdgeView(graph)
     allowed = (v.access & T.PEDESTRIAN) != 0
     allowed &= v.sac() <= opts["max_hiking_difficulty"]

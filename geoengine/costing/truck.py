@@ -10,8 +10,8 @@ LIMITS = (("height", "maxheight"), ("width", "maxwidth"), ("length", "maxlength"
           ("axle_load", "maxaxleload"), ("axle_count", "maxaxles"))
 
 
-def costs(graph, opts):
-    v = EdgeView(graph)
+def costs(graph, opts, speeds=None):
+    v = EdgeView(graph, speeds)
     allowed = (v.access & T.TRUCK) != 0
     allowed &= dimension_ok(v, opts, LIMITS)
     if opts["hazmat"]:

@@ -305,6 +305,7 @@ def build_graph(osm_path: str | Path, out_dir: str | Path) -> dict:
     is_last = np.zeros(len(shape_idx), dtype=bool)
     is_last[shape_offsets[1:] - 1] = True
     interior = np.bincount(seg_of_shape[sig_pt & ~is_first & ~is_last], minlength=S)
+    shape_osm_id = refs[shape_idx]  # OSM node id of every shape point (segment speeds by node pair)
     del refs, shape_idx, seg_of_shape, is_first, is_last
     at_u = sig_pt[shape_offsets[:-1]].astype(np.int64)
     at_v = sig_pt[shape_offsets[1:] - 1].astype(np.int64)
@@ -364,6 +365,7 @@ def build_graph(osm_path: str | Path, out_dir: str | Path) -> dict:
         "seg_class": seg_class, "seg_flags": seg_flags, "seg_surface": seg_surface, "seg_sac": seg_sac,
         "seg_name": seg_name, "seg_ref": seg_ref, "seg_limits": seg_limits,
         "shape_offsets": shape_offsets, "shape_lon": shape_lon, "shape_lat": shape_lat,
+        "shape_osm_id": shape_osm_id,
         "edge_src": edge_src, "edge_dst": edge_dst, "edge_access": acc, "edge_dest_only": dest,
         "edge_speed": speed, "edge_signals": signals, "edge_bearing_start": bearing_start, "edge_bearing_end": bearing_end,
         "restr_from": restr["from"], "restr_to": restr["to"], "restr_only": restr["only"],

@@ -22,6 +22,9 @@ ARRAYS = (
     "edge_src", "edge_dst", "edge_access", "edge_dest_only", "edge_speed", "edge_signals", "edge_bearing_start",
     "edge_bearing_end", "restr_from", "restr_to", "restr_only", "restr_modes",
 )
+# Arrays a graph of this format may lack (written by newer builds; None when absent):
+# shape_osm_id int64[shape points]: the OSM node id of each shape point (segment speeds by node pair).
+OPTIONAL_ARRAYS = ("shape_osm_id",)
 
 
 class Graph:
@@ -72,6 +75,7 @@ class Graph:
     seg_climb: np.ndarray | None = None
     seg_descent: np.ndarray | None = None
     seg_grade: np.ndarray | None = None
+    shape_osm_id: np.ndarray | None = None  # OPTIONAL_ARRAYS
 
     def __init__(self, path: Path, arrays: dict[str, np.ndarray], meta: dict, strings_blob: bytes):
         self.path = path
@@ -99,6 +103,10 @@ class Graph:
             # a plain ndarray view of the mapped file: indexing an np.memmap runs Python code per call
             # (its __getitem__ and __array_finalize__), which the request path pays many times
             arrays[name] = np.load(f, mmap_mode="r").view(np.ndarray)
+        for name in OPTIONAL_ARRAYS:
+            f = path / f"{name}.npy"
+            if f.exists():
+                arrays[name] = np.load(f, mmap_mode="r").view(np.ndarray)
         blob = (path / "strings.bin").read_bytes()
         return cls(path, arrays, meta, blob)
 

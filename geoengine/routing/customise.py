@@ -116,6 +116,13 @@ class MetricCache:
     def __len__(self) -> int:
         return len(self._items)
 
+    def clear(self) -> None:
+        """Drop every kept value (new measured speeds: each was customised for the old ones)."""
+        with self._lock:
+            self._items.clear()
+            self._sizes.clear()
+            self.bytes = 0
+
     def refresh(self, key) -> None:
         """Count a kept value's bytes again (its hierarchy was replaced) and evict down to the budget."""
         with self._lock:

@@ -88,12 +88,13 @@ class Profile:
     """
 
     def __init__(self, graph, costing: str, options: Options | None = None, *, blocked: np.ndarray | None = None,
-                 ch=None):
+                 ch=None, speeds=None):
         self.graph = graph
         self.costing = costing
         self.options = options or default_options(costing)
         self.mode = mode_of(costing)
-        cost, time, length = edge_costs(graph, costing, self.options)
+        self.speeds = speeds  # the measured speeds these costs were made with (None: profile speeds)
+        cost, time, length = edge_costs(graph, costing, self.options, speeds)
         cost = np.array(cost, dtype=np.float64)
         if blocked is not None and blocked.any():
             cost[blocked] = np.inf

@@ -15,7 +15,7 @@ from pathlib import Path
 import numpy as np
 
 from geoengine.arrays import unique
-from geoengine.costing import default_options, inactive_options, parse_costing_options
+from geoengine.costing import MOTOR_COSTINGS, default_options, inactive_options, parse_costing_options
 from geoengine.errors import FieldError, InvalidRequest, NoRoute, Unsnappable, field_path
 from geoengine.graph import tags as T
 from geoengine.routing.pieces import Leg, PieceSummary
@@ -32,8 +32,21 @@ IS_HIGHWAY = np.isin(np.arange(256), [T.CLASS["motorway"], T.CLASS["trunk"]])
 PROFILE_CACHE = 8
 
 
+class _Speeds:
+    """The measured speeds a router answers with (`overlay`, None for the profile speeds), their store's
+    stamp and the default profiles made with them: replaced as one object, so a request that read it
+    once uses one set of speeds throughout."""
+
+    def __init__(self, overlay=None, stamp=None):
+        self.overlay = overlay
+        self.stamp = stamp
+        self.generation = 0 if overlay is None else overlay.generation
+        self.defaults: dict[str, Profile] = {}
+
+
 class Router:
-    def __init__(self, graph, snapper, ch_dir: Path | None, *, cch_cache_bytes: int | None = None):
+    def __init__(self, graph, snapper, ch_dir: Path | None, *, cch_cache_bytes: int | None = None,
+                 speed_store=None):
         self.graph = graph
         self.snapper = snapper
         self.ch_dir = Path(ch_dir) if ch_dir else None
@@ -41,10 +54,42 @@ class Router:
         self._customiser = None
         self._cch_lock = threading.Lock()
         self._lock = threading.Lock()
-        self._defaults: dict[str, Profile] = {}
         self._custom: OrderedDict[tuple, Profile] = OrderedDict()
         self._grid = None
         self._features: dict | None = None
+        #: `geoengine.traffic.SpeedStore` of the bundle (measured speeds beside it), or None
+        self.speed_store = speed_store
+        self._speeds_lock = threading.Lock()
+        self._speeds = _Speeds()
+        self.sync_speeds()
+
+    # -- measured speeds (docs/traffic.md) -------------------------------------------------------------
+    @property
+    def speeds(self):
+        """The `SpeedOverlay` the router answers with (None: the costings' profile speeds)."""
+        return self._speeds.overlay
+
+    def sync_speeds(self) -> bool:
+        """Switch to the store's current speeds if another process (or this one) changed them: one stat
+        per call when nothing changed. Profiles made with the old speeds are dropped; a request that
+        already holds one finishes with it. True when the speeds changed."""
+        store = self.speed_store
+        if store is None:
+            return False
+        stamp = store.stamp()
+        if stamp == self._speeds.stamp:
+            return False
+        with self._speeds_lock:
+            stamp = store.stamp()
+            if stamp == self._speeds.stamp:
+                return False
+            new = _Speeds(store.load(self.graph), stamp)
+            with self._lock:
+                self._custom.clear()
+            if self._customiser is not None:
+                self._customiser.cache.clear()
+            self._speeds = new
+        return True
 
     # -- profiles ------------------------------------------------------------------------------------
     def _ch_for(self, costing: str):
@@ -75,13 +120,17 @@ class Router:
         weights (defaults: kept for the router's life; other option sets and avoid areas: in the
         byte-bounded LRU `customiser.cache`). Without either, `ch` is None (exact Dijkstra)."""
         options = options or default_options(costing)
+        self.sync_speeds()
+        sp = self._speeds
         if blocked is None and (not options.given or options.is_default):
-            return self._default_profile(costing)
-        key = (costing, options.fingerprint, None if blocked is None else hash(np.packbits(blocked).tobytes()))
+            return self._default_profile(costing, sp=sp)
+        speeds = sp.overlay if costing in MOTOR_COSTINGS else None
+        key = (costing, options.fingerprint, None if blocked is None else hash(np.packbits(blocked).tobytes()),
+               sp.generation if speeds is not None else 0)
         cust = self.customiser
         if cust is not None:
             def make():
-                p = Profile(self.graph, costing, options, blocked=blocked)
+                p = Profile(self.graph, costing, options, blocked=blocked, speeds=speeds)
                 p.ch = cust.customise_soon(p, on_perfect=lambda: cust.cache.refresh(key))
                 _ = p.component  # computed now, so its bytes are counted
                 return p
@@ -92,27 +141,32 @@ class Router:
             if prof is not None:
                 self._custom.move_to_end(key)
                 return prof
-        prof = Profile(self.graph, costing, options, blocked=blocked)
+        prof = Profile(self.graph, costing, options, blocked=blocked, speeds=speeds)
         with self._lock:
             self._custom[key] = prof
             while len(self._custom) > PROFILE_CACHE:
                 self._custom.popitem(last=False)
         return prof
 
-    def _default_profile(self, costing: str, soon: bool = True) -> Profile:
-        """A costing's default profile, made once. `soon`: a request waits for the basic customisation
-        only (the perfect one follows in the background); else the perfect one is made at once, which
-        needs about 0.7 GB less at its peak at 64 copies of Liechtenstein (start-up: nobody waits)."""
-        prof = self._defaults.get(costing)
+    def _default_profile(self, costing: str, soon: bool = True, sp: _Speeds | None = None) -> Profile:
+        """A costing's default profile, made once per set of speeds. `soon`: a request waits for the
+        basic customisation only (the perfect one follows in the background); else the perfect one is
+        made at once, which needs about 0.7 GB less at its peak at 64 copies of Liechtenstein (start-up:
+        nobody waits). With measured speeds a motor costing is customised on the CCH (the bundle's
+        classic CH holds the profile speeds)."""
+        sp = sp or self._speeds
+        prof = sp.defaults.get(costing)
         if prof is None:
             with self._lock:
-                prof = self._defaults.get(costing)
+                prof = sp.defaults.get(costing)
                 if prof is None:
-                    prof = Profile(self.graph, costing, default_options(costing), ch=self._ch_for(costing))
+                    speeds = sp.overlay if costing in MOTOR_COSTINGS else None
+                    ch = self._ch_for(costing) if speeds is None else None
+                    prof = Profile(self.graph, costing, default_options(costing), ch=ch, speeds=speeds)
                     if prof.ch is None and self.customiser is not None:
                         cust = self.customiser
                         prof.ch = cust.customise_soon(prof) if soon else cust.customise(prof)
-                    self._defaults[costing] = prof
+                    sp.defaults[costing] = prof
         return prof
 
     def warm(self) -> None:

@@ -12,4 +12,5 @@ ROUTE_MODULES: list[str] = [
     "geoengine.server.routes.optimised_route",
     "geoengine.server.routes.valhalla",
     "geoengine.server.routes.osrm",
+    "geoengine.server.routes.traffic",
 ]

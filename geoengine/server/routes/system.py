@@ -20,6 +20,9 @@ class Health(BaseModel):
     version: str = Field(description="geoengine version")
     region: str | None = Field(description="Region of the served bundle")
     stages: list[str] = Field(description="Build stages present in the served bundle")
+    speeds: dict | None = Field(None, description="The measured speeds in force (docs/traffic.md): generation, "
+                                "source, sha256, form, rows, edges, applied_at; null when none were ever applied; "
+                                "`file` null after a reset")
 
 
 def format_uptime(seconds: float) -> str:
@@ -31,7 +34,7 @@ def health_doc(engine: Engine, params=None) -> dict:
     info = engine.info()
     up = engine.uptime_seconds()
     return {"status": "ok", "uptime": format_uptime(up), "uptime_s": round(up, 3), "version": info["geoengine_version"],
-            "region": info["region"], "stages": info["stages"]}
+            "region": info["region"], "stages": info["stages"], "speeds": info.get("speeds")}
 
 
 @router.get("/health", response_model=Health, summary="Liveness check")

@@ -1,0 +1,200 @@
+"""New speeds against OSRM's osrm-customize, at 64 copies of Liechtenstein (issue 28).
+
+    nice -n 10 env NUMBA_CACHE_DIR=... PYTHONPATH=$PWD .venv/bin/python benchmarks/speeds_bench.py \\
+        [--extract /work/scale-cache/liechtenstein-x64.osm.pbf] [--cache /work/scale-cache/speeds] \\
+        [--rows 100000] [--pairs 200] [--json out.json]
+
+- The bundle (source + graph + routing stages) is built once into --cache (not timed), as OSRM's
+  osrm-extract + osrm-partition (MLD, car.lua; osrm-bindings in benchmarks/.peers/venv, through
+  _speeds_peer_run.py; not timed).
+- The speed file: OSRM's CSV (from_osm_node_id,to_osm_node_id,speed_kmh), --rows rows: every OSM
+  segment cars may drive in copy (0, 0) (the original Liechtenstein, both allowed directions) and random
+  segments of the other copies up to --rows, speeds uniform 10-110 km/h. The same file for both.
+- geoengine: the engine opened and warmed first (a running server); timed from `engine.apply_speeds(file)`
+  (which reads it) to the first route answered with the new speeds (wall, and CPU of the process).
+- OSRM: `osrm-customize region.osrm --segment-speed-file file` (wall and CPU of the child); the load of
+  the customised data and its first route are reported apart.
+- Durations: --pairs random pairs inside copy (0, 0), where every road has a speed from the file, so
+  both engines' durations come from the same speeds (plus each one's turn and signal delays). "Where
+  the graphs agree": the two routes' lengths within 1 %. Prints the share within 1 % and the ratios.
+The machine is shared: figures move with its load; compare the ratios of one run.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import resource
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+PEER_PY = ROOT / "benchmarks" / ".peers" / "venv" / "bin" / "python"
+COPY0 = (9.46, 9.65, 47.04, 47.29)  # the original Liechtenstein (copy 0, 0) of replicate_extract.py
+
+
+def ensure_peer():
+    if not PEER_PY.exists():
+        subprocess.run([sys.executable, "-m", "venv", str(PEER_PY.parents[1])], check=True)
+    if subprocess.run([str(PEER_PY), "-c", "import osrm, numpy"], capture_output=True).returncode != 0:
+        subprocess.run([str(PEER_PY.parent / "pip"), "install", "-q", "osrm-bindings", "numpy"], check=True)
+
+
+def build_bundle(extract: Path, out: Path) -> None:
+    from geoengine.bundler.pipeline import build, resolve_inputs
+    from geoengine.bundler.stages import all_stages
+    from geoengine.config import Settings
+    from geoengine.progress import NullProgress
+
+    if (out / "manifest.json").exists() and (out / "graph" / "shape_osm_id.npy").exists():
+        return
+    settings = Settings(home=out.parent / "home", data_mirror=str(ROOT.parent / "shared" / "data"))
+    stages = [s for s in all_stages() if s.name in ("source", "graph", "routing")]
+    inputs = resolve_inputs(str(extract), settings, progress=NullProgress())
+    t = time.perf_counter()
+    build(inputs, out, settings, progress=NullProgress(), stages=stages)
+    print(f"bundle built in {time.perf_counter() - t:.0f} s (not timed)")
+
+
+def speed_file(graph, rows: int, path: Path, rng) -> None:
+    """OSRM rows for every car piece of copy 0 plus random car pieces elsewhere, up to `rows`."""
+    sid = np.asarray(graph.shape_osm_id)
+    off = np.asarray(graph.shape_offsets)
+    lon, lat = np.asarray(graph.shape_lon), np.asarray(graph.shape_lat)
+    P = len(sid)
+    last = np.zeros(P, bool)
+    last[off[1:] - 1] = True
+    piece = np.flatnonzero(~last)
+    seg = np.searchsorted(off, piece, side="right") - 1
+    acc = np.asarray(graph.edge_access)
+    fw_ok = (acc[2 * seg] & 1) != 0
+    bw_ok = (acc[2 * seg + 1] & 1) != 0
+    a = np.concatenate([sid[piece[fw_ok]], sid[piece[bw_ok] + 1]])
+    b = np.concatenate([sid[piece[fw_ok] + 1], sid[piece[bw_ok]]])
+    p = np.concatenate([piece[fw_ok], piece[bw_ok]])
+    in0 = (lon[p] > COPY0[0]) & (lon[p] < COPY0[1]) & (lat[p] > COPY0[2]) & (lat[p] < COPY0[3])
+    keep = np.flatnonzero(in0)
+    rest = np.flatnonzero(~in0)
+    extra = max(rows - len(keep), 0)
+    sel = np.concatenate([keep[:rows], rng.choice(rest, min(extra, len(rest)), replace=False)])
+    rng.shuffle(sel)
+    v = rng.integers(10, 111, len(sel))
+    with open(path, "w") as f:
+        f.write("\n".join(f"{x},{y},{s}" for x, y, s in zip(a[sel].tolist(), b[sel].tolist(), v.tolist(),
+                                                            strict=True)) + "\n")
+    return int(in0.sum())
+
+
+def pairs_in_copy0(graph, n, rng):
+    lon, lat = np.asarray(graph.shape_lon), np.asarray(graph.shape_lat)
+    acc = np.asarray(graph.edge_access)
+    off = np.asarray(graph.shape_offsets)
+    seg_ok = ((acc[0::2] | acc[1::2]) & 1) != 0
+    pts = np.flatnonzero(seg_ok[np.searchsorted(off, np.arange(len(lon)), side="right") - 1]
+                         & (lon > COPY0[0] + 0.01) & (lon < COPY0[1] - 0.01) & (lat > COPY0[2] + 0.01)
+                         & (lat < COPY0[3] - 0.01))
+    a = rng.choice(pts, 4 * n)
+    b = rng.choice(pts, 4 * n)
+    far = np.hypot((lon[a] - lon[b]) * 0.68, lat[a] - lat[b]) > 0.03  # about 3 km or more
+    a, b = a[far][:n], b[far][:n]
+    return np.column_stack([lon[a], lat[a]]), np.column_stack([lon[b], lat[b]])
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--extract", type=Path, default=Path("/work/scale-cache/liechtenstein-x64.osm.pbf"))
+    ap.add_argument("--cache", type=Path, default=Path("/work/scale-cache/speeds"))
+    ap.add_argument("--rows", type=int, default=100_000)
+    ap.add_argument("--pairs", type=int, default=200)
+    ap.add_argument("--seed", type=int, default=28)
+    ap.add_argument("--json", type=Path)
+    args = ap.parse_args()
+    print(f"cpu threads visible: {os.cpu_count()}; load average {os.getloadavg()}")
+    label = args.extract.name.split(".")[0]
+    work = args.cache / label
+    work.mkdir(parents=True, exist_ok=True)
+    bundle = work / "bundle"
+    build_bundle(args.extract, bundle)
+    ensure_peer()
+
+    import geoengine
+    from geoengine.config import Settings
+
+    settings = Settings.from_env(speeds_dir=work / "speeds")
+    engine = geoengine.open(bundle, settings=settings)
+    engine.reset_speeds()
+    rng = np.random.default_rng(args.seed)
+    csv = work / "speeds.csv"
+    n_copy0 = speed_file(engine.graph, args.rows, csv, rng)
+    a, b = pairs_in_copy0(engine.graph, args.pairs, rng)
+    np.savez(work / "points.npz", a=a, b=b)
+    print(f"speed file: {sum(1 for _ in open(csv)):,} rows ({csv.stat().st_size / 1e6:.1f} MB); car pieces of copy 0: {n_copy0:,}")
+    engine.warm()  # a running server: open, customised for the profile speeds, kernels loaded
+    loc = lambda p: {"lon": float(p[0]), "lat": float(p[1])}  # noqa: E731
+    before = engine.route(locations=[loc(a[0]), loc(b[0])])["trip"]["summary"]["time"]
+
+    c0, t0 = time.process_time(), time.perf_counter()
+    info = engine.apply_speeds(csv)
+    t_apply = time.perf_counter() - t0
+    first = engine.route(locations=[loc(a[0]), loc(b[0])])["trip"]["summary"]["time"]
+    ge_wall, ge_cpu = time.perf_counter() - t0, time.process_time() - c0
+    assert first != before, "the first route after the apply did not change"
+    print(f"geoengine: apply {t_apply:.2f} s, file to first route with the new speeds {ge_wall:.2f} s wall, "
+          f"{ge_cpu:.2f} s CPU ({info['edges']:,} edges changed; route {before:.1f} -> {first:.1f} s)")
+    engine.router.customiser.wait(600)
+    ge_t, ge_d = np.full(len(a), np.nan), np.full(len(a), np.nan)
+    for i in range(len(a)):
+        try:
+            s = engine.route(locations=[loc(a[i]), loc(b[i])])["trip"]["summary"]
+            ge_t[i], ge_d[i] = s["time"], s["length"] * 1000
+        except Exception:  # noqa: BLE001 - an unsnappable or unreachable pair counts as no route
+            pass
+
+    out_json = work / "osrm.json"
+    ru0 = resource.getrusage(resource.RUSAGE_CHILDREN)
+    p = subprocess.run([str(PEER_PY), str(ROOT / "benchmarks" / "_speeds_peer_run.py"), str(args.extract),
+                        str(work / "osrm"), str(csv), str(work / "points.npz"), str(out_json)],
+                       capture_output=True, text=True, timeout=7200)
+    _ = ru0
+    if p.returncode != 0:
+        print("OSRM failed:", p.stderr[-2000:])
+        return 1
+    peer = json.loads(out_json.read_text())
+    if "error" in peer:
+        print("osrm-customize failed:", peer["error"])
+        return 1
+    if "prepare_s" in peer:
+        print(f"OSRM osrm-extract + osrm-partition: {peer['prepare_s']:.0f} s (not timed)")
+    print(f"OSRM: osrm-customize --segment-speed-file {peer['customize_s']:.2f} s wall, "
+          f"{peer['customize_cpu_s']:.2f} s CPU; then load + first route {peer['load_and_first_route_s']:.2f} s")
+    print(f"ratio geoengine / osrm-customize: wall {ge_wall / peer['customize_s']:.2f}, "
+          f"CPU {ge_cpu / max(peer['customize_cpu_s'], 1e-9):.2f}")
+    os_t, os_d = np.asarray(peer["durations"], float), np.asarray(peer["distances"], float)
+    ok = np.isfinite(ge_t) & np.isfinite(os_t) & (os_d > 0)
+    agree = ok & (np.abs(ge_d / np.where(os_d > 0, os_d, 1) - 1) <= 0.01)
+    rel = np.abs(ge_t / np.where(os_t > 0, os_t, 1) - 1)
+    within = agree & (rel <= 0.01)
+    print(f"durations: {int(ok.sum())} pairs routed by both, {int(agree.sum())} where the lengths agree within 1 %; "
+          f"of those {int(within.sum())} ({within.sum() / max(agree.sum(), 1):.1%}) within 1 % of OSRM's duration; "
+          f"median |ratio - 1| {np.median(rel[agree]) if agree.any() else float('nan'):.4f}, "
+          f"p95 {np.percentile(rel[agree], 95) if agree.any() else float('nan'):.4f}, "
+          f"median ratio {np.median(ge_t[agree] / os_t[agree]) if agree.any() else float('nan'):.4f}")
+    res = {"rows": args.rows, "edges": info["edges"], "ge_apply_s": t_apply, "ge_file_to_first_route_s": ge_wall,
+           "ge_cpu_s": ge_cpu, "osrm_customize_s": peer["customize_s"], "osrm_customize_cpu_s": peer["customize_cpu_s"],
+           "osrm_load_first_route_s": peer["load_and_first_route_s"], "pairs": int(ok.sum()), "agree": int(agree.sum()),
+           "within_1pct": int(within.sum()),
+           "median_rel": float(np.median(rel[agree])) if agree.any() else None}
+    if args.json:
+        args.json.write_text(json.dumps(res, indent=1))
+    engine.reset_speeds()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
