@@ -179,6 +179,8 @@ def _size(params: dict, default: int, hi: int) -> int | bool:
 
 
 def _fast_search(engine, params: dict):
+    if "format" in params:  # Nominatim's dialect (routes/nominatim.py), never the spec's answer
+        return None
     q = params.get("q")
     lat, lon = _number(params, "lat", -90, 90), _number(params, "lon", -180, 180)
     size = _size(params, 10, 25)
