@@ -58,6 +58,7 @@ MANMADE_KEYS = {"man_made"}
 MAX_LIMIT = 50
 _CONNECTOR_WORDS = {normalise(c) for cs in CONNECTORS.values() for c in cs if " " not in c}
 CONTEXT_CANDIDATES = 300  # documents read in full (context words) per query
+VARIANT_FACTOR = 0.98  # a word matched through an abbreviation counts a little less than as typed
 W_NAME = 2.0
 W_NAME_SHARE = 0.4  # the share of the document's name words the query holds
 W_IMP = 0.3
@@ -272,11 +273,12 @@ class Geocoder:
         """(document rows, (tokens, rows) best name-match quality of each query word through any of its
         abbreviation variants)."""
         variants = self._variants(toks)
-        flat, owner = [], []
+        flat, owner, factor = [], [], []
         for i, vs in enumerate(variants):
-            for v in vs:
+            for k, v in enumerate(vs):
                 flat.append(v)
                 owner.append(i)
+                factor.append(1.0 if k == 0 else VARIANT_FACTOR)
         m = self.ix._match_matrix(flat, False)
         if prefix_last and toks:  # the last word as typed may be a prefix
             last = self.ix._match_matrix([toks[-1]], True)
@@ -284,11 +286,13 @@ class Geocoder:
             mat_a, mat_b = m.take(cols), last.take(cols)
             flat.append(toks[-1])
             owner.append(len(toks) - 1)
+            factor.append(1.0)
             mat = np.vstack([mat_a, mat_b])
         else:
             cols, mat = m.cols, m.mat
         out = np.zeros((len(toks), len(cols)), np.float32)
         own = np.asarray(owner)
+        mat = mat * np.asarray(factor, np.float32)[:, None]
         for i in range(len(toks)):
             rows = np.flatnonzero(own == i)
             if len(rows):
@@ -371,8 +375,9 @@ class Geocoder:
         if not nums or len(toks) < 2:
             return None
         _, by_num = self.address_rows()
-        # the number: the first word that is one next to a street word (a number ending the query is
-        # preferred by order: "Meritxell 11", "11 Avinguda Meritxell")
+        cls = self.doc_class()
+        fallback = None
+        relaxed = []
         for ni in nums:
             rest = [t for i, t in enumerate(toks) if i != ni]
             rest_ctx = None if ctx_only is None else np.delete(ctx_only, ni)
@@ -381,26 +386,36 @@ class Geocoder:
             variants = self._variants(rest)
             cols, name_q = self._name_matrix(rest, prefix_last and ni != len(toks) - 1)
             cand = by_num.get(toks[ni])
-            hits = []
+            a_rows = np.zeros(0, np.int64)
             if cand is not None and len(cand):
                 # a numbered document's street is named in its detail (addr:street), its own name may be the
                 # label "street number" (address documents) or a POI's name: match the words against both
                 q = self._street_quality(cand, rest, variants, cols, name_q)
-                rows, scores, cover = self._rank(cand, q, variants, name_only=None, ctx_only=rest_ctx,
-                                                 prefix_last=prefix_last, point=point, need_all=True,
-                                                 extra=None)
-                hits = [(int(r), float(s) + 1.0, toks[ni]) for r, s in zip(rows.tolist(), scores.tolist(), strict=True)]
-            if hits:
-                return hits
-            if not allow_fallback:
-                continue
-            # the number is not in the data: the street
-            cls = self.doc_class()
-            streets = cls[cols] == 2
-            rows, scores, _ = self._rank(cols[streets], name_q[:, streets], variants, name_only=None, ctx_only=rest_ctx,
-                                         prefix_last=prefix_last, point=point, need_all=True)
-            if len(rows):
-                return [(int(r), float(s), None) for r, s in zip(rows.tolist(), scores.tolist(), strict=True)]
+                bonus = 0.05 * (cls[cand] == 3)  # the address itself before a POI at the same address
+                a_rows, a_scores, a_cover = self._rank(cand, q, variants, name_only=None, ctx_only=rest_ctx,
+                                                       prefix_last=prefix_last, point=point, need_all=True, extra=bonus)
+            # the street (or place, for addr:place addresses) of these words: the answer when the number is
+            # not in the data, and when it names the street better than the numbered documents do (a typo)
+            named = cls[cols] != 3
+            s_bonus = np.where(cls[cols[named]] == 2, 0.5, np.where(cls[cols[named]] == 0, 0.3, 0.0))
+            s_rows, s_scores, s_cover = self._rank(cols[named], name_q[:, named], variants, name_only=None,
+                                                   ctx_only=rest_ctx, prefix_last=prefix_last, point=point,
+                                                   need_all=True, extra=s_bonus)
+            if len(a_rows) and (not len(s_rows) or a_cover[0] >= s_cover[0] - 1e-9):
+                return [(int(r), float(s) + 1.0, toks[ni]) for r, s in zip(a_rows.tolist(), a_scores.tolist(), strict=True)]
+            if len(s_rows) and fallback is None and allow_fallback:
+                fallback = [(int(r), float(s), None) for r, s in zip(s_rows.tolist(), s_scores.tolist(), strict=True)]
+            if fallback is None and allow_fallback and len(rest) >= 2:
+                # the town not matched (a street that crosses a boundary): the street by its name alone
+                r_rows, r_scores, r_cover = self._rank(cols[named], name_q[:, named], variants, name_only=None,
+                                                       ctx_only=rest_ctx, prefix_last=prefix_last, point=point,
+                                                       need_all=False, extra=s_bonus)
+                good = r_cover >= (len(rest) - 1) / len(rest) * 0.95 - 1e-9
+                relaxed += [(int(r), float(s) - 1.0, None) for r, s in zip(r_rows[good].tolist(), r_scores[good].tolist(), strict=True)]
+        if fallback is not None:
+            return fallback
+        if relaxed:
+            return sorted(relaxed, key=lambda x: -x[1])
         return None
 
     def _street_quality(self, cand: np.ndarray, rest, variants, cols, name_q) -> np.ndarray:
