@@ -174,6 +174,7 @@ class Geocoder:
         self.abbr = abbreviations()
         self._addr = None  # (rows with a house number (sorted), their normalised numbers) made on first use
         self._doc_class = None
+        self._numbered = None
         self._context = lru_cache(maxsize=8192)(self._context_uncached)
         self._detail = lru_cache(maxsize=4096)(self._detail_uncached)
 
@@ -235,6 +236,14 @@ class Geocoder:
                     pos = buf.find(key, int(off[row + 1]) if row + 1 < len(off) else len(buf))
             self._addr = (np.asarray(rows, np.int32), {k: np.asarray(v, np.int32) for k, v in by_num.items()})
         return self._addr
+
+    def numbered(self) -> np.ndarray:
+        """bool per row: the document carries a house number."""
+        if getattr(self, "_numbered", None) is None:
+            m = np.zeros(self.ix.n, bool)
+            m[self.address_rows()[0]] = True
+            self._numbered = m
+        return self._numbered
 
     def _context_uncached(self, row: int) -> frozenset[str]:
         """The normalised words that place a document: its display name after its own name, its addr:*
@@ -396,7 +405,7 @@ class Geocoder:
                                                        prefix_last=prefix_last, point=point, need_all=True, extra=bonus)
             # the street (or place, for addr:place addresses) of these words: the answer when the number is
             # not in the data, and when it names the street better than the numbered documents do (a typo)
-            named = cls[cols] != 3
+            named = (cls[cols] == 0) | (cls[cols] == 2) | ((cls[cols] == 1) & ~self.numbered()[cols])
             s_bonus = np.where(cls[cols[named]] == 2, 0.5, np.where(cls[cols[named]] == 0, 0.3, 0.0))
             s_rows, s_scores, s_cover = self._rank(cols[named], name_q[:, named], variants, name_only=None,
                                                    ctx_only=rest_ctx, prefix_last=prefix_last, point=point,
@@ -407,9 +416,12 @@ class Geocoder:
                 fallback = [(int(r), float(s), None) for r, s in zip(s_rows.tolist(), s_scores.tolist(), strict=True)]
             if fallback is None and allow_fallback and len(rest) >= 2:
                 # the town not matched (a street that crosses a boundary): the street by its name alone
-                r_rows, r_scores, r_cover = self._rank(cols[named], name_q[:, named], variants, name_only=None,
+                # and the words next to the number name it (all word orders put the street beside its number)
+                adj = [i for i in (ni - 1, ni) if 0 <= i < len(rest)]
+                near = named & (name_q[adj].max(axis=0) > 0)
+                r_rows, r_scores, r_cover = self._rank(cols[near], name_q[:, near], variants, name_only=None,
                                                        ctx_only=rest_ctx, prefix_last=prefix_last, point=point,
-                                                       need_all=False, extra=s_bonus)
+                                                       need_all=False, extra=s_bonus[near[named]])
                 good = r_cover >= (len(rest) - 1) / len(rest) * 0.95 - 1e-9
                 relaxed += [(int(r), float(s) - 1.0, None) for r, s in zip(r_rows[good].tolist(), r_scores[good].tolist(), strict=True)]
         if fallback is not None:
@@ -550,6 +562,7 @@ class Geocoder:
         addr = self._address(toks, prefix_last, anchor)
         if addr is not None:
             return [(r, s, hn, None) for r, s, hn in addr]
+        numbers = {t for t in toks if is_housenumber(t)}
         # the index's ranking (names, categories: "pharmacy near Vaduz"), then "name, town" by context
         kw = {}
         if anchor is not None:
@@ -572,6 +585,9 @@ class Geocoder:
             if len(rows) and (not found or self._better(rows[0], toks, found[0][0])):
                 ctx = [(int(r), float(s) + 10.0, None, None) for r, s in zip(rows.tolist(), scores.tolist(), strict=True)]
                 found = ctx + found
+        if numbers:  # an address query whose number was not found: no other numbered document
+            found = [f for f in found if f[0] is not None and (not self.numbered()[f[0]]
+                                                               or normalise(self.housenumber(f[0]) or "") in numbers)]
         return found
 
     def _better(self, row: int, toks: list[str], other: int) -> bool:
