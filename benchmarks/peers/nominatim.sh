@@ -14,7 +14,7 @@
 #     directory (NOMINATIM_WORKERS processes, default 1, which is exactly what `nominatim serve` runs).
 #
 # Every step is idempotent: packages already installed, a venv already made, a database already imported
-# (its import_status row is set) and a server already answering are left as they are. A database that
+# (marked complete by this script) and a server already answering are left as they are. A database that
 # exists but whose import did not finish is dropped and imported again.
 #
 # Usage (from anywhere; data from $GEOENGINE_DATA_MIRROR, else ../shared/data beside the repository):
@@ -123,7 +123,10 @@ is_imported() {
     local db
     db="$(dbname_of "$1")"
     [[ "$(psql_q -d postgres -c "select 1 from pg_database where datname='$db'")" == 1 ]] || return 1
-    [[ "$(psql_q -d "$db" -c "select count(*) from import_status where indexed" 2>/dev/null || echo 0)" -ge 1 ]]
+    # set by import_one after `nominatim import` succeeded (import_status stays empty offline: Nominatim
+    # cannot ask the OSM API for the data's date)
+    [[ "$(psql_q -d "$db" -c "select count(*) from nominatim_properties where property='peer_import_complete'" \
+        2>/dev/null || echo 0)" -ge 1 ]]
 }
 
 write_env() {
@@ -155,6 +158,7 @@ import_one() {
     local t0=$SECONDS
     (cd "$dir" && "$VENV/bin/nominatim" import --osm-file "$pbf" --threads "$THREADS" >"$dir/import.log" 2>&1) || {
         log "$name: import failed, tail of $dir/import.log:"; tail -20 "$dir/import.log" >&2; exit 1; }
+    psql_q -d "$db" -c "insert into nominatim_properties values ('peer_import_complete', now()::text)"
     log "$name: imported in $((SECONDS - t0)) s"
 }
 
@@ -177,7 +181,11 @@ start_one() {
     is_imported "$name" || { log "$name: not imported; run '$0 import $name' first"; exit 1; }
     local args=(--host 127.0.0.1 --port "$port" --factory nominatim_api.server.falcon.server:run_wsgi --log-level warning)
     ((WORKERS > 1)) && args+=(--workers "$WORKERS")
-    (cd "$dir" && setsid "$VENV/bin/uvicorn" "${args[@]}" >"$dir/serve.log" 2>&1 </dev/null & echo $! >"$dir/serve.pid")
+    (
+        cd "$dir"
+        setsid "$VENV/bin/uvicorn" "${args[@]}" >"$dir/serve.log" 2>&1 </dev/null &
+        echo $! >"$dir/serve.pid"
+    )
     for _ in $(seq 1 60); do
         answers "$port" && { log "$name: serving on http://127.0.0.1:$port (pid $(cat "$dir/serve.pid"), $WORKERS worker(s))"; return; }
         sleep 0.5
