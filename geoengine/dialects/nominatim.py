@@ -29,7 +29,6 @@ from dataclasses import dataclass
 from typing import Any
 
 from geoengine import __version__
-from geoengine.dialects._interim import api as _api  # TEMPORARY until engine.geocode lands
 from geoengine.errors import GeoengineError, InvalidRequest, NotFound
 
 LICENCE = "Data © OpenStreetMap contributors, ODbL 1.0. http://osm.org/copyright"
@@ -37,7 +36,7 @@ JSON = "application/json; charset=utf-8"
 TEXT = "text/plain; charset=utf-8"
 # The formats Nominatim offers that this dialect writes (Nominatim also has xml; /details and /status
 # have their own lists).
-FORMATS = ("json", "jsonv2", "geojson", "geocodejson")
+FORMATS = ("geojson", "geocodejson", "json", "jsonv2")  # in the order of Nominatim's message (less xml)
 STRUCTURED = ("amenity", "street", "city", "county", "state", "postalcode", "country")
 LAYERS = ("address", "poi", "railway", "natural", "manmade")
 FEATURE_TYPES = ("country", "state", "city", "settlement")
@@ -194,11 +193,15 @@ def parse_viewbox(text: str) -> tuple[float, float, float, float]:
 
 
 def parse_countries(text: str | None) -> list[str] | None:
-    """Nominatim's format_country: two-letter values, lower-cased; the rest dropped."""
+    """Nominatim's format_country: two-letter values, lower-cased; the rest dropped (None: no filter).
+    [] when every two-letter value is no letter pair (no country has such a code: nothing matches)."""
     if not text:
         return None
     codes = [c.lower() for c in text.split(",") if len(c) == 2]
-    return codes or None
+    if not codes:
+        return None
+    letters = [c for c in codes if c.isascii() and c.isalpha()]
+    return letters
 
 
 def parse_excluded(text: str | None) -> list[str] | None:
@@ -216,6 +219,17 @@ def parse_excluded(text: str | None) -> list[str] | None:
             out.append(item[0].upper() + str(int(item[1:])))
         else:
             raise NominatimError(f"Invalid exclude ID: {item}")
+    return out or None
+
+
+def _place_ids(engine, excluded: list[str] | None) -> list[int] | None:
+    """exclude_place_ids as the engine's place ids: OSM ids (N123) looked up."""
+    if not excluded:
+        return None
+    out = [int(v) for v in excluded if v.isdecimal()]
+    osm = [v for v in excluded if not v.isdecimal()]
+    if osm:
+        out.extend(pl.place_id for pl in engine.lookup(osm))
     return out or None
 
 
@@ -480,14 +494,15 @@ def search(engine, params: Mapping[str, str], accept_language: str | None = None
         opts = {"addressdetails": p.get_bool("addressdetails", False), "extratags": p.get_bool("extratags", False),
                 "namedetails": p.get_bool("namedetails", False), "geometry": geometry,
                 "query": q if q is not None else ", ".join(parts.values())}
-        if (q is not None and not q.strip()) or (q is None and not parts):
-            places = []  # Nominatim 5 answers an empty query with an empty result list
+        if (q is None and not parts) or (q is not None and q and not q.strip()):
+            raise NominatimError("Nothing to search for.")
+        if q == "" or countries == []:
+            places = []  # Nominatim 5 answers an empty q with an empty list
         else:
-            structured = {("postalcode" if k == "postalcode" else k): v for k, v in parts.items()}
-            want = limit + min(10, limit) if dedupe else limit
-            places = list(_api(engine).geocode(
-                q, **structured, limit=want, lang=p.lang(), viewbox=viewbox, bounded=bounded,
-                countrycodes=countries, layer=layers, feature_type=feature_type, exclude_place_ids=excluded,
+            want = min(MAX_LIMIT, limit + min(10, limit)) if dedupe else limit
+            places = list(engine.geocode(
+                q, **parts, limit=want, lang=p.lang(), viewbox=viewbox, bounded=bounded, countrycodes=countries,
+                layer=layers, feature_type=feature_type, exclude_place_ids=_place_ids(engine, excluded),
                 dedupe=dedupe))
             places = _dedupe(places, limit) if dedupe else places[:limit]
     except NominatimError as exc:
@@ -503,14 +518,17 @@ def reverse(engine, params: Mapping[str, str], accept_language: str | None = Non
     try:
         fmt = parse_format(p, "xml")
         lat, lon = p.get_float("lat"), p.get_float("lon")
-        if not (-90 <= lat <= 90 and -180 <= lon <= 180):
-            raise NominatimError("Invalid coordinates", 400)
         geometry = geometry_options(p, fmt)
         zoom = _clamped_zoom(p)
         layers = parse_layers(p.get("layer"))
         opts = {"addressdetails": p.get_bool("addressdetails", True), "extratags": p.get_bool("extratags", False),
                 "namedetails": p.get_bool("namedetails", False), "geometry": geometry}
-        places = list(_api(engine).reverse(lon=lon, lat=lat, zoom=zoom, lang=p.lang(), layer=layers))
+        if -90 <= lat <= 90 and -180 <= lon <= 180:
+            places = list(engine.reverse(lon=lon, lat=lat, zoom=zoom, lang=p.lang()))
+        else:
+            places = []  # Nominatim 5: 200 and "Unable to geocode"
+        if layers is not None:
+            places = [pl for pl in places if pl.layer in layers]
     except NominatimError as exc:
         return error_reply(exc)
     except GeoengineError as exc:
@@ -533,12 +551,23 @@ def lookup(engine, params: Mapping[str, str], accept_language: str | None = None
             raise NominatimError("Too many object IDs.")
         opts = {"addressdetails": p.get_bool("addressdetails", True), "extratags": p.get_bool("extratags", False),
                 "namedetails": p.get_bool("namedetails", False), "geometry": geometry}
-        places = list(_api(engine).lookup(ids, lang=p.lang())) if ids else []
+        places = list(engine.lookup(ids, lang=p.lang())) if ids else []
     except NominatimError as exc:
         return error_reply(exc)
     except GeoengineError as exc:
         return error_reply(_engine_error(exc))
     return Reply(200, render(places, fmt, opts))
+
+
+def _osm_ref_of_place_id(engine, place_id: int) -> str | None:
+    """The OSM id (N123, W456) of a place_id (a row of the bundle's search index), for engine.lookup."""
+    ids = engine.search_index.cols["id"]
+    if not 0 <= place_id < len(ids):
+        return None
+    source, _, rest = ids[place_id].partition(":")
+    kind, _, num = rest.partition(":")
+    letter = {"node": "N", "way": "W", "street": "W", "relation": "R"}.get(kind)
+    return f"{letter}{num}" if source == "osm" and letter and num.isdecimal() else None
 
 
 def details(engine, params: Mapping[str, str], accept_language: str | None = None) -> Reply:
@@ -548,19 +577,21 @@ def details(engine, params: Mapping[str, str], accept_language: str | None = Non
         parse_format(p, "json", ("json",))
         place_id = p.get_int("place_id", 0)
         if place_id:
-            ref = str(place_id)
+            ref = _osm_ref_of_place_id(engine, place_id)
+            if ref is None:
+                raise NominatimError("No place with that OSM ID found.", 404)
         elif p.get("osmtype") is not None:
             osmtype = p.get("osmtype").upper()
             osmid = p.get_int("osmid")
             if osmtype not in OSM_TYPE_NAME:
-                raise NominatimError("No place with that ID found.", 404)
+                raise NominatimError("No place with that OSM ID found.", 404)
             ref = f"{osmtype}{osmid}"
         else:
             raise NominatimError("Missing ID parameter 'place_id' or 'osmtype'.")
         geojson = p.get_bool("polygon_geojson", False)
-        places = list(_api(engine).lookup([ref], lang=p.lang()))
+        places = list(engine.lookup([ref], lang=p.lang()))
         if not places:
-            raise NominatimError("No place with that ID found.", 404)
+            raise NominatimError("No place with that OSM ID found.", 404)
     except NominatimError as exc:
         return error_reply(exc)
     except GeoengineError as exc:

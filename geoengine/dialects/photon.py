@@ -18,7 +18,6 @@ from __future__ import annotations
 import math
 from collections.abc import Iterable
 
-from geoengine.dialects._interim import api as _api  # TEMPORARY until engine.geocode lands
 from geoengine.errors import GeoengineError, InvalidRequest
 
 LANGUAGES = ("en", "de", "fr", "it")  # Photon's default language set
@@ -261,14 +260,21 @@ def search(engine, pairs: Iterable[tuple[str, str]], accept_language: str | None
         del zoom  # Photon turns zoom into a bias radius; the engine's bias has its own (docs/geocoding.md)
         if scale is not None:
             scale = max(0.0, min(1.0, scale))
-        want = limit * 3 if layers else limit
-        places = list(_api(engine).geocode(
-            q, limit=min(want, MAX_LIMIT * 3), lang=lang, viewbox=bbox, bounded=bbox is not None,
-            countrycodes=countries, osm_tag=tags or None, dedupe=dedupe,
+        # one plain key:value filter is the engine's; the rest of Photon's grammar (a key alone, negations,
+        # several filters) filters a larger candidate list here
+        k, _, v = tags[0].partition(":") if len(tags) == 1 else ("", "", "")
+        engine_tag = tags[0] if k and v and "!" not in tags[0] else None
+        post = bool(layers) or (bool(tags) and engine_tag is None)
+        countries = [c for c in countries or () if len(c) == 2 and c.isascii() and c.isalpha()] or None
+        places = list(engine.geocode(
+            q, limit=min(MAX_LIMIT, limit * 3) if post else limit, lang=lang, viewbox=bbox,
+            bounded=bbox is not None, countrycodes=countries, osm_tag=engine_tag, dedupe=dedupe,
             lat=None if point is None else point[0], lon=None if point is None else point[1],
             location_bias_scale=scale))
         if layers:
             places = [pl for pl in places if layer_of(pl) in layers]
+        if tags and engine_tag is None:
+            places = [pl for pl in places if _tag_match(pl, tags)]
         return 200, collection(places[:limit])
     except PhotonError as exc:
         return exc.status, exc.body()
@@ -290,7 +296,7 @@ def reverse(engine, pairs: Iterable[tuple[str, str]], accept_language: str | Non
         if radius is not None and not radius > 0:
             raise PhotonError("Invalid value for 'radius' parameter.")
         p.boolean("distance_sort", True)
-        places = list(_api(engine).reverse(lon=lon, lat=lat, zoom=18, lang=lang))
+        places = list(engine.reverse(lon=lon, lat=lat, zoom=18, lang=lang))
         if layers:
             places = [pl for pl in places if layer_of(pl) in layers]
         if tags:

@@ -37,13 +37,6 @@ def params_of(query_string: bytes) -> dict[str, str]:
     return dict(parse_qsl(query_string.decode("latin-1"), keep_blank_values=True))
 
 
-def _accept_language(headers) -> str | None:
-    for name, value in headers:
-        if name == b"accept-language":
-            return value.decode("latin-1")
-    return None
-
-
 def answer_bytes(engine, path: str, query_string: bytes, accept_language: str | None) -> tuple[int, bytes, bytes]:
     """(status, content type, body) of a Nominatim request (the routes, the hot path and the front door)."""
     if path == "/status":
@@ -55,10 +48,44 @@ def answer_bytes(engine, path: str, query_string: bytes, accept_language: str | 
     return reply.status, reply.media_type.encode(), dumps(reply.doc)
 
 
+_JSON_CT = N.JSON.encode()
+CACHED_PATHS = ("/search", "/reverse", "/lookup")  # answers kept in the app's answer cache (server/answers.py)
+
+
+def fast_path(path: str, query_string: bytes) -> bool:
+    """Whether the hot path and the front door answer this GET as the Nominatim dialect: /reverse, and
+    /search with `format`."""
+    return path == "/reverse" or (path == "/search" and has_format(query_string))
+
+
+def cached_answer(state, path: str, query_string: bytes, accept_language: bytes | None) -> tuple[int, bytes, bytes]:
+    """`answer_bytes`, through the app's answer cache (server/answers.py): a 200 JSON answer is kept by
+    path, query string and Accept-Language header (the only header the answer depends on)."""
+    engine = state.engine
+    cache = state.answers if path in CACHED_PATHS else None
+    key = query_string if accept_language is None else query_string + b"\x00" + accept_language
+    if cache is not None:
+        body = cache.get(engine, "nominatim" + path, key)
+        if body is not None:
+            return 200, _JSON_CT, body
+    status, ctype, body = answer_bytes(engine, path, query_string,
+                                       None if accept_language is None else accept_language.decode("latin-1"))
+    if cache is not None and status == 200 and ctype == _JSON_CT:
+        cache.put(engine, "nominatim" + path, key, body)
+    return status, ctype, body
+
+
+def header(headers, name: bytes) -> bytes | None:
+    for k, v in headers:
+        if k == name:
+            return v
+    return None
+
+
 async def send_answer(scope, send) -> None:
     path = scope["path"][len(scope.get("root_path", "")):] if scope.get("root_path") else scope["path"]
-    status, ctype, body = answer_bytes(scope["app"].state.engine, path, scope["query_string"],
-                                       _accept_language(scope["headers"]))
+    status, ctype, body = cached_answer(scope["app"].state, path, scope["query_string"],
+                                        header(scope["headers"], b"accept-language"))
     await send({"type": "http.response.start", "status": status,
                 "headers": [(b"content-type", ctype), (b"content-length", str(len(body)).encode())]})
     await send({"type": "http.response.body", "body": body})
@@ -142,9 +169,10 @@ def _responses(ok_description: str, not_found: bool = False) -> dict:
 
 
 async def _endpoint(request: Request) -> Response:
-    status, ctype, body = answer_bytes(request.app.state.engine, request.url.path[len(request.scope.get("root_path", "")):]
-                                       if request.scope.get("root_path") else request.url.path,
-                                       request.scope["query_string"], request.headers.get("accept-language"))
+    scope = request.scope
+    path = scope["path"][len(scope.get("root_path", "")):] if scope.get("root_path") else scope["path"]
+    status, ctype, body = cached_answer(request.app.state, path, scope["query_string"],
+                                        header(scope["headers"], b"accept-language"))
     return Response(body, status_code=status, media_type=ctype.decode())
 
 

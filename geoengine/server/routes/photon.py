@@ -76,6 +76,8 @@ router.add_api_route(
         _p("bbox", "minLon,minLat,maxLon,maxLat", {"type": "string", "pattern":
            r"^-?[0-9]+(\.[0-9]+)?,-?[0-9]+(\.[0-9]+)?,-?[0-9]+(\.[0-9]+)?,-?[0-9]+(\.[0-9]+)?$"}),
         *_BASE]})
+for _path in ("/photon/api/", "/photon/reverse/"):  # Photon ignores a trailing slash (Leaflet's serviceUrl has one)
+    router.add_api_route(_path, _endpoint, methods=["GET"], include_in_schema=False)
 router.add_api_route(
     "/photon/reverse", _endpoint, methods=["GET"], summary="Photon reverse",
     description="Photon's /reverse: `lat` and `lon` (required), `radius` km, `limit`, `lang`, `osm_tag`, `layer`.",
