@@ -34,6 +34,7 @@ from rapidfuzz.distance import OSA
 
 from geoengine.errors import FieldError, InvalidRequest
 from geoengine.geo import haversine_m
+from geoengine.search.categories import CONNECTORS, strip_connectors
 from geoengine.search.query import (
     abbreviations,
     extract_coordinates,
@@ -41,7 +42,6 @@ from geoengine.search.query import (
     is_housenumber,
     query_tokens,
 )
-from geoengine.search.categories import CONNECTORS, strip_connectors
 from geoengine.search.text import max_typos, normalise
 
 LAYERS = ("address", "poi", "railway", "natural", "manmade")
@@ -175,6 +175,7 @@ class Geocoder:
         self._addr = None  # (rows with a house number (sorted), their normalised numbers) made on first use
         self._doc_class = None
         self._numbered = None
+        self._place_ranks = None
         self._context = lru_cache(maxsize=8192)(self._context_uncached)
         self._detail = lru_cache(maxsize=4096)(self._detail_uncached)
 
@@ -236,6 +237,16 @@ class Geocoder:
                     pos = buf.find(key, int(off[row + 1]) if row + 1 < len(off) else len(buf))
             self._addr = (np.asarray(rows, np.int32), {k: np.asarray(v, np.int32) for k, v in by_num.items()})
         return self._addr
+
+    def place_ranks(self) -> tuple[np.ndarray, np.ndarray]:
+        """(rows of the bundle's own places, their address ranks: a town, village or hamlet counts as a city,
+        16, as in Nominatim's address ranks). Made once per index."""
+        if getattr(self, "_place_ranks", None) is None:
+            rows = np.flatnonzero((self.doc_class() == 0) & self.ix._region)
+            ranks = np.array([self.place_rank(r) for r in rows.tolist()], np.int64)
+            ranks = np.where((ranks >= SETTLEMENT_RANK[0]) & (ranks <= SETTLEMENT_RANK[1]), 16, ranks)
+            self._place_ranks = (rows, ranks)
+        return self._place_ranks
 
     def numbered(self) -> np.ndarray:
         """bool per row: the document carries a house number."""
@@ -936,17 +947,19 @@ def reverse_row(geo: Geocoder, lat: float, lon: float, zoom: int) -> tuple[int, 
             row = ix.row_of(r["id"])
             if row is not None and cls[row] == 2:
                 return row, None, r["distance_m"]
-    res = ix.reverse(lat, lon, radius="100km", size=10, types="place")["results"]
-    best = None
-    for r in res:
-        row = ix.row_of(r["id"])
-        if row is None or cls[row] != 0:
-            continue
-        rank = geo.place_rank(row)
-        if rank <= max_rank and (best is None or r["distance_m"] < best[2]):
-            if best is None or rank >= geo.place_rank(best[0]) - 4:
-                best = (row, None, r["distance_m"])
-    return best
+    rows, ranks = geo.place_ranks()
+    ok = ranks <= max_rank
+    if max_rank >= 16:
+        ok &= ranks >= 16 if max_rank < 26 else ranks >= 0
+    if not ok.any():
+        return None
+    rows = rows[ok]
+    d = haversine_m(lat, lon, np.asarray(ix._lat[rows]), np.asarray(ix._lon[rows]))
+    k = int(np.argmin(d))
+    return int(rows[k]), None, float(d[k])
+
+
+SETTLEMENT_RANK = (16, 20)
 
 
 def lookup_rows(ix, ids) -> list[int]:

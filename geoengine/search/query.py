@@ -113,7 +113,7 @@ def extract_osm_tag(q: str) -> tuple[str, str | None, str | None]:
 
 
 # ------------------------------------------------------------------------------------------ house numbers
-_HOUSE = re.compile(r"^\d{1,5}[a-z]{0,2}$|^[a-z]\d{1,4}$")
+_HOUSE = re.compile(r"^\d{1,5}[a-z]{0,3}$|^[a-z]\d{1,4}$")
 
 
 def is_housenumber(token: str) -> bool:
@@ -131,7 +131,7 @@ def _data_file() -> Path:
     raise FileNotFoundError("data/search/abbreviations.json not found next to the geoengine package")
 
 
-MIN_SUFFIX_STEM = 3  # "hauptstr" -> "haupt" + strasse: a compound needs a stem of 3 letters or more
+MIN_SUFFIX_STEM = 2  # "austr" -> "au" + strasse: a compound needs a stem of 2 letters or more
 
 
 class Abbreviations:

@@ -9,7 +9,7 @@ from geoengine.errors import InvalidRequest, NotFound
 from geoengine.geo import haversine_m
 from geoengine.search.text import normalise, tokens
 
-SPEC_FIELDS = {"id", "score", "index", "doc_type", "display_name", "name", "name_en", "place_class", "category",
+SPEC_FIELDS = {"address", "id", "score", "index", "doc_type", "display_name", "name", "name_en", "place_class", "category",
                "importance", "location", "canonical_id", "source"}
 
 
