@@ -222,6 +222,10 @@ def parse_excluded(text: str | None) -> list[str] | None:
     return out or None
 
 
+def _has_words(text: str) -> bool:
+    return any(ch.isalnum() for ch in text)
+
+
 def _place_ids(engine, excluded: list[str] | None) -> list[int] | None:
     """exclude_place_ids as the engine's place ids: OSM ids (N123) looked up."""
     if not excluded:
@@ -234,15 +238,18 @@ def _place_ids(engine, excluded: list[str] | None) -> list[int] | None:
 
 
 def parse_layers(text: str | None) -> list[str] | None:
+    """Nominatim's get_layers: comma-separated names, any case, blanks skipped; None when none is named."""
     if text is None:
         return None
     out = []
     for s in text.split(","):
-        s = s.strip().lower()
-        if s not in LAYERS:
+        s = s.strip()
+        if not s:
+            continue
+        if s.lower() not in LAYERS:
             raise NominatimError(f"Parameter 'layer' must be a comma-separated list of: {', '.join(LAYERS)}")
-        out.append(s)
-    return out
+        out.append(s.lower())
+    return out or None
 
 
 def geometry_options(p: Params, fmt: str) -> tuple[str, ...]:
@@ -496,8 +503,11 @@ def search(engine, params: Mapping[str, str], accept_language: str | None = None
                 "query": q if q is not None else ", ".join(parts.values())}
         if (q is None and not parts) or (q is not None and q and not q.strip()):
             raise NominatimError("Nothing to search for.")
-        if q == "" or countries == []:
-            places = []  # Nominatim 5 answers an empty q with an empty list
+        # Nominatim 5 answers [] to an empty q, and to text without a letter or digit (",,,") in q or in
+        # every structured field (such a field is dropped where others have words)
+        parts = {k: v for k, v in parts.items() if _has_words(v)}
+        if q == "" or countries == [] or (q is not None and not _has_words(q)) or (q is None and not parts):
+            places = []
         else:
             want = min(MAX_LIMIT, limit + min(10, limit)) if dedupe else limit
             places = list(engine.geocode(

@@ -15,8 +15,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from geoengine.narrative.locales import LANGUAGE_PATTERN
 from geoengine.dialects import osrm as O
+from geoengine.narrative.locales import LANGUAGE_PATTERN
 from geoengine.services.models import ENDPOINT_COSTINGS
 
 #: rules the server enforces that JSON Schema cannot state (they depend on a decoded value, on the length
@@ -44,6 +44,12 @@ UNEXPRESSIBLE: dict[str, str] = {
     "OSRM trip roundtrip with source/destination": "is supported with",  # across query parameters
     "OSRM exclude classes of the profile": "profile's classes",  # the query's classes depend on the path
     "reverse radius": "radius must be above 0 and at most",  # a number range inside '2km' / '500m'
+    # Photon's rules across or inside its parameters (its {"message"} body): lat and lon together, the
+    # four numbers of bbox and their ranges, the osm_tag grammar (docs/geocoding.md)
+    "Photon lat and lon together": "Missing parameter 'l",
+    "Photon bbox numbers": "Invalid number of supplied coordinates for parameter 'bbox'",
+    "Photon bbox ranges": "Invalid bounds for parameter 'bbox'",
+    "Photon osm_tag grammar": "Invalid format for osm_tag parameter.",
 
 }
 

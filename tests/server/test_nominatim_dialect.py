@@ -193,6 +193,9 @@ def test_empty_query(client):
     assert _ok(client, "/search", {"q": "", "format": "json"}) == []
     assert _error(client, "/search", {"format": "json"}) == FIXTURES["search_no_query"]["message"]
     assert _error(client, "/search", {"q": "   ", "format": "jsonv2"}) == "Nothing to search for."
+    # text without a letter or digit finds nothing (Nominatim 5.3.3: [] for q=,,, city=,,, street=<blank>)
+    for params in ({"q": ",,,"}, {"city": ",,,"}, {"street": "  "}, {"city": ",", "street": "-"}):
+        assert _ok(client, "/search", {**params, "format": "json"}) == [], params
 
 
 def test_exclude_place_ids_and_dedupe(client):

@@ -134,10 +134,8 @@ _COMMON = [
             "is absent): names and the address in the first available"),
     _string("addressdetails", "1 adds `address` (Nominatim's keys); any value but 0 is true"),
     _string("extratags", "1 adds `extratags`"), _string("namedetails", "1 adds `namedetails`"),
-    _string("polygon_geojson", "1 adds `geojson`: the point where the bundle holds no polygon"),
-    _string("polygon_text", "1 adds `geotext` (WKT)"), _string("polygon_kml", "1 adds `geokml`"),
-    _string("polygon_svg", "1 adds `svg`"),
-    _string("polygon_threshold", "Simplification tolerance (read; geometries are points)"),
+    _string("polygon_geojson", "1 adds `geojson`: the point where the bundle holds no polygon (polygon_text, "
+            "polygon_kml and polygon_svg are taken too, one polygon output at a time)"),
 ]
 _SEARCH_PARAMS = [
     _string("q", "Free-form query (not together with the structured fields)"),
@@ -146,7 +144,7 @@ _SEARCH_PARAMS = [
     _string("viewbox", "x1,y1,x2,y2: preferred area (with bounded=1: results inside only)"),
     _string("bounded", "1 keeps results inside the viewbox"),
     _string("countrycodes", "Comma-separated ISO 3166-1 alpha-2 codes; other values are ignored"),
-    _string("layer", "Comma-separated: address, poi, railway, natural, manmade"),
+    _string("layer", "Comma-separated: address, poi, railway, natural, manmade (any case)"),
     _string("featureType", "country, state, city or settlement (any value keeps the address layer only)"),
     _string("exclude_place_ids", "Comma-separated place ids or OSM ids (N123, W45, R6) to leave out"),
     _string("dedupe", "0 keeps duplicates (default 1)"),
@@ -179,16 +177,16 @@ async def _endpoint(request: Request) -> Response:
 router.add_api_route(
     "/reverse", _endpoint, methods=["GET"], summary="Nominatim reverse: the place at a point, at a zoom's detail",
     description="Nominatim's /reverse: `lat`, `lon`, `zoom` (0-18, clamped; 18 = the address, 16 = the street, "
-    "10 = the city, 3 = the country), `layer`. One object (json/jsonv2) or a FeatureCollection, or "
+    "10 = the city, 3 = the country), `layer` (address, poi, railway, natural, manmade). One object (json/jsonv2) or a FeatureCollection, or "
     "`{\"error\": \"Unable to geocode\"}`. See docs/geocoding.md.",
     responses=_responses("The place (addressdetails default 1)"),
     openapi_extra={"parameters": [
-        {"name": "lat", "in": "query", "required": True, "schema": {"type": "number", "minimum": -90, "maximum": 90}},
-        {"name": "lon", "in": "query", "required": True,
-         "schema": {"type": "number", "minimum": -180, "maximum": 180}},
+        {"name": "lat", "in": "query", "required": True, "schema": {"type": "number"},
+         "description": "Latitude (outside -90..90: `{\"error\": \"Unable to geocode\"}`, as Nominatim)"},
+        {"name": "lon", "in": "query", "required": True, "schema": {"type": "number"}, "description": "Longitude"},
         _FORMAT, {"name": "zoom", "in": "query", "required": False, "schema": {"type": "integer"},
                   "description": "0-18, clamped (default 18)"},
-        _string("layer", "Comma-separated: address, poi, railway, natural, manmade"), *_COMMON]})
+        *_COMMON]})
 router.add_api_route(
     "/lookup", _endpoint, methods=["GET"], summary="Nominatim lookup: places by OSM id",
     description="Nominatim's /lookup: `osm_ids` N123,W456,R789 (at most 50; malformed ids are skipped).",
@@ -197,11 +195,11 @@ router.add_api_route(
                                   _FORMAT, *_COMMON]})
 router.add_api_route(
     "/details", _endpoint, methods=["GET"], summary="Nominatim details: one place with its names and address",
-    description="Nominatim's /details: `place_id` (a place_id of a result), or `osmtype` (N, W, R) and `osmid`.",
+    description="Nominatim's /details: `place_id` (a place_id of a result), or instead of it `osmtype` (N, W, R) "
+    "and `osmid` (`/details?osmtype=N&osmid=123`).",
     responses=_responses("The place", not_found=True),
     openapi_extra={"parameters": [
-        _string("place_id", "A result's place_id", pattern=r"^[+-]?[0-9]+$"),
-        _string("osmtype", "N, W or R (with osmid)"), _string("osmid", "OSM id (with osmtype)", pattern=r"^[+-]?[0-9]+$"),
+        _string("place_id", "A result's place_id", required=True, pattern=r"^[+-]?0*[1-9][0-9]{0,17}$"),
         {"name": "format", "in": "query", "required": False, "schema": {"type": "string", "enum": ["json"]}},
         _string("accept-language", "Preferred languages"), _string("polygon_geojson", "1 adds the geometry")]})
 
