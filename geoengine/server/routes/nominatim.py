@@ -13,12 +13,18 @@ from __future__ import annotations
 
 from urllib.parse import parse_qsl
 
+import orjson
 from fastapi import APIRouter, Request
 from fastapi.responses import Response
 from starlette.routing import Match, Route
 
 from geoengine.dialects import nominatim as N
-from geoengine.server.hotpath import dumps
+
+
+def dumps(doc) -> bytes:
+    """JSON bytes (orjson, as the hot path writes; the dialects' documents hold only JSON types)."""
+    return orjson.dumps(doc, option=orjson.OPT_SERIALIZE_NUMPY)
+
 
 router = APIRouter(tags=["Nominatim dialect"])
 
