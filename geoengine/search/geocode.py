@@ -201,13 +201,22 @@ class Geocoder:
         except ValueError:
             return {}
 
+    def _addr_col(self, name: str):
+        """The index's address column `name` (housenumber, street, addr_place), None in an index built before them."""
+        return (getattr(self.ix, "_addr_cols", None) or {}).get(name)
+
     def housenumber(self, row: int) -> str | None:
-        f = getattr(self.ix, "housenumber", None)
-        if f is not None:
-            return f(row)
+        col = self._addr_col("housenumber")
+        if col is not None:
+            return col[row]
         return (self._detail(row).get("address") or {}).get("housenumber")
 
     def street_of(self, row: int) -> str | None:
+        """The street of a numbered document (addr:street, else the nearest street the build gave it), else its
+        addr:place."""
+        col = self._addr_col("street")
+        if col is not None:
+            return col[row] or self._addr_col("addr_place")[row]
         a = self._detail(row).get("address") or {}
         return a.get("street") or a.get("place")
 
@@ -219,7 +228,18 @@ class Geocoder:
             rows: list[int] = []
             by_num: dict[str, list[int]] = {}
             det = self.ix.detail
-            if det is not None and len(det):
+            col = self._addr_col("housenumber")
+            if col is not None:  # the index's house number column: the rows with a value, read as bytes
+                off = np.asarray(col.off)
+                lens = np.diff(off)
+                first = np.asarray(col.blob[np.minimum(off[:-1], max(len(col.blob) - 1, 0))]) if len(col.blob) else lens * 0
+                for row in np.flatnonzero((lens > 1) | ((lens == 1) & (first != 0))).tolist():
+                    hn = col[row]
+                    if hn:
+                        rows.append(row)
+                        for part in _number_forms(hn):
+                            by_num.setdefault(part, []).append(row)
+            elif det is not None and len(det):
                 buf = det._buf
                 off = np.asarray(det.off)
                 key = b'"housenumber":"'

@@ -200,7 +200,8 @@ def test_reverse_by_zoom(andorra):
     at16 = andorra.reverse(lon=hotel.lon, lat=hotel.lat, zoom=16)[0]
     assert at16.category == "highway" and at16.housenumber is None and at16.place_rank == 26
     at10 = andorra.reverse(lon=hotel.lon, lat=hotel.lat, zoom=10)[0]
-    assert at10.category == "place" and at10.place_rank <= 16
+    assert at10.category == "place" and at10.place_rank <= 20 and at10.housenumber is None
+    assert at10.name in at18[0].address.values()  # a settlement the address lies in
     assert isinstance(andorra.reverse(lon=hotel.lon, lat=hotel.lat), dict)  # without zoom: unchanged
     for bad in (19, -1, 1.5, "18"):
         with pytest.raises(InvalidRequest) as exc:
