@@ -416,7 +416,7 @@ class Geocoder:
             return None
         _, by_num = self.address_rows()
         cls = self.doc_class()
-        fallback = None
+        best = None  # (coverage, an address, results)
         relaxed = []
         for ni in nums:
             rest = [t for i, t in enumerate(toks) if i != ni]
@@ -431,7 +431,7 @@ class Geocoder:
                 # a numbered document's street is named in its detail (addr:street), its own name may be the
                 # label "street number" (address documents) or a POI's name: match the words against both
                 q = self._street_quality(cand, rest, variants, cols, name_q)
-                bonus = 0.05 * (cls[cand] == 3)  # the address itself before a POI at the same address
+                bonus = 0.1 * (cls[cand] == 3)  # the address itself before a POI at the same address
                 a_rows, a_scores, a_cover = self._rank(cand, q, variants, name_only=None, ctx_only=rest_ctx,
                                                        prefix_last=prefix_last, point=point, need_all=True, extra=bonus)
             # the street (or place, for addr:place addresses) of these words: the answer when the number is
@@ -441,11 +441,17 @@ class Geocoder:
             s_rows, s_scores, s_cover = self._rank(cols[named], name_q[:, named], variants, name_only=None,
                                                    ctx_only=rest_ctx, prefix_last=prefix_last, point=point,
                                                    need_all=True, extra=s_bonus)
+            # several numbers ("Autauga County 4 720"): the reading that explains the words best, an address
+            # before a street at equal coverage, the first number before the next
             if len(a_rows) and (not len(s_rows) or a_cover[0] >= s_cover[0] - 1e-9):
-                return [(int(r), float(s) + 1.0, toks[ni]) for r, s in zip(a_rows.tolist(), a_scores.tolist(), strict=True)]
-            if len(s_rows) and fallback is None and allow_fallback:
-                fallback = [(int(r), float(s), None) for r, s in zip(s_rows.tolist(), s_scores.tolist(), strict=True)]
-            if fallback is None and allow_fallback and len(rest) >= 2:
+                if best is None or a_cover[0] > best[0] + 1e-9 or (a_cover[0] > best[0] - 1e-9 and not best[1]):
+                    best = (float(a_cover[0]), True,
+                            [(int(r), float(s) + 1.0, toks[ni]) for r, s in zip(a_rows.tolist(), a_scores.tolist(), strict=True)])
+            elif len(s_rows) and allow_fallback:
+                if best is None or s_cover[0] > best[0] + 1e-9:
+                    best = (float(s_cover[0]), False,
+                            [(int(r), float(s), None) for r, s in zip(s_rows.tolist(), s_scores.tolist(), strict=True)])
+            if best is None and allow_fallback and len(rest) >= 2:
                 # the town not matched (a street that crosses a boundary): the street by its name alone
                 # and the words next to the number name it (all word orders put the street beside its number)
                 adj = [i for i in (ni - 1, ni) if 0 <= i < len(rest)]
@@ -455,8 +461,8 @@ class Geocoder:
                                                        need_all=False, extra=s_bonus[near[named]])
                 good = r_cover >= (len(rest) - 1) / len(rest) * 0.95 - 1e-9
                 relaxed += [(int(r), float(s) - 1.0, None) for r, s in zip(r_rows[good].tolist(), r_scores[good].tolist(), strict=True)]
-        if fallback is not None:
-            return fallback
+        if best is not None:
+            return best[2]
         if relaxed:
             return sorted(relaxed, key=lambda x: -x[1])
         return None
