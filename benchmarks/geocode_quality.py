@@ -185,9 +185,11 @@ def judge(query: dict, top: dict | None) -> bool:
         return False
     if query["kind"] == "missing_number":
         # the street's name as the street object spells it may differ from addr:street by an abbreviation or a
-        # letter ("St. Martins-Ring" / "Sankt Martins-Ring", "Kappeliweg" / "Kappileweg"): 80 % similar
-        return (not top["housenumber"]
-                and fuzz.ratio(normalise(top["street_name"] or ""), normalise(query["street"])) >= SAME_STREET)
+        # letter ("St. Martins-Ring" / "Sankt Martins-Ring", "Kappeliweg" / "Kappileweg"): 80 % similar,
+        got, want = normalise(top["street_name"] or "").replace(" ", ""), normalise(query["street"]).replace(" ", "")
+        # or one the other's abbreviation ("Zollstr." / "Zollstrasse")
+        return not top["housenumber"] and bool(got) and (fuzz.ratio(got, want) >= SAME_STREET
+                                                         or got.startswith(want) or want.startswith(got))
     if not _same_number(top["housenumber"], query["a"]["number"]):
         return False
     # one address is often mapped twice (an address node and a building, a school and its house): any object

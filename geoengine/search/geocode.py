@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 from dataclasses import asdict, dataclass, field
 from functools import lru_cache
 
@@ -445,8 +446,9 @@ class Geocoder:
             # before a street at equal coverage, the first number before the next
             if len(a_rows) and (not len(s_rows) or a_cover[0] >= s_cover[0] - 1e-9):
                 if best is None or a_cover[0] > best[0] + 1e-9 or (a_cover[0] > best[0] - 1e-9 and not best[1]):
-                    best = (float(a_cover[0]), True,
-                            [(int(r), float(s) + 1.0, toks[ni]) for r, s in zip(a_rows.tolist(), a_scores.tolist(), strict=True)])
+                    best = (float(a_cover[0]), True,  # the number as the document has it ("3-7" for "3")
+                            [(int(r), float(s) + 1.0, self.housenumber(int(r)) or toks[ni])
+                             for r, s in zip(a_rows.tolist(), a_scores.tolist(), strict=True)])
             elif len(s_rows) and allow_fallback:
                 if best is None or s_cover[0] > best[0] + 1e-9:
                     best = (float(s_cover[0]), False,
@@ -893,12 +895,15 @@ def _singulars(tok: str) -> list[str]:
 
 def _number_forms(hn: str) -> list[str]:
     """The normalised numbers an addr:housenumber answers to: "93" -> [93]; "12a" -> [12a]; "12 a" -> [12a];
-    "3;5" / "3,5" -> [3, 5]; "3-5" -> [35 (the words joined), 3, 5]."""
+    "3;5" / "3,5" -> [3, 5]; "3-5" -> [3-5, 35 (the words joined), 3, 5]."""
     out = []
     for part in hn.replace(",", ";").split(";"):
         n = normalise(part)
         if not n:
             continue
+        words = n.split()
+        if len(words) == 2 and all(w[:1].isdigit() for w in words) and re.search(r"\d\s*[-/]\s*\d", part):
+            out.append("-".join(words))  # "3-7", "12/1": the range or fraction as typed
         joined = n.replace(" ", "")
         if is_housenumber(joined):
             out.append(joined)
