@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 from dataclasses import asdict, dataclass, field
 from functools import lru_cache
 
@@ -201,13 +202,22 @@ class Geocoder:
         except ValueError:
             return {}
 
+    def _addr_col(self, name: str):
+        """The index's address column `name` (housenumber, street, addr_place), None in an index built before them."""
+        return (getattr(self.ix, "_addr_cols", None) or {}).get(name)
+
     def housenumber(self, row: int) -> str | None:
-        f = getattr(self.ix, "housenumber", None)
-        if f is not None:
-            return f(row)
+        col = self._addr_col("housenumber")
+        if col is not None:
+            return col[row]
         return (self._detail(row).get("address") or {}).get("housenumber")
 
     def street_of(self, row: int) -> str | None:
+        """The street of a numbered document (addr:street, else the nearest street the build gave it), else its
+        addr:place."""
+        col = self._addr_col("street")
+        if col is not None:
+            return col[row] or self._addr_col("addr_place")[row]
         a = self._detail(row).get("address") or {}
         return a.get("street") or a.get("place")
 
@@ -219,7 +229,18 @@ class Geocoder:
             rows: list[int] = []
             by_num: dict[str, list[int]] = {}
             det = self.ix.detail
-            if det is not None and len(det):
+            col = self._addr_col("housenumber")
+            if col is not None:  # the index's house number column: the rows with a value, read as bytes
+                off = np.asarray(col.off)
+                lens = np.diff(off)
+                first = np.asarray(col.blob[np.minimum(off[:-1], max(len(col.blob) - 1, 0))]) if len(col.blob) else lens * 0
+                for row in np.flatnonzero((lens > 1) | ((lens == 1) & (first != 0))).tolist():
+                    hn = col[row]
+                    if hn:
+                        rows.append(row)
+                        for part in _number_forms(hn):
+                            by_num.setdefault(part, []).append(row)
+            elif det is not None and len(det):
                 buf = det._buf
                 off = np.asarray(det.off)
                 key = b'"housenumber":"'
@@ -396,7 +417,7 @@ class Geocoder:
             return None
         _, by_num = self.address_rows()
         cls = self.doc_class()
-        fallback = None
+        best = None  # (coverage, an address, results)
         relaxed = []
         for ni in nums:
             rest = [t for i, t in enumerate(toks) if i != ni]
@@ -411,7 +432,7 @@ class Geocoder:
                 # a numbered document's street is named in its detail (addr:street), its own name may be the
                 # label "street number" (address documents) or a POI's name: match the words against both
                 q = self._street_quality(cand, rest, variants, cols, name_q)
-                bonus = 0.05 * (cls[cand] == 3)  # the address itself before a POI at the same address
+                bonus = 0.1 * (cls[cand] == 3)  # the address itself before a POI at the same address
                 a_rows, a_scores, a_cover = self._rank(cand, q, variants, name_only=None, ctx_only=rest_ctx,
                                                        prefix_last=prefix_last, point=point, need_all=True, extra=bonus)
             # the street (or place, for addr:place addresses) of these words: the answer when the number is
@@ -421,11 +442,18 @@ class Geocoder:
             s_rows, s_scores, s_cover = self._rank(cols[named], name_q[:, named], variants, name_only=None,
                                                    ctx_only=rest_ctx, prefix_last=prefix_last, point=point,
                                                    need_all=True, extra=s_bonus)
+            # several numbers ("Autauga County 4 720"): the reading that explains the words best, an address
+            # before a street at equal coverage, the first number before the next
             if len(a_rows) and (not len(s_rows) or a_cover[0] >= s_cover[0] - 1e-9):
-                return [(int(r), float(s) + 1.0, toks[ni]) for r, s in zip(a_rows.tolist(), a_scores.tolist(), strict=True)]
-            if len(s_rows) and fallback is None and allow_fallback:
-                fallback = [(int(r), float(s), None) for r, s in zip(s_rows.tolist(), s_scores.tolist(), strict=True)]
-            if fallback is None and allow_fallback and len(rest) >= 2:
+                if best is None or a_cover[0] > best[0] + 1e-9 or (a_cover[0] > best[0] - 1e-9 and not best[1]):
+                    best = (float(a_cover[0]), True,  # the number as the document has it ("3-7" for "3")
+                            [(int(r), float(s) + 1.0, self.housenumber(int(r)) or toks[ni])
+                             for r, s in zip(a_rows.tolist(), a_scores.tolist(), strict=True)])
+            elif len(s_rows) and allow_fallback:
+                if best is None or s_cover[0] > best[0] + 1e-9:
+                    best = (float(s_cover[0]), False,
+                            [(int(r), float(s), None) for r, s in zip(s_rows.tolist(), s_scores.tolist(), strict=True)])
+            if best is None and allow_fallback and len(rest) >= 2:
                 # the town not matched (a street that crosses a boundary): the street by its name alone
                 # and the words next to the number name it (all word orders put the street beside its number)
                 adj = [i for i in (ni - 1, ni) if 0 <= i < len(rest)]
@@ -435,8 +463,8 @@ class Geocoder:
                                                        need_all=False, extra=s_bonus[near[named]])
                 good = r_cover >= (len(rest) - 1) / len(rest) * 0.95 - 1e-9
                 relaxed += [(int(r), float(s) - 1.0, None) for r, s in zip(r_rows[good].tolist(), r_scores[good].tolist(), strict=True)]
-        if fallback is not None:
-            return fallback
+        if best is not None:
+            return best[2]
         if relaxed:
             return sorted(relaxed, key=lambda x: -x[1])
         return None
@@ -867,12 +895,15 @@ def _singulars(tok: str) -> list[str]:
 
 def _number_forms(hn: str) -> list[str]:
     """The normalised numbers an addr:housenumber answers to: "93" -> [93]; "12a" -> [12a]; "12 a" -> [12a];
-    "3;5" / "3,5" -> [3, 5]; "3-5" -> [35 (the words joined), 3, 5]."""
+    "3;5" / "3,5" -> [3, 5]; "3-5" -> [3-5, 35 (the words joined), 3, 5]."""
     out = []
     for part in hn.replace(",", ";").split(";"):
         n = normalise(part)
         if not n:
             continue
+        words = n.split()
+        if len(words) == 2 and all(w[:1].isdigit() for w in words) and re.search(r"\d\s*[-/]\s*\d", part):
+            out.append("-".join(words))  # "3-7", "12/1": the range or fraction as typed
         joined = n.replace(" ", "")
         if is_housenumber(joined):
             out.append(joined)

@@ -113,11 +113,13 @@ def extract_osm_tag(q: str) -> tuple[str, str | None, str | None]:
 
 
 # ------------------------------------------------------------------------------------------ house numbers
-_HOUSE = re.compile(r"^\d{1,5}[a-z]{0,3}$|^[a-z]\d{1,4}$")
+_HOUSE = re.compile(r"^\d{1,5}[a-z]{0,3}$|^[a-z]\d{1,4}$|^\d{1,5}[a-z]?-\d{1,5}[a-z]?$")
+# a range or a fraction typed as one number ("3-7", "12/1"): one query word, as the number of its document
+_RANGE = re.compile(r"(?<![\w.])(\d{1,5}[A-Za-z]?)\s*[-/]\s*(\d{1,5}[A-Za-z]?)(?![\w.])")
 
 
 def is_housenumber(token: str) -> bool:
-    """A normalised token that can be a house number: 11, 93a, 12bis, b3."""
+    """A normalised token that can be a house number: 11, 93a, 12bis, b3, 3-7."""
     return bool(_HOUSE.match(token))
 
 
@@ -182,6 +184,17 @@ def abbreviations() -> Abbreviations:
 
 
 def query_tokens(text: str) -> list[str]:
-    """The normalised words of a query ("c/ de la Unió" -> ["c", "de", "la", "unio"])."""
-    n = normalise(text)
-    return n.split() if n else []
+    """The normalised words of a query ("c/ de la Unió" -> ["c", "de", "la", "unio"]); a number range or
+    fraction stays one word ("Landstrasse 3-7" -> ["landstrasse", "3-7"], "12/1" -> "12-1")."""
+    ranges: list[str] = []
+
+    def mark(m: re.Match) -> str:
+        ranges.append(f"{m.group(1).lower()}-{m.group(2).lower()}")
+        return f" qqrange{len(ranges) - 1}qq "
+
+    n = normalise(_RANGE.sub(mark, text))
+    toks = n.split() if n else []
+    if ranges:
+        toks = [ranges[int(t[7:-2])] if t.startswith("qqrange") and t.endswith("qq") and t[7:-2].isdigit() else t
+                for t in toks]
+    return toks

@@ -11,7 +11,14 @@ import pytest
 
 from geoengine.errors import InvalidRequest
 from geoengine.geo import haversine_m
-from geoengine.search.query import abbreviations, extract_coordinates, extract_osm_tag, is_housenumber
+from geoengine.search.geocode import _number_forms
+from geoengine.search.query import (
+    abbreviations,
+    extract_coordinates,
+    extract_osm_tag,
+    is_housenumber,
+    query_tokens,
+)
 from geoengine.search.text import normalise
 from tests.conftest import data_file
 
@@ -57,6 +64,12 @@ def test_key_value_phrase_and_house_numbers():
     assert extract_osm_tag("Vaduz") == ("Vaduz", None, None)
     assert all(is_housenumber(t) for t in ("11", "93a", "12bis", "b3"))
     assert not any(is_housenumber(t) for t in ("avinguda", "123456", "a"))
+    # a range or fraction stays one word, and a document numbered so answers to it and to each end
+    assert query_tokens("Landstrasse 3-7, Schaan") == ["landstrasse", "3-7", "schaan"]
+    assert query_tokens("12/1 Main St") == ["12-1", "main", "st"]
+    assert query_tokens("47.1-9 x") == ["47", "1", "9", "x"]
+    assert _number_forms("3-7") == ["3-7", "37", "3", "7"] and _number_forms("3;5") == ["3", "5"]
+    assert _number_forms("12 a") == ["12a", "12"]
 
 
 def test_abbreviations_come_from_the_maintained_table():
@@ -200,7 +213,8 @@ def test_reverse_by_zoom(andorra):
     at16 = andorra.reverse(lon=hotel.lon, lat=hotel.lat, zoom=16)[0]
     assert at16.category == "highway" and at16.housenumber is None and at16.place_rank == 26
     at10 = andorra.reverse(lon=hotel.lon, lat=hotel.lat, zoom=10)[0]
-    assert at10.category == "place" and at10.place_rank <= 16
+    assert at10.category == "place" and at10.place_rank <= 20 and at10.housenumber is None
+    assert at10.name in at18[0].address.values()  # a settlement the address lies in
     assert isinstance(andorra.reverse(lon=hotel.lon, lat=hotel.lat), dict)  # without zoom: unchanged
     for bad in (19, -1, 1.5, "18"):
         with pytest.raises(InvalidRequest) as exc:
@@ -256,7 +270,10 @@ def _sample_addresses(geo, n: int, seed: int = 26) -> list[tuple[int, str, str, 
     rows, _ = geo.address_rows()
     out = []
     for row in rows.tolist():
-        det = json.loads(geo.ix.detail[row])["address"]
+        raw = geo.ix.detail[row]
+        if not raw:  # a number interpolated along an addr:interpolation way
+            continue
+        det = json.loads(raw)["address"]
         if geo.doc_class()[row] == 3 and det.get("street") and det.get("city") and is_housenumber(normalise(det["housenumber"])):
             out.append((row, det["street"], det["housenumber"], det["city"]))
     return random.Random(seed).sample(out, n)
