@@ -183,11 +183,13 @@ def build_hierarchy(ds, boundaries, labels: dict[int, int], n_osm: int) -> tuple
             score = np.where(ok, dist * weight[idx_c], np.inf)
             best = np.argmin(score, axis=1)
             hit = np.isfinite(score[np.arange(len(rows)), best])
-            for r, c in zip(rows[hit].tolist(), cand[idx_c[np.arange(len(rows)), best][hit]].tolist(), strict=True):
-                u = guess_unit.get(c)
-                if u is None:
-                    u = guess_unit[c] = units.add(slot, ds.place_class[c], _names_of(ds.detail[c], ds.name[c]), c)
-                admin[r, slot] = u
+            chosen = idx_c[np.arange(len(rows)), best][hit]
+            for k in np.unique(chosen).tolist():  # a unit for each place node that is someone's parent
+                c = int(cand[k])
+                if c not in guess_unit:
+                    guess_unit[c] = units.add(slot, ds.place_class[c], _names_of(ds.detail[c], ds.name[c]), c)
+            cand_unit = np.asarray([guess_unit.get(int(c), -1) for c in cand.tolist()], np.int32)
+            admin[rows[hit], slot] = cand_unit[chosen]
     # a place document only has parents above its own level, and is its own unit at its level
     for r in place_rows:
         own = PLACE_SLOT[ds.place_class[r]]

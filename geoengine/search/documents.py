@@ -27,6 +27,7 @@ from geoengine.search.admin import (
     build_hierarchy,
     make_address,
     make_display,
+    unit_name,
 )
 from geoengine.search.docset import DocSet
 from geoengine.search.osm import OsmDoc, StreetWays, read_osm
@@ -205,8 +206,9 @@ def build_documents(osm_path, places_path=None, admin1_path=None, *, bbox=None, 
                 ds.country[i] = places.country[box_rows[near[i]]]
     del places
     info["admin_units"] = len(units)
+    outside = (ds.admin[:, :POSTCODE] < 0).all(axis=1).tolist()
     for i in range(len(ds)):
-        if ds.source[i] != "osm" and (ds.admin[i, :POSTCODE] < 0).all():
+        if outside[i] and ds.source[i] != "osm":
             continue  # a GeoNames place outside every boundary keeps "name, admin1, country code"
         address = address_at_build(ds, i)
         name = ds.name[i]
@@ -224,11 +226,9 @@ def build_documents(osm_path, places_path=None, admin1_path=None, *, bbox=None, 
 
 def address_at_build(ds: DocSet, i: int, lang: str | None = None) -> dict:
     """The address object of document i of a DocSet with its hierarchy (see admin.make_address)."""
-    from geoengine.search.admin import unit_name
-
-    units, adm = ds.units, ds.admin[i]
-    parents = [(units.key[u], unit_name(units.names[u], lang)) for u in (int(adm[s]) for s in DISPLAY_SLOTS) if u >= 0]
-    cu, pu = int(adm[COUNTRY]), int(adm[POSTCODE])
+    units, adm = ds.units, ds.admin[i].tolist()
+    parents = [(units.key[u], unit_name(units.names[u], lang)) for u in (adm[s] for s in DISPLAY_SLOTS) if u >= 0]
+    cu, pu = adm[COUNTRY], adm[POSTCODE]
     idx = ds.index[i]
     own = (ds.place_class[i], ds.name[i]) if idx == "pois" and ds.name[i] else None
     road = ds.name[i] if idx == "streets" else ds.street[i]
