@@ -59,6 +59,7 @@ MANMADE_KEYS = {"man_made"}
 MAX_LIMIT = 50
 _CONNECTOR_WORDS = {normalise(c) for cs in CONNECTORS.values() for c in cs if " " not in c}
 CONTEXT_CANDIDATES = 300  # documents read in full (context words) per query
+GUESSED_STREET = 0.15  # a numbered document whose street the build guessed ranks below one tagged with it
 VARIANT_FACTOR = 0.98  # a word matched through an abbreviation counts a little less than as typed
 W_NAME = 2.0
 W_NAME_SHARE = 0.4  # the share of the document's name words the query holds
@@ -432,7 +433,9 @@ class Geocoder:
                 # a numbered document's street is named in its detail (addr:street), its own name may be the
                 # label "street number" (address documents) or a POI's name: match the words against both
                 q = self._street_quality(cand, rest, variants, cols, name_q)
-                bonus = 0.1 * (cls[cand] == 3)  # the address itself before a POI at the same address
+                # the address itself before a POI at the same address; an object tagged with its street
+                # (addr:street, addr:place) before one the build gave the nearest street
+                bonus = 0.1 * (cls[cand] == 3) - GUESSED_STREET * self._guessed_street(cand)
                 a_rows, a_scores, a_cover = self._rank(cand, q, variants, name_only=None, ctx_only=rest_ctx,
                                                        prefix_last=prefix_last, point=point, need_all=True, extra=bonus)
             # the street (or place, for addr:place addresses) of these words: the answer when the number is
@@ -468,6 +471,17 @@ class Geocoder:
         if relaxed:
             return sorted(relaxed, key=lambda x: -x[1])
         return None
+
+    def _guessed_street(self, rows: np.ndarray) -> np.ndarray:
+        """bool per row: the document's street was not tagged (addr:street / addr:place) but guessed by the
+        build (the nearest street)."""
+        if self._addr_col("street") is None:
+            return np.zeros(len(rows), bool)
+        out = np.zeros(len(rows), bool)
+        for j, row in enumerate(rows.tolist()):
+            a = self._detail(row).get("address") or {}
+            out[j] = not (a.get("street") or a.get("place")) and bool(self.ix.detail[row])
+        return out
 
     def _street_quality(self, cand: np.ndarray, rest, variants, cols, name_q) -> np.ndarray:
         """(words, candidates) name quality of numbered documents: the better of their own name (the index's
