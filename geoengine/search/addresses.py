@@ -73,7 +73,8 @@ def interpolated_numbers(kind: str, a: str, b: str) -> list[tuple[str, float]] |
         nums = range(first, hi, step)
     if len(nums) > MAX_NUMBERS:
         return None
-    return [(str(n), (n - x) / (y - x)) for n in nums]
+    out = [(str(n), (n - x) / (y - x)) for n in nums]
+    return out if x < y else out[::-1]  # in the order from a to b
 
 
 def _point_along(xy: np.ndarray, cum: np.ndarray, at: float) -> tuple[float, float]:

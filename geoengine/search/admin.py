@@ -3,7 +3,7 @@
 Each document gets, per level of `ADMIN_LEVELS`, the id of the administrative unit it lies in (-1: none):
 
 - `boundary=administrative` relations (assembled by osmium's area handler) by point-in-polygon
-  (shapely STRtree): admin_level 2 country, 3-4 state (3 alone: "region"), 5-6 county, 7 municipality,
+  (shapely `intersects_xy` per polygon on the points of its bounding box): admin_level 2 country, 3-4 state (3 alone: "region"), 5-6 county, 7 municipality,
   8 city, 9-10 suburb, 11-12 neighbourhood; per level the deepest boundary wins. A boundary is linked to
   its place node (the relation's `label` member, else its `admin_centre`, else a place node inside it
   with the same name), as Nominatim links them: the unit then carries the node's place type as its
@@ -47,7 +47,7 @@ PLACE_RADIUS_DEG = {"city": 0.16, "town": 0.08, "borough": 0.08, "village": 0.04
 PLACE_WEIGHT = {"city": 0.25, "town": 0.5}
 POSTCODE_EXTENT_KM = 5.0
 KM_PER_DEG = 111.2
-CHUNK = 65_536  # points per STRtree query (bounds the pair arrays)
+CHUNK = 65_536  # documents per place-node query (bounds the neighbour arrays)
 GUESS_K = 8  # nearest place nodes examined per document and level
 
 
@@ -124,10 +124,10 @@ def build_hierarchy(ds, boundaries, labels: dict[int, int], n_osm: int) -> tuple
             names = dict(b.names or {"name": b.name})
             row = b.row
             if link is not None:
-                linked.add(link)
                 pc = ds.place_class[link]
-                if PLACE_SLOT.get(pc) == slot:
+                if PLACE_SLOT.get(pc) == slot:  # the node is this unit (else it may still be a parent below it)
                     key = pc
+                    linked.add(link)
                 for k, v in _names_of(ds.detail[link], ds.name[link]).items():
                     names.setdefault(k, v)
                 row = link
@@ -137,21 +137,32 @@ def build_hierarchy(ds, boundaries, labels: dict[int, int], n_osm: int) -> tuple
         poly_slot.append(slot)
         poly_level.append(b.admin_level)
     if polys:
-        tree = shapely.STRtree(polys)
+        # each polygon against the points of its bounding box (points sorted by longitude): contains_xy
+        # prepares the polygon, ~50x faster than an STRtree query of point geometries against raw polygons
         area = shapely.area(np.asarray(polys, dtype=object))
         pu, ps, pl = np.asarray(poly_unit, np.int32), np.asarray(poly_slot, np.int64), np.asarray(poly_level, np.int64)
-        for a in range(0, n, CHUNK):
-            pts = shapely.points(lon[a:a + CHUNK], lat[a:a + CHUNK])
-            pt, poly = tree.query(pts, predicate="intersects")
-            del pts
-            if not len(pt):
-                continue
+        by_lon = np.argsort(lon, kind="stable")
+        slon = lon[by_lon]
+        pair_pt, pair_poly = [], []
+        for k, g in enumerate(polys):
+            x0, y0, x1, y1 = g.bounds
+            cand = by_lon[np.searchsorted(slon, x0, "left"):np.searchsorted(slon, x1, "right")]
+            cand = cand[(lat[cand] >= y0) & (lat[cand] <= y1)]
+            if len(cand):
+                inside = cand[shapely.intersects_xy(g, lon[cand], lat[cand])]
+                pair_pt.append(inside)
+                pair_poly.append(np.full(len(inside), k, np.int64))
+        del by_lon, slon
+        if pair_pt:
+            pt, poly = np.concatenate(pair_pt), np.concatenate(pair_poly)
+            del pair_pt, pair_poly
             # per (document, level): the deepest boundary (highest admin_level), then the smallest
             order = np.lexsort((area[poly], -pl[poly], ps[poly], pt))
             pt, poly = pt[order], poly[order]
             first = np.ones(len(pt), bool)
             first[1:] = (pt[1:] != pt[:-1]) | (ps[poly[1:]] != ps[poly[:-1]])
-            admin[a + pt[first], ps[poly[first]]] = pu[poly[first]]
+            admin[pt[first], ps[poly[first]]] = pu[poly[first]]
+            del pt, poly, order, first
 
     # 2. place nodes where no boundary fills the level, inside the deepest boundary around the document
     polygon_admin = admin[:, :POSTCODE].copy() if place_rows else None
@@ -183,17 +194,23 @@ def build_hierarchy(ds, boundaries, labels: dict[int, int], n_osm: int) -> tuple
             score = np.where(ok, dist * weight[idx_c], np.inf)
             best = np.argmin(score, axis=1)
             hit = np.isfinite(score[np.arange(len(rows)), best])
-            for r, c in zip(rows[hit].tolist(), cand[idx_c[np.arange(len(rows)), best][hit]].tolist(), strict=True):
-                u = guess_unit.get(c)
-                if u is None:
-                    u = guess_unit[c] = units.add(slot, ds.place_class[c], _names_of(ds.detail[c], ds.name[c]), c)
-                admin[r, slot] = u
+            chosen = idx_c[np.arange(len(rows)), best][hit]
+            for k in np.unique(chosen).tolist():  # a unit for each place node that is someone's parent
+                c = int(cand[k])
+                if c not in guess_unit:
+                    guess_unit[c] = units.add(slot, ds.place_class[c], _names_of(ds.detail[c], ds.name[c]), c)
+            cand_unit = np.asarray([guess_unit.get(int(c), -1) for c in cand.tolist()], np.int32)
+            admin[rows[hit], slot] = cand_unit[chosen]
     # a place document only has parents above its own level, and is its own unit at its level
     for r in place_rows:
         own = PLACE_SLOT[ds.place_class[r]]
         admin[r, own + 1:POSTCODE] = -1
         if r in guess_unit and units.slot[guess_unit[r]] == own:
             admin[r, own] = guess_unit[r]
+    for r in range(n_osm, n):  # GeoNames places likewise
+        own = PLACE_SLOT.get(ds.place_class[r])
+        if own is not None:
+            admin[r, own + 1:POSTCODE] = -1
     for b in boundaries:
         if b.admin_level and 0 <= b.row < n:
             admin[b.row, SLOT_OF_ADMIN[b.admin_level] + 1:POSTCODE] = -1

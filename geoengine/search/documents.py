@@ -27,6 +27,7 @@ from geoengine.search.admin import (
     build_hierarchy,
     make_address,
     make_display,
+    unit_name,
 )
 from geoengine.search.docset import DocSet
 from geoengine.search.osm import OsmDoc, StreetWays, read_osm
@@ -119,13 +120,16 @@ def build_documents(osm_path, places_path=None, admin1_path=None, *, bbox=None, 
     town_tree = cKDTree(_xy([ds.lat[i] for i in towns], [ds.lon[i] for i in towns], lat0)) if towns else None
     merged = _merge_streets(streets, town_tree, lat0)
     ranges, owners = [], []
-    for doc, way_ranges, _loc in merged:
+    street_town: dict[int, str] = {}  # street row -> the settlement it was grouped by
+    for doc, way_ranges, loc in merged:
         row = ds.add(id=doc.id, index="streets", doc_type="place", name=doc.name, name_en=doc.name_en,
                      names=doc.names, place_class="street", category=doc.category, importance=doc.importance,
                      lat=doc.lat, lon=doc.lon, source="osm", kind="w", detail=doc.detail,
                      osm_tag=f"highway={doc.category}")
         ranges += way_ranges
         owners += [row] * len(way_ranges)
+        if loc >= 0:
+            street_town[row] = ds.name[towns[loc]]
     info["osm_ways_in_streets"] = len(streets)
     del merged
     ds.set_polylines(streets.vertices(), np.asarray(ranges, np.int64).reshape(-1, 2), np.asarray(owners, np.int64))
@@ -204,9 +208,25 @@ def build_documents(osm_path, places_path=None, admin1_path=None, *, bbox=None, 
             if ds.country[i] is None:
                 ds.country[i] = places.country[box_rows[near[i]]]
     del places
+    # where the extract holds no country boundary (a clipped extract): the place=country node of the
+    # document's country code is its country (Nominatim names countries from its own table)
+    country_node = {}
+    for r in range(n_osm):
+        if ds.place_class[r] == "country" and ds.kind[r] == "n" and ds.country[r] and ds.index[r] == "places":
+            country_node.setdefault(ds.country[r], r)
+    if country_node:
+        from geoengine.search.admin import _names_of
+
+        unit_of = {code: units.add(COUNTRY, "country", _names_of(ds.detail[r], ds.name[r]), r, code)
+                   for code, r in country_node.items()}
+        for i in np.flatnonzero(ds.admin[:, COUNTRY] < 0).tolist():
+            u = unit_of.get(ds.country[i])
+            if u is not None:
+                ds.admin[i, COUNTRY] = u
     info["admin_units"] = len(units)
+    outside = (ds.admin[:, :POSTCODE] < 0).all(axis=1).tolist()
     for i in range(len(ds)):
-        if ds.source[i] != "osm" and (ds.admin[i, :POSTCODE] < 0).all():
+        if outside[i] and ds.source[i] != "osm":
             continue  # a GeoNames place outside every boundary keeps "name, admin1, country code"
         address = address_at_build(ds, i)
         name = ds.name[i]
@@ -214,6 +234,9 @@ def build_documents(osm_path, places_path=None, admin1_path=None, *, bbox=None, 
             name = None  # "12, Street, ..." as Nominatim writes it
         elif not name:  # an unnamed POI: its category, then its address
             name = category_label(ds.categories[i], ds.category[i])
+        town = street_town.get(i)
+        if town:  # a street shows the settlement it was grouped by, after its name
+            address = {"road": address.get("road"), "_town": town, **address}
         ds.display_name[i] = make_display(name, address, skip=ds.place_class[i] if ds.index[i] == "pois" else None)
 
     ds.canonical = canonical_groups(ds)
@@ -224,11 +247,9 @@ def build_documents(osm_path, places_path=None, admin1_path=None, *, bbox=None, 
 
 def address_at_build(ds: DocSet, i: int, lang: str | None = None) -> dict:
     """The address object of document i of a DocSet with its hierarchy (see admin.make_address)."""
-    from geoengine.search.admin import unit_name
-
-    units, adm = ds.units, ds.admin[i]
-    parents = [(units.key[u], unit_name(units.names[u], lang)) for u in (int(adm[s]) for s in DISPLAY_SLOTS) if u >= 0]
-    cu, pu = int(adm[COUNTRY]), int(adm[POSTCODE])
+    units, adm = ds.units, ds.admin[i].tolist()
+    parents = [(units.key[u], unit_name(units.names[u], lang)) for u in (adm[s] for s in DISPLAY_SLOTS) if u >= 0]
+    cu, pu = adm[COUNTRY], adm[POSTCODE]
     idx = ds.index[i]
     own = (ds.place_class[i], ds.name[i]) if idx == "pois" and ds.name[i] else None
     road = ds.name[i] if idx == "streets" else ds.street[i]

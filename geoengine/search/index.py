@@ -718,6 +718,10 @@ class SearchIndex:
             name = self._own_name(row, lang) or c["name"][row]
         else:  # an unnamed POI: its category label, as stored
             name = (c["display_name"][row] or "").split(", ")[0] or None
+        if idx == "streets":  # the settlement the street was grouped by, second in the stored display name
+            stored = (c["display_name"][row] or "").split(", ")
+            if len(stored) > 1:
+                address = {"road": address.get("road"), "_town": stored[1], **address}
         return make_display(name, address, skip=c["place_class"][row] if idx == "pois" else None)
 
     def reverse_zoom(self, lat: float, lon: float, zoom: int) -> int:
