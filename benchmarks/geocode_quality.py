@@ -180,7 +180,11 @@ def queries(addrs: list[dict], rng: random.Random, sample: int) -> list[dict]:
 
 
 def _same_number(got: str | None, want: str) -> bool:
-    return got is not None and normalise(got).replace(" ", "") == normalise(want).replace(" ", "")
+    """The result's house number is the wanted one, or one of its numbers ("56;58")."""
+    if got is None:
+        return False
+    w = normalise(want).replace(" ", "")
+    return any(normalise(g).replace(" ", "") == w for g in [got, *got.replace(",", ";").split(";")])
 
 
 def judge(query: dict, top: dict | None) -> bool:
