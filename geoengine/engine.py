@@ -417,7 +417,8 @@ class Engine:
         `city`, `county`, `state`, `country`, `postalcode`, `amenity` (not both). Filters: `viewbox`
         (x1,y1,x2,y2; a bias unless `bounded`), `countrycodes`, `layer` (address, poi, railway, natural,
         manmade), `feature_type` (country, state, city, settlement), `exclude_place_ids`; `lat`/`lon` a
-        location bias (`location_bias_scale` 0-1: how far it reaches), `osm_tag` key:value. Bad arguments
+        location bias (`location_bias_scale` 0-1: how far it reaches), `osm_tag` Photon's filters (key:value,
+        key, :value, !-negated; a string or a list). Bad arguments
         raise InvalidRequest naming the field."""
         from geoengine.search.geocode import Places, geocoder_for
 

@@ -124,10 +124,10 @@ def build_hierarchy(ds, boundaries, labels: dict[int, int], n_osm: int) -> tuple
             names = dict(b.names or {"name": b.name})
             row = b.row
             if link is not None:
-                linked.add(link)
                 pc = ds.place_class[link]
-                if PLACE_SLOT.get(pc) == slot:
+                if PLACE_SLOT.get(pc) == slot:  # the node is this unit (else it may still be a parent below it)
                     key = pc
+                    linked.add(link)
                 for k, v in _names_of(ds.detail[link], ds.name[link]).items():
                     names.setdefault(k, v)
                 row = link
@@ -207,6 +207,10 @@ def build_hierarchy(ds, boundaries, labels: dict[int, int], n_osm: int) -> tuple
         admin[r, own + 1:POSTCODE] = -1
         if r in guess_unit and units.slot[guess_unit[r]] == own:
             admin[r, own] = guess_unit[r]
+    for r in range(n_osm, n):  # GeoNames places likewise
+        own = PLACE_SLOT.get(ds.place_class[r])
+        if own is not None:
+            admin[r, own + 1:POSTCODE] = -1
     for b in boundaries:
         if b.admin_level and 0 <= b.row < n:
             admin[b.row, SLOT_OF_ADMIN[b.admin_level] + 1:POSTCODE] = -1

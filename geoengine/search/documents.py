@@ -208,6 +208,21 @@ def build_documents(osm_path, places_path=None, admin1_path=None, *, bbox=None, 
             if ds.country[i] is None:
                 ds.country[i] = places.country[box_rows[near[i]]]
     del places
+    # where the extract holds no country boundary (a clipped extract): the place=country node of the
+    # document's country code is its country (Nominatim names countries from its own table)
+    country_node = {}
+    for r in range(n_osm):
+        if ds.place_class[r] == "country" and ds.kind[r] == "n" and ds.country[r] and ds.index[r] == "places":
+            country_node.setdefault(ds.country[r], r)
+    if country_node:
+        from geoengine.search.admin import _names_of
+
+        unit_of = {code: units.add(COUNTRY, "country", _names_of(ds.detail[r], ds.name[r]), r, code)
+                   for code, r in country_node.items()}
+        for i in np.flatnonzero(ds.admin[:, COUNTRY] < 0).tolist():
+            u = unit_of.get(ds.country[i])
+            if u is not None:
+                ds.admin[i, COUNTRY] = u
     info["admin_units"] = len(units)
     outside = (ds.admin[:, :POSTCODE] < 0).all(axis=1).tolist()
     for i in range(len(ds)):
@@ -219,12 +234,10 @@ def build_documents(osm_path, places_path=None, admin1_path=None, *, bbox=None, 
             name = None  # "12, Street, ..." as Nominatim writes it
         elif not name:  # an unnamed POI: its category, then its address
             name = category_label(ds.categories[i], ds.category[i])
-        display = make_display(name, address, skip=ds.place_class[i] if ds.index[i] == "pois" else None)
         town = street_town.get(i)
-        if town and town not in address.values():  # a street shows the settlement it was grouped by
-            head, _, rest = display.partition(", ")
-            display = f"{head}, {town}, {rest}" if rest else f"{head}, {town}"
-        ds.display_name[i] = display
+        if town:  # a street shows the settlement it was grouped by, after its name
+            address = {"road": address.get("road"), "_town": town, **address}
+        ds.display_name[i] = make_display(name, address, skip=ds.place_class[i] if ds.index[i] == "pois" else None)
 
     ds.canonical = canonical_groups(ds)
     info.update({"osm_documents": n_osm, "osm_points": n_points, "geonames_documents": n_geo,

@@ -59,6 +59,7 @@ MANMADE_KEYS = {"man_made"}
 MAX_LIMIT = 50
 _CONNECTOR_WORDS = {normalise(c) for cs in CONNECTORS.values() for c in cs if " " not in c}
 CONTEXT_CANDIDATES = 300  # documents read in full (context words) per query
+GUESSED_STREET = 0.15  # a numbered document whose street the build guessed ranks below one tagged with it
 VARIANT_FACTOR = 0.98  # a word matched through an abbreviation counts a little less than as typed
 W_NAME = 2.0
 W_NAME_SHARE = 0.4  # the share of the document's name words the query holds
@@ -432,7 +433,9 @@ class Geocoder:
                 # a numbered document's street is named in its detail (addr:street), its own name may be the
                 # label "street number" (address documents) or a POI's name: match the words against both
                 q = self._street_quality(cand, rest, variants, cols, name_q)
-                bonus = 0.1 * (cls[cand] == 3)  # the address itself before a POI at the same address
+                # the address itself before a POI at the same address; an object tagged with its street
+                # (addr:street, addr:place) before one the build gave the nearest street
+                bonus = 0.1 * (cls[cand] == 3) - GUESSED_STREET * self._guessed_street(cand)
                 a_rows, a_scores, a_cover = self._rank(cand, q, variants, name_only=None, ctx_only=rest_ctx,
                                                        prefix_last=prefix_last, point=point, need_all=True, extra=bonus)
             # the street (or place, for addr:place addresses) of these words: the answer when the number is
@@ -468,6 +471,17 @@ class Geocoder:
         if relaxed:
             return sorted(relaxed, key=lambda x: -x[1])
         return None
+
+    def _guessed_street(self, rows: np.ndarray) -> np.ndarray:
+        """bool per row: the document's street was not tagged (addr:street / addr:place) but guessed by the
+        build (the nearest street)."""
+        if self._addr_col("street") is None:
+            return np.zeros(len(rows), bool)
+        out = np.zeros(len(rows), bool)
+        for j, row in enumerate(rows.tolist()):
+            a = self._detail(row).get("address") or {}
+            out[j] = not (a.get("street") or a.get("place")) and bool(self.ix.detail[row])
+        return out
 
     def _street_quality(self, cand: np.ndarray, rest, variants, cols, name_q) -> np.ndarray:
         """(words, candidates) name quality of numbered documents: the better of their own name (the index's
@@ -528,23 +542,19 @@ class Geocoder:
             if not (0.0 <= s <= 1.0) or math.isnan(s):
                 raise _err("location_bias_scale", "location_bias_scale must be between 0 and 1")
             scale = 5.0 + 95.0 * s  # Photon: 0 (the point counts most: 5 km) .. 1 (100 km)
-        if osm_tag is not None:
-            key, _, val = str(osm_tag).lstrip("!").partition(":")
-            if not key or not val:
-                raise _err("osm_tag", "osm_tag must be key:value such as amenity:restaurant")
-            osm_tag = (key, val)
-        if not structured and not q and osm_tag is None:
+        tags = parse_osm_tags(osm_tag)
+        if not structured and not q:
             raise _err("q", "q or one of the structured fields is required")
         want = min(MAX_LIMIT, limit * 3 + len(excluded))
         if box is not None and not bounded and point is None:
             point = ((box[1] + box[3]) / 2, (box[0] + box[2]) / 2)
         bias = None if point is None else (point[0], point[1], scale)
-        filt = _Filter(self, box if bounded else None, codes, layers, ftypes, excluded)
+        filt = _Filter(self, box if bounded else None, codes, layers, ftypes, excluded, tags)
 
         if structured:
             found = self._structured(fields, bias, want, filt)
         else:
-            found = self._free(q, bias, want, filt, osm_tag)
+            found = self._free(q, bias, want, filt)
         out, seen_canon, seen_label = [], set(), set()
         for row, score, hn, dist in found:
             if not filt.ok(row):
@@ -561,11 +571,9 @@ class Geocoder:
                 break
         return out
 
-    def _free(self, q, bias, want, filt, osm_tag):
+    def _free(self, q, bias, want, filt):
         ix = self.ix
         rest, tag_k, tag_v = extract_osm_tag(q)
-        if osm_tag is not None and tag_k is None:
-            tag_k, tag_v = osm_tag
         rest, clat, clon = extract_coordinates(rest)
         anchor = bias
         if clat is not None:
@@ -610,6 +618,8 @@ class Geocoder:
             kw["bbox"] = filt.box
         if filt.codes:
             kw["countries"] = sorted(filt.codes)
+        if filt.ftypes is not None or (filt.layers is not None and "address" not in filt.layers):
+            kw["types"] = "place" if filt.ftypes is not None else "poi"  # the index's own kinds, before the limit
         try:
             res = ix.search(rest if len(rest.strip()) >= 2 else rest + " ", size=25, **kw)["results"]
         except Exception:  # a filter that leaves nothing to search
@@ -673,7 +683,7 @@ class Geocoder:
         if f["amenity"]:
             where = " ".join(v for k in ("street", "city", "county", "state", "postalcode", "country") if (v := f[k]))
             q = f["amenity"] + (" in " + where if where else "")
-            return self._free(q, bias, want, filt, None)
+            return self._free(q, bias, want, filt)
         name_toks = query_tokens(f["street"] or "")
         ctx_toks = []
         for k in ("city", "county", "state", "postalcode", "country"):
@@ -838,9 +848,40 @@ class Geocoder:
                      distance_m=None if distance_m is None else round(float(distance_m), 1))
 
 
+def parse_osm_tags(value) -> list[tuple[bool, str, str]] | None:
+    """Photon's osm_tag filters (a string or a list): "key:value", "key", ":value", each negated by a leading
+    "!" -> [(include, key or "", value or "")]; None when not given."""
+    if value is None or (isinstance(value, str) and not value.strip()):
+        return None
+    vals = [value] if isinstance(value, str) else list(value)
+    out = []
+    for v in vals:
+        if not isinstance(v, str) or not v.strip():
+            raise _err("osm_tag", "osm_tag must be key:value, key, :value or one of them negated with !")
+        v = v.strip()
+        include = not v.startswith("!")
+        key, _, val = v.lstrip("!").partition(":")
+        if not key and not val or any(c.isspace() for c in key + val):
+            raise _err("osm_tag", f"'{v[:40]}' is not key:value, key, :value or one of them negated with !")
+        out.append((include, key, val))
+    return out
+
+
 class _Filter:
-    def __init__(self, geo: Geocoder, box, codes, layers, ftypes, excluded):
+    def __init__(self, geo: Geocoder, box, codes, layers, ftypes, excluded, tags=None):
         self.geo, self.box, self.codes, self.layers, self.ftypes, self.excluded = geo, box, codes, layers, ftypes, excluded
+        self.tags = tags
+
+    def _tag_ok(self, row: int) -> bool:
+        k, v = self.geo.osm_key_value(row)
+
+        def hit(key, val):
+            return (not key or key == k) and (not val or val == v)
+
+        inc = [t for t in self.tags if t[0]]
+        if inc and not any(hit(key, val) for _, key, val in inc):
+            return False
+        return not any(hit(key, val) for ok, key, val in self.tags if not ok)
 
     def ok(self, row) -> bool:
         if row is None:
@@ -857,6 +898,8 @@ class _Filter:
             if not code or (chr(code >> 8) + chr(code & 0xFF)) not in self.codes:
                 return False
         if self.layers is not None and self.geo.layer_of(row) not in self.layers:
+            return False
+        if self.tags and not self._tag_ok(row):
             return False
         if self.ftypes is not None:
             if int(self.geo.doc_class()[row]) != 0:

@@ -718,14 +718,11 @@ class SearchIndex:
             name = self._own_name(row, lang) or c["name"][row]
         else:  # an unnamed POI: its category label, as stored
             name = (c["display_name"][row] or "").split(", ")[0] or None
-        out = make_display(name, address, skip=c["place_class"][row] if idx == "pois" else None)
-        if idx == "streets":  # the settlement the street was grouped by, as the stored display name shows it
+        if idx == "streets":  # the settlement the street was grouped by, second in the stored display name
             stored = (c["display_name"][row] or "").split(", ")
-            local = self._address(row, None)
-            if len(stored) > 1 and stored[1] not in local.values():
-                head, _, rest = out.partition(", ")
-                out = f"{head}, {stored[1]}, {rest}" if rest else f"{head}, {stored[1]}"
-        return out
+            if len(stored) > 1:
+                address = {"road": address.get("road"), "_town": stored[1], **address}
+        return make_display(name, address, skip=c["place_class"][row] if idx == "pois" else None)
 
     def reverse_zoom(self, lat: float, lon: float, zoom: int) -> int:
         """The row answering Nominatim's reverse at `zoom` (clamped to 0-18), or -1: 18 the nearest address,

@@ -288,7 +288,8 @@ class _Handler:
         if a.from_way():
             return
         t = a.tags
-        if "name" not in t and not any(k in t for k in POI_KEYS) and t.get("boundary") != "postal_code":
+        if ("name" not in t and "addr:housenumber" not in t and not any(k in t for k in POI_KEYS)
+                and t.get("boundary") != "postal_code"):
             return
         tags = dict(t)
         try:
@@ -321,7 +322,7 @@ class _Handler:
             if code:
                 self.boundaries.append(Boundary(code, 0, geom, osm_id=a.orig_id(), postcode=code))
             return
-        if "place" in tags or classify(tags) is not None:
+        if "place" in tags or "addr:housenumber" in tags or classify(tags) is not None:
             self._emit(tags, "r", a.orig_id(), c.y, c.x)
 
 

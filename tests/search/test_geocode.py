@@ -158,14 +158,26 @@ def test_filters(andorra):
     box = (1.50, 42.49, 1.54, 42.52)  # Andorra la Vella and Escaldes
     res = andorra.geocode("Carrer", viewbox=",".join(map(str, box)), bounded=True, limit=20)
     assert res and all(box[0] <= p.lon <= box[2] and box[1] <= p.lat <= box[3] for p in res)
-    assert all(p.address.get("country_code") == "fr" for p in andorra.geocode("Andorra", countrycodes="fr", limit=20))
-    assert all(p.address.get("country_code") == "ad" for p in andorra.geocode("Andorra la Vella", countrycodes=["ad"]))
+    fr = andorra.geocode("Perpignan", countrycodes="fr", limit=20)
+    assert fr and all(p.address.get("country_code") == "fr" for p in fr)
+    ad = andorra.geocode("Andorra la Vella", countrycodes=["ad"])
+    assert ad and all(p.address.get("country_code") == "ad" for p in ad)
     pois = andorra.geocode("Meritxell", layer="poi", limit=10)
     assert pois and all(p.layer == "poi" for p in pois)
     addr = andorra.geocode("Meritxell", layer="address", limit=10)
     assert addr and all(p.layer == "address" for p in addr)
     cities = andorra.geocode("Andorra", feature_type="settlement", limit=10)
     assert cities and all(p.category == "place" and 8 <= p.place_rank <= 20 for p in cities)
+    # Photon's osm_tag: key:value, key, :value, negated with !
+    shops = andorra.geocode("Pyrenees", osm_tag="shop", limit=10)
+    assert shops and all(p.category == "shop" for p in shops)
+    supers = andorra.geocode("Pyrenees", osm_tag=":supermarket", limit=10)
+    assert supers and all(p.type == "supermarket" for p in supers)
+    assert [p.place_id for p in andorra.geocode("Pyrenees", osm_tag=["shop:supermarket"])] == [p.place_id for p in supers]
+    others = andorra.geocode("Andorra", osm_tag="!amenity:shelter", limit=20)
+    assert others and all(p.type != "shelter" for p in others)
+    assert any(p.type == "shelter" for p in andorra.geocode("Andorra", limit=20))
+    assert andorra.geocode("Pyrenees", osm_tag="!shop") == []
     first = andorra.geocode("Meritxell", limit=5)
     rest = andorra.geocode("Meritxell", limit=5, exclude_place_ids=[first[0].place_id])
     assert first[0].place_id not in {p.place_id for p in rest}
@@ -196,7 +208,8 @@ def test_filters(andorra):
     ({"q": "Vaduz", "lat": 95, "lon": 9}, "lat"),
     ({"q": "Vaduz", "lat": 47}, "lon"),
     ({"q": "Vaduz", "location_bias_scale": 2}, "location_bias_scale"),
-    ({"q": "Vaduz", "osm_tag": "amenity"}, "osm_tag"),
+    ({"q": "Vaduz", "osm_tag": "!"}, "osm_tag"),
+    ({"q": "Vaduz", "osm_tag": ["amenity:bar", 3]}, "osm_tag"),
     ({"city": 12}, "city"),
     ({"q": "x" * 300}, "q"),
 ])
