@@ -417,13 +417,62 @@ class Engine:
         return self.search_index.search(q, types=types, lat=lat, lon=lon, size=size, categories=categories, bbox=bbox,
                                         countries=countries)
 
-    def reverse(self, *point, lon=None, lat=None, radius="2km", size: int = 5, types=None, categories=None) -> dict:
+    def reverse(self, *point, lon=None, lat=None, radius="2km", size: int = 5, types=None, categories=None,
+                zoom=None, lang=None):
         """Nearest documents to a point, nearest first, each with distance_m: {lat, lon, took_ms, results};
         `categories` keeps documents of those categories ("nearest pharmacy"). The point:
         `reverse(lon=..., lat=...)` or `reverse((lon, lat))`; two positional numbers were the old
-        reverse(lat, lon) order and raise InvalidRequest (ambiguous): name them."""
+        reverse(lat, lon) order and raise InvalidRequest (ambiguous): name them.
+
+        With `zoom` (0-18, Nominatim's reverse): `Places` of at most one Place, the object of that level at
+        the point: 18 the nearest address (with its house number), 16-17 the street, 14-15 the suburb or
+        neighbourhood, 12-13 the village or town, 10 the city, 8 the county, 5-6 the state, 3-4 the country."""
         x, y = _one_lon_lat(point, lon, lat, "reverse")
-        return self.search_index.reverse(y, x, radius=radius, size=size, types=types, categories=categories)
+        if zoom is None:
+            return self.search_index.reverse(y, x, radius=radius, size=size, types=types, categories=categories)
+        from geoengine.search.geocode import Places, check_zoom, geocoder_for, reverse_row
+        from geoengine.search.index import _check_point
+
+        z = check_zoom(zoom)
+        y, x = _check_point(y, x, required=True)
+        geo = geocoder_for(self.search_index)
+        hit = reverse_row(geo, y, x, z)
+        if hit is None:
+            return Places()
+        row, hn, dist = hit
+        return Places([geo.place(row, lang=lang, housenumber=hn, distance_m=dist)])
+
+    def geocode(self, q=None, *, street=None, city=None, county=None, state=None, country=None, postalcode=None,
+                amenity=None, limit=10, lang=None, viewbox=None, bounded=False, countrycodes=None, layer=None,
+                feature_type=None, exclude_place_ids=None, lat=None, lon=None, location_bias_scale=None,
+                osm_tag=None, dedupe=True):
+        """Geocode an address or place as people type it, or by structured fields: `Places` best first
+        (see docs/search.md, Geocoding). `q` free form ("Meritxell 11 Andorra la Vella", "restaurants in
+        Vaduz", "[amenity=pharmacy] Vaduz", "47.16 N 9.51 E") or the structured `street` (with its number),
+        `city`, `county`, `state`, `country`, `postalcode`, `amenity` (not both). Filters: `viewbox`
+        (x1,y1,x2,y2; a bias unless `bounded`), `countrycodes`, `layer` (address, poi, railway, natural,
+        manmade), `feature_type` (country, state, city, settlement), `exclude_place_ids`; `lat`/`lon` a
+        location bias (`location_bias_scale` 0-1: how far it reaches), `osm_tag` Photon's filters (key:value,
+        key, :value, !-negated; a string or a list). Bad arguments
+        raise InvalidRequest naming the field."""
+        from geoengine.search.geocode import Places, geocoder_for
+
+        geo = geocoder_for(self.search_index)
+        found = geo.geocode(q, street=street, city=city, county=county, state=state, country=country,
+                            postalcode=postalcode, amenity=amenity, limit=limit, lang=lang, viewbox=viewbox,
+                            bounded=bounded, countrycodes=countrycodes, layer=layer, feature_type=feature_type,
+                            exclude_place_ids=exclude_place_ids, lat=lat, lon=lon,
+                            location_bias_scale=location_bias_scale, osm_tag=osm_tag, dedupe=dedupe)
+        return Places(geo.place(row, lang=lang, housenumber=hn, score=score, distance_m=dist)
+                      for row, score, hn, dist in found)
+
+    def lookup(self, ids, *, lang=None):
+        """`Places` of OSM ids in Nominatim's osm_ids form ("N123,W456,R789" or a list), in the order
+        given; ids the bundle does not hold are left out."""
+        from geoengine.search.geocode import Places, geocoder_for, lookup_rows
+
+        geo = geocoder_for(self.search_index)
+        return Places(geo.place(row, lang=lang) for row in lookup_rows(self.search_index, ids))
 
     def place(self, doc_id: str) -> dict:
         """One document by id or canonical id (NotFound when missing); `score` is null; with its full

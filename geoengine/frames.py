@@ -10,6 +10,7 @@ EPSG:4326 with (lon, lat) coordinates.
 | `engine.isochrone(...)` FeatureCollection | properties                                    | one row per feature     |
 | `engine.isochrones(...)` list             | properties + origin                           | one row per feature     |
 | `engine.search(...)`, `engine.reverse`    | one row per result (flattened)                | Point per result        |
+| `engine.geocode`, `reverse(zoom=)`, `lookup` (Places) | one row per place, `address.<key>` columns | Point per place |
 | accessibility / nearest_pois results      | their `.to_pandas()`                          | their `.to_geopandas()` |
 """
 
@@ -151,3 +152,23 @@ def to_geopandas(result):
             columns={"distance": f"distance_{'km' if units == 'kilometers' else 'mi'}"})
         return gpd.GeoDataFrame(df, geometry=geoms, crs=CRS)
     raise InvalidRequest.field("result", f"cannot convert a {type(result).__name__} to a GeoDataFrame")
+
+
+PLACE_COLUMNS = ("place_id", "osm_type", "osm_id", "lat", "lon", "name", "display_name", "category", "type",
+                 "place_rank", "importance", "housenumber", "layer", "doc_id", "score", "distance_m")
+
+
+def places_frame(places, geo: bool):
+    """One row per geocoding Place (`engine.geocode`, `engine.reverse(zoom=)`, `engine.lookup`): its scalar
+    fields, the `address` parts as `address.<key>` columns, and with `geo` a Point per place."""
+    pd = _pd()
+    rows = []
+    for p in places:
+        row = {k: getattr(p, k) for k in PLACE_COLUMNS}
+        for k, v in (p.address or {}).items():
+            row[f"address.{k}"] = v
+        rows.append(row)
+    df = pd.DataFrame(rows, columns=None if rows else list(PLACE_COLUMNS))
+    if not geo:
+        return df
+    return points_frame(df, df["lon"].to_numpy(float), df["lat"].to_numpy(float))

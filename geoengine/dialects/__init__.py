@@ -9,4 +9,7 @@ below `Engine` imports this package (tests/test_architecture.py).
   /locate, ...): request models, engine calls, Valhalla's response shapes (docs/valhalla.md).
 - `osrm`: OSRM's HTTP API v1 (route, table, match, nearest, trip): URL and query parsing, engine calls,
   OSRM's response shapes and error codes (docs/osrm.md).
+- `nominatim`: Nominatim's v1 API (/search with `format`, /reverse, /lookup, /details, /status):
+  Nominatim's parameters, response formats and error objects (docs/geocoding.md).
+- `photon`: Photon's /api and /reverse (served under /photon): its GeoJSON and {"message"} errors.
 """

@@ -4,7 +4,8 @@ A publishable key looks like `pk_<id>_<secret>`. Unlike a gateway key (`gk_...`)
 seen by anyone who opens the page, so it is only accepted
 - from a browser request whose `Origin` is one of the key's origins (and in the server's CORS
   allow-list, GEOENGINE_CORS_ORIGINS), and
-- on the paths of its scopes: `tiles` (`/sources`, `/tiles/...`) and `search` (`/search...`).
+- on the paths of its scopes: `tiles` (`/sources`, `/tiles/...`) and `search` (`/search...` and the
+  geocoding dialects' `/reverse`, `/lookup`, `/details`, `/photon/api`, `/photon/reverse`).
 It is counted on its plan like any key (the same usage table, under the id `pk_<id>`).
 
 Stored hashed in the same SQLite state database as the gateway keys, or, when GEOENGINE_REDIS_URL is set,
@@ -28,6 +29,8 @@ from geoengine.errors import InvalidRequest, NotFound
 from geoengine.gateway.keys import _hash, hash_matches, is_tile_path, key_id
 
 SCOPES = ("tiles", "search")
+# Nominatim's and Photon's read-only geocoding paths (docs/geocoding.md): the `search` scope's too
+GEOCODING_PATHS = frozenset({"/reverse", "/lookup", "/details", "/photon/api", "/photon/reverse"})
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS publishable_keys (
@@ -63,7 +66,7 @@ def path_scope(path: str) -> str | None:
     """The publishable scope a path belongs to, or None when no publishable key may call it."""
     if is_tile_path(path) and not path.endswith("/cache/clear"):
         return "tiles"
-    if path == "/search" or path.startswith("/search/"):
+    if path == "/search" or path.startswith("/search/") or path.rstrip("/") in GEOCODING_PATHS:
         return "search"
     return None
 

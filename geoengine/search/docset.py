@@ -31,6 +31,15 @@ class DocSet:
     detail: list[str | None] = field(default_factory=list)  # JSON of names, address, tags, osm ways (/search/detail)
     country: list[str | None] = field(default_factory=list)  # ISO 3166-1 alpha-2 code
     region: list[bool] = field(default_factory=list)  # of the bundle's own region (OSM, GeoNames inside its bbox)
+    # addr:* of the object (None when absent); `street` is the street the address belongs to once resolved
+    housenumber: list[str | None] = field(default_factory=list)
+    street: list[str | None] = field(default_factory=list)
+    addr_place: list[str | None] = field(default_factory=list)
+    postcode: list[str | None] = field(default_factory=list)
+    osm_tag: list[str | None] = field(default_factory=list)  # key=value of the tag that makes the document
+    street_row: array = field(default_factory=lambda: array("q"))  # the street document of an address or POI (-1)
+    admin: np.ndarray | None = None  # (n, 8) int32 administrative unit per level (admin.ADMIN_LEVELS), -1: none
+    units: object | None = None  # admin.Units
     canonical: np.ndarray | None = None  # row of each document's canonical document
     # reverse-geocoding items: (m, 4) segments (lon1, lat1, lon2, lat2) and their (m,) int32 document rows
     seg: np.ndarray = field(default_factory=lambda: np.zeros((0, 4)))
@@ -57,7 +66,8 @@ class DocSet:
         self.seg_doc = np.repeat(np.asarray(rows, np.int32), nseg)
 
     def add(self, *, id, index, doc_type, name, name_en, names, place_class, category, importance, lat, lon,
-            source, kind, display_name="", categories=None, detail=None, country=None, region=True):
+            source, kind, display_name="", categories=None, detail=None, country=None, region=True, housenumber=None,
+            street=None, addr_place=None, postcode=None, osm_tag=None):
         self.id.append(id)
         self.index.append(index)
         self.doc_type.append(doc_type)
@@ -76,4 +86,10 @@ class DocSet:
         self.detail.append(detail)
         self.country.append(country)
         self.region.append(bool(region))
+        self.housenumber.append(housenumber)
+        self.street.append(street)
+        self.addr_place.append(addr_place)
+        self.postcode.append(postcode)
+        self.osm_tag.append(osm_tag)
+        self.street_row.append(-1)
         return len(self.id) - 1

@@ -15,13 +15,22 @@ from __future__ import annotations
 import json
 
 import numpy as np
-import shapely
 from scipy.spatial import cKDTree
 
 from geoengine.bundler import heap
 from geoengine.search import geonames as gn
+from geoengine.search.addresses import expand_interpolations, resolve_streets, street_points
+from geoengine.search.admin import (
+    COUNTRY,
+    DISPLAY_SLOTS,
+    POSTCODE,
+    build_hierarchy,
+    make_address,
+    make_display,
+    unit_name,
+)
 from geoengine.search.docset import DocSet
-from geoengine.search.osm import LOCALITY_PLACES, OsmDoc, StreetWays, read_osm
+from geoengine.search.osm import OsmDoc, StreetWays, read_osm
 from geoengine.search.text import normalise
 
 KM_PER_DEG_LAT = 110.574
@@ -114,7 +123,7 @@ def build_documents(osm_path, places_path=None, admin1_path=None, *, bbox=None, 
     near the extract's data (inside its bbox plus 0.1 degree, and within NEAR_DATA_DEG of an OSM document:
     an extract with far-apart parts does not take in the places between them) and the world's capitals, admin seats and places of at
     least `world_min_population`, "region" only those inside the bbox."""
-    ds, streets, boundaries = read_osm(osm_path)  # ds: the documents of OSM nodes, ways, relations
+    ds, streets, boundaries, reader = read_osm(osm_path)  # ds: the documents of OSM nodes, ways, relations
     heap.release()  # what the OSM reader's threads freed, under the steps after it (50-80 MB at 64 copies)
     info: dict = {}
     n_points = len(ds)
@@ -124,58 +133,50 @@ def build_documents(osm_path, places_path=None, admin1_path=None, *, bbox=None, 
         bbox = (min(lons), min(lats), max(lons), max(lats))
     lat0 = (bbox[1] + bbox[3]) / 2
 
-    # localities (rows) for street grouping and display names
-    locs = [i for i in range(n_points) if ds.index[i] == "places" and ds.place_class[i] in LOCALITY_PLACES]
-    loc_xy = _xy([ds.lat[i] for i in locs], [ds.lon[i] for i in locs], lat0) if locs else np.zeros((0, 2))
-    loc_tree = cKDTree(loc_xy) if locs else None
     # streets group by settlement (a street crossing several suburbs of one city is one street)
-    towns = [i for i in locs if ds.place_class[i] in STREET_LOCALITY_PLACES]
+    towns = [i for i in range(n_points) if ds.index[i] == "places" and ds.osm_tag[i] != "boundary=administrative"
+             and ds.place_class[i] in STREET_LOCALITY_PLACES]
     town_tree = cKDTree(_xy([ds.lat[i] for i in towns], [ds.lon[i] for i in towns], lat0)) if towns else None
     merged = _merge_streets(streets, town_tree, lat0)
-    street_locality: dict[int, int] = {}
     ranges, owners = [], []
+    street_town: dict[int, str] = {}  # street row -> the settlement it was grouped by
     for doc, way_ranges, loc in merged:
         row = ds.add(id=doc.id, index="streets", doc_type="place", name=doc.name, name_en=doc.name_en,
                      names=doc.names, place_class="street", category=doc.category, importance=doc.importance,
-                     lat=doc.lat, lon=doc.lon, source="osm", kind="w", detail=doc.detail)
-        street_locality[row] = loc
+                     lat=doc.lat, lon=doc.lon, source="osm", kind="w", detail=doc.detail,
+                     osm_tag=f"highway={doc.category}")
         ranges += way_ranges
         owners += [row] * len(way_ranges)
-    n_osm = len(ds)
+        if loc >= 0:
+            street_town[row] = ds.name[towns[loc]]
     info["osm_ways_in_streets"] = len(streets)
     del merged
     ds.set_polylines(streets.vertices(), np.asarray(ranges, np.int64).reshape(-1, 2), np.asarray(owners, np.int64))
     del streets, ranges, owners  # the street ways' polylines are ds.seg now
     heap.release()
 
-    # OSM display names
-    lat = np.array(ds.lat)
-    lon = np.array(ds.lon)
-    locality = [None] * n_osm
-    if loc_tree is not None and n_osm:
-        dist, near = loc_tree.query(_xy(lat, lon, lat0), distance_upper_bound=10.0)
-        for i in range(n_osm):
-            if i in street_locality:  # a street shows the locality it was grouped by
-                locality[i] = ds.name[towns[street_locality[i]]] if street_locality[i] >= 0 else None
-            elif np.isfinite(dist[i]):
-                locality[i] = ds.name[locs[near[i]]]
-    region = [None] * n_osm
-    region_level = np.full(n_osm, -1)
-    country = [None] * n_osm
-    for b in sorted(boundaries, key=lambda b: b.admin_level):
-        inside = shapely.contains_xy(b.geom, lon, lat)
-        if b.admin_level == 2:
-            for i in np.flatnonzero(inside):
-                country[i] = b.name
-                if b.country_code:
-                    ds.country[i] = b.country_code
-        elif 3 <= b.admin_level <= 8:
-            for i in np.flatnonzero(inside & (region_level < b.admin_level)):
-                region[i] = b.name
-                region_level[i] = b.admin_level
+    # addresses: interpolation lines into numbers, then the street of every address and POI
+    info["interpolated_addresses"] = expand_interpolations(ds, reader.interpolations, reader.addr_node_id,
+                                                           reader.addr_node_row)
+    labels = reader.labels
+    del reader
+    n_osm = len(ds)
+    tree, point_owner = street_points(ds, lat0)
+    rows = np.asarray([i for i in range(n_osm) if ds.index[i] in ("addresses", "pois")], np.int64)
+    for k, v in resolve_streets(ds, rows, lat0, tree, point_owner).items():
+        info[f"street_from_{k}"] = v
+    del tree, point_owner
+    for i in rows.tolist():  # an unnamed POI's detail names its street
+        if not ds.name[i] and ds.index[i] == "pois" and ds.street[i] and ds.detail[i] is not None:
+            d = json.loads(ds.detail[i])
+            if "street" not in d["address"]:
+                d["address"]["street"] = ds.street[i]
+                ds.detail[i] = _json(d)
 
     # GeoNames
     n_geo = 0
+    box_rows = np.zeros(0, np.int64)
+    places = None
     if places_path is not None:
         places = gn.read_places(places_path)
         admin1 = gn.read_admin1(admin1_path)
@@ -192,16 +193,7 @@ def build_documents(osm_path, places_path=None, admin1_path=None, *, bbox=None, 
             seats = np.array([f in ("PPLC", "PPLA", "PPLG") for f in places.fcode])
             keep = in_box | seats | (places.population >= world_min_population)
         info["geonames_rows"] = len(places)
-        # country fallback for OSM documents: the nearest GeoNames place of the region
         box_rows = np.flatnonzero(in_box)
-        if len(box_rows) and n_osm:
-            tree = cKDTree(_xy(places.lat[box_rows], places.lon[box_rows], lat0))
-            _, near = tree.query(_xy(lat, lon, lat0))
-            for i in range(n_osm):
-                if country[i] is None:
-                    country[i] = places.country[box_rows[near[i]]]
-                if ds.country[i] is None:
-                    ds.country[i] = places.country[box_rows[near[i]]]
         for r in np.flatnonzero(keep):
             r = int(r)
             nm = places.name[r]
@@ -216,24 +208,57 @@ def build_documents(osm_path, places_path=None, admin1_path=None, *, bbox=None, 
                    country=places.country[r] or None, region=bool(in_box[r]),
                    detail=_json({"names": {"name": nm, **({"alternate": names[1:]} if in_box[r] else {})},
                                  "address": {k: v for k, v in (("state", a1), ("country_code", places.country[r])) if v},
-                                 "tags": {"population": pop} if pop else {}}))
+                                 "tags": {"population": pop} if pop else {}}),
+                   osm_tag=f"place={gn.place_class(pop, fc)}", addr_place=None)
             n_geo += 1
-    street_of = _nearest_street_names(ds, n_points, lat0)
-    for i in range(n_osm):
-        parts = [ds.name[i]]
-        if not ds.name[i]:  # an unnamed POI: its category, its street, then the rest
-            parts = [category_label(ds.categories[i], ds.category[i])]
-            if street_of.get(i):
-                parts.append(street_of[i])
-            if ds.detail[i] is not None and street_of.get(i):
-                d = json.loads(ds.detail[i])
-                if "street" not in d["address"]:
-                    d["address"]["street"] = street_of[i]
-                    ds.detail[i] = _json(d)
-        for p in (locality[i], region[i], country[i]):
-            if p and p not in parts:
-                parts.append(p)
-        ds.display_name[i] = ", ".join(parts)
+
+    # the administrative hierarchy of every document; countries from it, else the nearest GeoNames place
+    ds.admin, ds.units = build_hierarchy(ds, boundaries, labels, n_osm)
+    del boundaries
+    units = ds.units
+    cu = ds.admin[:n_osm, COUNTRY]
+    for i in np.flatnonzero(cu >= 0).tolist():
+        if units.cc[cu[i]]:
+            ds.country[i] = units.cc[cu[i]]
+    if len(box_rows) and n_osm:
+        lat = np.asarray(ds.lat)[:n_osm]
+        lon = np.asarray(ds.lon)[:n_osm]
+        tree = cKDTree(_xy(places.lat[box_rows], places.lon[box_rows], lat0))
+        _, near = tree.query(_xy(lat, lon, lat0))
+        for i in range(n_osm):
+            if ds.country[i] is None:
+                ds.country[i] = places.country[box_rows[near[i]]]
+    del places
+    # where the extract holds no country boundary (a clipped extract): the place=country node of the
+    # document's country code is its country (Nominatim names countries from its own table)
+    country_node = {}
+    for r in range(n_osm):
+        if ds.place_class[r] == "country" and ds.kind[r] == "n" and ds.country[r] and ds.index[r] == "places":
+            country_node.setdefault(ds.country[r], r)
+    if country_node:
+        from geoengine.search.admin import _names_of
+
+        unit_of = {code: units.add(COUNTRY, "country", _names_of(ds.detail[r], ds.name[r]), r, code)
+                   for code, r in country_node.items()}
+        for i in np.flatnonzero(ds.admin[:, COUNTRY] < 0).tolist():
+            u = unit_of.get(ds.country[i])
+            if u is not None:
+                ds.admin[i, COUNTRY] = u
+    info["admin_units"] = len(units)
+    outside = (ds.admin[:, :POSTCODE] < 0).all(axis=1).tolist()
+    for i in range(len(ds)):
+        if outside[i] and ds.source[i] != "osm":
+            continue  # a GeoNames place outside every boundary keeps "name, admin1, country code"
+        address = address_at_build(ds, i)
+        name = ds.name[i]
+        if ds.index[i] == "addresses":
+            name = None  # "12, Street, ..." as Nominatim writes it
+        elif not name:  # an unnamed POI: its category, then its address
+            name = category_label(ds.categories[i], ds.category[i])
+        town = street_town.get(i)
+        if town:  # a street shows the settlement it was grouped by, after its name
+            address = {"road": address.get("road"), "_town": town, **address}
+        ds.display_name[i] = make_display(name, address, skip=ds.place_class[i] if ds.index[i] == "pois" else None)
 
     ds.canonical = canonical_groups(ds)
     info.update({"osm_documents": n_osm, "osm_points": n_points, "geonames_documents": n_geo,
@@ -241,29 +266,23 @@ def build_documents(osm_path, places_path=None, admin1_path=None, *, bbox=None, 
     return ds, info
 
 
-STREET_NEAR_KM = 0.15
-
-
-def _nearest_street_names(ds: DocSet, n_points: int, lat0: float) -> dict[int, str]:
-    """{row: street name} for the unnamed POIs among the first `n_points` rows: their addr:street, else
-    the name of the nearest street (vertex) within 150 m."""
-    rows = [i for i in range(n_points) if not ds.name[i] and ds.index[i] == "pois"]
-    out = {}
-    need = []
-    for i in rows:
-        street = json.loads(ds.detail[i] or "{}").get("address", {}).get("street")
-        if street:
-            out[i] = street
-        else:
-            need.append(i)
-    if need and len(ds.seg_doc):
-        seg, owner = ds.segments()
-        tree = cKDTree(_xy(seg[:, 1], seg[:, 0], lat0))
-        dist, near = tree.query(_xy(np.array(ds.lat)[need], np.array(ds.lon)[need], lat0), distance_upper_bound=STREET_NEAR_KM)
-        for i, d, k in zip(need, dist.tolist(), near.tolist(), strict=True):
-            if np.isfinite(d):
-                out[i] = ds.name[int(owner[k])]
-    return out
+def address_at_build(ds: DocSet, i: int, lang: str | None = None) -> dict:
+    """The address object of document i of a DocSet with its hierarchy (see admin.make_address)."""
+    units, adm = ds.units, ds.admin[i].tolist()
+    parents = [(units.key[u], unit_name(units.names[u], lang)) for u in (adm[s] for s in DISPLAY_SLOTS) if u >= 0]
+    cu, pu = adm[COUNTRY], adm[POSTCODE]
+    idx = ds.index[i]
+    own = (ds.place_class[i], ds.name[i]) if idx == "pois" and ds.name[i] else None
+    road = ds.name[i] if idx == "streets" else ds.street[i]
+    place = ds.addr_place[i] if not road and idx in ("addresses", "pois") else None
+    if ds.source[i] != "osm":
+        state = json.loads(ds.detail[i] or "{}").get("address", {}).get("state")
+        if state and not any(k in ("state", "region") for k, _ in parents):
+            parents.append(("state", state))
+    return make_address(own=own, housenumber=ds.housenumber[i], road=road, place=place, parents=parents,
+                        postcode=units.names[pu]["name"] if pu >= 0 else None,
+                        country=unit_name(units.names[cu], lang) if cu >= 0 else ds.country[i],
+                        country_code=ds.country[i])
 
 
 def category_label(categories: list[str], category: str | None) -> str:

@@ -36,6 +36,7 @@ from geoengine.errors import FieldError, InvalidRequest, NotFound, UpstreamError
 from geoengine.geo import EARTH_RADIUS_M as EARTH_M
 from geoengine.geo import haversine_m
 from geoengine.lru import ByteLRU
+from geoengine.search.admin import ADMIN_LEVELS, CITY, COUNTRY, COUNTY, NEIGHBOURHOOD, POSTCODE, STATE, SUBURB
 from geoengine.search.kernels import (
     code_points,
     gather_postings,
@@ -72,6 +73,12 @@ ROW_CACHE = 4096  # documents whose name text and Search Result the query path k
 TOKEN_CACHE_BYTES = 8 << 20  # the token matches kept (documents and qualities), in bytes
 PREFIX_LENGTHS = range(4, 17)
 MAX_RADIUS_M = 100_000.0
+REVERSE_STREET_DEG = 0.006  # Nominatim's reverse looks for streets, addresses and POIs within this
+MINOR_STREETS = {"service", "track", "footway", "path", "cycleway", "steps", "bridleway", "motorway_link", "trunk_link",
+                 "primary_link", "secondary_link", "tertiary_link"}  # Nominatim's address rank 27 (minor streets)
+# the deepest hierarchy level reverse answers at each zoom (Nominatim's REVERSE_MAX_RANKS): -1 none
+REVERSE_ZOOM_SLOT = (-1, -1, -1, COUNTRY, COUNTRY, STATE, STATE, STATE, COUNTY, COUNTY, CITY, CITY, CITY, CITY, SUBURB,
+                     NEIGHBOURHOOD, NEIGHBOURHOOD, NEIGHBOURHOOD, NEIGHBOURHOOD)
 RADIUS_RE = re.compile(r"^(\d+(?:\.\d+)?)(m|km)$")
 
 
@@ -220,7 +227,35 @@ def write_extras(folder: Path, ds) -> list[str]:
         return f'{{"categories":{c}}}' if d in (None, "{}") else f'{d[:-1]},"categories":{c}}}'
 
     files = write_strings(folder, "detail", (detail(i) for i in range(n)))
+    files += write_address_files(folder, ds)
     return files + ["categories.json", "cat_ptr.npy", "cat_doc.npy", "region.npy", "country.npy"]
+
+
+def write_address_files(folder: Path, ds) -> list[str]:
+    """The address data and the administrative hierarchy (absent in bundles built before them):
+
+    - `admin.npy` ((n, 8) int32): the administrative unit of each document per level of
+      `admin.ADMIN_LEVELS` (country, state, county, municipality, city, suburb, neighbourhood, postcode), -1 none;
+    - units: `unit_slot.npy` (int8 level), `unit_row.npy` (int32 row of the unit's own document, -1 none),
+      string columns `unit_key` (address key: country, state, county, town, village, suburb, postcode, ...)
+      and `unit_names` (JSON {"name": ..., "name:xx": ...});
+    - string columns `housenumber`, `street` (the street an address or POI belongs to), `addr_place`,
+      `osm_tag` (`key=value` of the tag that makes the document); `street_row.npy` (int32, the street's row).
+    """
+    n = len(ds)
+    if ds.admin is None or len(ds.admin) != n or len(ds.housenumber) != n:
+        return []
+    units = ds.units
+    np.save(folder / "admin.npy", np.ascontiguousarray(ds.admin, np.int32))
+    np.save(folder / "unit_slot.npy", np.asarray(units.slot, np.int8))
+    np.save(folder / "unit_row.npy", np.asarray(units.row, np.int32))
+    np.save(folder / "street_row.npy", np.frombuffer(ds.street_row, np.int64).astype(np.int32))
+    files = ["admin.npy", "unit_slot.npy", "unit_row.npy", "street_row.npy"]
+    files += write_strings(folder, "unit_key", units.key)
+    files += write_strings(folder, "unit_names", (json.dumps(x, ensure_ascii=False, separators=(",", ":")) for x in units.names))
+    for col in ("housenumber", "street", "addr_place", "osm_tag"):
+        files += write_strings(folder, col, getattr(ds, col))
+    return files
 
 
 def country_code_int(code: str | None) -> int:
@@ -482,6 +517,8 @@ class SearchIndex:
         # final score reads, and the JSON-ready Search Result without its score
         self._row_text = lru_cache(maxsize=ROW_CACHE)(self._row_text_uncached)
         self._result_base = lru_cache(maxsize=ROW_CACHE)(self._result_base_uncached)
+        self._address = lru_cache(maxsize=ROW_CACHE)(self._address_uncached)
+        self._display = lru_cache(maxsize=ROW_CACHE)(self._display_uncached)
 
     def _load_extras(self, folder: Path) -> None:
         """Categories, region, countries and details (see `write_extras`); a bundle built before them opens
@@ -513,9 +550,233 @@ class SearchIndex:
                 self.detail = Strings(folder, "detail")
         except (OSError, ValueError, KeyError, UnicodeDecodeError) as exc:
             raise UpstreamError(f"the search index in {folder} cannot be read: {exc}") from exc
+        self._load_address_files(folder)
         self._cat_index = {p: k for k, p in enumerate(self.cat_ids)}
         if len(self._region) != self.n or len(self._cat_ptr) != len(self.cat_ids) + 1:
             raise UpstreamError(f"the search index in {folder} is inconsistent (category/region files): rebuild the bundle")
+
+    def _load_address_files(self, folder: Path) -> None:
+        """The hierarchy and address columns (see `write_address_files`); a bundle built before them opens with
+        `admin` of -1 and addresses of the country code only."""
+        self.admin = np.full((self.n, len(ADMIN_LEVELS)), -1, np.int32)
+        self._unit_slot = np.zeros(0, np.int8)
+        self._unit_row = np.zeros(0, np.int32)
+        self._street_row = None
+        self._unit_key = self._unit_names = None
+        self._addr_cols: dict[str, Strings] = {}
+        if not (folder / "admin.npy").exists():
+            return
+        try:
+            self.admin = np.load(folder / "admin.npy", mmap_mode="r").view(np.ndarray)
+            self._unit_slot = np.load(folder / "unit_slot.npy")
+            self._unit_row = np.load(folder / "unit_row.npy")
+            self._street_row = np.load(folder / "street_row.npy", mmap_mode="r").view(np.ndarray)
+            self._unit_key = Strings(folder, "unit_key")
+            self._unit_names = Strings(folder, "unit_names")
+            self._addr_cols = {c: Strings(folder, c) for c in ("housenumber", "street", "addr_place", "osm_tag")}
+        except (OSError, ValueError) as exc:
+            raise UpstreamError(f"the search index in {folder} cannot be read: {exc}") from exc
+        if self.admin.shape != (self.n, len(ADMIN_LEVELS)) or len(self._street_row) != self.n:
+            raise UpstreamError(f"the search index in {folder} is inconsistent (address files): rebuild the bundle")
+
+    # -- addresses and the hierarchy (see admin.py) ------------------------------------------------
+    @lru_cache(maxsize=4096)  # noqa: B019 (the index lives as long as the process; units are few)
+    def _unit(self, uid: int) -> tuple[str, dict]:
+        """(address key, names) of an administrative unit."""
+        return self._unit_key[uid], json.loads(self._unit_names[uid])
+
+    def admin_unit_names(self, uid: int) -> list[str]:
+        """Every name and name:xx of an administrative unit, normalised as search/text.py does."""
+        out: list[str] = []
+        for v in self._unit(int(uid))[1].values():
+            nv = normalise(v)
+            if nv and nv not in out:
+                out.append(nv)
+        return out
+
+    def admin_unit_row(self, uid: int) -> int:
+        """The row of the unit's own document (-1: none)."""
+        return int(self._unit_row[uid]) if 0 <= uid < len(self._unit_row) else -1
+
+    def admin_unit_key(self, uid: int) -> str:
+        """The unit's address key (country, state, county, municipality, city/town/village, suburb, ...)."""
+        return self._unit(int(uid))[0]
+
+    def housenumber(self, row: int) -> str | None:
+        col = self._addr_cols.get("housenumber")
+        return col[row] if col is not None else None
+
+    def postcode(self, row: int) -> str | None:
+        u = int(self.admin[row, POSTCODE])
+        return self._unit(u)[1].get("name") if u >= 0 else None
+
+    def osm_type(self, row: int) -> str | None:
+        """'N', 'W' or 'R' (a street: its smallest way; an interpolated number: its way); None for GeoNames."""
+        kind = self.cols["id"][row].split(":", 2)
+        if kind[0] != "osm":
+            return None
+        return {"node": "N", "way": "W", "relation": "R", "street": "W", "interpolation": "W"}.get(kind[1])
+
+    def osm_id(self, row: int) -> int | None:
+        parts = self.cols["id"][row].split(":")
+        return int(parts[2]) if parts[0] == "osm" and len(parts) > 2 else None
+
+    def _osm_tag(self, row: int) -> tuple[str | None, str | None]:
+        col = self._addr_cols.get("osm_tag")
+        tag = col[row] if col is not None else None
+        if tag:
+            k, _, v = tag.partition("=")
+            return k, v
+        c = self.cols
+        idx, pc, cat = c["index"][row], c["place_class"][row], c["category"][row]
+        if idx == "pois":
+            return pc, cat
+        if idx == "streets":
+            return "highway", cat
+        if idx == "addresses":
+            return "place", "house"
+        return "place", pc
+
+    def osm_key(self, row: int) -> str | None:
+        """The OSM key of the tag that makes the document (amenity, place, highway, building, boundary)."""
+        return self._osm_tag(row)[0]
+
+    def osm_value(self, row: int) -> str | None:
+        """Its value (restaurant, town, residential, house, administrative)."""
+        return self._osm_tag(row)[1]
+
+    def address(self, row: int, lang: str | None = None) -> dict:
+        """Nominatim's address object of a document (house_number, road, neighbourhood, suburb,
+        village/town/city, municipality, county, state, postcode, country, country_code), the names of the
+        parents in `lang` (name:xx, e.g. "de" or "de,en") where they have one. A new dict each call."""
+        return dict(self._address(int(row), lang or None))
+
+    def _address_uncached(self, row: int, lang: str | None) -> dict:
+        from geoengine.search.admin import DISPLAY_SLOTS, make_address, unit_name
+
+        adm = self.admin[row]
+        parents = []
+        for slot in DISPLAY_SLOTS:
+            u = int(adm[slot])
+            if u >= 0:
+                key, names = self._unit(u)
+                parents.append((key, unit_name(names, lang)))
+        cu, pu = int(adm[COUNTRY]), int(adm[POSTCODE])
+        code = int(self._country[row]) if self._country is not None else 0
+        cc = chr(code >> 8) + chr(code & 0xFF) if code else None
+        c = self.cols
+        idx = c["index"][row]
+        name = c["name"][row]
+        if lang and (idx in ("pois", "streets", "places")):
+            name = self._own_name(row, lang) or name
+        own = (c["place_class"][row], name) if idx == "pois" and name else None
+        cols = self._addr_cols
+        road = None
+        if idx == "streets":
+            road = name
+        elif cols:
+            road = cols["street"][row]
+            srow = int(self._street_row[row])
+            if road and lang and srow >= 0:
+                road = self._own_name(srow, lang) or road
+        place = cols["addr_place"][row] if cols and not road and idx in ("addresses", "pois") else None
+        if self.cols["source"][row] != "osm" and self.detail is not None:
+            state = json.loads(self.detail[row] or "{}").get("address", {}).get("state")
+            if state and not any(k in ("state", "region") for k, _ in parents):
+                parents.append(("state", state))
+        return make_address(own=own, housenumber=cols["housenumber"][row] if cols else None, road=road, place=place,
+                            parents=parents, postcode=self._unit(pu)[1].get("name") if pu >= 0 else None,
+                            country=unit_name(self._unit(cu)[1], lang) if cu >= 0 else cc, country_code=cc)
+
+    def _own_name(self, row: int, lang: str) -> str | None:
+        """The document's name:xx in `lang` (the first of a list such as "de,en" that it has)."""
+        raw = self.detail[row] if self.detail is not None else None
+        if not raw:
+            return None
+        from geoengine.search.admin import unit_name
+
+        names = json.loads(raw).get("names") or {}
+        return unit_name(names, lang) if any(k.startswith("name:") for k in names) else None
+
+    def display_name(self, row: int, lang: str | None = None) -> str:
+        """Name, house number, road, neighbourhood, ..., postcode, country (Nominatim's order), in `lang`."""
+        if not lang or self._unit_names is None:
+            return self.cols["display_name"][row]
+        return self._display(int(row), lang)
+
+    def _display_uncached(self, row: int, lang: str) -> str:
+        from geoengine.search.admin import make_display
+
+        c = self.cols
+        idx = c["index"][row]
+        address = self._address(row, lang)
+        if self.cols["source"][row] != "osm" and (self.admin[row, :POSTCODE] < 0).all():
+            return c["display_name"][row]
+        if idx == "addresses":
+            name = None
+        elif c["name"][row]:
+            name = self._own_name(row, lang) or c["name"][row]
+        else:  # an unnamed POI: its category label, as stored
+            name = (c["display_name"][row] or "").split(", ")[0] or None
+        if idx == "streets":  # the settlement the street was grouped by, second in the stored display name
+            stored = (c["display_name"][row] or "").split(", ")
+            if len(stored) > 1:
+                address = {"road": address.get("road"), "_town": stored[1], **address}
+        return make_display(name, address, skip=c["place_class"][row] if idx == "pois" else None)
+
+    def reverse_zoom(self, lat: float, lon: float, zoom: int) -> int:
+        """The row answering Nominatim's reverse at `zoom` (clamped to 0-18), or -1: 18 the nearest address,
+        POI or street within 0.006 degree (Nominatim's search distance), 17 the nearest street, 16 the
+        nearest major street (not service, track-like paths or links), 15 neighbourhood, 14 suburb, 10-13
+        village/town/city, 8-9 county, 5-7 state, 3-4 country. A level with nothing there gives the next
+        larger one that has something; the administrative units are those of the nearest document."""
+        lat, lon = _check_point(lat, lon, required=True)
+        zoom = min(18, max(0, int(zoom)))
+        if zoom >= 16:
+            row = self._nearest(lat, lon, REVERSE_STREET_DEG * EARTH_M * math.pi / 180, zoom)
+            if row >= 0:
+                return row
+        top = REVERSE_ZOOM_SLOT[zoom]
+        if top < 0:
+            return -1
+        near = self._nearest(lat, lon, MAX_RADIUS_M, -1)
+        if near < 0:
+            return -1
+        adm = self.admin[near]
+        for slot in range(top, -1, -1):
+            u = int(adm[slot])
+            if u >= 0 and self._unit_row[u] >= 0:
+                return int(self._unit_row[u])
+        return -1
+
+    def _nearest(self, lat: float, lon: float, metres: float, zoom: int) -> int:
+        """The nearest document within `metres`: zoom 18 addresses, POIs and streets; 17 streets; 16 major
+        streets; -1 any document but streets with a hierarchy. -1 when none."""
+        r = min(metres, 250.0)
+        c = self.cols
+        while True:
+            dlat = r / (math.pi / 180 * EARTH_M)
+            dlon = min(180.0, dlat / max(math.cos(math.radians(lat)), 1e-6))
+            with self._lock:
+                hits = np.fromiter(self._tree().intersection((lon - dlon, lat - dlat, lon + dlon, lat + dlat)), np.int64)
+            if len(hits):
+                dist = segment_distance_m(lat, lon, np.asarray(self._items[hits]))
+                docs = np.asarray(self._item_doc[hits])
+                order = np.lexsort((docs, dist))
+                for j in order.tolist():
+                    if dist[j] > r:
+                        break
+                    row = int(docs[j])
+                    idx = c["index"][row]
+                    if zoom == 18 and idx in ("addresses", "pois", "streets"):
+                        return row
+                    if zoom in (16, 17) and idx == "streets" and (zoom == 17 or c["category"][row] not in MINOR_STREETS):
+                        return row
+                    if zoom < 0 and idx != "streets" and (self.admin[row, :POSTCODE] >= 0).any():
+                        return row
+            if r >= metres:
+                return -1
+            r = min(metres, r * 4)
 
     def warm(self) -> None:
         """Prepare the typo tables (vocabulary by length, prefix tables, code points) and the R-tree up front."""
@@ -555,6 +816,7 @@ class SearchIndex:
         """A Search Result dict (the spec's fields; `distance_m` only when given); a new dict each call."""
         d = self._result_base(row).copy()
         d["location"] = d["location"].copy()
+        d["address"] = d["address"].copy()
         if score is not None:
             d["score"] = round(float(score), 4)
         if distance_m is not None:
@@ -571,6 +833,7 @@ class SearchIndex:
             "importance": round(float(self._importance[row]), 4),
             "location": {"lat": round(float(self._lat[row]), 7), "lon": round(float(self._lon[row]), 7)},
             "canonical_id": c["id"][int(self._canon[row])], "source": c["source"][row],
+            "address": self._address(row, None),
         }
 
     def _prefix_table(self, length: int) -> tuple[list[str], np.ndarray]:
@@ -1058,6 +1321,9 @@ class SearchIndex:
         if self._country is not None and int(self._country[row]):
             code = int(self._country[row])
             address.setdefault("country_code", chr(code >> 8) + chr(code & 0xFF))
+        # the Nominatim address object, and over it the object's own addr:* parts (street, housenumber, city, ...)
+        # and its upper-case country_code, as this detail always gave them
+        address = {**out["address"], **address}
         cats = []
         for pid in det.get("categories", []):
             cats.append({"id": pid, "tags": self.cat_meta.get("tags", {}).get(pid, {}),
@@ -1067,6 +1333,8 @@ class SearchIndex:
             osm = None
         elif kind == "street":
             osm = {"type": "way", "ids": det.get("osm_ways", [int(num)])}
+        elif kind == "interpolation":  # a number of an addr:interpolation way
+            osm = {"type": "way", "id": int(num.split(":")[0])}
         else:
             osm = {"type": kind, "id": int(num)}
         members = np.flatnonzero(self._canon == self._canon[row])

@@ -102,9 +102,14 @@ def categories_of(tags: dict) -> list[str]:
 @dataclass
 class Boundary:
     name: str
-    admin_level: int
+    admin_level: int  # 0 for a postal_code boundary
     geom: object  # shapely geometry
     country_code: str | None = None  # ISO 3166-1 alpha-2 of an admin_level 2 boundary
+    osm_id: int = 0  # the relation
+    names: dict | None = None  # name and name:xx
+    place: str | None = None  # its own place=* tag
+    postcode: str | None = None  # a postal_code boundary's code
+    row: int = -1  # its document's row (-1: none)
 
 
 def name_variants(tags: dict) -> list[str]:
@@ -152,7 +157,28 @@ def classify(tags: dict) -> tuple[str, str, str | None, str | None, float] | Non
     return None
 
 
-DOC_KEYS = ("name", "addr:housenumber", *POI_KEYS)  # a node or way without any of these is no document
+DOC_KEYS = ("name", "addr:housenumber", "addr:interpolation", *POI_KEYS)
+# Nominatim's address label of a boundary=administrative by admin_level (ADMIN_LABELS of rank // 2)
+ADMIN_KEYS = {2: "country", 3: "region", 4: "state", 5: "state_district", 6: "county", 7: "municipality", 8: "city",
+              9: "city_district", 10: "suburb", 11: "neighbourhood", 12: "city_block"}
+ADMIN_IMPORTANCE = {2: 0.9, 3: 0.7, 4: 0.75, 5: 0.55, 6: 0.6, 7: 0.5, 8: 0.5, 9: 0.4, 10: 0.35, 11: 0.3, 12: 0.25}
+
+
+def address_fields(tags: dict) -> dict:
+    """The addr:* fields every document keeps as columns (None when absent)."""
+    return {"housenumber": tags.get("addr:housenumber"), "street": tags.get("addr:street"),
+            "addr_place": tags.get("addr:place"), "postcode": tags.get("addr:postcode")}
+
+
+def osm_tag(tags: dict, index: str, place_class: str | None, category: str | None, osm_type: str) -> str:
+    """`key=value` of the tag that makes the document (Nominatim's class and type)."""
+    if index == "places":
+        return f"place={place_class}"
+    if index == "pois":
+        return f"{place_class}={category}"
+    b = tags.get("building")
+    return f"building={b}" if osm_type != "n" and b else "place=house"
+  # a node or way without any of these is no document
 
 
 def _json(d: dict) -> str:
@@ -168,6 +194,11 @@ class _Handler:
         self.streets = StreetWays()
         self.boundaries: list[Boundary] = []
         self.wkb = osmium.geom.WKBFactory()
+        self.interpolations = InterpolationWays()
+        self.labels: dict[int, int] = {}  # boundary relation -> its label (else admin_centre) node
+        # the nodes with a house number (for the ends of interpolation lines): node id, document row
+        self.addr_node_id = array("q")
+        self.addr_node_row = array("q")
 
     def _doc(self, tags: dict, osm_type: str, osm_id: int) -> dict | None:
         """The fields of the document of a named object or address but its location; None when it is neither."""
@@ -186,31 +217,58 @@ class _Handler:
                     names=variants, place_class=place_class, category=_intern(category),
                     importance=imp if name else imp - 0.05, source="osm", kind=osm_type,
                     categories=cats, detail=_json(detail_of(tags)),
+                    osm_tag=_intern(osm_tag(tags, index, place_class, category, osm_type)), **address_fields(tags),
                 )
         hn = tags.get("addr:housenumber")
-        street = tags.get("addr:street") or tags.get("addr:place")
-        if hn and street:
-            label = f"{street} {hn}"
+        if hn:
+            # every object with a house number is an address; its street (addr:street, addr:place or the
+            # nearest street) and name ("<street> <number>") are settled once the streets are read
+            street = tags.get("addr:street") or tags.get("addr:place")
+            label = f"{street} {hn}" if street else None
             return dict(
                 id=f"osm:{OSM_TYPES[osm_type]}:{osm_id}",
-                index="addresses", doc_type="place", name=label, name_en=None, names=[label],
+                index="addresses", doc_type="place", name=label, name_en=None, names=[label] if label else [],
                 place_class="address", category="house", importance=0.05, source="osm", kind=osm_type,
-                detail=_json(detail_of(tags)),
+                detail=_json(detail_of(tags)), osm_tag=_intern(osm_tag(tags, "addresses", None, None, osm_type)),
+                **address_fields(tags),
             )
         return None
 
-    def _emit(self, tags: dict, osm_type: str, osm_id: int, lat: float, lon: float) -> None:
+    def _emit(self, tags: dict, osm_type: str, osm_id: int, lat: float, lon: float) -> int:
+        """The row of the new document, or -1."""
         doc = self._doc(tags, osm_type, osm_id)
-        if doc is not None:
-            self.docs.add(**doc, lat=lat, lon=lon)
+        if doc is None:
+            return -1
+        return self.docs.add(**doc, lat=lat, lon=lon)
+
+    def relation(self, r):
+        """First pass: the label (else admin_centre) node of each administrative boundary (Nominatim links
+        the boundary to that place node)."""
+        if r.tags.get("boundary") != "administrative":
+            return
+        best = None
+        for m in r.members:
+            if m.type == "n" and m.role in ("label", "admin_centre") and (best is None or m.role == "label"):
+                best = (m.ref, m.role)
+        if best is not None:
+            self.labels[r.id] = best[0]
 
     def node(self, n):
         if not n.tags or not n.location.valid():
             return
-        self._emit(dict(n.tags), "n", n.id, n.location.lat, n.location.lon)
+        tags = dict(n.tags)
+        row = self._emit(tags, "n", n.id, n.location.lat, n.location.lon)
+        if row >= 0 and "addr:housenumber" in tags:
+            self.addr_node_id.append(n.id)
+            self.addr_node_row.append(row)
 
     def way(self, w):
         tags = dict(w.tags)
+        if "addr:interpolation" in tags:
+            nodes = [(nd.ref, nd.lon, nd.lat) for nd in w.nodes if nd.location.valid()]
+            if len(nodes) >= 2:
+                self.interpolations.add(w.id, tags, nodes)
+            return
         hw = tags.get("highway")
         street = hw in STREET_HIGHWAYS and "name" in tags and "place" not in tags
         doc = None if street else self._doc(tags, "w", w.id)
@@ -230,7 +288,8 @@ class _Handler:
         if a.from_way():
             return
         t = a.tags
-        if "name" not in t and not any(k in t for k in POI_KEYS):
+        if ("name" not in t and "addr:housenumber" not in t and not any(k in t for k in POI_KEYS)
+                and t.get("boundary") != "postal_code"):
             return
         tags = dict(t)
         try:
@@ -239,13 +298,62 @@ class _Handler:
             return
         if geom.is_empty:
             return
-        if tags.get("boundary") == "administrative" and tags.get("admin_level", "").isdigit() and "name" in tags:
-            cc = tags.get("ISO3166-1:alpha2") or tags.get("ISO3166-1") or tags.get("country_code")
-            self.boundaries.append(Boundary(tags["name"], int(tags["admin_level"]), geom,
-                                            cc.upper() if cc and len(cc) == 2 else None))
         c = geom.centroid if geom.contains(geom.centroid) else geom.representative_point()
-        if "place" in tags or classify(tags) is not None:
+        level = tags.get("admin_level", "")
+        if tags.get("boundary") == "administrative" and level.isdigit() and int(level) in ADMIN_KEYS and "name" in tags:
+            level = int(level)
+            cc = tags.get("ISO3166-1:alpha2") or tags.get("ISO3166-1") or tags.get("country_code")
+            b = Boundary(tags["name"], level, geom, cc.upper() if cc and len(cc) == 2 else None, a.orig_id(),
+                         {k: v for k, v in tags.items() if k == "name" or k.startswith("name:")}, tags.get("place"))
+            if "place" in tags or classify(tags) is not None:
+                b.row = self._emit(tags, "r", a.orig_id(), c.y, c.x)
+            else:  # a named boundary is a place document (a country, county, municipality) of its admin level
+                key = ADMIN_KEYS[level]
+                b.row = self.docs.add(
+                    id=f"osm:relation:{a.orig_id()}", index="places", doc_type="place", name=tags["name"],
+                    name_en=tags.get("name:en"), names=name_variants(tags), place_class=key, category=None,
+                    importance=min(1.0, ADMIN_IMPORTANCE[level] + _wiki_bonus(tags)), source="osm", kind="r",
+                    detail=_json(detail_of(tags)), osm_tag="boundary=administrative", lat=c.y, lon=c.x,
+                    **address_fields(tags))
+            self.boundaries.append(b)
+            return
+        if tags.get("boundary") == "postal_code":
+            code = tags.get("postal_code") or tags.get("addr:postcode") or tags.get("ref") or tags.get("name")
+            if code:
+                self.boundaries.append(Boundary(code, 0, geom, osm_id=a.orig_id(), postcode=code))
+            return
+        if "place" in tags or "addr:housenumber" in tags or classify(tags) is not None:
             self._emit(tags, "r", a.orig_id(), c.y, c.x)
+
+
+class InterpolationWays:
+    """The addr:interpolation ways of an extract as columns: way k has id `id[k]`, its tags' type, street,
+    postcode, and nodes `node_id[ends[k]:ends[k + 1]]` at `xy` (lon, lat) in way order."""
+
+    def __init__(self):
+        self.id = array("q")
+        self.kind: list[str] = []
+        self.street: list[str | None] = []
+        self.addr_place: list[str | None] = []
+        self.postcode: list[str | None] = []
+        self.ends = array("q", [0])
+        self.node_id = array("q")
+        self.xy = array("d")
+
+    def __len__(self) -> int:
+        return len(self.id)
+
+    def add(self, way_id: int, tags: dict, nodes: list[tuple[int, float, float]]) -> None:
+        self.id.append(way_id)
+        self.kind.append(_intern(tags["addr:interpolation"]))
+        self.street.append(tags.get("addr:street"))
+        self.addr_place.append(tags.get("addr:place"))
+        self.postcode.append(tags.get("addr:postcode"))
+        for ref, lon, lat in nodes:
+            self.node_id.append(ref)
+            self.xy.append(lon)
+            self.xy.append(lat)
+        self.ends.append(len(self.node_id))
 
 
 class StreetWays:
@@ -328,15 +436,16 @@ def _reader(path: str, entities, pool) -> osmium.io.Reader:
                 os.environ.pop(k, None)
 
 
-def read_osm(path) -> tuple[DocSet, StreetWays, list[Boundary]]:
-    """(documents but streets, named street ways, administrative boundaries) of an OSM file."""
+def read_osm(path) -> tuple[DocSet, StreetWays, list[Boundary], _Handler]:
+    """(documents but streets, named street ways, administrative and postal boundaries, the reader with the
+    interpolation ways, boundary labels and address nodes) of an OSM file."""
     h = _Handler()
     area = osmium.area.AreaManager()
     pool = osmium.io.ThreadPool()
     with _reader(str(path), osmium.osm.RELATION, pool) as rd:
         # every multipolygon, even those that make no document: the assembler hands out the finished areas
         # when a member way comes, so tracking fewer relations would change the order of the documents
-        osmium.apply(rd, area.first_pass_handler())
+        osmium.apply(rd, area.first_pass_handler(), _Callbacks(relation=h.relation))
     lh = osmium.NodeLocationsForWays(osmium.index.create_map(LOCATION_INDEX))
     lh.ignore_errors()
     main = _Callbacks(node=h.node, way=h.way, area=h.area)
@@ -344,4 +453,4 @@ def read_osm(path) -> tuple[DocSet, StreetWays, list[Boundary]]:
         # every node gives ways their locations; only nodes and ways with a document key reach Python
         osmium.apply(rd, lh, area.second_pass_handler(main),
                      osmium.filter.KeyFilter(*DOC_KEYS).enable_for(osmium.osm.NODE | osmium.osm.WAY), main)
-    return h.docs, h.streets, h.boundaries
+    return h.docs, h.streets, h.boundaries, h

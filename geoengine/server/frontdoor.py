@@ -9,6 +9,7 @@ protocol's parser callbacks (`server/protocol.py`), the requests whose answer ne
     GET|HEAD /tiles/{source}/{z}/{x}/{y}     tile bytes, 204, 304, or the tile endpoint's problem body
     GET /search, GET /search/reverse         plainly valid queries (as the hot path; answers kept in
                                              server/answers.py by path and query string)
+    GET /search?format=.., GET /reverse      the Nominatim dialect (routes/nominatim.py `cached_answer`)
     GET /elevation?lat=..&lon=..             plain decimal coordinates within range
     GET /health                              without a query string
     GET /route/v1/{profile}/{a};{b}, GET /nearest/v1/{profile}/{a}
@@ -109,7 +110,7 @@ class FrontDoor:
     """Decides, per request, whether it can be answered below ASGI, and answers it."""
 
     def __init__(self, app, keystore, gateway_host: str, max_body_bytes: int, trusted_proxies: bool):
-        from geoengine.server.routes import osrm, search, system, tiles, valhalla
+        from geoengine.server.routes import nominatim, osrm, search, system, tiles, valhalla
         from geoengine.services.route import RouteRequest
 
         self.state = app.state
@@ -122,6 +123,7 @@ class FrontDoor:
         self._health = system.health_doc
         self._osrm_mod = osrm
         self._json_param = valhalla.json_param
+        self._nominatim = nominatim
         self._plain_query = search._plain_query
         self._route_model = RouteRequest
         self.answered = 0  # requests answered here (tests, benchmarks)
@@ -284,6 +286,8 @@ class FrontDoor:
                               None if req.inm is None else req.inm.decode("latin-1"))
         if method != "GET":
             return None
+        if (path == "/reverse" or path == "/search") and self._nominatim.fast_path(path, query):
+            return self._nominatim_get(path, query, headers)
         answer = self._search.get(path)
         if answer is None:
             if path.startswith(_OSRM_PREFIXES):
@@ -317,6 +321,15 @@ class FrontDoor:
 
     def _elevation(self, engine, params: dict):
         return plain_elevation(engine, params)
+
+    def _nominatim_get(self, path: str, query: bytes, headers) -> Answer | None:
+        """The Nominatim dialect's /search (with `format`) and /reverse (routes/nominatim.py)."""
+        req = _Request(headers)
+        if req.length is not None or not self._admit(path, req):
+            return None
+        status, ctype, body = self._nominatim.cached_answer(self.state, path, query,
+                                                            self._nominatim.header(headers, b"accept-language"))
+        return status, [(b"content-type", ctype), (b"content-length", str(len(body)).encode())], body
 
     def _route_get(self, path: str, query: bytes, headers) -> Answer | None:
         """Valhalla's `GET /route?json={body}`: the body `post` would answer, given as the only parameter."""

@@ -12,6 +12,7 @@ or a thread hop:
     GET|HEAD /tiles/{source}/{z}/{x}/{y}   the tile bytes (routes/tiles.py `send_tile`)
     GET /sources, GET /tiles/{source}      the source list and TileJSON (routes/tiles.py `*_doc`)
     GET /search, GET /search/reverse       plainly valid queries (routes/search.py `_fast_*`)
+    GET /search?format=.., GET /reverse    the Nominatim dialect (routes/nominatim.py `cached_answer`)
     GET /elevation?lat=..&lon=..           plain decimal coordinates within range
     GET /health                            without a query string
     GET /{service}/v1/{profile}/{coords}   the OSRM dialect with a plain query string (routes/osrm.py
@@ -117,7 +118,7 @@ def _cheap_route(req) -> bool:
 class HotPath:
     def __init__(self, app):
         self.app = app
-        from geoengine.server.routes import osrm, search, system, tiles, valhalla
+        from geoengine.server.routes import nominatim, osrm, search, system, tiles, valhalla
         from geoengine.services.matrix import MatrixRequest
         from geoengine.services.route import RouteRequest
 
@@ -133,6 +134,7 @@ class HotPath:
         self._osrm_path = osrm.parse_path
         self._osrm_prefixes = tuple(f"/{service}/" for service in osrm.O.SERVICES)
         self._json_param = valhalla.json_param
+        self._nominatim = nominatim
 
     async def __call__(self, scope, receive, send):
         if scope["type"] != "http":
@@ -153,6 +155,11 @@ class HotPath:
                 return await self._tile_meta(scope, send, None)
             elif method == "GET":
                 answer = self._search.get(path)
+                if (path == "/reverse" or answer is not None) and self._nominatim.fast_path(path, scope["query_string"]):
+                    status, ctype, body = self._nominatim.cached_answer(
+                        scope["app"].state, path, scope["query_string"],
+                        self._nominatim.header(scope["headers"], b"accept-language"))
+                    return await send_json(send, status, body, (b"content-type", ctype))
                 if answer is not None:
                     if await self._query(scope, send, answer, path):
                         return None

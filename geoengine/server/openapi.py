@@ -15,8 +15,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from geoengine.narrative.locales import LANGUAGE_PATTERN
 from geoengine.dialects import osrm as O
+from geoengine.narrative.locales import LANGUAGE_PATTERN
 from geoengine.services.models import ENDPOINT_COSTINGS
 
 #: rules the server enforces that JSON Schema cannot state (they depend on a decoded value, on the length
@@ -44,6 +44,12 @@ UNEXPRESSIBLE: dict[str, str] = {
     "OSRM trip roundtrip with source/destination": "is supported with",  # across query parameters
     "OSRM exclude classes of the profile": "profile's classes",  # the query's classes depend on the path
     "reverse radius": "radius must be above 0 and at most",  # a number range inside '2km' / '500m'
+    # Photon's rules across or inside its parameters (its {"message"} body): lat and lon together, the
+    # four numbers of bbox and their ranges, the osm_tag grammar (docs/geocoding.md)
+    "Photon lat and lon together": "Missing parameter 'l",
+    "Photon bbox numbers": "Invalid number of supplied coordinates for parameter 'bbox'",
+    "Photon bbox ranges": "Invalid bounds for parameter 'bbox'",
+    "Photon osm_tag grammar": "Invalid format for osm_tag parameter.",
 
 }
 
@@ -232,7 +238,27 @@ def tighten(schema: dict, settings) -> dict:
                     if bad in s:
                         s[good] = s.pop(bad)
             _tighten_params(path, method, params)
+    _shared_paths(paths)
     return schema
+
+
+def _shared_paths(paths: dict) -> None:
+    """GET /search and GET /status are also Nominatim's (with its `format` parameter): one operation per
+    path and method is all OpenAPI has, so the spec's operation stays and names the dialect, listing
+    Nominatim's parameters under `x-nominatim-parameters` (docs/geocoding.md)."""
+    from geoengine.server.routes.nominatim import NOMINATIM_SEARCH_PARAMETERS, NOMINATIM_STATUS_PARAMETERS
+
+    for path, params, what in (
+            ("/search", NOMINATIM_SEARCH_PARAMETERS, "Nominatim's /search (format json, jsonv2, geojson or "
+             "geocodejson): its parameters and answers, as GET /reverse and /lookup"),
+            ("/status", NOMINATIM_STATUS_PARAMETERS, "Nominatim's /status (format text: `OK`; json: {status, "
+             "message, data_updated, software_version, database_version})")):
+        op = paths.get(path, {}).get("get")
+        if op is None:
+            raise KeyError(f"OpenAPI operation GET {path} is gone: update geoengine/server/openapi.py")
+        op["description"] = (op.get("description") or op.get("summary", "")) + (
+            f"\n\nWith a `format` parameter this path answers {what}; see docs/geocoding.md.")
+        op["x-nominatim-parameters"] = params
 
 
 def _fix_constraint_names(node) -> None:

@@ -9,7 +9,7 @@ import pytest
 
 import geoengine
 
-RESULT_FIELDS = {"id", "score", "index", "doc_type", "display_name", "name", "name_en", "place_class", "category",
+RESULT_FIELDS = {"address", "id", "score", "index", "doc_type", "display_name", "name", "name_en", "place_class", "category",
                  "importance", "location", "canonical_id", "source"}
 
 

@@ -274,6 +274,9 @@ def test_publishable_key_validation():
     assert parse_origins(None) == frozenset() and parse_origins("") == frozenset()
     assert path_scope("/tiles/andorra/1/0/0") == "tiles" and path_scope("/sources") == "tiles"
     assert path_scope("/search/reverse") == "search" and path_scope("/route") is None
+    for path in ("/reverse", "/lookup", "/details", "/photon/api", "/photon/reverse"):  # the geocoding dialects
+        assert path_scope(path) == "search", path
+    assert path_scope("/status") is None and path_scope("/photon") is None
     assert path_scope("/tiles/andorra/cache/clear") is None
 
 

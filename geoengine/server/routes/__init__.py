@@ -2,6 +2,9 @@
 
 ROUTE_MODULES: list[str] = [
     "geoengine.server.routes.system",
+    # before search and valhalla: its raw /search and /status routes send a request with Nominatim's
+    # `format` parameter to the Nominatim dialect, any other to the spec's /search or Valhalla's /status
+    "geoengine.server.routes.nominatim",
     "geoengine.server.routes.routing",
     "geoengine.server.routes.isochrone",
     "geoengine.server.routes.elevation",
@@ -12,5 +15,6 @@ ROUTE_MODULES: list[str] = [
     "geoengine.server.routes.optimised_route",
     "geoengine.server.routes.valhalla",
     "geoengine.server.routes.osrm",
+    "geoengine.server.routes.photon",
     "geoengine.server.routes.traffic",
 ]

@@ -59,6 +59,9 @@ class SearchResult(BaseModel):
     location: Location | None = Field(description="Centroid (lat, lon)")
     canonical_id: str | None = Field(description="Id of the document that stands for this place across sources")
     source: str | None = Field(description="Data provider: osm or geonames")
+    address: dict[str, str] | None = Field(
+        default=None, description="Nominatim's address object: house_number, road, neighbourhood, suburb, village/town/city, "
+                                  "municipality, county, state, postcode, country, country_code (from the boundaries around it)")
 
 
 class CategoryInfo(BaseModel):
@@ -179,6 +182,8 @@ def _size(params: dict, default: int, hi: int) -> int | bool:
 
 
 def _fast_search(engine, params: dict):
+    if "format" in params:  # Nominatim's dialect (routes/nominatim.py), never the spec's answer
+        return None
     q = params.get("q")
     lat, lon = _number(params, "lat", -90, 90), _number(params, "lon", -180, 180)
     size = _size(params, 10, 25)

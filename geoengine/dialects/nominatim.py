@@ -1,0 +1,651 @@
+"""Nominatim's v1 API (https://nominatim.org/release-docs/latest/api/Overview/) over the engine:
+/search, /reverse, /lookup, /details and /status with Nominatim's parameters, response shapes and
+error bodies.
+
+No HTTP here: the thin routes (geoengine/server/routes/nominatim.py) hand the query parameters (a
+mapping of str, the last value of a repeated one, as Nominatim reads them) and the Accept-Language
+header to `search`, `reverse`, `lookup`, `details` or `status`; each returns a `Reply` (HTTP status,
+document, media type). The engine calls are the geocoder's: `engine.geocode`, `engine.reverse(zoom=)`,
+`engine.lookup` (docs/geocoding.md).
+
+Parameters are read as Nominatim 5 reads them (nominatim_api/v1/server_glue.py and its ASGI adaptor):
+- an integer is `int(value)` ("Parameter 'limit' must be a number." otherwise), a float refuses NaN and
+  infinities, a boolean is false only for "0";
+- `limit` is clamped to 1..50, `zoom` to 0..18; country codes that are not two letters are dropped;
+  `featureType` other than country/state/city/settlement keeps only the address layer;
+- errors are HTTP 400 (404 for /details of an unknown place) with Nominatim's JSON error object
+  `{"error": {"code": 400, "message": "..."}}`, also for an unknown `format`, where Nominatim itself
+  answers in plain text (its formatter is not chosen yet).
+What differs from Nominatim is listed in docs/geocoding.md: no XML output (`format=xml` and a /reverse or
+/lookup without `format`, whose default is XML, are the format error), `place_id` is the search index row
+of the bundle, and polygon output is the point where the bundle holds no polygon.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from geoengine import __version__
+from geoengine.errors import GeoengineError, InvalidRequest, NotFound
+
+LICENCE = "Data © OpenStreetMap contributors, ODbL 1.0. http://osm.org/copyright"
+JSON = "application/json; charset=utf-8"
+TEXT = "text/plain; charset=utf-8"
+# The formats Nominatim offers that this dialect writes (Nominatim also has xml; /details and /status
+# have their own lists).
+FORMATS = ("geojson", "geocodejson", "json", "jsonv2")  # in the order of Nominatim's message (less xml)
+STRUCTURED = ("amenity", "street", "city", "county", "state", "postalcode", "country")
+LAYERS = ("address", "poi", "railway", "natural", "manmade")
+FEATURE_TYPES = ("country", "state", "city", "settlement")
+MAX_LIMIT = 50
+LOOKUP_MAX_COUNT = 50  # Nominatim's NOMINATIM_LOOKUP_MAX_COUNT default
+OSM_TYPE_LETTER = {"node": "N", "way": "W", "relation": "R"}
+OSM_TYPE_NAME = {"N": "node", "W": "way", "R": "relation"}
+
+# Nominatim's address keys, most specific first (the order of its `address` objects).
+ADDRESS_ORDER = ("house_number", "house_name", "road", "hamlet", "croft", "isolated_dwelling", "neighbourhood",
+                 "allotments", "quarter", "city_block", "residential", "farm", "farmyard", "industrial",
+                 "commercial", "retail", "suburb", "city_district", "district", "borough", "subdivision",
+                 "village", "town", "city", "municipality", "county", "state_district", "state", "region",
+                 "province", "postcode", "country", "country_code")
+_ORDER = {k: i for i, k in enumerate(ADDRESS_ORDER)}
+
+# Nominatim's box around a point object, by class and type (degrees; 0.00005 for the rest)
+NODE_EXTENT = {
+    ("place", "continent"): 25, ("place", "country"): 7, ("place", "state"): 2.6, ("place", "province"): 2.6,
+    ("place", "region"): 1.0, ("place", "county"): 0.7, ("place", "city"): 0.16, ("place", "municipality"): 0.16,
+    ("place", "island"): 0.32, ("place", "postcode"): 0.16, ("place", "town"): 0.04, ("place", "village"): 0.02,
+    ("place", "hamlet"): 0.02, ("place", "district"): 0.02, ("place", "borough"): 0.02, ("place", "suburb"): 0.02,
+    ("place", "locality"): 0.01, ("place", "neighbourhood"): 0.01, ("place", "quarter"): 0.01,
+    ("place", "city_block"): 0.01, ("landuse", "farm"): 0.01, ("place", "farm"): 0.01, ("place", "airport"): 0.015,
+    ("aeroway", "aerodrome"): 0.015, ("railway", "station"): 0.005,
+}
+ADMIN_LABELS = {1: "continent", 2: "country", 3: "region", 4: "state", 5: "state_district", 6: "county",
+                7: "municipality", 8: "city", 9: "city_district", 10: "suburb", 11: "neighbourhood", 12: "city_block"}
+# GeocodeJSON's type of an address rank (Nominatim's GEOCODEJSON_RANKS)
+GEOCODEJSON_RANKS = {3: "locality", 4: "country", **dict.fromkeys(range(5, 10), "state"),
+                     **dict.fromkeys(range(10, 13), "county"), **dict.fromkeys(range(13, 17), "city"),
+                     **dict.fromkeys(range(17, 22), "district"), **dict.fromkeys(range(22, 25), "locality"),
+                     **dict.fromkeys(range(25, 28), "street"), 28: "house"}
+# reverse: zoom -> the highest place rank answered (Nominatim's REVERSE_MAX_RANKS)
+REVERSE_MAX_RANKS = (2, 2, 2, 4, 4, 8, 10, 10, 12, 12, 16, 17, 18, 19, 22, 25, 26, 27, 30)
+
+
+class NominatimError(Exception):
+    """An answer in Nominatim's error shape: HTTP `status` with {"error": {"code", "message"}}."""
+
+    def __init__(self, message: str, status: int = 400):
+        super().__init__(message)
+        self.message = message
+        self.status = status
+
+    def body(self) -> dict:
+        return {"error": {"code": self.status, "message": self.message}}
+
+
+@dataclass(frozen=True, slots=True)
+class Reply:
+    status: int
+    doc: Any  # a JSON document (dict or list), or text for media type TEXT
+    media_type: str = JSON
+
+
+def error_reply(exc: NominatimError) -> Reply:
+    return Reply(exc.status, exc.body())
+
+
+# -- parameters, as Nominatim's ASGI adaptor reads them -------------------------------------------------
+class Params:
+    __slots__ = ("raw", "header_lang")
+
+    def __init__(self, raw: Mapping[str, str], accept_language: str | None = None):
+        self.raw = raw
+        self.header_lang = accept_language
+
+    def get(self, name: str, default: str | None = None) -> str | None:
+        v = self.raw.get(name)
+        return default if v is None else v
+
+    def get_int(self, name: str, default: int | None = None) -> int:
+        v = self.raw.get(name)
+        if v is None:
+            if default is not None:
+                return default
+            raise NominatimError(f"Parameter '{name}' missing.")
+        try:
+            return int(v)
+        except ValueError:
+            raise NominatimError(f"Parameter '{name}' must be a number.") from None
+
+    def get_float(self, name: str, default: float | None = None) -> float:
+        v = self.raw.get(name)
+        if v is None:
+            if default is not None:
+                return default
+            raise NominatimError(f"Parameter '{name}' missing.")
+        try:
+            f = float(v)
+        except ValueError:
+            raise NominatimError(f"Parameter '{name}' must be a number.") from None
+        if not math.isfinite(f):
+            raise NominatimError(f"Parameter '{name}' must be a number.")
+        return f
+
+    def get_bool(self, name: str, default: bool) -> bool:
+        v = self.raw.get(name)
+        return default if v is None else v != "0"
+
+    def languages(self) -> list[str]:
+        """accept-language parameter, else the Accept-Language header: language codes by preference
+        (each region form followed by its base language, as Nominatim's Locales does)."""
+        text = self.raw.get("accept-language") or self.header_lang or ""
+        ranked = []
+        for i, part in enumerate(text.split(",")):
+            lang, _, q = part.strip().partition(";")
+            lang = lang.strip().lower().replace("_", "-")
+            if not lang or lang == "*":
+                continue
+            weight = 1.0
+            q = q.strip()
+            if q.startswith("q="):
+                try:
+                    weight = float(q[2:])
+                except ValueError:
+                    weight = 0.0
+            ranked.append((-weight, i, lang))
+        out: list[str] = []
+        for _, _, lang in sorted(ranked):
+            for code in (lang, lang.split("-")[0]):
+                if code not in out:
+                    out.append(code)
+        return out
+
+    def lang(self) -> str | None:
+        langs = self.languages()
+        return langs[0].split("-")[0] if langs else None
+
+
+def parse_format(p: Params, default: str, formats: tuple[str, ...] = FORMATS) -> str:
+    fmt = p.get("format", default)
+    if fmt not in formats:
+        raise NominatimError("Parameter 'format' must be one of: " + ", ".join(formats))
+    return fmt
+
+
+def parse_viewbox(text: str) -> tuple[float, float, float, float]:
+    """Nominatim's Bbox.from_param: four finite numbers x1,y1,x2,y2 (any two corners), clamped to the
+    world; (min_lon, min_lat, max_lon, max_lat)."""
+    seq = text.split(",")
+    if len(seq) != 4:
+        raise NominatimError("Bounding box parameter needs 4 coordinates.")
+    try:
+        x1, y1, x2, y2 = filter(math.isfinite, map(float, seq))
+    except ValueError:
+        raise NominatimError("Bounding box parameter needs to be numbers.") from None
+    x1, x2 = min(180.0, max(-180.0, x1)), min(180.0, max(-180.0, x2))
+    y1, y2 = min(90.0, max(-90.0, y1)), min(90.0, max(-90.0, y2))
+    if x1 == x2 or y1 == y2:
+        raise NominatimError("Bounding box with invalid parameters.")
+    return min(x1, x2), min(y1, y2), max(x1, x2), max(y1, y2)
+
+
+def parse_countries(text: str | None) -> list[str] | None:
+    """Nominatim's format_country: two-letter values, lower-cased; the rest dropped (None: no filter).
+    [] when every two-letter value is no letter pair (no country has such a code: nothing matches)."""
+    if not text:
+        return None
+    codes = [c.lower() for c in text.split(",") if len(c) == 2]
+    if not codes:
+        return None
+    letters = [c for c in codes if c.isascii() and c.isalpha()]
+    return letters
+
+
+def parse_excluded(text: str | None) -> list[str] | None:
+    """exclude_place_ids: place ids (numbers) and OSM ids (N123, W45, R6), comma-separated."""
+    if not text:
+        return None
+    out = []
+    for item in (s.strip() for s in text.split(",")):
+        if not item:
+            continue
+        if item.isdecimal():
+            if int(item) > 0:
+                out.append(str(int(item)))
+        elif len(item) > 1 and item[0].upper() in "NWR" and item[1:].isdecimal():
+            out.append(item[0].upper() + str(int(item[1:])))
+        else:
+            raise NominatimError(f"Invalid exclude ID: {item}")
+    return out or None
+
+
+def _has_words(text: str) -> bool:
+    return any(ch.isalnum() for ch in text)
+
+
+def _place_ids(engine, excluded: list[str] | None) -> list[int] | None:
+    """exclude_place_ids as the engine's place ids: OSM ids (N123) looked up."""
+    if not excluded:
+        return None
+    out = [int(v) for v in excluded if v.isdecimal()]
+    osm = [v for v in excluded if not v.isdecimal()]
+    if osm:
+        out.extend(pl.place_id for pl in engine.lookup(osm))
+    return out or None
+
+
+def parse_layers(text: str | None) -> list[str] | None:
+    """Nominatim's get_layers: comma-separated names, any case, blanks skipped; None when none is named."""
+    if text is None:
+        return None
+    out = []
+    for s in text.split(","):
+        s = s.strip()
+        if not s:
+            continue
+        if s.lower() not in LAYERS:
+            raise NominatimError(f"Parameter 'layer' must be a comma-separated list of: {', '.join(LAYERS)}")
+        out.append(s.lower())
+    return out or None
+
+
+def geometry_options(p: Params, fmt: str) -> tuple[str, ...]:
+    """The polygon outputs asked for (Nominatim allows one by default: POLYGON_OUTPUT_MAX_TYPES=1)."""
+    kinds = []
+    if p.get_bool("polygon_geojson", False):
+        kinds.append("geojson")
+    if fmt not in ("geojson", "geocodejson"):
+        for k in ("text", "kml", "svg"):
+            if p.get_bool("polygon_" + k, False):
+                kinds.append(k)
+    if len(kinds) > 1:
+        raise NominatimError("Too many polygon output options selected.")
+    p.get_float("polygon_threshold", 0.0)  # read for its errors; geometries are points or boxes
+    return tuple(kinds)
+
+
+def _clamped_zoom(p: Params) -> int:
+    return max(0, min(18, p.get_int("zoom", 18)))
+
+
+# -- writing results -------------------------------------------------------------------------------
+def _osm_letter(place) -> str | None:
+    return OSM_TYPE_LETTER.get(place.osm_type) if place.osm_type else None
+
+
+def address_rank(place) -> int:
+    """The address rank Nominatim would give the place (for labels and GeocodeJSON types): house
+    numbers 30, streets 26-27, else its place rank."""
+    if getattr(place, "housenumber", None):
+        return 30
+    return int(place.place_rank or 30)
+
+
+def label_tag(place) -> str:
+    """Nominatim's `addresstype` (classtypes.get_label_tag)."""
+    cat, typ = place.category or "", place.type or ""
+    rank = address_rank(place)
+    extratags = place.extratags or {}
+    if (cat, typ) in (("place", "postcode"), ("boundary", "postal_code")):
+        label = "postcode"
+    elif rank < 26 and "place" in extratags:
+        label = extratags["place"]
+    elif rank < 26 and "linked_place" in extratags:
+        label = extratags["linked_place"]
+    elif (cat, typ) == ("boundary", "administrative"):
+        label = ADMIN_LABELS.get(rank // 2, "administrative")
+    elif rank < 26:
+        label = typ if typ != "yes" else cat
+    elif rank < 28:
+        label = "road"
+    elif cat == "place" and typ in ("house_number", "house_name", "country_code"):
+        label = typ
+    else:
+        label = cat
+    return label.lower().replace(" ", "_")
+
+
+def bbox_of(place) -> tuple[float, float, float, float]:
+    """(min_lat, max_lat, min_lon, max_lon): the place's own box for ways and relations, else
+    Nominatim's box around the point."""
+    bb = place.boundingbox
+    if bb is not None and place.osm_type != "node" and bb[0] != bb[1] and bb[2] != bb[3]:
+        return tuple(float(v) for v in bb)
+    cat = (place.category, place.type)
+    if cat == ("place", "postcode"):
+        d = 0.05 - 0.012 * ((place.place_rank or 25) - 21)
+    else:
+        d = NODE_EXTENT.get(cat, 0.00005)
+    return place.lat - d, place.lat + d, place.lon - d, place.lon + d
+
+
+def ordered_address(place) -> dict:
+    addr = place.address or {}
+    return dict(sorted(addr.items(), key=lambda kv: _ORDER.get(kv[0], len(_ORDER) - 2.5)))
+
+
+def _point_geometry(place) -> dict:
+    return {"type": "Point", "coordinates": [round(place.lon, 7), round(place.lat, 7)]}
+
+
+def _geometry_fields(place, kinds: tuple[str, ...]) -> dict:
+    out = {}
+    lon, lat = f"{place.lon:.7f}", f"{place.lat:.7f}"
+    for k in kinds:
+        if k == "geojson":
+            out["geojson"] = getattr(place, "geometry", None) or _point_geometry(place)
+        elif k == "text":
+            out["geotext"] = f"POINT({lon} {lat})"
+        elif k == "kml":
+            out["geokml"] = f"<Point><coordinates>{lon},{lat}</coordinates></Point>"
+        elif k == "svg":
+            out["svg"] = f'cx="{lon}" cy="{-place.lat:.7f}"'
+    return out
+
+
+def _importance(place) -> float:
+    imp = place.importance
+    if imp is None:
+        return 0.40001 - (place.place_rank or 30) / 75.0
+    return float(imp)
+
+
+def json_object(place, class_key: str, opts: dict) -> dict:
+    """One result of format json (`class_key` "class") or jsonv2 ("category")."""
+    o: dict[str, Any] = {"place_id": place.place_id, "licence": LICENCE}
+    letter = _osm_letter(place)
+    if letter is not None and place.osm_id is not None:
+        o["osm_type"] = place.osm_type
+        o["osm_id"] = place.osm_id
+    o.update({"lat": f"{place.lat:.7f}", "lon": f"{place.lon:.7f}", class_key: place.category or "",
+              "type": place.type or "", "place_rank": int(place.place_rank or 30), "importance": _importance(place),
+              "addresstype": label_tag(place), "name": place.name or "", "display_name": place.display_name or ""})
+    if opts.get("addressdetails"):
+        o["address"] = ordered_address(place)
+    if opts.get("extratags"):
+        o["extratags"] = place.extratags or {}
+    if opts.get("namedetails"):
+        o["namedetails"] = place.namedetails or {}
+    b = bbox_of(place)
+    o["boundingbox"] = [f"{b[0]:.7f}", f"{b[1]:.7f}", f"{b[2]:.7f}", f"{b[3]:.7f}"]
+    o.update(_geometry_fields(place, opts.get("geometry", ())))
+    return o
+
+
+def geojson_feature(place, opts: dict) -> dict:
+    props: dict[str, Any] = {"place_id": place.place_id}
+    if _osm_letter(place) is not None and place.osm_id is not None:
+        props["osm_type"] = place.osm_type
+        props["osm_id"] = place.osm_id
+    props.update({"place_rank": int(place.place_rank or 30), "category": place.category or "",
+                  "type": place.type or "", "importance": _importance(place), "addresstype": label_tag(place),
+                  "name": place.name or "", "display_name": place.display_name or ""})
+    if opts.get("addressdetails"):
+        props["address"] = ordered_address(place)
+    if opts.get("extratags"):
+        props["extratags"] = place.extratags or {}
+    if opts.get("namedetails"):
+        props["namedetails"] = place.namedetails or {}
+    b = bbox_of(place)
+    geom = (getattr(place, "geometry", None) if "geojson" in opts.get("geometry", ()) else None) \
+        or _point_geometry(place)
+    return {"type": "Feature", "properties": props,
+            "bbox": [round(b[2], 7), round(b[0], 7), round(b[3], 7), round(b[1], 7)], "geometry": geom}
+
+
+def geocodejson_feature(place, opts: dict) -> dict:
+    g: dict[str, Any] = {"place_id": place.place_id}
+    if _osm_letter(place) is not None and place.osm_id is not None:
+        g["osm_type"] = place.osm_type
+        g["osm_id"] = place.osm_id
+    g.update({"osm_key": place.category or "", "osm_value": place.type or "",
+              "type": GEOCODEJSON_RANKS[max(3, min(28, address_rank(place)))]})
+    distance = getattr(place, "distance_m", None)
+    if distance is not None:
+        g["accuracy"] = int(distance)
+    g["label"] = place.display_name or ""
+    if place.name:
+        g["name"] = place.name
+    if opts.get("addressdetails"):
+        addr = place.address or {}
+        if addr.get("postcode"):
+            g["postcode"] = addr["postcode"]
+        if addr.get("house_number"):
+            g["housenumber"] = addr["house_number"]
+        if addr.get("road") and place.name != addr["road"]:
+            g["street"] = addr["road"]
+        for key, kind in (("neighbourhood", "locality"), ("suburb", "district"), ("city_district", "district"),
+                          ("village", "city"), ("town", "city"), ("city", "city"), ("county", "county"),
+                          ("state", "state"), ("country", "country")):
+            if addr.get(key) and kind not in g and addr[key] != place.name:
+                g[kind] = addr[key]
+        if addr.get("country_code"):
+            g["country_code"] = addr["country_code"]
+        g["admin"] = {}
+    if opts.get("extratags"):
+        g["extra"] = place.extratags or {}
+    geom = (getattr(place, "geometry", None) if "geojson" in opts.get("geometry", ()) else None) \
+        or _point_geometry(place)
+    return {"type": "Feature", "properties": {"geocoding": g}, "geometry": geom}
+
+
+def render(places, fmt: str, opts: dict, single: bool = False):
+    """The document of a result list in `fmt`; `single` (reverse): one object, or Nominatim's
+    {"error": "Unable to geocode"} when there is none."""
+    if single and not places:
+        return {"error": "Unable to geocode"}
+    if fmt in ("json", "jsonv2"):
+        key = "class" if fmt == "json" else "category"
+        items = [json_object(p, key, opts) for p in places]
+        return items[0] if single else items
+    if fmt == "geojson":
+        return {"type": "FeatureCollection", "licence": LICENCE,
+                "features": [geojson_feature(p, opts) for p in places]}
+    head = {"version": "0.1.0", "attribution": LICENCE, "licence": "ODbL"}
+    if opts.get("query") is not None:
+        head["query"] = opts["query"]
+    return {"type": "FeatureCollection", "geocoding": head, "features": [geocodejson_feature(p, opts) for p in places]}
+
+
+def _dedupe(places, limit: int) -> list:
+    """Nominatim's deduplicate_results: one result per OSM object and per (osm type, class, display
+    name, rank)."""
+    seen_ids, seen_class, out = set(), set(), []
+    for p in places:
+        ident = (p.osm_type, p.osm_id) if p.osm_id is not None else ("row", p.place_id)
+        cls = (p.osm_type, p.category, p.type, p.display_name, p.place_rank)
+        if ident not in seen_ids and cls not in seen_class:
+            out.append(p)
+        seen_ids.add(ident)
+        seen_class.add(cls)
+        if len(out) >= limit:
+            break
+    return out
+
+
+def _engine_error(exc: GeoengineError) -> NominatimError:
+    if isinstance(exc, InvalidRequest):
+        msg = "; ".join(e.message for e in exc.errors) if exc.errors else exc.detail
+        return NominatimError(msg or exc.detail, 400)
+    if isinstance(exc, NotFound):
+        return NominatimError(exc.detail, 404)
+    return NominatimError(exc.detail, exc.status)
+
+
+# -- endpoints -------------------------------------------------------------------------------------------
+def search(engine, params: Mapping[str, str], accept_language: str | None = None) -> Reply:
+    """GET /search?format=...: free-form (`q`) or structured search."""
+    p = Params(params, accept_language)
+    try:
+        fmt = parse_format(p, "jsonv2")
+        geometry = geometry_options(p, fmt)
+        countries = parse_countries(p.get("countrycodes"))
+        excluded = parse_excluded(p.get("exclude_place_ids"))
+        vb = p.get("viewbox") or p.get("viewboxlbrt")
+        viewbox = parse_viewbox(vb) if vb else None
+        bounded = p.get_bool("bounded", False)
+        dedupe = p.get_bool("dedupe", True)
+        limit = max(1, min(MAX_LIMIT, p.get_int("limit", 10)))
+        feature_type = p.get("featureType")
+        layers = ["address"] if feature_type is not None else parse_layers(p.get("layer"))
+        if feature_type not in FEATURE_TYPES:
+            feature_type = None
+        q = p.get("q")
+        parts = {k: p.get(k) for k in STRUCTURED if p.get(k)}
+        if q is not None and parts:
+            raise NominatimError("Structured query parameters(amenity, street, city, county, state, postalcode, "
+                                 "country) cannot be used together with 'q' parameter.")
+        opts = {"addressdetails": p.get_bool("addressdetails", False), "extratags": p.get_bool("extratags", False),
+                "namedetails": p.get_bool("namedetails", False), "geometry": geometry,
+                "query": q if q is not None else ", ".join(parts.values())}
+        if (q is None and not parts) or (q is not None and q and not q.strip()):
+            raise NominatimError("Nothing to search for.")
+        # Nominatim 5 answers [] to an empty q, and to text without a letter or digit (",,,") in q or in
+        # every structured field (such a field is dropped where others have words)
+        parts = {k: v for k, v in parts.items() if _has_words(v)}
+        if q == "" or countries == [] or (q is not None and not _has_words(q)) or (q is None and not parts):
+            places = []
+        else:
+            want = min(MAX_LIMIT, limit + min(10, limit)) if dedupe else limit
+            places = list(engine.geocode(
+                q, **parts, limit=want, lang=p.lang(), viewbox=viewbox, bounded=bounded, countrycodes=countries,
+                layer=layers, feature_type=feature_type, exclude_place_ids=_place_ids(engine, excluded),
+                dedupe=dedupe))
+            places = _dedupe(places, limit) if dedupe else places[:limit]
+    except NominatimError as exc:
+        return error_reply(exc)
+    except GeoengineError as exc:
+        return error_reply(_engine_error(exc))
+    return Reply(200, render(places, fmt, opts))
+
+
+def reverse(engine, params: Mapping[str, str], accept_language: str | None = None) -> Reply:
+    """GET /reverse?lat=..&lon=..&format=...: the place at a point, at the detail `zoom` asks for."""
+    p = Params(params, accept_language)
+    try:
+        fmt = parse_format(p, "xml")
+        lat, lon = p.get_float("lat"), p.get_float("lon")
+        geometry = geometry_options(p, fmt)
+        zoom = _clamped_zoom(p)
+        layers = parse_layers(p.get("layer"))
+        opts = {"addressdetails": p.get_bool("addressdetails", True), "extratags": p.get_bool("extratags", False),
+                "namedetails": p.get_bool("namedetails", False), "geometry": geometry}
+        if -90 <= lat <= 90 and -180 <= lon <= 180:
+            places = list(engine.reverse(lon=lon, lat=lat, zoom=zoom, lang=p.lang()))
+        else:
+            places = []  # Nominatim 5: 200 and "Unable to geocode"
+        if layers is not None:
+            places = [pl for pl in places if pl.layer in layers]
+    except NominatimError as exc:
+        return error_reply(exc)
+    except GeoengineError as exc:
+        return error_reply(_engine_error(exc))
+    return Reply(200, render(places[:1], fmt, opts, single=True))
+
+
+def lookup(engine, params: Mapping[str, str], accept_language: str | None = None) -> Reply:
+    """GET /lookup?osm_ids=N1,W2,R3&format=...: places by OSM id, in the order asked."""
+    p = Params(params, accept_language)
+    try:
+        fmt = parse_format(p, "xml")
+        geometry = geometry_options(p, fmt)
+        ids = []
+        for oid in (p.get("osm_ids") or "").split(","):
+            oid = oid.strip()
+            if len(oid) > 1 and oid[0] in "RNWrnw" and oid[1:].isdecimal():
+                ids.append(oid[0].upper() + str(int(oid[1:])))
+        if len(ids) > LOOKUP_MAX_COUNT:
+            raise NominatimError("Too many object IDs.")
+        opts = {"addressdetails": p.get_bool("addressdetails", True), "extratags": p.get_bool("extratags", False),
+                "namedetails": p.get_bool("namedetails", False), "geometry": geometry}
+        places = list(engine.lookup(ids, lang=p.lang())) if ids else []
+    except NominatimError as exc:
+        return error_reply(exc)
+    except GeoengineError as exc:
+        return error_reply(_engine_error(exc))
+    return Reply(200, render(places, fmt, opts))
+
+
+def _osm_ref_of_place_id(engine, place_id: int) -> str | None:
+    """The OSM id (N123, W456) of a place_id (a row of the bundle's search index), for engine.lookup."""
+    ids = engine.search_index.cols["id"]
+    if not 0 <= place_id < len(ids):
+        return None
+    source, _, rest = ids[place_id].partition(":")
+    kind, _, num = rest.partition(":")
+    letter = {"node": "N", "way": "W", "street": "W", "relation": "R"}.get(kind)
+    return f"{letter}{num}" if source == "osm" and letter and num.isdecimal() else None
+
+
+def details(engine, params: Mapping[str, str], accept_language: str | None = None) -> Reply:
+    """GET /details?place_id=.. or ?osmtype=N&osmid=..: one place with its names, address and tags."""
+    p = Params(params, accept_language)
+    try:
+        parse_format(p, "json", ("json",))
+        place_id = p.get_int("place_id", 0)
+        if place_id:
+            ref = _osm_ref_of_place_id(engine, place_id)
+            if ref is None:
+                raise NominatimError("No place with that OSM ID found.", 404)
+        elif p.get("osmtype") is not None:
+            osmtype = p.get("osmtype").upper()
+            osmid = p.get_int("osmid")
+            if osmtype not in OSM_TYPE_NAME:
+                raise NominatimError("No place with that OSM ID found.", 404)
+            ref = f"{osmtype}{osmid}"
+        else:
+            raise NominatimError("Missing ID parameter 'place_id' or 'osmtype'.")
+        geojson = p.get_bool("polygon_geojson", False)
+        places = list(engine.lookup([ref], lang=p.lang()))
+        if not places:
+            raise NominatimError("No place with that OSM ID found.", 404)
+    except NominatimError as exc:
+        return error_reply(exc)
+    except GeoengineError as exc:
+        return error_reply(_engine_error(exc))
+    place = places[0]
+    addr = ordered_address(place)
+    centroid = _point_geometry(place)
+    geom = (getattr(place, "geometry", None) if geojson else None) or centroid
+    doc: dict[str, Any] = {"place_id": place.place_id}
+    if place.osm_type and place.osm_id is not None:
+        doc["osm_type"] = OSM_TYPE_LETTER[place.osm_type]
+        doc["osm_id"] = place.osm_id
+    doc.update({
+        "category": place.category or "", "type": place.type or "", "admin_level": 15,
+        "localname": place.name or "", "names": place.namedetails or ({"name": place.name} if place.name else {}),
+        "addresstags": {k: v for k, v in addr.items() if k in ("house_number", "road", "postcode", "city")},
+        "housenumber": getattr(place, "housenumber", None), "calculated_postcode": addr.get("postcode"),
+        "country_code": addr.get("country_code"), "importance": place.importance,
+        "calculated_importance": _importance(place), "extratags": place.extratags or {},
+        "rank_address": address_rank(place), "rank_search": int(place.place_rank or 30),
+        "isarea": geom.get("type", "").endswith("Polygon"), "centroid": centroid, "geometry": geom,
+        "address": [{"localname": v, "class": "place", "type": k, "isaddress": True}
+                    for k, v in addr.items() if k != "country_code"],
+    })
+    for k in ("housenumber", "calculated_postcode", "country_code", "importance"):
+        if doc[k] is None:
+            del doc[k]
+    return Reply(200, doc)
+
+
+def status(engine, params: Mapping[str, str]) -> Reply:
+    """GET /status?format=text|json: "OK", or {status, message, data_updated, software_version,
+    database_version}."""
+    p = Params(params)
+    try:
+        fmt = parse_format(p, "text", ("text", "json"))
+    except NominatimError as exc:
+        return error_reply(exc)
+    if fmt == "text":
+        return Reply(200, "OK", TEXT)
+    info = engine.info()
+    doc = {"status": 0, "message": "OK"}
+    if info.get("built"):
+        doc["data_updated"] = info["built"]
+    doc["software_version"] = f"geoengine {__version__}"
+    doc["database_version"] = str(info.get("built_by") or __version__)
+    return Reply(200, doc)

@@ -1,0 +1,220 @@
+"""Nominatim's API at Nominatim's paths (docs/geocoding.md): GET /reverse, /lookup and /details, and GET
+/search and /status when the request carries Nominatim's `format` parameter. Thin: the query parameters
+and the Accept-Language header go to geoengine.dialects.nominatim, whose Reply is sent as it is.
+
+/search and /status are also the spec's search and Valhalla's status: `Switch` routes, placed before
+those modules' routes, send a request with a `format` parameter to the Nominatim dialect and any other
+to the route that follows for the same path (the spec's fast /search route, Valhalla's /status).
+The hot path and the front door leave a /search with `format` to the application (routes/search.py
+`_fast_search`), and answer GET /reverse and /search with `format` themselves (`answer_bytes`).
+"""
+
+from __future__ import annotations
+
+from urllib.parse import parse_qsl
+
+import orjson
+from fastapi import APIRouter, Request
+from fastapi.responses import Response
+from starlette.routing import Match, Route
+
+from geoengine.dialects import nominatim as N
+
+
+def dumps(doc) -> bytes:
+    """JSON bytes (orjson, as the hot path writes; the dialects' documents hold only JSON types)."""
+    return orjson.dumps(doc, option=orjson.OPT_SERIALIZE_NUMPY)
+
+
+router = APIRouter(tags=["Nominatim dialect"])
+
+ENDPOINTS = {"/search": N.search, "/reverse": N.reverse, "/lookup": N.lookup, "/details": N.details}
+
+
+def has_format(query_string: bytes) -> bool:
+    """Whether a query string carries Nominatim's `format` parameter (the dialect's switch)."""
+    if b"format" not in query_string:
+        return False
+    return any(k == "format" for k, _ in parse_qsl(query_string.decode("latin-1"), keep_blank_values=True))
+
+
+def params_of(query_string: bytes) -> dict[str, str]:
+    """The query parameters as Nominatim reads them: the last value of a repeated one."""
+    return dict(parse_qsl(query_string.decode("latin-1"), keep_blank_values=True))
+
+
+def answer_bytes(engine, path: str, query_string: bytes, accept_language: str | None) -> tuple[int, bytes, bytes]:
+    """(status, content type, body) of a Nominatim request (the routes, the hot path and the front door)."""
+    if path == "/status":
+        reply = N.status(engine, params_of(query_string))
+    else:
+        reply = ENDPOINTS[path](engine, params_of(query_string), accept_language)
+    if reply.media_type == N.TEXT:
+        return reply.status, reply.media_type.encode(), reply.doc.encode()
+    return reply.status, reply.media_type.encode(), dumps(reply.doc)
+
+
+_JSON_CT = N.JSON.encode()
+CACHED_PATHS = ("/search", "/reverse", "/lookup")  # answers kept in the app's answer cache (server/answers.py)
+
+
+def fast_path(path: str, query_string: bytes) -> bool:
+    """Whether the hot path and the front door answer this GET as the Nominatim dialect: /reverse, and
+    /search with `format`."""
+    return path == "/reverse" or (path == "/search" and has_format(query_string))
+
+
+def cached_answer(state, path: str, query_string: bytes, accept_language: bytes | None) -> tuple[int, bytes, bytes]:
+    """`answer_bytes`, through the app's answer cache (server/answers.py): a 200 JSON answer is kept by
+    path, query string and Accept-Language header (the only header the answer depends on)."""
+    engine = state.engine
+    cache = state.answers if path in CACHED_PATHS else None
+    key = query_string if accept_language is None else query_string + b"\x00" + accept_language
+    if cache is not None:
+        body = cache.get(engine, "nominatim" + path, key)
+        if body is not None:
+            return 200, _JSON_CT, body
+    status, ctype, body = answer_bytes(engine, path, query_string,
+                                       None if accept_language is None else accept_language.decode("latin-1"))
+    if cache is not None and status == 200 and ctype == _JSON_CT:
+        cache.put(engine, "nominatim" + path, key, body)
+    return status, ctype, body
+
+
+def header(headers, name: bytes) -> bytes | None:
+    for k, v in headers:
+        if k == name:
+            return v
+    return None
+
+
+async def send_answer(scope, send) -> None:
+    path = scope["path"][len(scope.get("root_path", "")):] if scope.get("root_path") else scope["path"]
+    status, ctype, body = cached_answer(scope["app"].state, path, scope["query_string"],
+                                        header(scope["headers"], b"accept-language"))
+    await send({"type": "http.response.start", "status": status,
+                "headers": [(b"content-type", ctype), (b"content-length", str(len(body)).encode())]})
+    await send({"type": "http.response.body", "body": body})
+
+
+class Switch:
+    """Raw route for a path two APIs share: Nominatim's when the query has `format`, else the route of
+    module `other` (routes/search.py's fast /search, routes/valhalla.py's /status) that matches."""
+
+    def __init__(self, path: str, other: str):
+        self.path = path
+        self.other = other
+
+    async def __call__(self, scope, receive, send):
+        if scope["method"] == "GET" and has_format(scope["query_string"]):
+            return await send_answer(scope, send)
+        import importlib
+
+        routes = importlib.import_module(self.other).router.routes
+        partial = None
+        for route in routes:
+            match, child = route.matches(scope)
+            if match is Match.FULL:
+                scope.update(child)
+                return await route.handle(scope, receive, send)
+            if match is Match.PARTIAL and partial is None:
+                partial = (route, child)
+        if partial is not None:  # the path with another method: that route's 405
+            scope.update(partial[1])
+            return await partial[0].handle(scope, receive, send)
+        from starlette.exceptions import HTTPException
+
+        raise HTTPException(404)
+
+
+def _string(name: str, description: str, required: bool = False, **schema) -> dict:
+    return {"name": name, "in": "query", "required": required, "description": description,
+            "schema": {"type": "string", **schema}}
+
+
+_FORMAT = {"name": "format", "in": "query", "required": True,
+           "description": "json, jsonv2, geojson or geocodejson (Nominatim's xml is not offered)",
+           "schema": {"type": "string", "enum": list(N.FORMATS)}}
+_COMMON = [
+    _string("accept-language", "Preferred languages (as the Accept-Language header, which is read when this "
+            "is absent): names and the address in the first available"),
+    _string("addressdetails", "1 adds `address` (Nominatim's keys); any value but 0 is true"),
+    _string("extratags", "1 adds `extratags`"), _string("namedetails", "1 adds `namedetails`"),
+    _string("polygon_geojson", "1 adds `geojson`: the point where the bundle holds no polygon (polygon_text, "
+            "polygon_kml and polygon_svg are taken too, one polygon output at a time)"),
+]
+_SEARCH_PARAMS = [
+    _string("q", "Free-form query (not together with the structured fields)"),
+    *[_string(k, f"Structured query field {k}") for k in N.STRUCTURED],
+    _string("limit", "Number of results, clamped to 1..50 (default 10)", pattern=r"^[+-]?[0-9]+$"),
+    _string("viewbox", "x1,y1,x2,y2: preferred area (with bounded=1: results inside only)"),
+    _string("bounded", "1 keeps results inside the viewbox"),
+    _string("countrycodes", "Comma-separated ISO 3166-1 alpha-2 codes; other values are ignored"),
+    _string("layer", "Comma-separated: address, poi, railway, natural, manmade (any case)"),
+    _string("featureType", "country, state, city or settlement (any value keeps the address layer only)"),
+    _string("exclude_place_ids", "Comma-separated place ids or OSM ids (N123, W45, R6) to leave out"),
+    _string("dedupe", "0 keeps duplicates (default 1)"),
+]
+_RESULT = {"type": "object", "additionalProperties": True,
+           "description": "place_id, licence, osm_type, osm_id, lat, lon, class (json) or category (jsonv2), type, "
+                          "place_rank, importance, addresstype, name, display_name, address, boundingbox"}
+_ERROR = {"type": "object", "required": ["error"], "properties": {"error": {
+    "type": "object", "required": ["code", "message"],
+    "properties": {"code": {"type": "integer"}, "message": {"type": "string"}}}}}
+_ANY_ANSWER = {"anyOf": [{"type": "array", "items": _RESULT}, {"type": "object", "additionalProperties": True}]}
+
+
+def _responses(ok_description: str, not_found: bool = False) -> dict:
+    out = {200: {"description": ok_description, "content": {"application/json": {"schema": _ANY_ANSWER}}},
+           400: {"description": "Nominatim's error object", "content": {"application/json": {"schema": _ERROR}}}}
+    if not_found:
+        out[404] = {"description": "No place with that id", "content": {"application/json": {"schema": _ERROR}}}
+    return out
+
+
+async def _endpoint(request: Request) -> Response:
+    scope = request.scope
+    path = scope["path"][len(scope.get("root_path", "")):] if scope.get("root_path") else scope["path"]
+    status, ctype, body = cached_answer(request.app.state, path, scope["query_string"],
+                                        header(scope["headers"], b"accept-language"))
+    return Response(body, status_code=status, media_type=ctype.decode())
+
+
+router.add_api_route(
+    "/reverse", _endpoint, methods=["GET"], summary="Nominatim reverse: the place at a point, at a zoom's detail",
+    description="Nominatim's /reverse: `lat`, `lon`, `zoom` (0-18, clamped; 18 = the address, 16 = the street, "
+    "10 = the city, 3 = the country), `layer` (address, poi, railway, natural, manmade). One object (json/jsonv2) or a FeatureCollection, or "
+    "`{\"error\": \"Unable to geocode\"}`. See docs/geocoding.md.",
+    responses=_responses("The place (addressdetails default 1)"),
+    openapi_extra={"parameters": [
+        {"name": "lat", "in": "query", "required": True, "schema": {"type": "number"},
+         "description": "Latitude (outside -90..90: `{\"error\": \"Unable to geocode\"}`, as Nominatim)"},
+        {"name": "lon", "in": "query", "required": True, "schema": {"type": "number"}, "description": "Longitude"},
+        _FORMAT, {"name": "zoom", "in": "query", "required": False, "schema": {"type": "integer"},
+                  "description": "0-18, clamped (default 18)"},
+        *_COMMON]})
+router.add_api_route(
+    "/lookup", _endpoint, methods=["GET"], summary="Nominatim lookup: places by OSM id",
+    description="Nominatim's /lookup: `osm_ids` N123,W456,R789 (at most 50; malformed ids are skipped).",
+    responses=_responses("The places found, in the order asked"),
+    openapi_extra={"parameters": [_string("osm_ids", "Comma-separated OSM ids: N123,W456,R789", required=True),
+                                  _FORMAT, *_COMMON]})
+router.add_api_route(
+    "/details", _endpoint, methods=["GET"], summary="Nominatim details: one place with its names and address",
+    description="Nominatim's /details: `place_id` (a place_id of a result), or instead of it `osmtype` (N, W, R) "
+    "and `osmid` (`/details?osmtype=N&osmid=123`).",
+    responses=_responses("The place", not_found=True),
+    openapi_extra={"parameters": [
+        _string("place_id", "A result's place_id", required=True, pattern=r"^[+-]?0*[1-9][0-9]{0,17}$"),
+        {"name": "format", "in": "query", "required": False, "schema": {"type": "string", "enum": ["json"]}},
+        _string("accept-language", "Preferred languages"), _string("polygon_geojson", "1 adds the geometry")]})
+
+# /search and /status: the shared paths (documented by the spec's /search and Valhalla's /status, whose
+# descriptions name this dialect; openapi.py adds `x-nominatim-parameters`)
+router.routes[:0] = [
+    Route("/search", Switch("/search", "geoengine.server.routes.search"), methods=["GET"], include_in_schema=False),
+    Route("/status", Switch("/status", "geoengine.server.routes.valhalla"), methods=["GET"], include_in_schema=False)]
+
+NOMINATIM_SEARCH_PARAMETERS = [_FORMAT, *_SEARCH_PARAMS, *_COMMON]
+NOMINATIM_STATUS_PARAMETERS = [{"name": "format", "in": "query", "required": True,
+                                "schema": {"type": "string", "enum": ["text", "json"]}}]

@@ -1,0 +1,91 @@
+"""Photon's API under /photon (docs/geocoding.md): GET /photon/api and GET /photon/reverse. Thin: the query
+string's pairs (in order: Photon repeats osm_tag and layer) and the Accept-Language header go to
+geoengine.dialects.photon; its (status, document) is sent as JSON."""
+
+from __future__ import annotations
+
+from urllib.parse import parse_qsl
+
+import orjson
+from fastapi import APIRouter, Request
+from fastapi.responses import Response
+
+from geoengine.dialects import photon as P
+
+
+def dumps(doc) -> bytes:
+    """JSON bytes (orjson, as the hot path writes; the dialects' documents hold only JSON types)."""
+    return orjson.dumps(doc, option=orjson.OPT_SERIALIZE_NUMPY)
+
+
+router = APIRouter(tags=["Photon dialect"])
+_CT = "application/json"
+
+
+def answer_bytes(engine, path: str, query_string: bytes, accept_language: str | None) -> tuple[int, bytes]:
+    pairs = parse_qsl(query_string.decode("latin-1"), keep_blank_values=True)
+    fn = P.search if path == "/photon/api" else P.reverse
+    status, doc = fn(engine, pairs, accept_language)
+    return status, dumps(doc)
+
+
+async def _endpoint(request: Request) -> Response:
+    path = request.scope["path"]
+    root = request.scope.get("root_path", "")
+    if root and path.startswith(root):
+        path = path[len(root):]
+    status, body = answer_bytes(request.app.state.engine, path.rstrip("/"), request.scope["query_string"],
+                                request.headers.get("accept-language"))
+    return Response(body, status_code=status, media_type=_CT)
+
+
+def _p(name: str, description: str, schema: dict, required: bool = False) -> dict:
+    return {"name": name, "in": "query", "required": required, "description": description, "schema": schema}
+
+
+_FEATURES = {"type": "object", "required": ["type", "features"], "properties": {
+    "type": {"type": "string", "enum": ["FeatureCollection"]},
+    "features": {"type": "array", "items": {"type": "object", "required": ["type", "properties", "geometry"],
+                                            "properties": {"properties": {
+                                                "type": "object",
+                                                "description": "osm_id, osm_type (N/W/R), osm_key, osm_value, type, "
+                                                "housenumber, name, street, locality, district, city, county, state, "
+                                                "country, postcode, countrycode, extent"}}}}}}
+_ERROR = {"type": "object", "required": ["message"], "properties": {"message": {"type": "string"}}}
+_RESPONSES = {200: {"description": "Photon's GeoJSON FeatureCollection",
+                    "content": {_CT: {"schema": _FEATURES}}},
+              400: {"description": "Photon's error: {\"message\": ...}", "content": {_CT: {"schema": _ERROR}}}}
+_LAT = {"type": "number", "minimum": -90, "maximum": 90}
+_LON = {"type": "number", "minimum": -180, "maximum": 180}
+_BASE = [
+    _p("lang", "Language of names: default, en, de, fr, it (else the Accept-Language header)",
+       {"type": "string", "enum": ["default", *P.LANGUAGES]}),
+    _p("limit", "Number of results, clamped to 1..50", {"type": "integer"}),
+    _p("osm_tag", "key, key:value, !key, key:!value, :value (repeatable)", {"type": "string"}),
+    _p("layer", "house, street, locality, district, city, county, state, country, other",
+       {"type": "string", "enum": list(P.LAYERS)}),
+]
+
+router.add_api_route(
+    "/photon/api", _endpoint, methods=["GET"], summary="Photon search",
+    description="Photon's /api: `q`, an optional location bias (`lat` and `lon` together, "
+    "`location_bias_scale` 0-1, `zoom`), `bbox` minLon,minLat,maxLon,maxLat, `osm_tag`, `layer`, `lang`, `limit`. "
+    "Unknown parameters are a 400, as in Photon.",
+    responses=_RESPONSES,
+    openapi_extra={"parameters": [
+        _p("q", "Search text", {"type": "string", "pattern": r"\S", "maxLength": 255}, required=True),
+        _p("lat", "Latitude of the location bias (with lon)", _LAT),
+        _p("lon", "Longitude of the location bias (with lat)", _LON),
+        _p("location_bias_scale", "0-1: how much prominence counts against distance", {"type": "number"}),
+        _p("zoom", "Map zoom of the bias (0-18, clamped)", {"type": "integer"}),
+        _p("bbox", "minLon,minLat,maxLon,maxLat", {"type": "string"}),
+        *_BASE]})
+for _path in ("/photon/api/", "/photon/reverse/"):  # Photon ignores a trailing slash (Leaflet's serviceUrl has one)
+    router.add_api_route(_path, _endpoint, methods=["GET"], include_in_schema=False)
+router.add_api_route(
+    "/photon/reverse", _endpoint, methods=["GET"], summary="Photon reverse",
+    description="Photon's /reverse: `lat` and `lon` (required), `radius` km, `limit`, `lang`, `osm_tag`, `layer`.",
+    responses=_RESPONSES,
+    openapi_extra={"parameters": [
+        _p("lat", "Latitude", _LAT, required=True), _p("lon", "Longitude", _LON, required=True),
+        _p("radius", "Search radius in km (above 0)", {"type": "number", "exclusiveMinimum": 0}), *_BASE]})

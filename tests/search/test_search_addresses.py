@@ -1,0 +1,392 @@
+"""Address documents, the administrative hierarchy, the address object and reverse by zoom, on the real
+Nominatim test extract (Liechtenstein, 3,740 objects with house numbers, 210 administrative boundaries,
+an interpolation line) and Andorra. The oracles are computed here from the extract itself, apart from the
+build: osmium's area assembler and shapely for containment and distances."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import osmium
+import pytest
+import shapely
+import shapely.ops
+
+from geoengine.search.addresses import interpolated_numbers
+from geoengine.search.admin import ADMIN_LEVELS, CITY, COUNTRY, COUNTY, POSTCODE
+from geoengine.search.text import normalise
+from tests.conftest import data_file
+
+NOMINATIM = "liechtenstein/nominatim-apidb-test-data.osm.pbf"
+
+
+@pytest.fixture(scope="module")
+def nominatim_index(tmp_path_factory):
+    """The search index of the Nominatim test extract (the search stage alone: documents + index)."""
+    from geoengine.search.documents import build_documents
+    from geoengine.search.index import SearchIndex, write_index
+
+    out = tmp_path_factory.mktemp("nominatim-search")
+    ds, _ = build_documents(data_file(NOMINATIM))
+    write_index(out, ds)
+    return SearchIndex(out)
+
+
+class Extract:
+    """What the oracles read from an extract: administrative and postal boundaries (osmium's areas), named
+    highways as lines, the interpolation ways, and objects with a postcode."""
+
+    def __init__(self, path):
+        self.admin: list[tuple[int, dict, object]] = []  # (admin_level, tags, polygon)
+        self.postal: list[tuple[str, object]] = []
+        self.streets: list[tuple[str, object]] = []
+        self.interpolations: list[tuple[int, str, object, list[int]]] = []
+        self.postcode_points: list[tuple[str, float, float]] = []
+        wkb = osmium.geom.WKBFactory()
+        for o in osmium.FileProcessor(str(path)).with_areas().with_locations():
+            tags = dict(o.tags)
+            if o.is_area():
+                if o.from_way():
+                    continue
+                try:
+                    geom = shapely.from_wkb(wkb.create_multipolygon(o))
+                except Exception:
+                    continue
+                if tags.get("boundary") == "administrative" and tags.get("admin_level", "").isdigit() and "name" in tags:
+                    self.admin.append((int(tags["admin_level"]), tags, geom))
+                elif tags.get("boundary") == "postal_code" and tags.get("postal_code"):
+                    self.postal.append((tags["postal_code"], geom))
+            elif o.is_way():
+                try:
+                    line = shapely.from_wkb(wkb.create_linestring(o))
+                except Exception:
+                    continue
+                if "highway" in tags and "name" in tags and "place" not in tags:
+                    self.streets.append((tags["name"], line))
+                if "addr:interpolation" in tags:
+                    self.interpolations.append((o.id, tags["addr:interpolation"], line, [n.ref for n in o.nodes]))
+            if o.is_node() and "addr:postcode" in tags:
+                self.postcode_points.append((tags["addr:postcode"], o.location.lat, o.location.lon))
+        self.street_tree = shapely.STRtree([g for _, g in self.streets])
+
+    def containing(self, lon: float, lat: float, level: int) -> list[dict]:
+        """Tags of the boundaries of `level` that contain the point (deepest meaning: all of them)."""
+        p = shapely.Point(lon, lat)
+        return [t for lv, t, g in self.admin if lv == level and g.intersects(p)]
+
+
+@pytest.fixture(scope="module")
+def nominatim_extract():
+    return Extract(data_file(NOMINATIM))
+
+
+@pytest.fixture(scope="module")
+def andorra_extract():
+    return Extract(data_file("andorra/andorra.osm.pbf"))
+
+
+def _rows(ix, *indexes) -> list[int]:
+    return [i for i in range(ix.n) if ix.cols["index"][i] in indexes]
+
+
+def _check_hierarchy(ix, extract, rows) -> dict:
+    """The address keys of each row against the boundaries that contain its point."""
+    seen = {"country": 0, "county": 0, "municipality": 0, "city": 0, "postcode": 0}
+    for row in rows:
+        lat, lon = float(ix.lat[row]), float(ix.lon[row])
+        a = ix.address(row)
+        countries = extract.containing(lon, lat, 2)
+        if countries:
+            assert a.get("country") in {t["name"] for t in countries}, (ix.cols["id"][row], a)
+            seen["country"] += 1
+        counties = extract.containing(lon, lat, 6)
+        if counties:
+            assert a.get("county") in {t["name"] for t in counties}, (ix.cols["id"][row], a)
+            seen["county"] += 1
+        municipalities = extract.containing(lon, lat, 7)
+        if municipalities:
+            assert a.get("municipality") in {t["name"] for t in municipalities}, (ix.cols["id"][row], a)
+            seen["municipality"] += 1
+        cities = extract.containing(lon, lat, 8)
+        town = [a[k] for k in ("city", "town", "village") if k in a]
+        if cities:
+            names = {v for t in cities for k, v in t.items() if k == "name" or k.startswith("name:")}
+            assert len(town) == 1 and town[0] in names, (ix.cols["id"][row], a, names)
+            seen["city"] += 1
+        else:
+            assert len(town) <= 1
+        own = (ix.detail[row] and __import__("json").loads(ix.detail[row]).get("address", {}).get("postcode"))
+        postal = [c for c, g in extract.postal if g.intersects(shapely.Point(lon, lat))]
+        if own:
+            assert a.get("postcode") == own.strip()
+            seen["postcode"] += 1
+        elif postal:
+            assert a.get("postcode") in postal, (ix.cols["id"][row], a, postal)
+            seen["postcode"] += 1
+    return seen
+
+
+@pytest.mark.parametrize("which", ["nominatim", "andorra"])
+def test_hierarchy_equals_the_containing_boundaries(which, request):
+    """500 random addresses and POIs: country, county, village/town/city and postcode are the boundaries
+    (admin_level 2, 6, 8, postal_code) that contain the point; shapely containment is the oracle."""
+    if which == "nominatim":
+        ix, extract = request.getfixturevalue("nominatim_index"), request.getfixturevalue("nominatim_extract")
+    else:
+        ix, extract = request.getfixturevalue("andorra").search_index, request.getfixturevalue("andorra_extract")
+    rows = _rows(ix, "addresses", "pois")
+    rng = np.random.default_rng(26)
+    pick = rng.choice(rows, min(500, len(rows)), replace=False).tolist()
+    seen = _check_hierarchy(ix, extract, pick)
+    # the checks ran: most points lie in a country and a municipality assembled from the extract (the
+    # Nominatim extract also holds clipped parts of Austria and Switzerland; Andorra's parishes are level 7)
+    if which == "nominatim":
+        assert seen["country"] > 0.8 * len(pick), seen
+        assert seen["city"] > 0.5 * len(pick) and seen["county"] > 0.5 * len(pick) and seen["postcode"] > 0.3 * len(pick), seen
+    else:  # Andorra's own boundary is clipped from the extract: its country is its place=country node
+        assert seen["municipality"] > 0.5 * len(pick), seen
+        assert sum(ix.address(r).get("country") == "Andorra" for r in pick) > 0.8 * len(pick)
+        # Andorra has no level 8: its towns and villages are the nearest place nodes within their radius
+        assert sum(any(k in ix.address(r) for k in ("town", "village", "city")) for r in pick) > 0.5 * len(pick)
+
+
+def test_admin_array_and_units(nominatim_index):
+    ix = nominatim_index
+    assert ix.admin.shape == (ix.n, len(ADMIN_LEVELS)) and ix.admin.dtype == np.int32
+    vaduz = next(i for i in range(ix.n) if ix.cols["name"][i] == "Vaduz" and ix.cols["id"][i].startswith("osm:node"))
+    rows = [i for i in _rows(ix, "addresses") if ix.address(i).get("town") == "Vaduz"]
+    assert len(rows) > 50
+    uid = int(ix.admin[rows[0], CITY])
+    assert "vaduz" in ix.admin_unit_names(uid) and ix.admin_unit_row(uid) == vaduz
+    assert all(int(ix.admin[r, CITY]) == uid for r in rows)
+    country = int(ix.admin[rows[0], COUNTRY])
+    assert "liechtenstein" in ix.admin_unit_names(country) and ix.admin_unit_row(country) >= 0
+    # the town's own document is its unit at its level and has no parent below it
+    assert int(ix.admin[vaduz, CITY]) == uid and (ix.admin[vaduz, CITY + 1:POSTCODE] < 0).all()
+
+
+def test_every_house_number_is_an_address(nominatim_index):
+    """Every node and building with addr:housenumber is a document with its number (POIs keep their own)."""
+    ix = nominatim_index
+    want = {}
+    for o in osmium.FileProcessor(str(data_file(NOMINATIM)), osmium.osm.NODE | osmium.osm.WAY):
+        if "addr:housenumber" in o.tags:
+            want[f"osm:{'node' if o.is_node() else 'way'}:{o.id}"] = o.tags["addr:housenumber"]
+    got = {ix.cols["id"][i]: ix.housenumber(i) for i in range(ix.n) if ix.cols["id"][i] in want}
+    assert len(got) >= 0.97 * len(want), (len(got), len(want))  # a few ways lack node locations in the extract
+    assert all(got[k] == want[k] for k in got)
+    for i in _rows(ix, "addresses")[:300]:
+        if not ix.cols["id"][i].startswith("osm:interpolation"):
+            assert ix.address(i)["house_number"] == ix.housenumber(i)
+
+
+def test_interpolation_numbers_lie_on_the_line_in_order(nominatim_index, nominatim_extract):
+    ix = nominatim_index
+    assert nominatim_extract.interpolations
+    for way_id, kind, line, _ in nominatim_extract.interpolations:
+        rows = [i for i in range(ix.n) if ix.cols["id"][i].startswith(f"osm:interpolation:{way_id}:")]
+        assert rows, way_id
+        nums = [int(ix.housenumber(r)) for r in rows]
+        assert all(n % 2 == (1 if kind == "odd" else 0) for n in nums) if kind in ("odd", "even") else True
+        assert sorted(nums) == list(range(min(nums), max(nums) + 1, 2 if kind in ("odd", "even") else 1))
+        shares = []
+        for r, n in zip(rows, nums, strict=True):
+            p = shapely.Point(float(ix.lon[r]), float(ix.lat[r]))
+            assert line.distance(p) < 1e-7, (n, line.distance(p))  # on the line
+            shares.append(line.project(p, normalized=True))
+            assert ix.osm_type(r) == "W" and ix.osm_id(r) == way_id
+            a = ix.address(r)
+            assert a["house_number"] == str(n) and a.get("road")
+        # numbers advance along the line (one way or the other), evenly for a straight two-point line
+        order = np.argsort(nums)
+        s = np.asarray(shares)[order]
+        assert (np.diff(s) > 0).all() or (np.diff(s) < 0).all()
+
+
+@pytest.mark.parametrize("kind,a,b,want", [
+    ("odd", "1", "9", ["3", "5", "7"]), ("odd", "2", "10", ["3", "5", "7", "9"]), ("even", "9", "1", ["8", "6", "4", "2"]),
+    ("all", "3", "6", ["4", "5"]), ("2", "10", "16", ["12", "14"]), ("alphabetic", "12a", "12e", ["12b", "12c", "12d"]),
+    ("odd", "1", "3", None), ("odd", "1a", "7", None), ("alphabetic", "12a", "13c", None), ("bogus", "1", "9", None),
+])
+def test_interpolated_numbers(kind, a, b, want):
+    got = interpolated_numbers(kind, a, b)
+    assert (None if got is None else [n for n, _ in got]) == want
+    if got:  # the share of the way grows from a to b, strictly between 0 and 1
+        shares = [s for _, s in got]
+        assert all(0 < x < 1 for x in shares) and shares == sorted(shares)
+
+
+def test_addr_place_fallback(nominatim_index):
+    ix = nominatim_index
+    with_place = []
+    for o in osmium.FileProcessor(str(data_file(NOMINATIM)), osmium.osm.NODE | osmium.osm.WAY):
+        if "addr:housenumber" in o.tags and "addr:place" in o.tags and "addr:street" not in o.tags:
+            with_place.append((f"osm:{'node' if o.is_node() else 'way'}:{o.id}", o.tags["addr:place"], o.tags["addr:housenumber"]))
+    assert with_place
+    for doc_id, place, hn in with_place:
+        row = ix.row_of(doc_id)
+        a = ix.address(row)
+        assert "road" not in a and place in a.values() and a["house_number"] == hn
+        if ix.cols["index"][row] == "addresses":
+            assert ix.cols["name"][row] == f"{place} {hn}"
+
+
+def test_nearest_street_fallback(nominatim_index, nominatim_extract):
+    """An address without addr:street or addr:place belongs to the nearest named street (shapely distance
+    over every named highway of the extract), within 50 m of the exact nearest (the search uses points
+    every 50 m along the streets)."""
+    ix = nominatim_index
+    ex = nominatim_extract
+    rows = [i for i in _rows(ix, "addresses") if '"street"' not in (ix.detail[i] or "") and '"place"' not in (ix.detail[i] or "")
+            and not ix.cols["id"][i].startswith("osm:interpolation")]
+    assert len(rows) > 20
+    km = 111.2
+    for row in rows:
+        lat, lon = float(ix.lat[row]), float(ix.lon[row])
+        p = shapely.Point(lon, lat)
+        road = ix.address(row).get("road")
+        assert road, ix.cols["id"][row]
+        # distance (approximately in metres) to the nearest line of each name
+        kx = math.cos(math.radians(lat))
+        cand = ex.street_tree.query(p.buffer(0.01))
+        dist = {}
+        for k in cand.tolist():
+            name, g = ex.streets[k]
+            q = shapely.ops.nearest_points(g, p)[0]
+            d = math.hypot((q.x - lon) * kx, q.y - lat) * km * 1000
+            dist[name] = min(dist.get(name, 1e18), d)
+        best = min(dist.values())
+        assert dist.get(road, 1e18) <= best + 50, (ix.cols["id"][row], road, sorted(dist.items(), key=lambda x: x[1])[:3])
+        assert ix.cols["name"][row] == f"{road} {ix.housenumber(row)}"
+
+
+def test_postcode_fallback(nominatim_index, nominatim_extract):
+    """Without addr:postcode: the postal_code boundary around the point, else the postcode whose centre
+    (mean of the objects carrying it) is nearest within 5 km."""
+    ix = nominatim_index
+    ex = nominatim_extract
+    rows = [i for i in _rows(ix, "addresses", "pois") if '"postcode"' not in (ix.detail[i] or "")
+            and not ix.cols["id"][i].startswith("osm:interpolation")]
+    assert len(rows) > 100
+    by_code: dict[str, list[tuple[float, float]]] = {}
+    for i in _rows(ix, "addresses", "pois"):
+        own = __import__("json").loads(ix.detail[i] or "{}").get("address", {}).get("postcode")
+        if own:
+            by_code.setdefault(own.strip(), []).append((float(ix.lat[i]), float(ix.lon[i])))
+    codes = sorted(by_code)
+    cen = np.asarray([np.mean(by_code[c], axis=0) for c in codes])
+    checked = 0
+    for row in np.random.default_rng(3).choice(rows, 200, replace=False).tolist():
+        lat, lon = float(ix.lat[row]), float(ix.lon[row])
+        postal = [c for c, g in ex.postal if g.intersects(shapely.Point(lon, lat))]
+        got = ix.postcode(row)
+        assert ix.address(row).get("postcode") == got
+        if postal:
+            assert got in postal
+        else:
+            d = np.hypot((cen[:, 0] - lat) * 111.2, (cen[:, 1] - lon) * 111.2 * math.cos(math.radians(cen[:, 0].mean())))
+            k = int(np.argmin(d))
+            if d[k] <= 5.0:
+                # the nearest centre, or one as near within 1 m (two codes of equal centre distance)
+                assert got == codes[k] or abs(d[codes.index(got)] - d[k]) < 0.001, (got, codes[k])
+            else:
+                assert got is None
+        checked += 1
+    assert checked == 200
+
+
+def test_reverse_zoom_on_real_points(nominatim_index):
+    ix = nominatim_index
+    rng = np.random.default_rng(18)
+    rows = [i for i in _rows(ix, "addresses") if not ix.cols["id"][i].startswith("osm:interpolation")]
+    countries = 0
+    for row in rng.choice(rows, 40, replace=False).tolist():
+        lat, lon = float(ix.lat[row]), float(ix.lon[row])
+        r18 = ix.reverse_zoom(lat, lon, 18)
+        # the nearest address or POI: on the spot (another object may share the point)
+        assert r18 >= 0 and ix.cols["index"][r18] in ("addresses", "pois", "streets")
+        assert abs(float(ix.lat[r18]) - lat) < 1e-6 and abs(float(ix.lon[r18]) - lon) < 1e-6 or ix.cols["index"][r18] == "streets"
+        r16 = ix.reverse_zoom(lat, lon, 16)
+        assert ix.cols["index"][r16] == "streets" and ix.cols["category"][r16] not in ("service", "footway", "path", "track")
+        r17 = ix.reverse_zoom(lat, lon, 17)
+        assert ix.cols["index"][r17] == "streets"
+        # zoom 10: the town/village of the address; 8: its county; 3: its country
+        city = int(ix.admin[row, CITY])
+        if city >= 0:
+            assert ix.reverse_zoom(lat, lon, 10) == ix.admin_unit_row(city)
+        county = int(ix.admin[row, COUNTY])
+        if county >= 0 and ix.admin_unit_row(county) >= 0:
+            assert ix.reverse_zoom(lat, lon, 8) == ix.admin_unit_row(county)
+        r3 = ix.reverse_zoom(lat, lon, 3)
+        country = int(ix.admin[row, COUNTRY])  # the extract's Alabama part has no country boundary
+        assert r3 == (ix.admin_unit_row(country) if country >= 0 else -1)
+        if country >= 0:
+            assert ix.cols["place_class"][r3] == "country" and normalise(ix.cols["name"][r3]) in ix.admin_unit_names(country)
+            countries += 1
+        assert ix.reverse_zoom(lat, lon, 1) == -1
+    assert countries > 20
+    # zoom 16 is the nearest major street: no major street is nearer than the answer (item distances)
+    from geoengine.search.index import MINOR_STREETS, segment_distance_m
+
+    lat, lon = float(ix.lat[rows[0]]), float(ix.lon[rows[0]])
+    r16 = ix.reverse_zoom(lat, lon, 16)
+    items = np.asarray(ix.items)
+    docs = np.asarray(ix.item_doc)
+    d = segment_distance_m(lat, lon, items)
+    major = np.asarray([ix.cols["index"][int(x)] == "streets" and ix.cols["category"][int(x)] not in MINOR_STREETS for x in docs])
+    assert d[docs == r16].min() <= d[major].min() + 1e-6
+
+
+def test_display_name_in_another_language(andorra):
+    ix = andorra.search_index
+    row = next(i for i in _rows(ix, "pois") if ix.address(i).get("country") == "Andorra" and ix.cols["name"][i])
+    assert ix.display_name(row).endswith("Andorra") and ix.display_name(row) == ix.cols["display_name"][row]
+    fr = ix.display_name(row, "fr")
+    assert fr.endswith("Andorre") and ix.address(row, "fr")["country"] == "Andorre"
+    # a place with its own name:xx shows it first
+    la = next(i for i in _rows(ix, "places") if ix.cols["name"][i] == "Andorra la Vella" and ix.cols["id"][i].startswith("osm:node"))
+    assert ix.display_name(la, "fr").split(", ")[0] == "Andorre-la-Vieille"
+
+
+def test_results_carry_the_address(andorra):
+    res = andorra.search("Avinguda Meritxell", size=5)["results"]
+    assert res and all(r["address"]["country_code"] == "ad" for r in res)
+    rev = andorra.reverse(lon=1.5218, lat=42.5075, radius="500m", size=5)["results"]
+    assert rev and all("address" in r and r["address"].get("country") == "Andorra" for r in rev)
+    street = next(r for r in res if r["index"] == "streets")
+    assert street["address"]["road"] == street["name"]
+
+
+def test_osm_identity(nominatim_index):
+    ix = nominatim_index
+    for i in range(0, ix.n, 97):
+        doc_id = ix.cols["id"][i]
+        kind = doc_id.split(":")[1]
+        assert ix.osm_type(i) == {"node": "N", "way": "W", "relation": "R", "street": "W", "interpolation": "W"}[kind]
+        assert ix.osm_id(i) == int(doc_id.split(":")[2])
+        key, val = ix.osm_key(i), ix.osm_value(i)
+        idx = ix.cols["index"][i]
+        if idx == "streets":
+            assert key == "highway" and val == ix.cols["category"][i]
+        elif idx == "pois":
+            assert (key, val) == (ix.cols["place_class"][i], ix.cols["category"][i])
+        elif idx == "addresses":
+            assert (key == "place" and val == "house") or key == "building"
+        else:
+            assert key in ("place", "boundary")
+
+
+def test_house_number_queries_find_the_house(nominatim_index):
+    """The address documents are found by "street number" (a number the street has), and the house number
+    is in the result's address."""
+    ix = nominatim_index
+    rows = [i for i in _rows(ix, "addresses") if not ix.cols["id"][i].startswith("osm:interpolation")]
+    hits = 0
+    picks = np.random.default_rng(9).choice(rows, 60, replace=False).tolist()
+    for row in picks:
+        q = ix.cols["name"][row]
+        res = ix.search(q, size=5)["results"]
+        hits += any(normalise(r["name"] or "") == normalise(q) and r["address"].get("house_number") == ix.housenumber(row)
+                    for r in res)
+    assert hits >= 0.9 * len(picks)
