@@ -28,8 +28,8 @@ def _age_s(stamp: str | None) -> float | None:
     except ValueError:
         return None
     if when.tzinfo is None:
-        when = when.replace(tzinfo=dt.timezone.utc)
-    return round((dt.datetime.now(dt.timezone.utc) - when).total_seconds(), 1)
+        when = when.replace(tzinfo=dt.UTC)
+    return round((dt.datetime.now(dt.UTC) - when).total_seconds(), 1)
 
 
 class Engine:

@@ -14,6 +14,7 @@ import hashlib
 import json
 import os
 import platform
+import re
 import secrets
 import shutil
 import time
@@ -232,12 +233,13 @@ def build(
     report: dict | None = None,
     reuse: Bundle | None = None,
     manifest_extra: dict | None = None,
+    keep_replaced: bool = False,
 ) -> Path:
     """Run every applicable stage into a work folder and publish it at `out`. Returns `out`.
 
     With `reuse` (a published bundle), a stage whose inputs have the same content hash as that
     bundle's stage (`stage_key`) is not run: its files are hard-linked from there (`geoengine update`).
-    `manifest_extra` adds top-level keys to the manifest.
+    `manifest_extra` adds top-level keys to the manifest; `keep_replaced`: see `publish`.
 
     Every step (hashing the inputs, each stage, the manifest, publication, removing the replaced
     version) is measured (wall, CPU, peak RSS, output bytes; see geoengine.bundler.measure): the stages'
@@ -379,7 +381,7 @@ def build(
         m.__exit__(None, None, None)
         steps["manifest"] = m.record()
         with StepMeter() as m:
-            published = publish(work, out, steps=steps)
+            published = publish(work, out, steps=steps, keep_replaced=keep_replaced)
         steps["publish"] = m.record()
         total = time.time() - started
         if report is not None:
@@ -400,8 +402,18 @@ def _run_in_child(stage: Stage, ctx: BuildContext) -> tuple[StageResult, dict, d
     return result, ctx.progress.shown(), {"rss_start_mb": rss0, "peak_mb": max(peak_mb(), rss0)}
 
 
-def publish(work: Path, out: Path, steps: dict | None = None) -> Path:
-    """Move `work` to a new version folder and point `out` at it atomically."""
+def _version_dirs(out: Path) -> list[Path]:
+    """The version folders `publish` made for `out` (`.NAME.YYYYmmddTHHMMSS-hex`)."""
+    pat = re.compile(rf"^\.{re.escape(out.name)}\.\d{{8}}T\d{{6}}-[0-9a-f]{{6}}$")
+    return [p for p in out.parent.iterdir() if pat.match(p.name) and p.is_dir()]
+
+
+def publish(work: Path, out: Path, steps: dict | None = None, keep_replaced: bool = False) -> Path:
+    """Move `work` to a new version folder and point `out` at it atomically.
+
+    The replaced version (and any older one) is removed, unless `keep_replaced` (`geoengine update`):
+    then it stays until the next publication, so a server still on the replaced version may open files
+    of it (a tile thread's first connection, say) until it has switched."""
     build_id = time.strftime("%Y%m%dT%H%M%S", time.gmtime()) + f"-{secrets.token_hex(3)}"
     version_dir = out.parent / f".{out.name}.{build_id}"
     os.replace(work, version_dir)
@@ -416,10 +428,17 @@ def publish(work: Path, out: Path, steps: dict | None = None) -> Path:
     link_tmp = out.parent / f".{out.name}.link-{build_id}"
     os.symlink(version_dir.name, link_tmp)
     os.replace(link_tmp, out)
-    if old_target is not None and old_target.exists() and old_target.resolve() != version_dir.resolve():
+    keep = {version_dir.resolve()}
+    if keep_replaced and old_target is not None:
+        keep.add(old_target.resolve())
+    stale = [p for p in _version_dirs(out) if p.resolve() not in keep]
+    if old_target is not None and old_target.exists() and old_target.resolve() not in keep and old_target not in stale:
+        stale.append(old_target)  # a real folder moved aside, or a link to a folder named otherwise
+    if stale:
         # Servers holding the old version keep their open (memory-mapped) files until they reopen.
         with StepMeter() as m:
-            shutil.rmtree(old_target, ignore_errors=True)
+            for p in stale:
+                shutil.rmtree(p, ignore_errors=True)
         if steps is not None:
             steps["remove_replaced_version"] = m.record()
     return out

@@ -17,8 +17,10 @@
    `replication_sequence`, `replication_url`).
 4. Built with `geoengine.bundler.pipeline.build(..., reuse=old bundle)`: a stage whose inputs have the
    content hash they had in the old bundle is hard-linked from it, the others are rebuilt in full
-   (the progress says which), and the result is published atomically like a build. A running
-   `geoengine serve` picks the new version up by itself (geoengine.server.lifecycle).
+   (the progress says which), and the result is published atomically like a build, except that the
+   replaced version stays until the next publication (pipeline.publish's keep_replaced) for servers
+   still on it. A running `geoengine serve` picks the new version up by itself in each worker
+   (geoengine.server.lifecycle: a watch on the published path) and swaps it in between requests.
 
 Nothing is published when any step fails: the published bundle stays as it was.
 """
@@ -246,7 +248,7 @@ def fetch_replication(url: str, manifest: dict, into: Path, max_diffs: int = MAX
 
 
 def _iso(ts: dt.datetime) -> str:
-    return ts.astimezone(dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+    return ts.astimezone(dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 def update(
@@ -365,7 +367,7 @@ def update(
             inputs.osm = new_extract
             build_report: dict = {"steps": steps}
             build(inputs, out, settings, progress=progress, report=build_report, reuse=old,
-                  manifest_extra={"update": record})
+                  manifest_extra={"update": record}, keep_replaced=True)
         finally:
             shutil.rmtree(scratch, ignore_errors=True)
     new = Bundle.open(out)

@@ -15,14 +15,14 @@ from pathlib import Path
 
 import osmium
 
-WHEN = dt.datetime(2015, 7, 28, 10, 0, 0, tzinfo=dt.timezone.utc)  # after the Liechtenstein extract's 2015-07-27
+WHEN = dt.datetime(2015, 7, 28, 10, 0, 0, tzinfo=dt.UTC)  # after the Liechtenstein extract's 2015-07-27
 ROADS = ("residential", "unclassified", "tertiary", "secondary", "primary", "living_street", "service")
 NEW_STREET = "Aktualisierungsweg"
 RENAMED_TO = "Neuer Diffweg"
 
 
 def _scan(src: Path):
-    ways, nodes_of, use = {}, {}, {}
+    ways, use = {}, {}
     restriction_ways = set()
     for o in osmium.FileProcessor(str(src), osmium.osm.WAY | osmium.osm.RELATION):
         if o.is_way():
@@ -52,7 +52,7 @@ def make_versions(src: Path, out_dir: Path) -> dict:
         if t == "n" and o.id in want:
             loc[o.id] = (o.location.lon, o.location.lat)
     named: dict[str, list[int]] = {}
-    for wid, (hw, name, refs, _v) in ways.items():
+    for wid, (_hw, name, _refs, _v) in ways.items():
         if name:
             named.setdefault(name, []).append(wid)
     order = sorted(ways)
