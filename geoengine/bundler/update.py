@@ -129,23 +129,25 @@ def existing_versions(extract: Path, changes: Changes) -> dict[str, dict[int, in
 
 
 def check_changes(changes: Changes, have: dict[str, dict[int, int]], *, allow_unknown: bool = False,
-                  tolerate_applied: bool = False) -> dict[str, int]:
+                  tolerate_applied: bool = False) -> set[tuple[str, int]]:
     """Raise UpdateError when the changes do not follow the extract's data (see the module's doc).
-    `tolerate_applied`: objects whose change is already in the extract are left out (a replication
-    start found by timestamp overlaps the data a little), counted in the result."""
+    `tolerate_applied` (a replication start found by timestamp overlaps the data a little): an object
+    whose newest change the extract already has is returned, to be left out of the merge (which would
+    otherwise write the change file's version over the extract's newer one)."""
     older, unknown = [], []
-    applied = 0
+    applied: set[tuple[str, int]] = set()
     for t in "nwr":
         for i, low in changes.low[t].items():
             v = have[t].get(i)
             if v is None:
                 if low > 1 and not allow_unknown:
                     unknown.append(f"{_KIND[t]} {i} v{low}")
-            elif v and low <= v:  # v == 0: the extract has no versions, nothing to compare
-                if tolerate_applied and changes.high[t][i] <= v:
-                    applied += 1
-                    continue
-                older.append(f"{_KIND[t]} {i} v{low} (the extract has v{v})")
+            elif v:  # 0: the extract has no versions, nothing to compare
+                if tolerate_applied:
+                    if changes.high[t][i] <= v:
+                        applied.add((t, i))
+                elif low <= v:
+                    older.append(f"{_KIND[t]} {i} v{low} (the extract has v{v})")
     if unknown:
         raise UpdateError(
             f"the change files do not apply to this bundle's extract: {len(unknown)} changed object(s) are not in it "
@@ -155,7 +157,22 @@ def check_changes(changes: Changes, have: dict[str, dict[int, int]], *, allow_un
         raise UpdateError(
             f"the change files are older than the bundle's data or were applied already: {len(older)} object(s) "
             f"come with a version the extract already has or passed (e.g. {', '.join(older[:EXAMPLES])})")
-    return {"already_applied": applied}
+    return applied
+
+
+def leave_out(files: list[Path], skip: set[tuple[str, int]], out: Path) -> Path:
+    """One change file with every object of `files` but those in `skip` (type, id)."""
+    import osmium
+
+    writer = osmium.SimpleWriter(str(out))
+    try:
+        for path in files:
+            for obj in osmium.FileProcessor(str(path)):
+                if (obj.type_str(), obj.id) not in skip:
+                    writer.add(obj)
+    finally:
+        writer.close()
+    return out
 
 
 def apply_changes(extract: Path, files: list[Path], out: Path, header: dict[str, str]) -> None:
@@ -339,11 +356,13 @@ def update(
                 changes = read_changes(files)
                 if changes.empty:
                     raise UpdateError("the change files hold no changes")
-                checked = check_changes(changes, existing_versions(extract, changes), allow_unknown=allow_unknown,
+                applied = check_changes(changes, existing_versions(extract, changes), allow_unknown=allow_unknown,
                                         tolerate_applied=tolerate)
+                if applied:
+                    files = [leave_out(files, applied, scratch / "changes.osc.gz")]
             steps["check"] = meter.record()
             record["objects"] = changes.counts()
-            record.update(checked)
+            record["already_applied"] = len(applied)
             if not replication:
                 newest = changes.newest
                 before = m.get("data_timestamp")

@@ -171,11 +171,12 @@ def test_a_change_that_touches_no_road_reuses_the_routing_stage(versions, edits,
     the same files, so the routing stage, which reads only the graph (and elevation), is reused."""
     out = publish_copy(versions["out"], tmp_path)
     osc = tmp_path / "poi.osc"
-    shop = next(o for o in osmium.FileProcessor(str(edits["new"]), osmium.osm.NODE)
+    shop = next(o.replace(version=o.version + 1, tags={**dict(o.tags), "name": "Diffladen"}, location=o.location)
+                for o in osmium.FileProcessor(str(edits["new"]), osmium.osm.NODE)
                 if o.tags.get("shop") and o.tags.get("name"))
     w = osmium.SimpleWriter(str(osc))
     try:
-        w.add_node(shop.replace(version=shop.version + 1, tags={**dict(shop.tags), "name": "Diffladen"}))
+        w.add_node(shop)
         w.add_node(osmium.osm.mutable.Node(id=edits["address_node"] + 1, version=1, location=(9.52, 47.14),
                                            tags={"addr:housenumber": "7", "addr:street": edits["renamed_to"]}))
     finally:
