@@ -34,7 +34,7 @@ from .edits import WHEN
 
 HOST = "maps.example.test"
 A = {"lon": 9.5209, "lat": 47.1410}  # Vaduz
-B = {"lon": 9.5554, "lat": 47.1650}  # Schaan
+B = {"lon": 9.5095, "lat": 47.1655}  # Schaan
 OLD_STAMP = "2015-07-27T21:14:01Z"
 NEW_STAMP = WHEN.strftime("%Y-%m-%dT%H:%M:%SZ")
 EMPTY_OSC = b"<?xml version='1.0' encoding='UTF-8'?>\n<osmChange version=\"0.6\" generator=\"test\">\n</osmChange>\n"
@@ -66,7 +66,7 @@ def replication(edits, tmp_path_factory):
     root = tmp_path_factory.mktemp("replication")
     # diff 10 holds the bundle's data timestamp: the update starts there, and the node it brings (as the
     # extract already has it) is left out of the merge
-    node = next(iter(osmium.FileProcessor(str(edits["old"]), osmium.osm.NODE)))
+    node = next(n.replace(location=n.location) for n in osmium.FileProcessor(str(edits["old"]), osmium.osm.NODE))
     w = osmium.SimpleWriter(str(root / "10.osc.gz"))
     w.add_node(node)
     w.close()
@@ -114,7 +114,7 @@ def _cli(env, *args, timeout=600):
 
 
 def _health(served) -> dict:
-    r = httpx.get(served["base"] + "/health", headers=served["h"], timeout=30)  # a new connection: any worker
+    r = httpx.get(served["base"] + "/health", headers=served["h"], timeout=120)  # a new connection: any worker
     assert r.status_code == 200, r.text
     return r.json()
 
@@ -173,7 +173,7 @@ def test_a_replication_update_switches_two_workers_under_load_with_no_failed_req
     h = _health(served)
     assert h["replication_sequence"] == 11 and h["data_timestamp"] == NEW_STAMP and h["data_age_s"] > 0
     for _ in range(10):  # the new data, from whichever worker answers
-        r = httpx.get(served["base"] + "/search", params={"q": edits["new_street"]}, headers=served["h"], timeout=30)
+        r = httpx.get(served["base"] + "/search", params={"q": edits["new_street"]}, headers=served["h"], timeout=120)
         assert r.status_code == 200 and r.json()["results"][0]["name"] == edits["new_street"]
     print(f"switched {switched_after:.1f} s after the update returned; {len(statuses)} requests, 0 failed")
 
@@ -198,7 +198,7 @@ def published(served):
     assert not list(out.parent.glob(".li.update*/")) and not (out.parent / ".li.build").exists()
     h = _health(served)
     assert h["data_timestamp"] == before[2]
-    r = httpx.post(served["base"] + "/route", json={"locations": [A, B]}, headers=served["h"], timeout=30)
+    r = httpx.post(served["base"] + "/route", json={"locations": [A, B]}, headers=served["h"], timeout=120)
     assert r.status_code == 200
 
 
