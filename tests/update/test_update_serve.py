@@ -66,7 +66,8 @@ def replication(edits, tmp_path_factory):
     root = tmp_path_factory.mktemp("replication")
     # diff 10 holds the bundle's data timestamp: the update starts there, and the node it brings (as the
     # extract already has it) is left out of the merge
-    node = next(n.replace(location=n.location) for n in osmium.FileProcessor(str(edits["old"]), osmium.osm.NODE))
+    node = next(n.replace(location=n.location, tags=dict(n.tags))
+                for n in osmium.FileProcessor(str(edits["old"]), osmium.osm.NODE))
     w = osmium.SimpleWriter(str(root / "10.osc.gz"))
     w.add_node(node)
     w.close()
