@@ -148,15 +148,15 @@ def check_changes(changes: Changes, have: dict[str, dict[int, int]], *, allow_un
                         applied.add((t, i))
                 elif low <= v:
                     older.append(f"{_KIND[t]} {i} v{low} (the extract has v{v})")
+    if older:
+        raise UpdateError(
+            f"the change files are older than the bundle's data or were applied already: {len(older)} object(s) "
+            f"come with a version the extract already has or passed (e.g. {', '.join(older[:EXAMPLES])})")
     if unknown:
         raise UpdateError(
             f"the change files do not apply to this bundle's extract: {len(unknown)} changed object(s) are not in it "
             f"and are not new (e.g. {', '.join(unknown[:EXAMPLES])}); a diff for another region? "
             "(--allow-unknown takes them as new)")
-    if older:
-        raise UpdateError(
-            f"the change files are older than the bundle's data or were applied already: {len(older)} object(s) "
-            f"come with a version the extract already has or passed (e.g. {', '.join(older[:EXAMPLES])})")
     return applied
 
 

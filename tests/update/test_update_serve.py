@@ -11,7 +11,6 @@ published bundle unchanged and the server serving it."""
 from __future__ import annotations
 
 import functools
-import gzip
 import http.server
 import json
 import os
@@ -37,7 +36,7 @@ A = {"lon": 9.5209, "lat": 47.1410}  # Vaduz
 B = {"lon": 9.5095, "lat": 47.1655}  # Schaan
 OLD_STAMP = "2015-07-27T21:14:01Z"
 NEW_STAMP = WHEN.strftime("%Y-%m-%dT%H:%M:%SZ")
-EMPTY_OSC = b"<?xml version='1.0' encoding='UTF-8'?>\n<osmChange version=\"0.6\" generator=\"test\">\n</osmChange>\n"
+DIRS: dict[str, Path] = {}  # the replication directories the fixture serves
 
 
 def _state(seq: int, stamp: str) -> str:
@@ -73,7 +72,7 @@ def replication(edits, tmp_path_factory):
     w.close()
     replication_dir(root / "minute", {10: ((root / "10.osc.gz").read_bytes(), "2015-07-27T21:00:00Z"),
                                       11: (edits["osc"].read_bytes(), NEW_STAMP)})
-    replication_dir(root / "behind", {5: (gzip.compress(EMPTY_OSC), "2015-07-20T00:00:00Z")})
+    DIRS["minute"] = root / "minute"
     server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), functools.partial(_Quiet, directory=str(root)))
     threading.Thread(target=server.serve_forever, daemon=True).start()
     yield f"http://127.0.0.1:{server.server_address[1]}"
@@ -236,8 +235,15 @@ def test_a_sequence_older_than_the_bundles_is_refused(served, edits, published):
 
 @pytest.mark.e2e
 def test_a_replication_server_behind_the_bundle_is_refused(served, replication, published):
-    _unchanged(served, _cli(served["env"], "update", str(published), "--replication", replication + "/behind/"),
-               "is at sequence 5, older than the bundle's 11")
+    """The bundle's own stream now says sequence 5 (a server restored from an old backup, say)."""
+    state = DIRS["minute"] / "state.txt"
+    saved = state.read_text()
+    state.write_text(_state(5, "2015-07-20T00:00:00Z"))
+    try:
+        _unchanged(served, _cli(served["env"], "update", str(published), "--replication", replication + "/minute/"),
+                   "is at sequence 5, older than the bundle's 11")
+    finally:
+        state.write_text(saved)
 
 
 @pytest.mark.e2e
