@@ -1,4 +1,4 @@
-"""The `geoengine` command: fetch, build, serve, keys, info.
+"""The `geoengine` command: fetch, build, update, serve, keys, info.
 
 Every command has --help. Errors print one line `error: ...` and exit 1 (usage errors exit 2);
 never a traceback.
@@ -76,6 +76,29 @@ def cmd_build(args) -> int:
         report["process_seconds"] = round(process_age_s(), 3)  # the rest of the wall is interpreter exit
         Path(args.report).write_text(json.dumps(report, indent=2))
     print(path)
+    return 0
+
+
+def cmd_update(args) -> int:
+    from geoengine.bundler.update import update
+    from geoengine.progress import Progress
+
+    settings = _settings(args)
+    progress = Progress(quiet=args.quiet)
+    report: dict | None = {} if args.report else None
+    result = update(args.bundle, settings, diffs=args.diff or [], replication=args.replication, sequence=args.sequence,
+                    allow_unknown=args.allow_unknown, max_diffs=args.max_diffs, progress=progress, report=report)
+    if report is not None:
+        Path(args.report).write_text(json.dumps(report, indent=2))
+    if not result["published"]:
+        progress.log(f"nothing to do: {result['reason']}")
+        print(Path(args.bundle).absolute())
+        return 0
+    progress.log(f"published {args.bundle}: data of {result['data_timestamp']}"
+                 + (f", replication sequence {result['replication_sequence']}" if result["replication_sequence"] else "")
+                 + f"; stages rebuilt in full: {', '.join(result['stages_rebuilt']) or 'none'}; reused: "
+                 + f"{', '.join(result['stages_reused']) or 'none'} ({result['seconds']:.1f}s)")
+    print(Path(args.bundle).absolute())
     return 0
 
 
@@ -361,6 +384,30 @@ def make_parser() -> argparse.ArgumentParser:
                    "as JSON to FILE (see docs/scale.md)")
     b.add_argument("--no-warm", action="store_true", help="do not fill the compile cache for the new bundle")
     b.set_defaults(func=cmd_build)
+
+    from geoengine.bundler.update import MAX_DIFFS
+
+    u = sub.add_parser("update", help="apply OpenStreetMap change files to a bundle and publish it atomically",
+                       description="Apply OsmChange files (--diff, repeatable) or the new diffs of a replication "
+                       "server (--replication URL) to the OSM extract the bundle keeps, rebuild the stages whose "
+                       "inputs changed (the others are reused by content hash) and publish the result at BUNDLE "
+                       "atomically; a running `geoengine serve` switches to it between requests. Change files "
+                       "that do not follow the bundle's data are refused and nothing is published. See "
+                       "docs/updates.md.")
+    u.add_argument("bundle", metavar="BUNDLE", help="the published bundle path (the one `geoengine serve` serves)")
+    u.add_argument("--diff", action="append", metavar="FILE", help="an OsmChange file (.osc, .osc.gz, .osc.bz2); "
+                   "repeatable: all are applied together")
+    u.add_argument("--replication", metavar="URL", help="a replication server's base URL (with state.txt), e.g. "
+                   "https://download.geofabrik.de/europe/liechtenstein-updates/")
+    u.add_argument("--sequence", type=int, metavar="N", help="the replication sequence number the --diff files bring "
+                   "the data to (recorded in the manifest; refused when not newer than the bundle's)")
+    u.add_argument("--allow-unknown", action="store_true", help="accept changed objects the extract does not have "
+                   "(objects entering a region in a regional diff stream); by default they are refused")
+    u.add_argument("--max-diffs", type=_positive_int, default=MAX_DIFFS, metavar="N",
+                   help=f"at most N replication diffs per run (default {MAX_DIFFS})")
+    u.add_argument("--quiet", action="store_true", help="no progress output")
+    u.add_argument("--report", metavar="FILE", help="write every step's wall, CPU, peak RSS and what was reused as JSON")
+    u.set_defaults(func=cmd_update)
 
     w = sub.add_parser("warm", help="fill the compile cache (Numba) for builds and bundles' request paths",
                        description="Build the compile kit (a bundle of a few dozen junctions: every build stage's "

@@ -17,6 +17,21 @@ from geoengine.config import Settings
 from geoengine.errors import Unavailable
 
 
+def _age_s(stamp: str | None) -> float | None:
+    """Seconds from an ISO 8601 UTC timestamp to now (None when absent or unreadable)."""
+    if not stamp:
+        return None
+    import datetime as dt
+
+    try:
+        when = dt.datetime.fromisoformat(stamp.replace("Z", "+00:00"))
+    except ValueError:
+        return None
+    if when.tzinfo is None:
+        when = when.replace(tzinfo=dt.UTC)
+    return round((dt.datetime.now(dt.UTC) - when).total_seconds(), 1)
+
+
 class Engine:
     def __init__(self, bundle: Bundle, settings: Settings | None = None):
         self.bundle = bundle
@@ -53,6 +68,11 @@ class Engine:
             "geoengine_version": __version__,
             "stages": sorted(self.bundle.stages),
             "speeds": self.speeds_info(),
+            # the OSM data's age (geoengine update keeps them current): ISO 8601, the replication
+            # sequence number, seconds since the data's timestamp; None where the extract says nothing
+            "data_timestamp": m.get("data_timestamp"),
+            "replication_sequence": m.get("replication_sequence"),
+            "data_age_s": _age_s(m.get("data_timestamp")),
         }
 
     def uptime_seconds(self) -> float:

@@ -10,9 +10,11 @@ rename. A failed or interrupted build never touches the published bundle.
 from __future__ import annotations
 
 import fcntl
+import hashlib
 import json
 import os
 import platform
+import re
 import secrets
 import shutil
 import time
@@ -21,7 +23,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from geoengine import __version__
-from geoengine.bundle import FORMAT, FORMAT_VERSION, STAGE_VERSIONS
+from geoengine.bundle import FORMAT, FORMAT_VERSION, STAGE_VERSIONS, Bundle
 from geoengine.bundler import heap
 from geoengine.bundler.isolate import fork_safe, run_forked
 from geoengine.bundler.measure import StepMeter, dir_bytes, peak_mb, reset_peak, rss_mb
@@ -90,10 +92,70 @@ class Stage:
     applies: Callable[[BuildContext], bool] = lambda ctx: True
     describe: str = ""
     isolated: bool = False
+    # What the stage's output depends on, for reuse by `geoengine update` (stage_key): None (the
+    # default, always safe) is every input file, the region, the settings and every earlier stage;
+    # a stage that reads less names it: "input:ROLE" (the files of that role), "stage:NAME" (that
+    # stage's output files, by content hash), "bbox" (the source stage's bbox).
+    needs: tuple[str, ...] | None = None
 
     @property
     def version(self) -> int:
         return STAGE_VERSIONS[self.name]
+
+
+#: the settings a build reads (a stage with the default `needs` is rebuilt when one of them changed)
+BUILD_SETTINGS = ("search_places",)
+
+
+def stage_key(stage: Stage, input_docs: list[dict], ctx: BuildContext) -> str:
+    """The content hash of what `stage` reads (its `needs`): equal keys, equal outputs. Stages before it
+    are in `ctx.results`; a named stage counts by its output files' hash, the default by their keys."""
+    doc: dict = {"stage": stage.name, "version": stage.version, "geoengine": __version__}
+    if stage.needs is None:
+        doc["inputs"] = [(d["role"], Path(d["path"]).name, d["sha256"]) for d in input_docs]
+        doc["region"] = ctx.inputs.region
+        doc["settings"] = {k: getattr(ctx.settings, k, None) for k in BUILD_SETTINGS}
+        doc["stages"] = {name: e.get("input_key") for name, e in ctx.results.items()}
+    else:
+        for need in stage.needs:
+            kind, _, what = need.partition(":")
+            if kind == "input":
+                doc[need] = [(Path(d["path"]).name, d["sha256"]) for d in input_docs if d["role"] == what]
+            elif kind == "stage":
+                doc[need] = ctx.results.get(what, {}).get("output_sha256")
+            elif need == "bbox":
+                doc[need] = ctx.bbox
+            elif need == "region":
+                doc[need] = ctx.inputs.region
+            else:
+                raise ValueError(f"stage {stage.name}: unknown need '{need}'")
+    return hashlib.sha256(json.dumps(doc, sort_keys=True, default=str).encode()).hexdigest()
+
+
+def tree_sha256(root: Path) -> str:
+    """The content hash of every file under `root` (relative paths and bytes, in path order)."""
+    h = hashlib.sha256()
+    files = sorted(p for p in root.rglob("*") if p.is_file()) if root.exists() else []
+    for p in files:
+        h.update(str(p.relative_to(root)).encode() + b"\0")
+        with open(p, "rb") as fh:
+            while chunk := fh.read(1 << 20):
+                h.update(chunk)
+        h.update(b"\0")
+    return h.hexdigest()
+
+
+def link_tree(src: Path, dst: Path) -> None:
+    """`dst` gets every file of `src` as a hard link (a bundle's files are never changed in place, so
+    two versions may share them), or a copy across file systems."""
+    for dirpath, _dirs, files in os.walk(src):
+        rel = Path(dirpath).relative_to(src)
+        (dst / rel).mkdir(parents=True, exist_ok=True)
+        for name in files:
+            try:
+                os.link(Path(dirpath) / name, dst / rel / name)
+            except OSError:
+                shutil.copy2(Path(dirpath) / name, dst / rel / name)
 
 
 def _write_json_atomic(path: Path, doc: dict) -> None:
@@ -169,8 +231,15 @@ def build(
     progress: Progress | None = None,
     stages: list[Stage] | None = None,
     report: dict | None = None,
+    reuse: Bundle | None = None,
+    manifest_extra: dict | None = None,
+    keep_replaced: bool = False,
 ) -> Path:
     """Run every applicable stage into a work folder and publish it at `out`. Returns `out`.
+
+    With `reuse` (a published bundle), a stage whose inputs have the same content hash as that
+    bundle's stage (`stage_key`) is not run: its files are hard-linked from there (`geoengine update`).
+    `manifest_extra` adds top-level keys to the manifest; `keep_replaced`: see `publish`.
 
     Every step (hashing the inputs, each stage, the manifest, publication, removing the replaced
     version) is measured (wall, CPU, peak RSS, output bytes; see geoengine.bundler.measure): the stages'
@@ -219,6 +288,8 @@ def build(
             state = {"plan": plan, "stages": {}}
             _write_json_atomic(state_path, state)
         ctx = BuildContext(out=work, inputs=inputs, settings=settings, progress=progress, results=state["stages"])
+        hashed = {need.partition(":")[2] for s in stages for need in (s.needs or ()) if need.startswith("stage:")}
+        reused, rebuilt = [], []
         for stage in stages:
             if stage.name in state["stages"]:
                 progress.log(f"[{stage.name}] already built, skipped")
@@ -229,6 +300,21 @@ def build(
             stage_path = work / stage.name
             if stage_path.exists():
                 shutil.rmtree(stage_path)
+            key = stage_key(stage, input_docs, ctx)
+            before = reuse.stages.get(stage.name) if reuse is not None else None
+            if before is not None and before.get("input_key") == key:
+                with StepMeter() as m:
+                    link_tree(reuse.path / stage.name, stage_path)
+                steps[stage.name] = cost = m.record()
+                state["stages"][stage.name] = {**before, "seconds": cost["seconds"], "cost": cost,
+                                               "reused_from": reuse.path.name}
+                _write_json_atomic(state_path, state)
+                reused.append(stage.name)
+                progress.log(f"[{stage.name}] inputs unchanged (content hash): reused from {reuse.path.name}")
+                continue
+            if reuse is not None:
+                rebuilt.append(stage.name)
+                progress.log(f"[{stage.name}] inputs changed: rebuilt in full")
             progress.task(stage.name)
             child = None
             with StepMeter() as m:
@@ -262,7 +348,10 @@ def build(
                 "info": result.info,
                 "seconds": secs,
                 "cost": cost,
+                "input_key": key,
             }
+            if stage.name in hashed:  # a later stage reads it by content (early cut-off of an update)
+                state["stages"][stage.name]["output_sha256"] = tree_sha256(stage_path)
             _write_json_atomic(state_path, state)
         m = StepMeter().__enter__()
         source_info = state["stages"].get("source", {}).get("info", {})
@@ -275,6 +364,11 @@ def build(
             "bbox": source_info.get("bbox"),
             "center": source_info.get("center"),
             "inputs": input_docs,
+            # the OSM data's age: the extract's replication header (geoengine update writes it)
+            "data_timestamp": source_info.get("data_timestamp"),
+            "replication_sequence": source_info.get("replication_sequence"),
+            "replication_url": source_info.get("replication_url"),
+            **(manifest_extra or {}),
             "stages": state["stages"],
             "versions": _versions(),
             "timings": {
@@ -287,11 +381,13 @@ def build(
         m.__exit__(None, None, None)
         steps["manifest"] = m.record()
         with StepMeter() as m:
-            published = publish(work, out, steps=steps)
+            published = publish(work, out, steps=steps, keep_replaced=keep_replaced)
         steps["publish"] = m.record()
         total = time.time() - started
         if report is not None:
             report["build_seconds"] = round(total, 3)
+            if reuse is not None:
+                report["stages_reused"], report["stages_rebuilt"] = reused, rebuilt
         named = ", ".join(f"{k} {v['seconds']:.1f}" for k, v in steps.items() if k != "remove_replaced_version")
         progress.log(f"built {out} in {total:.1f}s: {named}")
         return published
@@ -306,8 +402,18 @@ def _run_in_child(stage: Stage, ctx: BuildContext) -> tuple[StageResult, dict, d
     return result, ctx.progress.shown(), {"rss_start_mb": rss0, "peak_mb": max(peak_mb(), rss0)}
 
 
-def publish(work: Path, out: Path, steps: dict | None = None) -> Path:
-    """Move `work` to a new version folder and point `out` at it atomically."""
+def _version_dirs(out: Path) -> list[Path]:
+    """The version folders `publish` made for `out` (`.NAME.YYYYmmddTHHMMSS-hex`)."""
+    pat = re.compile(rf"^\.{re.escape(out.name)}\.\d{{8}}T\d{{6}}-[0-9a-f]{{6}}$")
+    return [p for p in out.parent.iterdir() if pat.match(p.name) and p.is_dir()]
+
+
+def publish(work: Path, out: Path, steps: dict | None = None, keep_replaced: bool = False) -> Path:
+    """Move `work` to a new version folder and point `out` at it atomically.
+
+    The replaced version (and any older one) is removed, unless `keep_replaced` (`geoengine update`):
+    then it stays until the next publication, so a server still on the replaced version may open files
+    of it (a tile thread's first connection, say) until it has switched."""
     build_id = time.strftime("%Y%m%dT%H%M%S", time.gmtime()) + f"-{secrets.token_hex(3)}"
     version_dir = out.parent / f".{out.name}.{build_id}"
     os.replace(work, version_dir)
@@ -322,10 +428,17 @@ def publish(work: Path, out: Path, steps: dict | None = None) -> Path:
     link_tmp = out.parent / f".{out.name}.link-{build_id}"
     os.symlink(version_dir.name, link_tmp)
     os.replace(link_tmp, out)
-    if old_target is not None and old_target.exists() and old_target.resolve() != version_dir.resolve():
+    keep = {version_dir.resolve()}
+    if keep_replaced and old_target is not None:
+        keep.add(old_target.resolve())
+    stale = [p for p in _version_dirs(out) if p.resolve() not in keep]
+    if old_target is not None and old_target.exists() and old_target.resolve() not in keep and old_target not in stale:
+        stale.append(old_target)  # a real folder moved aside, or a link to a folder named otherwise
+    if stale:
         # Servers holding the old version keep their open (memory-mapped) files until they reopen.
         with StepMeter() as m:
-            shutil.rmtree(old_target, ignore_errors=True)
+            for p in stale:
+                shutil.rmtree(p, ignore_errors=True)
         if steps is not None:
             steps["remove_replaced_version"] = m.record()
     return out

@@ -1,8 +1,11 @@
-"""The `source` stage: describe the OSM extract (bbox, centre, object counts) for the manifest."""
+"""The `source` stage: describe the OSM extract (bbox, centre, object counts, the data's replication
+timestamp and sequence) for the manifest, and keep a copy of it in the bundle (`source/extract.osm.pbf`,
+what `geoengine update` applies change files to)."""
 
 from __future__ import annotations
 
 import json
+import shutil
 
 import osmium
 
@@ -56,7 +59,9 @@ def describe_extract(path) -> dict:
     counter = _count(path)
     reader = osmium.io.Reader(str(path), osmium.osm.osm_entity_bits.NOTHING)
     try:
-        box = reader.header().box()
+        header = reader.header()
+        box = header.box()
+        replication = replication_header(header)
     finally:
         reader.close()
     if box.valid():
@@ -75,18 +80,39 @@ def describe_extract(path) -> dict:
         "bbox_from": bbox_from,
         "center": center,
         "counts": {"nodes": counter.nodes, "ways": counter.ways, "relations": counter.relations},
+        **replication,
     }
+
+
+def replication_header(header) -> dict:
+    """The data's timestamp (ISO 8601) and replication sequence and URL from an OSM file header (the
+    osmosis_replication_* fields Geofabrik's extracts, pyosmium-up-to-date and `geoengine update` write);
+    None where absent."""
+    ts = header.get("osmosis_replication_timestamp") or header.get("timestamp") or None
+    seq = header.get("osmosis_replication_sequence_number") or ""
+    return {
+        "data_timestamp": ts,
+        "replication_sequence": int(seq) if seq.strip().isdigit() else None,
+        "replication_url": header.get("osmosis_replication_base_url") or None,
+    }
+
+
+#: the copy of the extract a bundle keeps (geoengine update applies change files to it)
+EXTRACT = "extract.osm.pbf"
 
 
 def run(ctx: BuildContext) -> StageResult:
     desc = describe_extract(ctx.inputs.osm)
     out = ctx.stage_dir("source")
     (out / "extract.json").write_text(json.dumps({"file": ctx.inputs.osm.name, **desc}, indent=2))
-    return StageResult(
-        outputs=["source/extract.json"],
-        counts=desc["counts"],
-        info={"bbox": desc["bbox"], "bbox_from": desc["bbox_from"], "center": desc["center"], "file": ctx.inputs.osm.name},
-    )
+    outputs = ["source/extract.json"]
+    if ctx.inputs.osm.name.endswith(".pbf"):  # an .osm/.osm.gz/.bz2 input is not kept (update needs a PBF)
+        shutil.copyfile(ctx.inputs.osm, out / EXTRACT)
+        outputs.append(f"source/{EXTRACT}")
+    info = {"bbox": desc["bbox"], "bbox_from": desc["bbox_from"], "center": desc["center"], "file": ctx.inputs.osm.name}
+    info.update({k: desc[k] for k in ("data_timestamp", "replication_sequence", "replication_url")})
+    return StageResult(outputs=outputs, counts=desc["counts"], info=info)
 
 
-STAGE = Stage(name="source", run=run, describe="describe the OSM extract: bbox, centre, object counts", isolated=True)
+STAGE = Stage(name="source", run=run, describe="describe the OSM extract: bbox, centre, object counts; keep a copy",
+              isolated=True, needs=("input:osm",))

@@ -141,4 +141,5 @@ STAGE = Stage(
     applies=lambda ctx: bool(ctx.inputs.dem),
     describe="store the DEM tiles covering the extract as memory-mappable int16 arrays",
     isolated=True,
+    needs=("input:dem", "stage:graph", "bbox"),  # the grades are the graph's segments over the DEM
 )

@@ -12,4 +12,5 @@ def run(ctx: BuildContext) -> StageResult:
     return StageResult(outputs=[f"graph/{p}" for p in res["outputs"]], counts=res["counts"], info=res["info"])
 
 
-STAGE = Stage(name="graph", run=run, describe="road graph: junctions, directed edges, attributes, turn restrictions", isolated=True)
+STAGE = Stage(name="graph", run=run, describe="road graph: junctions, directed edges, attributes, turn restrictions", isolated=True,
+              needs=("input:osm",))

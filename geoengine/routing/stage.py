@@ -95,4 +95,5 @@ def costing_weights(graph, prof, arcs_per_slice: int = CHECK_SLICE):
 
 
 STAGE = Stage(name="routing", run=run,
-              describe="customisable contraction hierarchy: one order and topology for every costing", isolated=True)
+              describe="customisable contraction hierarchy: one order and topology for every costing", isolated=True,
+              needs=("stage:graph", "stage:elevation"))

@@ -184,7 +184,9 @@ def build_documents(osm_path, places_path=None, admin1_path=None, *, bbox=None, 
         in_box = ((places.lon >= bbox[0] - pad) & (places.lon <= bbox[2] + pad)
                   & (places.lat >= bbox[1] - pad) & (places.lat <= bbox[3] + pad))
         if n_osm:  # near the data, not anywhere in its box: far-apart parts do not take in what lies between
-            in_box &= _near_cells(lon, lat, places.lon, places.lat, NEAR_DATA_DEG)
+            data_lon = np.array(ds.lon[:n_osm], dtype=np.float64)  # copies: ds grows below
+            data_lat = np.array(ds.lat[:n_osm], dtype=np.float64)
+            in_box &= _near_cells(data_lon, data_lat, places.lon, places.lat, NEAR_DATA_DEG)
         if world == "all":
             keep = np.ones(len(places), bool)
         elif world == "region":

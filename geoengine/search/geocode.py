@@ -102,12 +102,12 @@ class Places(list):
     """A list of `Place` with `to_pandas()` (one row per place) and `to_geopandas()` (a Point per place)."""
 
     def to_pandas(self):
-        from geoengine.analysis.frames import places_frame
+        from geoengine.frames import places_frame
 
         return places_frame(self, geo=False)
 
     def to_geopandas(self):
-        from geoengine.analysis.frames import places_frame
+        from geoengine.frames import places_frame
 
         return places_frame(self, geo=True)
 

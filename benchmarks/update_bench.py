@@ -1,0 +1,139 @@
+"""An update against a full build: is `geoengine update` cheap? (issue 29: a diff touching 1 % of the
+ways applied in at most 25 % of a full build's time, at 16 copies of Liechtenstein.)
+
+    PYTHONPATH=. .venv/bin/python benchmarks/update_bench.py [--copies 16] [--fraction 0.01] [--keep DIR]
+
+1. The replicated extract (scale_bench.extract_for: ../shared/tools/replicate_extract.py, cached in
+   --cache, default /work/scale-cache).
+2. A build of the Liechtenstein extract itself (fills the compile cache, so neither run below pays
+   for compiling), then a full build of it (`geoengine build --no-warm --report`), measured as a child process: wall, CPU
+   (the process and its forked stages), peak RSS.
+3. A change file made with pyosmium: every 1/fraction-th way of the extract (all ways, roads or not)
+   gets a new version with a changed tag, and its first node moves ~5 m, as an edit does.
+4. `geoengine update BUNDLE --diff change.osc.gz --report`, measured the same way.
+5. The ratios update / build (wall and CPU), per step, and which stages were reused or rebuilt.
+
+The machine is shared: CPU seconds are the figure to compare; wall depends on the load.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime as dt
+import json
+import os
+import platform
+import shutil
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from scale_bench import BASE_PBF, ROOT, extract_for, run_measured  # noqa: E402
+
+
+def make_change(pbf: Path, out: Path, fraction: float) -> dict:
+    """Every 1/fraction-th way: a new version with a changed tag, and its first node moved (~5 m)."""
+    import osmium
+
+    step = max(1, round(1 / fraction))
+    when = dt.datetime(2030, 1, 1, tzinfo=dt.UTC)
+    ways, first_nodes = {}, {}
+    n_ways = 0
+    for w in osmium.FileProcessor(str(pbf), osmium.osm.WAY):
+        if n_ways % step == 0 and len(w.nodes) >= 2:
+            tags = dict(w.tags)
+            if "name" in tags:
+                tags["name"] = tags["name"] + " (neu)"
+            else:
+                tags["note"] = "geoengine update benchmark"
+            ways[w.id] = w.replace(version=w.version + 1, timestamp=when, tags=tags, nodes=[n.ref for n in w.nodes])
+            first_nodes[w.nodes[0].ref] = w.id
+        n_ways += 1
+    out.unlink(missing_ok=True)
+    writer = osmium.SimpleWriter(str(out))
+    moved = 0
+    try:
+        nodes = osmium.FileProcessor(str(pbf), osmium.osm.NODE).with_filter(osmium.filter.IdFilter(first_nodes))
+        for n in nodes:
+            loc = n.location
+            writer.add_node(n.replace(version=n.version + 1, timestamp=when,
+                                      location=(loc.lon + 0.00005, loc.lat + 0.00004)))
+            moved += 1
+        for wid in sorted(ways):
+            writer.add_way(ways[wid])
+    finally:
+        writer.close()
+    return {"ways_total": n_ways, "ways_changed": len(ways), "nodes_moved": moved, "bytes": out.stat().st_size}
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--copies", type=int, default=16)
+    ap.add_argument("--fraction", type=float, default=0.01, help="share of the ways the change touches (0.01)")
+    ap.add_argument("--cache", type=Path, default=Path("/work/scale-cache"))
+    ap.add_argument("--keep", type=Path, help="work in DIR and keep it (default: a temporary folder)")
+    ap.add_argument("--json", type=Path, help="write the results as JSON")
+    ap.add_argument("--no-warmup", action="store_true", help="skip the small build that fills the compile cache")
+    a = ap.parse_args(argv)
+    pbf = extract_for(a.copies, a.cache)
+    work = a.keep or Path(tempfile.mkdtemp(prefix="update-bench-"))
+    work.mkdir(parents=True, exist_ok=True)
+    env = dict(os.environ)
+    env.setdefault("GEOENGINE_HOME", str(work / "home"))
+    env.setdefault("NUMBA_CACHE_DIR", str(ROOT / ".geoengine" / "numba-cache"))
+    env["PYTHONPATH"] = str(ROOT)
+    bundle = work / "bundle"
+    py = sys.executable
+    load0 = os.getloadavg()
+    try:
+        print(f"{pbf} ({pbf.stat().st_size / 2**20:.1f} MB), {a.copies} copies", flush=True)
+        if not a.no_warmup:  # the build's kernels compiled into the cache first, so neither run pays it
+            run_measured([py, "-m", "geoengine", "build", str(BASE_PBF), "--out", str(work / "warmup"), "--no-warm"],
+                         env=env, log=work / "warmup.log")
+        build = run_measured([py, "-m", "geoengine", "build", str(pbf), "--out", str(bundle), "--no-warm",
+                              "--report", str(work / "build.json")], env=env, log=work / "build.log")
+        build["steps"] = json.loads((work / "build.json").read_text())["steps"]
+        print(f"full build: {build['seconds']:.1f} s wall, {build['cpu_seconds']:.1f} s CPU", flush=True)
+        t = time.perf_counter()
+        change = make_change(pbf, work / "change.osc.gz", a.fraction)
+        change["seconds_to_make"] = round(time.perf_counter() - t, 1)
+        print(f"change: {change['ways_changed']:,} of {change['ways_total']:,} ways, {change['nodes_moved']:,} nodes "
+              f"moved, {change['bytes'] / 1024:.0f} KB", flush=True)
+        upd = run_measured([py, "-m", "geoengine", "update", str(bundle), "--diff", str(work / "change.osc.gz"),
+                            "--report", str(work / "update.json")], env=env, log=work / "update.log")
+        rep = json.loads((work / "update.json").read_text())
+        upd["steps"] = rep["steps"]
+        upd["stages_reused"], upd["stages_rebuilt"] = rep.get("stages_reused"), rep.get("stages_rebuilt")
+        print(f"update: {upd['seconds']:.1f} s wall, {upd['cpu_seconds']:.1f} s CPU", flush=True)
+    finally:
+        if not a.keep:
+            shutil.rmtree(work, ignore_errors=True)
+    results = {
+        "machine": {"cpus": os.cpu_count(), "platform": platform.platform(), "load_before": load0,
+                    "load_after": os.getloadavg()},
+        "copies": a.copies, "extract_mb": round(pbf.stat().st_size / 2**20, 1), "change": change,
+        "build": build, "update": upd,
+        "ratio_wall": round(upd["seconds"] / build["seconds"], 3),
+        "ratio_cpu": round(upd["cpu_seconds"] / build["cpu_seconds"], 3),
+    }
+    print()
+    print(f"{'step':16s} {'build wall':>10s} {'build cpu':>10s} {'update wall':>11s} {'update cpu':>10s}")
+    names = list(dict.fromkeys([*build["steps"], *upd["steps"]]))
+    for name in names:
+        b, u = build["steps"].get(name, {}), upd["steps"].get(name, {})
+        print(f"{name:16s} {b.get('seconds', 0):10.1f} {b.get('cpu_seconds', 0):10.1f} "
+              f"{u.get('seconds', 0):11.1f} {u.get('cpu_seconds', 0):10.1f}")
+    print(f"{'whole process':16s} {build['seconds']:10.1f} {build['cpu_seconds']:10.1f} "
+          f"{upd['seconds']:11.1f} {upd['cpu_seconds']:10.1f}")
+    print(f"\nupdate / build: wall {results['ratio_wall']:.2f}, CPU {results['ratio_cpu']:.2f} (target <= 0.25); "
+          f"reused: {', '.join(upd['stages_reused'] or []) or 'none'}; rebuilt in full: "
+          f"{', '.join(upd['stages_rebuilt'] or []) or 'none'}")
+    if a.json:
+        a.json.write_text(json.dumps(results, indent=2))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
