@@ -644,8 +644,10 @@ def status(engine, params: Mapping[str, str]) -> Reply:
         return Reply(200, "OK", TEXT)
     info = engine.info()
     doc = {"status": 0, "message": "OK"}
-    if info.get("built"):
-        doc["data_updated"] = info["built"]
+    # the OSM data's own timestamp (advanced by `geoengine update`, docs/updates.md), else when it was built
+    updated = info.get("data_timestamp") or info.get("built")
+    if updated:
+        doc["data_updated"] = updated
     doc["software_version"] = f"geoengine {__version__}"
     doc["database_version"] = str(info.get("built_by") or __version__)
     return Reply(200, doc)

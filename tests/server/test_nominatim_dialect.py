@@ -150,6 +150,8 @@ def test_status_is_nominatims_with_format_and_valhallas_without(client):
     assert r.status_code == 200 and r.text == "OK" and r.headers["content-type"].startswith("text/plain")
     doc = _ok(client, "/status", {"format": "json"})
     assert doc["status"] == 0 and doc["message"] == "OK" and "software_version" in doc
+    health = client.get("/health").json()  # the data's age: its OSM timestamp (geoengine update), else the build time
+    assert health["data_timestamp"] and doc["data_updated"] == health["data_timestamp"]
     valhalla = client.get("/status").json()
     assert "available_actions" in valhalla and "status" not in valhalla
     assert _error(client, "/status", {"format": "xml"}) == "Parameter 'format' must be one of: text, json"
