@@ -195,8 +195,8 @@ def build_hierarchy(ds, boundaries, labels: dict[int, int], n_osm: int) -> tuple
             best = np.argmin(score, axis=1)
             hit = np.isfinite(score[np.arange(len(rows)), best])
             chosen = idx_c[np.arange(len(rows)), best][hit]
-            for k in np.unique(chosen).tolist():  # a unit for each place node that is someone's parent
-                c = int(cand[k])
+            for j in np.unique(chosen).tolist():  # a unit for each place node that is someone's parent
+                c = int(cand[j])
                 if c not in guess_unit:
                     guess_unit[c] = units.add(slot, ds.place_class[c], _names_of(ds.detail[c], ds.name[c]), c)
             cand_unit = np.asarray([guess_unit.get(int(c), -1) for c in cand.tolist()], np.int32)

@@ -1,0 +1,64 @@
+"""The search build stage alone (documents + index) on one extract, in a forked child: wall, CPU of the
+child (all its threads), the child's peak RSS (wait4) and the parent's RSS at the fork (what the child
+starts with). Compare two trees by running it with PYTHONPATH pointing at each, on the same machine state:
+
+    PYTHONPATH=<tree> python benchmarks/search_stage_bench.py EXTRACT.osm.pbf [GEONAMES.txt.gz ADMIN1.json]
+
+The 64-copy extract: ../shared/tools/replicate_extract.py valhalla-liechtenstein-latest.osm.pbf OUT 8.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import tempfile
+import time
+from pathlib import Path
+
+
+def rss_mb() -> float:
+    for line in open("/proc/self/status"):
+        if line.startswith("VmRSS"):
+            return int(line.split()[1]) / 1024
+    return 0.0
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("pbf")
+    ap.add_argument("places", nargs="?", help="GeoNames table (as the build's `places` input)")
+    ap.add_argument("admin1", nargs="?", help="GeoNames admin1 names")
+    a = ap.parse_args()
+    import numpy  # noqa: F401  (imports before the fork, as the build process has them)
+    import osmium  # noqa: F401
+    import scipy.spatial  # noqa: F401
+    import shapely  # noqa: F401
+
+    from geoengine.search.documents import build_documents
+    from geoengine.search.index import write_index
+
+    start = rss_mb()
+    fd, result = tempfile.mkstemp(suffix=".json")
+    os.close(fd)
+    t0 = time.perf_counter()
+    pid = os.fork()
+    if pid == 0:
+        out = Path(tempfile.mkdtemp())
+        c0 = time.process_time()
+        ds, _ = build_documents(a.pbf, a.places, a.admin1)
+        write_index(out, ds)
+        Path(result).write_text(json.dumps({"documents": len(ds), "cpu_s": round(time.process_time() - c0, 2)}))
+        os._exit(0)
+    _, status, ru = os.wait4(pid, 0)
+    wall = time.perf_counter() - t0
+    child = json.loads(Path(result).read_text())
+    os.unlink(result)
+    print(json.dumps({"pbf": a.pbf, "status": status, "wall_s": round(wall, 2), "cpu_s": child["cpu_s"],
+                      "peak_rss_mb": round(ru.ru_maxrss / 1024, 1), "start_rss_mb": round(start, 1),
+                      "peak_above_start_mb": round(ru.ru_maxrss / 1024 - start, 1), "documents": child["documents"],
+                      "load": os.getloadavg()}))
+
+
+if __name__ == "__main__":
+    main()
