@@ -26,7 +26,6 @@ import json
 
 import numpy as np
 import shapely
-from scipy.spatial import cKDTree
 
 from geoengine.search.text import normalise
 
@@ -88,6 +87,8 @@ def _names_of(detail: str | None, fallback: str | None) -> dict:
 
 def build_hierarchy(ds, boundaries, labels: dict[int, int], n_osm: int) -> tuple[np.ndarray, Units]:
     """(admin (n, 8) int32 unit ids, units) of every document of `ds` (its first `n_osm` rows are OSM)."""
+    from scipy.spatial import cKDTree  # build time only: serving imports this module for its address helpers
+
     n = len(ds)
     lat = np.asarray(ds.lat, np.float64)
     lon = np.asarray(ds.lon, np.float64)
