@@ -694,6 +694,8 @@ class Geocoder:
             for k in ("city", "county", "state", "country"):
                 if f[k]:
                     toks = query_tokens(f[k])
+                    if not toks:  # punctuation only (",,,"): nothing of this field to match
+                        continue
                     others = [t for t in ctx_toks if t not in toks]
                     variants = self._variants(toks + others)
                     cols, nq = self._name_matrix(toks + others, False)

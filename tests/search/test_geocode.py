@@ -219,6 +219,11 @@ def test_bad_arguments_name_the_field(andorra, kw, field):
     assert field in field_of(exc)
 
 
+@pytest.mark.parametrize("kw", [{"city": ",,,"}, {"county": "--", "state": ".."}, {"city": "!", "country": "?"}])
+def test_structured_fields_of_punctuation_only_find_nothing(andorra, kw):
+    assert len(andorra.geocode(**kw)) == 0  # nothing to match: an empty answer, not an error
+
+
 def test_reverse_by_zoom(andorra):
     hotel = andorra.geocode("Carlemany 93")[0]
     at18 = andorra.reverse(lon=hotel.lon, lat=hotel.lat, zoom=18)
