@@ -705,17 +705,14 @@ class Geocoder:
                     rows, scores, _ = self._rank(cols[keep], nq[:, keep], variants, name_only=None, ctx_only=ctx_only,
                                                  prefix_last=False, point=bias, need_all=True)
                     extra = np.array([PLACE_RANKS.get(ix.cols["place_class"][r] or "", 25) for r in rows.tolist()])
-                    if k == "city":  # a settlement, the largest first at equal score
-                        pass
                     out = [(int(r), float(s) - 0.001 * e, None, None) for r, s, e in zip(rows.tolist(), scores.tolist(), extra.tolist(), strict=True)]
                     out.sort(key=lambda x: -x[1])
                     if out:
                         return out
-            if f["postalcode"]:
-                pc = normalise(f["postalcode"])
-                rows, _ = self.address_rows()
-                hits = [r for r in rows.tolist() if pc in self._context(r)][:want]
-                return [(r, 1.0, None, None) for r in hits]
+            if f["postalcode"]:  # the addresses of that postcode (the index's postcode column), in row order
+                rows = ix.postcode_rows(f["postalcode"])
+                rows = rows[self.doc_class()[rows] == 3][:want]
+                return [(int(r), 1.0, None, None) for r in rows.tolist()]
             return []
         toks = name_toks + ctx_toks
         ctx_only = np.array([False] * len(name_toks) + [True] * len(ctx_toks))

@@ -563,6 +563,7 @@ class SearchIndex:
         self._unit_row = np.zeros(0, np.int32)
         self._street_row = None
         self._unit_key = self._unit_names = None
+        self._postcode_units: dict[str, np.ndarray] | None = None
         self._addr_cols: dict[str, Strings] = {}
         if not (folder / "admin.npy").exists():
             return
@@ -605,6 +606,20 @@ class SearchIndex:
     def housenumber(self, row: int) -> str | None:
         col = self._addr_cols.get("housenumber")
         return col[row] if col is not None else None
+
+    def postcode_rows(self, postcode: str) -> np.ndarray:
+        """Rows whose postcode (addr:postcode, else the postal_code boundary or nearest postcode) is
+        `postcode` (normalised), in row order: one comparison of the admin array's postcode column."""
+        if self._postcode_units is None:
+            by_name: dict[str, list[int]] = {}
+            for uid in np.flatnonzero(self._unit_slot == POSTCODE).tolist():  # the units, not the documents
+                for name in self.admin_unit_names(uid):
+                    by_name.setdefault(name, []).append(uid)
+            self._postcode_units = {k: np.asarray(v, np.int32) for k, v in by_name.items()}
+        uids = self._postcode_units.get(normalise(postcode))
+        if uids is None or not len(uids):
+            return np.zeros(0, np.int64)
+        return np.flatnonzero(np.isin(self.admin[:, POSTCODE], uids))
 
     def postcode(self, row: int) -> str | None:
         u = int(self.admin[row, POSTCODE])

@@ -332,3 +332,19 @@ def test_missing_numbers_fall_back_to_the_street_on_nominatims_test_extract(apid
             row, _, hn, _ = found[0]
             ok += hn is None and not apidb.numbered()[row] and normalise(apidb.ix.cols["name"][row] or "") == normalise(s)
     assert ok >= 54, ok
+
+
+def test_a_postcode_alone_gives_its_addresses(apidb):
+    ix = apidb.ix
+    codes = {}
+    rows, _ = apidb.address_rows()
+    for row in rows.tolist():  # the oracle: each address document's own postcode
+        pc = ix.postcode(int(row))
+        if pc and apidb.doc_class()[row] == 3:
+            codes.setdefault(pc, []).append(int(row))
+    pc, expected = max(codes.items(), key=lambda kv: len(kv[1]))
+    found = apidb.geocode(None, postalcode=pc, limit=50)
+    assert len(found) == min(50, len(expected))
+    assert all(ix.postcode(row) == pc for row, *_ in found)
+    assert [row for row, *_ in found] == expected[:50]
+    assert len(apidb.geocode(None, postalcode="00000", limit=5)) == 0
