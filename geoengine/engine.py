@@ -90,6 +90,9 @@ class Engine:
         self.elevation(lon=[0.0], lat=[0.0])  # elevation: map the DEM tiles, load the compiled sampler
         if self.bundle.has_stage("search"):
             self.search_index.warm()
+            from geoengine.search.geocode import geocoder_for
+
+            geocoder_for(self.search_index).warm()  # its tables, before the first geocoding request
         if self.bundle.has_stage("graph"):
             self.router.warm()
             from geoengine.services.isochrone import warm as warm_isochrone

@@ -181,6 +181,14 @@ class Geocoder:
         self._context = lru_cache(maxsize=8192)(self._context_uncached)
         self._detail = lru_cache(maxsize=4096)(self._detail_uncached)
 
+    def warm(self) -> None:
+        """Make the per-index tables (document classes, numbered rows, place ranks) now, at start-up,
+        rather than in a worker's first geocoding request."""
+        self.doc_class()
+        self.address_rows()
+        self.numbered()
+        self.place_ranks()
+
     # -- per-row facts ------------------------------------------------------------------------------
     def doc_class(self) -> np.ndarray:
         """int8 per row: 0 place, 1 poi, 2 street, 3 address (from the first byte of the `index` column)."""
