@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import json
 import os
-import socket
 import subprocess
 import sys
 import time
@@ -14,15 +13,11 @@ import urllib.request
 
 import pytest
 
+from tests.serving import free_port, stop
+
 from .conftest import SHARED_DATA
 
 pytestmark = pytest.mark.e2e
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def get(url, headers=None, body=None):
@@ -100,11 +95,7 @@ def test_serve_without_arguments_builds_and_serves_the_default_region(tmp_path):
         assert key not in listed.stdout and "e2e" in listed.stdout
         assert (tmp_path / "bundles" / "andorra" / "manifest.json").exists()
     finally:
-        proc.terminate()
-        try:
-            proc.wait(timeout=20)
-        except subprocess.TimeoutExpired:
-            proc.kill()
+        stop(proc)
         log.close()
 
 

@@ -4,15 +4,12 @@ endpoints: the Valhalla dialect's equal them exactly, the OSRM dialect's within 
 
 from __future__ import annotations
 
-import socket
-import threading
-import time
-
 import numpy as np
 import pytest
 from shapely.geometry import Point, Polygon
 
 from geoengine.geo import haversine_m
+from tests.serving import thread_server
 
 routingpy = pytest.importorskip("routingpy")
 
@@ -24,32 +21,14 @@ D = (1.4921, 42.4630)   # Sant Julia de Loria
 PAIRS = [(A, B), (A, C), (B, D), (C, D)]
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 @pytest.fixture(scope="module")
 def server(andorra, settings, keystore, api_key):
     """(base_url, gateway headers) of a uvicorn server on loopback, in a thread of this process."""
-    import uvicorn
-
     from geoengine.server.app import create_app
 
     andorra.warm()  # as `geoengine serve` does before it listens
-    app = create_app(andorra, settings, keystore)
-    port = _free_port()
-    srv = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning", lifespan="off"))
-    thread = threading.Thread(target=srv.run, daemon=True)
-    thread.start()
-    deadline = time.time() + 30
-    while not srv.started and time.time() < deadline:
-        time.sleep(0.05)
-    assert srv.started, "uvicorn did not start"
-    yield f"http://127.0.0.1:{port}", {"X-Gateway-Key": api_key, "X-Gateway-Host": settings.gateway_host}
-    srv.should_exit = True
-    thread.join(10)
+    with thread_server(create_app(andorra, settings, keystore)) as port:
+        yield f"http://127.0.0.1:{port}", {"X-Gateway-Key": api_key, "X-Gateway-Host": settings.gateway_host}
 
 
 @pytest.fixture(scope="module")

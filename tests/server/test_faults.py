@@ -7,8 +7,6 @@ from __future__ import annotations
 import os
 import shutil
 import signal
-import subprocess
-import sys
 import threading
 import time
 
@@ -20,8 +18,7 @@ import geoengine
 from geoengine.config import Settings
 from geoengine.gateway import KeyStore
 from geoengine.server.app import create_app
-
-from .redis_helpers import free_port
+from tests.serving import free_port, start_serve, wait_up
 
 HOST = "maps.example.test"
 A = {"lon": 1.5218, "lat": 42.5063}
@@ -88,26 +85,6 @@ def test_removed_or_changed_files_make_only_their_group_503(damaged_env):
     assert after["health"] == 200
 
 
-def _serve(bundle, port, env, log, *extra):
-    return subprocess.Popen([sys.executable, "-m", "geoengine", "serve", "--bundle", str(bundle), "--port", str(port),
-                             "--no-access-log", "--exit-after", "900", *extra], env=env, stdout=log,
-                            stderr=subprocess.STDOUT)
-
-
-def _wait_up(port, proc, logpath, timeout=300):
-    deadline = time.time() + timeout
-    while time.time() < deadline:
-        if proc.poll() is not None:
-            pytest.fail("serve exited early:\n" + logpath.read_text()[-3000:])
-        try:
-            if httpx.get(f"http://127.0.0.1:{port}/openapi.json", timeout=2).status_code == 200:
-                return
-        except httpx.HTTPError:
-            pass
-        time.sleep(0.3)
-    pytest.fail("serve did not come up:\n" + logpath.read_text()[-3000:])
-
-
 @pytest.mark.e2e
 def test_sighup_reloads_a_new_publication_without_a_failed_request_and_sigterm_drains(build_region, tmp_path):
     from geoengine.bundler.pipeline import publish
@@ -123,9 +100,9 @@ def test_sighup_reloads_a_new_publication_without_a_failed_request_and_sigterm_d
     h = {"X-Gateway-Key": key, "X-Gateway-Host": HOST}
     port = free_port()
     logpath = tmp_path / "serve.log"
-    proc = _serve(out, port, env, open(logpath, "w"))
+    proc = start_serve(out, port, env, open(logpath, "w"))
     try:
-        _wait_up(port, proc, logpath)
+        wait_up(port, proc, logpath)
         base = f"http://127.0.0.1:{port}"
         up0 = httpx.get(base + "/health", headers=h, timeout=10).json()["uptime_s"]
         statuses: list[tuple[str, int]] = []

@@ -9,13 +9,10 @@ drawn at random (fixed seed) from the index, so the truth is the extract, not a 
 
 from __future__ import annotations
 
-import socket
-import threading
-import time
-
 import pytest
 
 from geoengine.geo import haversine_m
+from tests.serving import thread_server
 
 geopy = pytest.importorskip("geopy")
 from geopy.geocoders import Nominatim, Photon  # noqa: E402
@@ -23,31 +20,13 @@ from geopy.geocoders import Nominatim, Photon  # noqa: E402
 N_ADDRESSES = 6
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 @pytest.fixture(scope="module")
 def server(liechtenstein, settings, keystore, api_key):
-    import uvicorn
-
     from geoengine.server.app import create_app
 
     liechtenstein.warm()
-    app = create_app(liechtenstein, settings, keystore)
-    port = _free_port()
-    srv = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning", lifespan="off"))
-    thread = threading.Thread(target=srv.run, daemon=True)
-    thread.start()
-    deadline = time.time() + 30
-    while not srv.started and time.time() < deadline:
-        time.sleep(0.05)
-    assert srv.started, "uvicorn did not start"
-    yield f"127.0.0.1:{port}", {"X-Gateway-Key": api_key, "X-Gateway-Host": settings.gateway_host}
-    srv.should_exit = True
-    thread.join(10)
+    with thread_server(create_app(liechtenstein, settings, keystore)) as port:
+        yield f"127.0.0.1:{port}", {"X-Gateway-Key": api_key, "X-Gateway-Host": settings.gateway_host}
 
 
 @pytest.fixture(scope="module")

@@ -21,8 +21,9 @@ from geoengine.errors import QuotaExceeded, Unavailable
 from geoengine.gateway import Plan, Pool
 from geoengine.gateway.store import RedisKeyStore, open_keystore
 from geoengine.server.app import create_app
+from tests.serving import free_port, start_serve, wait_up
 
-from .redis_helpers import RedisServer, free_port
+from .redis_helpers import RedisServer
 
 HOST = "maps.example.test"
 
@@ -196,25 +197,6 @@ def test_publishable_keys_live_in_redis_and_share_their_quota(redis_server, ando
 
 
 # -- two real servers, one Redis ---------------------------------------------------------------------
-def _serve(bundle, port, env, log):
-    return subprocess.Popen([sys.executable, "-m", "geoengine", "serve", "--bundle", str(bundle), "--port", str(port),
-                             "--no-access-log", "--exit-after", "900"], env=env, stdout=log, stderr=subprocess.STDOUT)
-
-
-def _wait_up(port, headers, proc, logpath, timeout=300):
-    deadline = time.time() + timeout
-    while time.time() < deadline:
-        if proc.poll() is not None:
-            pytest.fail("serve exited early:\n" + logpath.read_text()[-3000:])
-        try:
-            if httpx.get(f"http://127.0.0.1:{port}/openapi.json", timeout=2).status_code == 200:
-                return
-        except httpx.HTTPError:
-            pass
-        time.sleep(0.3)
-    pytest.fail("serve did not come up:\n" + logpath.read_text()[-3000:])
-
-
 async def _fire(urls, headers, n, concurrency=64, on_progress=None):
     statuses: list[int] = []
     sem = asyncio.Semaphore(concurrency)
@@ -250,10 +232,10 @@ def test_two_servers_share_one_redis(redis_server, build_region, tmp_path):
     headers = {"X-Gateway-Key": key, "X-Gateway-Host": HOST}
     ports = [free_port(), free_port()]
     logs = [tmp_path / f"serve{i}.log" for i in range(2)]
-    procs = [_serve(bundle, p, env, open(lp, "w")) for p, lp in zip(ports, logs, strict=True)]
+    procs = [start_serve(bundle, p, env, open(lp, "w")) for p, lp in zip(ports, logs, strict=True)]
     try:
         for p, proc, lp in zip(ports, procs, logs, strict=True):
-            _wait_up(p, headers, proc, lp)
+            wait_up(p, proc, lp)
         urls = [f"http://127.0.0.1:{p}/health" for p in ports]
 
         # 2,000 concurrent requests across both servers from one free key (1,000 a day): exactly 1,000 pass
@@ -265,8 +247,8 @@ def test_two_servers_share_one_redis(redis_server, build_region, tmp_path):
         # counters survive a restart of either server: the restarted one still refuses the key
         procs[0].terminate()
         procs[0].wait(60)
-        procs[0] = _serve(bundle, ports[0], env, open(logs[0], "a"))
-        _wait_up(ports[0], headers, procs[0], logs[0])
+        procs[0] = start_serve(bundle, ports[0], env, open(logs[0], "a"))
+        wait_up(ports[0], procs[0], logs[0])
         r = httpx.get(urls[0], headers=headers, timeout=10)
         assert r.status_code == 429 and int(r.headers["retry-after"]) >= 1
 

@@ -15,9 +15,9 @@ import httpx
 import pytest
 
 from geoengine.gateway import KeyStore
+from tests.serving import free_port, start_serve, wait_up
 
-from .redis_helpers import free_port
-from .test_faults import HOST, A, B, _serve, _wait_up
+from .test_faults import HOST, A, B
 
 _STARTED = re.compile(r"Started server process \[(\d+)\]")
 
@@ -44,9 +44,9 @@ def test_sighup_replaces_both_workers_and_sigterm_drains_an_in_flight_request(bu
     h = {"X-Gateway-Key": key, "X-Gateway-Host": HOST}
     port = free_port()
     logpath = tmp_path / "serve.log"
-    proc = _serve(bundle, port, env, open(logpath, "w"), "--workers", "2")
+    proc = start_serve(bundle, port, env, open(logpath, "w"), "--workers", "2")
     try:
-        _wait_up(port, proc, logpath)
+        wait_up(port, proc, logpath)
         base = f"http://127.0.0.1:{port}"
         deadline = time.time() + 120
         while len(_worker_pids(logpath)) < 2:  # both workers up (the first may answer before the second)

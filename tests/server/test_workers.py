@@ -5,9 +5,6 @@ from __future__ import annotations
 
 import json
 import os
-import socket
-import subprocess
-import sys
 import time
 import urllib.error
 import urllib.request
@@ -17,15 +14,10 @@ import pytest
 
 from geoengine.gateway import KeyStore
 from geoengine.tiles.shared import MAX_SOURCES
+from tests.serving import free_port, start_serve, stop, wait_up
 
 pytestmark = pytest.mark.e2e
 HOST = "workers.test"
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def request(url, headers, method="GET"):
@@ -75,24 +67,12 @@ def test_cache_clear_reaches_every_worker(build_region, tmp_path):
     env.pop("GEOENGINE_WORKERS", None)
     port = free_port()
     log = open(tmp_path / "serve.log", "w")
-    proc = subprocess.Popen([sys.executable, "-m", "geoengine", "serve", "--bundle", str(bundle), "--port", str(port),
-                             "--workers", "2", "--no-access-log", "--exit-after", "600"],
-                            env=env, stdout=log, stderr=subprocess.STDOUT)
+    proc = start_serve(bundle, port, env, log, "--workers", "2", exit_after=600)
     base = f"http://127.0.0.1:{port}"
     h = {"X-Gateway-Key": key, "X-Gateway-Host": HOST}
     state = home / "run" / f"serve-{proc.pid}.workers"
     try:
-        deadline = time.time() + 300
-        while True:
-            if proc.poll() is not None:
-                pytest.fail("serve exited:\n" + (tmp_path / "serve.log").read_text())
-            try:
-                if request(base + "/health", h)[0] == 200:
-                    break
-            except OSError:
-                pass
-            assert time.time() < deadline, (tmp_path / "serve.log").read_text()
-            time.sleep(0.5)
+        wait_up(port, proc, tmp_path / "serve.log", path="/health", headers=h)
         ids = sorted(s["id"] for s in json.loads(request(base + "/sources", h)[1])["sources"])
         assert ids == ["andorra", "andorra_pm"]
         index = ids.index("andorra_pm")
@@ -139,10 +119,6 @@ def test_cache_clear_reaches_every_worker(build_region, tmp_path):
         status, body = request(base + "/tiles/nope/cache/clear", h, method="POST")
         assert status == 404 and json.loads(body)["status"] == 404
     finally:
-        proc.terminate()
-        try:
-            proc.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            proc.kill()
+        stop(proc)
         log.close()
     assert not state.exists(), "serve leaves no state file behind"

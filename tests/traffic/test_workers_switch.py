@@ -7,9 +7,6 @@ from __future__ import annotations
 
 import json
 import os
-import socket
-import subprocess
-import sys
 import threading
 import time
 import urllib.error
@@ -19,17 +16,13 @@ import numpy as np
 import pytest
 
 from geoengine.gateway import KeyStore
+from tests import serving
+from tests.serving import free_port, start_serve, wait_up
 
 pytestmark = pytest.mark.e2e
 HOST = "workers.test"
 OSRM = "/route/v1/driving/9.5209,47.1410;9.5100,47.2200?overview=false"
 BODY = json.dumps({"locations": [{"lon": 9.5209, "lat": 47.1410}, {"lon": 9.5100, "lat": 47.2200}]}).encode()
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def call(url, headers, data=None):
@@ -56,23 +49,11 @@ def test_speeds_switch_every_worker_under_load(build_region, tmp_path):
     env.pop("GEOENGINE_WORKERS", None)
     port = free_port()
     log = open(tmp_path / "serve.log", "w")
-    proc = subprocess.Popen([sys.executable, "-m", "geoengine", "serve", "--bundle", str(bundle), "--port", str(port),
-                             "--workers", "2", "--no-access-log", "--exit-after", "600"],
-                            env=env, stdout=log, stderr=subprocess.STDOUT)
+    proc = start_serve(bundle, port, env, log, "--workers", "2", exit_after=600)
     base = f"http://127.0.0.1:{port}"
     h = {"X-Gateway-Key": key, "X-Gateway-Host": HOST}
     try:
-        deadline = time.time() + 300
-        while True:
-            if proc.poll() is not None:
-                pytest.fail("serve exited:\n" + (tmp_path / "serve.log").read_text())
-            try:
-                if call(base + "/health", h)[0] == 200:
-                    break
-            except OSError:
-                pass
-            assert time.time() < deadline, (tmp_path / "serve.log").read_text()
-            time.sleep(0.5)
+        wait_up(port, proc, tmp_path / "serve.log", path="/health", headers=h)
         old = {"osrm": duration("osrm", call(base + OSRM, h)[1]),
                "route": duration("route", call(base + "/route", h, BODY)[1])}
         results = []  # (kind, sent, received, status, body)
@@ -125,9 +106,5 @@ def test_speeds_switch_every_worker_under_load(build_region, tmp_path):
         health = json.loads(call(base + "/health", h)[1])
         assert health["speeds"]["form"] == "way" and health["speeds"]["edges"] > 0
     finally:
-        proc.terminate()
-        try:
-            proc.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            proc.kill()
+        serving.stop(proc)
         log.close()

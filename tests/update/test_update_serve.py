@@ -25,8 +25,7 @@ import osmium
 import pytest
 
 from geoengine.gateway import KeyStore
-from tests.server.redis_helpers import free_port
-from tests.server.test_faults import _serve, _wait_up
+from tests.serving import free_port, start_serve, stop, wait_up
 
 from .conftest import publish_copy
 from .edits import WHEN
@@ -90,9 +89,9 @@ def served(old_bundle, tmp_path_factory):
     key, _ = KeyStore(home / "state.sqlite3").create("unlimited")
     port = free_port()
     logpath = root / "serve.log"
-    proc = _serve(out, port, env, open(logpath, "w"), "--workers", "2")
+    proc = start_serve(out, port, env, open(logpath, "w"), "--workers", "2")
     try:
-        _wait_up(port, proc, logpath, timeout=900)  # two workers open and warm the bundle (slow on a busy machine)
+        wait_up(port, proc, logpath, timeout=900)  # two workers open and warm the bundle (slow on a busy machine)
         deadline = time.time() + 600
         while logpath.read_text().count("Application startup complete") < 2:
             assert time.time() < deadline, logpath.read_text()[-3000:]
@@ -100,12 +99,7 @@ def served(old_bundle, tmp_path_factory):
         yield {"out": out, "base": f"http://127.0.0.1:{port}", "env": env, "log": logpath, "proc": proc,
                "h": {"X-Gateway-Key": key, "X-Gateway-Host": HOST}}
     finally:
-        proc.terminate()
-        try:
-            proc.wait(60)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait(30)
+        stop(proc)
 
 
 def _cli(env, *args, timeout=600):

@@ -5,13 +5,13 @@ from __future__ import annotations
 
 import os
 import shutil
-import socket
 import subprocess
-import sys
 import time
 import urllib.error
 import urllib.request
 from pathlib import Path
+
+from tests.serving import free_port, start_serve, stop  # noqa: F401 (free_port, stop: the browser tests' helpers)
 
 CHROMIUM_FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
                   "--disable-background-networking", "--disable-component-update", "--disable-sync"]
@@ -25,20 +25,9 @@ def chromium_path() -> str | None:
     return None
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 def start_server(bundle: Path, port: int, env: dict, log_path: Path, exit_after: int = 900) -> subprocess.Popen:
     """`geoengine serve` on loopback; it stops by itself after `exit_after` seconds."""
-    log = open(log_path, "w")
-    return subprocess.Popen(
-        [sys.executable, "-m", "geoengine", "serve", "--bundle", str(bundle), "--host", "127.0.0.1",
-         "--port", str(port), "--exit-after", str(exit_after), "--no-access-log"],
-        env=env, stdout=log, stderr=subprocess.STDOUT,
-    )
+    return start_serve(bundle, port, env, open(log_path, "w"), exit_after=exit_after)
 
 
 def wait_until_up(proc: subprocess.Popen, url: str, log_path: Path, timeout: float = 420.0) -> None:
@@ -53,16 +42,6 @@ def wait_until_up(proc: subprocess.Popen, url: str, log_path: Path, timeout: flo
         except (urllib.error.URLError, ConnectionError, OSError):
             time.sleep(0.5)
     raise RuntimeError(f"the server did not answer {url} within {timeout:.0f} s:\n" + log_path.read_text()[-3000:])
-
-
-def stop(proc: subprocess.Popen) -> None:
-    if proc.poll() is None:
-        proc.terminate()
-        try:
-            proc.wait(timeout=20)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait(timeout=10)
 
 
 IMAGE_STATS_JS = """async ([b64, box]) => {
