@@ -127,7 +127,7 @@ def matrix(engine_or_path, sources, targets, costing: str = "auto", costing_opti
     scheduler or a pipe (8 bytes x 2 per cell: 1.6 GB for 10,000 x 10,000), and it need not fit in this
     process's memory. Existing files of those names are replaced."""
     from geoengine.routing.access import points_array
-    from geoengine.services.router import MatrixResult
+    from geoengine.routing.router import MatrixResult
 
     path, settings, engine = _engine_ref(engine_or_path)
     src = points_array(sources, "sources")

@@ -141,8 +141,8 @@ class Engine:
     # -- routing: the router (search layer) and the services (geoengine/services; docs/routing.md) ------
     @cached_property
     def router(self):
-        """The bundle's `geoengine.services.router.Router`; Unavailable without a graph stage."""
-        from geoengine.services.router import Router
+        """The bundle's `geoengine.routing.router.Router`; Unavailable without a graph stage."""
+        from geoengine.routing.router import Router
 
         ch_dir = self.bundle.path / "routing" if self.bundle.has_stage("routing") else None
         with self._lock:

@@ -13,8 +13,8 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator, model_valida
 
 from geoengine.errors import InvalidRequest
 from geoengine.geo import metres_per_unit
+from geoengine.routing.router import radii
 from geoengine.services.models import LatLon, Location, MatrixCosting, Units, _units, costing_validator
-from geoengine.services.router import radii
 
 MAX_MATRIX_CELLS = 10_000  # sources x targets of one request (a 100 x 100 answer is about 0.6 MB)
 

@@ -28,6 +28,7 @@ from geoengine.narrative.locales import load_locale, render_rows
 from geoengine.narrative.maneuvers import SIDES, street_names
 from geoengine.narrative.path import STOP_KINDS
 from geoengine.routing.pieces import Leg, pieces_geometry
+from geoengine.routing.router import IS_HIGHWAY
 from geoengine.services import route_options
 from geoengine.services.alternates import alternatives
 from geoengine.services.models import (
@@ -40,7 +41,6 @@ from geoengine.services.models import (
     Lon,
     costing_validator,
 )
-from geoengine.services.router import IS_HIGHWAY
 
 _CLASS_FOR_NARRATIVE = np.array([int(road_class_of(name, "ferry" if name == "ferry" else None)[0])
                                  for name in T.CLASS_NAMES], dtype=np.uint8)

@@ -114,7 +114,7 @@ def matrix(router, src, dst, costing, options, unsnappable: str, **kw):
             dist_m[np.ix_(ok_s, ok_t)] = sub.distance_m
             s_pts[ok_s] = sub.sources
             t_pts[ok_t] = sub.targets
-        from geoengine.services.router import MatrixResult
+        from geoengine.routing.router import MatrixResult
 
         res = MatrixResult(time_s, dist_m, s_pts, t_pts)
     res.snapped = MatrixSnap(ok_s, ok_t)
@@ -155,7 +155,7 @@ def _geometries(router, prof, o, d, usable_pairs, time_s):
     memo: dict = {}
     cs, sl = router._snap_many(prof, o[idx, 0], o[idx, 1], None, "origins", memo)
     ct, tl = router._snap_many(prof, d[idx, 0], d[idx, 1], None, "destinations", memo)
-    from geoengine.services.router import _cand
+    from geoengine.routing.router import _cand
 
     g = router.graph
     coords, owners = [], []

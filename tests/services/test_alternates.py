@@ -87,7 +87,7 @@ def test_directions_alternatives(andorra_client):
     # every alternative starts and ends near the snapped waypoints (it may use another candidate road
     # position within the router's candidate slack, e.g. the other side of a dual carriageway)
     from geoengine.geo import haversine_m
-    from geoengine.services.router import CANDIDATE_SLACK_M
+    from geoengine.routing.router import CANDIDATE_SLACK_M
 
     w = many["waypoints"]
     for r in many["routes"]:
