@@ -46,7 +46,7 @@ class Engine:
     def __reduce__(self):
         """Pickling keeps only the bundle path and settings: unpickling reopens the bundle (memory-mapped,
         milliseconds), so multiprocessing, joblib and Dask workers can take an Engine."""
-        return (_reopen, (str(self.bundle.path), self.settings))
+        return (reopen, (str(self.bundle.path), self.settings))
 
     # -- metadata -------------------------------------------------------------------------------
     @property
@@ -587,7 +587,7 @@ def _one_lon_lat(point, lon, lat, name: str) -> tuple:
     return lon, lat
 
 
-def _reopen(path: str, settings):
+def reopen(path: str, settings):
     """Unpickle an Engine: one per bundle path and settings in each process (workers reuse it)."""
     key = (path, settings)
     engine = _REOPENED.get(key)
