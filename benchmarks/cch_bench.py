@@ -71,7 +71,7 @@ def route_times(engine, locs, pairs, options=None, costing="auto"):
 
 def classic_ch(graph, costings, res):
     from geoengine.costing import default_options
-    from geoengine.routing.ch import _ARRAYS, ContractionHierarchy
+    from geoengine.routing.ch import ARRAYS, ContractionHierarchy
     from geoengine.routing.profile import Profile
 
     total_s, total_b, out = 0.0, 0, {}
@@ -81,7 +81,7 @@ def classic_ch(graph, costings, res):
         off, tgt, w, packed = prof.turn_csr()
         ch = ContractionHierarchy.build(graph.n_edges, off, tgt, w, packed)
         total_s += time.perf_counter() - t
-        total_b += sum(getattr(ch, a).nbytes for a in _ARRAYS)
+        total_b += sum(getattr(ch, a).nbytes for a in ARRAYS)
         out[c] = ch
     res["classic_costings"] = list(costings)
     res["classic_stage_s"] = total_s

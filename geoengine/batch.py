@@ -26,7 +26,7 @@ from geoengine.errors import InvalidRequest
 
 def _engine_ref(engine_or_path):
     """(path str, settings) of an Engine or a bundle path; the engine itself (for local work)."""
-    from geoengine.engine import Engine, _reopen
+    from geoengine.engine import Engine, reopen
 
     if isinstance(engine_or_path, Engine):
         return str(engine_or_path.bundle.path), engine_or_path.settings, engine_or_path
@@ -34,7 +34,7 @@ def _engine_ref(engine_or_path):
         from geoengine.config import Settings
 
         settings = Settings.from_env()
-        return str(Path(engine_or_path)), settings, _reopen(str(Path(engine_or_path)), settings)
+        return str(Path(engine_or_path)), settings, reopen(str(Path(engine_or_path)), settings)
     raise InvalidRequest.field("engine_or_path", "must be an Engine or the path of a bundle folder")
 
 
@@ -46,9 +46,9 @@ def _block_size(block, name: str = "block") -> int:
 
 # -- worker-side functions (module level so they pickle by reference) -----------------------------------
 def _matrix_block(path, settings, src, targets, costing, costing_options, unsnappable="raise"):
-    from geoengine.engine import _reopen
+    from geoengine.engine import reopen
 
-    res = _reopen(path, settings).matrix(src, targets, costing, costing_options, unsnappable=unsnappable)
+    res = reopen(path, settings).matrix(src, targets, costing, costing_options, unsnappable=unsnappable)
     return res.time_s, res.distance_m, res.sources, res.targets, res.snapped, res.snap_distance_m
 
 
@@ -65,10 +65,10 @@ def _matrix_block_to(path, settings, src, targets, costing, costing_options, uns
 
 
 def _access_block(path, settings, costing, costing_options, parts, pj, metric, limit, out_nodes):
-    from geoengine.engine import _reopen
+    from geoengine.engine import reopen
     from geoengine.routing.access import chunk_partials
 
-    net = _reopen(path, settings).network(costing, costing_options)
+    net = reopen(path, settings).network(costing, costing_options)
     return chunk_partials(net, pj, list(parts), metric, limit, out_nodes)
 
 
@@ -127,7 +127,7 @@ def matrix(engine_or_path, sources, targets, costing: str = "auto", costing_opti
     scheduler or a pipe (8 bytes x 2 per cell: 1.6 GB for 10,000 x 10,000), and it need not fit in this
     process's memory. Existing files of those names are replaced."""
     from geoengine.routing.access import points_array
-    from geoengine.services.router import MatrixResult
+    from geoengine.routing.router import MatrixResult
 
     path, settings, engine = _engine_ref(engine_or_path)
     src = points_array(sources, "sources")

@@ -46,7 +46,7 @@ class Engine:
     def __reduce__(self):
         """Pickling keeps only the bundle path and settings: unpickling reopens the bundle (memory-mapped,
         milliseconds), so multiprocessing, joblib and Dask workers can take an Engine."""
-        return (_reopen, (str(self.bundle.path), self.settings))
+        return (reopen, (str(self.bundle.path), self.settings))
 
     # -- metadata -------------------------------------------------------------------------------
     @property
@@ -141,8 +141,8 @@ class Engine:
     # -- routing: the router (search layer) and the services (geoengine/services; docs/routing.md) ------
     @cached_property
     def router(self):
-        """The bundle's `geoengine.services.router.Router`; Unavailable without a graph stage."""
-        from geoengine.services.router import Router
+        """The bundle's `geoengine.routing.router.Router`; Unavailable without a graph stage."""
+        from geoengine.routing.router import Router
 
         ch_dir = self.bundle.path / "routing" if self.bundle.has_stage("routing") else None
         with self._lock:
@@ -587,7 +587,7 @@ def _one_lon_lat(point, lon, lat, name: str) -> tuple:
     return lon, lat
 
 
-def _reopen(path: str, settings):
+def reopen(path: str, settings):
     """Unpickle an Engine: one per bundle path and settings in each process (workers reuse it)."""
     key = (path, settings)
     engine = _REOPENED.get(key)

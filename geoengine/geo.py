@@ -20,6 +20,8 @@ import numpy as np
 from geoengine.errors import InvalidRequest, field_path
 
 EARTH_RADIUS_M = 6_371_008.8
+#: metres per degree of latitude (and of longitude at the equator) on that sphere
+M_PER_DEG = EARTH_RADIUS_M * np.pi / 180.0
 METRES_PER_MILE = 1609.344
 
 
@@ -172,7 +174,7 @@ def _put(v, out, k):
 
 
 @numba.njit(cache=True, nogil=True)
-def _encode_coords(lats, lons, scale):
+def encode_coords(lats, lons, scale):
     """The encoded polyline's bytes: each coordinate scaled, rounded half away from zero, and written as
     the difference from the previous one (a 64-bit zig-zag value needs at most 13 groups of 5 bits)."""
     n = lats.shape[0]
@@ -200,7 +202,7 @@ def encode_polyline(lats, lons, precision: int = 6) -> str:
         raise ValueError("lats and lons must have the same length")
     if lats.size == 0:
         return ""
-    return _encode_coords(lats, lons, 10.0**precision).tobytes().decode("ascii")
+    return encode_coords(lats, lons, 10.0**precision).tobytes().decode("ascii")
 
 
 @numba.njit(cache=True, nogil=True)

@@ -1,6 +1,7 @@
 """The package's shape: the import graph has no cycle, array kernels never import the services layer,
-nothing outside the façade imports `geoengine.server`, the gateway package stays below the server, and
-analysis/ sits above `Engine`."""
+nothing outside the façade imports `geoengine.server`, the gateway package stays below the server,
+analysis/ sits above `Engine`, the services hold no Numba kernel (they live in the kernel packages), and
+no private name (`_x`) crosses a module boundary."""
 
 from __future__ import annotations
 
@@ -12,8 +13,8 @@ import pytest
 PKG = Path(__file__).resolve().parents[1] / "geoengine"
 
 
-def _module_name(path: Path) -> str:
-    rel = path.relative_to(PKG.parent).with_suffix("")
+def _module_name(path: Path, pkg: Path = PKG) -> str:
+    rel = path.relative_to(pkg.parent).with_suffix("")
     parts = list(rel.parts)
     if parts[-1] == "__init__":
         parts = parts[:-1]
@@ -122,3 +123,156 @@ def test_only_the_facade_imports_the_server():
     bad = sorted(f"{n} -> {m}" for n, deps in _graph().items() if not n.startswith("geoengine.server")
                  and n != "geoengine.cli" for m in deps if m.startswith("geoengine.server"))
     assert not bad, bad
+
+
+# -- kernels live in the kernel packages; private names stay in their module (issue 27) ----------------
+
+#: packages whose own modules still reach into other modules' private names; each joins the rule below when
+#: its owner has cleaned it (issue 27). Nobody may use the private names of routing/ or services/.
+PRIVATE_NAMES_NOT_YET = ("geoengine.server", "geoengine.gateway", "geoengine.search", "geoengine.tiles",
+                         "geoengine.engine")
+PROTECTED = ("geoengine.routing", "geoengine.services")
+NUMBA_DECORATORS = {"njit", "jit", "vectorize", "guvectorize", "stencil", "cfunc", "jitclass"}
+
+
+def _private(name: str) -> bool:
+    return name.startswith("_") and not (name.startswith("__") and name.endswith("__"))
+
+
+def _within(name: str, prefixes) -> bool:
+    return any(name == p or name.startswith(p + ".") for p in prefixes)
+
+
+def _resolve(path: Path, name: str, node: ast.ImportFrom) -> str:
+    package = name if path.name == "__init__.py" else name.rpartition(".")[0]
+    if not node.level:
+        return node.module or ""
+    base = package.split(".")
+    base = base[: len(base) - node.level + 1]
+    return ".".join(base + ([node.module] if node.module else []))
+
+
+def _module_aliases(tree: ast.AST, path: Path, name: str, files: dict) -> dict[str, str]:
+    """Local names bound to geoengine modules: `import geoengine.x as m`, `from geoengine.x import y`
+    (y a module)."""
+    out = {}
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            for a in node.names:
+                if a.name.startswith("geoengine") and a.asname and a.name in files:
+                    out[a.asname] = a.name
+        elif isinstance(node, ast.ImportFrom):
+            mod = _resolve(path, name, node)
+            for a in node.names:
+                if f"{mod}.{a.name}" in files:
+                    out[a.asname or a.name] = f"{mod}.{a.name}"
+    return out
+
+
+def _defined_names(tree: ast.AST) -> set[str]:
+    """Every name a module defines or assigns (functions, classes, attributes, locals, slots)."""
+    names = set()
+    for n in ast.walk(tree):
+        if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            names.add(n.name)
+        elif isinstance(n, ast.Attribute) and isinstance(n.ctx, ast.Store):
+            names.add(n.attr)
+        elif isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store):
+            names.add(n.id)
+        elif isinstance(n, ast.arg):
+            names.add(n.arg)
+        elif isinstance(n, ast.Constant) and isinstance(n.value, str):
+            names.add(n.value)  # __slots__, getattr(obj, "_x")
+    return names
+
+
+def private_crossings(pkg: Path = PKG) -> list[str]:
+    """Private names used across a module boundary: `from geoengine.x import _y`, `module._y` on an
+    imported geoengine module and, in routing/ and services/, `obj._y` on another module's object
+    (`_y` defined nowhere in the using module). A package's own private submodule (`from geoengine
+    import _startup` in geoengine/__init__) is its own business."""
+    files = {_module_name(p, pkg): p for p in pkg.rglob("*.py")}
+    bad = []
+    for name, path in sorted(files.items()):
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+        covered = not _within(name, PRIVATE_NAMES_NOT_YET)
+        aliases = _module_aliases(tree, path, name, files)
+        own = _defined_names(tree) if _within(name, PROTECTED) else set()
+        for node in ast.walk(tree):
+            if isinstance(node, ast.ImportFrom):
+                mod = _resolve(path, name, node)
+                if not mod.startswith("geoengine"):
+                    continue
+                for a in node.names:
+                    if not _private(a.name):
+                        continue
+                    sub = f"{mod}.{a.name}"
+                    if sub in files and (name == mod or name.startswith(mod + ".")):
+                        continue
+                    if covered or _within(mod, PROTECTED):
+                        bad.append(f"{name}: from {mod} import {a.name}")
+            elif isinstance(node, ast.Attribute) and _private(node.attr):
+                base = node.value
+                if isinstance(base, ast.Name) and base.id in aliases:
+                    target = aliases[base.id]
+                    if covered or _within(target, PROTECTED):
+                        bad.append(f"{name}: {base.id}.{node.attr} ({target})")
+                elif (_within(name, PROTECTED) and not (isinstance(base, ast.Name) and base.id in ("self", "cls"))
+                      and node.attr not in own):
+                    bad.append(f"{name}: {ast.unparse(node)}")
+    return bad
+
+
+def test_no_private_name_crosses_a_module():
+    bad = private_crossings()
+    assert not bad, bad
+
+
+def test_the_private_name_check_finds_crossings(tmp_path):
+    pkg = tmp_path / "geoengine"
+    (pkg / "routing").mkdir(parents=True)
+    (pkg / "services").mkdir()
+    for d in (pkg, pkg / "routing", pkg / "services"):
+        (d / "__init__.py").write_text("")
+    (pkg / "routing" / "ch.py").write_text("def _table():\n    pass\n\n\nclass CH:\n    def _ws(self):\n        pass\n")
+    (pkg / "services" / "router.py").write_text(
+        "from geoengine.routing.ch import _table\nfrom geoengine.routing import ch\n\n\n"
+        "def f(hierarchy):\n    ch._table()\n    return hierarchy._ws()\n")
+    assert private_crossings(pkg) == ["geoengine.services.router: from geoengine.routing.ch import _table",
+                                      "geoengine.services.router: ch._table (geoengine.routing.ch)",
+                                      "geoengine.services.router: hierarchy._ws"]
+    (pkg / "services" / "router.py").write_text("from geoengine.routing.ch import CH\n\n\ndef f():\n"
+                                                 "    return CH()\n")
+    assert private_crossings(pkg) == []
+
+
+def numba_kernels(path: Path) -> list[str]:
+    """Numba-compiled functions and Numba imports of one module."""
+    tree = ast.parse(path.read_text(encoding="utf-8"))
+    out = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import) and any(a.name.split(".")[0] == "numba" for a in node.names):
+            out.append("import numba")
+        elif isinstance(node, ast.ImportFrom) and (node.module or "").split(".")[0] == "numba":
+            out.append(f"from {node.module} import ...")
+        elif isinstance(node, (ast.FunctionDef, ast.ClassDef)):
+            for d in node.decorator_list:
+                target = d.func if isinstance(d, ast.Call) else d
+                label = target.attr if isinstance(target, ast.Attribute) else getattr(target, "id", "")
+                if label in NUMBA_DECORATORS:
+                    out.append(f"@{label} {node.name}")
+    return out
+
+
+def test_services_hold_no_numba_kernel():
+    """Kernels live in the kernel packages (routing/, narrative/, geo, ...); a service calls them."""
+    bad = sorted(f"{_module_name(p)}: {k}" for p in (PKG / "services").rglob("*.py") for k in numba_kernels(p))
+    assert not bad, bad
+
+
+def test_the_numba_check_finds_a_kernel(tmp_path):
+    f = tmp_path / "m.py"
+    f.write_text("import numba\n\n\n@numba.njit(cache=True)\ndef k(a):\n    return a\n")
+    assert numba_kernels(f) == ["import numba", "@njit k"]
+    f.write_text("def k(a):\n    return a\n")
+    assert numba_kernels(f) == []

@@ -323,12 +323,12 @@ def _topology(out: Path, real_cch: Path) -> None:
     """The CCH topology of the small graph in `out/routing/cch`, with the arrays' dtypes of `real_cch`
     (the routing stage picks some by size: `dn_edge` is int64 beyond 2**31 supergraph edges)."""
     from geoengine.graph import Graph
-    from geoengine.routing.cch import _TOPO_ARRAYS, CCHTopology
+    from geoengine.routing.cch import TOPOLOGY_ARRAYS, CCHTopology
     from geoengine.routing.customise import build_topology
 
     topo = build_topology(Graph.open(out / "graph"))
     real = CCHTopology.load(real_cch, mmap=True)
-    arrays = {name: np.asarray(getattr(topo, name), dtype=getattr(real, name).dtype) for name in _TOPO_ARRAYS}
+    arrays = {name: np.asarray(getattr(topo, name), dtype=getattr(real, name).dtype) for name in TOPOLOGY_ARRAYS}
     CCHTopology(topo.n, arrays, topo.info).save(out / "routing" / "cch")
 
 

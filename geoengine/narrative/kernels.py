@@ -1,7 +1,8 @@
 """Compiled passes of the narrative: the per-edge and per-junction work of `build_maneuvers` in three
 kernels, so that Python only visits the maneuvers (a few per route), never the edges.
 
-`maneuver_table` chains them for one leg:
+`leg_inputs` gathers what they read of one leg from the graph's and the profile's arrays; `maneuver_table`
+chains them for one leg:
 
 1. `haversine_sines`: per shape segment, the square root of the haversine term (`geo.haversine_m` up to
    its arcsine);
@@ -23,10 +24,11 @@ import numba
 import numpy as np
 
 from geoengine import geo
+from geoengine.graph import tags as T
 
 from .geometry import HEADING_SAMPLE_M, SIDE_TOLERANCE_M
 
-__all__ = ["haversine_sines", "chord_vectors", "maneuver_rows", "maneuver_table", "INT_COLUMNS", "FLOAT_COLUMNS",
+__all__ = ["leg_inputs", "haversine_sines", "chord_vectors", "maneuver_rows", "maneuver_table", "INT_COLUMNS", "FLOAT_COLUMNS",
            "NO_SIDE", "LEFT", "RIGHT", "UNKNOWN_SIDE", "STOP_KIND_CODES", "SHORT_NAME_M",
            "EDGE_INT_ROWS", "EDGE_FLOAT_ROWS", "STOP_COLUMNS"]
 
@@ -586,3 +588,47 @@ def maneuver_table(lon, lat, sines, edge_f, edge_i, stops_i, stops_f, other=None
 _NO_OTHER_OFF = np.zeros(1, np.int64)
 _NO_OTHER_VAL = np.zeros(0, np.float64)
 
+
+_F_ROUNDABOUT, _F_FERRY, _F_LINK = T.F_ROUNDABOUT, T.F_FERRY, T.F_LINK
+
+
+@numba.njit(cache=True, nogil=True)
+def leg_inputs(lon, lat, begin, end, edges, covered, seg_length, seg_class, seg_flags, seg_name, seg_ref, canon,
+                edge_src, usable_out, usable, time, cost, class_map):
+    """What the narrative's kernels read of a leg (`maneuver_table`), from the graph's and the profile's
+    arrays (geoengine.services.route calls it): the shape's `haversine_sines`, and per
+    traversed edge the `EDGE_FLOAT_ROWS` (length, seconds, cost with infinite as 0, each times the covered
+    fraction) and `EDGE_INT_ROWS` (`PathInfo`'s arrays, names as ids of stripped strings); `ok` is False
+    when the shape indices break `PathInfo`'s contract."""
+    n = edges.shape[0]
+    npts = lon.shape[0]
+    edge_f = np.empty((3, n))
+    edge_i = np.empty((10, n), np.int64)
+    ok = True
+    for i in range(n):
+        e = edges[i]
+        k = e >> 1
+        edge_f[0, i] = seg_length[k] * covered[i]
+        edge_f[1, i] = time[e] * covered[i]
+        c = cost[e]
+        edge_f[2, i] = (c if np.isfinite(c) else 0.0) * covered[i]
+        b, t = begin[i], end[i]
+        if b < 0 or t >= npts or t < b or (i > 0 and b < begin[i - 1]):
+            ok = False
+        edge_i[0, i] = b
+        edge_i[1, i] = t
+        edge_i[2, i] = class_map[seg_class[k]]
+        f = seg_flags[k]
+        edge_i[3, i] = (f & _F_ROUNDABOUT) != 0
+        edge_i[4, i] = (f & _F_FERRY) != 0
+        edge_i[5, i] = (f & _F_LINK) != 0
+        # edges meeting at the start node: the usable ones leaving it, less the way back, plus the way in
+        d = usable_out[edge_src[e]]
+        if i > 0 and usable[edges[i - 1] ^ 1]:
+            d -= 1
+        edge_i[6, i] = d + 1
+        cn, cr = canon[seg_name[k]], canon[seg_ref[k]]
+        edge_i[7, i] = cn if cn != 0 else cr
+        edge_i[8, i] = cn if cn != 0 else cr
+        edge_i[9, i] = cr if cn != 0 and cr != cn else 0
+    return haversine_sines(lon, lat), edge_f, edge_i, ok

@@ -32,12 +32,21 @@ from pathlib import Path
 import numba
 import numpy as np
 
-from geoengine.routing.ch import INF, ContractionHierarchy, PathResult, _query_ranks, _query_result
+from geoengine.routing.ch import (
+    ARRAYS,
+    INF,
+    ContractionHierarchy,
+    PathResult,
+    as_locations,
+    query_ranks,
+    query_result,
+)
 from geoengine.routing.order import lower_bound
 
 FORMAT_VERSION = 1
 _PARALLEL_LOCK = threading.Lock()
-_TOPO_ARRAYS = ("rank", "order", "off", "tgt", "row", "dn_off", "dn_src", "dn_edge", "task_off", "task_verts")
+#: the arrays of a CCH topology (one .npy each in its folder)
+TOPOLOGY_ARRAYS = ("rank", "order", "off", "tgt", "row", "dn_off", "dn_src", "dn_edge", "task_off", "task_verts")
 
 
 @numba.njit(cache=True, nogil=True)
@@ -656,16 +665,17 @@ def _et_pairs(parent, up_off, up_tgt, up_w, up_s, dn_off, dn_tgt, dn_w, dn_s, sv
 
 
 @numba.njit(cache=True, nogil=True)
-def _et_query_kernel(n, rank, order, parent, up_off, up_tgt, up_w, up_s, up_row, up_mid, up_c1, up_c2, up_hops,
+def et_query_kernel(n, rank, order, parent, up_off, up_tgt, up_w, up_s, up_row, up_mid, up_c1, up_c2, up_hops,
                      dn_off, dn_tgt, dn_w, dn_s, dn_row, dn_mid, dn_c1, dn_c2, dn_hops, sv, so, so2, tv, to, to2,
                      want_path, fd, fs, fp, fst, bd, bs, bp, bst, ctr, fbuf, bbuf):
-    """`ch._query_kernel` (query without force_loop in one call) with the elimination-tree walk."""
-    status, sr, tr = _query_ranks(n, rank, sv, tv)
+    """The hierarchy's query without force_loop in one call (`ch._query_kernel`: ranks, search, unpacked path,
+    candidates used) with the elimination-tree walk; what `routing.plainroute` calls too."""
+    status, sr, tr = query_ranks(n, rank, sv, tv)
     if status < 0:
         return status, INF, INF, np.empty(0, np.int64), -1, -1
     best, best2, mv = _et_p2p(parent, up_off, up_tgt, up_w, up_s, dn_off, dn_tgt, dn_w, dn_s, sr, so, so2, tr, to,
                               to2, fd, fs, fp, fst, bd, bs, bp, bst, ctr, fbuf, bbuf)
-    return _query_result(best, best2, mv, want_path, sr, so, tr, to, fd, fp, bd, bp, order, up_row, up_tgt, up_mid,
+    return query_result(best, best2, mv, want_path, sr, so, tr, to, fd, fp, bd, bp, order, up_row, up_tgt, up_mid,
                          up_c1, up_c2, up_hops, dn_row, dn_tgt, dn_mid, dn_c1, dn_c2, dn_hops)
 
 
@@ -694,54 +704,46 @@ class CustomisedCH(ContractionHierarchy):
     def _orig_out(self, value):
         self.__dict__["_orig_out_arrays"] = value
 
-    def _et_bufs(self):
-        b = getattr(self._local, "et", None)
-        if b is None:
-            b = (np.empty(max(self.n, 1), np.int64), np.empty(max(self.n, 1), np.int64))
-            self._local.et = b
-        return b
-
     def query(self, sources, targets, source_offsets=None, target_offsets=None, source_offsets2=None,
               target_offsets2=None, *, force_loop=False, path=True) -> PathResult:
         if self.parent is None or force_loop:  # force_loop: the base class expands sources, then `_search`
             return super().query(sources, targets, source_offsets, target_offsets, source_offsets2, target_offsets2,
                                  force_loop=force_loop, path=path)
-        from geoengine.routing.ch import _as_locations
-
-        sv, so, so2 = _as_locations(sources, source_offsets, source_offsets2, "sources")
-        tv, to, to2 = _as_locations(targets, target_offsets, target_offsets2, "targets")
-        f, b, ctr = self._ws()
-        fb, bb = self._et_bufs()
-        status, best, best2, p, si, ti = _et_query_kernel(
+        sv, so, so2 = as_locations(sources, source_offsets, source_offsets2, "sources")
+        tv, to, to2 = as_locations(targets, target_offsets, target_offsets2, "targets")
+        ws = self.workspace()
+        f, b = ws.forward, ws.backward
+        fb, bb = ws.tree
+        status, best, best2, p, si, ti = et_query_kernel(
             self.n, self.rank, self.order, self.parent, self.up_off, self.up_tgt, self.up_w, self.up_s, self.up_row,
             self.up_mid, self.up_c1, self.up_c2, self.up_hops, self.dn_off, self.dn_tgt, self.dn_w, self.dn_s,
             self.dn_row, self.dn_mid, self.dn_c1, self.dn_c2, self.dn_hops, sv, so, so2, tv, to, to2, bool(path),
-            f[0], f[1], f[2], f[3], b[0], b[1], b[2], b[3], ctr, fb, bb)
+            f[0], f[1], f[2], f[3], b[0], b[1], b[2], b[3], ws.counter, fb, bb)
         if status < 0:
             raise ValueError(f"{'sources' if status == -1 else 'targets'}: vertex out of range [0, {self.n})")
         return PathResult(float(best), float(best2), p, int(si), int(ti))
 
-    def _search(self, sr, so, so2, tr, to, to2, f, b, ctr):
+    def _search(self, sr, so, so2, tr, to, to2, ws):
         if self.parent is None:
-            return super()._search(sr, so, so2, tr, to, to2, f, b, ctr)
-        fb, bb = self._et_bufs()
+            return super()._search(sr, so, so2, tr, to, to2, ws)
+        f, b = ws.forward, ws.backward
+        fb, bb = ws.tree
         return _et_p2p(self.parent, self.up_off, self.up_tgt, self.up_w, self.up_s, self.dn_off, self.dn_tgt,
                        self.dn_w, self.dn_s, sr, so, so2, tr, to, to2, f[0], f[1], f[2], f[3], b[0], b[1], b[2], b[3],
-                       ctr, fb, bb)
+                       ws.counter, fb, bb)
 
-    def _pairs(self, sv, so, so2, sp, tv, to, to2, tp, f, b, ctr):
+    def _pairs(self, sv, so, so2, sp, tv, to, to2, tp, ws):
         if self.parent is None:
-            return super()._pairs(sv, so, so2, sp, tv, to, to2, tp, f, b, ctr)
-        fb, bb = self._et_bufs()
+            return super()._pairs(sv, so, so2, sp, tv, to, to2, tp, ws)
+        f, b = ws.forward, ws.backward
+        fb, bb = ws.tree
         return _et_pairs(self.parent, self.up_off, self.up_tgt, self.up_w, self.up_s, self.dn_off, self.dn_tgt,
                          self.dn_w, self.dn_s, sv, so, so2, sp, tv, to, to2, tp, f[0], f[1], f[2], f[3], b[0], b[1],
-                         b[2], b[3], ctr, fb, bb)
+                         b[2], b[3], ws.counter, fb, bb)
 
     def nbytes(self) -> int:
-        from geoengine.routing.ch import _ARRAYS
-
         skip = {"rank", "order", *getattr(self, "_shared", ())}
-        return int(sum(getattr(self, name).nbytes for name in _ARRAYS if name not in skip))
+        return int(sum(getattr(self, name).nbytes for name in ARRAYS if name not in skip))
 
 
 def supergraph(n: int, uoff, uadj, rank):
@@ -764,7 +766,7 @@ class CCHTopology:
 
     def __init__(self, n: int, arrays: dict, info: dict | None = None):
         self.n = int(n)
-        for name in _TOPO_ARRAYS:
+        for name in TOPOLOGY_ARRAYS:
             setattr(self, name, arrays[name])
         self.info = dict(info or {})
         self._arc_map: dict = {}
@@ -859,7 +861,7 @@ class CCHTopology:
         d = Path(directory)
         d.mkdir(parents=True, exist_ok=True)
         names = []
-        for name in _TOPO_ARRAYS:
+        for name in TOPOLOGY_ARRAYS:
             np.save(d / f"{name}.npy", np.ascontiguousarray(getattr(self, name)))
             names.append(f"{name}.npy")
         self._write_meta(d, self.n, self.info)
@@ -872,7 +874,7 @@ class CCHTopology:
     @staticmethod
     def files() -> list[str]:
         """The files `save` writes, in its order."""
-        return [f"{name}.npy" for name in _TOPO_ARRAYS] + ["cch.json"]
+        return [f"{name}.npy" for name in TOPOLOGY_ARRAYS] + ["cch.json"]
 
     @classmethod
     def load(cls, directory, mmap: bool = True) -> CCHTopology:
@@ -880,7 +882,7 @@ class CCHTopology:
         meta = json.loads((d / "cch.json").read_text())
         if meta.get("format_version") != FORMAT_VERSION:
             raise ValueError(f"{d}: CCH topology format {meta.get('format_version')}, this code reads {FORMAT_VERSION}")
-        arrays = {name: np.load(d / f"{name}.npy", mmap_mode="r" if mmap else None) for name in _TOPO_ARRAYS}
+        arrays = {name: np.load(d / f"{name}.npy", mmap_mode="r" if mmap else None) for name in TOPOLOGY_ARRAYS}
         return cls(meta["n"], arrays, meta.get("info"))
 
     # -- customisation -------------------------------------------------------------------------------
@@ -1061,7 +1063,7 @@ class CCHTopology:
         tgt = np.array([1, 0, 2, 1, 3, 2], np.int64)
         small = CCHTopology.build(4, off, tgt, rank=np.arange(4))
         arrays = {}
-        for name in _TOPO_ARRAYS:
+        for name in TOPOLOGY_ARRAYS:
             a = np.array(getattr(small, name), dtype=getattr(self, name).dtype)
             a.setflags(write=bool(getattr(self, name).flags.writeable))
             arrays[name] = a

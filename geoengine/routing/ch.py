@@ -21,7 +21,9 @@ Result, stored in RANK space (vertex ids renumbered by contraction order, which 
 - `rank[v]` (original -> rank) and `order[r]` (rank -> original).
 
 Queries (see `ContractionHierarchy`): bidirectional point-to-point with stall-on-demand and multi-vertex
-sources and targets with offsets, bucket many-to-many (`table`), and path unpacking.
+sources and targets with offsets (`query`), bucket many-to-many (`table`), batch point-to-point (`pairs`),
+and path unpacking. Many locations travel as one `Locations` (flat candidate arrays); each thread's
+search labels are one `Workspace` (`ContractionHierarchy.workspace()`), whose arrays the kernels take.
 """
 
 from __future__ import annotations
@@ -29,6 +31,7 @@ from __future__ import annotations
 import json
 import threading
 from pathlib import Path
+from typing import NamedTuple
 
 import numba
 import numpy as np
@@ -635,7 +638,7 @@ def _pick_kernel(ranks, offs, r, label):
 
 
 @numba.njit(cache=True, nogil=True)
-def _query_ranks(n, rank, sv, tv):
+def query_ranks(n, rank, sv, tv):
     """(status, source ranks, target ranks) of a query's candidate vertices; status -1: a source out of
     range, -2: a target out of range, 1: fine."""
     sr = np.empty(sv.shape[0], np.int64)
@@ -652,7 +655,7 @@ def _query_ranks(n, rank, sv, tv):
 
 
 @numba.njit(cache=True, nogil=True)
-def _query_result(best, best2, mv, want_path, sr, so, tr, to, fd, fp, bd, bp, order, up_row, up_tgt, up_mid, up_c1,
+def query_result(best, best2, mv, want_path, sr, so, tr, to, fd, fp, bd, bp, order, up_row, up_tgt, up_mid, up_c1,
                   up_c2, up_hops, dn_row, dn_tgt, dn_mid, dn_c1, dn_c2, dn_hops):
     """What a query returns once its search met at mv (or not: mv < 0): (status 0 or 1, primary,
     secondary, unpacked path, source index, target index)."""
@@ -674,12 +677,12 @@ def _query_kernel(n, rank, order, up_off, up_tgt, up_w, up_s, up_row, up_mid, up
     """`query` without force_loop in one call: ranks, the bidirectional search, the unpacked path and the
     candidates used. Returns (status, primary, secondary, path, source index, target index); status -1:
     a source vertex out of range, -2: a target out of range, 0: no path, 1: found."""
-    status, sr, tr = _query_ranks(n, rank, sv, tv)
+    status, sr, tr = query_ranks(n, rank, sv, tv)
     if status < 0:
         return status, INF, INF, np.empty(0, np.int64), -1, -1
     best, best2, mv = _p2p(up_off, up_tgt, up_w, up_s, dn_off, dn_tgt, dn_w, dn_s, sr, so, so2, tr, to, to2, False,
                            fd, fs, fp, fst, fhk, fhv, fhp, bd, bs, bp, bst, bhk, bhv, bhp, ctr)
-    return _query_result(best, best2, mv, want_path, sr, so, tr, to, fd, fp, bd, bp, order, up_row, up_tgt, up_mid,
+    return query_result(best, best2, mv, want_path, sr, so, tr, to, fd, fp, bd, bp, order, up_row, up_tgt, up_mid,
                          up_c1, up_c2, up_hops, dn_row, dn_tgt, dn_mid, dn_c1, dn_c2, dn_hops)
 
 
@@ -809,14 +812,55 @@ def _table(n, up_off, up_tgt, up_w, up_s, dn_off, dn_tgt, dn_w, dn_s,
 # Python API
 # ---------------------------------------------------------------------------------------------------
 
-_ARRAYS = (
+#: the arrays of a hierarchy (one .npy each in its folder)
+ARRAYS = (
     "rank", "order",
     "up_off", "up_tgt", "up_w", "up_s", "up_mid", "up_c1", "up_c2", "up_row", "up_hops",
     "dn_off", "dn_tgt", "dn_w", "dn_s", "dn_mid", "dn_c1", "dn_c2", "dn_row", "dn_hops",
 )
 
 
-def _as_locations(vertices, offsets, offsets2, name):
+class Locations(NamedTuple):
+    """Many locations' candidates in flat arrays: location i's candidates are `vertices[ptr[i]:ptr[i + 1]]`
+    (int64), each with the primary and secondary cost already spent to reach it from the location
+    (`offsets`, `offsets2`: float64). What `table` and `pairs` take; `flatten_locations` makes one from
+    a list of locations. A plain 4-tuple too: `v, o, o2, ptr = locations`."""
+
+    vertices: np.ndarray
+    offsets: np.ndarray
+    offsets2: np.ndarray
+    ptr: np.ndarray
+
+
+def _side(n: int) -> tuple:
+    return (np.zeros(n), np.zeros(n), np.full(n, -1, np.int64), np.zeros(n, np.int64), np.empty(max(n, 1)),
+            np.empty(max(n, 1), np.int32), np.full(n, -1, np.int64))
+
+
+class Workspace:
+    """One thread's search state over a graph of `n` vertices, reused by every search of that thread:
+    `forward` and `backward`, each side's labels as the kernels take them (primary, secondary, parent
+    arc, stamp, heap keys, heap vertices, heap positions); `counter` (int64[1], the current search's
+    stamp, so labels are never reset); `tree`, the elimination-tree walk's two vertex lists (made when
+    first used). A hierarchy hands each thread its own (`ContractionHierarchy.workspace()`)."""
+
+    __slots__ = ("n", "forward", "backward", "counter", "_tree")
+
+    def __init__(self, n: int):
+        self.n = int(n)
+        self.forward = _side(self.n)
+        self.backward = _side(self.n)
+        self.counter = np.zeros(1, np.int64)
+        self._tree = None
+
+    @property
+    def tree(self) -> tuple:
+        if self._tree is None:
+            self._tree = (np.empty(max(self.n, 1), np.int64), np.empty(max(self.n, 1), np.int64))
+        return self._tree
+
+
+def as_locations(vertices, offsets, offsets2, name):
     """Normalise one location: scalar or 1-D vertices with optional offsets."""
     v = np.atleast_1d(np.asarray(vertices, dtype=np.int64))
     if v.ndim != 1:
@@ -828,8 +872,8 @@ def _as_locations(vertices, offsets, offsets2, name):
     return v, o, o2
 
 
-def flatten_locations(locs, n):
-    """A list of locations -> (flat vertices, offsets, secondary offsets, ptr int64[len+1]).
+def flatten_locations(locs, n) -> Locations:
+    """A list of locations -> `Locations` (flat vertices, offsets, secondary offsets, ptr int64[len+1]).
 
     Each location is an int vertex, a 1-D array of vertices, or a tuple (vertices, offsets) or
     (vertices, offsets, secondary offsets): candidate vertices with the cost already spent to reach
@@ -838,10 +882,10 @@ def flatten_locations(locs, n):
     vs, os_, o2s, ptr = [], [], [], [0]
     for i, loc in enumerate(locs):
         if isinstance(loc, tuple):
-            v, o, o2 = _as_locations(loc[0], loc[1] if len(loc) > 1 else None, loc[2] if len(loc) > 2 else None,
+            v, o, o2 = as_locations(loc[0], loc[1] if len(loc) > 1 else None, loc[2] if len(loc) > 2 else None,
                                      f"location {i}")
         else:
-            v, o, o2 = _as_locations(loc, None, None, f"location {i}")
+            v, o, o2 = as_locations(loc, None, None, f"location {i}")
         if v.size and (v.min() < 0 or v.max() >= n):
             raise ValueError(f"location {i}: vertex out of range [0, {n})")
         vs.append(v)
@@ -849,8 +893,8 @@ def flatten_locations(locs, n):
         o2s.append(o2)
         ptr.append(ptr[-1] + v.shape[0])
     if not vs:
-        return (np.empty(0, np.int64), np.empty(0), np.empty(0), np.zeros(1, np.int64))
-    return np.concatenate(vs), np.concatenate(os_), np.concatenate(o2s), np.asarray(ptr, np.int64)
+        return Locations(np.empty(0, np.int64), np.empty(0), np.empty(0), np.zeros(1, np.int64))
+    return Locations(np.concatenate(vs), np.concatenate(os_), np.concatenate(o2s), np.asarray(ptr, np.int64))
 
 
 class PathResult:
@@ -883,7 +927,7 @@ class ContractionHierarchy:
 
     def __init__(self, n: int, arrays: dict[str, np.ndarray], info: dict | None = None):
         self.n = int(n)
-        for name in _ARRAYS:
+        for name in ARRAYS:
             setattr(self, name, readonly(arrays[name]))
         self.info = dict(info or {})
         self._local = threading.local()
@@ -951,7 +995,7 @@ class ContractionHierarchy:
         d = Path(directory)
         d.mkdir(parents=True, exist_ok=True)
         names = []
-        for name in _ARRAYS:
+        for name in ARRAYS:
             np.save(d / f"{name}.npy", np.ascontiguousarray(getattr(self, name)))
             names.append(f"{name}.npy")
         meta = {"format_version": FORMAT_VERSION, "n": self.n, "info": self.info}
@@ -967,21 +1011,15 @@ class ContractionHierarchy:
             raise ValueError(f"{d}: contraction hierarchy format {meta.get('format_version')}, "
                              f"this code reads {FORMAT_VERSION}")
         mode = "r" if mmap else None
-        arrays = {name: np.load(d / f"{name}.npy", mmap_mode=mode) for name in _ARRAYS}
+        arrays = {name: np.load(d / f"{name}.npy", mmap_mode=mode) for name in ARRAYS}
         return cls(meta["n"], arrays, meta.get("info"))
 
     # -- workspaces --------------------------------------------------------------------------------
-    def _ws(self):
+    def workspace(self) -> Workspace:
+        """This thread's `Workspace` for this hierarchy (made at its first search)."""
         ws = getattr(self._local, "ws", None)
         if ws is None:
-            n = self.n
-
-            def side():
-                return (np.zeros(n), np.zeros(n), np.full(n, -1, np.int64), np.zeros(n, np.int64),
-                        np.empty(max(n, 1)), np.empty(max(n, 1), np.int32), np.full(n, -1, np.int64))
-
-            ws = (side(), side(), np.zeros(1, np.int64))
-            self._local.ws = ws
+            ws = self._local.ws = Workspace(self.n)
         return ws
 
     def warmup(self) -> None:
@@ -1005,10 +1043,11 @@ class ContractionHierarchy:
         meaningful; the search stays exact because its stopping test adds the other side's minimum offset.
         Returns a `PathResult`; primary = inf and an empty path when no path exists.
         """
-        sv, so, so2 = _as_locations(sources, source_offsets, source_offsets2, "sources")
-        tv, to, to2 = _as_locations(targets, target_offsets, target_offsets2, "targets")
+        sv, so, so2 = as_locations(sources, source_offsets, source_offsets2, "sources")
+        tv, to, to2 = as_locations(targets, target_offsets, target_offsets2, "targets")
+        ws = self.workspace()
+        f, b, ctr = ws.forward, ws.backward, ws.counter
         if not force_loop:  # the common case: one kernel call from ranks to the unpacked path
-            f, b, ctr = self._ws()
             status, best, best2, p, si, ti = _query_kernel(
                 self.n, self.rank, self.order, self.up_off, self.up_tgt, self.up_w, self.up_s, self.up_row,
                 self.up_mid, self.up_c1, self.up_c2, self.up_hops, self.dn_off, self.dn_tgt, self.dn_w, self.dn_s,
@@ -1028,8 +1067,7 @@ class ContractionHierarchy:
             sv, so, so2, src_index, first = self._expand_loop_sources(sv, so, so2, tv)
         sr = self.rank[sv].astype(np.int64)
         tr = self.rank[tv].astype(np.int64)
-        f, b, ctr = self._ws()
-        best, best2, mv = self._search(sr, so, so2, tr, to, to2, f, b, ctr)
+        best, best2, mv = self._search(sr, so, so2, tr, to, to2, ws)
         if mv < 0:
             return PathResult(INF, INF, np.empty(0, np.int64), -1, -1)
         if not path:
@@ -1072,48 +1110,65 @@ class ContractionHierarchy:
         return (np.concatenate(vs).astype(np.int64), np.concatenate(os_).astype(float),
                 np.concatenate(o2s).astype(float), np.concatenate(idx), np.concatenate(first))
 
-    def query_pairs(self, sources, targets):
-        """Batch point-to-point without paths: pair i goes from `sources[i]` to `targets[i]` (locations
-        as in `table`, equal lengths). Returns (primary, secondary) float64 arrays, inf where no path;
-        one kernel call, so a million pairs cost no Python loop."""
-        sv, so, so2, sp = self._flat(sources)
-        tv, to, to2, tp = self._flat(targets)
+    def pairs(self, sources, targets):
+        """Batch point-to-point without paths: pair i goes from `sources[i]` to `targets[i]` (locations as
+        in `table`, equal numbers). Returns (primary, secondary) float64 arrays, inf where no path; one
+        kernel call, so a million pairs cost no Python loop."""
+        sv, so, so2, sp = self.locations(sources)
+        tv, to, to2, tp = self.locations(targets)
         if sp.shape[0] != tp.shape[0]:
             raise ValueError("sources and targets must have the same length")
-        f, b, ctr = self._ws()
         return self._pairs(self.rank[sv].astype(np.int64), so, so2, sp, self.rank[tv].astype(np.int64), to, to2, tp,
-                           f, b, ctr)
+                           self.workspace())
 
-    def _search(self, sr, so, so2, tr, to, to2, f, b, ctr):
-        """(best primary, best secondary, meeting rank or -1) with the search labels left in f and b."""
+    query_pairs = pairs
+
+    def _search(self, sr, so, so2, tr, to, to2, ws):
+        """(best primary, best secondary, meeting rank or -1) with the search labels left in the
+        workspace's sides."""
         return _p2p(self.up_off, self.up_tgt, self.up_w, self.up_s, self.dn_off, self.dn_tgt, self.dn_w,
-                    self.dn_s, sr, so, so2, tr, to, to2, False, *f, *b, ctr)
+                    self.dn_s, sr, so, so2, tr, to, to2, False, *ws.forward, *ws.backward, ws.counter)
 
-    def _pairs(self, sv, so, so2, sp, tv, to, to2, tp, f, b, ctr):
+    def _pairs(self, sv, so, so2, sp, tv, to, to2, tp, ws):
         return _p2p_pairs(self.up_off, self.up_tgt, self.up_w, self.up_s, self.dn_off, self.dn_tgt, self.dn_w,
-                          self.dn_s, sv, so, so2, sp, tv, to, to2, tp, *f, *b, ctr)
+                          self.dn_s, sv, so, so2, sp, tv, to, to2, tp, *ws.forward, *ws.backward, ws.counter)
 
     def table(self, sources, targets):
-        """Many-to-many: `sources` and `targets` are lists of locations (see `flatten_locations`), or 1-D
-        int arrays of one vertex each. Returns (primary, secondary) float64 matrices [len(sources),
-        len(targets)], inf where no path. A vertex shared by a source and a target gives the offsets' sum
-        (d(v, v) = 0), as in `query` without force_loop."""
-        sv, so, so2, sp = self._flat(sources)
-        tv, to, to2, tp = self._flat(targets)
-        _f, b, ctr = self._ws()
-        D, S = _table(self.n, self.up_off, self.up_tgt, self.up_w, self.up_s, self.dn_off, self.dn_tgt, self.dn_w,
+        """Many-to-many: `sources` and `targets` are `Locations`, lists of locations (see
+        `flatten_locations`), or 1-D int arrays of one vertex each. Returns (primary, secondary) float64
+        matrices [len(sources), len(targets)], inf where no path. A vertex shared by a source and a
+        target gives the offsets' sum (d(v, v) = 0), as in `query` without force_loop."""
+        sv, so, so2, sp = self.locations(sources)
+        tv, to, to2, tp = self.locations(targets)
+        ws = self.workspace()
+        b = ws.backward
+        return _table(self.n, self.up_off, self.up_tgt, self.up_w, self.up_s, self.dn_off, self.dn_tgt, self.dn_w,
                       self.dn_s, self.rank[sv].astype(np.int64), so, so2, sp, self.rank[tv].astype(np.int64), to, to2,
-                      tp, b[0], b[1], b[2], b[3], ctr, b[4], b[5], b[6])
-        return D, S
+                      tp, b[0], b[1], b[2], b[3], ws.counter, b[4], b[5], b[6])
 
-    def _flat(self, locs):
-        if isinstance(locs, np.ndarray) and locs.ndim == 1 and np.issubdtype(locs.dtype, np.integer):
-            v = locs.astype(np.int64)
-            if v.size and (v.min() < 0 or v.max() >= self.n):
-                raise ValueError(f"vertex out of range [0, {self.n})")
-            z = np.zeros(v.shape[0])
-            return v, z, z.copy(), np.arange(v.shape[0] + 1, dtype=np.int64)
-        return flatten_locations(list(locs), self.n)
+    def locations(self, locs) -> Locations:
+        """`Locations` of `locs` (`Locations`, a list of locations or a 1-D int array of one vertex each),
+        its vertices checked against this hierarchy."""
+        return checked_locations(locs, self.n)
+
+
+def checked_locations(locs, n: int) -> Locations:
+    """`Locations` of `locs` (`Locations`, a list of locations as `flatten_locations` takes, or a 1-D int
+    array of one vertex each), with every vertex in [0, n) and the kernels' dtypes."""
+    if isinstance(locs, Locations):
+        v = np.ascontiguousarray(locs.vertices, dtype=np.int64)
+        if v.size and (v.min() < 0 or v.max() >= n):
+            raise ValueError(f"vertex out of range [0, {n})")
+        return Locations(v, np.ascontiguousarray(locs.offsets, dtype=np.float64),
+                         np.ascontiguousarray(locs.offsets2, dtype=np.float64),
+                         np.ascontiguousarray(locs.ptr, dtype=np.int64))
+    if isinstance(locs, np.ndarray) and locs.ndim == 1 and np.issubdtype(locs.dtype, np.integer):
+        v = locs.astype(np.int64)
+        if v.size and (v.min() < 0 or v.max() >= n):
+            raise ValueError(f"vertex out of range [0, {n})")
+        z = np.zeros(v.shape[0])
+        return Locations(v, z, z.copy(), np.arange(v.shape[0] + 1, dtype=np.int64))
+    return flatten_locations(list(locs), n)
 
 
 def _pick(ranks, offs, r, label):

@@ -21,7 +21,7 @@ import numpy as np
 
 from geoengine.arrays import readonly
 from geoengine.routing._heap import heap_decrease, heap_pop, heap_push, init_labels
-from geoengine.routing.ch import PathResult, _as_locations, flatten_locations
+from geoengine.routing.ch import Locations, PathResult, as_locations, checked_locations, flatten_locations
 
 INF = np.inf
 
@@ -385,7 +385,7 @@ class Graph:
         return ws
 
     def _locs(self, vertices, off, off2, name):
-        v, o, o2 = _as_locations(vertices, off, off2, name)
+        v, o, o2 = as_locations(vertices, off, off2, name)
         if v.size and (v.min() < 0 or v.max() >= self.n):
             raise ValueError(f"{name}: vertex out of range [0, {self.n})")
         return v, o, o2
@@ -432,7 +432,7 @@ def bidirectional_dijkstra(graph: Graph, sources, targets, source_offsets=None, 
 def table(graph: Graph, sources, targets):
     """Exact many-to-many on the original graph (the fallback for option-weighted matrices): one
     Dijkstra per source location that stops once every target candidate is settled. Locations as in
-    `ContractionHierarchy.table`; returns (primary, secondary) float64 matrices, inf where no path."""
+    `ContractionHierarchy.table` (`Locations`, a list or a 1-D int array); returns (primary, secondary) float64 matrices, inf where no path."""
     sv, so, so2, sp = _flat(graph, sources)
     tv, to, to2, tp = _flat(graph, targets)
     return _table_kernel(graph.n, graph.offsets, graph.targets, graph.weights, graph.secondary, sv, so, so2, sp, tv,
@@ -440,6 +440,8 @@ def table(graph: Graph, sources, targets):
 
 
 def _flat(graph, locs):
+    if isinstance(locs, Locations):
+        return checked_locations(locs, graph.n)
     if isinstance(locs, np.ndarray) and locs.ndim == 1 and np.issubdtype(locs.dtype, np.integer):
         locs = [int(v) for v in locs]
     return flatten_locations(list(locs), graph.n)

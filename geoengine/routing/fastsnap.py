@@ -16,10 +16,12 @@ import numba
 import numpy as np
 
 from geoengine.errors import FieldError, Unsnappable, field_path
-from geoengine.routing.snap import _M_PER_DEG, DEFAULT_RADII, MAX_DEFAULT_RADIUS
+from geoengine.geo import M_PER_DEG
+from geoengine.routing.snap import DEFAULT_RADII, MAX_DEFAULT_RADIUS
 from geoengine.routing.snapgrid import box_cells, cell_items, project
 
-_RADII = np.asarray(DEFAULT_RADII, dtype=np.float64)
+#: DEFAULT_RADII as the kernels take them
+RADII = np.asarray(DEFAULT_RADII, dtype=np.float64)
 
 
 @numba.njit(cache=True, nogil=True)
@@ -28,8 +30,8 @@ def _gather(px, py, radius, G, lon, lat, piece_a, piece_seg, piece_cum, piece_le
     """Candidates of one point within `radius`: per segment its nearest piece, both directions, filtered
     by `usable` (and by comp == want_comp when use_comp). Returns arrays (edge, fraction, lon, lat, dist)."""
     coslat = np.cos(np.radians(py))
-    dlat = radius / _M_PER_DEG
-    dlon = radius / (_M_PER_DEG * max(coslat, 1e-6))
+    dlat = radius / M_PER_DEG
+    dlon = radius / (M_PER_DEG * max(coslat, 1e-6))
     cells = box_cells(G, px - dlon, py - dlat, px + dlon, py + dlat)
     cell_off, items = cell_items(G)
     # best piece per segment (segments met several times keep the nearest)
@@ -113,7 +115,7 @@ def _gather(px, py, radius, G, lon, lat, piece_a, piece_seg, piece_cum, piece_le
 
 
 @numba.njit(cache=True, nogil=True)
-def _candidates_many(pxs, pys, rads, default_radii, G, lon, lat, piece_a, piece_seg, piece_cum, piece_len, seg_len,
+def candidates_many_kernel(pxs, pys, rads, default_radii, G, lon, lat, piece_a, piece_seg, piece_cum, piece_len, seg_len,
                      usable, comp, use_comp, seen, stamp, slack, kmax):
     """`GridSnapper.candidates` of many points in one call (rads[i] NaN: the default radii), each point's
     candidates cut to those within `slack` metres of its nearest, at most `kmax`. Returns flat arrays
@@ -200,7 +202,7 @@ class GridSnapper:
         return (self.grid.arrays, self.lon, self.lat, self.piece_a, self.piece_seg, self.piece_cum, self.piece_len,
                 self.seg_len)
 
-    def _ws(self):
+    def workspace(self):
         ws = getattr(self._local, "ws", None)
         if ws is None:
             ws = (np.zeros(self.n_seg, np.int64), np.zeros(1, np.int64))
@@ -208,7 +210,7 @@ class GridSnapper:
         return ws
 
     def _gather(self, lon, lat, radius, usable, comp, use_comp, want):
-        seen, stamp = self._ws()
+        seen, stamp = self.workspace()
         return _gather(lon, lat, radius, *self.arrays, usable, comp, use_comp, want, seen, stamp)
 
     def candidates_many(self, lons: np.ndarray, lats: np.ndarray, radii: np.ndarray, usable: np.ndarray,
@@ -216,18 +218,18 @@ class GridSnapper:
         """`candidates` of many points in one kernel call (radii[i] NaN: the default radii), each cut to
         the candidates within `slack` metres of its nearest, at most `kmax`: (edge, fraction, lon, lat,
         distance) flat arrays, ptr int64[n+1] and ok bool[n] (False: nothing in reach)."""
-        seen, stamp = self._ws()
+        seen, stamp = self.workspace()
         use_comp = comp is not None
-        return _candidates_many(np.ascontiguousarray(lons, dtype=np.float64),
+        return candidates_many_kernel(np.ascontiguousarray(lons, dtype=np.float64),
                                 np.ascontiguousarray(lats, dtype=np.float64),
-                                np.ascontiguousarray(radii, dtype=np.float64), _RADII, *self.arrays, usable,
+                                np.ascontiguousarray(radii, dtype=np.float64), RADII, *self.arrays, usable,
                                 comp if use_comp else usable, use_comp, seen, stamp, float(slack), int(kmax))
 
     def candidates(self, lon: float, lat: float, radius, usable: np.ndarray, comp: np.ndarray | None,
                    index: int, field: str):
         """(edge, fraction, lon, lat, distance) ranked by distance, of one plain location; raises
         Unsnappable naming `{field}[{index}]` as Snapper does."""
-        radii = _RADII if radius is None or not np.isfinite(radius) else np.array([float(radius)])
+        radii = RADII if radius is None or not np.isfinite(radius) else np.array([float(radius)])
         use_comp = comp is not None
         c = comp if use_comp else usable
         island = None

@@ -404,7 +404,7 @@ def _grid_candidates(plon, plat, radius, k_max, usable, G, piece_a, piece_seg, p
 
 
 @numba.njit(cache=True, nogil=True)
-def _arc_sum(offsets, targets, secondary, path):
+def arc_sum(offsets, targets, secondary, path):
     """Sum of the secondary metric over the arcs path[i] -> path[i+1] (the cheapest arc when several)."""
     tot = 0.0
     for i in range(path.shape[0] - 1):

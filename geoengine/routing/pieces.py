@@ -52,7 +52,7 @@ def piece_geometry(graph, leg: Leg):
     share their junction point."""
     if leg.shape is not None:
         return leg.shape
-    return _piece_shape(np.ascontiguousarray(leg.edges, dtype=np.int64), float(leg.f_first), float(leg.f_last),
+    return piece_shape_kernel(np.ascontiguousarray(leg.edges, dtype=np.int64), float(leg.f_first), float(leg.f_last),
                         graph.shape_offsets, graph.shape_lon, graph.shape_lat)
 
 
@@ -125,7 +125,7 @@ def _cut(lo, la, s, t, out_lo, out_la, pos):
 
 
 @numba.njit(cache=True, nogil=True)
-def _piece_shape(edges, f_first, f_last, so, slon, slat):
+def piece_shape_kernel(edges, f_first, f_last, so, slon, slat):
     n = edges.shape[0]
     total = 0
     for i in range(n):
@@ -181,3 +181,21 @@ def _piece_shape(edges, f_first, f_last, so, slon, slat):
             begin[i] = end[i - 1]
             end[i] = begin[i] + (pos - start)
     return out_lo[:pos].copy(), out_la[:pos].copy(), begin, end, covered
+
+
+@numba.njit(cache=True, nogil=True)
+def path_prefix_costs(offsets, targets, weights, edge_cost, path):
+    """c[k]: cost from the start of path[0] to the end of path[k] through the turn graph's arcs
+    (turn costs included); inf where two consecutive edges are not joined by an arc."""
+    n = len(path)
+    c = np.empty(n)
+    c[0] = edge_cost[path[0]]
+    for k in range(1, n):
+        a = path[k - 1]
+        b = path[k]
+        w = np.inf
+        for q in range(offsets[a], offsets[a + 1]):
+            if targets[q] == b and weights[q] < w:
+                w = weights[q]
+        c[k] = c[k - 1] + w
+    return c

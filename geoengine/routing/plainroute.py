@@ -21,11 +21,11 @@ import numba
 import numpy as np
 
 from geoengine.elevation.grades import path_climb
-from geoengine.geo import _encode_coords
-from geoengine.routing.cch import _et_query_kernel
-from geoengine.routing.fastsnap import _RADII, _candidates_many
-from geoengine.routing.pieces import _piece_shape
-from geoengine.routing.profile import _offsets
+from geoengine.geo import encode_coords
+from geoengine.routing.cch import et_query_kernel
+from geoengine.routing.fastsnap import RADII, candidates_many_kernel
+from geoengine.routing.pieces import piece_shape_kernel
+from geoengine.routing.profile import offsets_kernel
 
 PLAIN_FOUND = 1
 PLAIN_DECLINED = 0
@@ -46,7 +46,7 @@ def _plain_route(pxs, pys, rads, default_radii, G, glon, glat, piece_a, piece_se
     index, target index, shape lon, lat, per-edge begin, end, covered fraction and seconds, OR of the
     segments' flags, any highway, bbox [min_lon, min_lat, max_lon, max_lat], climb and descent (0 unless
     `grades`), polyline bytes at `scale` (none when scale is 0))."""
-    E, F, LO, LA, D, ptr, ok = _candidates_many(pxs, pys, rads, default_radii, G, glon, glat, piece_a, piece_seg,
+    E, F, LO, LA, D, ptr, ok = candidates_many_kernel(pxs, pys, rads, default_radii, G, glon, glat, piece_a, piece_seg,
                                                 piece_cum, piece_len, seg_len, usable, comp, use_comp, seen, stamp,
                                                 slack, kmax)
     ei = np.empty(0, np.int64)
@@ -63,15 +63,15 @@ def _plain_route(pxs, pys, rads, default_radii, G, glon, glat, piece_a, piece_se
         for j in range(te.shape[0]):
             if se[i] == te[j]:
                 return declined  # the trivial path along one edge: Router.shortest
-    so, so2 = _offsets(se, sf, cost, time, length, False)
-    to, to2 = _offsets(te, tf, cost, time, length, True)
-    status, best, best2, path, si, ti = _et_query_kernel(
+    so, so2 = offsets_kernel(se, sf, cost, time, length, False)
+    to, to2 = offsets_kernel(te, tf, cost, time, length, True)
+    status, best, best2, path, si, ti = et_query_kernel(
         n, rank, order, parent, up_off, up_tgt, up_w, up_s, up_row, up_mid, up_c1, up_c2, up_hops, dn_off, dn_tgt,
         dn_w, dn_s, dn_row, dn_mid, dn_c1, dn_c2, dn_hops, se, so, so2, te, to, to2, True, fd, fs, fp, fst, bd, bs,
         bp, bst, ctr, fbuf, bbuf)
     if status != 1 or not np.isfinite(best) or path.shape[0] == 0:
         return declined
-    lon, lat, begin, end, covered = _piece_shape(path, sf[si], tf[ti], shape_off, shape_lon, shape_lat)
+    lon, lat, begin, end, covered = piece_shape_kernel(path, sf[si], tf[ti], shape_off, shape_lon, shape_lat)
     flags = 0
     highway = False
     for i in range(path.shape[0]):
@@ -84,7 +84,7 @@ def _plain_route(pxs, pys, rads, default_radii, G, glon, glat, piece_a, piece_se
     for i in range(path.shape[0]):
         seconds[i] = time[path[i]] * covered[i]
     climb, descent = path_climb(edge_climb, edge_descent, path, covered) if grades else (0.0, 0.0)
-    poly = _encode_coords(lat, lon, scale) if scale > 0 else eb
+    poly = encode_coords(lat, lon, scale) if scale > 0 else eb
     return (PLAIN_FOUND, E, F, LO, LA, D, ptr, best, best2, path, si, ti, lon, lat, begin, end, covered, seconds,
             np.int64(flags), highway, box, climb, descent, poly)
 
@@ -118,9 +118,10 @@ class PlainRoute:
         return getattr(prof.ch, "parent", None) is not None
 
     def __call__(self, pxs: np.ndarray, pys: np.ndarray, rads: np.ndarray, slack: float, kmax: int, scale: float):
-        seen, stamp = self.grid._ws()
-        f, b, ctr = self.ch._ws()
-        fb, bb = self.ch._et_bufs()
+        seen, stamp = self.grid.workspace()
+        ws = self.ch.workspace()
+        f, b = ws.forward, ws.backward
+        fb, bb = ws.tree
         g, c, s = self.args
-        return _plain_route(pxs, pys, rads, _RADII, *g, seen, stamp, slack, kmax, *c,
-                            f[0], f[1], f[2], f[3], b[0], b[1], b[2], b[3], ctr, fb, bb, *s, scale)
+        return _plain_route(pxs, pys, rads, RADII, *g, seen, stamp, slack, kmax, *c,
+                            f[0], f[1], f[2], f[3], b[0], b[1], b[2], b[3], ws.counter, fb, bb, *s, scale)

@@ -34,7 +34,7 @@ def pack(time_s, length_m):
 
 
 @numba.njit(cache=True, nogil=True)
-def _offsets(edges, fractions, cost, time, length, negate):
+def offsets_kernel(edges, fractions, cost, time, length, negate):
     """`Profile.source_offsets` / `target_offsets` (negated) of 1-D arrays in one call; the same
     operations in the same order as `pack`, so the results are bit-identical."""
     n = edges.shape[0]
@@ -150,7 +150,7 @@ class Profile:
         e = np.asarray(edges, dtype=np.int64)
         f = np.asarray(fractions, dtype=np.float64)
         if e.ndim == 1 and f.shape == e.shape:
-            return _offsets(e, f, self.cost, self.time, self.length, False)
+            return offsets_kernel(e, f, self.cost, self.time, self.length, False)
         rem = 1.0 - f
         return rem * self.cost[e], pack(rem * self.time[e], rem * self.length[e])
 
@@ -159,6 +159,6 @@ class Profile:
         e = np.asarray(edges, dtype=np.int64)
         f = np.asarray(fractions, dtype=np.float64)
         if e.ndim == 1 and f.shape == e.shape:
-            return _offsets(e, f, self.cost, self.time, self.length, True)
+            return offsets_kernel(e, f, self.cost, self.time, self.length, True)
         c, s = self.source_offsets(e, f)
         return -c, -s

@@ -1,11 +1,11 @@
 """The routing services: one module per operation, each with its typed request (and response schema)
 models, used by the library (`Engine`), the CLI and the HTTP façade alike.
 
-- `router`: the search layer every service shares (profiles, snapping, shortest pieces, tables).
 - `route` (typed `Route` / `RouteResult`), `route_options`, `alternates`, `matrix`, `optimised_route`,
   `isochrone`, `matching`, `directions`.
 - `documents/`: the spec's documents from the typed results (the /route trip, /v1/routing/directions).
 
-Services import `geoengine.routing` (array kernels), never the other way round; see
-docs/architecture.md.
+The search layer every service shares (profiles, snapping, shortest pieces, tables) is
+`geoengine.routing.router`. Services import `geoengine.routing`, never the other way round, and hold no
+Numba kernel; see docs/architecture.md.
 """

@@ -12,7 +12,8 @@ profile's edge-based graph with the penalised weights. A candidate is kept when
   (within `LOCAL_SLACK`), so no alternative takes a pointless detour around a block.
 
 The search stops after `n` alternatives or `MAX_ROUNDS(n)` re-searches. Everything except the choice of
-edges to penalise (numpy, vectorised) runs in the Numba Dijkstra kernels.
+edges to penalise (numpy, vectorised) runs in the routing package's Numba kernels (Dijkstra, and
+`routing.pieces.path_prefix_costs` for the T-test).
 
 Library use (the /route `alternates` option and /v1/routing/directions `alternatives`; see
 geoengine.services.route.run):
@@ -25,11 +26,10 @@ from __future__ import annotations
 
 import copy
 
-import numba
 import numpy as np
 
 from geoengine.arrays import unique
-from geoengine.routing.pieces import Leg
+from geoengine.routing.pieces import Leg, path_prefix_costs
 
 PENALTY = 1.6
 MAX_STRETCH = 1.5
@@ -79,24 +79,6 @@ def _penalised_profile(prof, mult: np.ndarray):
     shim.ch = None
     shim._search = base.with_weights(w)
     return shim
-
-
-@numba.njit(cache=True, nogil=True)
-def path_prefix_costs(offsets, targets, weights, edge_cost, path):
-    """c[k]: cost from the start of path[0] to the end of path[k] through the turn graph's arcs
-    (turn costs included); inf where two consecutive edges are not joined by an arc."""
-    n = len(path)
-    c = np.empty(n)
-    c[0] = edge_cost[path[0]]
-    for k in range(1, n):
-        a = path[k - 1]
-        b = path[k]
-        w = np.inf
-        for q in range(offsets[a], offsets[a + 1]):
-            if targets[q] == b and weights[q] < w:
-                w = weights[q]
-        c[k] = c[k - 1] + w
-    return c
 
 
 def locally_optimal(router, prof, piece: Leg, best: Leg, window: float, slack: float = LOCAL_SLACK) -> bool:

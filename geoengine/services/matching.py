@@ -13,7 +13,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from geoengine.errors import FieldError, InvalidRequest, Unprocessable
 from geoengine.geo import metres_per_unit
-from geoengine.routing.matching import TYPE_NAMES, UNMATCHED, _arc_sum
+from geoengine.routing.matching import TYPE_NAMES, UNMATCHED, arc_sum
 from geoengine.routing.pieces import Leg, piece_geometry
 from geoengine.routing.profile import unpack
 from geoengine.services.documents.trip import Trip
@@ -23,8 +23,8 @@ from geoengine.services.models import (
     Lon,
     MatchCosting,
     Units,
-    _units,
     costing_validator,
+    unit_alias,
 )
 
 MAX_SHAPE_POINTS = 16000
@@ -76,7 +76,7 @@ class MapMatchRequest(BaseModel):
         "polyline6", description="Format of the matched shape in /map_match legs")
     id: str | None = Field(None, description="Echoed in the response")
 
-    _norm_units = field_validator("units", mode="before")(_units)
+    _norm_units = field_validator("units", mode="before")(unit_alias)
 
     _costing_known = costing_validator("map_match")
 
@@ -176,7 +176,7 @@ def _piece(prof, edges: np.ndarray, f_first: float, f_last: float) -> Leg:
     turn_s = 0.0
     if len(edges) > 1:
         s_ = prof.search
-        arc_t, _ = unpack(_arc_sum(s_.offsets, s_.targets, s_.secondary, edges))
+        arc_t, _ = unpack(arc_sum(s_.offsets, s_.targets, s_.secondary, edges))
         turn_s = max(float(arc_t) - float(prof.time[edges[1:]].sum()), 0.0)
     return Leg(edges, f_first, f_last, float((cov * prof.cost[edges]).sum()),
                float((cov * prof.time[edges]).sum()) + turn_s, float((cov * prof.length[edges]).sum()))

@@ -13,8 +13,8 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator, model_valida
 
 from geoengine.errors import InvalidRequest
 from geoengine.geo import metres_per_unit
-from geoengine.services.models import LatLon, Location, MatrixCosting, Units, _units, costing_validator
-from geoengine.services.router import radii
+from geoengine.routing.router import radii
+from geoengine.services.models import LatLon, Location, MatrixCosting, Units, costing_validator, unit_alias
 
 MAX_MATRIX_CELLS = 10_000  # sources x targets of one request (a 100 x 100 answer is about 0.6 MB)
 
@@ -36,7 +36,7 @@ class MatrixRequest(BaseModel):
         "also accepted inside costing_options. Each cell then carries its estimated arrival `date_time`.")
     id: str | None = None
 
-    _norm_units = field_validator("units", mode="before")(_units)
+    _norm_units = field_validator("units", mode="before")(unit_alias)
     _costing_known = costing_validator("matrix")
 
     @model_validator(mode="after")

@@ -78,7 +78,8 @@ def integral(v):
 JsonInt = Annotated[int, BeforeValidator(integral)]
 
 
-def _units(v):
+def unit_alias(v):
+    """A request's `units` with its aliases (km, kilometres, mi) spelt out; other values as given."""
     aliases = {"km": "kilometers", "kilometres": "kilometers", "mi": "miles"}
     return aliases.get(v, v) if isinstance(v, str) else v
 
@@ -115,7 +116,7 @@ class DirectionsOptions(BaseModel):
     banner_instructions: bool = False
     voice_instructions: bool = False
 
-    _norm_units = field_validator("units", mode="before")(_units)
+    _norm_units = field_validator("units", mode="before")(unit_alias)
 
 
 class AvoidLocation(BaseModel):

@@ -16,18 +16,18 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Annotated, Any, Literal
 
-import numba
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from geoengine.elevation.grades import climb_descent
 from geoengine.graph import tags as T
 from geoengine.narrative import ManeuverType, normalize_units, resolve_language, road_class_of
-from geoengine.narrative.kernels import STOP_KIND_CODES, UNKNOWN_SIDE, haversine_sines, maneuver_table
+from geoengine.narrative.kernels import STOP_KIND_CODES, UNKNOWN_SIDE, leg_inputs, maneuver_table
 from geoengine.narrative.locales import load_locale, render_rows
 from geoengine.narrative.maneuvers import SIDES, street_names
 from geoengine.narrative.path import STOP_KINDS
 from geoengine.routing.pieces import Leg, pieces_geometry
+from geoengine.routing.router import IS_HIGHWAY
 from geoengine.services import route_options
 from geoengine.services.alternates import alternatives
 from geoengine.services.models import (
@@ -40,7 +40,6 @@ from geoengine.services.models import (
     Lon,
     costing_validator,
 )
-from geoengine.services.router import IS_HIGHWAY
 
 _CLASS_FOR_NARRATIVE = np.array([int(road_class_of(name, "ferry" if name == "ferry" else None)[0])
                                  for name in T.CLASS_NAMES], dtype=np.uint8)
@@ -94,7 +93,6 @@ class RouteRequest(BaseModel):
 
 _TYPE_NAMES = {int(t): t.key for t in ManeuverType}
 _ROUNDABOUT_ENTER = int(ManeuverType.ROUNDABOUT_ENTER)
-_F_ROUNDABOUT, _F_FERRY, _F_LINK = T.F_ROUNDABOUT, T.F_FERRY, T.F_LINK
 _TEXT_KEYS = ("instruction", "verbal_transition_alert_instruction", "verbal_pre_transition_instruction",
               "verbal_post_transition_instruction", "verbal_succinct_transition_instruction")
 
@@ -280,47 +278,6 @@ def _usable_out(prof) -> np.ndarray:
     return cached
 
 
-@numba.njit(cache=True, nogil=True)
-def _leg_inputs(lon, lat, begin, end, edges, covered, seg_length, seg_class, seg_flags, seg_name, seg_ref, canon,
-                edge_src, usable_out, usable, time, cost, class_map):
-    """What the narrative's kernels read of a leg (`maneuver_table`): the shape's `haversine_sines`, and per
-    traversed edge the `EDGE_FLOAT_ROWS` (length, seconds, cost with infinite as 0, each times the covered
-    fraction) and `EDGE_INT_ROWS` (`PathInfo`'s arrays, names as ids of stripped strings); `ok` is False
-    when the shape indices break `PathInfo`'s contract."""
-    n = edges.shape[0]
-    npts = lon.shape[0]
-    edge_f = np.empty((3, n))
-    edge_i = np.empty((10, n), np.int64)
-    ok = True
-    for i in range(n):
-        e = edges[i]
-        k = e >> 1
-        edge_f[0, i] = seg_length[k] * covered[i]
-        edge_f[1, i] = time[e] * covered[i]
-        c = cost[e]
-        edge_f[2, i] = (c if np.isfinite(c) else 0.0) * covered[i]
-        b, t = begin[i], end[i]
-        if b < 0 or t >= npts or t < b or (i > 0 and b < begin[i - 1]):
-            ok = False
-        edge_i[0, i] = b
-        edge_i[1, i] = t
-        edge_i[2, i] = class_map[seg_class[k]]
-        f = seg_flags[k]
-        edge_i[3, i] = (f & _F_ROUNDABOUT) != 0
-        edge_i[4, i] = (f & _F_FERRY) != 0
-        edge_i[5, i] = (f & _F_LINK) != 0
-        # edges meeting at the start node: the usable ones leaving it, less the way back, plus the way in
-        d = usable_out[edge_src[e]]
-        if i > 0 and usable[edges[i - 1] ^ 1]:
-            d -= 1
-        edge_i[6, i] = d + 1
-        cn, cr = canon[seg_name[k]], canon[seg_ref[k]]
-        edge_i[7, i] = cn if cn != 0 else cr
-        edge_i[8, i] = cn if cn != 0 else cr
-        edge_i[9, i] = cr if cn != 0 and cr != cn else 0
-    return haversine_sines(lon, lat), edge_f, edge_i, ok
-
-
 def _street_strings(graph) -> tuple[np.ndarray, list[str]]:
     """(per string id of the graph: the id of the stripped string, 0 for empty; the stripped strings),
     made once per graph: equal ids are equal street names."""
@@ -345,7 +302,7 @@ def _leg_maneuvers(graph, prof, lon, lat, begin, end, edges, covered, locations,
     c = np.ascontiguousarray  # the array types `geoengine warm` compiled the kernels for
     lon, lat, begin, end = c(lon, np.float64), c(lat, np.float64), c(begin, np.int64), c(end, np.int64)
     edges, covered = c(edges, np.int64), c(covered, np.float64)
-    sines, edge_f, edge_i, ok = _leg_inputs(
+    sines, edge_f, edge_i, ok = leg_inputs(
         lon, lat, begin, end, edges, covered, graph.seg_length, graph.seg_class, graph.seg_flags, graph.seg_name,
         graph.seg_ref, canon, graph.edge_src, _usable_out(prof), prof.usable, prof.time, prof.cost,
         _CLASS_FOR_NARRATIVE)

@@ -114,7 +114,7 @@ def matrix(router, src, dst, costing, options, unsnappable: str, **kw):
             dist_m[np.ix_(ok_s, ok_t)] = sub.distance_m
             s_pts[ok_s] = sub.sources
             t_pts[ok_t] = sub.targets
-        from geoengine.services.router import MatrixResult
+        from geoengine.routing.router import MatrixResult
 
         res = MatrixResult(time_s, dist_m, s_pts, t_pts)
     res.snapped = MatrixSnap(ok_s, ok_t)
@@ -152,15 +152,11 @@ def _geometries(router, prof, o, d, usable_pairs, time_s):
     idx = np.flatnonzero(usable_pairs & np.isfinite(time_s))
     if not len(idx):
         return out
-    memo: dict = {}
-    cs, sl = router._snap_many(prof, o[idx, 0], o[idx, 1], None, "origins", memo)
-    ct, tl = router._snap_many(prof, d[idx, 0], d[idx, 1], None, "destinations", memo)
-    from geoengine.services.router import _cand
-
+    cands = router.pair_candidates(prof, o[idx], d[idx])
     g = router.graph
     coords, owners = [], []
     for k, i in enumerate(idx.tolist()):
-        leg = router.shortest(prof, _cand(cs, sl[k]), _cand(ct, tl[k]))
+        leg = router.shortest(prof, *cands[k])
         if leg is None:
             continue
         lon, lat = g.path_shape(leg.edges, leg.f_first, leg.f_last)

@@ -5,7 +5,7 @@
     store = SpeedStore(bundle_path); store.apply(graph, "speeds.csv")   # stored beside the bundle
 
 The router reads the store's current generation before each request (`SpeedStore.stamp`, one stat) and
-switches every profile to the new speeds at once (geoengine.services.router).
+switches every profile to the new speeds at once (geoengine.routing.router).
 """
 
 from geoengine.traffic.speeds import (

@@ -16,7 +16,7 @@ from geoengine.bundle import Bundle
 from geoengine.engine import Engine
 from geoengine.graph import Graph
 from geoengine.graph.store import ARRAYS
-from geoengine.routing.cch import _TOPO_ARRAYS, CCHTopology
+from geoengine.routing.cch import TOPOLOGY_ARRAYS, CCHTopology
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -50,7 +50,7 @@ def test_local_bundle_is_the_induced_graph_with_the_bundle_types(andorra, tmp_pa
     assert np.array_equal(np.diff(sub.node_out_offsets), np.bincount(sub.edge_src, minlength=sub.n_nodes))
     topo, real_topo = CCHTopology.load(out / "routing" / "cch"), CCHTopology.load(andorra.path / "routing" / "cch")
     assert topo.n == sub.n_edges
-    for name in _TOPO_ARRAYS:
+    for name in TOPOLOGY_ARRAYS:
         assert getattr(topo, name).dtype == getattr(real_topo, name).dtype, name
     # a working bundle: grades and DEM of the real one, and routes on it
     small = Engine.open(out)

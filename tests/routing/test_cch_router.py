@@ -17,8 +17,8 @@ from geoengine.costing import parse_costing_options
 from geoengine.errors import NoRoute
 from geoengine.routing.cch import CustomisedCH
 from geoengine.routing.customise import profile_nbytes
+from geoengine.routing.router import Router, _flat, _table_flat
 from geoengine.services.models import AvoidLocation, Location
-from geoengine.services.router import Router, _flat, _table_flat
 
 
 def random_points(graph, usable, n, seed):

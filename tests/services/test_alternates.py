@@ -87,7 +87,7 @@ def test_directions_alternatives(andorra_client):
     # every alternative starts and ends near the snapped waypoints (it may use another candidate road
     # position within the router's candidate slack, e.g. the other side of a dual carriageway)
     from geoengine.geo import haversine_m
-    from geoengine.services.router import CANDIDATE_SLACK_M
+    from geoengine.routing.router import CANDIDATE_SLACK_M
 
     w = many["waypoints"]
     for r in many["routes"]:
@@ -104,7 +104,7 @@ def test_zero_alternatives(andorra):
 def _windows_are_shortest(router, prof, piece, best_piece, window):
     """Independent T-test: the same windows checked with plain Dijkstra on the turn graph."""
     from geoengine.routing.dijkstra import dijkstra
-    from geoengine.services.alternates import path_prefix_costs
+    from geoengine.routing.pieces import path_prefix_costs
 
     e = piece.edges
     off = ~np.isin(e >> 1, best_piece.edges >> 1)

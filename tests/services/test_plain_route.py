@@ -13,7 +13,7 @@ import orjson
 import pytest
 
 from geoengine.errors import GeoengineError
-from geoengine.services.router import Router
+from geoengine.routing.router import Router
 from tests.services.test_route import random_points
 
 REGIONS = ["andorra", "liechtenstein"]

@@ -18,6 +18,8 @@ from geoengine.arrays import unique
 from geoengine.costing import MOTOR_COSTINGS, default_options, inactive_options, parse_costing_options
 from geoengine.errors import FieldError, InvalidRequest, NoRoute, Unsnappable, field_path
 from geoengine.graph import tags as T
+from geoengine.routing.ch import Locations
+from geoengine.routing.dijkstra import table as dijkstra_table
 from geoengine.routing.pieces import Leg, PieceSummary
 from geoengine.routing.profile import Profile, unpack, unpack_scalar
 from geoengine.routing.snap import MAX_DEFAULT_RADIUS
@@ -418,6 +420,15 @@ class Router:
         cat = [np.concatenate([p[c] for p in parts]) for c in range(5)]
         return _CandArrays(*cat), rows
 
+    def pair_candidates(self, prof: Profile, origins, destinations) -> list[tuple[dict, dict]]:
+        """The candidates of each pair origins[i] -> destinations[i] ((n, 2) arrays of lon, lat), as
+        `shortest` takes them: one (source, target) pair of candidate dicts per pair. Every location that
+        cannot be snapped is named in one Unsnappable (fields "origins" and "destinations")."""
+        memo: dict = {}
+        cs, sl = self._snap_many(prof, origins[:, 0], origins[:, 1], None, "origins", memo)
+        ct, tl = self._snap_many(prof, destinations[:, 0], destinations[:, 1], None, "destinations", memo)
+        return [(_cand(cs, a), _cand(ct, b)) for a, b in zip(sl, tl, strict=True)]
+
     def _snap_plain(self, prof: Profile, lons, lats, rad, field: str, memo: dict):
         """`_snap_many` of plain locations: one grid-kernel call for the distinct points (a second call
         with the very same points, the targets of a symmetric matrix, reuses the first's answer)."""
@@ -580,41 +591,27 @@ class Router:
         return time_s, dist_m
 
 
-def _flat(prof: Profile, cset, rows, target: bool):
-    """Flat location arrays (vertices, offsets, packed offsets, ptr) of candidate rows, vectorised."""
+def _flat(prof: Profile, cset, rows, target: bool) -> Locations:
+    """`Locations` (vertices, offsets, packed offsets, ptr) of candidate rows, vectorised."""
     idx = np.concatenate(rows) if rows else np.empty(0, np.int64)
     ptr = np.zeros(len(rows) + 1, np.int64)
     np.cumsum([len(r) for r in rows], out=ptr[1:])
     v = cset.edge[idx].astype(np.int64)
     o, o2 = (prof.target_offsets if target else prof.source_offsets)(v, cset.fraction[idx])
-    return v, np.ascontiguousarray(o, np.float64), np.ascontiguousarray(o2, np.float64), ptr
+    return Locations(v, np.ascontiguousarray(o, np.float64), np.ascontiguousarray(o2, np.float64), ptr)
 
 
 def _table_flat(prof: Profile, sv, so, so2, sp, tv, to, to2, tp):
-    """Many-to-many over flat location arrays: the CH bucket table, or the exact Dijkstra table kernel."""
-    ch = prof.ch
-    if ch is not None:
-        from geoengine.routing.ch import _table
-
-        _f, b, ctr = ch._ws()
-        return _table(ch.n, ch.up_off, ch.up_tgt, ch.up_w, ch.up_s, ch.dn_off, ch.dn_tgt, ch.dn_w, ch.dn_s,
-                      ch.rank[sv].astype(np.int64), so, so2, sp, ch.rank[tv].astype(np.int64), to, to2, tp,
-                      b[0], b[1], b[2], b[3], ctr, b[4], b[5], b[6])
-    from geoengine.routing.dijkstra import _table_kernel
-
-    g = prof.search
-    return _table_kernel(g.n, g.offsets, g.targets, g.weights, g.secondary, sv, so, so2, sp, tv, to, to2, tp)
+    """Many-to-many over flat location arrays: the hierarchy's bucket table, or the exact Dijkstra table."""
+    src, dst = Locations(sv, so, so2, sp), Locations(tv, to, to2, tp)
+    if prof.ch is not None:
+        return prof.ch.table(src, dst)
+    return dijkstra_table(prof.search, src, dst)
 
 
 def _pairs_flat(prof: Profile, sv, so, so2, sp, tv, to, to2, tp):
-    """Batch point-to-point (pair k: source location k -> target location k) in one CH kernel call."""
-    from geoengine.routing.ch import _p2p_pairs
-
-    ch = prof.ch
-    f, b, ctr = ch._ws()
-    return _p2p_pairs(ch.up_off, ch.up_tgt, ch.up_w, ch.up_s, ch.dn_off, ch.dn_tgt, ch.dn_w, ch.dn_s,
-                      ch.rank[sv].astype(np.int64), so, so2, sp, ch.rank[tv].astype(np.int64), to, to2, tp,
-                      *f, *b, ctr)
+    """Batch point-to-point (pair k: source location k -> target location k) in one hierarchy call."""
+    return prof.ch.pairs(Locations(sv, so, so2, sp), Locations(tv, to, to2, tp))
 
 
 def _behind_pairs(cs, sl, ct, tl, same_index: bool = False) -> set[tuple[int, int]]:
