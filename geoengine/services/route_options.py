@@ -145,9 +145,11 @@ def apply_elevation(engine, route, interval: float, *, max_points: int = MAX_ELE
     return route
 
 
-def apply(engine, result, req, prof) -> None:
+def apply(engine, result, req, prof, sel=None) -> None:
     """The options linear_references, elevation_interval and date_time of a RouteRequest `req` (each
-    may be absent), applied to every route of `result` (a RouteResult)."""
+    may be absent), applied to every route of `result` (a RouteResult). `sel`: the date_time's
+    `geoengine.traffic.timeofday.Selection`; with time-of-day profiles in force each route's times are
+    the time-dependent ones (docs/traffic.md) before its departure and arrival are set."""
     waits = [float(loc.waiting_secs or 0) for loc in req.locations]
     for route in result.routes:
         if getattr(req, "linear_references", False):
@@ -157,4 +159,8 @@ def apply(engine, result, req, prof) -> None:
         if getattr(req, "elevation_interval", None):
             apply_elevation(engine, route, float(req.elevation_interval))
         if getattr(req, "date_time", None) is not None:
-            apply_date_time(route, req.date_time, waits)
+            if sel is not None:
+                from geoengine.traffic.timeofday import apply_eta
+
+                apply_eta(engine.router, prof, route, sel, waits)
+            apply_date_time(route, req.date_time, waits, now=None if sel is None else sel.when)
