@@ -250,7 +250,7 @@ class Engine:
         ({"type": 0|1|3, "value": "YYYY-MM-DDTHH:MM"}): the departure's quarter hour selects the
         time-of-day profile speeds (docs/traffic.md)."""
         from geoengine.services import unsnappable as U
-        from geoengine.traffic.timeofday import selection
+        from geoengine.services.route_options import selection
 
         U.check_mode(unsnappable)
         src = _rows(sources, "sources")

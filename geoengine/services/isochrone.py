@@ -131,7 +131,7 @@ def reach(router, lon: float, lat: float, costing: str = "auto", costing_options
 
 def _selection(date_time):
     """The time-of-day bucket of an isochrone's date_time (a departure: arrive_by is refused)."""
-    from geoengine.traffic.timeofday import selection
+    from geoengine.services.route_options import selection
 
     sel = selection(date_time)
     if sel is not None and sel.kind == 2:

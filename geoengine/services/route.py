@@ -450,9 +450,7 @@ _DIGITS = {"polyline6": 6, "polyline5": 5}
 def run(engine, req: RouteRequest, *, field: str = "locations", alternates: int | None = None) -> RouteResult:
     """Search once, build the best route and its alternates, apply the request's options."""
     router = engine.router
-    from geoengine.traffic.timeofday import selection
-
-    sel = selection(req.date_time)  # the date_time's quarter hour selects the metric (docs/traffic.md)
+    sel = route_options.selection(req.date_time)  # the date_time's quarter hour selects the metric (docs/traffic.md)
     s = router.search(req.costing, req.costing_options, req.locations, avoid_locations=req.avoid_locations,
                       avoid_polygons=req.avoid_polygons, field=field, polyline=_DIGITS.get(req.shape_format, 0),
                       bucket=sel)

@@ -60,6 +60,18 @@ def parse_date_time(date_time, now: datetime | None = None, field: str = "date_t
     return t, when
 
 
+def selection(date_time, now: datetime | None = None, field: str = "date_time"):
+    """The time-of-day bucket a date_time selects (`geoengine.traffic.timeofday.Selection`: bucket,
+    current, when, kind), None when absent; InvalidRequest naming the field when malformed. Type 0 is
+    the server clock's time (UTC) unless `now` is given (docs/traffic.md)."""
+    if date_time is None:
+        return None
+    from geoengine.traffic.timeofday import Selection, bucket_of
+
+    kind, when = parse_date_time(date_time, now, field=field)
+    return Selection(bucket_of(when), kind == 0, when, kind)
+
+
 def apply_date_time(route, date_time, waits=None, *, now: datetime | None = None):
     """Set departure / arrival times on a typed Route (in place; also returned). `waits`: the waiting
     seconds at each location (default none)."""

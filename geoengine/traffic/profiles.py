@@ -44,6 +44,7 @@ from geoengine.traffic.speeds import (
     SpeedStore,
     SpeedTable,
     _bad,
+    _is_file,
     map_pieces,
 )
 
@@ -150,7 +151,7 @@ def read_profile_table(source) -> ProfileTable:
     direction, ways and node pairs mixed."""
     if isinstance(source, (bytes, bytearray, memoryview)):
         data, name = bytes(source), "<bytes>"
-    elif isinstance(source, str) and ("\n" in source or "," in source) and not Path(source).exists():
+    elif isinstance(source, str) and ("\n" in source or ("," in source and not _is_file(source))):
         data, name = source.encode(), "<text>"
     else:
         path = Path(source)
@@ -176,7 +177,7 @@ def read_profile_table(source) -> ProfileTable:
         f = [x.strip() for x in s.split(",")]
         if f[0].lower() == "profile":
             if len(f) != BUCKETS + 2:
-                raise _bad(ln, f"{len(f)} columns; a profile row is profile,<name>,<{BUCKETS} speeds>")
+                raise _bad(ln, f"{len(f) - 2} speeds; a profile row is profile,<name>,<{BUCKETS} speeds>")
             if not _NAME.match(f[1]):
                 raise _bad(ln, f"profile name {f[1]!r} must start with a letter and hold letters, digits, _ or -")
             if f[1] in names:

@@ -125,6 +125,13 @@ def _positive(col: np.ndarray, lines: np.ndarray, what: str) -> np.ndarray:
     return v
 
 
+def _is_file(name: str) -> bool:
+    try:
+        return Path(name).is_file()
+    except (OSError, ValueError):  # a name too long for the file system is text
+        return False
+
+
 def read_speed_table(source, form: str | None = None) -> SpeedTable:
     """The checked rows of a speed file: `source` a path, CSV bytes or text, or a pandas DataFrame (columns
     named as the form's header: from_osm_node_id, to_osm_node_id, speed_kmh[, rate] or way_id,
@@ -141,7 +148,7 @@ def read_speed_table(source, form: str | None = None) -> SpeedTable:
         return _from_frame(source, form)
     if isinstance(source, (bytes, bytearray, memoryview)):
         data, name = bytes(source), "<bytes>"
-    elif isinstance(source, str) and ("\n" in source or "," in source) and not Path(source).exists():
+    elif isinstance(source, str) and ("\n" in source or ("," in source and not _is_file(source))):
         data, name = source.encode(), "<text>"
     else:
         path = Path(source)

@@ -1,6 +1,6 @@
 """`date_time` on routes, matrices and isochrones: the bucket's metric and the time-dependent ETA.
 
-    sel = selection(date_time)                 # Selection(bucket, current, when, kind) or None
+    sel = route_options.selection(date_time)   # Selection(bucket, current, when, kind) or None
     prof = router.profile(costing, options, bucket=sel)    # the bucket's metric (TimeOfDay.metric)
     apply_eta(router, prof, route, sel, waits) # each edge's seconds at the bucket it is entered in
 
@@ -16,7 +16,7 @@ import math
 import threading
 from collections import OrderedDict
 from dataclasses import dataclass
-from datetime import UTC, datetime
+from datetime import datetime
 
 import numpy as np
 
@@ -36,17 +36,6 @@ class Selection:
     current: bool
     when: datetime
     kind: int
-
-
-def selection(date_time, now: datetime | None = None, field: str = "date_time") -> Selection | None:
-    """The Selection of a date_time object (None when absent); InvalidRequest when malformed. Type 0 is
-    the server clock's time (UTC) unless `now` is given."""
-    if date_time is None:
-        return None
-    from geoengine.services.route_options import parse_date_time
-
-    kind, when = parse_date_time(date_time, now or datetime.now(UTC).replace(tzinfo=None), field=field)
-    return Selection(bucket_of(when), kind == 0, when, kind)
 
 
 def merge(primary: SpeedOverlay | None, secondary: SpeedOverlay | None) -> SpeedOverlay | None:
@@ -124,28 +113,30 @@ def top_speed_ms(prof) -> float:
 
 
 def turn_delays(prof, edges: np.ndarray) -> np.ndarray:
-    """float64[n]: the turn delay before each edge of a path (the turn graph's arc time minus the
-    edge's own time; 0 for the first edge and where consecutive edges have no arc)."""
-    from geoengine.routing.profile import unpack
+    """float64[n]: the turn delay before each edge of a path (the mode's delay for the turn's angle, as
+    the route's time counts it; 0 for the first edge and where consecutive edges have no arc)."""
+    from geoengine.costing import turn_penalty
+    from geoengine.graph.turns import turn_base
 
     n = len(edges)
     out = np.zeros(n)
-    if n < 2:
+    tdelay = turn_penalty(prof.costing)
+    if n < 2 or tdelay is None:
         return out
-    off, tgt, _w, packed = prof.turn_csr()
+    off, tgt, _w, _packed = prof.turn_csr()
     a, b = edges[:-1], edges[1:]
     lo, hi = off[a], off[a + 1]
-    # the arc a -> b: a's arcs are few (the out-degree of a node); one vectorised pass over them
+    # the arc a -> b among a's arcs (a node's out-degree: a few), vectorised over the path
     width = int((hi - lo).max()) if len(lo) else 0
     arc = np.full(n - 1, -1, np.int64)
-    for j in range(width):  # a node's out-degree, not the path's length
+    for j in range(width):
         pos = lo + j
         ok = (pos < hi) & (arc < 0)
         hit = ok & (tgt[np.minimum(pos, len(tgt) - 1)] == b)
         arc[hit] = pos[hit]
     found = arc >= 0
-    t, _ = unpack(packed[arc[found]])
-    out[1:][found] = np.maximum(t - prof.time[b[found]], 0.0)
+    angles = turn_base(prof.graph).angles[prof.base_index[arc[found]]]
+    out[1:][found] = np.asarray(tdelay(angles), dtype=np.float64)
     return out
 
 
@@ -188,8 +179,9 @@ def apply_eta(router, prof, route, sel: Selection, waits) -> None:
         delays = turn_delays(prof, edges)
         new = eta_kernel(edges, covered, seconds, delays, cov_index, ps.ptr, ps.length, ps.profile, ps.all_speeds,
                          ps.cov_len, top, t, sel.bucket, backward)
-        change = float(new.sum() - seconds.sum())
-        leg.time_s = float(leg.time_s) + change
+        # the leg's time: its edges at their buckets, its turn delays and its waits (exact, where the
+        # search's total is rounded to 0.1 s per arc)
+        leg.time_s = float(new.sum() + delays.sum()) + leg_wait[k]
         for m in leg.maneuvers or []:
             m.time_s = float(m.time_s) + float((new[m.begin_edge:m.end_edge] - seconds[m.begin_edge:m.end_edge]).sum())
         leg.edge_time_s = new
@@ -201,4 +193,4 @@ def apply_eta(router, prof, route, sel: Selection, waits) -> None:
             t += travel + leg_wait[k] - (float(w[0]) if k == 0 else 0.0)
 
 
-__all__ = ["BUCKETS", "Selection", "bucket_of", "TimeOfDay", "apply_eta", "in_force", "merge", "selection", "top_speed_ms"]
+__all__ = ["BUCKETS", "Selection", "TimeOfDay", "apply_eta", "bucket_of", "in_force", "merge", "top_speed_ms"]
