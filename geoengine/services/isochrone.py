@@ -72,8 +72,8 @@ class IsochroneRequest(BaseModel):
         None, description="Douglas-Peucker tolerance in metres (default: half the grid cell)")
     show_locations: bool = Field(True, description="Add the input and snapped locations as Point features")
     date_time: dict[str, Any] | None = Field(
-        None, description="{type: 0 current, 1 depart_at, 3 invariant; value: 'YYYY-MM-DDTHH:MM'}: the departure's "
-        "quarter hour selects the time-of-day profile speeds (docs/traffic.md)")
+        None, description="{type: 0 current, 1 depart_at, 2 arrive_by, 3 invariant; value: 'YYYY-MM-DDTHH:MM'}: "
+        "its quarter hour selects the time-of-day profile speeds (docs/traffic.md)")
     id: str | None = Field(None, description="Echoed in the response")
 
     _costing_known = costing_validator("isochrone")
@@ -130,14 +130,11 @@ def reach(router, lon: float, lat: float, costing: str = "auto", costing_options
 
 
 def _selection(date_time):
-    """The time-of-day bucket of an isochrone's date_time (a departure: arrive_by is refused)."""
+    """The time-of-day bucket of an isochrone's date_time: the given time's quarter hour (arrive_by too;
+    the contours are still those reached from the location)."""
     from geoengine.services.route_options import selection
 
-    sel = selection(date_time)
-    if sel is not None and sel.kind == 2:
-        raise InvalidRequest.field("date_time.type", "an isochrone takes a departure time (type 0, 1 or 3), "
-                                   "not arrive_by (2)")
-    return sel
+    return selection(date_time)
 
 
 def isochrone(router, req: IsochroneRequest) -> dict:

@@ -274,8 +274,8 @@ def test_route_http_and_isochrone(li, applied, api_client):
         iso[v] = shapely.geometry.shape(reach["features"][0]["geometry"]).area
     assert iso["2026-11-24T02:00"] > iso["2026-11-24T07:30"] * 1.5
     r = client.post("/isochrone", json={"locations": [{"lon": A[0], "lat": A[1]}], "contours": [{"time": 5}],
-                                           "date_time": {"type": 2, "value": "2026-11-24T07:30"}})
-    assert r.status_code == 400 and "date_time" in r.text
+                                           "date_time": {"type": 1, "value": "2026-11-24T07:3O"}})
+    assert r.status_code == 400 and "date_time.value" in r.text
 
 
 def test_survive_a_restart_show_in_health_and_reset(li, applied, build_region, settings):
