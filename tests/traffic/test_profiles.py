@@ -379,3 +379,53 @@ def test_bad_date_time_and_the_cli(li, applied, tmp_path, capsys, monkeypatch):
     rc = main(["speeds", "profiles", str(li.bundle.path), "--json"])
     out = capsys.readouterr().out
     assert rc == 0 and '"profiles"' in out
+
+
+def test_measured_speeds_and_profiles_together(li, applied):
+    """depart_at: an edge's profile speed first, its measured speed where it has no profile; current:
+    the measured speed first."""
+    g = li.graph
+    ways = car_ways(g)
+    seg_way = np.asarray(g.seg_way)
+    w_both = int(ways[0])
+    li.apply_speeds(f"{w_both},7\n".encode())
+    try:
+        e = np.flatnonzero(np.repeat(seg_way == w_both, 2))
+        when = datetime(2026, 11, 24, 7, 30)
+        dep = li.router.profile("auto", bucket=Selection(bucket_of(when), False, when, 1))
+        cur = li.router.profile("auto", bucket=Selection(bucket_of(when), True, when, 0))
+        ok = np.isfinite(dep.time[e])
+        assert ok.any()
+        e = e[ok]
+        np.testing.assert_allclose(dep.time[e], hand_edge_seconds(g, e, bucket_of(when)), rtol=1e-9)
+        length = np.asarray(g.seg_length, dtype=np.float64)[e >> 1]
+        sig = np.asarray(g.edge_signals, dtype=np.float64)[e]
+        np.testing.assert_allclose(cur.time[e], length / (7 / 3.6) + SIGNAL_DELAY_S * sig, rtol=1e-9)
+    finally:
+        li.reset_speeds()
+
+
+def test_own_speeds_reach_the_metric(li, applied, tmp_path):
+    """A way's own 672 speeds: the bucket's metric reads the decoded DCT speeds."""
+    g = li.graph
+    way = int(car_ways(g)[5])
+    w = np.arange(BUCKETS)
+    own = 40 + 10 * np.sin(2 * np.pi * w / 96)
+    path = tmp_path / "own.csv"
+    path.write_text(f"{way}," + ",".join(f"{v:.3f}" for v in own) + "\n")
+    try:
+        info = li.apply_profiles(path)
+        assert info["own_profiles"] == 1 and info["profiles"] == []
+        e = np.flatnonzero(np.repeat(np.asarray(g.seg_way) == way, 2))
+        for b in (0, 30, 500):
+            when = datetime(2026, 11, 23) + timedelta(minutes=15 * b)  # Monday 00:00 + b quarter hours
+            prof = li.router.profile("auto", bucket=Selection(bucket_of(when), False, when, 1))
+            assert bucket_of(when) == b
+            ee = e[np.isfinite(prof.time[e])]
+            v = decode(encode(own), b)
+            assert abs(v - own[b]) < 1.0
+            length = np.asarray(g.seg_length, dtype=np.float64)[ee >> 1]
+            sig = np.asarray(g.edge_signals, dtype=np.float64)[ee]
+            np.testing.assert_allclose(prof.time[ee], length / (v / 3.6) + SIGNAL_DELAY_S * sig, rtol=1e-6)
+    finally:
+        li.apply_profiles(applied[0])
