@@ -137,6 +137,26 @@ def _speeds(fields: list[str], line: int, first_col: int) -> np.ndarray:
     return v
 
 
+def _own_speeds(rows: list[str], lines: list[int], cols: list[int]) -> np.ndarray:
+    """float64[n, 672] of the rows' own speeds in one parse by pandas' C reader; a row it cannot read
+    as 672 finite speeds above 0 is checked alone, which names its line and column."""
+    import io
+
+    import pandas as pd
+
+    arr = None
+    try:
+        arr = pd.read_csv(io.StringIO("\n".join(rows)), header=None, dtype=np.float64, engine="c",
+                          skip_blank_lines=False).to_numpy()
+    except (ValueError, pd.errors.ParserError):
+        arr = None
+    if arr is not None and arr.shape == (len(rows), BUCKETS) and (np.isfinite(arr) & (arr > 0)).all():
+        return arr
+    # the slow path, only for a file the C reader refuses: each row alone, naming a bad one's line
+    return np.stack([_speeds([x.strip() for x in r.split(",")], ln, c)
+                     for r, ln, c in zip(rows, lines, cols, strict=True)])
+
+
 def _int(x: str, line: int, what: str) -> int:
     s = x.strip()
     if not (s.isdigit() and 0 < len(s) <= 18) or int(s) == 0:
@@ -166,18 +186,21 @@ def read_profile_table(source) -> ProfileTable:
     names: dict[str, int] = {}
     defined_at: dict[str, int] = {}
     exact: list[np.ndarray] = []
-    own: list[np.ndarray] = []
+    own: list[str] = []  # a row's own speeds, as text: read in one C parse below
     own_line: list[int] = []
+    own_col: list[int] = []
     # assignments: (line, form, a, b, kind, ref) kind 0: named profile (ref name), 1: own speeds (ref index)
     assign: list[tuple] = []
     for ln, raw in enumerate(text.splitlines(), start=1):
         s = raw.strip()
         if not s or s.startswith("#"):
             continue
-        f = [x.strip() for x in s.split(",")]
+        n = s.count(",") + 1
+        f = [x.strip() for x in s.split(",", 3)]  # the ids and names; a row's own speeds are read below
         if f[0].lower() == "profile":
-            if len(f) != BUCKETS + 2:
-                raise _bad(ln, f"{len(f) - 2} speeds; a profile row is profile,<name>,<{BUCKETS} speeds>")
+            f = [x.strip() for x in s.split(",")]
+            if n != BUCKETS + 2:
+                raise _bad(ln, f"{n - 2} speeds; a profile row is profile,<name>,<{BUCKETS} speeds>")
             if not _NAME.match(f[1]):
                 raise _bad(ln, f"profile name {f[1]!r} must start with a letter and hold letters, digits, _ or -")
             if f[1] in names:
@@ -186,7 +209,6 @@ def read_profile_table(source) -> ProfileTable:
             names[f[1]] = len(exact) - 1
             defined_at[f[1]] = ln
             continue
-        n = len(f)
         if n in (2, 3):
             if n == 3 and f[1].isdigit():  # from,to,name
                 a = _int(f[0], ln, "from_osm_node_id")
@@ -206,8 +228,9 @@ def read_profile_table(source) -> ProfileTable:
             continue
         if n == BUCKETS + 1:  # way,<speeds>
             a = _int(f[0], ln, "way_id")
-            own.append(_speeds(f[1:], ln, 1))
+            own.append(s.split(",", 1)[1])
             own_line.append(ln)
+            own_col.append(1)
             assign.append((ln, WAY, a, 0, 1, len(own) - 1))
             continue
         if n == BUCKETS + 2:  # way,direction,<speeds> or from,to,<speeds>
@@ -221,8 +244,9 @@ def read_profile_table(source) -> ProfileTable:
                 b, form = DIRECTIONS.index(f[1].lower()), WAY
             else:
                 raise _bad(ln, f"direction must be one of {', '.join(DIRECTIONS)}, got {f[1]!r}")
-            own.append(_speeds(f[2:], ln, 2))
+            own.append(s.split(",", 2)[2])
             own_line.append(ln)
+            own_col.append(2)
             assign.append((ln, form, a, b, 1, len(own) - 1))
             continue
         raise _bad(ln, f"{n} column(s); a row is profile,<name>,<{BUCKETS} speeds>, <way_id>,<profile>"
@@ -248,7 +272,7 @@ def read_profile_table(source) -> ProfileTable:
     coef = np.zeros((0, COEFFICIENTS), np.int16)
     own_index = np.zeros(0, np.int64)
     if own:
-        arr = np.stack(own)
+        arr = _own_speeds(own, own_line, own_col)
         ok = encodable(arr)
         if not ok.all():
             i = int(np.flatnonzero(~ok)[0])

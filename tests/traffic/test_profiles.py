@@ -252,6 +252,10 @@ def test_matrix_uses_the_departure_bucket(li, applied, api_client):
     r = client.post("/matrix", json=body)
     assert r.status_code == 200, r.text
     assert r.json()["sources_to_targets"][0][0]["time"] == round(rush.time_s[0, 1])
+    # Valhalla's dialect: the same departure in its matrix body
+    r = client.post("/sources_to_targets", json={**body, "costing_options": {}, "date_time": body["costing_options"]["auto"]["date_time"]})
+    assert r.status_code == 200, r.text
+    assert r.json()["sources_to_targets"][0][0]["time"] == pytest.approx(round(rush.time_s[0, 1]), abs=1)
 
 
 def test_route_http_and_isochrone(li, applied, api_client):
