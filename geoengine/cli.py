@@ -337,6 +337,8 @@ def cmd_speeds(args) -> int:
     import geoengine
 
     engine = geoengine.open(args.bundle, settings=_settings(args))
+    if args.speeds_cmd == "profiles":
+        return _speed_profiles(engine, args)
     if args.speeds_cmd == "apply":
         if args.reset == bool(args.file):
             print("error: give a speed FILE or --reset (not both)", file=sys.stderr)
@@ -353,6 +355,30 @@ def cmd_speeds(args) -> int:
               f"{info['edges']:,} directed edges, applied {info['applied_at']}")
         print(f"source   {info['source']} (sha256 {info['sha256'][:16]}...)")
     print(f"stored   {engine.speed_store.dir}")
+    return 0
+
+
+def _speed_profiles(engine, args) -> int:
+    """`geoengine speeds profiles`: apply, reset or show the time-of-day profiles."""
+    if args.reset and args.file:
+        print("error: give a profile FILE or --reset (not both)", file=sys.stderr)
+        return 2
+    if args.reset:
+        info = engine.reset_profiles()
+    elif args.file:
+        info = engine.apply_profiles(args.file)
+    else:
+        info = engine.profiles_info()
+    if args.json:
+        print(json.dumps(info, indent=2))
+    elif not info or not info.get("file"):
+        print(f"profiles none (no time-of-day profiles){'' if not info else f', generation {info['generation']}'}")
+    else:
+        print(f"profiles generation {info['generation']}: {info['rows']:,} rows ({info['form']} form) on "
+              f"{info['edges']:,} directed edges; named {', '.join(info['profiles']) or '-'}, "
+              f"{info['own_profiles']:,} own; {info['bytes']:,} bytes; applied {info['applied_at']}")
+        print(f"source   {info['source']} (sha256 {info['sha256'][:16]}...)")
+    print(f"stored   {engine.time_of_day.store.dir}")
     return 0
 
 
@@ -477,6 +503,18 @@ def make_parser() -> argparse.ArgumentParser:
     sa.add_argument("--reset", action="store_true", help="return to the costings' profile speeds")
     sa.add_argument("--form", choices=["segment", "way"], help="the file's form (default: from its header or columns)")
     sa.add_argument("--json", action="store_true", help="print what is in force as JSON")
+    spr = ssub.add_parser("profiles", help="apply time-of-day speed profiles (or --reset, or show them)",
+                          description="Check the whole FILE, then apply it as the bundle's time-of-day speed "
+                          "profiles (7 days x 96 quarter hours, Monday 00:00 first): rows "
+                          "profile,NAME,<672 speeds> define named profiles; rows way_id,NAME[,direction] or "
+                          "from_osm_node_id,to_osm_node_id,NAME give them to ways or segments; rows "
+                          "way_id[,direction],<672 speeds> or from,to,<672 speeds> give a way or segment its "
+                          "own speeds. Routes, matrices and isochrones with a date_time then use the speeds of "
+                          "its quarter hour. Without FILE: show the profiles in force. See docs/traffic.md.")
+    spr.add_argument("bundle", metavar="BUNDLE", help="bundle folder")
+    spr.add_argument("file", metavar="FILE", nargs="?", help="the profile file (CSV)")
+    spr.add_argument("--reset", action="store_true", help="drop the time-of-day profiles")
+    spr.add_argument("--json", action="store_true", help="print what is in force as JSON")
     ss = ssub.add_parser("show", help="show the speeds in force", description="Show the measured speeds in force.")
     ss.add_argument("bundle", metavar="BUNDLE", help="bundle folder")
     ss.add_argument("--json", action="store_true", help="JSON output")

@@ -68,6 +68,7 @@ class Engine:
             "geoengine_version": __version__,
             "stages": sorted(self.bundle.stages),
             "speeds": self.speeds_info(),
+            "profiles": self.profiles_info(),
             # the OSM data's age (geoengine update keeps them current): ISO 8601, the replication
             # sequence number, seconds since the data's timestamp; None where the extract says nothing
             "data_timestamp": m.get("data_timestamp"),
@@ -147,7 +148,7 @@ class Engine:
         ch_dir = self.bundle.path / "routing" if self.bundle.has_stage("routing") else None
         with self._lock:
             return Router(self.graph, self.snapper, ch_dir, cch_cache_bytes=self.settings.cch_cache_bytes,
-                          speed_store=self.speed_store)
+                          speed_store=self.speed_store, time_of_day=self.time_of_day)
 
     # -- measured speeds (geoengine/traffic; docs/traffic.md) -----------------------------------------
     @cached_property
@@ -172,6 +173,38 @@ class Engine:
         if "router" in self.__dict__:
             self.router.sync_speeds()
         return info
+
+    @cached_property
+    def time_of_day(self):
+        """The bundle's time-of-day profiles (`geoengine.traffic.timeofday.TimeOfDay` over a
+        `ProfileStore`), stored beside the measured speeds (docs/traffic.md)."""
+        from geoengine.traffic.profiles import ProfileStore
+        from geoengine.traffic.timeofday import TimeOfDay
+
+        return TimeOfDay(ProfileStore(self.bundle.path, self.bundle.manifest.get("created"), self.settings.speeds_dir))
+
+    def apply_profiles(self, source, *, label: str | None = None) -> dict:
+        """Time-of-day speed profiles (7 days x 96 quarter hours) for the motor costings, from a profile
+        file (docs/traffic.md: named profiles and the ways or node pairs that take them, or each row's own
+        672 speeds): path, bytes or text. Checked whole first (SpeedFileError naming the first bad line;
+        nothing applied), then stored beside the bundle. Routes, matrices and isochrones with a
+        `date_time` use them from the next call on. Returns what /health shows under `profiles`."""
+        self.require_stage("graph", "routing")
+        info = self.time_of_day.store.apply(self.graph, source, label=label)
+        self.time_of_day.sync(self.graph)
+        return info
+
+    def reset_profiles(self) -> dict:
+        """No time-of-day profiles (a new generation without a file; every process switches)."""
+        info = self.time_of_day.store.reset()
+        self.time_of_day.sync(self.graph)
+        return info
+
+    def profiles_info(self) -> dict | None:
+        """The time-of-day profiles in force (None: none ever applied; `file` null after a reset)."""
+        if not self.bundle.has_stage("graph"):
+            return None
+        return self.time_of_day.store.read_info()
 
     def reset_speeds(self) -> dict:
         """Back to the costings' profile speeds (stored as a new generation; every process switches)."""
@@ -207,18 +240,27 @@ class Engine:
         req = validate(route.RouteRequest, request, **fields)
         return route_document(route.run(self, req), alternates_requested=bool(req.alternates))
 
-    def matrix(self, sources, targets, costing: str = "auto", costing_options=None, *, unsnappable: str = "raise"):
+    def matrix(self, sources, targets, costing: str = "auto", costing_options=None, *, unsnappable: str = "raise",
+               date_time=None):
         """Many-to-many travel times and distances for notebooks: `sources`, `targets` as arrays of
         (lon, lat) rows. Returns a MatrixResult with numpy arrays `time_s`, `distance_m` [N, M] (inf where
         no route), the snapped `sources`, `targets`, and `snapped` / `snap_distance_m` (per sources and
         targets). `unsnappable="nan"`: points with no road in reach get NaN rows/columns instead of
-        failing the call (docs/analysis.md). `.to_pandas()` via geoengine.to_pandas."""
+        failing the call (docs/analysis.md). `.to_pandas()` via geoengine.to_pandas. `date_time`
+        ({"type": 0|1|3, "value": "YYYY-MM-DDTHH:MM"}): the departure's quarter hour selects the
+        time-of-day profile speeds (docs/traffic.md)."""
         from geoengine.services import unsnappable as U
+        from geoengine.services.route_options import selection
 
         U.check_mode(unsnappable)
         src = _rows(sources, "sources")
         dst = _rows(targets, "targets")
-        return U.matrix(self.router, src, dst, costing, costing_options, unsnappable)
+        sel = selection(date_time)
+        if sel is not None and sel.kind == 2:
+            from geoengine.errors import InvalidRequest
+
+            raise InvalidRequest.field("date_time.type", "a matrix takes a departure time (type 0, 1 or 3), not arrive_by (2)")
+        return U.matrix(self.router, src, dst, costing, costing_options, unsnappable, bucket=sel)
 
     def matrix_request(self, request=None, **fields) -> dict:
         """The /matrix document for a `MatrixRequest` (or dict / keyword fields)."""

@@ -48,7 +48,7 @@ class _Speeds:
 
 class Router:
     def __init__(self, graph, snapper, ch_dir: Path | None, *, cch_cache_bytes: int | None = None,
-                 speed_store=None):
+                 speed_store=None, time_of_day=None):
         self.graph = graph
         self.snapper = snapper
         self.ch_dir = Path(ch_dir) if ch_dir else None
@@ -64,6 +64,8 @@ class Router:
         self._speeds_lock = threading.Lock()
         self._speeds = _Speeds()
         self.sync_speeds()
+        #: `geoengine.traffic.timeofday.TimeOfDay` (time-of-day profiles beside the bundle), or None
+        self.time_of_day = time_of_day
 
     # -- measured speeds (docs/traffic.md) -------------------------------------------------------------
     @property
@@ -116,19 +118,26 @@ class Router:
                     self._customiser = Customiser.open(self.graph, self.ch_dir / "cch", limit)
         return self._customiser
 
-    def profile(self, costing: str, options=None, blocked: np.ndarray | None = None) -> Profile:
+    def profile(self, costing: str, options=None, blocked: np.ndarray | None = None, bucket=None) -> Profile:
         """The profile of a costing, options and blocked edges, with a hierarchy: the bundle's classic
         CH for a costing's defaults when the bundle has one, else the CCH customised for exactly these
         weights (defaults: kept for the router's life; other option sets and avoid areas: in the
-        byte-bounded LRU `customiser.cache`). Without either, `ch` is None (exact Dijkstra)."""
+        byte-bounded LRU `customiser.cache`). Without either, `ch` is None (exact Dijkstra). `bucket`: a
+        date_time's `geoengine.traffic.timeofday.Selection`, whose quarter hour's profile speeds the
+        metric uses (docs/traffic.md; customised and kept in the same LRU)."""
         options = options or default_options(costing)
         self.sync_speeds()
         sp = self._speeds
-        if blocked is None and (not options.given or options.is_default):
+        tod = None
+        if bucket is not None and self.time_of_day is not None:
+            tod = self.time_of_day.metric(self.graph, costing, bucket, sp.overlay)
+        if tod is None and blocked is None and (not options.given or options.is_default):
             return self._default_profile(costing, sp=sp)
         speeds = sp.overlay if costing in MOTOR_COSTINGS else None
+        if tod is not None:
+            speeds = tod[0]
         key = (costing, options.fingerprint, None if blocked is None else hash(np.packbits(blocked).tobytes()),
-               sp.generation if speeds is not None else 0)
+               sp.generation if speeds is not None else 0, None if tod is None else tod[1])
         cust = self.customiser
         if cust is not None:
             def make():
@@ -321,13 +330,13 @@ class Router:
 
     # -- one search for a route request -----------------------------------------------------------------
     def search(self, costing: str, costing_options, locations, *, avoid_locations=None, avoid_polygons=None,
-               field: str = "locations", polyline: int = 0) -> Searched:
+               field: str = "locations", polyline: int = 0, bucket=None) -> Searched:
         """Costing options and avoid areas applied, every location snapped, each piece found: the one
         place a route's search is made (route, directions, optimised route). `polyline`: 5 or 6 to have
         a plain route's piece carry its shape encoded at that precision."""
         options = self.parse_options(costing, costing_options)
         blocked = self._avoid_mask(avoid_locations, avoid_polygons)
-        prof = self.profile(costing, options, blocked)
+        prof = self.profile(costing, options, blocked, bucket=bucket)
         cands, pieces = self.route_legs(prof, locations, field, polyline)
         notes = self.notes(options)
         return Searched(prof, cands, pieces, notes)
@@ -468,7 +477,7 @@ class Router:
 
     def matrix(self, sources, targets, costing: str = "auto", costing_options=None, *,
                source_radius=None, target_radius=None, field: str | None = None, source_locations=None,
-               target_locations=None):
+               target_locations=None, bucket=None):
         """Travel time (s) and distance (m) between every source and target, as float64 arrays [N, M]
         with inf where there is no route; also the snapped (lon, lat) of sources and targets.
 
@@ -481,7 +490,7 @@ class Router:
         src = np.asarray(sources, dtype=np.float64).reshape(-1, 2)
         dst = np.asarray(targets, dtype=np.float64).reshape(-1, 2)
         options = self.parse_options(costing, costing_options)
-        prof = self.profile(costing, options)
+        prof = self.profile(costing, options, bucket=bucket)  # bucket: a date_time's metric (docs/traffic.md)
         memo: dict = {}
         cs, sl = self._snap_many(prof, src[:, 0], src[:, 1], source_radius, field or "sources", memo,
                                  source_locations)

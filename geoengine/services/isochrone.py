@@ -71,6 +71,9 @@ class IsochroneRequest(BaseModel):
     generalize: Annotated[float, Field(ge=0)] | None = Field(
         None, description="Douglas-Peucker tolerance in metres (default: half the grid cell)")
     show_locations: bool = Field(True, description="Add the input and snapped locations as Point features")
+    date_time: dict[str, Any] | None = Field(
+        None, description="{type: 0 current, 1 depart_at, 2 arrive_by, 3 invariant; value: 'YYYY-MM-DDTHH:MM'}: "
+        "its quarter hour selects the time-of-day profile speeds (docs/traffic.md)")
     id: str | None = Field(None, description="Echoed in the response")
 
     _costing_known = costing_validator("isochrone")
@@ -126,10 +129,18 @@ def reach(router, lon: float, lat: float, costing: str = "auto", costing_options
     return search(prof, cands, metric, float(limit))
 
 
+def _selection(date_time):
+    """The time-of-day bucket of an isochrone's date_time: the given time's quarter hour (arrive_by too;
+    the contours are still those reached from the location)."""
+    from geoengine.services.route_options import selection
+
+    return selection(date_time)
+
+
 def isochrone(router, req: IsochroneRequest) -> dict:
     """The GeoJSON FeatureCollection of POST /isochrone (see docs/isochrone.md)."""
     options = router.parse_options(req.costing, req.costing_options)
-    prof = router.profile(req.costing, options)
+    prof = router.profile(req.costing, options, bucket=_selection(req.date_time))
     loc = req.locations[0]
     cands = router.candidates(prof, loc, 0)
     graph = router.graph

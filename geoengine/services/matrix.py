@@ -65,7 +65,7 @@ class MatrixResponse(BaseModel):
 
 
 def departure(req):
-    """(costing options without date_time, departure datetime or None). The spec puts the departure
+    """(costing options without date_time, departure datetime or None, date_time type or None). The spec puts the departure
     time in costing_options (flat or under the costing key); a top-level `date_time` is accepted too."""
     from geoengine.services.route_options import parse_date_time
 
@@ -81,21 +81,25 @@ def departure(req):
             dt, where = nested.pop("date_time"), f"costing_options.{req.costing}.date_time"
             raw[req.costing] = nested
     if dt is None:
-        return raw, None
+        return raw, None, None
     kind, when = parse_date_time(dt, field=where)
     if kind == 2:
         raise InvalidRequest.field(f"{where}.type", "/matrix takes a departure time (type 0, 1 or 3), not arrive_by (2)")
-    return raw, when
+    return raw, when, kind
 
 
 def compute(router, req: MatrixRequest):
     """(MatrixResult arrays, departure datetime or None) of a validated request."""
     src = np.array([[loc.lon, loc.lat] for loc in req.sources], dtype=np.float64)
     dst = np.array([[loc.lon, loc.lat] for loc in req.targets], dtype=np.float64)
-    options, depart = departure(req)
+    options, depart, kind = departure(req)
+    from geoengine.traffic.timeofday import Selection, bucket_of
+
+    # the departure's quarter hour selects the metric (time-of-day profiles, docs/traffic.md)
+    sel = None if depart is None else Selection(bucket_of(depart), kind == 0, depart, kind)
     res = router.matrix(src, dst, req.costing, options, source_radius=radii(req.sources),
                         target_radius=radii(req.targets), source_locations=req.sources,
-                        target_locations=req.targets)
+                        target_locations=req.targets, bucket=sel)
     return res, depart
 
 

@@ -407,8 +407,10 @@ _DIGITS = {"polyline6": 6, "polyline5": 5}
 def run(engine, req: RouteRequest, *, field: str = "locations", alternates: int | None = None) -> RouteResult:
     """Search once, build the best route and its alternates, apply the request's options."""
     router = engine.router
+    sel = route_options.selection(req.date_time)  # the date_time's quarter hour selects the metric (docs/traffic.md)
     s = router.search(req.costing, req.costing_options, req.locations, avoid_locations=req.avoid_locations,
-                      avoid_polygons=req.avoid_polygons, field=field, polyline=_DIGITS.get(req.shape_format, 0))
+                      avoid_polygons=req.avoid_polygons, field=field, polyline=_DIGITS.get(req.shape_format, 0),
+                      bucket=sel)
     opts = req.directions_options
     routes = [build_route(router, s.prof, req.locations, s.cands, s.pieces, s.notes, opts)]
     n_alt = req.alternates if alternates is None else alternates
@@ -416,5 +418,5 @@ def run(engine, req: RouteRequest, *, field: str = "locations", alternates: int 
         for pieces in alternatives(router, s.prof, s.cands, int(n_alt), best=s.pieces):
             routes.append(build_route(router, s.prof, req.locations, s.cands, pieces, s.notes, opts))
     result = RouteResult(routes=routes, shape_format=req.shape_format, id=req.id)
-    route_options.apply(engine, result, req, s.prof)
+    route_options.apply(engine, result, req, s.prof, sel=sel)
     return result

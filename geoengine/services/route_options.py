@@ -60,6 +60,18 @@ def parse_date_time(date_time, now: datetime | None = None, field: str = "date_t
     return t, when
 
 
+def selection(date_time, now: datetime | None = None, field: str = "date_time"):
+    """The time-of-day bucket a date_time selects (`geoengine.traffic.timeofday.Selection`: bucket,
+    current, when, kind), None when absent; InvalidRequest naming the field when malformed. Type 0 is
+    the server clock's time (UTC) unless `now` is given (docs/traffic.md)."""
+    if date_time is None:
+        return None
+    from geoengine.traffic.timeofday import Selection, bucket_of
+
+    kind, when = parse_date_time(date_time, now, field=field)
+    return Selection(bucket_of(when), kind == 0, when, kind)
+
+
 def apply_date_time(route, date_time, waits=None, *, now: datetime | None = None):
     """Set departure / arrival times on a typed Route (in place; also returned). `waits`: the waiting
     seconds at each location (default none)."""
@@ -145,9 +157,11 @@ def apply_elevation(engine, route, interval: float, *, max_points: int = MAX_ELE
     return route
 
 
-def apply(engine, result, req, prof) -> None:
+def apply(engine, result, req, prof, sel=None) -> None:
     """The options linear_references, elevation_interval and date_time of a RouteRequest `req` (each
-    may be absent), applied to every route of `result` (a RouteResult)."""
+    may be absent), applied to every route of `result` (a RouteResult). `sel`: the date_time's
+    `geoengine.traffic.timeofday.Selection`; with time-of-day profiles in force each route's times are
+    the time-dependent ones (docs/traffic.md) before its departure and arrival are set."""
     waits = [float(loc.waiting_secs or 0) for loc in req.locations]
     for route in result.routes:
         if getattr(req, "linear_references", False):
@@ -157,4 +171,8 @@ def apply(engine, result, req, prof) -> None:
         if getattr(req, "elevation_interval", None):
             apply_elevation(engine, route, float(req.elevation_interval))
         if getattr(req, "date_time", None) is not None:
-            apply_date_time(route, req.date_time, waits)
+            if sel is not None:
+                from geoengine.traffic.timeofday import apply_eta
+
+                apply_eta(engine.router, prof, route, sel, waits)
+            apply_date_time(route, req.date_time, waits, now=None if sel is None else sel.when)

@@ -125,6 +125,13 @@ def _positive(col: np.ndarray, lines: np.ndarray, what: str) -> np.ndarray:
     return v
 
 
+def _is_file(name: str) -> bool:
+    try:
+        return Path(name).is_file()
+    except (OSError, ValueError):  # a name too long for the file system is text
+        return False
+
+
 def read_speed_table(source, form: str | None = None) -> SpeedTable:
     """The checked rows of a speed file: `source` a path, CSV bytes or text, or a pandas DataFrame (columns
     named as the form's header: from_osm_node_id, to_osm_node_id, speed_kmh[, rate] or way_id,
@@ -141,7 +148,7 @@ def read_speed_table(source, form: str | None = None) -> SpeedTable:
         return _from_frame(source, form)
     if isinstance(source, (bytes, bytearray, memoryview)):
         data, name = bytes(source), "<bytes>"
-    elif isinstance(source, str) and ("\n" in source or "," in source) and not Path(source).exists():
+    elif isinstance(source, str) and ("\n" in source or ("," in source and not _is_file(source))):
         data, name = source.encode(), "<text>"
     else:
         path = Path(source)
@@ -393,16 +400,21 @@ def _last_wins(keys: np.ndarray) -> np.ndarray:
 def map_speeds(graph, table: SpeedTable) -> SpeedOverlay:
     """The overlay of `table` on `graph`. Raises SpeedFileError naming the first row whose OSM segment
     (from, to) or way the graph has no road for."""
-    if table.form == SEGMENT:
-        edges, piece_len, piece_time = _map_segments(graph, table)
-    else:
-        edges, piece_len, piece_time = _map_ways(graph, table)
+    edges, piece_len, rows = map_pieces(graph, table)
+    piece_time = piece_len / (table.speed[rows] / 3.6)
     ue, inv = np.unique(edges, return_inverse=True)
     cov_len = np.bincount(inv, weights=piece_len, minlength=len(ue))
     cov_time = np.bincount(inv, weights=piece_time, minlength=len(ue))
     ok = cov_len > 0  # zero-length pieces (duplicate positions) carry no time
     return SpeedOverlay(ue[ok].astype(np.int64), cov_len[ok], cov_time[ok],
                         {"form": table.form, "rows": len(table), "edges": int(ok.sum())})
+
+
+def map_pieces(graph, table: SpeedTable):
+    """(directed edge, metres, row of `table`) of every piece of road the table's rows name (the last
+    row naming a piece wins); SpeedFileError naming the first row the graph has no road for. Only
+    `form`, `a`, `b` and `lines` of the table are read (the time-of-day profiles share it)."""
+    return _map_segments(graph, table) if table.form == SEGMENT else _map_ways(graph, table)
 
 
 def _map_segments(graph, t: SpeedTable):
@@ -450,8 +462,7 @@ def _map_segments(graph, t: SpeedTable):
     # the last row naming one piece of one directed edge wins
     keep = _last_wins(e * np.int64(P) + p)
     e, p, rows = e[keep], p[keep], rows[keep]
-    length = _haversine(graph, p)
-    return e, length, length / (t.speed[rows] / 3.6)
+    return e, _haversine(graph, p), rows
 
 
 def _map_ways(graph, t: SpeedTable):
@@ -479,8 +490,7 @@ def _map_ways(graph, t: SpeedTable):
     hit = key[pos] == sk
     e = se[hit]
     rows = rr[pos[hit]]
-    length = np.asarray(graph.seg_length, dtype=np.float64)[e >> 1]
-    return e, length, length / (t.speed[rows] / 3.6)
+    return e, np.asarray(graph.seg_length, dtype=np.float64)[e >> 1], rows
 
 
 # ------------------------------------------------------------------------------------------ storage

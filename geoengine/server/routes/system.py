@@ -23,6 +23,8 @@ class Health(BaseModel):
     speeds: dict | None = Field(None, description="The measured speeds in force (docs/traffic.md): generation, "
                                 "source, sha256, form, rows, edges, applied_at; null when none were ever applied; "
                                 "`file` null after a reset")
+    profiles: dict | None = Field(None, description="The time-of-day profiles in force (docs/traffic.md): generation, "
+                                  "source, form, rows, edges, profiles, bytes, applied_at; null when none were ever applied")
     data_timestamp: str | None = Field(None, description="Timestamp of the served OpenStreetMap data (ISO 8601, UTC): "
                                        "the extract's replication timestamp, advanced by `geoengine update`")
     data_age_s: float | None = Field(None, description="Seconds since `data_timestamp`")
@@ -39,7 +41,7 @@ def health_doc(engine: Engine, params=None) -> dict:
     info = engine.info()
     up = engine.uptime_seconds()
     return {"status": "ok", "uptime": format_uptime(up), "uptime_s": round(up, 3), "version": info["geoengine_version"],
-            "region": info["region"], "stages": info["stages"], "speeds": info.get("speeds"),
+            "region": info["region"], "stages": info["stages"], "speeds": info.get("speeds"), "profiles": info.get("profiles"),
             "data_timestamp": info["data_timestamp"], "data_age_s": info["data_age_s"],
             "replication_sequence": info["replication_sequence"]}
 
