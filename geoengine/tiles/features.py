@@ -135,7 +135,8 @@ class _Collector(osmium.SimpleHandler):
         is_hex = np.fromiter((isinstance(g, str) for g in src), dtype=bool, count=len(src))
         hexes = np.flatnonzero(is_hex)
         if len(hexes):
-            geoms[hexes] = shapely.from_wkb([src[i] for i in hexes.tolist()])
+            # GEOS's hex reader is about 8x slower than its binary one; bytes.fromhex costs little
+            geoms[hexes] = shapely.from_wkb([bytes.fromhex(src[i]) for i in hexes.tolist()])
         for i in np.flatnonzero(~is_hex).tolist():
             geoms[i] = src[i]
         return shapely.transform(geoms, _merc_coords)

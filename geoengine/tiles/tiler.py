@@ -217,6 +217,7 @@ def cut_tiles(fs: FeatureSet, bbox, *, minzoom: int = MINZOOM, maxzoom: int = MA
     _STATE = _prepare(fs, maxzoom)
     tasks = tasks_for(bbox, minzoom, maxzoom, *feature_bounds(fs))
     processes = processes or min(os.cpu_count() or 1, 8)
+    mvt.warm()  # loaded once here, inherited by the forked workers
     try:
         if processes <= 1 or len(tasks) < 4:
             for t in tasks:
