@@ -188,8 +188,10 @@ def _points_on_surface(geoms: np.ndarray, meta: list) -> dict[int, object]:
 class _PointsAndLines(_Collector):
     """Tagged nodes as points; ways as lines (and coastlines, and boundary relations' member ways)."""
 
-    # untagged nodes (most of an extract) never reach Python; they still give ways their locations
-    filters = (lambda: osmium.filter.EmptyTagFilter().enable_for(osmium.osm.NODE),)
+    # only nodes with a key that schema.node_features reads (a place, a POI key, a house number) reach
+    # Python, filtered in C++ (untagged nodes, most of an extract, and e.g. crossings or street lamps);
+    # the others still give ways their locations
+    filters = (lambda: osmium.filter.KeyFilter(*schema.NODE_KEYS).enable_for(osmium.osm.NODE),)
 
     def node(self, n):
         if not n.tags:

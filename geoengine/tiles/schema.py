@@ -362,6 +362,9 @@ def poi_feature(tags, is_area: bool = False) -> Feature | None:
     return None
 
 
+NODE_KEYS = ("place", *_POI_KEYS, "addr:housenumber")  # a node without any of them has no feature
+
+
 def node_features(tags) -> list[Feature]:
     out = []
     p = place_feature(tags)
