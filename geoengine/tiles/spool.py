@@ -105,7 +105,11 @@ class Spool:
         layers = np.asarray(layers, dtype=np.int64)
         min_zooms = np.asarray(min_zooms, dtype=np.int64)
         if self.clip_box is not None:
-            keep = shapely.contains_properly(self.clip_box, geoms)  # most features: left as they are
+            # most features lie inside the box and are left as they are: for a rectangle, "contains
+            # properly" is "the bounds lie strictly inside" (empty geometries: NaN bounds, not kept)
+            x0, y0, x1, y1 = self.clip_box.bounds
+            bb = shapely.bounds(geoms)
+            keep = (bb[:, 0] > x0) & (bb[:, 1] > y0) & (bb[:, 2] < x1) & (bb[:, 3] < y1)
             for i in np.flatnonzero(~keep).tolist():
                 g = _clip_one(geoms[i], self.clip_box)
                 if g is not None:
