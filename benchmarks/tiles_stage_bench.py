@@ -41,7 +41,9 @@ def geoengine_stage(osm: Path) -> dict:
         c1, t1 = cpu(), time.time()
         n = sum(1 for _ in cut_spooled(spool, parts, bbox))
         c2, t2 = cpu(), time.time()
-    return {"collect_wall": t1 - t0, "collect_cpu": c1 - c0, "cut_wall": t2 - t1, "cut_cpu": c2 - c1, "tiles": n}
+    peak = max(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss, resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss)
+    return {"collect_wall": t1 - t0, "collect_cpu": c1 - c0, "cut_wall": t2 - t1, "cut_cpu": c2 - c1, "tiles": n,
+            "peak_rss_mib": peak // 1024}
 
 
 def tilemaker(osm: Path) -> dict | None:
@@ -67,10 +69,15 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0], epilog=__doc__,
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("pbf", type=Path)
+    ap.add_argument("--no-peer", action="store_true", help="measure geoengine only (no tilemaker run)")
     args = ap.parse_args()
     ge = geoengine_stage(args.pbf)
     print(f"{args.pbf.name}: geoengine collection {ge['collect_wall']:.1f} s wall {ge['collect_cpu']:.1f} s CPU, "
-          f"cutting {ge['cut_wall']:.1f} s wall {ge['cut_cpu']:.1f} s CPU, {ge['tiles']} tiles", flush=True)
+          f"cutting {ge['cut_wall']:.1f} s wall {ge['cut_cpu']:.1f} s CPU, {ge['tiles']} tiles, "
+          f"stage {ge['collect_cpu'] + ge['cut_cpu']:.1f} s CPU, peak {ge['peak_rss_mib']} MiB (largest process)",
+          flush=True)
+    if args.no_peer:
+        return 0
     tm = tilemaker(args.pbf)
     if tm is None:
         print("tilemaker: skipped (apt-get install tilemaker)")

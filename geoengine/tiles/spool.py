@@ -31,7 +31,7 @@ import numpy as np
 import shapely
 
 from geoengine.bundler.isolate import die_with
-from geoengine.tiles import schema
+from geoengine.tiles import mvt, schema
 from geoengine.tiles import tiler as T
 from geoengine.tiles.features import STREAMS, WORLD, _entry
 
@@ -105,7 +105,11 @@ class Spool:
         layers = np.asarray(layers, dtype=np.int64)
         min_zooms = np.asarray(min_zooms, dtype=np.int64)
         if self.clip_box is not None:
-            keep = shapely.contains_properly(self.clip_box, geoms)  # most features: left as they are
+            # most features lie inside the box and are left as they are: for a rectangle, "contains
+            # properly" is "the bounds lie strictly inside" (empty geometries: NaN bounds, not kept)
+            x0, y0, x1, y1 = self.clip_box.bounds
+            bb = shapely.bounds(geoms)
+            keep = (bb[:, 0] > x0) & (bb[:, 1] > y0) & (bb[:, 2] < x1) & (bb[:, 3] < y1)
             for i in np.flatnonzero(~keep).tolist():
                 g = _clip_one(geoms[i], self.clip_box)
                 if g is not None:
@@ -142,16 +146,24 @@ class Spool:
             self.shared.append((seq_l[i], wkbs[i], layer_l[i], mz_l[i], props[i]))
             if layer_l[i] != _EARTH:  # its partitions have tiles even when no other feature is there
                 self.shared_spans.append(tuple(span_l[i]))
-        files = self.files
+        # one pickled list of records per partition and batch (not one pickle per record)
+        by_part: dict[tuple[int, int], list] = {}
         for i in np.flatnonzero(~shared).tolist():
-            data = pickle.dumps((seq_l[i], wkbs[i], layer_l[i], mz_l[i], props[i]), protocol=pickle.HIGHEST_PROTOCOL)
+            rec = (seq_l[i], wkbs[i], layer_l[i], mz_l[i], props[i])
             x0, y0, x1, y1 = span_l[i]
             for x in range(x0, x1 + 1):
                 for y in range(y0, y1 + 1):
-                    fh = files.get((x, y))
-                    if fh is None:
-                        fh = files[(x, y)] = open(self.folder / f"{x}-{y}.{self.stream}.features", "ab")
-                    fh.write(data)
+                    recs = by_part.get((x, y))
+                    if recs is None:
+                        by_part[(x, y)] = [rec]
+                    else:
+                        recs.append(rec)
+        files = self.files
+        for key, recs in by_part.items():
+            fh = files.get(key)
+            if fh is None:
+                fh = files[key] = open(self.folder / f"{key[0]}-{key[1]}.{self.stream}.features", "ab")
+            pickle.dump(recs, fh, protocol=pickle.HIGHEST_PROTOCOL)
 
     def replace_earth(self, geom) -> None:
         """The earth polygon becomes `geom` (land, once coastlines split the box)."""
@@ -215,7 +227,7 @@ def _load(folder: Path, key: tuple[int, int]) -> list[tuple]:
         with open(path, "rb") as fh:
             while True:
                 try:
-                    out.append(pickle.load(fh))
+                    out.extend(pickle.load(fh))  # a batch's records
                 except EOFError:
                     break
     return out
@@ -327,6 +339,7 @@ def cut_spooled(spool: Spool, partitions: list[tuple[int, int]], bbox, *, proces
     processes = processes or min(os.cpu_count() or 1, 8)
     plan = plan or plan_cut(spool, partitions, bbox)
     low_tasks, partitions, full_grid = plan
+    mvt.warm()  # the kernels are loaded once here and inherited by every forked worker
     # low zooms: the in-memory set, tasks from the bounds of every low-min-zoom feature
     T._STATE = _state_of(list(spool.low), maxzoom)
     _JOB = {"folder": spool.folder, "shared": spool.shared, "maxzoom": maxzoom, "bbox": bbox, "pz": spool.pz,

@@ -138,20 +138,25 @@ def _encode_batch(task) -> list[tuple[int, int, int, bytes]]:
         # sliver clipped to a line is not); only collections go through _polygonal, one by one
         collection = shapely.get_type_id(clipped) == 7
         keep = collection | (shapely.get_dimensions(clipped) == want)
-        layers: dict[int, tuple[list, list, list]] = {}
-        for fi, g, dim, coll in zip(fis[keep].tolist(), clipped[keep], want[keep].tolist(), collection[keep].tolist(),
-                                    strict=True):
-            if coll:
-                g = _polygonal(g, dim)
-                if g is None:
-                    continue
-            geoms, dims, props = layers.setdefault(int(st["layer"][fi]), ([], [], []))
-            geoms.append(g)
-            dims.append(dim)
-            props.append(st["props"][fi])
-        if not layers:
+        for j in np.flatnonzero(collection).tolist():
+            g = _polygonal(clipped[j], int(want[j]))
+            if g is None:
+                keep[j] = False
+            else:
+                clipped[j] = g
+        if not keep.any():
             continue
-        data = mvt.encode_layers([(schema.LAYERS[li], *layers[li]) for li in sorted(layers)])
+        fis, clipped, want = fis[keep], clipped[keep], want[keep]
+        # grouped by layer (stable: collection order within a layer), the layers in schema order
+        lay = st["layer"][fis]
+        order = np.argsort(lay, kind="stable")
+        fis, clipped, want, lay = fis[order], clipped[order], want[order], lay[order]
+        cuts = np.flatnonzero(np.diff(lay)) + 1
+        starts = [0, *cuts.tolist()]
+        ends = [*cuts.tolist(), len(lay)]
+        props = st["props"]
+        data = mvt.encode_layers([(schema.LAYERS[int(lay[a])], clipped[a:b], want[a:b], [props[fi] for fi in fis[a:b].tolist()])
+                                  for a, b in zip(starts, ends, strict=True)])
         out.append((z, x, y, gzip.compress(data, compresslevel=6, mtime=0)))
     return out
 
@@ -217,6 +222,7 @@ def cut_tiles(fs: FeatureSet, bbox, *, minzoom: int = MINZOOM, maxzoom: int = MA
     _STATE = _prepare(fs, maxzoom)
     tasks = tasks_for(bbox, minzoom, maxzoom, *feature_bounds(fs))
     processes = processes or min(os.cpu_count() or 1, 8)
+    mvt.warm()  # loaded once here, inherited by the forked workers
     try:
         if processes <= 1 or len(tasks) < 4:
             for t in tasks:

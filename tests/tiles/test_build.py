@@ -254,3 +254,28 @@ def test_coastline_splits_land_and_sea(shared_data_dir):
     for lon, lat in [(7.4500, 43.6500), (7.5000, 43.6000)]:  # open sea
         assert sea.contains(at(lon, lat)) and not earth.contains(at(lon, lat))
     assert earth.area < sea.area  # most of the box is sea
+
+
+@pytest.mark.parametrize("rel", ["andorra/andorra.osm.pbf", "liechtenstein/valhalla-liechtenstein-latest.osm.pbf"])
+def test_the_node_key_filter_drops_no_feature(rel):
+    """The collector's C++ KeyFilter lets only nodes with a key of schema.NODE_KEYS reach Python: every
+    tagged node of a real extract that node_features gives a feature has one, and some tagged nodes
+    without one exist (so the filter drops something)."""
+    import osmium
+
+    from ..conftest import data_file
+
+    seen = {"feature": 0, "dropped": 0}
+
+    class Nodes(osmium.SimpleHandler):
+        def node(self, n):
+            tags = dict(n.tags)
+            has_key = any(k in tags for k in schema.NODE_KEYS)
+            if schema.node_features(tags):
+                assert has_key, tags
+                seen["feature"] += 1
+            elif not has_key:
+                seen["dropped"] += 1
+
+    Nodes().apply_file(str(data_file(rel)), filters=[osmium.filter.EmptyTagFilter()])
+    assert seen["feature"] > 400 and seen["dropped"] > 500, seen
