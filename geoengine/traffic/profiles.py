@@ -43,8 +43,8 @@ from geoengine.traffic.speeds import (
     SpeedOverlay,
     SpeedStore,
     SpeedTable,
-    _bad,
-    _is_file,
+    is_file_name,
+    line_error,
     map_pieces,
 )
 
@@ -119,7 +119,7 @@ class ProfileTable:
 
 def _speeds(fields: list[str], line: int, first_col: int) -> np.ndarray:
     if len(fields) != BUCKETS:
-        raise _bad(line, f"{len(fields)} speeds; a profile has {BUCKETS} (7 days x 96 quarter hours, "
+        raise line_error(line, f"{len(fields)} speeds; a profile has {BUCKETS} (7 days x 96 quarter hours, "
                    "Monday 00:00 first)")
     try:
         v = np.array([float(x) for x in fields], dtype=np.float64)
@@ -132,7 +132,7 @@ def _speeds(fields: list[str], line: int, first_col: int) -> np.ndarray:
             except ValueError:
                 f = math.nan
             if not (math.isfinite(f) and f > 0):
-                raise _bad(line, f"speed {i} (column {first_col + i + 1}) must be a finite number above 0 "
+                raise line_error(line, f"speed {i} (column {first_col + i + 1}) must be a finite number above 0 "
                            f"(km/h), got {x.strip()!r}")
     return v
 
@@ -160,7 +160,7 @@ def _own_speeds(rows: list[str], lines: list[int], cols: list[int]) -> np.ndarra
 def _int(x: str, line: int, what: str) -> int:
     s = x.strip()
     if not (s.isdigit() and 0 < len(s) <= 18) or int(s) == 0:
-        raise _bad(line, f"{what} must be a positive integer, got {s!r}")
+        raise line_error(line, f"{what} must be a positive integer, got {s!r}")
     return int(s)
 
 
@@ -171,7 +171,7 @@ def read_profile_table(source) -> ProfileTable:
     direction, ways and node pairs mixed."""
     if isinstance(source, (bytes, bytearray, memoryview)):
         data, name = bytes(source), "<bytes>"
-    elif isinstance(source, str) and ("\n" in source or ("," in source and not _is_file(source))):
+    elif isinstance(source, str) and ("\n" in source or ("," in source and not is_file_name(source))):
         data, name = source.encode(), "<text>"
     else:
         path = Path(source)
@@ -200,11 +200,11 @@ def read_profile_table(source) -> ProfileTable:
         if f[0].lower() == "profile":
             f = [x.strip() for x in s.split(",")]
             if n != BUCKETS + 2:
-                raise _bad(ln, f"{n - 2} speeds; a profile row is profile,<name>,<{BUCKETS} speeds>")
+                raise line_error(ln, f"{n - 2} speeds; a profile row is profile,<name>,<{BUCKETS} speeds>")
             if not _NAME.match(f[1]):
-                raise _bad(ln, f"profile name {f[1]!r} must start with a letter and hold letters, digits, _ or -")
+                raise line_error(ln, f"profile name {f[1]!r} must start with a letter and hold letters, digits, _ or -")
             if f[1] in names:
-                raise _bad(ln, f"profile {f[1]!r} is defined twice (first on line {defined_at[f[1]]})")
+                raise line_error(ln, f"profile {f[1]!r} is defined twice (first on line {defined_at[f[1]]})")
             exact.append(_speeds(f[2:], ln, 2))
             names[f[1]] = len(exact) - 1
             defined_at[f[1]] = ln
@@ -214,16 +214,16 @@ def read_profile_table(source) -> ProfileTable:
                 a = _int(f[0], ln, "from_osm_node_id")
                 b = _int(f[1], ln, "to_osm_node_id")
                 if a == b:
-                    raise _bad(ln, f"from_osm_node_id and to_osm_node_id are the same node ({a})")
+                    raise line_error(ln, f"from_osm_node_id and to_osm_node_id are the same node ({a})")
                 form, ref = SEGMENT, f[2]
             else:  # way,name[,direction]
                 a = _int(f[0], ln, "way_id")
                 d = f[2].lower() if n == 3 else "both"
                 if d not in DIRECTIONS:
-                    raise _bad(ln, f"direction must be one of {', '.join(DIRECTIONS)}, got {f[2]!r}")
+                    raise line_error(ln, f"direction must be one of {', '.join(DIRECTIONS)}, got {f[2]!r}")
                 form, b, ref = WAY, DIRECTIONS.index(d), f[1]
             if not _NAME.match(ref):
-                raise _bad(ln, f"{ref!r} is not a profile name (a letter, then letters, digits, _ or -)")
+                raise line_error(ln, f"{ref!r} is not a profile name (a letter, then letters, digits, _ or -)")
             assign.append((ln, form, a, b, 0, ref))
             continue
         if n == BUCKETS + 1:  # way,<speeds>
@@ -238,18 +238,18 @@ def read_profile_table(source) -> ProfileTable:
             if f[1].isdigit():
                 b = _int(f[1], ln, "to_osm_node_id")
                 if a == b:
-                    raise _bad(ln, f"from_osm_node_id and to_osm_node_id are the same node ({a})")
+                    raise line_error(ln, f"from_osm_node_id and to_osm_node_id are the same node ({a})")
                 form = SEGMENT
             elif f[1].lower() in DIRECTIONS:
                 b, form = DIRECTIONS.index(f[1].lower()), WAY
             else:
-                raise _bad(ln, f"direction must be one of {', '.join(DIRECTIONS)}, got {f[1]!r}")
+                raise line_error(ln, f"direction must be one of {', '.join(DIRECTIONS)}, got {f[1]!r}")
             own.append(s.split(",", 2)[2])
             own_line.append(ln)
             own_col.append(2)
             assign.append((ln, form, a, b, 1, len(own) - 1))
             continue
-        raise _bad(ln, f"{n} column(s); a row is profile,<name>,<{BUCKETS} speeds>, <way_id>,<profile>"
+        raise line_error(ln, f"{n} column(s); a row is profile,<name>,<{BUCKETS} speeds>, <way_id>,<profile>"
                    f"[,<direction>], <from_node>,<to_node>,<profile>, <way_id>[,<direction>],<{BUCKETS} speeds> "
                    f"or <from_node>,<to_node>,<{BUCKETS} speeds>")
     if not assign:
@@ -260,13 +260,13 @@ def read_profile_table(source) -> ProfileTable:
     if len(forms) > 1:
         first = assign[0][1]
         ln = next(x[0] for x in assign if x[1] != first)
-        raise _bad(ln, f"this row gives a {'node pair' if first == WAY else 'way'} a profile, the file's first "
+        raise line_error(ln, f"this row gives a {'node pair' if first == WAY else 'way'} a profile, the file's first "
                    f"row a {'way' if first == WAY else 'node pair'}: give ways or node pairs, not both")
     missing = [x for x in assign if x[4] == 0 and x[5] not in names]
     if missing:
         lines = [x[0] for x in missing]
         msgs = [f"unknown profile {x[5]!r} (define it with profile,{x[5]},<{BUCKETS} speeds>)" for x in missing]
-        raise _bad(lines[0], msgs[0], lines, msgs)
+        raise line_error(lines[0], msgs[0], lines, msgs)
     # the rows' own speeds: identical rows once, DCT-II coefficients
     pn = len(exact)
     coef = np.zeros((0, COEFFICIENTS), np.int16)
@@ -276,7 +276,7 @@ def read_profile_table(source) -> ProfileTable:
         ok = encodable(arr)
         if not ok.all():
             i = int(np.flatnonzero(~ok)[0])
-            raise _bad(own_line[i], "speeds too high to store (a mean above about 1,000 km/h)")
+            raise line_error(own_line[i], "speeds too high to store (a mean above about 1,000 km/h)")
         uniq, own_index = np.unique(arr, axis=0, return_inverse=True)
         coef = encode(uniq)
         own_index = own_index.ravel()

@@ -89,7 +89,7 @@ class SpeedOverlay:
 
 
 # ------------------------------------------------------------------------------------------ reading
-def _bad(first_line: int, message: str, lines=None, messages=None) -> SpeedFileError:
+def line_error(first_line: int, message: str, lines=None, messages=None) -> SpeedFileError:
     errors = None
     if lines is not None:
         errors = [FieldError(f"line {int(ln)}", m) for ln, m in zip(lines[:MAX_LISTED], messages[:MAX_LISTED],
@@ -105,7 +105,7 @@ def _check_column(values: np.ndarray, ok: np.ndarray, lines: np.ndarray, what: s
     msgs = [f"{what}, got {str(values[i])!r}" for i in bad[:MAX_LISTED].tolist()]
     n = len(bad)
     more = f" ({n} bad lines)" if n > 1 else ""
-    raise _bad(int(lines[bad[0]]), f"{msgs[0]}{more}", lines[bad], msgs)
+    raise line_error(int(lines[bad[0]]), f"{msgs[0]}{more}", lines[bad], msgs)
 
 
 def _ints(col: np.ndarray, lines: np.ndarray, what: str) -> np.ndarray:
@@ -125,7 +125,7 @@ def _positive(col: np.ndarray, lines: np.ndarray, what: str) -> np.ndarray:
     return v
 
 
-def _is_file(name: str) -> bool:
+def is_file_name(name: str) -> bool:
     try:
         return Path(name).is_file()
     except (OSError, ValueError):  # a name too long for the file system is text
@@ -148,7 +148,7 @@ def read_speed_table(source, form: str | None = None) -> SpeedTable:
         return _from_frame(source, form)
     if isinstance(source, (bytes, bytearray, memoryview)):
         data, name = bytes(source), "<bytes>"
-    elif isinstance(source, str) and ("\n" in source or ("," in source and not _is_file(source))):
+    elif isinstance(source, str) and ("\n" in source or ("," in source and not is_file_name(source))):
         data, name = source.encode(), "<text>"
     else:
         path = Path(source)
@@ -170,7 +170,7 @@ def read_speed_table(source, form: str | None = None) -> SpeedTable:
     except pd.errors.ParserError as exc:
         m = re.search(r"line (\d+), saw (\d+)", str(exc))
         if m:
-            raise _bad(int(m.group(1)), f"too many columns ({m.group(2)}); a speed file has 2 to 4") from None
+            raise line_error(int(m.group(1)), f"too many columns ({m.group(2)}); a speed file has 2 to 4") from None
         raise SpeedFileError(f"the speed file cannot be read as CSV: {exc}") from None
     except UnicodeDecodeError as exc:
         raise SpeedFileError(f"the speed file is not UTF-8 text: {exc}") from None
@@ -191,10 +191,10 @@ def read_speed_table(source, form: str | None = None) -> SpeedTable:
             if names[: len(header)] == header and len(header) >= (3 if f == SEGMENT else 2):
                 got = f
         if got is None:
-            raise _bad(1, f"unknown columns {', '.join(header)}; expected "
+            raise line_error(1, f"unknown columns {', '.join(header)}; expected "
                        f"{','.join(HEADERS[SEGMENT][:3])}[,rate] or {','.join(HEADERS[WAY][:2])}[,direction]")
         if form is not None and form != got:
-            raise _bad(1, f"the header names the {got} form, the call asked for the {form} form")
+            raise line_error(1, f"the header names the {got} form, the call asked for the {form} form")
         form = got
         if len(cols) == 0:
             raise SpeedFileError("line 2: the speed file has a header and no rows", line=2)
@@ -217,13 +217,13 @@ def read_speed_table(source, form: str | None = None) -> SpeedTable:
                 first_is_number = False
             form = WAY if (np.isin(third, DIRECTIONS).any() or not first_is_number) else SEGMENT
         else:
-            raise _bad(int(lines[0]), f"{n} column(s); a speed file has from_osm_node_id,to_osm_node_id,speed_kmh"
+            raise line_error(int(lines[0]), f"{n} column(s); a speed file has from_osm_node_id,to_osm_node_id,speed_kmh"
                        "[,rate] (OSRM's segment speed file) or way_id,speed_kmh[,direction]")
     lo, hi = (3, 4) if form == SEGMENT else (2, 3)
     wrong = (ncol < lo) | (ncol > (hi if header is None else len(header)))  # the optional column per row
     if wrong.any():
         i = int(np.flatnonzero(wrong)[0])
-        raise _bad(int(lines[i]), f"{int(ncol[i])} column(s); the {form} form has "
+        raise line_error(int(lines[i]), f"{int(ncol[i])} column(s); the {form} form has "
                    f"{','.join(HEADERS[form][:lo])}[,{HEADERS[form][lo]}]")
     if form == SEGMENT:
         a = _ints(cols[:, 0], lines, "from_osm_node_id")
@@ -235,7 +235,7 @@ def read_speed_table(source, form: str | None = None) -> SpeedTable:
         same = a == b
         if same.any():
             i = int(np.flatnonzero(same)[0])
-            raise _bad(int(lines[i]), f"from_osm_node_id and to_osm_node_id are the same node ({a[i]})")
+            raise line_error(int(lines[i]), f"from_osm_node_id and to_osm_node_id are the same node ({a[i]})")
     else:
         a = _ints(cols[:, 0], lines, "way_id")
         speed = _positive(cols[:, 1], lines, "speed_kmh")
@@ -452,7 +452,7 @@ def _map_segments(graph, t: SpeedTable):
         msgs = [f"no road segment from OSM node {t.a[i]} to OSM node {t.b[i]} in this bundle's graph "
                 "(two consecutive nodes of a routable way)" for i in bad[:MAX_LISTED].tolist()]
         more = f" ({len(bad)} rows name unknown segments)" if len(bad) > 1 else ""
-        raise _bad(int(t.lines[bad[0]]), msgs[0] + more, t.lines[bad], msgs)
+        raise line_error(int(t.lines[bad[0]]), msgs[0] + more, t.lines[bad], msgs)
     cnt = hi - lo
     rows = np.repeat(np.arange(len(t)), cnt)
     starts = np.repeat(lo - (np.cumsum(cnt) - cnt), cnt) + np.arange(int(cnt.sum()))
@@ -479,7 +479,7 @@ def _map_ways(graph, t: SpeedTable):
         bad_rows = unique(rr[~known])
         msgs = [f"no routable road of OSM way {t.a[i]} in this bundle's graph" for i in bad_rows[:MAX_LISTED].tolist()]
         more = f" ({len(bad_rows)} rows name unknown ways)" if len(bad_rows) > 1 else ""
-        raise _bad(int(t.lines[bad_rows[0]]), msgs[0] + more, t.lines[bad_rows], msgs)
+        raise line_error(int(t.lines[bad_rows[0]]), msgs[0] + more, t.lines[bad_rows], msgs)
     key = rw * 2 + rd
     keep = _last_wins(key)  # sorted by key
     key, rr = key[keep], rr[keep]
