@@ -65,7 +65,7 @@ def data_dir() -> Path:
 def build_index(name: str, pbf: Path, cache: Path) -> Path:
     """The search index of an extract (documents + index, as the bundle's search stage writes them)."""
     from geoengine.search.documents import build_documents
-    from geoengine.search.index import write_index
+    from geoengine.search.write import write_index
 
     out = cache / name
     if (out / "canon.npy").exists():

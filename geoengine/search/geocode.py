@@ -538,7 +538,7 @@ class Geocoder:
         excluded = _exclude(exclude_place_ids)
         point = None
         if lat is not None or lon is not None:
-            from geoengine.search.index import _check_point
+            from geoengine.search.requests import _check_point
 
             point = _check_point(lat, lon, required=False)
         scale = 25.0

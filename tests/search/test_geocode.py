@@ -274,7 +274,8 @@ def apidb(tmp_path_factory):
     """The geocoder over the search index of Nominatim's test extract (3,740 objects with addr:housenumber)."""
     from geoengine.search.documents import build_documents
     from geoengine.search.geocode import geocoder_for
-    from geoengine.search.index import SearchIndex, write_index
+    from geoengine.search.index import SearchIndex
+    from geoengine.search.write import write_index
 
     out = tmp_path_factory.mktemp("apidb-search")
     ds, _ = build_documents(data_file("liechtenstein/nominatim-apidb-test-data.osm.pbf"),
