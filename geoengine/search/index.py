@@ -346,7 +346,7 @@ class SearchIndex:
 
     def osm_id(self, row: int) -> int | None:
         parts = self.cols["id"][row].split(":")
-        return int(parts[2]) if parts[0] == "osm" and len(parts) > 2 else None
+        return int(parts[2]) if parts[0] == "osm" and len(parts) > 2 and parts[1] != "addrstreet" else None
 
     def _osm_tag(self, row: int) -> tuple[str | None, str | None]:
         col = self._addr_cols.get("osm_tag")
@@ -1056,7 +1056,7 @@ class SearchIndex:
             cats.append({"id": pid, "tags": self.cat_meta.get("tags", {}).get(pid, {}),
                          "names": self.cat_meta.get("names", {}).get(pid, {})})
         kind, _, num = out["id"].partition(":")[2].partition(":")
-        if out["source"] != "osm":
+        if out["source"] != "osm" or kind == "addrstreet":  # a street only addresses name: no OSM object
             osm = None
         elif kind == "street":
             osm = {"type": "way", "ids": det.get("osm_ways", [int(num)])}

@@ -103,6 +103,7 @@ def write_index(folder: Path, ds) -> tuple[list[str], dict]:
     seg, seg_doc = ds.segments()
     is_street = np.zeros(n, bool)
     is_street[seg_doc] = True
+    is_street |= np.fromiter((d.startswith("osm:addrstreet:") for d in ds.id), bool, n)  # no line: no reverse item
     pts = np.flatnonzero(~is_street)
     lat = np.asarray(ds.lat)
     lon = np.asarray(ds.lon)
