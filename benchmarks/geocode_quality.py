@@ -14,6 +14,9 @@ of queries:
                      place of addr:place addresses), never another numbered object;
 - `structured`       street="Rheinstrasse 46", city="Balzers" (+ postalcode when the object has one).
 
+The `ceiling` column is the most hits any geocoder's top-1 can reach (see `ceiling()`): without the town,
+one street and number can be in several municipalities, and the same query text gets one answer.
+
 A query with a number is a hit when the top-1 result has that house number and lies within 50 m of the
 object (or of another object of the extract with the same street, number and town: an address node and
 its building, a school and its house, a building numbered "56;58" are all that address). Targets (issue 26): existing addresses >= 98 %, missing numbers >= 99 %, and at least Nominatim's
@@ -65,7 +68,7 @@ def data_dir() -> Path:
 def build_index(name: str, pbf: Path, cache: Path) -> Path:
     """The search index of an extract (documents + index, as the bundle's search stage writes them)."""
     from geoengine.search.documents import build_documents
-    from geoengine.search.index import write_index
+    from geoengine.search.write import write_index
 
     out = cache / name
     if (out / "canon.npy").exists():
@@ -207,6 +210,84 @@ def judge(query: dict, top: dict | None) -> bool:
     return bool((d <= HIT_M).any())
 
 
+def ceiling(qs: list[dict], addrs: list[dict]) -> dict[str, float]:
+    """Per kind, the most hits any geocoder's top-1 can be expected to reach: one query text gets one answer,
+    and every address of the extract that the same text describes (the same street and number, and town
+    where the query names it; "Landstrasse 92" without the town is in five municipalities) is equally what
+    the query may mean. An answer at one place hits the addresses whose twins lie within HIT_M of it: a
+    query counts (the largest such group) / (the addresses its text describes). On a sample this is the
+    expected value over the addresses sampled. Missing numbers: every query (one street answers its text)."""
+    def key(kind: str, a: dict) -> tuple:
+        k = (normalise(a["street"]), normalise(a["number"]))
+        return k if kind == "street_num" else (*k, a["town"])
+
+    pool = [a for a in addrs if a["town"] and not a["multi"]]
+    out = {k: 0.0 for k in KINDS}
+    memo: dict[tuple, float] = {}
+    for q in qs:
+        kind = q["kind"]
+        if kind == "missing_number":
+            out[kind] += 1.0
+            continue
+        k = (kind == "street_num", *key(kind, q["a"]))
+        if k not in memo:
+            members = [a for a in pool if key(kind, a) == key(kind, q["a"])] or [q["a"]]
+            best = 0
+            for lat, lon in {t for m in members for t in m["twins"]}:
+                best = max(best, sum(1 for m in members if (haversine_m(
+                    lat, lon, np.array([t[0] for t in m["twins"]]), np.array([t[1] for t in m["twins"]])) <= HIT_M).any()))
+            memo[k] = best / len(members)
+        out[kind] += memo[k]
+    return out
+
+
+HIERARCHY_KEYS = ("settlement", "county", "postcode", "country")
+
+
+def _hierarchy_keys(address: dict) -> dict[str, str | None]:
+    """The compared parts of an address object: the settlement (city, else town, else village: the same order on
+    both sides), county, postcode and country, normalised."""
+    settlement = address.get("city") or address.get("town") or address.get("village")
+    vals = {"settlement": settlement, "county": address.get("county"), "postcode": address.get("postcode"),
+            "country": address.get("country")}
+    return {k: normalise(v) if v else None for k, v in vals.items()}
+
+
+def hierarchy(geo, client, url: str, n: int, rng: random.Random) -> dict:
+    """Agreement of geoengine's `address` object with Nominatim's addressdetails on `n` random address and POI
+    documents of OSM objects (asked by their OSM ids through Nominatim's /lookup, 50 a request): per key and
+    for all four keys together (a key one side has and the other lacks disagrees)."""
+    ix = geo.ix
+    cls = geo.doc_class()
+    rows = [r for r in np.flatnonzero((cls == 1) | (cls == 3)).tolist() if ix.osm_type(r) in ("N", "W", "R")]
+    rows = rng.sample(rows, min(n, len(rows)))
+    ids = {f"{ix.osm_type(r)}{ix.osm_id(r)}": r for r in rows}
+    theirs: dict[str, dict] = {}
+    keys = list(ids)
+    for i in range(0, len(keys), 50):
+        r = client.get(url.rstrip("/") + "/lookup", params={"osm_ids": ",".join(keys[i:i + 50]), "format": "jsonv2",
+                                                              "addressdetails": 1})
+        if r.status_code == 200:
+            for t in r.json():
+                theirs[f"{t['osm_type'][0].upper()}{t['osm_id']}"] = t.get("address") or {}
+    agree = {k: 0 for k in (*HIERARCHY_KEYS, "all")}
+    asked = 0
+    fails = []
+    for key, row in ids.items():
+        if key not in theirs:  # an object Nominatim does not hold as a place of its own (merged into another)
+            continue
+        asked += 1
+        mine, other = _hierarchy_keys(ix.address(row)), _hierarchy_keys(theirs[key])
+        same = {k: mine[k] == other[k] for k in HIERARCHY_KEYS}
+        for k in HIERARCHY_KEYS:
+            agree[k] += same[k]
+        agree["all"] += all(same.values())
+        if not all(same.values()) and len(fails) < 10:
+            fails.append((key, {k: (mine[k], other[k]) for k in HIERARCHY_KEYS if not same[k]}))
+    return {"objects": len(ids), "compared": asked, "agree": agree,
+            "rate": {k: round(v / asked, 4) if asked else None for k, v in agree.items()}, "examples": fails}
+
+
 def geoengine_top(geo, query: dict) -> dict | None:
     if "fields" in query:
         found = geo.geocode(None, limit=1, **query["fields"])
@@ -249,6 +330,9 @@ def main() -> int:
     ap.add_argument("--cache", type=Path, default=ROOT / "benchmarks" / ".cache" / "geocode")
     ap.add_argument("--out", type=Path, default=ROOT / "benchmarks" / "results" / "geocode_quality.json")
     ap.add_argument("--failures", type=int, default=0, help="print this many failed queries per kind")
+    ap.add_argument("--hierarchy", type=int, default=0, metavar="N",
+                    help="with a Nominatim peer: compare the address objects (settlement, county, postcode, country) "
+                         "of N random address/POI objects with Nominatim's addressdetails (/lookup)")
     a = ap.parse_args()
     peers = dict(p.split("=", 1) for p in a.nominatim)
     from geoengine.search.geocode import geocoder_for
@@ -290,19 +374,32 @@ def main() -> int:
                 for k, f in fails.items():
                     for s in f:
                         print(f"   {eng} miss [{k}] {s}")
+        if client is not None and a.hierarchy:
+            h = hierarchy(geo, client, peers[name], a.hierarchy, random.Random(a.seed))
+            res["_hierarchy"] = h
+            print(f"hierarchy vs Nominatim's addressdetails ({h['compared']} of {h['objects']} random address/POI "
+                  "objects that Nominatim holds): " + ", ".join(f"{k} {h['agree'][k]} ({100 * h['rate'][k]:.1f}%)"
+                                                               for k in (*HIERARCHY_KEYS, "all") if h["rate"][k] is not None))
+            for key, diff in h["examples"][:a.failures]:
+                print(f"   differs {key}: {diff}")
         if client is not None:
             client.close()
+        top = ceiling(qs, addrs)
+        res["_ceiling"] = top
         report[name] = res
-        head = f"{'kind':18s}" + "".join(f"{e:>22s}" for e in res)
+        engines_done = [e for e in res if not e.startswith("_")]
+        head = f"{'kind':18s}" + "".join(f"{e:>22s}" for e in engines_done) + f"{'ceiling':>22s}"
         print(head)
         for k in KINDS:
             line = f"{k:18s}"
-            for e in res:
+            for e in engines_done:
                 r = res[e][k]
                 rate = f"{100 * r['rate']:.1f}%" if r["rate"] is not None else "-"
                 line += f"{r['hits']}/{r['queries']} {rate}".rjust(22)
+            n = res[engines_done[0]][k]["queries"]
+            line += (f"{top[k]:.0f}/{n} {100 * top[k] / n:.1f}%" if n else "-").rjust(22)
             print(line)
-        print(f"{'ms/query':18s}" + "".join(f"{res[e]['_ms_per_query']:>22.2f}" for e in res))
+        print(f"{'ms/query':18s}" + "".join(f"{res[e]['_ms_per_query']:>22.2f}" for e in engines_done))
         if "nominatim" not in res:
             print("   (no Nominatim peer for this extract: geoengine alone)")
     a.out.parent.mkdir(parents=True, exist_ok=True)

@@ -36,7 +36,7 @@ def main() -> None:
     import shapely  # noqa: F401
 
     from geoengine.search.documents import build_documents
-    from geoengine.search.index import write_index
+    from geoengine.search.write import write_index
 
     start = rss_mb()
     fd, result = tempfile.mkstemp(suffix=".json")

@@ -496,7 +496,7 @@ class Engine:
         if zoom is None:
             return self.search_index.reverse(y, x, radius=radius, size=size, types=types, categories=categories)
         from geoengine.search.geocode import Places, check_zoom, geocoder_for, reverse_row
-        from geoengine.search.index import _check_point
+        from geoengine.search.requests import _check_point
 
         z = check_zoom(zoom)
         y, x = _check_point(y, x, required=True)

@@ -189,3 +189,61 @@ def resolve_streets(ds, rows: np.ndarray, lat0: float, tree, point_owner) -> dic
             ds.name[i] = f"{where} {ds.housenumber[i]}" if where else ds.housenumber[i]
             ds.names[i] = [ds.name[i]]
     return counts
+
+
+ADDRESS_STREET_KM = 1.0  # addresses of one unmatched addr:street within this of each other are one street
+
+
+def address_streets(ds, rows: np.ndarray, lat0: float) -> int:
+    """Streets that only addresses name: an `addr:street` of a numbered document (address or POI) linked to no street document (no named highway of
+    that name within NAMED_STREET_KM: a pedestrian square mapped as an area, a street missing from a clipped
+    extract, a spelling no way uses) becomes a street document of its own, so that a number the data lacks
+    still finds its street. The addresses of one name are grouped into streets by single linkage within
+    ADDRESS_STREET_KM; each street sits at its address nearest their mean, is named by their most common
+    spelling, and its addresses are linked to it (ds.street_row). Id `osm:addrstreet:<row of that address's
+    OSM id>`: no OSM object of its own (osm type none), no reverse item. Returns how many were added."""
+    from collections import Counter
+
+    from scipy.sparse import coo_matrix
+    from scipy.sparse.csgraph import connected_components
+
+    by_name: dict[str, list[int]] = {}
+    for i in rows.tolist():
+        s = ds.street[i]
+        if s and ds.street_row[i] < 0 and ds.housenumber[i]:
+            by_name.setdefault(normalise(s), []).append(i)
+    lat = np.array(ds.lat, np.float64)  # copies: ds grows below
+    lon = np.array(ds.lon, np.float64)
+    added = 0
+    for key in sorted(by_name):
+        if not key:
+            continue
+        members = np.asarray(by_name[key], np.int64)
+        xy = _xy(lat[members], lon[members], lat0)
+        if len(members) > 1:
+            pairs = cKDTree(xy).query_pairs(ADDRESS_STREET_KM, output_type="ndarray")
+            graph = coo_matrix((np.ones(len(pairs)), (pairs[:, 0], pairs[:, 1])), shape=(len(members), len(members)))
+            _, label = connected_components(graph, directed=False)
+        else:
+            label = np.zeros(1, np.int64)
+        for lab in np.unique(label).tolist():
+            part = members[label == lab]
+            pxy = xy[label == lab]
+            at = int(part[np.argmin(np.hypot(*(pxy - pxy.mean(axis=0)).T))])
+            name = Counter(ds.street[i] for i in part.tolist()).most_common(1)[0][0]
+            osm_id = ds.id[at].rsplit(":", 1)[-1]
+            row = ds.add(id=f"osm:addrstreet:{osm_id}", index="streets", doc_type="place", name=name, name_en=None,
+                         names=[name], place_class="street", category="road", importance=0.1, lat=float(lat[at]),
+                         lon=float(lon[at]), source="osm", kind="w",
+                         detail='{"names":{"name":' + _json_str(name) + '},"address":{},"tags":{}}',
+                         osm_tag="highway=road")
+            for i in part.tolist():
+                ds.street_row[i] = row
+            added += 1
+    return added
+
+
+def _json_str(s: str) -> str:
+    import json
+
+    return json.dumps(s, ensure_ascii=False)

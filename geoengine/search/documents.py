@@ -19,7 +19,7 @@ from scipy.spatial import cKDTree
 
 from geoengine.bundler import heap
 from geoengine.search import geonames as gn
-from geoengine.search.addresses import expand_interpolations, resolve_streets, street_points
+from geoengine.search.addresses import address_streets, expand_interpolations, resolve_streets, street_points
 from geoengine.search.admin import (
     COUNTRY,
     DISPLAY_SLOTS,
@@ -166,6 +166,8 @@ def build_documents(osm_path, places_path=None, admin1_path=None, *, bbox=None, 
     for k, v in resolve_streets(ds, rows, lat0, tree, point_owner).items():
         info[f"street_from_{k}"] = v
     del tree, point_owner
+    info["streets_from_addresses"] = address_streets(ds, rows, lat0)
+    n_osm = len(ds)
     for i in rows.tolist():  # an unnamed POI's detail names its street
         if not ds.name[i] and ds.index[i] == "pois" and ds.street[i] and ds.detail[i] is not None:
             d = json.loads(ds.detail[i])

@@ -66,6 +66,10 @@ W_NAME_SHARE = 0.4  # the share of the document's name words the query holds
 W_IMP = 0.3
 W_REGION = 0.5
 W_BIAS = 1.0
+W_STREET_SHARE = 0.05  # the street the words name whole before one they name part of
+W_EXACT_NUMBER = 0.02  # the house number as typed before a number it is part of ("11" before "11 a")
+TIEBREAK_MARGIN = 0.06  # those two are read for the rows within this of the best ...
+TIEBREAK_ROWS = 50  # ... at most this many
 
 
 # ------------------------------------------------------------------------------------------ results
@@ -440,12 +444,17 @@ class Geocoder:
             if cand is not None and len(cand):
                 # a numbered document's street is named in its detail (addr:street), its own name may be the
                 # label "street number" (address documents) or a POI's name: match the words against both
-                q = self._street_quality(cand, rest, variants, cols, name_q)
+                q, share = self._street_quality(cand, rest, variants, cols, name_q, with_share=True)
                 # the address itself before a POI at the same address; an object tagged with its street
-                # (addr:street, addr:place) before one the build gave the nearest street
-                bonus = 0.1 * (cls[cand] == 3) - GUESSED_STREET * self._guessed_street(cand)
+                # (addr:street, addr:place) before one the build gave the nearest street; the street the words
+                # name whole before one they name part of ("Pradafant" before "Untere Pradafant"); the number
+                # as typed before one it is part of ("11" before "11 a")
+                bonus = 0.1 * (cls[cand] == 3) - GUESSED_STREET * self._guessed_street(cand) + W_STREET_SHARE * share
                 a_rows, a_scores, a_cover = self._rank(cand, q, variants, name_only=None, ctx_only=rest_ctx,
                                                        prefix_last=prefix_last, point=point, need_all=True, extra=bonus)
+                number = toks[ni]
+                a_rows, a_scores, a_cover = _tiebreak(a_rows, a_scores, a_cover, lambda rows, number=number: W_EXACT_NUMBER * np.array(
+                    [normalise(self.housenumber(r) or "").replace(" ", "") == number for r in rows.tolist()], float))
             # the street (or place, for addr:place addresses) of these words: the answer when the number is
             # not in the data, and when it names the street better than the numbered documents do (a typo)
             named = (cls[cols] == 0) | (cls[cols] == 2) | ((cls[cols] == 1) & ~self.numbered()[cols])
@@ -453,6 +462,16 @@ class Geocoder:
             s_rows, s_scores, s_cover = self._rank(cols[named], name_q[:, named], variants, name_only=None,
                                                    ctx_only=rest_ctx, prefix_last=prefix_last, point=point,
                                                    need_all=True, extra=s_bonus)
+            s_rows, s_scores, s_cover = _tiebreak(s_rows, s_scores, s_cover,
+                                                  lambda rows, v=variants: W_STREET_SHARE * self._name_share(rows, v))
+            if allow_fallback and not len(a_rows):
+                # the number is not in the data: the street of the numbered documents these words name, when
+                # they explain the words better than a street document alone (a street that crosses into the
+                # town of the query, while its document carries the town it was grouped by)
+                v_rows, v_scores, v_cover = self._street_by_addresses(cols, rest, variants, name_q, rest_ctx,
+                                                                      prefix_last, point)
+                if len(v_rows) and (not len(s_rows) or v_cover[0] > s_cover[0] + 1e-9):
+                    s_rows, s_scores, s_cover = v_rows, v_scores, v_cover
             # several numbers ("Autauga County 4 720"): the reading that explains the words best, an address
             # before a street at equal coverage, the first number before the next
             if len(a_rows) and (not len(s_rows) or a_cover[0] >= s_cover[0] - 1e-9):
@@ -491,10 +510,12 @@ class Geocoder:
             out[j] = not (a.get("street") or a.get("place")) and bool(self.ix.detail[row])
         return out
 
-    def _street_quality(self, cand: np.ndarray, rest, variants, cols, name_q) -> np.ndarray:
+    def _street_quality(self, cand: np.ndarray, rest, variants, cols, name_q, with_share: bool = False):
         """(words, candidates) name quality of numbered documents: the better of their own name (the index's
-        match) and their street (addr:street / addr:place) against the query words."""
+        match) and their street (addr:street / addr:place) against the query words. `with_share`: also the
+        share of each candidate's street words the query words name (0 without a street)."""
         own = np.zeros((len(rest), len(cand)), np.float32)
+        share = np.zeros(len(cand))
         if len(cols):
             pos = np.minimum(np.searchsorted(cols, cand), len(cols) - 1)
             hit = cols[pos] == cand
@@ -506,9 +527,39 @@ class Geocoder:
                 continue
             if s not in streets:
                 words = normalise(s).split()
-                streets[s] = np.array([_word_quality(vs, words) for vs in variants], np.float32)
-            own[:, j] = np.maximum(own[:, j], streets[s])
-        return own
+                streets[s] = (np.array([_word_quality(vs, words) for vs in variants], np.float32),
+                              _words_share(variants, words))
+            own[:, j] = np.maximum(own[:, j], streets[s][0])
+            share[j] = streets[s][1]
+        return (own, share) if with_share else own
+
+    def _name_share(self, rows: np.ndarray, variants) -> np.ndarray:
+        """Per row: the share of the words of its primary name that the query words name."""
+        out = np.zeros(len(rows))
+        for j, row in enumerate(rows.tolist()):
+            out[j] = _words_share(variants, self.ix._row_text(row)[1].split())
+        return out
+
+    def _street_by_addresses(self, cols, rest, variants, name_q, rest_ctx, prefix_last, point):
+        """(street rows, scores, coverage) of the streets of the numbered documents the words name (their street
+        by name, the other words by their context: town, postcode), best first; empty in an index without
+        streets of addresses."""
+        street_row = getattr(self.ix, "_street_row", None)
+        empty = np.zeros(0, np.int64), np.zeros(0), np.zeros(0)
+        if street_row is None or not len(cols):
+            return empty
+        on = cols[self.numbered()[cols]]
+        on = on[np.asarray(street_row[on]) >= 0]
+        if not len(on):
+            return empty
+        q = self._street_quality(on, rest, variants, cols, name_q)
+        rows, scores, cover = self._rank(on, q, variants, name_only=None, ctx_only=rest_ctx, prefix_last=prefix_last,
+                                         point=point, need_all=True)
+        streets = np.asarray(street_row[rows]).astype(np.int64)
+        _, first = np.unique(streets, return_index=True)
+        first = np.sort(first)
+        return _tiebreak(streets[first], scores[first] + 0.5, cover[first],
+                         lambda rows: W_STREET_SHARE * self._name_share(rows, variants))
 
     def geocode(self, q=None, *, street=None, city=None, county=None, state=None, country=None, postalcode=None,
                 amenity=None, limit=10, lang=None, viewbox=None, bounded=False, countrycodes=None, layer=None,
@@ -538,7 +589,7 @@ class Geocoder:
         excluded = _exclude(exclude_place_ids)
         point = None
         if lat is not None or lon is not None:
-            from geoengine.search.index import _check_point
+            from geoengine.search.requests import _check_point
 
             point = _check_point(lat, lon, required=False)
         scale = 25.0
@@ -961,6 +1012,30 @@ def _number_forms(hn: str) -> list[str]:
             if is_housenumber(w) and w not in out:
                 out.append(w)
     return out
+
+
+def _tiebreak(rows: np.ndarray, scores: np.ndarray, cover: np.ndarray, bonus) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Ranked (rows, scores, coverage) with `bonus(rows)` (small: at most TIEBREAK_MARGIN) added to the rows
+    within TIEBREAK_MARGIN of the best (at most TIEBREAK_ROWS of them) and those re-sorted: the rows below
+    cannot overtake them, so the bonus is read for a bounded few rows only."""
+    if len(rows) < 2:
+        return rows, scores, cover
+    k = min(TIEBREAK_ROWS, int(np.searchsorted(-scores, -(scores[0] - TIEBREAK_MARGIN), side="right")))
+    if k < 2:
+        return rows, scores, cover
+    rows, scores, cover = rows.copy(), scores.copy(), cover.copy()
+    head = scores[:k] + np.asarray(bonus(rows[:k]), np.float64)
+    order = np.argsort(-head, kind="stable")
+    rows[:k], scores[:k], cover[:k] = rows[:k][order], head[order], cover[:k][order]
+    return rows, scores, cover
+
+
+def _words_share(variants: list[tuple[str, ...]], words: list[str]) -> float:
+    """The share of `words` that some query word names (exactly or through an abbreviation variant)."""
+    if not words:
+        return 0.0
+    named = {v for vs in variants for v in vs}
+    return sum(1 for w in words if w in named) / len(words)
 
 
 def _word_quality(variants: tuple[str, ...], words: list[str]) -> float:

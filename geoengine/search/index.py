@@ -1,4 +1,6 @@
-"""The search index: writing it into a bundle and answering search, reverse and lookup from it.
+"""The search index: answering search, reverse and lookup from a bundle's `search/` files.
+
+Writing those files is `write.py`; parsing and checking request arguments is `requests.py`.
 
 Files under `<bundle>/search/` (all memory-mapped or read in one go on open):
 
@@ -17,11 +19,9 @@ Files under `<bundle>/search/` (all memory-mapped or read in one go on open):
 from __future__ import annotations
 
 import bisect
-import hashlib
 import itertools
 import json
 import math
-import re
 import threading
 import time
 from functools import lru_cache
@@ -32,7 +32,7 @@ from rapidfuzz import fuzz, process
 from rapidfuzz.distance import OSA
 
 from geoengine.arrays import readonly, unique
-from geoengine.errors import FieldError, InvalidRequest, NotFound, UpstreamError
+from geoengine.errors import InvalidRequest, NotFound, UpstreamError
 from geoengine.geo import EARTH_RADIUS_M as EARTH_M
 from geoengine.geo import haversine_m
 from geoengine.lru import ByteLRU
@@ -45,12 +45,24 @@ from geoengine.search.kernels import (
     vocab_chars,
     warm_kernels,
 )
-from geoengine.search.store import Strings, write_strings
+from geoengine.search.requests import (
+    MAX_RADIUS_M,
+    _check_point,
+    _check_size,
+    parse_bbox,
+    parse_countries,
+    parse_radius,
+    parse_types,
+)
+from geoengine.search.store import Strings
 from geoengine.search.text import max_typos, normalise
-
-SEP = "\x1f"
-TYPES = {"place": 0, "poi": 1}
-STRING_COLUMNS = ("id", "index", "doc_type", "name", "name_en", "display_name", "place_class", "category", "source")
+from geoengine.search.write import (
+    PREFIX_LENGTHS,
+    SEP,
+    STRING_COLUMNS,
+    TYPES,
+    name_hash,
+)
 
 # ranking (see docs/search.md)
 W_COVERAGE = 2.0
@@ -71,286 +83,15 @@ CANDIDATES = 40  # documents scored in full: the best by the coarse score, plus 
 MAX_QUERY_TOKENS = 12  # words beyond the 12th are ignored
 ROW_CACHE = 4096  # documents whose name text and Search Result the query path keeps (per cache, ~10 MB)
 TOKEN_CACHE_BYTES = 8 << 20  # the token matches kept (documents and qualities), in bytes
-PREFIX_LENGTHS = range(4, 17)
-MAX_RADIUS_M = 100_000.0
 REVERSE_STREET_DEG = 0.006  # Nominatim's reverse looks for streets, addresses and POIs within this
 MINOR_STREETS = {"service", "track", "footway", "path", "cycleway", "steps", "bridleway", "motorway_link", "trunk_link",
                  "primary_link", "secondary_link", "tertiary_link"}  # Nominatim's address rank 27 (minor streets)
 # the deepest hierarchy level reverse answers at each zoom (Nominatim's REVERSE_MAX_RANKS): -1 none
 REVERSE_ZOOM_SLOT = (-1, -1, -1, COUNTRY, COUNTRY, STATE, STATE, STATE, COUNTY, COUNTY, CITY, CITY, CITY, CITY, SUBURB,
                      NEIGHBOURHOOD, NEIGHBOURHOOD, NEIGHBOURHOOD, NEIGHBOURHOOD)
-RADIUS_RE = re.compile(r"^(\d+(?:\.\d+)?)(m|km)$")
-
-
-# --------------------------------------------------------------------------------------------- build
-def write_index(folder: Path, ds) -> tuple[list[str], dict]:
-    """Write the index of DocSet `ds` under `folder`; returns (file names, counts)."""
-    n = len(ds)
-    files: list[str] = []
-    for col in STRING_COLUMNS:
-        files += write_strings(folder, col, getattr(ds, col))
-    norm_names = []
-    tok_of: dict[str, int] = {}
-    pair_tok: list[int] = []
-    pair_doc: list[int] = []
-    for i, variants in enumerate(ds.names):
-        seen_v: list[str] = []
-        for v in [ds.name[i]] + variants + ([ds.name_en[i]] if ds.name_en[i] else []):  # the name first
-            nv = normalise(v)
-            if nv and nv not in seen_v:
-                seen_v.append(nv)
-        norm_names.append(SEP.join(seen_v))
-        toks = {t for v in seen_v for t in v.split()}
-        for t in toks:
-            tid = tok_of.setdefault(t, len(tok_of))
-            pair_tok.append(tid)
-            pair_doc.append(i)
-    files += write_strings(folder, "names", norm_names)
-    first_words = [((v := norm_names[i].split(SEP, 1)[0].split()) and v[0], (e := normalise(ds.name_en[i] or "").split()) and e[0])
-                   for i in range(n)]
-    # exact-name lookup: stable 64-bit hashes of each document's normalised name and English name, sorted
-    keys, key_doc = [], []
-    for i in range(n):
-        for v in {normalise(ds.name[i] or ""), normalise(ds.name_en[i] or "")} - {""}:
-            keys.append(name_hash(v))
-            key_doc.append(i)
-    keys_a = np.asarray(keys, np.int64)
-    order = np.argsort(keys_a, kind="stable")
-    np.save(folder / "name_key.npy", keys_a[order])
-    np.save(folder / "name_key_doc.npy", np.asarray(key_doc, np.int32)[order])
-    files += ["name_key.npy", "name_key_doc.npy"]
-    vocab = sorted(tok_of)
-    rank = np.empty(len(vocab), np.int64)
-    for r, t in enumerate(vocab):
-        rank[tok_of[t]] = r
-    pt = rank[np.asarray(pair_tok, np.int64)] if pair_tok else np.zeros(0, np.int64)
-    pd = np.asarray(pair_doc, np.int32)
-    order = np.lexsort((pd, pt))
-    pt, pd = pt[order], pd[order]
-    ptr = np.zeros(len(vocab) + 1, np.int64)
-    np.cumsum(np.bincount(pt, minlength=len(vocab)), out=ptr[1:])
-    (folder / "vocab.txt").write_text("".join(t + "\n" for t in vocab), encoding="utf-8")
-    files += write_prefix_tables(folder, vocab)
-    # first word of each document's name and English name (vocabulary rows, -1 for none): lets the coarse
-    # score of a query tell the names that start with its first word
-    rank_of = {t: r for r, t in enumerate(vocab)}
-    first_tok = np.array([[rank_of.get(a, -1) if a else -1, rank_of.get(b, -1) if b else -1] for a, b in first_words],
-                         np.int32).reshape(-1, 2)
-    np.save(folder / "first_tok.npy", first_tok)
-    files.append("first_tok.npy")
-    np.save(folder / "vocab_len.npy", np.fromiter((len(t) for t in vocab), np.int32, len(vocab)))
-    files.append("vocab_len.npy")
-    np.save(folder / "post_ptr.npy", ptr)
-    np.save(folder / "post_doc.npy", pd)
-    np.save(folder / "lat.npy", np.asarray(ds.lat, np.float64))
-    np.save(folder / "lon.npy", np.asarray(ds.lon, np.float64))
-    np.save(folder / "importance.npy", np.asarray(ds.importance, np.float32))
-    np.save(folder / "canon.npy", np.asarray(ds.canonical, np.int32))
-    np.save(folder / "kind.npy", np.asarray([TYPES.get(t, 0) for t in ds.doc_type], np.int8))
-    np.save(folder / "id_order.npy", np.asarray(sorted(range(n), key=ds.id.__getitem__), np.int32))
-    files += ["vocab.txt", "post_ptr.npy", "post_doc.npy", "lat.npy", "lon.npy", "importance.npy", "canon.npy",
-              "kind.npy", "id_order.npy"]
-
-    # reverse-geocoding items: every document that is not a street is a point; streets are segments
-    seg, seg_doc = ds.segments()
-    is_street = np.zeros(n, bool)
-    is_street[seg_doc] = True
-    pts = np.flatnonzero(~is_street)
-    lat = np.asarray(ds.lat)
-    lon = np.asarray(ds.lon)
-    n_items = len(pts) + len(seg) if n else 0
-    # written piece by piece: the points, then the street segments (one array of both would be a copy of them)
-    with open(folder / "items.npy", "wb") as fh:
-        np.lib.format.write_array_header_1_0(fh, {"descr": "<f8", "fortran_order": False, "shape": (n_items, 4)})
-        if n:
-            fh.write(np.column_stack([lon[pts], lat[pts], lon[pts], lat[pts]]).tobytes())
-            fh.write(seg.tobytes())
-    with open(folder / "item_doc.npy", "wb") as fh:
-        np.lib.format.write_array_header_1_0(fh, {"descr": "<i4", "fortran_order": False, "shape": (n_items,)})
-        if n:
-            fh.write(pts.astype(np.int32).tobytes())
-            fh.write(seg_doc.tobytes())
-    files += ["items.npy", "item_doc.npy"]
-    files += write_extras(folder, ds)
-    counts = {"documents": n, "tokens": len(vocab), "postings": int(len(pd)), "reverse_items": n_items,
-              "categorised_documents": int(sum(1 for c in ds.categories if c)) if ds.categories else 0,
-              "unnamed_pois": int(sum(1 for i in range(n) if not ds.name[i] and ds.index[i] == "pois"))}
-    return files, counts
-
-
-def write_extras(folder: Path, ds) -> list[str]:
-    """The files of categories, region, countries and full details (absent in bundles built before them):
-
-    - `categories.json`: the categories present in the bundle (iD preset ids), their tags and names per
-      language, and the normalised category phrases of the bundle ({phrase: [by name, by term]});
-    - `cat_ptr.npy` / `cat_doc.npy`: CSR rows of each category's documents (category c:
-      `cat_doc[cat_ptr[c]:cat_ptr[c+1]]`), in the order of `categories.json` "ids";
-    - `region.npy` (int8): 1 for a document of the bundle's own region (OSM, GeoNames near its data);
-    - `country.npy` (uint16): ISO 3166-1 alpha-2 code as two bytes (0: unknown);
-    - string column `detail`: JSON of each document's names, address parts, tags, categories, OSM ways.
-    """
-    from geoengine.search.categories import build_terms, vocabulary
-
-    n = len(ds)
-    cats = ds.categories or [[] for _ in range(n)]
-    ids = sorted({p for c in cats for p in c})
-    cid = {p: k for k, p in enumerate(ids)}
-    pair_c = [cid[p] for c in cats for p in c]
-    pair_d = [i for i, c in enumerate(cats) for _ in c]
-    pc, pdoc = np.asarray(pair_c, np.int64), np.asarray(pair_d, np.int32)
-    order = np.lexsort((pdoc, pc))
-    ptr = np.zeros(len(ids) + 1, np.int64)
-    np.cumsum(np.bincount(pc, minlength=len(ids)), out=ptr[1:])
-    np.save(folder / "cat_ptr.npy", ptr)
-    np.save(folder / "cat_doc.npy", pdoc[order])
-    vocab = vocabulary()
-    named = np.zeros(len(ids))
-    np.add.at(named, pc, np.asarray([1.0 if ds.name[d] else 0.0 for d in pair_d]).reshape(-1))
-    share = named / np.maximum(np.bincount(pc, minlength=len(ids)), 1)
-    meta = {"ids": ids, "source": vocab["meta"], "named_share": [round(float(x), 3) for x in share],
-            "tags": {p: vocab["categories"][p]["tags"] for p in ids},
-            "names": {p: vocab["categories"][p]["names"] for p in ids},
-            "terms": build_terms(ids, vocab)}
-    (folder / "categories.json").write_text(json.dumps(meta, ensure_ascii=False, separators=(",", ":")), encoding="utf-8")
-    region = ds.region if len(ds.region) == n else [s == "osm" for s in ds.source]
-    np.save(folder / "region.npy", np.asarray(region, np.int8).reshape(n))
-    country = ds.country if len(ds.country) == n else [None] * n
-    np.save(folder / "country.npy", np.asarray([country_code_int(c) for c in country], np.uint16).reshape(n))
-    details = ds.detail if len(ds.detail) == n else [None] * n
-
-    def detail(i: int) -> str | None:
-        """The document's detail JSON with its categories (the last key)."""
-        d = details[i]
-        if not cats[i]:
-            return None if d in (None, "{}") else d
-        c = json.dumps(cats[i], ensure_ascii=False, separators=(",", ":"))
-        return f'{{"categories":{c}}}' if d in (None, "{}") else f'{d[:-1]},"categories":{c}}}'
-
-    files = write_strings(folder, "detail", (detail(i) for i in range(n)))
-    files += write_address_files(folder, ds)
-    return files + ["categories.json", "cat_ptr.npy", "cat_doc.npy", "region.npy", "country.npy"]
-
-
-def write_address_files(folder: Path, ds) -> list[str]:
-    """The address data and the administrative hierarchy (absent in bundles built before them):
-
-    - `admin.npy` ((n, 8) int32): the administrative unit of each document per level of
-      `admin.ADMIN_LEVELS` (country, state, county, municipality, city, suburb, neighbourhood, postcode), -1 none;
-    - units: `unit_slot.npy` (int8 level), `unit_row.npy` (int32 row of the unit's own document, -1 none),
-      string columns `unit_key` (address key: country, state, county, town, village, suburb, postcode, ...)
-      and `unit_names` (JSON {"name": ..., "name:xx": ...});
-    - string columns `housenumber`, `street` (the street an address or POI belongs to), `addr_place`,
-      `osm_tag` (`key=value` of the tag that makes the document); `street_row.npy` (int32, the street's row).
-    """
-    n = len(ds)
-    if ds.admin is None or len(ds.admin) != n or len(ds.housenumber) != n:
-        return []
-    units = ds.units
-    np.save(folder / "admin.npy", np.ascontiguousarray(ds.admin, np.int32))
-    np.save(folder / "unit_slot.npy", np.asarray(units.slot, np.int8))
-    np.save(folder / "unit_row.npy", np.asarray(units.row, np.int32))
-    np.save(folder / "street_row.npy", np.frombuffer(ds.street_row, np.int64).astype(np.int32))
-    files = ["admin.npy", "unit_slot.npy", "unit_row.npy", "street_row.npy"]
-    files += write_strings(folder, "unit_key", units.key)
-    files += write_strings(folder, "unit_names", (json.dumps(x, ensure_ascii=False, separators=(",", ":")) for x in units.names))
-    for col in ("housenumber", "street", "addr_place", "osm_tag"):
-        files += write_strings(folder, col, getattr(ds, col))
-    return files
-
-
-def country_code_int(code: str | None) -> int:
-    """'AD' -> 0x4144; None or anything not two ASCII letters -> 0."""
-    if not code or len(code) != 2 or not code.isascii() or not code.isalpha():
-        return 0
-    code = code.upper()
-    return (ord(code[0]) << 8) | ord(code[1])
-
-
-def name_hash(text: str) -> int:
-    """Stable signed 64-bit hash of a normalised name (`name_key.npy`)."""
-    return int.from_bytes(hashlib.blake2b(text.encode("utf-8"), digest_size=8).digest(), "little", signed=True)
-
-
-def write_prefix_tables(folder: Path, vocab: list[str]) -> list[str]:
-    """For each length L in PREFIX_LENGTHS: the distinct L-letter prefixes of the vocabulary tokens
-    (`prefix<L>.txt`) and the vocabulary rows [start, end) of each (`prefix<L>.npy`), used for
-    typo-tolerant prefix matching of the last query token."""
-    files = []
-    for length in PREFIX_LENGTHS:
-        prefixes: list[str] = []
-        starts: list[int] = []
-        last = None
-        for i, t in enumerate(vocab):
-            if len(t) < length:
-                continue
-            p = t[:length]
-            if p != last:
-                prefixes.append(p)
-                starts.append(i)
-                last = p
-        ends = [bisect.bisect_left(vocab, p + "\U0010ffff", lo=a) for p, a in zip(prefixes, starts, strict=True)]
-        (folder / f"prefix{length}.txt").write_text("".join(p + "\n" for p in prefixes), encoding="utf-8")
-        np.save(folder / f"prefix{length}.npy", np.column_stack([np.asarray(starts, np.int64), np.asarray(ends, np.int64)]).reshape(-1, 2))
-        files += [f"prefix{length}.txt", f"prefix{length}.npy"]
-    return files
 
 
 # --------------------------------------------------------------------------------------------- query
-def parse_radius(radius) -> float:
-    """'500m' / '2km' (or a number of metres) -> metres; anything else raises InvalidRequest."""
-    if isinstance(radius, (int, float)) and not isinstance(radius, bool):
-        metres = float(radius)
-    else:
-        m = RADIUS_RE.match(str(radius))
-        if not m:
-            raise InvalidRequest.field("radius", f"'{radius}' is not a distance like 500m or 2km")
-        metres = float(m.group(1)) * (1000.0 if m.group(2) == "km" else 1.0)
-    if not (0 < metres <= MAX_RADIUS_M):
-        raise InvalidRequest.field("radius", f"radius must be above 0 and at most {MAX_RADIUS_M / 1000:g}km")
-    return metres
-
-
-def parse_types(types) -> list[int] | None:
-    """None, "" or [] mean every type; otherwise a comma-separated string or a list of place, poi."""
-    if types is None or (isinstance(types, str) and not types.strip()):
-        return None
-    vals = [t.strip() for t in types.split(",")] if isinstance(types, str) else [str(t).strip() for t in types]
-    vals = [v for v in vals if v]
-    bad = [v for v in vals if v not in TYPES]
-    if bad or not vals:
-        raise InvalidRequest.field("types", f"types must be a comma-separated list of {', '.join(TYPES)}; got '{types}'")
-    return [TYPES[v] for v in vals]
-
-
-def _check_point(lat, lon, *, required: bool) -> tuple[float, float] | None:
-    errors = []
-    if lat is None and lon is None:
-        if required:
-            errors = [FieldError("lat", "lat is required"), FieldError("lon", "lon is required")]
-            raise InvalidRequest(errors=errors)
-        return None
-    if lat is None or lon is None:
-        missing = "lat" if lat is None else "lon"
-        raise InvalidRequest.field(missing, "lat and lon must be given together")
-    try:
-        lat, lon = float(lat), float(lon)
-    except (TypeError, ValueError):
-        raise InvalidRequest(errors=[FieldError("lat", "must be a number"), FieldError("lon", "must be a number")]) from None
-    if not (-90.0 <= lat <= 90.0) or math.isnan(lat):
-        errors.append(FieldError("lat", "latitude must be between -90 and 90"))
-    if not (-180.0 <= lon <= 180.0) or math.isnan(lon):
-        errors.append(FieldError("lon", "longitude must be between -180 and 180"))
-    if errors:
-        raise InvalidRequest(errors=errors)
-    return lat, lon
-
-
-def _check_size(size, lo: int, hi: int) -> int:
-    if isinstance(size, bool) or not isinstance(size, (int, np.integer)) or not (lo <= size <= hi):
-        raise InvalidRequest.field("size", f"size must be an integer from {lo} to {hi}")
-    return int(size)
-
-
 def segment_distance_m(lat0: float, lon0: float, seg: np.ndarray) -> np.ndarray:
     """Distance from (lat0, lon0) to each segment (lon1, lat1, lon2, lat2), in a local plane."""
     kx = math.cos(math.radians(lat0)) * math.pi / 180 * EARTH_M
@@ -365,35 +106,6 @@ def segment_distance_m(lat0: float, lon0: float, seg: np.ndarray) -> np.ndarray:
         t = np.where(ll > 0, -(x1 * dx + y1 * dy) / ll, 0.0)
     t = np.clip(t, 0.0, 1.0)
     return np.hypot(x1 + t * dx, y1 + t * dy)
-
-
-def parse_bbox(bbox) -> tuple[float, float, float, float] | None:
-    """'minlon,minlat,maxlon,maxlat' (or a 4-sequence) -> tuple; None when not given; else InvalidRequest."""
-    if bbox is None or (isinstance(bbox, str) and not bbox.strip()):
-        return None
-    try:
-        vals = [float(v) for v in (bbox.split(",") if isinstance(bbox, str) else bbox)]
-    except (TypeError, ValueError):
-        vals = []
-    if len(vals) != 4 or not all(math.isfinite(v) for v in vals):
-        raise InvalidRequest.field("bbox", "bbox must be four numbers: min_lon,min_lat,max_lon,max_lat")
-    x0, y0, x1, y1 = vals
-    if not (-180 <= x0 <= x1 <= 180 and -90 <= y0 <= y1 <= 90):
-        raise InvalidRequest.field("bbox", "bbox must be min_lon,min_lat,max_lon,max_lat with -180 <= min_lon <= max_lon "
-                                           "<= 180 and -90 <= min_lat <= max_lat <= 90")
-    return x0, y0, x1, y1
-
-
-def parse_countries(countries) -> np.ndarray | None:
-    """'ad,li' (or a list) of ISO 3166-1 alpha-2 codes -> their uint16 codes; None when not given."""
-    if countries is None or (isinstance(countries, str) and not countries.strip()):
-        return None
-    vals = [c.strip() for c in countries.split(",")] if isinstance(countries, str) else [str(c).strip() for c in countries]
-    vals = [v for v in vals if v]
-    codes = [country_code_int(v) for v in vals]
-    if not vals or len(vals) > 50 or 0 in codes:
-        raise InvalidRequest.field("countries", "countries must be comma-separated ISO 3166-1 alpha-2 codes such as ad,li")
-    return np.asarray(codes, np.uint16)
 
 
 def _covers(toks: list[str], prefix_last: bool, text: str) -> bool:
@@ -634,7 +346,7 @@ class SearchIndex:
 
     def osm_id(self, row: int) -> int | None:
         parts = self.cols["id"][row].split(":")
-        return int(parts[2]) if parts[0] == "osm" and len(parts) > 2 else None
+        return int(parts[2]) if parts[0] == "osm" and len(parts) > 2 and parts[1] != "addrstreet" else None
 
     def _osm_tag(self, row: int) -> tuple[str | None, str | None]:
         col = self._addr_cols.get("osm_tag")
@@ -1344,7 +1056,7 @@ class SearchIndex:
             cats.append({"id": pid, "tags": self.cat_meta.get("tags", {}).get(pid, {}),
                          "names": self.cat_meta.get("names", {}).get(pid, {})})
         kind, _, num = out["id"].partition(":")[2].partition(":")
-        if out["source"] != "osm":
+        if out["source"] != "osm" or kind == "addrstreet":  # a street only addresses name: no OSM object
             osm = None
         elif kind == "street":
             osm = {"type": "way", "ids": det.get("osm_ways", [int(num)])}

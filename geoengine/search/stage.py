@@ -7,7 +7,7 @@ import time
 from geoengine.bundler.pipeline import BuildContext, Stage, StageResult
 from geoengine.errors import BuildError
 from geoengine.search.documents import build_documents
-from geoengine.search.index import write_index
+from geoengine.search.write import write_index
 
 
 def run(ctx: BuildContext) -> StageResult:

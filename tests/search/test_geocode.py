@@ -274,7 +274,8 @@ def apidb(tmp_path_factory):
     """The geocoder over the search index of Nominatim's test extract (3,740 objects with addr:housenumber)."""
     from geoengine.search.documents import build_documents
     from geoengine.search.geocode import geocoder_for
-    from geoengine.search.index import SearchIndex, write_index
+    from geoengine.search.index import SearchIndex
+    from geoengine.search.write import write_index
 
     out = tmp_path_factory.mktemp("apidb-search")
     ds, _ = build_documents(data_file("liechtenstein/nominatim-apidb-test-data.osm.pbf"),
@@ -348,3 +349,73 @@ def test_a_postcode_alone_gives_its_addresses(apidb):
     assert all(ix.postcode(row) == pc for row, *_ in found)
     assert [row for row, *_ in found] == expected[:50]
     assert len(apidb.geocode(None, postalcode="00000", limit=5)) == 0
+
+
+def _numbered_addresses(geo) -> list[tuple[int, str, str, str]]:
+    """(row, addr:street, number, addr:city) of every numbered address document that has them."""
+    rows, _ = geo.address_rows()
+    out = []
+    for row in rows.tolist():
+        raw = geo.ix.detail[row]
+        det = json.loads(raw)["address"] if raw else {}
+        if geo.doc_class()[row] == 3 and det.get("street") and det.get("city") and is_housenumber(normalise(det["housenumber"])):
+            out.append((row, det["street"], det["housenumber"], det["city"]))
+    return out
+
+
+def test_a_street_only_addresses_name_is_a_street_document(apidb):
+    """An addr:street that no named highway carries (a square mapped as an area, a street the extract clips)
+    becomes a street of its own: a number the data lacks finds it, it has no OSM identity and no reverse item."""
+    ix = apidb.ix
+    cls = apidb.doc_class()
+    highway_names = {normalise(ix.cols["name"][r] or "") for r in np.flatnonzero(cls == 2).tolist()
+                     if ix.cols["id"][r].startswith("osm:street:")}
+    by_street: dict[tuple[str, str], list[int]] = {}
+    for row, s, _, c in _numbered_addresses(apidb):
+        if normalise(s) not in highway_names:
+            by_street.setdefault((s, c), []).append(row)
+    assert len(by_street) >= 3  # the oracle: streets that only addresses name in the extract (4 here)
+    for (s, c), rows in sorted(by_street.items()):
+        found = apidb.geocode(f"{s} 9876 {c}", limit=1)
+        assert found, (s, c)
+        top, _, hn, _ = found[0]
+        assert hn is None and cls[top] == 2 and normalise(ix.cols["name"][top]) == normalise(s), (s, c, ix.cols["name"][top])
+        assert ix.cols["id"][top].startswith("osm:addrstreet:") and ix.osm_type(top) is None and ix.osm_id(top) is None
+        d = haversine_m(float(ix.lat[top]), float(ix.lon[top]), np.asarray(ix.lat[rows]), np.asarray(ix.lon[rows]))
+        assert d.min() <= 1000.0, (s, c)  # it sits at one of the addresses of its name within 1 km of these
+        assert ix.reverse_zoom(float(ix.lat[top]), float(ix.lon[top]), 17) != top  # a point, never a street to reverse
+
+
+def test_a_missing_number_finds_the_street_its_addresses_lie_on_across_a_boundary(apidb):
+    """A street grouped by the settlement nearest it (its document names that town) whose addresses lie in
+    the next town: "<street> <missing number> <their town>" gives that street."""
+    ix = apidb.ix
+    cases = {}
+    for row, s, _, c in _numbered_addresses(apidb):
+        srow = int(ix._street_row[row])
+        if srow >= 0 and normalise(c) not in normalise(ix.cols["display_name"][srow] or "").split():
+            cases.setdefault((s, c), srow)
+    assert len(cases) >= 3
+    ok = 0
+    for (s, c), srow in cases.items():
+        found = apidb.geocode(f"{s} 9876 {c}", limit=1)
+        ok += bool(found) and found[0][2] is None and normalise(ix.cols["name"][found[0][0]]) == normalise(ix.cols["name"][srow])
+    assert ok >= 0.95 * len(cases), (ok, len(cases))
+
+
+def test_the_street_named_whole_and_the_number_as_typed_come_first(apidb):
+    """"Pradafant 17" is Pradafant 17 before Untere Pradafant 17; "Austrasse 11" is 11 before 11 a: on every
+    such pair of the extract (the oracle: its own addresses)."""
+    addrs = _numbered_addresses(apidb)
+    have = {(normalise(s), normalise(n).replace(" ", ""), normalise(c)): row for row, s, n, c in addrs}
+    words_of = {normalise(s) for _, s, _, _ in addrs}
+    part_pairs = [(k, have[(longer, k[1], k[2])]) for k in have for longer in words_of
+                  if longer != k[0] and longer.endswith(" " + k[0]) and (longer, k[1], k[2]) in have]
+    suffix_pairs = [k for k in have if k[1].isdigit() and (k[0], k[1] + "a", k[2]) in have]
+    assert len(part_pairs) >= 2 and len(suffix_pairs) >= 2
+    for (s, n, c), _other in part_pairs:
+        top, _, hn, _ = apidb.geocode(f"{s} {n} {c}", limit=1)[0]
+        assert top == have[(s, n, c)] or normalise(apidb.street_of(top) or "") == s, (s, n, c)
+    for s, n, c in suffix_pairs:
+        top, _, hn, _ = apidb.geocode(f"{s} {n} {c}", limit=1)[0]
+        assert normalise(hn or "").replace(" ", "") == n, (s, n, c, hn)

@@ -25,7 +25,8 @@ NOMINATIM = "liechtenstein/nominatim-apidb-test-data.osm.pbf"
 def nominatim_index(tmp_path_factory):
     """The search index of the Nominatim test extract (the search stage alone: documents + index)."""
     from geoengine.search.documents import build_documents
-    from geoengine.search.index import SearchIndex, write_index
+    from geoengine.search.index import SearchIndex
+    from geoengine.search.write import write_index
 
     out = tmp_path_factory.mktemp("nominatim-search")
     ds, _ = build_documents(data_file(NOMINATIM))
