@@ -31,6 +31,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections import Counter
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -40,6 +41,7 @@ from tests.web.browser import CHROMIUM_FLAGS, chromium_path, free_port, stop, wa
 
 OUT = ROOT / "benchmarks" / "data" / "tile_sessions.json"
 TILE = re.compile(r"^/tiles/([^/]+)/(\d+)/(\d+)/(\d+)$")
+LOGGED = re.compile(r'"GET (/tiles/[^/ ?]+/\d+/\d+/\d+)(?:\?\S*)? HTTP/[\d.]+" (\d{3})')
 SETTLED = ("document.body.dataset.ready === '1' && window.geoengineMap.loaded() "
            "&& window.geoengineMap.areTilesLoaded()")
 
@@ -148,7 +150,9 @@ class Session:
             self.actions[-1] += f" -> z{self.state()[2]:.2f}"
 
     def close(self):
-        self.ctx.close()
+        if self.ctx is not None:
+            self.ctx.close()
+            self.ctx = None
 
 
 def record(bundle: Path, sessions: int, steps: int, seed: int, viewport: dict, assets: Path, out: Path,
@@ -162,7 +166,7 @@ def record(bundle: Path, sessions: int, steps: int, seed: int, viewport: dict, a
         home = Path(tmp) / "home"
         port = free_port()
         env = {**os.environ, "GEOENGINE_HOME": str(home), "GEOENGINE_WEB_ASSETS": str(assets),
-               "PYTHONPATH": str(ROOT), "GEOENGINE_LOG_LEVEL": "warning"}
+               "PYTHONPATH": str(ROOT)}
         log = Path(tmp) / "serve.log"
         with open(log, "w") as fh:  # as users start it: default settings, access log on
             proc = subprocess.Popen([sys.executable, "-m", "geoengine", "serve", "--bundle", str(bundle), "--host",
@@ -178,6 +182,7 @@ def record(bundle: Path, sessions: int, steps: int, seed: int, viewport: dict, a
                 for k in range(sessions):
                     rng = random.Random(seed + k)
                     s = Session(browser, base, viewport, rng)
+                    offset = len(log.read_text(errors="replace"))
                     try:
                         t0 = time.time()
                         s.page.goto(base + "/")
@@ -187,14 +192,23 @@ def record(bundle: Path, sessions: int, steps: int, seed: int, viewport: dict, a
                         bounds = src[0]
                         s.actions.append(f"open -> z{s.state()[2]:.2f}")
                         s.walk(steps, bounds, viewport, (max(8, src[1]), src[2] + 2))
+                        s.page.wait_for_timeout(1000)
+                        s.close()
+                        time.sleep(1.0)  # the last access-log lines are written
+                        text = log.read_text(errors="replace")
+                        logged = LOGGED.findall(text[offset:])
+                        offset = len(text)
                         if s.errors:
                             print("page errors:", s.errors[:5])
-                        zooms = sorted({int(TILE.match(p).group(2)) for p in s.tiles})
-                        recorded.append({"seed": seed + k, "seconds": round(time.time() - t0, 1), "tiles": s.tiles,
-                                         "status": s.status, "conditional": s.conditional, "zooms": zooms, "actions": s.actions})
+                        tiles = [p for p, _ in logged]
+                        status = dict(sorted(Counter(st for _, st in logged).items()))
+                        zooms = sorted({int(TILE.match(p).group(2)) for p in tiles})
+                        recorded.append({"seed": seed + k, "seconds": round(time.time() - t0, 1), "tiles": tiles,
+                                         "status": status, "browser_requests": len(s.tiles),
+                                         "browser_conditional": s.conditional, "zooms": zooms, "actions": s.actions})
                         headers = headers or s.headers
-                        print(f"session {k}: {len(s.tiles)} tile requests ({len(set(s.tiles))} distinct), "
-                              f"zooms {zooms}, status {s.status}, {s.conditional} with If-None-Match, {len(s.actions)} actions", flush=True)
+                        print(f"session {k}: {len(tiles)} tile requests reached the server ({len(set(tiles))} distinct; "
+                              f"the page issued {len(s.tiles)}), zooms {zooms}, status {status}, {s.conditional} with If-None-Match, {len(s.actions)} actions", flush=True)
                     finally:
                         s.close()
                 browser.close()

@@ -53,7 +53,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "benchmarks"))
 
-from tiles_bench import ensure_apt, free_port, region_bundle, stop, wait_http, write_static  # noqa: E402
+from tiles_bench import ensure_apt, free_port, region_bundle, stop, tile_list, wait_http, write_static  # noqa: E402
 
 PY = sys.executable
 SESSIONS = ROOT / "benchmarks" / "data" / "tile_sessions.json"
@@ -69,7 +69,7 @@ def lua_replay(paths: list[str], first: list[bool], headers: dict, cookies: list
     def s(v: str) -> str:
         return "[==[" + v + "]==]"
 
-    hdr = ", ".join(f"[{s(k)}] = {s(v)}" for k, v in headers.items())
+    hdr = ", ".join(f"[ {s(k)} ] = {s(v)}" for k, v in headers.items())
     return f"""
 local paths = {{{", ".join(s(p) for p in paths)}}}
 local first = {{{", ".join("true" if f else "false" for f in first)}}}
@@ -92,7 +92,7 @@ function init(args)
     hdrs[k] = h
     nextc[k] = g + 1
     used[k] = 0
-    {"h[" + s(auth_header) + "] = cookies[nextc[k]]" if auth_header else ""}
+    {"h[ " + s(auth_header) + " ] = cookies[nextc[k]]" if auth_header else ""}
   end
 end
 local i = 0
@@ -102,7 +102,7 @@ request = function()
   local c = cursor[k]
   {f'''if used[k] >= {RENEW} or (first[c] and used[k] > 0) then
     nextc[k] = ((nextc[k] + conc - 1) % ncook) + 1
-    hdrs[k][{s(auth_header)}] = cookies[nextc[k]]
+    hdrs[k][ {s(auth_header)} ] = cookies[nextc[k]]
     used[k] = 0
   end
   used[k] = used[k] + 1''' if auth_header else ""}
@@ -257,12 +257,12 @@ def ensure_pyspy() -> Path | None:
     return binary if binary.exists() else None
 
 
-def profile(base: str, script: str, pid: int, workdir: Path, seconds: int, threads: int) -> list[str]:
+def profile(base: str, script: str, pid: int, workdir: Path, seconds: int, threads: int, label: str) -> list[str]:
     """py-spy over every worker during a c=64 replay; the top functions by own and by total samples."""
     binary = ensure_pyspy()
     if binary is None:
         return ["py-spy could not be installed"]
-    raw = workdir / "profile.txt"
+    raw = workdir / f"profile-{label}.txt"
     spy = subprocess.Popen([str(binary), "record", "--subprocesses", "--nonblocking", "-r", "250", "-d",
                             str(seconds + 2), "-f", "raw", "-o", str(raw), "-p", str(pid)],
                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
@@ -283,11 +283,12 @@ def profile(base: str, script: str, pid: int, workdir: Path, seconds: int, threa
             own[_short(frames[-1])] += k
         for f in {_short(f) for f in frames}:
             total[f] += k
-    out = [f"py-spy: {samples} samples over the workers at c=64 (idle samples included)"]
+    out = [f"py-spy, {label}: {samples} busy samples over the workers at c=64"]
     out.append("  own samples (where the CPU is):")
-    out += [f"    {100 * v / samples:5.1f} %  {f}" for f, v in own.most_common(18)]
-    out.append("  inclusive (a function and what it calls):")
-    out += [f"    {100 * v / samples:5.1f} %  {f}" for f, v in total.most_common(30)]
+    out += [f"    {100 * v / samples:5.1f} %  {f}" for f, v in own.most_common(20)]
+    out.append("  inclusive (a function and what it calls; frames under 90 % of the samples):")
+    out += [f"    {100 * v / samples:5.1f} %  {f}" for f, v in total.most_common()
+            if v < 0.9 * samples and not f.startswith(("process ", " spawn_main"))][:32]
     return out
 
 
@@ -311,6 +312,8 @@ def main() -> int:
     ap.add_argument("--duration", type=float, default=5.0, help="seconds per wrk run")
     ap.add_argument("--repeat", type=int, default=2, help="wrk runs per point; the best by req/s is reported")
     ap.add_argument("--auth", default="session,key", help="rows: session (the page's cookie), key (gateway key)")
+    ap.add_argument("--no-archive", action="store_true", help="skip the reference row: the archive's every tile "
+                    "cycled with only Accept-Encoding: gzip and the gateway key (serve_bench's tile row)")
     ap.add_argument("--workers", type=int, help="geoengine workers (default: the server's default, a worker per "
                     "core); nginx runs as many")
     ap.add_argument("--profile", action="store_true", help="py-spy the workers during one more c=64 session run")
@@ -352,6 +355,14 @@ def main() -> int:
                 return lua_replay(paths, first, h, [""], max(conc), threads, None)
             return lua_replay(paths, first, h, cookies, max(conc), threads, "Cookie")
 
+        archive = [f"/tiles/{mbtiles.stem}/{z}/{x}/{y}" for z, x, y in tile_list(mbtiles)]
+
+        def archive_script(gateway: bool) -> str:
+            h = {"Accept-Encoding": "gzip"}
+            if gateway:
+                h.update({"X-Gateway-Key": key, "X-Gateway-Host": settings.gateway_host})
+            return lua_replay(archive, [False] * len(archive), h, [""], max(conc), threads, None)
+
         def record(kind, peer, base, script, pids):
             run_wrk(base, script, 4, 1, work, pids, threads)  # warm-up
             for c in conc:
@@ -378,11 +389,15 @@ def main() -> int:
             lines0 = log.read_text(errors="replace").count("\n")
             for auth in auths:
                 record(f"tiles-session-{auth}", "geoengine", base, script_for(auth, host), [proc.pid])
+            if not args.no_archive:
+                record("tiles-archive-key", "geoengine", base, archive_script(True), [proc.pid])
             logged = log.read_text(errors="replace").count("\n") - lines0
             served = sum(r["requests"] for r in rows)
             print(f"  access log: {logged} lines written during the runs ({served} requests measured, plus warm-ups)")
             if args.profile:
-                profile_lines = profile(base, script_for("session", host), proc.pid, work, 8, threads)
+                for auth in auths:
+                    profile_lines += profile(base, script_for(auth, host), proc.pid, work, 8, threads,
+                                             f"tiles-session-{auth}")
         finally:
             stop(proc)
         nproc, nbase, nok = serve_nginx(root, work, workers)
@@ -390,6 +405,8 @@ def main() -> int:
             if nok:
                 host = nbase.split("//")[1]
                 record("tiles-session", "nginx", nbase, script_for("session", host), [nproc.pid])
+                if not args.no_archive:
+                    record("tiles-archive", "nginx", nbase, archive_script(False), [nproc.pid])
             else:
                 print("nginx did not start:", nproc.stderr.read().decode()[-800:] if nproc.stderr else "")
         finally:
@@ -403,6 +420,11 @@ def main() -> int:
                 goal = f"  p99 {'<=' if g['p99_ms'] <= 5 else '>'} 5 ms" if c == 64 else ""
                 print(f"  tiles-session-{auth:<8} c={c:<3} {g['rps'] / n['rps']:.2f}x nginx  (p99 {g['p99_ms']:.2f} "
                       f"ms against nginx's {n['p99_ms']:.2f}){goal}")
+    for c in conc:
+        g, n = by.get(("tiles-archive-key", "geoengine", c)), by.get(("tiles-archive", "nginx", c))
+        if g and n:
+            print(f"  tiles-archive-key      c={c:<3} {g['rps'] / n['rps']:.2f}x nginx  (p99 {g['p99_ms']:.2f} ms against "
+                  f"nginx's {n['p99_ms']:.2f}; reference: the archive's tiles cycled, gateway headers only)")
     for line in profile_lines:
         print(line)
     if args.json:
