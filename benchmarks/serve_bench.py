@@ -314,7 +314,7 @@ def main() -> int:
         if "tiles-session" in only:  # the headline tile figure: recorded map sessions, default server
             session_conc = ",".join(str(c) for c in conc if c > 1) or "16,64"
             cmd = [PY, str(ROOT / "benchmarks" / "tiles_session_bench.py"), "--bundle", str(bundle),
-                   "--duration", str(args.duration), "--repeat", str(max(2, args.repeat)),
+                   "--duration", str(args.duration), "--repeat", str(args.repeat),
                    "--concurrency", session_conc]
             if args.json:
                 cmd += ["--json", str(Path(args.json).with_suffix(".session.json"))]
@@ -348,7 +348,7 @@ def main() -> int:
                       f"  p99 {r['p99_ms']:7.2f} ms  cpu {cpu} ms/req  non-2xx {r['non2xx']} {r['socket_errors']}",
                       flush=True)
 
-        for workers in worker_counts:
+        for workers in (worker_counts if only - {"tiles-session"} else []):
             proc, base, headers, ok = serve_geoengine(bundle, home, workers, key)
             try:
                 if not ok:
