@@ -23,8 +23,10 @@ authorisation, one row per `--auth`:
 wrk's Lua has no connection id: each wrk thread (2) keeps one cursor per connection it holds (c/2),
 each starting at its own offset of the recorded sequence (c evenly spaced offsets over all sessions),
 and takes the cursors in turn, so c users' sessions are in flight at once, each in its recorded order
-(as a browser spreads one user's tile requests over its keep-alive connections). No request repeats
-another's bytes: the cookie differs per user, and a user never asks twice for a tile within a session.
+(as a browser spreads one user's tile requests over its keep-alive connections). In the session rows
+no request repeats another's bytes: the cookie differs per user, and a user never asks twice for a tile
+within a session. In the key rows two users on the same tile send the same bytes (one key), which
+matters only with the access log off (the server's memo of answers by request bytes).
 
     PYTHONPATH=. python benchmarks/tiles_session_bench.py --bundle ANDORRA_BUNDLE --concurrency 16,64 \
         --duration 5 --repeat 2
