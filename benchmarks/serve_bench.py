@@ -4,7 +4,13 @@ wrk on loopback, bounded runs, concurrency 1/16/64, with 1 and 2 `geoengine serv
 façade: gateway, key on the unlimited plan, access log off). For every point: req/s, p50/p99 and the
 server's CPU per request (user + system time of the server's processes over the run / requests).
 
-    tiles        every real tile URL of the archive, Accept-Encoding: gzip
+    tiles-session  THE HEADLINE TILE ROW (benchmarks/tiles_session_bench.py, run first, at the
+                 concurrencies 16 and 64 among --concurrency): the tile requests of the map page
+                 recorded in Chromium while a user pans and zooms (benchmarks/data/tile_sessions.json),
+                 replayed with the browser's headers, each connection its own session, against
+                 `geoengine serve` as users start it (default settings, access log on) and nginx on the
+                 same tiles; the page's session cookie and, second, a gateway key
+    tiles        (secondary) every real tile URL of the archive repeated byte for byte, Accept-Encoding: gzip
                  peers: nginx (Debian) serving the same gzip bytes as files (as many workers);
                         tileserver-gl-light (npm) on the same .mbtiles (one process)
     tiles-distinct  the same, each request with its own X-Request-Id header: no request is the same
@@ -252,7 +258,7 @@ def main() -> int:
     ap.add_argument("--concurrency", default="1,16,64")
     ap.add_argument("--workers", default="1,2", help="geoengine worker counts to run (peers use as many)")
     ap.add_argument("--repeat", type=int, default=1, help="wrk runs per point; the best is reported")
-    ap.add_argument("--only", default="tiles,autocomplete,reverse,elevation,route,matrix")
+    ap.add_argument("--only", default="tiles-session,tiles,autocomplete,reverse,elevation,route,matrix")
     ap.add_argument("--pairs", type=int, default=56, help="route pairs")
     ap.add_argument("--tileserver", help="folder where `npm install tileserver-gl-light` was run")
     ap.add_argument("--no-tileserver", action="store_true")
@@ -305,6 +311,15 @@ def main() -> int:
         finally:
             stop(probe[0])
         print(f"{len(pairs)} route pairs that both engines answer" if routed else f"{len(pairs)} route pairs")
+        if "tiles-session" in only:  # the headline tile figure: recorded map sessions, default server
+            session_conc = ",".join(str(c) for c in conc if c > 1) or "16,64"
+            cmd = [PY, str(ROOT / "benchmarks" / "tiles_session_bench.py"), "--bundle", str(bundle),
+                   "--duration", str(args.duration), "--repeat", str(args.repeat),
+                   "--concurrency", session_conc]
+            if args.json:
+                cmd += ["--json", str(Path(args.json).with_suffix(".session.json"))]
+            print("tiles-session (headline):", " ".join(cmd[1:]), flush=True)
+            subprocess.run(cmd, env={**os.environ, "PYTHONPATH": str(ROOT)})
         mbtiles = next((bundle / "tiles").glob("*.mbtiles"))
         source = mbtiles.stem
         tiles = tile_list(mbtiles)
@@ -333,7 +348,7 @@ def main() -> int:
                       f"  p99 {r['p99_ms']:7.2f} ms  cpu {cpu} ms/req  non-2xx {r['non2xx']} {r['socket_errors']}",
                       flush=True)
 
-        for workers in worker_counts:
+        for workers in (worker_counts if only - {"tiles-session"} else []):
             proc, base, headers, ok = serve_geoengine(bundle, home, workers, key)
             try:
                 if not ok:
