@@ -36,26 +36,20 @@ _READ_AS_JSON = (b"", b"application/x-www-form-urlencoded", b"text/plain")
 _JSON_TYPES = (b"application/json", *_READ_AS_JSON)
 
 
-_HEADS = {b"x-gateway-key": "key", b"x-gateway-host": "host", b"origin": "origin", b"content-length": "length",
-          b"content-type": "ctype"}
-
-
 class Heads:
-    """What admission reads of a request's headers, in one scan."""
+    """What admission (and the tile endpoint's fast path: accept, inm) reads of a request's headers: the
+    last value of each, as the layers read them."""
 
-    __slots__ = ("key", "host", "origin", "length", "ctype", "chunked", "forwarded")
+    __slots__ = ("key", "host", "origin", "length", "ctype", "accept", "inm", "chunked", "forwarded")
 
     def __init__(self, headers):
-        self.key = self.host = self.origin = self.length = self.ctype = None
-        self.chunked = self.forwarded = False
-        for name, value in headers:
-            attr = _HEADS.get(name)
-            if attr is not None:
-                setattr(self, attr, value)
-            elif name == b"transfer-encoding":
-                self.chunked = True
-            elif name in FORWARDED:
-                self.forwarded = True
+        d = dict(headers)
+        get = d.get
+        self.key, self.host, self.origin = get(b"x-gateway-key"), get(b"x-gateway-host"), get(b"origin")
+        self.length, self.ctype = get(b"content-length"), get(b"content-type")
+        self.accept, self.inm = get(b"accept-encoding"), get(b"if-none-match")
+        self.chunked = b"transfer-encoding" in d
+        self.forwarded = not d.keys().isdisjoint(FORWARDED)
 
 
 class Admission:
@@ -64,7 +58,8 @@ class Admission:
     def __init__(self, state, keystore, settings):
         from geoengine.server.web.access import WebAccess
 
-        self.state = state  # app.state: the bundle watch of the served engine
+        self.state = state  # app.state: the served engine's bundle watch
+        self._state = vars(state).get("_state")  # a Starlette State's dict (a read without an exception)
         self.keystore = keystore  # a CachedKeyStore
         self.host = settings.gateway_host.strip().lower().encode()  # host names compare case-insensitively
         self.max_body = int(settings.max_body_bytes)
@@ -88,7 +83,8 @@ class Admission:
 
     def damaged(self, path: str) -> str | None:
         """Why the bundle group of `path` cannot be served (lifecycle.BundleWatch), or None."""
-        watch = getattr(self.state, "bundle_watch", None)
+        state = self._state
+        watch = state.get("bundle_watch") if state is not None else getattr(self.state, "bundle_watch", None)
         return None if watch is None else watch.unavailable(path)
 
     def body_refusal(self, length: bytes | None) -> tuple[int, str, str | None] | None:

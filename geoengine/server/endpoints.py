@@ -266,11 +266,11 @@ def candidates(method: str, path: str):
                 yield ep, params
 
 
-def prepare(state, method: str, path: str, query: bytes, body: bytes | None, headers, scope=None):
+def prepare(state, method: str, path: str, query: bytes, body: bytes | None, headers, scope=None, cands=None):
     """(entry, typed request, None) of the first entry whose parse step accepts the request, or
     (entry, None, answer) for an answer kept in the answer cache; None when no entry takes it (the
     FastAPI routes answer it)."""
-    for ep, params in candidates(method, path):
+    for ep, params in candidates(method, path) if cands is None else cands:
         if scope is None and not ep.below_asgi:
             return None
         if ep.cached:

@@ -87,7 +87,7 @@ class FrontDoor:
 
     # -- admission: the layers' rules, decided without I/O (server/admission.py) ----------------------
     def _admit(self, path: str, headers, body: bool = False):
-        return self.admission.quick(path, Heads(headers), body)
+        return self.admission.quick(path, headers if type(headers) is Heads else Heads(headers), body)
 
     # -- tiles: the most frequent request of a map server ----------------------------------------------
     def _tile(self, path: str, headers) -> Answer | None:
@@ -97,15 +97,11 @@ class FrontDoor:
         parts = path[7:].split("/")
         if len(parts) != 4 or not all(parts):
             return None
-        hit = self._admit(path, headers)
+        heads = Heads(headers)
+        hit = self._admit(path, heads)
         if hit is None:
             return None
-        accept = inm = None
-        for name, value in headers:
-            if name == b"accept-encoding":
-                accept = value
-            elif name == b"if-none-match":
-                inm = value
+        accept, inm = heads.accept, heads.inm
         fast = None if inm is not None else self._plain_tile(parts, accept, hit[1])
         if fast is not None:
             return fast
@@ -184,9 +180,10 @@ class FrontDoor:
         """The answer to a GET or HEAD without a body, or None for the application to give."""
         if path.startswith("/tiles/") and path.count("/") == 5:
             return self._tile(path, headers)
-        if next(endpoints.candidates(method, path), None) is None or self._admit(path, headers) is None:
+        cands = list(endpoints.candidates(method, path))
+        if not cands or self._admit(path, headers) is None:
             return None
-        return self._answer(method, path, query, None, headers)
+        return self._answer(method, path, query, None, headers, cands)
 
     def post_wanted(self, path: str, headers) -> bool:
         """Whether to collect this POST's body for `post` (decided when its headers are complete)."""
@@ -196,9 +193,9 @@ class FrontDoor:
     def post(self, path: str, body: bytes) -> Answer | None:
         return self._answer("POST", path, b"", body, [])
 
-    def _answer(self, method: str, path: str, query: bytes, body: bytes | None, headers) -> Answer | None:
+    def _answer(self, method: str, path: str, query: bytes, body: bytes | None, headers, cands=None) -> Answer | None:
         state = self.state
-        prep = endpoints.prepare(state, method, path, query, body, headers)
+        prep = endpoints.prepare(state, method, path, query, body, headers, cands=cands)
         if prep is None:
             return None
         ep, req, answer = prep
