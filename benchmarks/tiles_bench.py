@@ -214,7 +214,7 @@ sys.path.insert(0, {root!r})
 from geoengine.config import Settings
 from geoengine.engine import Engine
 from geoengine.server.app import create_app
-from geoengine.server.middleware import GatewayMiddleware
+from geoengine.server.admission import AdmissionMiddleware as GatewayMiddleware
 settings = Settings.from_env()
 engine = Engine.open({bundle!r}, settings=settings)
 engine.warm()

@@ -276,3 +276,31 @@ def test_the_numba_check_finds_a_kernel(tmp_path):
     assert numba_kernels(f) == ["import numba", "@njit k"]
     f.write_text("def k(a):\n    return a\n")
     assert numba_kernels(f) == []
+
+
+SERVER = PKG / "server"
+
+
+def _literals(path: Path) -> set:
+    return {n.value for n in ast.walk(ast.parse(path.read_text(encoding="utf-8"))) if isinstance(n, ast.Constant)}
+
+
+def test_one_table_one_admission_one_framing():
+    """The server's fast dispatchers know the endpoints only through the table (server/endpoints.py):
+    they import no route module but the tiles' (the front door's prebuilt tile heads) and name no
+    endpoint path; the gateway headers are read only by admission (server/admission.py); the problem
+    body's media type is written only by server/framing.py."""
+    for name in ("hotpath.py", "frontdoor.py"):
+        path = SERVER / name
+        imports = _imports(path, _module_name(path))
+        assert "geoengine.server.endpoints" in imports or "geoengine.server" in imports, name
+        routes = {m for m in imports if m.startswith("geoengine.server.routes.")}
+        assert all(m.startswith("geoengine.server.routes.tiles") for m in routes), (name, routes)
+        paths = {c for c in _literals(path) if isinstance(c, str) and c.startswith("/") and c not in ("/", "/tiles/")}
+        assert not paths, (name, paths)
+    for path in SERVER.rglob("*.py"):
+        literals = _literals(path)
+        if path.name != "admission.py":
+            assert b"x-gateway-key" not in literals and b"x-gateway-host" not in literals, path
+        if path.name != "framing.py":
+            assert "application/problem+json" not in literals, path

@@ -110,29 +110,24 @@ class Params:
         return default if v is None else v
 
     def get_int(self, name: str, default: int | None = None) -> int:
-        v = self.raw.get(name)
-        if v is None:
-            if default is not None:
-                return default
-            raise NominatimError(f"Parameter '{name}' missing.")
-        try:
-            return int(v)
-        except ValueError:
-            raise NominatimError(f"Parameter '{name}' must be a number.") from None
+        return self._number(name, default, int)
 
     def get_float(self, name: str, default: float | None = None) -> float:
+        return self._number(name, default, float)
+
+    def _number(self, name: str, default, kind):
         v = self.raw.get(name)
         if v is None:
             if default is not None:
                 return default
             raise NominatimError(f"Parameter '{name}' missing.")
         try:
-            f = float(v)
+            x = kind(v)
         except ValueError:
             raise NominatimError(f"Parameter '{name}' must be a number.") from None
-        if not math.isfinite(f):
+        if not math.isfinite(x):
             raise NominatimError(f"Parameter '{name}' must be a number.")
-        return f
+        return x
 
     def get_bool(self, name: str, default: bool) -> bool:
         v = self.raw.get(name)

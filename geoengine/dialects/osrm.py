@@ -773,11 +773,15 @@ def _route_body(coords: np.ndarray, costing: str, q: dict, kinds: list[str]) -> 
 # ------------------------------------------------------------------------------------------------------
 # services
 # ------------------------------------------------------------------------------------------------------
-def route(engine, profile: str, coordinates: str, query: Mapping[str, str]) -> dict:
+def _request(service: str, profile: str, coordinates: str, query: Mapping[str, str]):
+    """(coordinates, costing, parsed query) of a request, checked in OSRM's order."""
     coords = parse_coordinates(coordinates)
-    _check_size("route", len(coords))
-    costing = costing_of(profile)
-    q = parse_query("route", query, len(coords))
+    _check_size(service, len(coords))
+    return coords, costing_of(profile), parse_query(service, query, len(coords))
+
+
+def route(engine, profile: str, coordinates: str, query: Mapping[str, str]) -> dict:
+    coords, costing, q = _request("route", profile, coordinates, query)
     n = len(coords)
     via = "break_through" if q["continue_straight"] == "true" else "break"
     kinds = ["break"] + [via] * (n - 2) + ["break"]
@@ -800,10 +804,7 @@ def route(engine, profile: str, coordinates: str, query: Mapping[str, str]) -> d
 
 
 def table(engine, profile: str, coordinates: str, query: Mapping[str, str]) -> dict:
-    coords = parse_coordinates(coordinates)
-    _check_size("table", len(coords))
-    costing = costing_of(profile)
-    q = parse_query("table", query, len(coords))
+    coords, costing, q = _request("table", profile, coordinates, query)
     si = q["sources"] if q["sources"] is not None else list(range(len(coords)))
     di = q["destinations"] if q["destinations"] is not None else list(range(len(coords)))
     src, dst = coords[si], coords[di]
@@ -857,10 +858,7 @@ def _table_values(a: np.ndarray, missing: np.ndarray) -> list:
 
 
 def nearest(engine, profile: str, coordinates: str, query: Mapping[str, str]) -> dict:
-    coords = parse_coordinates(coordinates)
-    _check_size("nearest", len(coords))
-    costing = costing_of(profile)
-    q = parse_query("nearest", query, len(coords))
+    coords, costing, q = _request("nearest", profile, coordinates, query)
     router = engine.router
     prof = router.profile(costing, router.parse_options(costing, (_costing_options(costing, q) or {}).get(costing)))
     lon, lat = (float(x) for x in coords[0])
@@ -888,10 +886,7 @@ def trip(engine, profile: str, coordinates: str, query: Mapping[str, str]) -> di
     from geoengine.services.optimised_route import OptimisedRouteRequest, optimise
     from geoengine.validation import validate
 
-    coords = parse_coordinates(coordinates)
-    _check_size("trip", len(coords))
-    costing = costing_of(profile)
-    q = parse_query("trip", query, len(coords))
+    coords, costing, q = _request("trip", profile, coordinates, query)
     n = len(coords)
     if not q["roundtrip"] and (q["source"] != "first" or q["destination"] != "last"):
         raise OsrmError("NotImplemented", "roundtrip=false is supported with source=first and destination=last")
@@ -921,10 +916,7 @@ def match(engine, profile: str, coordinates: str, query: Mapping[str, str]) -> d
     from geoengine.services.matching import MapMatchRequest, matched_routes_by_point
     from geoengine.validation import validate
 
-    coords = parse_coordinates(coordinates)
-    _check_size("match", len(coords))
-    costing = costing_of(profile)
-    q = parse_query("match", query, len(coords))
+    coords, costing, q = _request("match", profile, coordinates, query)
     shape = [{"lon": float(lo), "lat": float(la)} for lo, la in coords.tolist()]
     if "timestamps" in q:
         t0 = q["timestamps"][0]

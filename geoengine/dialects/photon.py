@@ -68,25 +68,22 @@ class Params:
         return out
 
     def double(self, name: str) -> float | None:
-        v = self.one(name)
-        if v is None:
-            return None
-        try:
-            d = float(v)
-        except ValueError:
-            raise PhotonError(f"Invalid value for '{name}' parameter.") from None
-        if math.isnan(d):
-            raise PhotonError(f"Invalid value for '{name}' parameter.")
-        return d
+        return self._number(name, float)
 
     def integer(self, name: str) -> int | None:
+        return self._number(name, lambda v: int(v.strip()))
+
+    def _number(self, name: str, kind):
         v = self.one(name)
         if v is None:
             return None
         try:
-            return int(v.strip())
+            x = kind(v)
         except ValueError:
             raise PhotonError(f"Invalid value for '{name}' parameter.") from None
+        if x != x:  # NaN
+            raise PhotonError(f"Invalid value for '{name}' parameter.")
+        return x
 
     def boolean(self, name: str, default: bool) -> bool:
         v = self.one(name)
@@ -168,27 +165,18 @@ def _limit(p: Params, default: int) -> int:
 
 
 # -- features --------------------------------------------------------------------------------------------
+_LAYERS = ((29, "house"), (26, "street"), (22, "locality"), (17, "district"), (13, "city"), (10, "county"),
+           (5, "state"), (4, "country"))  # (lowest address rank, Photon's type)
+
+
 def layer_of(place) -> str:
     """Photon's type (AddressType.fromRank) of a place's address rank."""
     if getattr(place, "housenumber", None):
         return "house"
     rank = int(place.place_rank or 30)
-    if rank >= 29:
-        return "house"
-    if rank >= 26:
-        return "street"
-    if rank >= 22:
-        return "locality"
-    if rank >= 17:
-        return "district"
-    if rank >= 13:
-        return "city"
-    if rank >= 10:
-        return "county"
-    if rank >= 5:
-        return "state"
-    if rank == 4:
-        return "country"
+    for floor, layer in _LAYERS:
+        if rank >= floor:
+            return layer
     return "other"
 
 
@@ -271,16 +259,9 @@ def search(engine, pairs: Iterable[tuple[str, str]], accept_language: str | None
             bounded=bbox is not None, countrycodes=countries, osm_tag=engine_tag, dedupe=dedupe,
             lat=None if point is None else point[0], lon=None if point is None else point[1],
             location_bias_scale=scale))
-        if layers:
-            places = [pl for pl in places if layer_of(pl) in layers]
-        if tags and engine_tag is None:
-            places = [pl for pl in places if _tag_match(pl, tags)]
-        return 200, collection(places[:limit])
-    except PhotonError as exc:
-        return exc.status, exc.body()
-    except GeoengineError as exc:
-        err = _engine_error(exc)
-        return err.status, err.body()
+        return 200, collection(_filtered(places, layers, tags if engine_tag is None else None)[:limit])
+    except (PhotonError, GeoengineError) as exc:
+        return _error(exc)
 
 
 def reverse(engine, pairs: Iterable[tuple[str, str]], accept_language: str | None = None) -> tuple[int, dict]:
@@ -297,20 +278,28 @@ def reverse(engine, pairs: Iterable[tuple[str, str]], accept_language: str | Non
             raise PhotonError("Invalid value for 'radius' parameter.")
         p.boolean("distance_sort", True)
         places = list(engine.reverse(lon=lon, lat=lat, zoom=18, lang=lang))
-        if layers:
-            places = [pl for pl in places if layer_of(pl) in layers]
-        if tags:
-            places = [pl for pl in places if _tag_match(pl, tags)]
+        places = _filtered(places, layers, tags)
         if radius is not None:
             from geoengine.geo import haversine_m
 
             places = [pl for pl in places if float(haversine_m(lat, lon, pl.lat, pl.lon)) <= radius * 1000]
         return 200, collection(places[:limit])
-    except PhotonError as exc:
-        return exc.status, exc.body()
-    except GeoengineError as exc:
-        err = _engine_error(exc)
-        return err.status, err.body()
+    except (PhotonError, GeoengineError) as exc:
+        return _error(exc)
+
+
+def _filtered(places: list, layers, tags) -> list:
+    """The places of the asked layers that pass the osm_tag filters."""
+    if layers:
+        places = [pl for pl in places if layer_of(pl) in layers]
+    if tags:
+        places = [pl for pl in places if _tag_match(pl, tags)]
+    return places
+
+
+def _error(exc) -> tuple[int, dict]:
+    err = exc if isinstance(exc, PhotonError) else _engine_error(exc)
+    return err.status, err.body()
 
 
 def _tag_match(place, tags: list[str]) -> bool:

@@ -14,15 +14,14 @@ from geoengine.gateway import KeyStore, auth_failure_status
 from geoengine.gateway.cache import CachedKeyStore
 from geoengine.gateway.store import open_keystore
 from geoengine.server import problems
+from geoengine.server.admission import Admission, AdmissionMiddleware
 from geoengine.server.answers import AnswerCache
+from geoengine.server.framing import PROBLEM_JSON
 from geoengine.server.frontdoor import FrontDoor
 from geoengine.server.hotpath import HotPath
-from geoengine.server.lifecycle import FaultGuard, Reloader, freeze_long_lived
-from geoengine.server.middleware import BodyLimitMiddleware, GatewayMiddleware
+from geoengine.server.lifecycle import Reloader, freeze_long_lived
 from geoengine.server.openapi import tighten
-from geoengine.server.proxy import ProxyHeadersMiddleware, TrustedProxies
 from geoengine.server.routes import ROUTE_MODULES
-from geoengine.server.web.access import WebAccessMiddleware
 
 DESCRIPTION = """
 Routing, search, vector tiles and elevation from one OpenStreetMap bundle.
@@ -73,15 +72,12 @@ def create_app(engine: Engine, settings: Settings | None = None, keystore: KeySt
     problems.install(app)
     for name in ROUTE_MODULES:
         app.include_router(importlib.import_module(name).router)
-    app.add_middleware(HotPath)  # innermost: tiles, search, point elevation and /route skip the router
-    app.add_middleware(BodyLimitMiddleware, limit=settings.max_body_bytes)
-    app.add_middleware(FaultGuard)  # 503 for a group whose bundle files were damaged after start
-    app.add_middleware(GatewayMiddleware, keystore=keystore, gateway_host=settings.gateway_host)
-    app.add_middleware(WebAccessMiddleware, keystore=keystore, settings=settings)  # outermost: page, CORS
-    app.add_middleware(ProxyHeadersMiddleware, trusted=settings.forwarded_allow_ips)  # outermost
-    # below all of it, in the HTTP protocol (server/protocol.py): requests every layer above would pass
-    app.state.front_door = FrontDoor(app, keystore, settings.gateway_host, settings.max_body_bytes,
-                                     bool(TrustedProxies(settings.forwarded_allow_ips)))
+    # every rule before an endpoint (proxies, CORS and the page, keys, quotas, damage, body limit), once:
+    # the middleware applies it to what reaches ASGI, the front door asks it below ASGI
+    app.state.admission = admission = Admission(app.state, keystore, settings)
+    app.add_middleware(HotPath)  # inside admission: tiles, search, point elevation and /route skip the router
+    app.add_middleware(AdmissionMiddleware, admission=admission)
+    app.state.front_door = FrontDoor(app, admission)  # in the HTTP protocol (server/protocol.py)
     _document_gateway(app)
     return app
 
@@ -103,7 +99,7 @@ def _document_gateway(app: FastAPI) -> None:
         )
         comps.setdefault("schemas", {})["Problem"] = PROBLEM_SCHEMA
         schema["security"] = [{"GatewayKey": [], "GatewayHost": []}]
-        ref = {"application/problem+json": {"schema": {"$ref": "#/components/schemas/Problem"}}}
+        ref = {PROBLEM_JSON: {"schema": {"$ref": "#/components/schemas/Problem"}}}
         for path, ops in schema.get("paths", {}).items():
             auth = str(auth_failure_status(path))
             for op in ops.values():

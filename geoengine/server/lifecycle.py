@@ -2,7 +2,7 @@
 
 - `BundleWatch` fingerprints every file of the bundle the engine opened (inode, size, mtime) and checks
   them once a second in a daemon thread. A file removed or changed in place (corruption, a partial
-  copy) marks its stage broken; `FaultGuard` then answers 503 on the endpoints that need that stage
+  copy) marks its stage broken; admission (server/admission.py) then answers 503 on the endpoints that need that stage
   (routing needs graph + routing, search needs search, tiles need tiles, elevation needs elevation)
   while every other group keeps working. Memory-mapped data is never read after its file changed.
 - A new publication at the served path (`geoengine build` publishes a new version folder and removes
@@ -188,22 +188,3 @@ def install_sighup(app) -> None:
         threading.Thread(target=reloader.reload, name="geoengine-reload", daemon=True).start()
 
     signal.signal(signal.SIGHUP, _on_hup)
-
-
-class FaultGuard:
-    """503 on the endpoints whose bundle stage lost or changed a file since start; others unaffected."""
-
-    def __init__(self, app):
-        self.app = app
-
-    async def __call__(self, scope, receive, send):
-        if scope["type"] == "http":
-            watch = getattr(scope["app"].state, "bundle_watch", None) if "app" in scope else None
-            why = watch.unavailable(scope["path"]) if watch is not None else None
-            if why:
-                from geoengine.server.middleware import send_problem
-
-                return await send_problem(send, 503, f"{why}; this endpoint group is unavailable until the "
-                                          "bundle is republished or the server reloaded (SIGHUP)",
-                                          "Bundle not usable", {"Retry-After": "30"})
-        return await self.app(scope, receive, send)

@@ -8,31 +8,21 @@ Served as `application/problem+json`. Never a traceback.
 
 from __future__ import annotations
 
-import json
 import logging
 
 from fastapi import Request
 from fastapi.exceptions import RequestValidationError
-from fastapi.responses import JSONResponse
+from fastapi.responses import Response
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
-from geoengine.errors import FieldError, GeoengineError, field_path, problem_document
+from geoengine.errors import FieldError, GeoengineError, field_path
+from geoengine.server.framing import PROBLEM_JSON, dumps, problem_bytes
 
 log = logging.getLogger("geoengine.server")
 
-PROBLEM_JSON = "application/problem+json"
-
-
-problem_body = problem_document  # the one writer lives with the domain errors
-
-
-def problem_response(status: int, detail: str, title: str | None = None, errors=None, headers=None) -> JSONResponse:
-    return JSONResponse(problem_body(status, detail, title, errors), status_code=status, headers=headers,
-                        media_type=PROBLEM_JSON)
-
-
-def problem_bytes(status: int, detail: str, title: str | None = None) -> bytes:
-    return json.dumps(problem_body(status, detail, title)).encode()
+def problem_response(status: int, detail: str, title: str | None = None, errors=None, headers=None) -> Response:
+    return Response(problem_bytes(status, detail, title, errors), status_code=status, headers=headers,
+                    media_type=PROBLEM_JSON)
 
 
 def request_field_path(loc) -> str:
@@ -103,8 +93,8 @@ def install(app) -> None:
 
     @app.exception_handler(GeoengineError)
     async def _domain(request: Request, exc: GeoengineError):
-        body = exc.to_problem()
-        return JSONResponse(body, status_code=exc.status, headers=exc.headers or None, media_type=PROBLEM_JSON)
+        return Response(dumps(exc.to_problem()), status_code=exc.status, headers=exc.headers or None,
+                        media_type=PROBLEM_JSON)
 
     @app.exception_handler(RequestValidationError)
     async def _validation(request: Request, exc: RequestValidationError):

@@ -28,7 +28,7 @@ from uvicorn.protocols.http.httptools_impl import STATUS_LINE, HttpToolsProtocol
 from uvicorn.protocols.utils import get_client_addr, get_path_with_query_string
 
 from geoengine.server import frontdoor
-from geoengine.server.problems import PROBLEM_JSON, problem_bytes
+from geoengine.server.framing import head_block, problem_answer
 
 log = logging.getLogger("geoengine.server")
 
@@ -83,25 +83,18 @@ _PAIR = re.compile(rb"\r\n([!#$%&'*+\-.^_`|~0-9A-Za-z]+):([^\r\n]*)")  # one hea
 # headers that change the framing or the connection: the chunk goes to the parser
 _RAW_VETO = frozenset((b"connection", b"upgrade", b"content-length", b"transfer-encoding", b"expect", b"te",
                        b"trailer", b"keep-alive", b"proxy-connection"))
-# what a tile request's answer reads; any other header of frontdoor._TILE_SLOW sends it the general way
-_TILE_OTHER = frozenset((b"if-none-match", b"origin", *frontdoor._FORWARDED))
-_DUPLICATE = b"\x00"  # a header given twice (no header value can hold NUL: _CTL)
 
 
-def _scan(head: bytes) -> tuple[dict[bytes, bytes], list[tuple[bytes, bytes]]] | None:
-    """The headers of a raw head that _HEADERS accepted, in one pass: {lower-cased name: value, or
-    _DUPLICATE when given twice} and the (name, value) list the front door's general path reads; None
-    when a header vetoes the raw path."""
-    fields: dict[bytes, bytes] = {}
+def _scan(head: bytes) -> list[tuple[bytes, bytes]] | None:
+    """The (lower-cased name, value) pairs of a raw head that _HEADERS accepted; None when a header
+    vetoes the raw path."""
     pairs = []
     for name, value in _PAIR.findall(head):
         name = name.lower()
         if name in _RAW_VETO:
             return None
-        value = value.strip(b" \t")
-        fields[name] = _DUPLICATE if name in fields else value
-        pairs.append((name, value))
-    return fields, pairs
+        pairs.append((name, value.strip(b" \t")))
+    return pairs
 
 
 class _Defaults:
@@ -163,33 +156,21 @@ class CorkedHttpToolsProtocol(HttpToolsProtocol):
         head = data[eol:end]  # "\r\nName: value" per header
         if _HEADERS.fullmatch(head) is None:
             return False  # a bare CR or LF, a name that is not a token, a folded line
-        scanned = _scan(head)
-        if scanned is None:
+        pairs = _scan(head)
+        if pairs is None:
             return False
-        fields, pairs = scanned
         path, _, query = target.partition(b"?")
         if b"%" in path:
             return False  # an escaped path is the router's to decode (a query string is decoded as the app does)
         m = method.decode("ascii")
         p = path.decode("ascii")
         try:
-            remember = False
-            if m != "POST" and not query and p.startswith("/tiles/"):
-                answer = False
-                if fields.keys().isdisjoint(_TILE_OTHER):
-                    key, host, accept = fields.get(b"x-gateway-key"), fields.get(b"x-gateway-host"), \
-                        fields.get(b"accept-encoding")
-                    if key is not _DUPLICATE and host is not _DUPLICATE and accept is not _DUPLICATE:
-                        door.last_tile = None
-                        answer = door.tile_fields(p, key, host, accept)
-                        remember = digest is not None and bool(answer) and door.last_tile is not None
-                if answer is False:  # the general path decides
-                    answer = door.get(m, p, query, pairs)
-            else:
-                answer = door.get(m, p, query, pairs)
+            door.last_tile = None
+            answer = door.get(m, p, query, pairs)
         except Exception:  # never let the front door cost a request: the application answers it
             log.debug("front door declined after an error", exc_info=True)
             return False
+        remember = digest is not None and answer is not None and door.last_tile is not None
         if answer is None:
             return False
         self._respond(m, p, query, answer, remember=digest if remember else None)
@@ -234,7 +215,7 @@ class CorkedHttpToolsProtocol(HttpToolsProtocol):
         if type(headers) is bytes:  # a prebuilt header block (tiles)
             head = headers
         else:
-            head = b"".join(b"".join((n, b": ", v, b"\r\n")) for n, v in headers)
+            head = head_block(headers)
         parts = (STATUS_LINE[status], head, body, method == "HEAD")
         data = self._response(*parts)
         if remember is not None:
@@ -246,7 +227,7 @@ class CorkedHttpToolsProtocol(HttpToolsProtocol):
         defaults = self.server_state.default_headers
         if defaults is not _Defaults.source:  # uvicorn replaces the list when the date changes
             _Defaults.source = defaults
-            _Defaults.block = b"".join(b"".join((n, b": ", v, b"\r\n")) for n, v in defaults)
+            _Defaults.block = head_block(defaults)
         if is_head or not body:
             return b"".join((status_line, _Defaults.block, head, b"\r\n"))
         return b"".join((status_line, _Defaults.block, head, b"\r\n", body))
@@ -255,12 +236,10 @@ class CorkedHttpToolsProtocol(HttpToolsProtocol):
         """uvicorn's answer to bytes its parser refuses (a malformed request line or header, a URL longer
         than httptools reads: 64 KiB), in the API's one error shape (a problem+json body) instead of
         uvicorn's text/plain; the connection closes, as uvicorn closes it."""
-        body = problem_bytes(400, "the request is not valid HTTP/1.1: a malformed request line or header, "
-                                  "or a URL longer than 65,535 bytes", "Bad Request")
-        head = b"".join(b"".join((n, b": ", v, b"\r\n")) for n, v in self.server_state.default_headers)
-        self.transport.write(b"".join((STATUS_LINE[400], head, b"content-type: ", PROBLEM_JSON.encode(), b"\r\n",
-                                       b"content-length: ", str(len(body)).encode(), b"\r\nconnection: close\r\n\r\n",
-                                       body)))
+        _, headers, body = problem_answer(400, "the request is not valid HTTP/1.1: a malformed request line or "
+                                          "header, or a URL longer than 65,535 bytes", "Bad Request")
+        head = head_block([*self.server_state.default_headers, *headers, (b"connection", b"close")])
+        self.transport.write(b"".join((STATUS_LINE[400], head, b"\r\n", body)))
         self.transport.close()
 
     def _write(self, data: bytes) -> None:

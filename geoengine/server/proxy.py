@@ -4,9 +4,9 @@
 networks separated by commas (`127.0.0.1,10.0.0.0/8`), or `*` for any peer. The default is none, so a
 client cannot rewrite the tile URLs that /sources and TileJSON hand to everyone else by sending
 `X-Forwarded-Host`. This is uvicorn's `--forwarded-allow-ips` rule; `geoengine serve` turns uvicorn's
-own proxy handling off and lets this middleware do it, so there is one rule in one place.
+own proxy handling off and lets server/admission.py do it, so there is one rule in one place.
 
-From a trusted peer the middleware sets `scope["scheme"]` and `scope["client"]` like uvicorn does and
+From a trusted peer `apply_forwarded` sets `scope["scheme"]` and `scope["client"]` like uvicorn does and
 keeps the forwarded host and prefix in `scope["state"]["forwarded"]` for `routes/tiles.base_url`.
 """
 
@@ -55,33 +55,26 @@ def _first(value: bytes) -> str:
     return value.decode("latin-1").split(",")[0].strip()
 
 
-class ProxyHeadersMiddleware:
-    """Applies forwarded headers from trusted peers only; from any other peer they are ignored."""
-
-    def __init__(self, app, trusted: str | None):
-        self.app = app
-        self.trusted = TrustedProxies(trusted)
-
-    async def __call__(self, scope, receive, send):
-        if scope["type"] in ("http", "websocket") and self.trusted:
-            client = scope.get("client")
-            if self.trusted.trusts(client[0] if client else None):
-                fwd: dict[str, str] = {}
-                for name, value in scope["headers"]:
-                    if name == b"x-forwarded-proto":
-                        proto = _first(value).lower()
-                        if proto in ("http", "https", "ws", "wss"):
-                            scope["scheme"] = proto
-                    elif name == b"x-forwarded-host":
-                        fwd["host"] = _first(value)
-                    elif name == b"x-forwarded-prefix":
-                        fwd["prefix"] = _first(value)
-                    elif name == b"x-forwarded-for":
-                        hosts = [h.strip() for h in value.decode("latin-1").split(",") if h.strip()]
-                        # the nearest address that is not itself a trusted proxy is the client
-                        for h in reversed(hosts):
-                            if not self.trusted.trusts(h) or h == hosts[0]:
-                                scope["client"] = (h, 0)
-                                break
-                scope.setdefault("state", {})["forwarded"] = fwd
-        return await self.app(scope, receive, send)
+def apply_forwarded(scope, trusted: TrustedProxies) -> None:
+    """Apply the forwarded headers of a request from a trusted peer (server/admission.py)."""
+    client = scope.get("client")
+    if not trusted.trusts(client[0] if client else None):
+        return
+    fwd: dict[str, str] = {}
+    for name, value in scope["headers"]:
+        if name == b"x-forwarded-proto":
+            proto = _first(value).lower()
+            if proto in ("http", "https", "ws", "wss"):
+                scope["scheme"] = proto
+        elif name == b"x-forwarded-host":
+            fwd["host"] = _first(value)
+        elif name == b"x-forwarded-prefix":
+            fwd["prefix"] = _first(value)
+        elif name == b"x-forwarded-for":
+            hosts = [h.strip() for h in value.decode("latin-1").split(",") if h.strip()]
+            # the nearest address that is not itself a trusted proxy is the client
+            for h in reversed(hosts):
+                if not trusted.trusts(h) or h == hosts[0]:
+                    scope["client"] = (h, 0)
+                    break
+    scope.setdefault("state", {})["forwarded"] = fwd

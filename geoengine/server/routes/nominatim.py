@@ -13,18 +13,13 @@ from __future__ import annotations
 
 from urllib.parse import parse_qsl
 
-import orjson
 from fastapi import APIRouter, Request
 from fastapi.responses import Response
 from starlette.routing import Match, Route
 
 from geoengine.dialects import nominatim as N
-
-
-def dumps(doc) -> bytes:
-    """JSON bytes (orjson, as the hot path writes; the dialects' documents hold only JSON types)."""
-    return orjson.dumps(doc, option=orjson.OPT_SERIALIZE_NUMPY)
-
+from geoengine.server.framing import body_answer, dumps
+from geoengine.server.framing import send_answer as send_framed
 
 router = APIRouter(tags=["Nominatim dialect"])
 
@@ -92,9 +87,7 @@ async def send_answer(scope, send) -> None:
     path = scope["path"][len(scope.get("root_path", "")):] if scope.get("root_path") else scope["path"]
     status, ctype, body = cached_answer(scope["app"].state, path, scope["query_string"],
                                         header(scope["headers"], b"accept-language"))
-    await send({"type": "http.response.start", "status": status,
-                "headers": [(b"content-type", ctype), (b"content-length", str(len(body)).encode())]})
-    await send({"type": "http.response.body", "body": body})
+    await send_framed(send, body_answer(body, status, (b"content-type", ctype)))
 
 
 class Switch:

@@ -10,10 +10,10 @@ from __future__ import annotations
 from fastapi import APIRouter, Depends, Request
 from fastapi.responses import JSONResponse
 
+from geoengine.dialects import osrm as O
 from geoengine.engine import Engine
 from geoengine.errors import GeoengineError
 from geoengine.server.deps import get_engine, run_engine
-from geoengine.dialects import osrm as O
 
 router = APIRouter(tags=["OSRM dialect"])
 

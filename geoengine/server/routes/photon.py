@@ -6,17 +6,11 @@ from __future__ import annotations
 
 from urllib.parse import parse_qsl
 
-import orjson
 from fastapi import APIRouter, Request
 from fastapi.responses import Response
 
 from geoengine.dialects import photon as P
-
-
-def dumps(doc) -> bytes:
-    """JSON bytes (orjson, as the hot path writes; the dialects' documents hold only JSON types)."""
-    return orjson.dumps(doc, option=orjson.OPT_SERIALIZE_NUMPY)
-
+from geoengine.server.framing import dumps
 
 router = APIRouter(tags=["Photon dialect"])
 _CT = "application/json"

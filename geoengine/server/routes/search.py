@@ -1,27 +1,23 @@
 """GET /search, GET /search/reverse, GET /search/detail/{doc_id}: parse, one engine call, format.
 
-/search and /search/reverse answer well-formed requests on a fast path (see `_FastRoute`): a raw
-Starlette route that reads the query string itself, calls the engine on the event loop and sends
-pre-serialised JSON. Anything it does not recognise as plainly valid goes to the FastAPI route of the
-same path, whose validation gives the 400 problem bodies, and which also documents the endpoint.
+Plainly valid /search and /search/reverse requests are answered by the endpoint table's fast dispatch
+(server/endpoints.py, with `_fast_search` and `_fast_reverse`); anything else reaches these routes,
+whose validation gives the 400 problem bodies, and which also document the endpoints.
 """
 
 from __future__ import annotations
 
-import json
 import re
 from typing import Annotated
 from urllib.parse import parse_qsl
 
 from fastapi import APIRouter, Depends, Path, Query
 from fastapi.responses import JSONResponse
-from fastapi.routing import APIRoute
 from pydantic import BaseModel, BeforeValidator, Field
-from starlette.exceptions import HTTPException as StarletteHTTPException
-from starlette.routing import Match, Route
 
 from geoengine.engine import Engine
 from geoengine.server.deps import get_engine
+from geoengine.server.framing import PROBLEM_JSON
 
 
 def _digits(v):
@@ -37,7 +33,7 @@ WholeNumber = Annotated[int, BeforeValidator(_digits)]
 router = APIRouter(tags=["Search"])
 EngineDep = Annotated[Engine, Depends(get_engine)]
 
-PROBLEM = {"description": "Problem details (RFC 9457)", "content": {"application/problem+json": {}}}
+PROBLEM = {"description": "Problem details (RFC 9457)", "content": {PROBLEM_JSON: {}}}
 
 
 class Location(BaseModel):
@@ -152,8 +148,6 @@ async def detail(engine: EngineDep,
 # sub-millisecond CPU work under the GIL, so a thread brings no parallelism, only the hop.
 _NUMBER = re.compile(r"-?\d{1,3}(\.\d{1,15})?")
 _INT = re.compile(r"\d{1,2}")
-_JSON = json.JSONEncoder(ensure_ascii=False, allow_nan=False, separators=(",", ":")).encode
-_CT = (b"content-type", b"application/json")
 
 
 def _plain_query(scope) -> dict[str, str] | None:
@@ -200,37 +194,3 @@ def _fast_reverse(engine, params: dict):
     if lat is None or lon is None or lat is False or lon is False or size is False:
         return None
     return engine.reverse(lat=lat, lon=lon, radius=radius, size=size, types=params.get("types"), categories=params.get("categories"))
-
-
-class _FastRoute:
-    """Raw ASGI endpoint: answers plainly valid requests itself, hands the rest to the FastAPI route."""
-
-    def __init__(self, path: str, answer):
-        self.path = path
-        self.answer = answer
-
-    async def __call__(self, scope, receive, send):
-        engine = getattr(scope["app"].state, "engine", None)
-        params = _plain_query(scope) if scope["method"] == "GET" and engine is not None else None
-        body = None if params is None else self.answer(engine, params)
-        if body is None:
-            route = self.api_route
-            match, child = route.matches(scope)
-            if match is not Match.FULL:  # HEAD, which Starlette adds to GET routes: the FastAPI route is GET only
-                raise StarletteHTTPException(405, headers={"Allow": "GET"})
-            scope.update(child)
-            return await route.handle(scope, receive, send)
-        data = _JSON(body).encode()
-        await send({"type": "http.response.start", "status": 200,
-                    "headers": [_CT, (b"content-length", str(len(data)).encode())]})
-        await send({"type": "http.response.body", "body": data})
-
-    @property
-    def api_route(self) -> APIRoute:
-        return next(r for r in router.routes if isinstance(r, APIRoute) and r.path == self.path)
-
-
-# The raw routes go first, so the router matches them before the documented FastAPI routes.
-router.routes[:0] = [Route("/search", _FastRoute("/search", _fast_search), methods=["GET"], include_in_schema=False),
-                     Route("/search/reverse", _FastRoute("/search/reverse", _fast_reverse), methods=["GET"],
-                           include_in_schema=False)]

@@ -2,16 +2,15 @@
 POST /tiles/{source}/cache/clear.
 
 The tile endpoint is the hottest path of the service. `tile_answer` holds its whole behaviour (one
-engine call, then headers); `TileFastPath`, an ASGI middleware that app.py installs inside the gateway,
-answers tile requests with it before FastAPI's router, and a raw ASGI Starlette route does the same
-for apps without that middleware. A FastAPI route with the same path and parameters is declared after
+engine call, then headers); the endpoint table's fast dispatch (server/endpoints.py: HotPath, and the
+front door below ASGI) answers tile requests with it before FastAPI's router, and a raw ASGI Starlette
+route does the same for apps without HotPath. A FastAPI route with the same path and parameters is declared after
 it for the OpenAPI document only.
 """
 
 from __future__ import annotations
 
 import gzip
-import json
 from typing import Annotated
 
 from fastapi import APIRouter, Depends, Path, Request
@@ -23,14 +22,11 @@ from starlette.routing import Route
 from geoengine.engine import Engine
 from geoengine.errors import GeoengineError, InvalidRequest
 from geoengine.server.deps import get_engine, require_scope
-from geoengine.server.problems import PROBLEM_JSON
+from geoengine.server.framing import NO_TILE, error_answer, send_answer, tile_headers
 
 router = APIRouter(tags=["Tiles"])
 EngineDep = Annotated[Engine, Depends(get_engine)]
 
-CACHE_CONTROL = "public, max-age=86400"
-MEDIA_TYPES = {"pbf": "application/x-protobuf", "mvt": "application/x-protobuf", "png": "image/png",
-               "jpg": "image/jpeg", "jpeg": "image/jpeg", "webp": "image/webp", "avif": "image/avif"}
 
 
 # ---------------------------------------------------------------------------------------- models
@@ -159,13 +155,6 @@ def _etag_matches(header: str, etag: str) -> bool:
     return False
 
 
-def _problem(exc: GeoengineError) -> tuple[int, list, bytes]:
-    body = json.dumps(exc.to_problem()).encode()
-    headers = [(b"content-type", PROBLEM_JSON.encode()), (b"content-length", str(len(body)).encode())]
-    headers += [(k.lower().encode(), str(v).encode()) for k, v in (exc.headers or {}).items()]
-    return exc.status, headers, body
-
-
 def _parse_int(name: str, text: str) -> int:
     digits = text[1:] if text.startswith("-") else text
     if not (digits.isascii() and digits.isdigit()):
@@ -174,12 +163,6 @@ def _parse_int(name: str, text: str) -> int:
         shown = text if len(text) <= 24 else text[:21] + "..."
         raise InvalidRequest.field(name, f"{name} is out of range (0 to 2^z - 1), got {shown}")
     return int(text)
-
-
-_CC = (b"cache-control", CACHE_CONTROL.encode())
-_VARY = (b"vary", b"Accept-Encoding")
-_PBF = (b"content-type", b"application/x-protobuf")
-_GZ = (b"content-encoding", b"gzip")
 
 
 def tile_answer(engine, source: str, z_text: str, x_text: str, y_text: str, accept_encoding: str | None,
@@ -191,22 +174,17 @@ def tile_answer(engine, source: str, z_text: str, x_text: str, y_text: str, acce
         z, x, y = _parse_int("z", z_text), _parse_int("x", x_text), _parse_int("y", y_text)
         tile = engine.tiles.tile(source, z, x, y)
     except GeoengineError as exc:
-        return _problem(exc)
+        return error_answer(exc)
     if tile is None:
-        return 204, [_CC], b""
+        return 204, NO_TILE, b""
     data, etag = tile.data, tile.etag
     encoded = tile.gzip
     if encoded and not _accepts_gzip(accept_encoding):
         data, encoded = gzip.decompress(data), False
         etag = etag[:-1] + '-identity"'
-    headers = [_CC, (b"etag", etag.encode()), _VARY]
     if if_none_match is not None and _etag_matches(if_none_match, etag):
-        return 304, headers, b""
-    if encoded:
-        headers.append(_GZ)
-    ctype = _PBF if tile.format == "pbf" else (b"content-type", MEDIA_TYPES.get(tile.format, "application/octet-stream").encode())
-    headers += [ctype, (b"content-length", str(len(data)).encode())]
-    return 200, headers, data
+        return 304, tile_headers(tile.format, etag, None, False), b""
+    return 200, tile_headers(tile.format, etag, len(data), encoded), data
 
 
 async def send_tile(scope, send, source: str, z_text: str, x_text: str, y_text: str) -> None:
@@ -216,10 +194,8 @@ async def send_tile(scope, send, source: str, z_text: str, x_text: str, y_text: 
             accept = value.decode("latin-1")
         elif key == b"if-none-match":
             inm = value.decode("latin-1")
-    engine = scope["app"].state.engine
-    status, headers, body = tile_answer(engine, source, z_text, x_text, y_text, accept, inm)
-    await send({"type": "http.response.start", "status": status, "headers": headers})
-    await send({"type": "http.response.body", "body": b"" if scope["method"] == "HEAD" else body})
+    answer = tile_answer(scope["app"].state.engine, source, z_text, x_text, y_text, accept, inm)
+    await send_answer(send, answer, scope["method"] == "HEAD")
 
 
 class _TileRoute:
@@ -231,27 +207,7 @@ class _TileRoute:
 
 
 class TileFastPath:
-    """ASGI middleware answering `GET|HEAD /tiles/{source}/{z}/{x}/{y}` before the router.
-
-    FastAPI's router costs about 50 µs a request (measured), more than serving a cached tile. Installed
-    inside the gateway (which still authenticates every request), it hands tile requests straight to
-    `send_tile`; every other request goes on to the application unchanged.
-    """
-
-    def __init__(self, app):
-        self.app = app
-
-    async def __call__(self, scope, receive, send):
-        if scope["type"] == "http" and scope["method"] in ("GET", "HEAD"):
-            path = scope["path"]
-            root = scope.get("root_path", "")
-            if root and path.startswith(root):
-                path = path[len(root):]
-            if path.startswith("/tiles/"):
-                parts = path[7:].split("/")
-                if len(parts) == 4 and all(parts):
-                    return await send_tile(scope, send, *parts)
-        return await self.app(scope, receive, send)
+    """Never installed: the tiles' fast dispatch is the endpoint table's (server/endpoints.py, HotPath)."""
 
 
 router.routes.append(Route("/tiles/{source}/{z}/{x}/{y}", _TileRoute(), methods=["GET", "HEAD"],

@@ -9,10 +9,10 @@ import json as jsonlib
 
 from fastapi import APIRouter, Depends, Query, Request
 
+from geoengine.dialects import valhalla as V
 from geoengine.engine import Engine
 from geoengine.errors import InvalidRequest
 from geoengine.server.deps import get_engine, run_engine
-from geoengine.dialects import valhalla as V
 from geoengine.services.matrix import MatrixResponse
 from geoengine.services.optimised_route import OptimisedRouteRequest
 from geoengine.validation import validate

@@ -1,4 +1,5 @@
-"""`WebAccessMiddleware`: the map page, page sessions, CORS and publishable keys, outside the gateway.
+"""`WebAccess`: the map page, page sessions, CORS and publishable keys; the web part of admission
+(server/admission.py calls `enter` before the gateway).
 
 In order, for each HTTP request:
 1. A CORS preflight (`OPTIONS` with `Origin` and `Access-Control-Request-Method`) is answered here,
@@ -12,8 +13,8 @@ In order, for each HTTP request:
 4. A request without `X-Gateway-Key` that carries a valid page session cookie, from the same origin
    (`Sec-Fetch-Site` same-origin, or an `Origin` equal to the request's own), is rate limited and
    counted on the session plan.
-A request passed by 3 or 4 is marked in `scope["state"]["web_principal"]` and the gateway lets it
-through; anything else goes to the gateway unchanged. Responses to allowed origins get
+A request passed by 3 or 4 has a principal (its usage id, also `scope["state"]["key_id"]`) and skips the
+gateway; anything else goes to the gateway unchanged. Responses to allowed origins get
 `Access-Control-Allow-Origin` and `Vary: Origin`.
 """
 
@@ -23,11 +24,11 @@ import logging
 
 import anyio
 
-from geoengine.errors import GeoengineError, QuotaExceeded
+from geoengine.errors import GeoengineError
 from geoengine.gateway import KeyRecord, KeyStore
 from geoengine.gateway.publishable import normalise_origin, parse_origins, path_scope
 from geoengine.gateway.store import open_publishable
-from geoengine.server.middleware import send_problem
+from geoengine.server.framing import send_problem
 from geoengine.server.web.assets import Assets, assets_root
 from geoengine.server.web.session import RateLimiter, SessionSigner, load_secret, read_cookie
 
@@ -40,9 +41,8 @@ EXPOSE_HEADERS = b"ETag, Retry-After, Content-Encoding"
 SESSION_DENIED_SUFFIXES = ("/cache/clear",)
 
 
-class WebAccessMiddleware:
-    def __init__(self, app, keystore: KeyStore, settings):
-        self.app = app
+class WebAccess:
+    def __init__(self, keystore: KeyStore, settings):
         self.keystore = keystore
         self.allowed = parse_origins(settings.cors_origins)
         self.publishable = open_publishable(settings, keystore)  # in Redis when the gateway is
@@ -54,35 +54,39 @@ class WebAccessMiddleware:
         if missing:
             log.warning("map page assets missing (run ./dev setup): %s", ", ".join(missing))
 
-    async def __call__(self, scope, receive, send):
-        if scope["type"] != "http":
-            return await self.app(scope, receive, send)
-        path, method = scope["path"], scope["method"]
-        origin = key = None
-        preflight = False
-        for name, value in scope["headers"]:
-            if name == b"origin":
-                origin = value.decode("latin-1")
-            elif name == b"x-gateway-key":
-                key = value.decode("latin-1")
-            elif name == b"access-control-request-method":
-                preflight = True
+    async def enter(self, scope, send, heads, path: str, count):
+        """(send, principal) for the request to go on with (`send` adding the CORS headers for an
+        allowed origin; `principal` the usage id of a publishable key or page session, else None), or
+        None when it was answered here. `count(send, record, path)`: admission's quota count."""
+        method = scope["method"]
+        origin = None if heads.origin is None else heads.origin.decode("latin-1")
+        key = None if heads.key is None else heads.key.decode("latin-1")
         allowed_origin = self._allowed(origin)
-        if method == "OPTIONS" and origin is not None and preflight:
+        if method == "OPTIONS" and origin is not None and _header(scope, b"access-control-request-method"):
             if allowed_origin is None:
-                return await send_problem(send, 403, f"origin {origin[:200]} is not allowed (CORS allow-list)", "Forbidden")
-            return await _send_preflight(send, allowed_origin)
+                await send_problem(send, 403, f"origin {origin[:200]} is not allowed (CORS allow-list)", "Forbidden")
+                return None
+            await _send_preflight(send, allowed_origin)
+            return None
         if method in ("GET", "HEAD") and (path == "/" or path.startswith("/web/")):
-            return await self._asset(scope, send, path, method)
+            await self._asset(scope, send, path, method)
+            return None
         if allowed_origin is not None:
             send = _with_cors(send, allowed_origin)
+        principal = None
         if key is not None and key.startswith("pk_"):
-            return await self._publishable(scope, receive, send, key, origin, allowed_origin, path)
-        if key is None:
+            principal = await self._publishable(send, key, origin, allowed_origin, path, count)
+        elif key is None:
             cookie = read_cookie(scope["headers"])
-            if cookie is not None:
-                return await self._session(scope, receive, send, cookie, origin, path)
-        return await self.app(scope, receive, send)
+            if cookie is None:
+                return send, None
+            principal = await self._session(scope, send, cookie, origin, path, count)
+        else:
+            return send, None
+        if principal is None:
+            return None
+        scope.setdefault("state", {})["key_id"] = principal
+        return send, principal
 
     def _allowed(self, origin: str | None) -> str | None:
         if origin is None or not self.allowed:
@@ -93,21 +97,7 @@ class WebAccessMiddleware:
             return None
         return origin if norm in self.allowed else None
 
-    async def _count(self, send, usage_id: str, plan: str, path: str) -> bool:
-        record = KeyRecord(usage_id, plan, "", "")
-        if not self.keystore.counts(record, path):
-            return True
-        try:
-            await anyio.to_thread.run_sync(self.keystore.consume, record, path)
-        except QuotaExceeded as exc:
-            await send_problem(send, 429, exc.detail, exc.title, exc.headers)
-            return False
-        except GeoengineError as exc:
-            await send_problem(send, exc.status, exc.detail, exc.title, exc.headers)
-            return False
-        return True
-
-    async def _publishable(self, scope, receive, send, key, origin, allowed_origin, path):
+    async def _publishable(self, send, key, origin, allowed_origin, path, count):
         try:  # a Redis round trip when the keys are shared: off the event loop
             record = await anyio.to_thread.run_sync(self.publishable.authenticate, key)
         except GeoengineError as exc:  # Redis unreachable: 503, never an unchecked request
@@ -123,21 +113,16 @@ class WebAccessMiddleware:
         if wanted is None or wanted not in record.scopes:
             return await send_problem(send, 403, f"this publishable key's scopes ({', '.join(record.scopes)}) "
                                                  f"do not cover {path[:200]}", "Forbidden")
-        if not await self._count(send, record.usage_id, record.plan, path):
-            return
-        scope.setdefault("state", {})["web_principal"] = record.usage_id
-        scope["state"]["key_id"] = record.usage_id
-        return await self.app(scope, receive, send)
+        if await count(send, KeyRecord(record.usage_id, record.plan, "", ""), path):
+            return record.usage_id
+        return None
 
-    async def _session(self, scope, receive, send, cookie, origin, path):
+    async def _session(self, scope, send, cookie, origin, path, count):
         sid = self.signer.verify(cookie)
         if sid is None:
             return await send_problem(send, 403, "the page session has expired or is not valid: reload the page",
                                       "Forbidden")
-        fetch_site = None
-        for name, value in scope["headers"]:
-            if name == b"sec-fetch-site":
-                fetch_site = value
+        fetch_site = _header(scope, b"sec-fetch-site")
         if fetch_site not in (None, b"same-origin", b"none") or (origin is not None and origin != _own_origin(scope)):
             return await send_problem(send, 403, "a page session is accepted only from the page's own origin",
                                       "Forbidden")
@@ -148,11 +133,9 @@ class WebAccessMiddleware:
             return await send_problem(send, 429, f"the page session's rate limit of {self.limiter.per_minute} "
                                                  "requests per minute is used up", "Too Many Requests",
                                       {"Retry-After": str(retry)})
-        if not await self._count(send, f"ws_{sid}", self.session_plan, path):
-            return
-        scope.setdefault("state", {})["web_principal"] = f"ws_{sid}"
-        scope["state"]["key_id"] = f"ws_{sid}"
-        return await self.app(scope, receive, send)
+        if await count(send, KeyRecord(f"ws_{sid}", self.session_plan, "", ""), path):
+            return f"ws_{sid}"
+        return None
 
     async def _asset(self, scope, send, path, method):
         file = self.assets.resolve(path)
@@ -173,12 +156,18 @@ class WebAccessMiddleware:
         await send({"type": "http.response.body", "body": b"" if method == "HEAD" else body})
 
 
+def _header(scope, name: bytes) -> bytes | None:
+    """The last value of a request header, or None."""
+    found = None
+    for key, value in scope["headers"]:
+        if key == name:
+            found = value
+    return found
+
+
 def _own_origin(scope) -> str:
-    host = ""
-    for name, value in scope["headers"]:
-        if name == b"host":
-            host = value.decode("latin-1")
-    return f"{scope.get('scheme', 'http')}://{host}"
+    host = _header(scope, b"host")
+    return f"{scope.get('scheme', 'http')}://{'' if host is None else host.decode('latin-1')}"
 
 
 async def _send_preflight(send, origin: str):
