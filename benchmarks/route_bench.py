@@ -190,6 +190,8 @@ def bench_region(name, args, home: Path):
     except Exception as exc:  # pragma: no cover - reported
         res["networkx_error"] = repr(exc)
     if args.no_peers:
+        res.pop("ge_route_durations", None)
+        res.pop("_ge_matrix_100", None)  # arrays: not for --json
         return res
     with tempfile.TemporaryDirectory() as tmp:
         npz = Path(tmp) / "points.npz"

@@ -115,8 +115,8 @@ def _gather(px, py, radius, G, lon, lat, piece_a, piece_seg, piece_cum, piece_le
 
 
 @numba.njit(cache=True, nogil=True)
-def candidates_many_kernel(pxs, pys, rads, default_radii, G, lon, lat, piece_a, piece_seg, piece_cum, piece_len, seg_len,
-                     usable, comp, use_comp, seen, stamp, slack, kmax):
+def candidates_many_kernel(pxs, pys, rads, default_radii, G, lon, lat, piece_a, piece_seg, piece_cum, piece_len,
+                           seg_len, usable, comp, use_comp, seen, stamp, slack, kmax):
     """`GridSnapper.candidates` of many points in one call (rads[i] NaN: the default radii), each point's
     candidates cut to those within `slack` metres of its nearest, at most `kmax`. Returns flat arrays
     (edge, fraction, lon, lat, distance), ptr int64[n+1] (point i: [ptr[i], ptr[i+1])) and ok bool[n]."""
@@ -221,9 +221,9 @@ class GridSnapper:
         seen, stamp = self.workspace()
         use_comp = comp is not None
         return candidates_many_kernel(np.ascontiguousarray(lons, dtype=np.float64),
-                                np.ascontiguousarray(lats, dtype=np.float64),
-                                np.ascontiguousarray(radii, dtype=np.float64), RADII, *self.arrays, usable,
-                                comp if use_comp else usable, use_comp, seen, stamp, float(slack), int(kmax))
+                                      np.ascontiguousarray(lats, dtype=np.float64),
+                                      np.ascontiguousarray(radii, dtype=np.float64), RADII, *self.arrays, usable,
+                                      comp if use_comp else usable, use_comp, seen, stamp, float(slack), int(kmax))
 
     def candidates(self, lon: float, lat: float, radius, usable: np.ndarray, comp: np.ndarray | None,
                    index: int, field: str):
