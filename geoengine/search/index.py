@@ -2,18 +2,7 @@
 
 Writing those files is `write.py`; parsing and checking request arguments is `requests.py`.
 
-Files under `<bundle>/search/` (all memory-mapped or read in one go on open):
-
-- string columns (see `store.py`): `id`, `index`, `doc_type`, `name`, `name_en`, `display_name`,
-  `place_class`, `category`, `source`, and `names` (every normalised name variant of a document,
-  joined by U+001F, the primary name first) used for the final text score;
-- `lat.npy`, `lon.npy` (float64), `importance.npy` (float32), `canon.npy` (int32 row of each
-  document's canonical document), `kind.npy` (int8: 0 place, 1 poi), `id_order.npy` (rows sorted by id);
-- `vocab.txt`, `vocab_len.npy` (the sorted normalised tokens, one a line), `post_ptr.npy` / `post_doc.npy` (CSR
-  postings: documents of token t are `post_doc[post_ptr[t]:post_ptr[t+1]]`). Tokens of one prefix
-  are contiguous in the sorted vocabulary, so a prefix is one slice of postings;
-- `items.npy` ((m, 4) float64 segments lon1, lat1, lon2, lat2; a point is a zero-length segment),
-  `item_doc.npy` (int32); the R-tree (rtree) over the items' boxes is bulk-loaded from them in memory.
+The files under `<bundle>/search/` are described in `write.py`.
 """
 
 from __future__ import annotations

@@ -21,7 +21,6 @@ below 1 km/h counts as 1 km/h. Per covered directed edge: the metres each profil
 
 from __future__ import annotations
 
-import hashlib
 import json
 import logging
 import math
@@ -29,7 +28,6 @@ import os
 import re
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from pathlib import Path
 
 import numba
 import numpy as np
@@ -43,9 +41,9 @@ from geoengine.traffic.speeds import (
     SpeedOverlay,
     SpeedStore,
     SpeedTable,
-    is_file_name,
     line_error,
     map_pieces,
+    read_source,
 )
 
 log = logging.getLogger("geoengine.traffic")
@@ -169,16 +167,7 @@ def read_profile_table(source) -> ProfileTable:
     the first bad line: an empty file, wrong columns, an id that is not a positive integer, a speed
     that is not a finite number above 0, an unknown or twice-defined profile name, an unknown
     direction, ways and node pairs mixed."""
-    if isinstance(source, (bytes, bytearray, memoryview)):
-        data, name = bytes(source), "<bytes>"
-    elif isinstance(source, str) and ("\n" in source or ("," in source and not is_file_name(source))):
-        data, name = source.encode(), "<text>"
-    else:
-        path = Path(source)
-        if not path.is_file():
-            raise SpeedFileError(f"profile file {path} does not exist or is not a file")
-        data, name = path.read_bytes(), str(path.resolve())
-    sha = hashlib.sha256(data).hexdigest()
+    data, name, sha = read_source(source, "profile file")
     try:
         text = data.decode("utf-8")
     except UnicodeDecodeError as exc:

@@ -125,6 +125,21 @@ def _positive(col: np.ndarray, lines: np.ndarray, what: str) -> np.ndarray:
     return v
 
 
+def read_source(source, what: str) -> tuple[bytes, str, str]:
+    """(bytes, a name for messages, sha256 hex) of a speed or profile file given as a path, bytes or
+    the text itself (a string with a newline, or with a comma that names no file)."""
+    if isinstance(source, (bytes, bytearray, memoryview)):
+        data, name = bytes(source), "<bytes>"
+    elif isinstance(source, str) and ("\n" in source or ("," in source and not is_file_name(source))):
+        data, name = source.encode(), "<text>"
+    else:
+        path = Path(source)
+        if not path.is_file():
+            raise SpeedFileError(f"{what} {path} does not exist or is not a file")
+        data, name = path.read_bytes(), str(path.resolve())
+    return data, name, hashlib.sha256(data).hexdigest()
+
+
 def is_file_name(name: str) -> bool:
     try:
         return Path(name).is_file()
@@ -146,16 +161,7 @@ def read_speed_table(source, form: str | None = None) -> SpeedTable:
         raise
     if isinstance(source, pd.DataFrame):
         return _from_frame(source, form)
-    if isinstance(source, (bytes, bytearray, memoryview)):
-        data, name = bytes(source), "<bytes>"
-    elif isinstance(source, str) and ("\n" in source or ("," in source and not is_file_name(source))):
-        data, name = source.encode(), "<text>"
-    else:
-        path = Path(source)
-        if not path.is_file():
-            raise SpeedFileError(f"speed file {path} does not exist or is not a file")
-        data, name = path.read_bytes(), str(path.resolve())
-    sha = hashlib.sha256(data).hexdigest()
+    data, name, sha = read_source(source, "speed file")
     if not data.strip():
         raise SpeedFileError("line 1: the speed file is empty (no rows)", line=1)
     fast = _numeric_table(data, form)
