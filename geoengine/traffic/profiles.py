@@ -21,7 +21,6 @@ below 1 km/h counts as 1 km/h. Per covered directed edge: the metres each profil
 
 from __future__ import annotations
 
-import json
 import logging
 import math
 import os
@@ -346,26 +345,16 @@ class ProfileStore(SpeedStore):
         super().__init__(bundle_path, bundle_created, root)
         self.current = self.dir / "profiles.json"
 
+    WHAT = "profiles"
+    TMP_PREFIX = ".profiles"
+
     def load(self, graph) -> ProfileSet | None:
-        info = self.read_info()
-        if not info or not info.get("file"):
+        got = self.load_current(graph, ("edges", "length", "profile", "exact", "coef", "names"))
+        if got is None:
             return None
-        if self.bundle_created and info.get("bundle_created") not in (None, self.bundle_created):
-            log.warning("profiles in %s were applied to another build of the bundle (%s); ignored", self.dir,
-                        info.get("bundle_created"))
-            return None
-        with np.load(self.dir / info["file"]) as z:
-            arrays = {k: z[k] for k in ("edges", "length", "profile", "exact", "coef", "names")}
-        if len(arrays["edges"]) and int(arrays["edges"].max()) >= graph.n_edges:
-            log.warning("profiles in %s name edges beyond this graph's; ignored", self.dir)
-            return None
+        arrays, info = got
         return ProfileSet(arrays["edges"], arrays["length"], arrays["profile"], arrays["exact"], arrays["coef"],
                           [str(x) for x in arrays["names"]], info)
-
-    def _write_current(self, info: dict) -> None:
-        tmp = self.dir / f".profiles.{os.getpid()}.tmp"
-        tmp.write_text(json.dumps(info, indent=2))
-        os.replace(tmp, self.current)
 
     def apply(self, graph, source, form=None, label: str | None = None) -> dict:
         """Read, check and map a profile file, then store it as the next generation; nothing is written

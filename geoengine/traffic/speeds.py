@@ -545,24 +545,36 @@ class SpeedStore:
         except FileNotFoundError:
             return None
 
-    def load(self, graph) -> SpeedOverlay | None:
-        """The current overlay (None: none applied, a reset, or speeds for another build of the bundle)."""
+    WHAT = "speeds"  # in log lines
+    TMP_PREFIX = ".current"
+
+    def load_current(self, graph, names) -> tuple[dict, dict] | None:
+        """(the current generation's arrays `names`, its info); None when none is applied, after a reset,
+        or when it was applied to another build of the bundle or names edges beyond this graph's."""
         info = self.read_info()
         if not info or not info.get("file"):
             return None
         if self.bundle_created and info.get("bundle_created") not in (None, self.bundle_created):
-            log.warning("speeds in %s were applied to another build of the bundle (%s); ignored", self.dir,
+            log.warning("%s in %s were applied to another build of the bundle (%s); ignored", self.WHAT, self.dir,
                         info.get("bundle_created"))
             return None
         with np.load(self.dir / info["file"]) as z:
-            edges, cov_len, cov_time = z["edges"], z["cov_len"], z["cov_time"]
-        if len(edges) and int(edges.max()) >= graph.n_edges:
-            log.warning("speeds in %s name edges beyond this graph's; ignored", self.dir)
+            arrays = {k: z[k] for k in names}
+        if len(arrays["edges"]) and int(arrays["edges"].max()) >= graph.n_edges:
+            log.warning("%s in %s name edges beyond this graph's; ignored", self.WHAT, self.dir)
             return None
-        return SpeedOverlay(edges, cov_len, cov_time, info)
+        return arrays, info
+
+    def load(self, graph) -> SpeedOverlay | None:
+        """The current overlay (None: none applied, a reset, or speeds for another build of the bundle)."""
+        got = self.load_current(graph, ("edges", "cov_len", "cov_time"))
+        if got is None:
+            return None
+        a, info = got
+        return SpeedOverlay(a["edges"], a["cov_len"], a["cov_time"], info)
 
     def _write_current(self, info: dict) -> None:
-        tmp = self.dir / f".current.{os.getpid()}.tmp"
+        tmp = self.dir / f"{self.TMP_PREFIX}.{os.getpid()}.tmp"
         tmp.write_text(json.dumps(info, indent=2))
         os.replace(tmp, self.current)
 
