@@ -55,6 +55,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "benchmarks"))
 
+from serve_bench import cpu_seconds  # noqa: E402
 from tiles_bench import ensure_apt, free_port, region_bundle, stop, tile_list, wait_http, write_static  # noqa: E402
 
 PY = sys.executable
@@ -112,23 +113,6 @@ request = function()
   return wrk.format("GET", paths[c], hdrs[k])
 end
 """
-
-
-def cpu_seconds(pids: list[int]) -> float:
-    """User + system seconds of these processes and their children (workers)."""
-    total, tick, seen, todo = 0.0, os.sysconf("SC_CLK_TCK"), set(), list(pids)
-    while todo:
-        pid = todo.pop()
-        if pid in seen:
-            continue
-        seen.add(pid)
-        try:
-            fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-            total += (int(fields[11]) + int(fields[12])) / tick
-            todo += [int(c) for c in Path(f"/proc/{pid}/task/{pid}/children").read_text().split()]
-        except (OSError, IndexError, ValueError):
-            continue
-    return total
 
 
 def children(pid: int) -> list[int]:
