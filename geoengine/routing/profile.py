@@ -78,6 +78,24 @@ def unpack(x):
     return time_s, length_m
 
 
+class TurnStructure:
+    """What a profile's turn graph is made of, apart from its weights: the arcs (`offsets`, `targets`),
+    each arc's position among the graph's `TurnBase` (`base_index`) and the largest strongly connected
+    part (`component`, filled when first computed). They depend only on which edges are usable, so a
+    profile of the same costing and options whose usable edges are the same (new measured speeds, a
+    time-of-day bucket: speeds change times, never access) takes them over instead of remaking them
+    (docs/traffic.md). Holds the arrays, not the profile: its costs and hierarchy are freed with it."""
+
+    __slots__ = ("usable", "offsets", "targets", "base_index", "component")
+
+    def __init__(self, usable, offsets, targets, base_index):
+        self.usable, self.offsets, self.targets, self.base_index = usable, offsets, targets, base_index
+        self.component = None
+
+    def fits(self, usable: np.ndarray) -> bool:
+        return self.usable is usable or (self.usable.shape == usable.shape and np.array_equal(self.usable, usable))
+
+
 class Profile:
     """Costs of one costing + options over a graph, and the edge-based search graph built from them.
 
@@ -88,7 +106,7 @@ class Profile:
     """
 
     def __init__(self, graph, costing: str, options: Options | None = None, *, blocked: np.ndarray | None = None,
-                 ch=None, speeds=None):
+                 ch=None, speeds=None, structure: TurnStructure | None = None):
         self.graph = graph
         self.costing = costing
         self.options = options or default_options(costing)
@@ -108,6 +126,9 @@ class Profile:
         self.base_index = None
         self._component = None
         self.plain = None  # the plain-route kernel bound to this profile (Router.plain_route)
+        #: `TurnStructure`: given, another profile's (taken over when the usable edges are the same);
+        #: after `turn_csr`, this profile's own
+        self.structure = structure
 
     def turn_csr(self):
         """(offsets, targets, weights, packed secondary) of the edge-based graph (computed once).
@@ -119,11 +140,26 @@ class Profile:
             tp = turn_penalty(self.costing, self.options)
             metrics = np.column_stack([np.where(np.isfinite(self.time), self.time, 0.0), self.length])
             base = turn_base(self.graph)
-            off, tgt, w, sec, idx = base.turn_graph(self.cost, metrics, mode=self.mode, turn_penalty=tp)
-            delay = np.zeros_like(w)
+            st = self.structure
             tdelay = turn_penalty(self.costing)  # the mode's delays, whatever is minimised
+            pen = None
+            if st is not None and st.fits(self.usable):
+                # the same arcs as `TurnBase.turn_graph` would keep, and the same weights: cost[e2] plus
+                # the turn penalty of the arc's angle
+                off, tgt, idx = st.offsets, st.targets, st.base_index
+                w = self.cost[tgt]
+                if tp is not None and len(tgt):
+                    pen = np.asarray(tp(base.angles[idx]), dtype=np.float64)
+                    w += pen
+                sec = metrics[tgt]
+                self._component = st.component
+            else:
+                off, tgt, w, sec, idx = base.turn_graph(self.cost, metrics, mode=self.mode, turn_penalty=tp)
+                st = TurnStructure(self.usable, off, tgt, idx)
+            self.structure = st
+            delay = np.zeros_like(w)
             if tdelay is not None and len(tgt):
-                delay = np.asarray(tdelay(base.angles[idx]), dtype=np.float64)
+                delay = pen if (pen is not None and tdelay is tp) else np.asarray(tdelay(base.angles[idx]), dtype=np.float64)
             self.base_index = idx  # each arc's position among every possible turn (TurnBase)
             self._csr = (off, tgt, w, pack(sec[:, 0] + delay, sec[:, 1]))
         return self._csr
@@ -134,7 +170,9 @@ class Profile:
         prefers them so a location beside an isolated fragment still gets a route."""
         if self._component is None:
             off, tgt, _w, _s = self.turn_csr()
-            self._component = largest_component(off, tgt, self.usable)
+            if self._component is None:
+                self._component = largest_component(off, tgt, self.usable)
+                self.structure.component = self._component
         return self._component
 
     @property

@@ -21,7 +21,7 @@ from geoengine.graph import tags as T
 from geoengine.routing.ch import Locations
 from geoengine.routing.dijkstra import table as dijkstra_table
 from geoengine.routing.pieces import Leg, PieceSummary
-from geoengine.routing.profile import Profile, unpack, unpack_scalar
+from geoengine.routing.profile import Profile, TurnStructure, unpack, unpack_scalar
 from geoengine.routing.snap import MAX_DEFAULT_RADIUS
 
 # Candidates farther than the nearest one by more than this (metres) are not offered to the search:
@@ -57,6 +57,9 @@ class Router:
         self._cch_lock = threading.Lock()
         self._lock = threading.Lock()
         self._custom: OrderedDict[tuple, Profile] = OrderedDict()
+        #: (costing, options fingerprint) -> `TurnStructure` of a default-options profile made with
+        #: earlier speeds: new speeds keep every arc, so their profiles take it over (Profile.turn_csr)
+        self._structures: dict[tuple[str, str], TurnStructure] = {}
         self._grid = None
         self._features: dict | None = None
         #: `geoengine.traffic.SpeedStore` of the bundle (measured speeds beside it), or None
@@ -89,6 +92,9 @@ class Router:
                 return False
             new = _Speeds(store.load(self.graph), stamp)
             with self._lock:
+                for costing, prof in self._speeds.defaults.items():
+                    if prof.structure is not None:
+                        self._structures[(costing, prof.options.fingerprint)] = prof.structure
                 self._custom.clear()
             if self._customiser is not None:
                 self._customiser.cache.clear()
@@ -138,10 +144,11 @@ class Router:
             speeds = tod[0]
         key = (costing, options.fingerprint, None if blocked is None else hash(np.packbits(blocked).tobytes()),
                sp.generation if speeds is not None else 0, None if tod is None else tod[1])
+        structure = self._structure(costing, options) if blocked is None else None
         cust = self.customiser
         if cust is not None:
             def make():
-                p = Profile(self.graph, costing, options, blocked=blocked, speeds=speeds)
+                p = Profile(self.graph, costing, options, blocked=blocked, speeds=speeds, structure=structure)
                 p.ch = cust.customise_soon(p, on_perfect=lambda: cust.cache.refresh(key))
                 _ = p.component  # computed now, so its bytes are counted
                 return p
@@ -152,7 +159,7 @@ class Router:
             if prof is not None:
                 self._custom.move_to_end(key)
                 return prof
-        prof = Profile(self.graph, costing, options, blocked=blocked, speeds=speeds)
+        prof = Profile(self.graph, costing, options, blocked=blocked, speeds=speeds, structure=structure)
         with self._lock:
             self._custom[key] = prof
             while len(self._custom) > PROFILE_CACHE:
@@ -173,12 +180,23 @@ class Router:
                 if prof is None:
                     speeds = sp.overlay if costing in MOTOR_COSTINGS else None
                     ch = self._ch_for(costing) if speeds is None else None
-                    prof = Profile(self.graph, costing, default_options(costing), ch=ch, speeds=speeds)
+                    prof = Profile(self.graph, costing, default_options(costing), ch=ch, speeds=speeds,
+                                   structure=self._structures.get((costing, default_options(costing).fingerprint)))
                     if prof.ch is None and self.customiser is not None:
                         cust = self.customiser
                         prof.ch = cust.customise_soon(prof) if soon else cust.customise(prof)
                     sp.defaults[costing] = prof
         return prof
+
+    def _structure(self, costing: str, options) -> TurnStructure | None:
+        """The `TurnStructure` a new profile of `costing` with `options` (no blocked edges) may take
+        over: the current default profile's when the options are the defaults, else one kept from
+        earlier speeds."""
+        if options.is_default:
+            prof = self._speeds.defaults.get(costing)
+            if prof is not None and prof.structure is not None:
+                return prof.structure
+        return self._structures.get((costing, options.fingerprint))
 
     def warm(self) -> None:
         """Open the snapper and the default car hierarchy and load the compiled kernels now."""

@@ -25,6 +25,7 @@ import json
 import logging
 import os
 import re
+import sys
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
@@ -155,11 +156,8 @@ def read_speed_table(source, form: str | None = None) -> SpeedTable:
     positive integer, a speed that is not a finite number above 0, an unknown direction)."""
     if form is not None and form not in FORMS:
         raise InvalidRequest.field("form", f"must be one of {', '.join(FORMS)}; got {form!r}")
-    try:
-        import pandas as pd
-    except ImportError:  # pragma: no cover - pandas is a dependency
-        raise
-    if isinstance(source, pd.DataFrame):
+    pd = sys.modules.get("pandas")  # a DataFrame exists only once pandas is imported: its import (0.25 s)
+    if pd is not None and isinstance(source, pd.DataFrame):  # is paid only by the files numpy cannot read
         return _from_frame(source, form)
     data, name, sha = read_source(source, "speed file")
     if not data.strip():
@@ -170,6 +168,8 @@ def read_speed_table(source, form: str | None = None) -> SpeedTable:
     if fast is not None:
         fast.source, fast.sha256 = name, sha
         return fast
+    import pandas as pd
+
     try:
         df = pd.read_csv(io.BytesIO(data), header=None, dtype=str, names=range(5), keep_default_na=False,
                          skip_blank_lines=False, engine="c")
@@ -308,8 +308,6 @@ def _fast_table(data: bytes, form: str | None) -> SpeedTable | None:
     """The table of a plainly valid file from the C parser's numbers (about 20x faster than the checked
     text path); None when anything is unusual (then the text path reads it and names the bad line).
     Accepts exactly what the text path accepts, which tests compare."""
-    import pandas as pd
-
     first_line = data.split(b"\n", 1)[0].strip()
     skip = 0
     if first_line and not first_line[:1].isdigit():  # a header: leave its checks to the text path
@@ -319,6 +317,8 @@ def _fast_table(data: bytes, form: str | None) -> SpeedTable | None:
         if not got or (form is not None and form != got[0]):
             return None
         form, skip = got[0], 1
+    import pandas as pd
+
     try:
         df = pd.read_csv(io.BytesIO(data), header=None, names=range(5), skiprows=skip, engine="c",
                          skip_blank_lines=False)

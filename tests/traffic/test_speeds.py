@@ -202,6 +202,43 @@ def test_routes_equal_dijkstra_on_the_updated_weights(li, tmp_path, seed, n, lo,
                 assert m.time_s[i, j] == pytest.approx(leg.time_s, rel=1e-6, abs=0.2)
 
 
+def test_new_speeds_take_over_the_turn_structure_and_equal_a_fresh_profile(li, tmp_path):
+    """New speeds change times, never which edges are usable: the new default profile takes over the
+    arcs (and the largest component) of the one before instead of remaking them, and its turn graph
+    equals, array for array, one made from nothing with the same speeds."""
+    from geoengine.routing.profile import Profile
+
+    g, router = li.graph, li.router
+    route_time(li)  # the profile-speed car profile, its turn graph and component made
+    before = router.profile("auto").structure
+    assert before is not None and before.component is not None
+    segs = drivable_segments(g, 300, 7)
+    rows = segment_rows(g, segs)
+    li.apply_speeds(write_csv(tmp_path / "s.csv", [(a, b, 23.0 + (i % 50)) for i, (a, b) in enumerate(rows)]))
+    prof = router.profile("auto")
+    route_time(li)
+    assert prof.structure is before  # taken over: the same arrays
+    fresh = Profile(g, "auto", speeds=router.speeds)
+    for got, want in zip(prof.turn_csr(), fresh.turn_csr(), strict=True):
+        np.testing.assert_array_equal(got, want)
+    np.testing.assert_array_equal(prof.base_index, fresh.base_index)
+    np.testing.assert_array_equal(prof.component, fresh.component)
+    assert not np.array_equal(prof.turn_csr()[2], before_weights(g))  # the weights are the new ones
+    # a profile whose usable edges differ (a blocked edge) does not take it over
+    blocked = np.zeros(g.n_edges, bool)
+    blocked[np.flatnonzero(prof.usable)[0]] = True
+    other = Profile(g, "auto", speeds=router.speeds, blocked=blocked, structure=before)
+    np.testing.assert_array_equal(other.turn_csr()[1], Profile(g, "auto", speeds=router.speeds,
+                                                                blocked=blocked).turn_csr()[1])
+    assert other.structure is not before
+
+
+def before_weights(g):
+    from geoengine.routing.profile import Profile
+
+    return Profile(g, "auto").turn_csr()[2]
+
+
 # ------------------------------------------------------------------------------ one switch, everywhere
 def test_one_apply_reaches_every_service_and_dialect(li, api_client, tmp_path):
     client = api_client(li)
