@@ -352,6 +352,8 @@ def main(argv=None) -> int:
                            "load_avg_at_start": os.getloadavg()},
                "started": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), "runs": []}
     args.json.parent.mkdir(parents=True, exist_ok=True)
+    if args.keep:
+        Path(args.keep).mkdir(parents=True, exist_ok=True)
     for n in args.copies:
         pbf = extract_for(n, args.cache)
         work = Path(tempfile.mkdtemp(prefix=f"scale-x{n}-", dir=args.keep))
