@@ -45,6 +45,10 @@ class DirectionsRequest(BaseModel):
     steps: bool = Field(True, description="Include the step instructions of each leg")
     language: str = Field("en", description="Instruction language: en, hi, fr, de, es, ar (region variants "
                                             "such as fr-FR are accepted)")
+    date_time: dict[str, Any] | None = Field(
+        None, description="Departure or arrival time, as on POST /route: {type: 0 current, 1 depart_at, 2 arrive_by, "
+        "value: YYYY-MM-DDTHH:MM}. With time-of-day speed profiles on the bundle, the travel times are those of "
+        "that quarter hour of the week (docs/traffic.md); without them it changes nothing")
 
     @field_validator("language", mode="before")
     @classmethod
@@ -96,6 +100,7 @@ def route_request(req: DirectionsRequest):
         directions_options={"language": _LOCALE[req.language], "units": "kilometers",
                             "directions_type": "instructions" if req.steps else "none"},
         shape_format="geojson",
+        date_time=req.date_time,
     )
 
 

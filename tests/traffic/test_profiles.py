@@ -269,6 +269,14 @@ def test_route_http_and_isochrone(li, applied, api_client):
         local = li.route(**body, date_time={"type": 1, "value": v})["trip"]["summary"]["time"]
         assert t[v] == pytest.approx(local, abs=0.01)
     assert t["2026-11-24T07:30"] > t["2026-11-24T02:00"] * 1.5
+    # the spec's directions take the same date_time
+    wp = {"waypoints": [{"lon": A[0], "lat": A[1]}, {"lon": B[0], "lat": B[1]}], "profile": "driving", "steps": False}
+    for v in ("2026-11-24T07:30", "2026-11-24T02:00"):
+        r = client.post("/v1/routing/directions", json={**wp, "date_time": {"type": 1, "value": v}})
+        assert r.status_code == 200, r.text
+        assert r.json()["routes"][0]["duration_s"] == pytest.approx(t[v], abs=0.5)
+    r = client.post("/v1/routing/directions", json={**wp, "date_time": {"type": 7, "value": "2026-11-24T07:30"}})
+    assert r.status_code == 400 and "date_time" in r.text
     iso = {}
     for v in ("2026-11-24T07:30", "2026-11-24T02:00"):
         reach = li.isochrone(locations=[{"lon": A[0], "lat": A[1]}], costing="auto", contours=[{"time": 5}],
