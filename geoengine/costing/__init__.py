@@ -28,6 +28,7 @@ from geoengine.graph import tags as T
 __all__ = [
     "COSTINGS", "TABLES", "Option", "Options", "check_costing", "costing_options_schema", "default_options",
     "parse_costing_options", "edge_costs", "MOTOR_COSTINGS", "turn_penalty", "mode_of", "inactive_options",
+    "MotorTurns", "motor_turn_seconds",
 ]
 
 _MODULES = {
@@ -67,12 +68,65 @@ def edge_costs(graph, costing: str, options: Options | None = None,
     return _MODULES[costing].costs(graph, options, speeds)
 
 
-def _motor_turns(angle: np.ndarray) -> np.ndarray:
-    a = np.abs(angle)
-    right = angle > 0
-    # right-hand traffic: right turns are cheaper than left turns; U-turns cost most
-    pen = np.where(a < 30, 0.0, np.where(right, 2.0 + 4.0 * a / 180.0, 4.0 + 8.0 * a / 180.0))
-    return np.where(a > 170, 30.0, pen)
+class MotorTurns:
+    """The motor costings' turn delays: OSRM's car.lua model (`process_turn`, fitted by OSRM to turn
+    times from real driving), right-hand traffic, in seconds (docs/costing.md, "Turn delays").
+
+    At a junction where three or more roads the mode may drive meet, at a U-turn, or where a ferry
+    meets a road, a turn of signed angle a (degrees, > 0 right) costs
+
+        right (a >= 0): P / (1 + exp(-(13 / b * a / 180 - 6.5 * b)))
+        left  (a < 0):  P / (1 + exp(-(13 * b * |a| / 180 - 6.5 / b)))
+
+    with P = TURN_PENALTY_S (7.5 s) and b = TURN_BIAS (1.075: left turns cost more), the angle taken
+    between the roads as a driver sees them (`geoengine.graph.turns.perceived_bearings`: up to about
+    40 m along each road, as OSRM's representative coordinate), plus, for a left
+    turn across oncoming traffic at a junction of three or more roads that is not a U-turn and whose
+    roads are not roundabouts, ONCOMING_S / (1 + exp(-(13 * |a| / 180 - 3.25))) (2 s at most), plus
+    U_TURN_S (20 s) for a U-turn. A node where two roads meet (a bend, a change of name or of tags)
+    costs nothing. Each turn's seconds are cut to whole tenths, as OSRM stores them.
+    `arcs(TurnArcs)` reads the junction (`geoengine.graph.turns.TurnBase.penalty`); called with angles
+    alone, each turn is taken as one at a junction of three roads (U-turn: |angle| > 170)."""
+
+    def __call__(self, angle: np.ndarray) -> np.ndarray:
+        angle = np.asarray(angle, dtype=np.float64)
+        n = angle.shape
+        return motor_turn_seconds(angle, np.full(n, 3), np.abs(angle) > 170, np.zeros(n, bool), np.zeros(n, bool))
+
+    def arcs(self, t) -> np.ndarray:
+        flags = np.asarray(t.graph.edge_flags)
+        f1, f2 = flags[t.e1], flags[t.e2]
+        mode_change = ((f1 ^ f2) & T.F_FERRY) != 0
+        roundabout = ((f1 | f2) & T.F_ROUNDABOUT) != 0
+        return motor_turn_seconds(t.perceived_angle(), t.roads, t.uturn, mode_change, roundabout)
+
+
+#: OSRM car.lua's turn model (MotorTurns): the sigmoid's ceiling, its left/right bias, the oncoming
+#: traffic term's ceiling and the U-turn's seconds
+TURN_PENALTY_S = 7.5
+TURN_BIAS = 1.075
+ONCOMING_S = 2.0
+U_TURN_S = 20.0
+
+
+def motor_turn_seconds(angle, roads, uturn, mode_change, roundabout) -> np.ndarray:
+    """float64[n]: MotorTurns' seconds of n turns (arrays of n: signed angle in degrees, roads meeting
+    at the junction, U-turn, ferry to road or back, a roundabout on either side), vectorised."""
+    a = np.asarray(angle, dtype=np.float64)
+    roads = np.asarray(roads)
+    uturn = np.asarray(uturn, dtype=bool)
+    x = np.abs(a) / 180.0
+    b = TURN_BIAS
+    right = a >= 0
+    sig = TURN_PENALTY_S / (1.0 + np.exp(-np.where(right, 13.0 / b * x - 6.5 * b, 13.0 * b * x - 6.5 / b)))
+    oncoming = (~right) & ~uturn & (roads > 2) & ~np.asarray(roundabout, dtype=bool)
+    sig += np.where(oncoming, ONCOMING_S / (1.0 + np.exp(-(13.0 * x - 3.25))), 0.0)
+    sig += np.where(uturn, U_TURN_S, 0.0)
+    applies = (roads > 2) | uturn | np.asarray(mode_change, dtype=bool)
+    return np.where(applies, np.floor(sig * 10.0 + 1e-9) / 10.0, 0.0)
+
+
+_motor_turns = MotorTurns()
 
 
 def _bike_turns(angle: np.ndarray) -> np.ndarray:
@@ -81,9 +135,9 @@ def _bike_turns(angle: np.ndarray) -> np.ndarray:
 
 
 def turn_penalty(costing: str, options: Options | None = None) -> Callable[[np.ndarray], np.ndarray] | None:
-    """Seconds added per turn for `geoengine.graph.turn_graph(..., turn_penalty=...)`: motor vehicles pay
-    more for left than right turns (right-hand traffic) and 30 s for a U-turn at a dead end; bicycles a
-    little; pedestrians and `shortest` requests nothing (None)."""
+    """Seconds added per turn for `geoengine.graph.turn_graph(..., turn_penalty=...)`: motor vehicles
+    OSRM car.lua's model (`MotorTurns`: by angle and junction, left turns costlier, 20 s more for a
+    U-turn at a dead end); bicycles a little; pedestrians and `shortest` requests nothing (None)."""
     check_costing(costing)
     if options is not None and options.get("shortest"):
         return None
