@@ -17,8 +17,8 @@
 - Durations: --pairs random pairs inside copy (0, 0), where every road has a speed from the file, so
   both engines' durations come from the same speeds (plus each one's turn and signal delays). "Where
   the graphs agree": the two routes' lengths within 1 %; "the same roads": besides, at least 99 % of
-  OSRM's route (by length) on OSM segments geoengine's route also takes (its OSM nodes through the
-  OSRM dialect's `annotations=nodes`). Prints the share within 1 % of OSRM's duration and the ratios.
+  OSRM's route (by length) on OSM segments geoengine's route also takes (the OSM nodes of its edges,
+  `engine.compute_route`). Prints the share within 1 % of OSRM's duration and the ratios.
 The machine is shared: figures move with its load; compare the ratios of one run.
 """
 
@@ -150,18 +150,20 @@ def main() -> int:
     print(f"geoengine: apply {t_apply:.2f} s, file to first route with the new speeds {ge_wall:.2f} s wall, "
           f"{ge_cpu:.2f} s CPU ({info['edges']:,} edges changed; route {before:.1f} -> {first:.1f} s)")
     engine.router.customiser.wait(600)
-    from geoengine.dialects import osrm as osrm_dialect
-
+    g = engine.graph
+    sid, soff = np.asarray(g.shape_osm_id), np.asarray(g.shape_offsets)
     ge_t, ge_d = np.full(len(a), np.nan), np.full(len(a), np.nan)
     ge_pieces: list[set] = [set() for _ in range(len(a))]
     for i in range(len(a)):
         try:
             s = engine.route(locations=[loc(a[i]), loc(b[i])])["trip"]["summary"]
             ge_t[i], ge_d[i] = s["time"], s["length"] * 1000
-            r = osrm_dialect.route(engine, "driving", f"{a[i, 0]},{a[i, 1]};{b[i, 0]},{b[i, 1]}",
-                                   {"annotations": "nodes", "overview": "false"})
-            n = r["routes"][0]["legs"][0]["annotation"]["nodes"]
-            ge_pieces[i] = set(zip(n[:-1], n[1:], strict=True))
+            # the OSM node pairs of the route's edges (the same request, typed)
+            for p in engine.compute_route(locations=[loc(a[i]), loc(b[i])]).routes[0].pieces:
+                for e in np.asarray(p.edges).tolist():
+                    n = sid[soff[e >> 1]:soff[(e >> 1) + 1]].tolist()
+                    n = n[::-1] if e & 1 else n
+                    ge_pieces[i].update(zip(n[:-1], n[1:], strict=True))
         except Exception:  # noqa: BLE001 - an unsnappable or unreachable pair counts as no route
             pass
 

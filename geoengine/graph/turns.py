@@ -218,9 +218,11 @@ def perceived_bearings(graph) -> tuple[np.ndarray, np.ndarray]:
     """(start float32[E], end float32[E]): each directed edge's bearing where it leaves its start node
     and where it reaches its end node as a driver perceives the junction (OSRM's representative
     coordinate, simplified): the first shape segment when it is long (more than half the assumed
-    road width plus 10 m), else the point where the road, followed up to 40 m plus half its width,
-    stops being straight (within half a lane), or the point 10 m along a curved road or a service
-    road. `turn_angles` uses the first and last shape segments (what bicycles' turns read)."""
+    road width plus 10 m); else, over the road's first 40 m plus half its width: its end when the
+    road is straight there within half a lane, the point 5 m along when it starts straight (within a
+    quarter lane) for half its width plus 10 m, the direction of the line that fits every point within
+    a third of a lane; else (and on service roads) the point 10 m along. `turn_angles` uses the first
+    and last shape segments (what bicycles' turns read)."""
     factor = np.ones(len(T.CLASS_NAMES))
     factor[T.CLASS["motorway"]] = 2.5
     factor[T.CLASS["trunk"]] = 2.0
@@ -290,15 +292,66 @@ def _look(lon, lat, a, step, n, lanes, low, xs, ys):
             dev = max(dev, abs(xs[k] * ey - ys[k] * ex) / chord)
         if dev < 0.5 * LANE_WIDTH_M:
             return x0 + ex / kx, y0 + ey / ky
+    # a road that starts straight (within a quarter lane) for `near` metres: its first stretch
+    straight = np.hypot(xs[1], ys[1])
+    for k in range(2, m):
+        c = np.hypot(xs[k], ys[k])
+        dev = 0.0
+        for j in range(1, k):
+            dev = max(dev, abs(xs[j] * ys[k] - ys[j] * xs[k]) / c if c > 0.0 else 0.0)
+        if dev >= 0.25 * LANE_WIDTH_M:
+            break
+        straight += np.hypot(xs[k] - xs[k - 1], ys[k] - ys[k - 1])
+    if straight >= near:
+        return _at(xs, ys, m, 5.0, x0, y0, kx, ky)
+    # a line fits every point within a third of a lane: its direction, away from the junction
+    dx, dy, dev = _fit(xs, ys, 0, m)
+    if dev < 0.35 * LANE_WIDTH_M:
+        return x0 + dx / kx, y0 + dy / ky
     # otherwise the point 10 m along
+    return _at(xs, ys, m, LOOKAHEAD_M, x0, y0, kx, ky)
+
+
+@numba.njit(cache=True, nogil=True)
+def _at(xs, ys, m, dist, x0, y0, kx, ky):
+    """(lon, lat) of the point `dist` metres along the first m offsets (the last one if shorter)."""
     walked = 0.0
     for k in range(1, m):
         seg = np.hypot(xs[k] - xs[k - 1], ys[k] - ys[k - 1])
-        if walked + seg >= LOOKAHEAD_M and seg > 0.0:
-            t = (LOOKAHEAD_M - walked) / seg
+        if walked + seg >= dist and seg > 0.0:
+            t = (dist - walked) / seg
             return x0 + (xs[k - 1] + t * (xs[k] - xs[k - 1])) / kx, y0 + (ys[k - 1] + t * (ys[k] - ys[k - 1])) / ky
         walked += seg
-    return x0 + ex / kx, y0 + ey / ky
+    return x0 + xs[m - 1] / kx, y0 + ys[m - 1] / ky
+
+
+@numba.njit(cache=True, nogil=True)
+def _fit(xs, ys, lo, hi):
+    """(dx, dy, max deviation): the principal direction of offsets lo..hi-1 (10 m long, pointing from
+    the first towards the last) and the largest distance of a point from that line."""
+    n = hi - lo
+    mx = 0.0
+    my = 0.0
+    for k in range(lo, hi):
+        mx += xs[k]
+        my += ys[k]
+    mx /= n
+    my /= n
+    sxx = 0.0
+    syy = 0.0
+    sxy = 0.0
+    for k in range(lo, hi):
+        sxx += (xs[k] - mx) ** 2
+        syy += (ys[k] - my) ** 2
+        sxy += (xs[k] - mx) * (ys[k] - my)
+    ang = 0.5 * np.arctan2(2.0 * sxy, sxx - syy)
+    ux, uy = np.cos(ang), np.sin(ang)
+    if ux * (xs[hi - 1] - xs[lo]) + uy * (ys[hi - 1] - ys[lo]) < 0.0:
+        ux, uy = -ux, -uy
+    dev = 0.0
+    for k in range(lo, hi):
+        dev = max(dev, abs((xs[k] - mx) * uy - (ys[k] - my) * ux))
+    return ux * LOOKAHEAD_M, uy * LOOKAHEAD_M, dev
 
 
 @numba.njit(cache=True, nogil=True)
