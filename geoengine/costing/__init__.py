@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
+import numba
 import numpy as np
 
 from geoengine.costing import auto, bicycle, motorcycle, pedestrian, truck
@@ -94,11 +95,11 @@ class MotorTurns:
         return motor_turn_seconds(angle, np.full(n, 3), np.abs(angle) > 170, np.zeros(n, bool), np.zeros(n, bool))
 
     def arcs(self, t) -> np.ndarray:
-        flags = np.asarray(t.graph.edge_flags)
-        f1, f2 = flags[t.e1], flags[t.e2]
-        mode_change = ((f1 ^ f2) & T.F_FERRY) != 0
-        roundabout = ((f1 | f2) & T.F_ROUNDABOUT) != 0
-        return motor_turn_seconds(t.perceived_angle(), t.roads, t.uturn, mode_change, roundabout)
+        base = t.base
+        start, end = base.perceived()
+        return _arcs_kernel(np.asarray(t.idx, dtype=np.int64), base.e1, base.e2, base.uturn, start, end,
+                            np.asarray(t.graph.edge_dst), base.roads(t.mode), np.asarray(t.graph.edge_flags),
+                            T.F_FERRY, T.F_ROUNDABOUT)
 
 
 #: OSRM car.lua's turn model (MotorTurns): the sigmoid's ceiling, its left/right bias, the oncoming
@@ -109,21 +110,57 @@ ONCOMING_S = 2.0
 U_TURN_S = 20.0
 
 
+@numba.njit(cache=True, nogil=True)
+def _turn_s(a, roads, uturn, mode_change, roundabout):
+    """MotorTurns' seconds of one turn (the formula above)."""
+    if not (roads > 2 or uturn or mode_change):
+        return 0.0
+    x = abs(a) / 180.0
+    b = TURN_BIAS
+    if a >= 0:
+        s = TURN_PENALTY_S / (1.0 + np.exp(-(13.0 / b * x - 6.5 * b)))
+    else:
+        s = TURN_PENALTY_S / (1.0 + np.exp(-(13.0 * b * x - 6.5 / b)))
+        if not uturn and roads > 2 and not roundabout:
+            s += ONCOMING_S / (1.0 + np.exp(-(13.0 * x - 3.25)))
+    if uturn:
+        s += U_TURN_S
+    return np.floor(s * 10.0 + 1e-9) / 10.0
+
+
+@numba.njit(cache=True, nogil=True)
+def _seconds_kernel(angle, roads, uturn, mode_change, roundabout):
+    out = np.empty(angle.shape[0])
+    for i in range(angle.shape[0]):
+        out[i] = _turn_s(angle[i], roads[i], uturn[i], mode_change[i], roundabout[i])
+    return out
+
+
+@numba.njit(cache=True, nogil=True)
+def _arcs_kernel(idx, e1, e2, uturn, start, end, dst, roads, flags, ferry, roundabout):
+    """MotorTurns' seconds of the base turns `idx` in one pass: the angle between the perceived
+    bearings, the roads at the junction, U-turn, ferry to road, a roundabout on either side."""
+    out = np.empty(idx.shape[0])
+    for i in range(idx.shape[0]):
+        k = idx[i]
+        a, b = e1[k], e2[k]
+        ang = (np.float64(start[b]) - np.float64(end[a]) + 540.0) % 360.0 - 180.0
+        fa, fb = flags[a], flags[b]
+        out[i] = _turn_s(ang, roads[dst[a]], uturn[k], ((fa ^ fb) & ferry) != 0, ((fa | fb) & roundabout) != 0)
+    return out
+
+
 def motor_turn_seconds(angle, roads, uturn, mode_change, roundabout) -> np.ndarray:
     """float64[n]: MotorTurns' seconds of n turns (arrays of n: signed angle in degrees, roads meeting
-    at the junction, U-turn, ferry to road or back, a roundabout on either side), vectorised."""
-    a = np.asarray(angle, dtype=np.float64)
-    roads = np.asarray(roads)
-    uturn = np.asarray(uturn, dtype=bool)
-    x = np.abs(a) / 180.0
-    b = TURN_BIAS
-    right = a >= 0
-    sig = TURN_PENALTY_S / (1.0 + np.exp(-np.where(right, 13.0 / b * x - 6.5 * b, 13.0 * b * x - 6.5 / b)))
-    oncoming = (~right) & ~uturn & (roads > 2) & ~np.asarray(roundabout, dtype=bool)
-    sig += np.where(oncoming, ONCOMING_S / (1.0 + np.exp(-(13.0 * x - 3.25))), 0.0)
-    sig += np.where(uturn, U_TURN_S, 0.0)
-    applies = (roads > 2) | uturn | np.asarray(mode_change, dtype=bool)
-    return np.where(applies, np.floor(sig * 10.0 + 1e-9) / 10.0, 0.0)
+    at the junction, U-turn, ferry to road or back, a roundabout on either side)."""
+    a = np.ascontiguousarray(angle, dtype=np.float64).ravel()
+    n = len(a)
+
+    def arr(x, dt):
+        return np.ascontiguousarray(np.broadcast_to(np.asarray(x, dtype=dt).ravel(), (n,)))
+
+    return _seconds_kernel(a, arr(roads, np.int64), arr(uturn, np.bool_), arr(mode_change, np.bool_),
+                           arr(roundabout, np.bool_))
 
 
 _motor_turns = MotorTurns()

@@ -82,12 +82,16 @@ class TurnBase:
         self._roads: dict = {}
         self._perceived = None
 
+    def perceived(self) -> tuple[np.ndarray, np.ndarray]:
+        """The graph's `perceived_bearings` (start, end), made at the first call and kept."""
+        if self._perceived is None:
+            self._perceived = perceived_bearings(self.graph)
+        return self._perceived
+
     def perceived_angles(self, idx: np.ndarray) -> np.ndarray:
         """float64[len(idx)]: the turn angles of the base turns at `idx` from `perceived_bearings`
         (signed as `angles`); the bearings are made at the first call and kept (8 bytes per edge)."""
-        if self._perceived is None:
-            self._perceived = perceived_bearings(self.graph)
-        start, end = self._perceived
+        start, end = self.perceived()
         a = start[self.e2[idx]].astype(np.float64) - end[self.e1[idx]]
         return (a + 540.0) % 360.0 - 180.0
 
@@ -185,22 +189,39 @@ class TurnBase:
 
 
 class TurnArcs:
-    """Some turns of a `TurnBase` (positions `idx`), with what a turn model reads of each, as arrays:
-    `angle` float64 (signed as in `turn_angles`), `roads` int64 (roads the mode may use meeting at the
-    junction, `TurnBase.roads`), `uturn` bool, `e1`/`e2` int32 (the edge in and the edge out);
-    `perceived_angle()` the angle from `perceived_bearings`."""
+    """Some turns of a `TurnBase` (positions `idx`), with what a turn model reads of each, as arrays
+    made when first read: `angle` float64 (signed as in `turn_angles`), `roads` int64 (roads the mode
+    may use meeting at the junction, `TurnBase.roads`), `uturn` bool, `e1`/`e2` int32 (the edge in and
+    the edge out); `perceived_angle()` the angle from `perceived_bearings`. A kernel may read the
+    base's arrays instead (`base`, `idx`, `mode`)."""
 
-    __slots__ = ("base", "graph", "idx", "angle", "roads", "uturn", "e1", "e2")
+    __slots__ = ("base", "graph", "idx", "mode")
 
     def __init__(self, base: TurnBase, idx: np.ndarray, mode):
         self.base = base
         self.graph = base.graph
         self.idx = idx
-        self.angle = base.angles[idx]
-        self.uturn = base.uturn[idx]
-        self.e1 = base.e1[idx]
-        self.e2 = base.e2[idx]
-        self.roads = base.roads(mode)[np.asarray(self.graph.edge_dst)[self.e1]].astype(np.int64)
+        self.mode = mode
+
+    @property
+    def angle(self) -> np.ndarray:
+        return self.base.angles[self.idx]
+
+    @property
+    def uturn(self) -> np.ndarray:
+        return self.base.uturn[self.idx]
+
+    @property
+    def e1(self) -> np.ndarray:
+        return self.base.e1[self.idx]
+
+    @property
+    def e2(self) -> np.ndarray:
+        return self.base.e2[self.idx]
+
+    @property
+    def roads(self) -> np.ndarray:
+        return self.base.roads(self.mode)[np.asarray(self.graph.edge_dst)[self.e1]].astype(np.int64)
 
     def perceived_angle(self) -> np.ndarray:
         return self.base.perceived_angles(self.idx)
