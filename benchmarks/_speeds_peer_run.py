@@ -58,18 +58,26 @@ def main():
     r = eng.Route(osrm.RouteParameters(coordinates=[(float(a[0, 0]), float(a[0, 1])), (float(b[0, 0]), float(b[0, 1]))],
                                        overview="false"))
     out["load_and_first_route_s"] = time.perf_counter() - t1
-    durs, dists = [], []
+    durs, dists, nodes, seg_m = [], [], [], []
     for i in range(len(a)):
         try:
             r = eng.Route(osrm.RouteParameters(coordinates=[(float(a[i, 0]), float(a[i, 1])),
-                                                            (float(b[i, 0]), float(b[i, 1]))], overview="false"))
+                                                            (float(b[i, 0]), float(b[i, 1]))], overview="false",
+                                               annotations=["nodes", "distance"]))
             durs.append(float(r["routes"][0]["duration"]))
             dists.append(float(r["routes"][0]["distance"]))
+            ann = r["routes"][0]["legs"][0]["annotation"]
+            nodes.append([int(x) for x in ann["nodes"]])
+            seg_m.append([float(x) for x in ann["distance"]])
         except Exception:
             durs.append(float("nan"))
             dists.append(float("nan"))
+            nodes.append([])
+            seg_m.append([])
     out["durations"] = durs
     out["distances"] = dists
+    out["nodes"] = nodes  # the OSM nodes of each route and the metres between them ("same roads")
+    out["segment_m"] = seg_m
     Path(out_path).write_text(json.dumps(out))
 
 

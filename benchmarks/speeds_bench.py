@@ -16,7 +16,9 @@
   the customised data and its first route are reported apart.
 - Durations: --pairs random pairs inside copy (0, 0), where every road has a speed from the file, so
   both engines' durations come from the same speeds (plus each one's turn and signal delays). "Where
-  the graphs agree": the two routes' lengths within 1 %. Prints the share within 1 % and the ratios.
+  the graphs agree": the two routes' lengths within 1 %; "the same roads": besides, at least 99 % of
+  OSRM's route (by length) on OSM segments geoengine's route also takes (the OSM nodes of its edges,
+  `engine.compute_route`). Prints the share within 1 % of OSRM's duration and the ratios.
 The machine is shared: figures move with its load; compare the ratios of one run.
 """
 
@@ -148,11 +150,20 @@ def main() -> int:
     print(f"geoengine: apply {t_apply:.2f} s, file to first route with the new speeds {ge_wall:.2f} s wall, "
           f"{ge_cpu:.2f} s CPU ({info['edges']:,} edges changed; route {before:.1f} -> {first:.1f} s)")
     engine.router.customiser.wait(600)
+    g = engine.graph
+    sid, soff = np.asarray(g.shape_osm_id), np.asarray(g.shape_offsets)
     ge_t, ge_d = np.full(len(a), np.nan), np.full(len(a), np.nan)
+    ge_pieces: list[set] = [set() for _ in range(len(a))]
     for i in range(len(a)):
         try:
             s = engine.route(locations=[loc(a[i]), loc(b[i])])["trip"]["summary"]
             ge_t[i], ge_d[i] = s["time"], s["length"] * 1000
+            # the OSM node pairs of the route's edges (the same request, typed)
+            for p in engine.compute_route(locations=[loc(a[i]), loc(b[i])]).routes[0].pieces:
+                for e in np.asarray(p.edges).tolist():
+                    n = sid[soff[e >> 1]:soff[(e >> 1) + 1]].tolist()
+                    n = n[::-1] if e & 1 else n
+                    ge_pieces[i].update(zip(n[:-1], n[1:], strict=True))
         except Exception:  # noqa: BLE001 - an unsnappable or unreachable pair counts as no route
             pass
 
@@ -185,10 +196,21 @@ def main() -> int:
           f"median |ratio - 1| {np.median(rel[agree]) if agree.any() else float('nan'):.4f}, "
           f"p95 {np.percentile(rel[agree], 95) if agree.any() else float('nan'):.4f}, "
           f"median ratio {np.median(ge_t[agree] / os_t[agree]) if agree.any() else float('nan'):.4f}")
+    same = np.zeros(len(a), bool)
+    for i in np.flatnonzero(agree).tolist():
+        nodes, seg_m = peer["nodes"][i], np.asarray(peer["segment_m"][i], float)
+        if len(seg_m):
+            shared = np.array([p in ge_pieces[i] for p in zip(nodes[:-1], nodes[1:], strict=True)])
+            same[i] = seg_m[shared].sum() >= 0.99 * seg_m.sum()
+    within_same = same & (rel <= 0.01)
+    print(f"  of those, {int(same.sum())} on the same roads (99 % of OSRM's length): {int(within_same.sum())} "
+          f"({within_same.sum() / max(same.sum(), 1):.1%}) within 1 %, median ratio "
+          f"{np.median(ge_t[same] / os_t[same]) if same.any() else float('nan'):.4f}, "
+          f"p5-p95 {np.percentile(ge_t[same] / os_t[same], [5, 95]).round(4).tolist() if same.any() else '-'}")
     res = {"rows": args.rows, "edges": info["edges"], "ge_apply_s": t_apply, "ge_file_to_first_route_s": ge_wall,
            "ge_cpu_s": ge_cpu, "osrm_customize_s": peer["customize_s"], "osrm_customize_cpu_s": peer["customize_cpu_s"],
            "osrm_load_first_route_s": peer["load_and_first_route_s"], "pairs": int(ok.sum()), "agree": int(agree.sum()),
-           "within_1pct": int(within.sum()),
+           "within_1pct": int(within.sum()), "same_roads": int(same.sum()), "same_roads_within_1pct": int(within_same.sum()),
            "median_rel": float(np.median(rel[agree])) if agree.any() else None}
     if args.json:
         args.json.write_text(json.dumps(res, indent=1))

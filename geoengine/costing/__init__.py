@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
+import numba
 import numpy as np
 
 from geoengine.costing import auto, bicycle, motorcycle, pedestrian, truck
@@ -28,6 +29,7 @@ from geoengine.graph import tags as T
 __all__ = [
     "COSTINGS", "TABLES", "Option", "Options", "check_costing", "costing_options_schema", "default_options",
     "parse_costing_options", "edge_costs", "MOTOR_COSTINGS", "turn_penalty", "mode_of", "inactive_options",
+    "MotorTurns", "motor_turn_seconds",
 ]
 
 _MODULES = {
@@ -67,12 +69,101 @@ def edge_costs(graph, costing: str, options: Options | None = None,
     return _MODULES[costing].costs(graph, options, speeds)
 
 
-def _motor_turns(angle: np.ndarray) -> np.ndarray:
-    a = np.abs(angle)
-    right = angle > 0
-    # right-hand traffic: right turns are cheaper than left turns; U-turns cost most
-    pen = np.where(a < 30, 0.0, np.where(right, 2.0 + 4.0 * a / 180.0, 4.0 + 8.0 * a / 180.0))
-    return np.where(a > 170, 30.0, pen)
+class MotorTurns:
+    """The motor costings' turn delays: OSRM's car.lua model (`process_turn`, fitted by OSRM to turn
+    times from real driving), right-hand traffic, in seconds (docs/costing.md, "Turn delays").
+
+    At a junction where three or more roads the mode may drive meet, at a U-turn, or where a ferry
+    meets a road, a turn of signed angle a (degrees, > 0 right) costs
+
+        right (a >= 0): P / (1 + exp(-(13 / b * a / 180 - 6.5 * b)))
+        left  (a < 0):  P / (1 + exp(-(13 * b * |a| / 180 - 6.5 / b)))
+
+    with P = TURN_PENALTY_S (7.5 s) and b = TURN_BIAS (1.075: left turns cost more), the angle taken
+    between the roads as a driver sees them (`geoengine.graph.turns.perceived_bearings`: up to about
+    40 m along each road, as OSRM's representative coordinate), plus, for a left
+    turn across oncoming traffic at a junction of three or more roads that is not a U-turn and whose
+    roads are not roundabouts, ONCOMING_S / (1 + exp(-(13 * |a| / 180 - 3.25))) (2 s at most), plus
+    U_TURN_S (20 s) for a U-turn. A node where two roads meet (a bend, a change of name or of tags)
+    costs nothing. Each turn's seconds are cut to whole tenths, as OSRM stores them.
+    `arcs(TurnArcs)` reads the junction (`geoengine.graph.turns.TurnBase.penalty`); called with angles
+    alone, each turn is taken as one at a junction of three roads (U-turn: |angle| > 170)."""
+
+    def __call__(self, angle: np.ndarray) -> np.ndarray:
+        angle = np.asarray(angle, dtype=np.float64)
+        n = angle.shape
+        return motor_turn_seconds(angle, np.full(n, 3), np.abs(angle) > 170, np.zeros(n, bool), np.zeros(n, bool))
+
+    def arcs(self, t) -> np.ndarray:
+        base = t.base
+        start, end = base.perceived()
+        return _arcs_kernel(np.asarray(t.idx, dtype=np.int64), base.e1, base.e2, base.uturn, start, end,
+                            np.asarray(t.graph.edge_dst), base.roads(t.mode), np.asarray(t.graph.edge_flags),
+                            T.F_FERRY, T.F_ROUNDABOUT)
+
+
+#: OSRM car.lua's turn model (MotorTurns): the sigmoid's ceiling, its left/right bias, the oncoming
+#: traffic term's ceiling and the U-turn's seconds
+TURN_PENALTY_S = 7.5
+TURN_BIAS = 1.075
+ONCOMING_S = 2.0
+U_TURN_S = 20.0
+
+
+@numba.njit(cache=True, nogil=True)
+def _turn_s(a, roads, uturn, mode_change, roundabout):
+    """MotorTurns' seconds of one turn (the formula above)."""
+    if not (roads > 2 or uturn or mode_change):
+        return 0.0
+    x = abs(a) / 180.0
+    b = TURN_BIAS
+    if a >= 0:
+        s = TURN_PENALTY_S / (1.0 + np.exp(-(13.0 / b * x - 6.5 * b)))
+    else:
+        s = TURN_PENALTY_S / (1.0 + np.exp(-(13.0 * b * x - 6.5 / b)))
+        if not uturn and roads > 2 and not roundabout:
+            s += ONCOMING_S / (1.0 + np.exp(-(13.0 * x - 3.25)))
+    if uturn:
+        s += U_TURN_S
+    return np.floor(s * 10.0 + 1e-9) / 10.0
+
+
+@numba.njit(cache=True, nogil=True)
+def _seconds_kernel(angle, roads, uturn, mode_change, roundabout):
+    out = np.empty(angle.shape[0])
+    for i in range(angle.shape[0]):
+        out[i] = _turn_s(angle[i], roads[i], uturn[i], mode_change[i], roundabout[i])
+    return out
+
+
+@numba.njit(cache=True, nogil=True)
+def _arcs_kernel(idx, e1, e2, uturn, start, end, dst, roads, flags, ferry, roundabout):
+    """MotorTurns' seconds of the base turns `idx` in one pass: the angle between the perceived
+    bearings, the roads at the junction, U-turn, ferry to road, a roundabout on either side."""
+    out = np.empty(idx.shape[0])
+    for i in range(idx.shape[0]):
+        k = idx[i]
+        a, b = e1[k], e2[k]
+        ang = (np.float64(start[b]) - np.float64(end[a]) + 540.0) % 360.0 - 180.0
+        fa, fb = flags[a], flags[b]
+        out[i] = _turn_s(ang, roads[dst[a]], uturn[k], ((fa ^ fb) & ferry) != 0, ((fa | fb) & roundabout) != 0)
+    return out
+
+
+def motor_turn_seconds(angle, roads, uturn, mode_change, roundabout) -> np.ndarray:
+    """float64[n]: MotorTurns' seconds of n turns (arrays of n: signed angle in degrees, roads meeting
+    at the junction, U-turn, ferry to road or back, a roundabout on either side)."""
+    a = np.ascontiguousarray(angle, dtype=np.float64).ravel()
+    n = len(a)
+
+    def arr(x, dt):
+        return np.ascontiguousarray(np.broadcast_to(np.asarray(x, dtype=dt).ravel(), (n,)))
+
+    return _seconds_kernel(a, arr(roads, np.int64), arr(uturn, np.bool_), arr(mode_change, np.bool_),
+                           arr(roundabout, np.bool_))
+
+
+_motor_turns = MotorTurns()
 
 
 def _bike_turns(angle: np.ndarray) -> np.ndarray:
@@ -81,9 +172,9 @@ def _bike_turns(angle: np.ndarray) -> np.ndarray:
 
 
 def turn_penalty(costing: str, options: Options | None = None) -> Callable[[np.ndarray], np.ndarray] | None:
-    """Seconds added per turn for `geoengine.graph.turn_graph(..., turn_penalty=...)`: motor vehicles pay
-    more for left than right turns (right-hand traffic) and 30 s for a U-turn at a dead end; bicycles a
-    little; pedestrians and `shortest` requests nothing (None)."""
+    """Seconds added per turn for `geoengine.graph.turn_graph(..., turn_penalty=...)`: motor vehicles
+    OSRM car.lua's model (`MotorTurns`: by angle and junction, left turns costlier, 20 s more for a
+    U-turn at a dead end); bicycles a little; pedestrians and `shortest` requests nothing (None)."""
     check_costing(costing)
     if options is not None and options.get("shortest"):
         return None

@@ -7,8 +7,8 @@ import numpy as np
 from geoengine.costing.common import (
     DESTINATION_PENALTY_S,
     HIGHWAY_CLASSES,
+    MOTOR_SIGNAL_DELAY_S,
     MOTOR_SURFACE_SPEED,
-    SIGNAL_DELAY_S,
     TAGGED_SPEED_FACTOR,
     EdgeView,
     finish,
@@ -22,11 +22,12 @@ MODE = {"auto": T.AUTO, "auto_shorter": T.AUTO, "bus": T.BUS, "taxi": T.TAXI}
 
 def motor_time(v: EdgeView, top_speed: float) -> np.ndarray:
     """Seconds per edge: class default speed or 80 % of a tagged maxspeed (ferries: their duration),
-    slowed on rough surfaces, capped at `top_speed`, plus SIGNAL_DELAY_S per traffic signal passed."""
+    slowed on rough surfaces, capped at `top_speed`, plus MOTOR_SIGNAL_DELAY_S (2 s, OSRM's) per traffic
+    signal passed."""
     tagged = v.flag(T.F_SPEED_TAGGED) & ~v.flag(T.F_FERRY)
     speed = v.speed * np.where(tagged, TAGGED_SPEED_FACTOR, 1.0) * MOTOR_SURFACE_SPEED[v.surface]
     speed = np.minimum(speed, top_speed)
-    time_s = v.length / (np.maximum(speed, 1.0) / 3.6) + SIGNAL_DELAY_S * v.signals
+    time_s = v.length / (np.maximum(speed, 1.0) / 3.6) + MOTOR_SIGNAL_DELAY_S * v.signals
     if v.speeds is not None and len(v.speeds.edges):
         time_s = with_measured_speeds(v, time_s, speed, top_speed)
     return time_s
@@ -45,7 +46,7 @@ def with_measured_speeds(v: EdgeView, time_s: np.ndarray, speed: np.ndarray, top
     rest = np.maximum(v.length[e] - cov_len, 0.0)
     out = np.array(time_s, dtype=np.float64)
     out[e] = (cov_len / (capped / 3.6) + rest / (np.maximum(speed[e], 1.0) / 3.6)
-              + SIGNAL_DELAY_S * v.signals[e])
+              + MOTOR_SIGNAL_DELAY_S * v.signals[e])
     return out
 
 

@@ -10,7 +10,9 @@ from geoengine.graph import tags as T
 # impassable) for motor vehicles.
 MOTOR_SURFACE_SPEED = np.array([1.0, 1.0, 1.0, 0.85, 0.75, 0.6, 0.5, 0.3])
 DESTINATION_PENALTY_S = 300.0
-SIGNAL_DELAY_S = 5.0  # average wait per traffic signal passed (motor vehicles, bicycles)
+SIGNAL_DELAY_S = 5.0  # average wait per traffic signal passed by bicycle
+# per traffic signal passed by a motor vehicle: OSRM car.lua's traffic_signal_penalty (lib/obstacles.lua)
+MOTOR_SIGNAL_DELAY_S = 2.0
 TAGGED_SPEED_FACTOR = 0.8  # motor vehicles drive 80 % of a tagged maxspeed on average (as OSRM)
 # With `shortest` the cost is metres; destination-only edges still must not carry through traffic.
 DESTINATION_PENALTY_M = 2000.0

@@ -39,7 +39,8 @@ def turn_graph(
     `secondary` is then float64[m, k].
     `mode` ('auto', 'bicycle', ... or a mode bit) selects which turn restrictions apply (pedestrians
     obey none); None applies every restriction. `turn_penalty(angle_deg) -> seconds` (vectorised over
-    arcs, angle signed as in `turn_angles`) is added to `weights` only. Vertex v of the result is
+    arcs, angle signed as in `turn_angles`), or an object whose `arcs(TurnArcs) -> seconds` reads the
+    junction too (`TurnBase.penalty`), is added to `weights` only. Vertex v of the result is
     directed edge v; the arcs out of v are targets[offsets[v]:offsets[v+1]], sorted by v.
     Vectorised numpy over the graph's `TurnBase`: no per-edge Python loop.
     """
@@ -78,6 +79,50 @@ class TurnBase:
             np.asarray(graph.node_out_edges), np.asarray(graph.edge_bearing_start),
             np.asarray(graph.edge_bearing_end))
         self._forbidden: dict = {}
+        self._roads: dict = {}
+        self._perceived = None
+
+    def perceived(self) -> tuple[np.ndarray, np.ndarray]:
+        """The graph's `perceived_bearings` (start, end), made at the first call and kept."""
+        if self._perceived is None:
+            self._perceived = perceived_bearings(self.graph)
+        return self._perceived
+
+    def perceived_angles(self, idx: np.ndarray) -> np.ndarray:
+        """float64[len(idx)]: the turn angles of the base turns at `idx` from `perceived_bearings`
+        (signed as `angles`); the bearings are made at the first call and kept (8 bytes per edge)."""
+        start, end = self.perceived()
+        a = start[self.e2[idx]].astype(np.float64) - end[self.e1[idx]]
+        return (a + 540.0) % 360.0 - 180.0
+
+    def roads(self, mode: str | int | None) -> np.ndarray:
+        """uint8[N]: per node, the roads (segments) `mode` may drive in at least one direction that meet
+        there (OSRM's `number_of_roads` of a turn through the node: incoming one-ways count, roads the
+        mode may not use do not; None: roads any mode may use). Made once per mode, kept."""
+        if mode not in self._roads:
+            graph = self.graph
+            acc = np.asarray(graph.edge_access)
+            bit = T.ALL_MODES if mode is None else (T.MODE_BITS[mode] if isinstance(mode, str) else int(mode))
+            seg_ok = ((acc[0::2] | acc[1::2]) & bit) != 0
+            ends = np.concatenate([np.asarray(graph.edge_src)[0::2][seg_ok], np.asarray(graph.edge_dst)[0::2][seg_ok]])
+            self._roads[mode] = np.minimum(np.bincount(ends, minlength=graph.n_nodes), 255).astype(np.uint8)
+        return self._roads[mode]
+
+    def arcs(self, idx: np.ndarray, mode: str | int | None) -> TurnArcs:
+        """`TurnArcs` of the base turns at positions `idx`, the roads counted for `mode`."""
+        return TurnArcs(self, np.asarray(idx, dtype=np.int64), mode)
+
+    def penalty(self, turn_penalty, idx: np.ndarray, mode: str | int | None) -> np.ndarray:
+        """float64[len(idx)]: `turn_penalty`'s seconds for the base turns at positions `idx`. A penalty
+        with an `arcs` method (the motor costings' `geoengine.costing.MotorTurns`) is given the
+        `TurnArcs` (angle, roads at the junction, U-turn, the two edges); any other callable the angles."""
+        idx = np.asarray(idx, dtype=np.int64)
+        if not len(idx):
+            return np.zeros(0)
+        per_arc = getattr(turn_penalty, "arcs", None)
+        if per_arc is not None:
+            return np.asarray(per_arc(self.arcs(idx, mode)), dtype=np.float64)
+        return np.asarray(turn_penalty(self.angles[idx]), dtype=np.float64)
 
     def allowed(self, mode: str | int | None) -> np.ndarray | None:
         """bool[m]: the turns no restriction of `mode` forbids (None: every restriction applies);
@@ -137,10 +182,219 @@ class TurnBase:
         e1, e2 = self.e1[idx], self.e2[idx]
         weights = cost[e2]
         if turn_penalty is not None and len(e1):
-            weights += np.asarray(turn_penalty(self.angles[idx]), dtype=np.float64)
+            weights += self.penalty(turn_penalty, idx, mode)
         offsets = np.zeros(E + 1, dtype=np.int64)
         np.cumsum(np.bincount(e1, minlength=E), out=offsets[1:])
         return offsets, e2, weights, length[e2], idx
+
+
+class TurnArcs:
+    """Some turns of a `TurnBase` (positions `idx`), with what a turn model reads of each, as arrays
+    made when first read: `angle` float64 (signed as in `turn_angles`), `roads` int64 (roads the mode
+    may use meeting at the junction, `TurnBase.roads`), `uturn` bool, `e1`/`e2` int32 (the edge in and
+    the edge out); `perceived_angle()` the angle from `perceived_bearings`. A kernel may read the
+    base's arrays instead (`base`, `idx`, `mode`)."""
+
+    __slots__ = ("base", "graph", "idx", "mode")
+
+    def __init__(self, base: TurnBase, idx: np.ndarray, mode):
+        self.base = base
+        self.graph = base.graph
+        self.idx = idx
+        self.mode = mode
+
+    @property
+    def angle(self) -> np.ndarray:
+        return self.base.angles[self.idx]
+
+    @property
+    def uturn(self) -> np.ndarray:
+        return self.base.uturn[self.idx]
+
+    @property
+    def e1(self) -> np.ndarray:
+        return self.base.e1[self.idx]
+
+    @property
+    def e2(self) -> np.ndarray:
+        return self.base.e2[self.idx]
+
+    @property
+    def roads(self) -> np.ndarray:
+        return self.base.roads(self.mode)[np.asarray(self.graph.edge_dst)[self.e1]].astype(np.int64)
+
+    def perceived_angle(self) -> np.ndarray:
+        return self.base.perceived_angles(self.idx)
+
+
+#: OSRM's look-ahead for a road's bearing at a junction (extractor/guidance/coordinate_extractor.cpp):
+#: lane width, the plain look-ahead, the far look-ahead, lanes assumed, and the lane factor per class
+LANE_WIDTH_M = 3.25
+LOOKAHEAD_M = 10.0
+FAR_LOOKAHEAD_M = 40.0
+ASSUMED_LANES = 2.0
+
+
+def perceived_bearings(graph) -> tuple[np.ndarray, np.ndarray]:
+    """(start float32[E], end float32[E]): each directed edge's bearing where it leaves its start node
+    and where it reaches its end node as a driver perceives the junction (OSRM's representative
+    coordinate, simplified): the first shape segment when it is long (more than half the assumed
+    road width plus 10 m); else, over the road's first 40 m plus half its width: its end when the
+    road is straight there within half a lane, the point 5 m along when it starts straight (within a
+    quarter lane) for half its width plus 10 m, the direction of the line that fits every point within
+    a third of a lane; else (and on service roads) the point 10 m along. `turn_angles` uses the first
+    and last shape segments (what bicycles' turns read)."""
+    factor = np.ones(len(T.CLASS_NAMES))
+    factor[T.CLASS["motorway"]] = 2.5
+    factor[T.CLASS["trunk"]] = 2.0
+    factor[T.CLASS["primary"]] = 1.5
+    cls = np.asarray(graph.seg_class)
+    lanes = factor[cls] * ASSUMED_LANES
+    low = cls == T.CLASS["service"]
+    link = (np.asarray(graph.seg_flags) & T.F_LINK) != 0
+    lanes = np.where(link, 2.5 * ASSUMED_LANES, lanes)
+    return _perceived(np.asarray(graph.shape_offsets, dtype=np.int64), np.asarray(graph.shape_lon, dtype=np.float64),
+                      np.asarray(graph.shape_lat, dtype=np.float64), lanes, low)
+
+
+@numba.njit(cache=True, nogil=True)
+def _bearing(lat1, lon1, lat2, lon2):
+    p1, p2 = np.radians(lat1), np.radians(lat2)
+    dl = np.radians(lon2 - lon1)
+    y = np.sin(dl) * np.cos(p2)
+    x = np.cos(p1) * np.sin(p2) - np.sin(p1) * np.cos(p2) * np.cos(dl)
+    return (np.degrees(np.arctan2(y, x)) + 360.0) % 360.0
+
+
+@numba.njit(cache=True, nogil=True)
+def _look(lon, lat, a, step, n, lanes, low, xs, ys):
+    """(lon, lat) of the representative point of the polyline starting at point a and walking `step`
+    (+1 or -1) over n points (local planar metres; `xs`, `ys` scratch of n or more)."""
+    kx = 111_195.0 * np.cos(np.radians(lat[a]))
+    ky = 111_195.0
+    x0, y0 = lon[a], lat[a]
+    if n <= 2:
+        b = a + step * (n - 1)
+        return lon[b], lat[b]
+    near = lanes * 0.5 * LANE_WIDTH_M + LOOKAHEAD_M
+    reach = LOOKAHEAD_M if low else FAR_LOOKAHEAD_M + lanes * 0.5 * LANE_WIDTH_M
+    dx1 = (lon[a + step] - x0) * kx
+    dy1 = (lat[a + step] - y0) * ky
+    if not low and np.hypot(dx1, dy1) > near:
+        return lon[a + step], lat[a + step]
+    # the points within `reach` (the last one cut at `reach`), as offsets in metres
+    xs[0] = 0.0
+    ys[0] = 0.0
+    m = 1
+    walked = 0.0
+    for k in range(1, n):
+        px = (lon[a + step * k] - x0) * kx
+        py = (lat[a + step * k] - y0) * ky
+        seg = np.hypot(px - xs[m - 1], py - ys[m - 1])
+        if walked + seg >= reach and seg > 0.0:
+            t = (reach - walked) / seg
+            xs[m] = xs[m - 1] + t * (px - xs[m - 1])
+            ys[m] = ys[m - 1] + t * (py - ys[m - 1])
+            m += 1
+            walked = reach
+            break
+        xs[m] = px
+        ys[m] = py
+        m += 1
+        walked += seg
+    if low:
+        return x0 + xs[m - 1] / kx, y0 + ys[m - 1] / ky
+    # straight within half a lane up to the end: the end
+    ex, ey = xs[m - 1], ys[m - 1]
+    chord = np.hypot(ex, ey)
+    if chord > 0.0:
+        dev = 0.0
+        for k in range(1, m - 1):
+            dev = max(dev, abs(xs[k] * ey - ys[k] * ex) / chord)
+        if dev < 0.5 * LANE_WIDTH_M:
+            return x0 + ex / kx, y0 + ey / ky
+    # a road that starts straight (within a quarter lane) for `near` metres: its first stretch
+    straight = np.hypot(xs[1], ys[1])
+    for k in range(2, m):
+        c = np.hypot(xs[k], ys[k])
+        dev = 0.0
+        for j in range(1, k):
+            dev = max(dev, abs(xs[j] * ys[k] - ys[j] * xs[k]) / c if c > 0.0 else 0.0)
+        if dev >= 0.25 * LANE_WIDTH_M:
+            break
+        straight += np.hypot(xs[k] - xs[k - 1], ys[k] - ys[k - 1])
+    if straight >= near:
+        return _at(xs, ys, m, 5.0, x0, y0, kx, ky)
+    # a line fits every point within a third of a lane: its direction, away from the junction
+    dx, dy, dev = _fit(xs, ys, 0, m)
+    if dev < 0.35 * LANE_WIDTH_M:
+        return x0 + dx / kx, y0 + dy / ky
+    # otherwise the point 10 m along
+    return _at(xs, ys, m, LOOKAHEAD_M, x0, y0, kx, ky)
+
+
+@numba.njit(cache=True, nogil=True)
+def _at(xs, ys, m, dist, x0, y0, kx, ky):
+    """(lon, lat) of the point `dist` metres along the first m offsets (the last one if shorter)."""
+    walked = 0.0
+    for k in range(1, m):
+        seg = np.hypot(xs[k] - xs[k - 1], ys[k] - ys[k - 1])
+        if walked + seg >= dist and seg > 0.0:
+            t = (dist - walked) / seg
+            return x0 + (xs[k - 1] + t * (xs[k] - xs[k - 1])) / kx, y0 + (ys[k - 1] + t * (ys[k] - ys[k - 1])) / ky
+        walked += seg
+    return x0 + xs[m - 1] / kx, y0 + ys[m - 1] / ky
+
+
+@numba.njit(cache=True, nogil=True)
+def _fit(xs, ys, lo, hi):
+    """(dx, dy, max deviation): the principal direction of offsets lo..hi-1 (10 m long, pointing from
+    the first towards the last) and the largest distance of a point from that line."""
+    n = hi - lo
+    mx = 0.0
+    my = 0.0
+    for k in range(lo, hi):
+        mx += xs[k]
+        my += ys[k]
+    mx /= n
+    my /= n
+    sxx = 0.0
+    syy = 0.0
+    sxy = 0.0
+    for k in range(lo, hi):
+        sxx += (xs[k] - mx) ** 2
+        syy += (ys[k] - my) ** 2
+        sxy += (xs[k] - mx) * (ys[k] - my)
+    ang = 0.5 * np.arctan2(2.0 * sxy, sxx - syy)
+    ux, uy = np.cos(ang), np.sin(ang)
+    if ux * (xs[hi - 1] - xs[lo]) + uy * (ys[hi - 1] - ys[lo]) < 0.0:
+        ux, uy = -ux, -uy
+    dev = 0.0
+    for k in range(lo, hi):
+        dev = max(dev, abs((xs[k] - mx) * uy - (ys[k] - my) * ux))
+    return ux * LOOKAHEAD_M, uy * LOOKAHEAD_M, dev
+
+
+@numba.njit(cache=True, nogil=True)
+def _perceived(off, lon, lat, lanes, low):
+    S = off.shape[0] - 1
+    start = np.empty(2 * S, np.float32)
+    end = np.empty(2 * S, np.float32)
+    most = 2
+    for s in range(S):
+        most = max(most, off[s + 1] - off[s])
+    xs = np.empty(most)
+    ys = np.empty(most)
+    for s in range(S):
+        a, b = off[s], off[s + 1] - 1
+        n = b - a + 1
+        ux, uy = _look(lon, lat, a, 1, n, lanes[s], low[s], xs, ys)
+        vx, vy = _look(lon, lat, b, -1, n, lanes[s], low[s], xs, ys)
+        start[2 * s] = _bearing(lat[a], lon[a], uy, ux)
+        end[2 * s] = _bearing(vy, vx, lat[b], lon[b])
+        start[2 * s + 1] = _bearing(lat[b], lon[b], vy, vx)
+        end[2 * s + 1] = _bearing(uy, ux, lat[a], lon[a])
+    return start, end
 
 
 @numba.njit(cache=True, nogil=True)

@@ -145,11 +145,11 @@ class Profile:
             pen = None
             if st is not None and st.fits(self.usable):
                 # the same arcs as `TurnBase.turn_graph` would keep, and the same weights: cost[e2] plus
-                # the turn penalty of the arc's angle
+                # the turn penalty of the arc
                 off, tgt, idx = st.offsets, st.targets, st.base_index
                 w = self.cost[tgt]
                 if tp is not None and len(tgt):
-                    pen = np.asarray(tp(base.angles[idx]), dtype=np.float64)
+                    pen = base.penalty(tp, idx, self.mode)
                     w += pen
                 sec = metrics[tgt]
                 self._component = st.component
@@ -159,7 +159,7 @@ class Profile:
             self.structure = st
             delay = np.zeros_like(w)
             if tdelay is not None and len(tgt):
-                delay = pen if (pen is not None and tdelay is tp) else np.asarray(tdelay(base.angles[idx]), dtype=np.float64)
+                delay = pen if (pen is not None and tdelay is tp) else base.penalty(tdelay, idx, self.mode)
             self.base_index = idx  # each arc's position among every possible turn (TurnBase)
             self._csr = (off, tgt, w, pack(sec[:, 0] + delay, sec[:, 1]))
         return self._csr

@@ -113,7 +113,7 @@ def top_speed_ms(prof) -> float:
 
 
 def turn_delays(prof, edges: np.ndarray) -> np.ndarray:
-    """float64[n]: the turn delay before each edge of a path (the mode's delay for the turn's angle, as
+    """float64[n]: the turn delay before each edge of a path (the mode's delay for the turn, as
     the route's time counts it; 0 for the first edge and where consecutive edges have no arc)."""
     from geoengine.costing import turn_penalty
     from geoengine.graph.turns import turn_base
@@ -135,8 +135,7 @@ def turn_delays(prof, edges: np.ndarray) -> np.ndarray:
         hit = ok & (tgt[np.minimum(pos, len(tgt) - 1)] == b)
         arc[hit] = pos[hit]
     found = arc >= 0
-    angles = turn_base(prof.graph).angles[prof.base_index[arc[found]]]
-    out[1:][found] = np.asarray(tdelay(angles), dtype=np.float64)
+    out[1:][found] = turn_base(prof.graph).penalty(tdelay, prof.base_index[arc[found]], prof.mode)
     return out
 
 

@@ -16,7 +16,7 @@ import pytest
 
 import geoengine
 from geoengine.costing import edge_costs, turn_penalty
-from geoengine.costing.common import SIGNAL_DELAY_S
+from geoengine.costing.common import MOTOR_SIGNAL_DELAY_S
 from geoengine.graph.turns import turn_base
 from geoengine.services.models import Location
 from geoengine.services.route_options import selection
@@ -86,16 +86,16 @@ def hand_edge_seconds(graph, e, bucket):
     e = np.asarray(e)
     length = np.asarray(graph.seg_length, dtype=np.float64)[e >> 1]
     sig = np.asarray(graph.edge_signals, dtype=np.float64)[e]
-    return length / (edge_speed(graph, e, bucket) / 3.6) + SIGNAL_DELAY_S * sig
+    return length / (edge_speed(graph, e, bucket) / 3.6) + MOTOR_SIGNAL_DELAY_S * sig
 
 
 def hand_turn_delay(prof, a, b):
-    """The car's delay for the turn from edge a to edge b (its angle in the graph's turn table)."""
+    """The car's delay for the turn from edge a to edge b (the car's turn model for that turn of the
+    graph's turn table)."""
     off, tgt, _w, _packed = prof.turn_csr()
     for x in range(off[a], off[a + 1]):
         if tgt[x] == b:
-            angle = turn_base(prof.graph).angles[prof.base_index[x]]
-            return float(np.asarray(turn_penalty("auto")(np.array([angle])))[0])
+            return float(turn_base(prof.graph).penalty(turn_penalty("auto"), [prof.base_index[x]], "auto")[0])
     return 0.0
 
 
@@ -412,7 +412,7 @@ def test_measured_speeds_and_profiles_together(li, applied):
         np.testing.assert_allclose(dep.time[e], hand_edge_seconds(g, e, bucket_of(when)), rtol=1e-9)
         length = np.asarray(g.seg_length, dtype=np.float64)[e >> 1]
         sig = np.asarray(g.edge_signals, dtype=np.float64)[e]
-        np.testing.assert_allclose(cur.time[e], length / (7 / 3.6) + SIGNAL_DELAY_S * sig, rtol=1e-9)
+        np.testing.assert_allclose(cur.time[e], length / (7 / 3.6) + MOTOR_SIGNAL_DELAY_S * sig, rtol=1e-9)
     finally:
         li.reset_speeds()
 
@@ -438,6 +438,6 @@ def test_own_speeds_reach_the_metric(li, applied, tmp_path):
             assert abs(v - own[b]) < 1.0
             length = np.asarray(g.seg_length, dtype=np.float64)[ee >> 1]
             sig = np.asarray(g.edge_signals, dtype=np.float64)[ee]
-            np.testing.assert_allclose(prof.time[ee], length / (v / 3.6) + SIGNAL_DELAY_S * sig, rtol=1e-6)
+            np.testing.assert_allclose(prof.time[ee], length / (v / 3.6) + MOTOR_SIGNAL_DELAY_S * sig, rtol=1e-6)
     finally:
         li.apply_profiles(applied[0])

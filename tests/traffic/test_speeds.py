@@ -17,7 +17,7 @@ from hypothesis import strategies as st
 
 import geoengine
 from geoengine.costing import edge_costs, parse_costing_options
-from geoengine.costing.common import SIGNAL_DELAY_S
+from geoengine.costing.common import MOTOR_SIGNAL_DELAY_S
 from geoengine.geo import haversine_m
 from geoengine.services.models import Location
 from geoengine.traffic import SpeedFileError, read_speed_table
@@ -96,7 +96,7 @@ def test_segment_file_times_equal_hand_computation(li, tmp_path):
     prof = li.router.profile("auto")
     sig = np.asarray(g.edge_signals, dtype=np.float64)
     e = 2 * segs
-    want = length[e] / (23 / 3.6) + SIGNAL_DELAY_S * sig[e]
+    want = length[e] / (23 / 3.6) + MOTOR_SIGNAL_DELAY_S * sig[e]
     np.testing.assert_allclose(prof.time[e], want, rtol=1e-9)
     # the reverse direction keeps its profile time
     np.testing.assert_allclose(prof.time[e + 1], base_time[e + 1], rtol=1e-12)
@@ -106,8 +106,8 @@ def test_segment_file_times_equal_hand_computation(li, tmp_path):
     piece = haversine_m(np.asarray(g.shape_lat[p:p + 1]), np.asarray(g.shape_lon[p:p + 1]),
                         np.asarray(g.shape_lat[p + 1:p + 2]), np.asarray(g.shape_lon[p + 1:p + 2]))[0]
     e = 2 * part
-    profile_rate = (base_time[e] - SIGNAL_DELAY_S * sig[e]) / length[e]  # s per m at the profile speed
-    want = piece / (11 / 3.6) + (length[e] - piece) * profile_rate + SIGNAL_DELAY_S * sig[e]
+    profile_rate = (base_time[e] - MOTOR_SIGNAL_DELAY_S * sig[e]) / length[e]  # s per m at the profile speed
+    want = piece / (11 / 3.6) + (length[e] - piece) * profile_rate + MOTOR_SIGNAL_DELAY_S * sig[e]
     assert prof.time[e] == pytest.approx(want, rel=1e-9)
     # untouched edges are unchanged
     touched = np.zeros(g.n_edges, bool)
@@ -134,7 +134,7 @@ def test_way_form_and_top_speed_caps(li, tmp_path):
         e = 2 * segs
         ok = np.isfinite(prof.time[e])
         assert ok.any()
-        want = length[e] / (cap / 3.6) + SIGNAL_DELAY_S * sig[e]
+        want = length[e] / (cap / 3.6) + MOTOR_SIGNAL_DELAY_S * sig[e]
         np.testing.assert_allclose(prof.time[e][ok], want[ok], rtol=1e-9, err_msg=costing)
     # forward only: the backward edges keep the profile time; pedestrians and bicycles ignore the speeds
     np.testing.assert_allclose(li.router.profile("auto").time[2 * segs + 1], base_time[2 * segs + 1])
@@ -152,7 +152,7 @@ def test_dataframe_and_last_row_wins(li):
     _, _, length = edge_costs(g, "auto")
     sig = np.asarray(g.edge_signals, dtype=np.float64)
     e = 2 * segs
-    np.testing.assert_allclose(li.router.profile("auto").time[e], length[e] / (17 / 3.6) + SIGNAL_DELAY_S * sig[e],
+    np.testing.assert_allclose(li.router.profile("auto").time[e], length[e] / (17 / 3.6) + MOTOR_SIGNAL_DELAY_S * sig[e],
                                rtol=1e-9)
 
 

@@ -1,0 +1,207 @@
+"""The motor costings' turn delays follow OSRM car.lua's `process_turn` (the profile shipped with
+osrm-bindings 26.10, which speeds_bench.py compares against): the seconds of every turn of a real
+graph equal the Lua function's, written out here turn by turn from its source with `math.exp`; the
+roads counted at a junction equal a count over the graph's segments; a route's time through the
+classic CH and through the CCH customised with the same weights is the same."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+
+from geoengine.costing import (
+    MotorTurns,
+    edge_costs,
+    motor_turn_seconds,
+    turn_penalty,
+)
+from geoengine.graph import tags as T
+from geoengine.graph.turns import perceived_bearings, turn_base
+
+
+def lua_process_turn(angle, roads, uturn, mode_change, roundabout):
+    """car.lua's process_turn for a right-hand-traffic turn without obstacles (turn_penalty 7.5,
+    turn_bias 1.075, oncoming_turn_penalty 2, u_turn_penalty 20), then OSRM's cast to whole tenths
+    of a second (boost::numeric_cast of duration * 10: truncation)."""
+    turn_penalty_s, turn_bias = 7.5, 1.075
+    duration = 0.0
+    if roads > 2 or mode_change or uturn:
+        if angle >= 0:
+            duration += turn_penalty_s / (1 + math.exp(-((13 / turn_bias) * angle / 180 - 6.5 * turn_bias)))
+        else:
+            duration += turn_penalty_s / (1 + math.exp(-((13 * turn_bias) * -angle / 180 - 6.5 / turn_bias)))
+        crosses_oncoming = angle < 0
+        if crosses_oncoming and not uturn and roads > 2 and not roundabout:
+            sharpness = 1 / (1 + math.exp(-(13 * abs(angle) / 180 - 3.25)))
+            duration += 2.0 * sharpness
+        if uturn:
+            duration += 20
+    return math.trunc(duration * 10 + 1e-9) / 10
+
+
+def test_model_equals_car_lua_on_a_grid():
+    rng = np.random.default_rng(5)
+    angle = np.concatenate([np.arange(-180.0, 180.5, 0.5), rng.uniform(-180, 180, 500)])
+    for roads in (1, 2, 3, 4, 6):
+        for uturn in (False, True):
+            for mode_change in (False, True):
+                for roundabout in (False, True):
+                    n = len(angle)
+                    got = motor_turn_seconds(angle, np.full(n, roads), np.full(n, uturn), np.full(n, mode_change),
+                                             np.full(n, roundabout))
+                    want = [lua_process_turn(a, roads, uturn, mode_change, roundabout) for a in angle.tolist()]
+                    np.testing.assert_allclose(got, want, atol=1e-9)
+
+
+def test_model_known_values():
+    def one(angle, roads=4, uturn=False):
+        return float(motor_turn_seconds(np.array([angle]), np.array([roads]), np.array([uturn]),
+                                        np.array([False]), np.array([False]))[0])
+
+    assert one(0.0) == 0.0  # straight on: 0.007 s, cut to tenths
+    assert one(90.0) == pytest.approx(2.1)  # right: 7.5 / (1 + e^0.941)
+    assert one(-90.0) == pytest.approx(7.3)  # left: 5.39 s plus 1.93 s across oncoming traffic
+    assert one(-90.0) > one(90.0) > one(60.0) > one(-10.0) > one(10.0) == 0.0
+    assert one(90.0, roads=2) == 0.0  # a bend where two roads meet
+    assert 27.0 <= one(179.0, roads=1, uturn=True) <= 27.5  # U-turn at a dead end: 7.5 + 20
+
+
+def test_roads_at_each_node_are_the_segments_the_mode_may_use(liechtenstein_graph):
+    g = liechtenstein_graph
+    base = turn_base(g)
+    acc = np.asarray(g.edge_access)
+    u, v = np.asarray(g.seg_u), np.asarray(g.seg_v)
+    rng = np.random.default_rng(0)
+    nodes = rng.choice(g.n_nodes, 400, replace=False)
+    for mode in ("auto", "bicycle", "pedestrian"):
+        bit = T.MODE_BITS[mode]
+        roads = base.roads(mode)
+        for n in nodes.tolist():
+            segs = np.flatnonzero((u == n) | (v == n))
+            want = sum(((int(acc[2 * s]) | int(acc[2 * s + 1])) & bit) != 0 for s in segs.tolist())
+            want += sum(((int(acc[2 * s]) | int(acc[2 * s + 1])) & bit) != 0 and u[s] == v[s] for s in segs.tolist())
+            assert roads[n] == want, (mode, n)
+    # a footway joining a road is a junction for pedestrians, not for cars
+    assert (base.roads("pedestrian") > base.roads("auto")).any()
+
+
+@pytest.mark.parametrize("costing", ["auto", "truck", "motorcycle"])
+def test_turn_graph_weights_are_car_lua_per_arc(liechtenstein_graph, costing):
+    """Every arc of the costing's turn graph costs cost[e2] plus car.lua's seconds for that turn
+    (the junction's roads counted from the segments, U-turn, ferry, roundabout read here; the angle
+    between the perceived bearings)."""
+    g = liechtenstein_graph
+    cost, _t, length = edge_costs(g, costing)
+    tp = turn_penalty(costing)
+    assert isinstance(tp, MotorTurns)
+    base = turn_base(g)
+    off, tgt, w, _sec, idx = base.turn_graph(cost, length, mode=costing if costing != "motorcycle" else "motorcycle",
+                                             turn_penalty=tp)
+    pen = w - cost[tgt]
+    e1 = np.repeat(np.arange(g.n_edges), np.diff(off))
+    acc = np.asarray(g.edge_access)
+    bit = T.MODE_BITS[costing]
+    seg_ok = ((acc[0::2] | acc[1::2]) & bit) != 0
+    roads_at = np.bincount(np.concatenate([np.asarray(g.seg_u)[seg_ok], np.asarray(g.seg_v)[seg_ok]]),
+                           minlength=g.n_nodes)
+    flags = np.asarray(g.edge_flags)
+    ps, pe = perceived_bearings(g)
+    perceived = (ps[tgt].astype(np.float64) - pe[e1] + 540.0) % 360.0 - 180.0
+    rng = np.random.default_rng(1)
+    for k in rng.choice(len(tgt), 3000, replace=False).tolist():
+        a, b = int(e1[k]), int(tgt[k])
+        want = lua_process_turn(float(perceived[k]), int(roads_at[g.edge_dst[a]]), b == (a ^ 1),
+                                bool((flags[a] ^ flags[b]) & T.F_FERRY), bool((flags[a] | flags[b]) & T.F_ROUNDABOUT))
+        assert pen[k] == pytest.approx(want, abs=1e-6), (a, b)
+    # most arcs go straight through a node of two roads and cost nothing; every U-turn costs 20 s or more
+    two = roads_at[np.asarray(g.edge_dst)[e1]] <= 2
+    assert two.any() and np.all(pen[two & (tgt != (e1 ^ 1))] == 0.0)
+    assert np.all(pen[tgt == (e1 ^ 1)] >= 20.0)
+
+
+class _Shapes:
+    """A graph-like object of hand-made polylines (lon, lat lists), residential roads."""
+
+    def __init__(self, lines):
+        self.shape_offsets = np.cumsum([0] + [len(x) for x in lines])
+        self.shape_lon = np.array([p[0] for x in lines for p in x])
+        self.shape_lat = np.array([p[1] for x in lines for p in x])
+        self.seg_class = np.full(len(lines), T.CLASS["residential"], np.uint8)
+        self.seg_flags = np.zeros(len(lines), np.uint32)
+
+
+def _east_north(x_m, y_m, lon0=9.5, lat0=47.1):
+    return (lon0 + x_m / (111_195.0 * math.cos(math.radians(lat0))), lat0 + y_m / 111_195.0)
+
+
+def test_perceived_bearings_look_past_the_junction_geometry():
+    lines = [
+        [_east_north(0, 0), _east_north(0, 200)],  # straight north
+        [_east_north(0, 0), _east_north(0, 30), _east_north(0, 200)],  # straight, three points
+        [_east_north(0, 0), _east_north(20, 20), _east_north(20, 200)],  # a long first piece: its own bearing
+        [_east_north(0, 0), _east_north(1.5, 5), _east_north(0, 15), _east_north(0, 200)],  # a kink within a lane
+        [_east_north(0, 0), _east_north(5, 5), _east_north(200, 5)],  # a short bend, then east
+    ]
+    start, end = perceived_bearings(_Shapes(lines))
+    assert start[0] == pytest.approx(0.0, abs=1e-3) and start[2] == pytest.approx(0.0, abs=1e-3)
+    assert start[4] == pytest.approx(45.0, abs=0.1)  # the first piece is 28 m long
+    assert abs(start[6]) < 3.0 or abs(start[6] - 360) < 3.0  # the kink is smoothed over: about north
+    # the road bends at 7 m: the point 10 m along (the first piece's end plus 3 m east) sets the bearing
+    assert 45.0 < start[8] < 70.0
+    # reversed edges: the same lines seen from their other end
+    np.testing.assert_allclose((end[0::2] + 180.0) % 360.0, start[1::2], atol=0.01)  # great circles: not exact
+    np.testing.assert_allclose((start[0::2] + 180.0) % 360.0, end[1::2], atol=0.01)
+
+
+def test_perceived_bearings_on_a_real_graph(liechtenstein_graph):
+    g = liechtenstein_graph
+    start, end = perceived_bearings(g)
+    off = np.asarray(g.shape_offsets)
+    two = np.flatnonzero(np.diff(off) == 2)  # straight segments: the first piece is the whole road
+    d = (start[2 * two] - np.asarray(g.edge_bearing_start)[2 * two] + 540.0) % 360.0 - 180.0
+    assert np.abs(d).max() < 1e-3
+    back = (end[0::2].astype(np.float64) + 180.0 - start[1::2] + 540.0) % 360.0 - 180.0
+    assert np.abs(back).max() < 0.1  # the same line seen from its other end (great circles: nearly)
+    # where shapes curve near a junction, the two views differ
+    diff = np.abs((start - np.asarray(g.edge_bearing_start) + 540.0) % 360.0 - 180.0)
+    assert (diff > 10).mean() > 0.01
+
+
+def test_bicycle_and_pedestrian_turns_unchanged():
+    ang = np.array([0.0, 50.0, -90.0, 175.0])
+    np.testing.assert_allclose(turn_penalty("bicycle")(ang), [0.0, 2 * 50 / 180, 1.0, 10.0])
+    assert turn_penalty("pedestrian") is None
+
+
+def test_classic_ch_and_cch_give_the_same_route_times(liechtenstein):
+    """The same weights through a classic CH (built from the profile's turn graph) and through the
+    bundle's CCH customised with them: the same costs and the same packed time and length (with the
+    new turn delays), for pairs whose routes turn."""
+    from geoengine.routing.cch import CCHTopology
+    from geoengine.routing.ch import ContractionHierarchy
+    from geoengine.routing.profile import Profile, unpack
+
+    graph = liechtenstein.graph
+    prof = Profile(graph, "auto")
+    off, tgt, w, packed = prof.turn_csr()
+    ch = ContractionHierarchy.build(graph.n_edges, off, tgt, w, packed)
+    topo = CCHTopology.load(liechtenstein.bundle.path / "routing" / "cch")
+    cch = topo.customise(off, tgt, w, packed)
+    comp = np.flatnonzero(prof.component)
+    rng = np.random.default_rng(7)
+    src, dst = rng.choice(comp, 40), rng.choice(comp, 40)
+    c1, s1 = ch.query_pairs(src, dst)
+    c2, s2 = cch.query_pairs(src, dst)
+    np.testing.assert_allclose(c1, c2, rtol=1e-9)
+    np.testing.assert_array_equal(s1, s2)
+    t1, _ = unpack(s1)
+    # the times include turn delays: more than the edges' own seconds along the same path
+    turned = 0
+    for i in range(5):
+        r = cch.query(int(src[i]), int(dst[i]))
+        p = np.asarray(r.path)
+        edge_s = prof.time[p[1:]].sum()
+        turned += t1[i] > edge_s + 1.0
+    assert turned >= 3
