@@ -13,9 +13,9 @@ Each document gets, per level of `ADMIN_LEVELS`, the id of the administrative un
   rank (`reverse_place_diameter`: city 0.16, town 0.08, village and suburb 0.04, hamlet and neighbourhood
   0.02 degrees; at the city level, distances of cities count x0.25 and towns x0.5), that lies inside the
   deepest boundary around the document (Nominatim ignores place nodes outside it);
-- postcode: the document's own `addr:postcode`, else the `boundary=postal_code` around it, else the
-  postcode whose centre (the mean of the objects carrying it, per country) is nearest within 5 km
-  (Nominatim's default postcode extent).
+- postcode (`assign_postcodes`, once the countries are known): the document's own `addr:postcode`, else
+  the `boundary=postal_code` around it, else the postcode of its country whose centre (the mean of the
+  objects carrying it) is nearest among those whose box of 5 km (Nominatim's postcode extent) covers it.
 
 A place document only takes parents above its own level (a village is not inside a neighbouring hamlet).
 """
@@ -23,6 +23,7 @@ A place document only takes parents above its own level (a village is not inside
 from __future__ import annotations
 
 import json
+from functools import lru_cache
 
 import numpy as np
 import shapely
@@ -42,9 +43,12 @@ GUESS_SLOTS = (CITY, SUBURB, NEIGHBOURHOOD)  # levels a place node fills where n
 # Nominatim's reverse_place_diameter(rank_search) in degrees, by place type
 PLACE_RADIUS_DEG = {"city": 0.16, "town": 0.08, "borough": 0.08, "village": 0.04, "suburb": 0.04, "hamlet": 0.02,
                     "quarter": 0.02, "neighbourhood": 0.02}
+# Nominatim's fuzzy area of a place node (place_node_fuzzy_area): a box of this many metres around it
+PLACE_BOX_M = {"city": 15000.0, "town": 4000.0, "village": 2000.0, "hamlet": 1000.0}
 # Nominatim orders the candidates of address rank 16 by distance x 0.25 (cities), x 0.5 (towns)
 PLACE_WEIGHT = {"city": 0.25, "town": 0.5}
-POSTCODE_EXTENT_KM = 5.0
+# the box around a postcode's centre that it covers (Nominatim's postcode extent: 5 km, Liechtenstein 4 km)
+POSTCODE_EXTENT_M = {None: 5000.0, "LI": 4000.0}
 KM_PER_DEG = 111.2
 CHUNK = 65_536  # documents per place-node query (bounds the neighbour arrays)
 GUESS_K = 8  # nearest place nodes examined per document and level
@@ -168,8 +172,15 @@ def build_hierarchy(ds, boundaries, labels: dict[int, int], n_osm: int) -> tuple
     # 2. place nodes where no boundary fills the level, inside the deepest boundary around the document
     polygon_admin = admin[:, :POSTCODE].copy() if place_rows else None
     guess_unit: dict[int, int] = {}
+    if place_rows:
+        # places of the city level or above (nodes and boundaries) are not inside a stacked settlement
+        big = np.zeros(n, bool)
+        big[[r for r in place_rows if PLACE_SLOT[ds.place_class[r]] <= CITY]] = True
+        big[[b.row for b in boundaries if b.admin_level and 0 <= b.row < n and SLOT_OF_ADMIN[b.admin_level] <= CITY]] = True
+        _stacked_settlements(ds, admin, polygon_admin, units, place_rows, linked, guess_unit, lon, lat, big)
     for slot in GUESS_SLOTS:
-        cand = np.asarray([r for r in place_rows if PLACE_SLOT[ds.place_class[r]] == slot and r not in linked], np.int64)
+        cand = np.asarray([r for r in place_rows if PLACE_SLOT[ds.place_class[r]] == slot and r not in linked
+                           and not (slot == CITY and polygon_admin[r, CITY] >= 0)], np.int64)
         need = np.flatnonzero(admin[:, slot] < 0)
         if not len(cand) or not len(need):
             continue
@@ -216,34 +227,137 @@ def build_hierarchy(ds, boundaries, labels: dict[int, int], n_osm: int) -> tuple
         if b.admin_level and 0 <= b.row < n:
             admin[b.row, SLOT_OF_ADMIN[b.admin_level] + 1:POSTCODE] = -1
 
-    # 3. postcodes: own addr:postcode, else the postal_code boundary (step 1), else the nearest postcode centre
-    code_unit: dict[tuple[str, int], int] = {}
-    own = [(i, p.strip()) for i, p in enumerate(ds.postcode[:n]) if p and p.strip()]
-    sums: dict[int, list[float]] = {}
-    for i, p in own:
-        key = (p, int(admin[i, COUNTRY]))
+    return admin, units
+
+
+def _stacked_settlements(ds, admin, polygon_admin, units, place_rows, linked, guess_unit, lon, lat, big) -> None:
+    """Nominatim's stacked settlements: a city/town/village node that lies inside a boundary of the city
+    level (admin_level 8) without being that boundary's own node is a part of it (Nominatim raises its
+    address rank by 2). A document inside that boundary and inside the node's fuzzy area (a box of
+    `PLACE_BOX_M` metres around it) takes the node as its village/town/city (the nearest such node, in
+    degrees, as Nominatim orders them), and the boundary moves to the municipality level (where no level 7
+    boundary is there): under the key `municipality` when the node has the boundary's key (Nominatim then
+    drops the boundary), else under its own key (a village node in a town: "village: Ebenholz, town:
+    Vaduz", as Nominatim writes it). Every document keeps the boundary that contains it. Places of the
+    city level or above (`big`: Vaduz's own node and boundary) are not inside a stacked settlement."""
+    from scipy.spatial import cKDTree
+
+    cand = np.asarray([r for r in place_rows if PLACE_SLOT[ds.place_class[r]] == CITY and r not in linked
+                       and polygon_admin[r, CITY] >= 0], np.int64)
+    inside = polygon_admin[:, CITY] >= 0
+    inside[big] = False  # a town, a village or a boundary of those levels is no part of a neighbour ...
+    inside[cand] = True  # ... but a stacked node is its own settlement (distance 0) inside its municipality
+    rows_all = np.flatnonzero(inside)
+    if not len(cand) or not len(rows_all):
+        return
+    lat0 = float(np.mean(lat[cand]))
+    cos0 = np.cos(np.radians(lat0))
+    half = np.asarray([PLACE_BOX_M.get(ds.place_class[r], 500.0) for r in cand.tolist()]) / (KM_PER_DEG * 1000.0)
+    tree = cKDTree(np.column_stack([lon[cand] * cos0, lat[cand]]))
+    k = min(GUESS_K, len(cand))
+    cand_b = polygon_admin[cand, CITY]
+    cand_pc = np.asarray([ds.place_class[r] for r in cand.tolist()], dtype=object)
+    node_unit = np.full(len(cand), -1, np.int64)
+    muni_unit: dict[int, int] = {}
+    for a in range(0, len(rows_all), CHUNK):
+        rows = rows_all[a:a + CHUNK]
+        _, idx = tree.query(np.column_stack([lon[rows] * cos0, lat[rows]]), k=k,
+                            distance_upper_bound=float(half.max()) * 1.5)
+        idx = idx.reshape(len(rows), k)
+        ok = idx < len(cand)
+        j = np.where(ok, idx, 0)
+        dlat = np.abs(lat[cand[j]] - lat[rows, None])
+        dlon = np.abs(lon[cand[j]] - lon[rows, None])
+        ok &= (dlat <= half[j]) & (dlon * np.cos(np.radians(lat[rows, None])) <= half[j])
+        ok &= cand_b[j] == polygon_admin[rows, CITY][:, None]  # inside the same boundary as the document
+        score = np.where(ok, np.hypot(dlat, dlon), np.inf)
+        best = np.argmin(score, axis=1)
+        hit = np.isfinite(score[np.arange(len(rows)), best])
+        chosen = j[np.arange(len(rows)), best][hit]
+        hit_rows = rows[hit]
+        for c in np.unique(chosen).tolist():
+            if node_unit[c] < 0:
+                r = int(cand[c])
+                node_unit[c] = units.add(CITY, ds.place_class[r], _names_of(ds.detail[r], ds.name[r]), r)
+                guess_unit[r] = int(node_unit[c])
+        # the boundary keeps its key (town) beside a node of another (village: "village: Ebenholz, town:
+        # Vaduz"); beside a node of its own key it is the municipality (Nominatim drops it: one key, one name)
+        bound = admin[hit_rows, CITY]
+        free = admin[hit_rows, MUNICIPALITY] < 0
+        bound, chosen, hit_rows = bound[free], chosen[free], hit_rows[free]
+        same = np.asarray(units.key, dtype=object)[bound] == cand_pc[chosen]
+        pair = bound.astype(np.int64) * 2 + same
+        up = np.unique(pair)
+        for p in up.tolist():  # one unit per boundary and key (units, not documents)
+            if p not in muni_unit:
+                b = p // 2
+                muni_unit[p] = units.add(MUNICIPALITY, "municipality" if p % 2 else units.key[b], units.names[b],
+                                         units.row[b], units.cc[b])
+        lut = np.asarray([muni_unit[p] for p in up.tolist()], np.int32)
+        admin[hit_rows, MUNICIPALITY] = lut[np.searchsorted(up, pair)]
+        admin[hit_rows, CITY] = node_unit[chosen]
+
+
+def assign_postcodes(ds, admin: np.ndarray, units: Units, n_osm: int) -> None:
+    """The postcode level of `admin`, after the countries of `ds` are known (Nominatim's rules): the
+    document's own `addr:postcode`, else the `postal_code` boundary around
+    it (build_hierarchy), else the postcode of its country whose area covers it, the nearest centre first. A
+    postcode's centre is the mean of the objects of one country carrying it; its area the box of
+    `POSTCODE_EXTENT_M` metres around the centre (Nominatim's location_postcodes)."""
+    from scipy.spatial import cKDTree
+
+    n = len(ds)
+    lat = np.asarray(ds.lat, np.float64)[:n]
+    lon = np.asarray(ds.lon, np.float64)[:n]
+    country = np.asarray([(c or "").upper() for c in ds.country[:n]], dtype=object)
+    code_unit: dict[tuple[str, str], int] = {}
+    own_rows, own_unit = [], []
+    for i, p in enumerate(ds.postcode[:n]):  # build time: one look-up per document with a postcode
+        p = (p or "").strip()
+        if not p:
+            continue
+        key = (p, country[i])
         u = code_unit.get(key)
         if u is None:
             u = code_unit[key] = units.add(POSTCODE, "postcode", {"name": p}, -1)
-            sums[u] = [0.0, 0.0, 0]
-        admin[i, POSTCODE] = u
-        s = sums[u]
-        s[0] += lat[i]
-        s[1] += lon[i]
-        s[2] += 1
+        own_rows.append(i)
+        own_unit.append(u)
+    if not own_rows:
+        return
+    own_rows = np.asarray(own_rows, np.int64)
+    own_unit = np.asarray(own_unit, np.int32)
+    admin[own_rows, POSTCODE] = own_unit
+    # centres: the mean of each unit's objects
+    uids, inv = np.unique(own_unit, return_inverse=True)
+    cnt = np.bincount(inv).astype(np.float64)
+    clat = np.bincount(inv, weights=lat[own_rows]) / cnt
+    clon = np.bincount(inv, weights=lon[own_rows]) / cnt
+    first = np.zeros(len(uids), np.int64)
+    first[inv[::-1]] = own_rows[::-1]
+    ccc = country[first]
     need = np.flatnonzero(admin[:n_osm, POSTCODE] < 0)
-    if sums and len(need):
-        cu = np.asarray(list(sums), np.int32)
-        cen = np.asarray([[s[0] / s[2], s[1] / s[2]] for s in sums.values()])
-        lat0 = float(np.mean(cen[:, 0]))
-
-        def xy(la, lo):
-            return np.column_stack([lo * KM_PER_DEG * np.cos(np.radians(lat0)), la * KM_PER_DEG])
-
-        dist, idx = cKDTree(xy(cen[:, 0], cen[:, 1])).query(xy(lat[need], lon[need]), distance_upper_bound=POSTCODE_EXTENT_KM)
-        hit = np.isfinite(dist)
-        admin[need[hit], POSTCODE] = cu[idx[hit]]
-    return admin, units
+    for cc in np.unique(ccc).tolist():  # per country (a few), the documents of that country at once
+        mine = np.flatnonzero(ccc == cc)
+        rows = need[country[need] == cc]
+        if not len(rows):
+            continue
+        lat0 = float(np.mean(clat[mine]))
+        sx, sy = KM_PER_DEG * 1000.0 * np.cos(np.radians(lat0)), KM_PER_DEG * 1000.0
+        extent = POSTCODE_EXTENT_M.get(cc, POSTCODE_EXTENT_M[None])
+        tree = cKDTree(np.column_stack([clon[mine] * sx, clat[mine] * sy]))
+        k = min(GUESS_K, len(mine))
+        for a in range(0, len(rows), CHUNK):
+            part = rows[a:a + CHUNK]
+            xy = np.column_stack([lon[part] * sx, lat[part] * sy])
+            dist, idx = tree.query(xy, k=k, p=np.inf, distance_upper_bound=extent)  # inside the box
+            dist, idx = dist.reshape(len(part), k), idx.reshape(len(part), k)
+            ok = np.isfinite(dist)
+            j = np.where(ok, idx, 0)
+            d2 = (clon[mine][j] * sx - xy[:, :1]) ** 2 + (clat[mine][j] * sy - xy[:, 1:]) ** 2
+            d2 = np.where(ok, d2, np.inf)
+            best = np.argmin(d2, axis=1)
+            hit = np.isfinite(d2[np.arange(len(part)), best])
+            admin[part[hit], POSTCODE] = uids[mine[j[np.arange(len(part)), best][hit]]]
 
 
 DISPLAY_SLOTS = (NEIGHBOURHOOD, SUBURB, CITY, MUNICIPALITY, COUNTY, STATE)  # deepest first
@@ -293,3 +407,43 @@ def unit_name(names: dict, lang: str | None) -> str | None:
             if code and names.get(f"name:{code}"):
                 return names[f"name:{code}"]
     return names.get("name")
+
+
+def _lang_codes(lang: str | None) -> list[str]:
+    """The language codes of an accept-language list ("de-CH,en;q=0.8" -> de-ch, de, en)."""
+    out: list[str] = []
+    for code in (lang or "").split(","):
+        code = code.split(";")[0].strip().lower()
+        for c in (code, code.split("-")[0]):
+            if c and c not in out:
+                out.append(c)
+    return out
+
+
+@lru_cache(maxsize=4096)
+def country_name(cc: str | None, lang: str | None = None) -> str | None:
+    """The name of the country with ISO 3166-1 alpha-2 code `cc` from CLDR (babel): in `lang` (a language
+    code), else in the country's main language, as Nominatim's country table names it by default
+    ("United States", "España", "Deutschland"). None for an unknown code or language."""
+    if not cc or len(cc) != 2 or not cc.isalpha():
+        return None
+    from babel import Locale, UnknownLocaleError
+
+    cc = cc.upper()
+    try:
+        loc = Locale.parse(lang.replace("-", "_")) if lang else Locale.parse(f"und_{cc}")
+    except (UnknownLocaleError, ValueError, TypeError):
+        return None
+    return loc.territories.get(cc)
+
+
+def country_label(names: dict | None, cc: str | None, lang: str | None = None) -> str | None:
+    """The `country` of an address: the country unit's name:xx (from its OSM boundary or place node), else
+    CLDR's name in `lang`; without a language the unit's name, else the name in the country's own language
+    (Nominatim: its country table, whose names the country boundary overrides); the code when all fail."""
+    names = names or {}
+    for code in _lang_codes(lang):
+        v = names.get(f"name:{code}") or country_name(cc, code)
+        if v:
+            return v
+    return names.get("name") or country_name(cc) or cc

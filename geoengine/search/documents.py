@@ -24,7 +24,9 @@ from geoengine.search.admin import (
     COUNTRY,
     DISPLAY_SLOTS,
     POSTCODE,
+    assign_postcodes,
     build_hierarchy,
+    country_label,
     make_address,
     make_display,
     unit_name,
@@ -248,6 +250,7 @@ def build_documents(osm_path, places_path=None, admin1_path=None, *, bbox=None, 
             u = unit_of.get(ds.country[i])
             if u is not None:
                 ds.admin[i, COUNTRY] = u
+    assign_postcodes(ds, ds.admin, units, n_osm)
     info["admin_units"] = len(units)
     outside = (ds.admin[:, :POSTCODE] < 0).all(axis=1).tolist()
     for i in range(len(ds)):
@@ -285,7 +288,7 @@ def address_at_build(ds: DocSet, i: int, lang: str | None = None) -> dict:
             parents.append(("state", state))
     return make_address(own=own, housenumber=ds.housenumber[i], road=road, place=place, parents=parents,
                         postcode=units.names[pu]["name"] if pu >= 0 else None,
-                        country=unit_name(units.names[cu], lang) if cu >= 0 else ds.country[i],
+                        country=country_label(units.names[cu] if cu >= 0 else None, ds.country[i], lang),
                         country_code=ds.country[i])
 
 
