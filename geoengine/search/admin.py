@@ -328,7 +328,34 @@ def postcode_fits(code: str, cc: str | None) -> bool:
     return fmt is None or fmt.fullmatch(code.strip()) is not None
 
 
-def assign_postcodes(ds, admin: np.ndarray, units: Units, n_osm: int) -> None:
+def _street_postcodes(ds, admin, n_osm, s_rows, s_unit, lat, lon, n, s_street) -> None:
+    """An address or POI without its own postcode or a postal_code boundary takes the postcode of the
+    nearest way of its street that carries one (Nominatim: the parent street's postcode comes before the
+    nearest postcode area). `s_rows` index the samples' points in `lat`/`lon` (from `n` on), `s_street`
+    (all samples) their street rows; only the samples of a valid format are in `s_rows`."""
+    street = np.frombuffer(ds.street_row, np.int64)[:n_osm]
+    k = s_rows - n
+    st = s_street[k]
+    order = np.argsort(st, kind="stable")
+    st_sorted = st[order]
+    docs = np.flatnonzero((admin[:n_osm, POSTCODE] < 0) & (street >= 0))
+    lo = np.searchsorted(st_sorted, street[docs], "left")
+    cnt = np.searchsorted(st_sorted, street[docs], "right") - lo
+    docs, lo, cnt = docs[cnt > 0], lo[cnt > 0], cnt[cnt > 0]
+    if not len(docs):
+        return
+    pair_doc = np.repeat(docs, cnt)
+    offs = np.arange(int(cnt.sum())) - np.repeat(np.cumsum(cnt) - cnt, cnt)
+    pair_s = order[np.repeat(lo, cnt) + offs]  # index into s_rows / s_unit
+    d = (lat[pair_doc] - lat[s_rows[pair_s]]) ** 2 + (
+        (lon[pair_doc] - lon[s_rows[pair_s]]) * np.cos(np.radians(lat[pair_doc]))) ** 2
+    o = np.lexsort((d, pair_doc))
+    first = np.ones(len(o), bool)
+    first[1:] = pair_doc[o][1:] != pair_doc[o][:-1]
+    admin[pair_doc[o][first], POSTCODE] = s_unit[pair_s[o][first]]
+
+
+def assign_postcodes(ds, admin: np.ndarray, units: Units, n_osm: int, samples=None) -> None:
     """The postcode level of `admin`, after the countries of `ds` are known (Nominatim's rules): the
     document's own `addr:postcode`, else the `postal_code` boundary around
     it (build_hierarchy), else the postcode of its country whose area covers it, the nearest centre first. A
@@ -352,11 +379,24 @@ def assign_postcodes(ds, admin: np.ndarray, units: Units, n_osm: int) -> None:
             u = code_unit[key] = units.add(POSTCODE, "postcode", {"name": p}, -1)
         own_rows.append(i)
         own_unit.append(u)
-    if not own_rows:
-        return
     own_rows = np.asarray(own_rows, np.int64)
     own_unit = np.asarray(own_unit, np.int32)
     admin[own_rows, POSTCODE] = own_unit
+    if samples is not None and len(samples[0]):  # the samples' units (per postcode), their points apart
+        s_unit = np.empty(len(samples[0]), np.int32)
+        for k, (p, r) in enumerate(zip(samples[0], samples[3], strict=True)):  # build time, one per way
+            key = (p.strip(), country[r])
+            u = code_unit.get(key)
+            if u is None:
+                u = code_unit[key] = units.add(POSTCODE, "postcode", {"name": key[0]}, -1)
+            s_unit[k] = u
+        lat = np.concatenate([lat, np.asarray(samples[1], np.float64)])
+        lon = np.concatenate([lon, np.asarray(samples[2], np.float64)])
+        own_rows = np.concatenate([own_rows, n + np.arange(len(s_unit))])
+        own_unit = np.concatenate([own_unit, s_unit])
+        country = np.concatenate([country, country[np.asarray(samples[3], np.int64)]])
+    if not len(own_rows):
+        return
     # centres: the mean of each unit's objects, of the postcodes that fit their country's format (Nominatim
     # drops the others: an Andorran object's "09999" is no area of Andorra's postcodes)
     valid = np.zeros(len(units), bool)
@@ -366,6 +406,9 @@ def assign_postcodes(ds, admin: np.ndarray, units: Units, n_osm: int) -> None:
     own_rows, own_unit = own_rows[keep], own_unit[keep]
     if not len(own_rows):
         return
+    if samples is not None and len(samples[0]) and len(ds.street_row) >= n_osm:
+        _street_postcodes(ds, admin, n_osm, own_rows[own_rows >= n], own_unit[own_rows >= n] , lat, lon, n,
+                          np.asarray(samples[3], np.int64))
     uids, inv = np.unique(own_unit, return_inverse=True)
     cnt = np.bincount(inv).astype(np.float64)
     clat = np.bincount(inv, weights=lat[own_rows]) / cnt
