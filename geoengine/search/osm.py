@@ -356,6 +356,11 @@ class InterpolationWays:
         self.ends.append(len(self.node_id))
 
 
+# the tags that give a street way a postcode, first first (Nominatim's ADDRESS_TAGS postcode: TIGER's zips
+# give the streets of the United States theirs)
+POSTCODE_TAGS = ("postal_code", "postcode", "addr:postcode", "tiger:zip_left", "tiger:zip_right")
+
+
 class StreetWays:
     """The named street ways of an extract as columns (an object per way cost about 450 bytes more):
     way k has id `id[k]`, name `name[k]`, ..., vertices `vertices()[ends[k]:ends[k + 1]]` (lon, lat)."""
@@ -372,6 +377,7 @@ class StreetWays:
         self.names: list[list[str] | None] = []  # the name variants; None when they are [name]
         self.category: list[str] = []  # the highway value
         self.detail: list[str] = []  # JSON of names, address, tags
+        self.postcode: list[str | None] = []  # Nominatim's postcode tags: addr:postcode, ..., tiger:zip_left
 
     def __len__(self) -> int:
         return len(self.id)
@@ -390,6 +396,7 @@ class StreetWays:
         self.names.append(None if variants == [name] else variants)
         self.category.append(_intern(hw))
         self.detail.append(_json(detail_of(tags)))
+        self.postcode.append(next((tags[k] for k in POSTCODE_TAGS if tags.get(k)), None))
 
     def variants(self, k: int) -> list[str]:
         return self.names[k] or [self.name[k]]
