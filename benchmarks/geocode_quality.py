@@ -54,6 +54,9 @@ EXTRACTS = {
     "andorra": "andorra/andorra.osm.pbf",
 }
 KINDS = ("street_num_city", "city_street_num", "num_street_city", "street_num", "missing_number", "structured")
+#: the kinds whose address exists (the issue's ">= 98 % of queries" counts them together)
+EXISTING = ("street_num_city", "city_street_num", "num_street_city", "street_num", "structured")
+ALL_EXISTING = "existing_all"
 HIT_M = 50.0
 SAME_STREET = 80.0
 
@@ -372,6 +375,9 @@ def main() -> int:
                     fails[q["kind"]].append(q.get("q") or json.dumps(q["fields"], ensure_ascii=False))
             secs = time.perf_counter() - t1
             res[eng] = {k: {"hits": h, "queries": n, "rate": round(h / n, 4) if n else None} for k, (h, n) in hits.items()}
+            # the first target counts every query whose address exists, whatever its form
+            h_ex, n_ex = (sum(hits[k][i] for k in EXISTING) for i in (0, 1))
+            res[eng][ALL_EXISTING] = {"hits": h_ex, "queries": n_ex, "rate": round(h_ex / n_ex, 4) if n_ex else None}
             res[eng]["_ms_per_query"] = round(1000 * secs / max(len(qs), 1), 2)
             if a.failures:
                 for k, f in fails.items():
@@ -388,12 +394,13 @@ def main() -> int:
         if client is not None:
             client.close()
         top = ceiling(qs, addrs)
+        top[ALL_EXISTING] = sum(top[k] for k in EXISTING)
         res["_ceiling"] = top
         report[name] = res
         engines_done = [e for e in res if not e.startswith("_")]
         head = f"{'kind':18s}" + "".join(f"{e:>22s}" for e in engines_done) + f"{'ceiling':>22s}"
         print(head)
-        for k in KINDS:
+        for k in (*KINDS, ALL_EXISTING):
             line = f"{k:18s}"
             for e in engines_done:
                 r = res[e][k]
