@@ -26,12 +26,8 @@ does. Responses are serialised with orjson.
 
 from __future__ import annotations
 
-import functools
 import logging
 
-import anyio
-
-from geoengine.errors import BackendTimeout, GeoengineError
 from geoengine.server import endpoints
 from geoengine.server.framing import send_answer
 
@@ -95,23 +91,7 @@ class HotPath:
             return await self.app(scope, receive, send)
         ep, req, answer = prep
         if answer is None:
-            try:
-                if ep.inline(req):
-                    answer = ep.call(state, req)
-                else:
-                    answer = await _in_thread(state.settings.request_timeout_s, ep.call, state, req)
-            except GeoengineError as exc:  # the thread pool's timeout
-                answer = ep.on_error(exc, req)
-            answer = endpoints.keep(state, ep, path, query, answer)
+            answer = endpoints.keep(state, ep, path, query, await endpoints.answer(state, ep, req))
         if answer is None:
             return await self.app(scope, receive, send)
         return await send_answer(send, answer, method == "HEAD")
-
-
-async def _in_thread(timeout: float, fn, *args):
-    """As deps.run_engine: the thread pool, bounded by GEOENGINE_REQUEST_TIMEOUT (then 504)."""
-    try:
-        with anyio.fail_after(timeout):
-            return await anyio.to_thread.run_sync(functools.partial(fn, *args), abandon_on_cancel=True)
-    except TimeoutError:
-        raise BackendTimeout(f"the computation took longer than {timeout:g} s") from None

@@ -125,16 +125,6 @@ def _exactly_one(*names: str) -> dict:
     return {"oneOf": [_non_null(n) for n in names]}
 
 
-def _drop_null(prop: dict) -> dict:
-    """`anyOf: [X, {type: null}]` -> X (for a field the server treats as absent when null: a null is not
-    a value of it)."""
-    alts = [a for a in prop.get("anyOf", []) if a != {"type": "null"}]
-    if len(alts) == 1:
-        rest = {k: v for k, v in prop.items() if k != "anyOf"}
-        return {**alts[0], **rest}
-    return prop
-
-
 def tighten(schema: dict, settings) -> dict:
     comps = schema["components"]["schemas"]
 

@@ -21,6 +21,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import re
+
 import httptools
 from uvicorn.protocols.http.httptools_impl import STATUS_LINE, HttpToolsProtocol
 from uvicorn.protocols.utils import get_client_addr, get_path_with_query_string
