@@ -1,4 +1,4 @@
-"""The FastAPI application: one Engine, the gateway, the error mapping, and the route modules."""
+"""The FastAPI application: one Engine, the gateway, the error mapping, and the routes of the endpoint table."""
 
 from __future__ import annotations
 

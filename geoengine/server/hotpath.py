@@ -7,13 +7,13 @@ cached tile, search or point elevation the engine's share is smaller still.
 
 `HotPath` is an ASGI middleware installed inside admission (server/admission.py: keys, quotas, body
 limit and the rest). It answers the entries of the endpoint table (server/endpoints.py: tiles, sources
-and TileJSON, search and reverse, the Nominatim dialect's /search and /reverse, point elevation, health,
-POST /route and its Valhalla GET form, POST /matrix, the OSRM dialect) without Request/Response objects
-or dependency solving, when the entry's parse step accepts the request as it stands.
+and TileJSON, search and reverse, the Nominatim dialect's /search and /reverse, point elevation and POST
+/elevation, health, POST /route and its Valhalla GET form, POST /matrix, the OSRM dialect) without
+Request/Response objects or dependency solving, when the entry's parse step accepts the request as it
+stands.
 
 Anything a parse step declines goes on to the application unchanged (a POST body is replayed), where
-the FastAPI route gives the same answer and the same 400 problem bodies as ever; the FastAPI routes
-also document these endpoints. For a 100x100 /matrix, FastAPI's `jsonable_encoder` alone took about
+the route generated from the same entry gives the same answer and the 400 problem bodies. For a 100x100 /matrix, FastAPI's `jsonable_encoder` alone took about
 100 times the engine's time (0.43 s against 4 ms); orjson writes the same document in a few
 milliseconds (server/framing.py).
 

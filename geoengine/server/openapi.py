@@ -44,6 +44,10 @@ UNEXPRESSIBLE: dict[str, str] = {
     "OSRM trip roundtrip with source/destination": "is supported with",  # across query parameters
     "OSRM exclude classes of the profile": "profile's classes",  # the query's classes depend on the path
     "reverse radius": "radius must be above 0 and at most",  # a number range inside '2km' / '500m'
+    # the search filters name what the bundle knows: a country code of ISO 3166-1 (not any two letters),
+    # a category of the vocabulary (a preset id, a tag or a category word in one of seven languages)
+    "search countries known to ISO 3166-1": "comma-separated ISO 3166-1 alpha-2 codes such as",
+    "search categories of the vocabulary": "is not a category",
     # Photon's rules across or inside its parameters (its {"message"} body): lat and lon together, the
     # four numbers of bbox and their ranges, the osm_tag grammar (docs/geocoding.md)
     "Photon lat and lon together": "Missing parameter 'l",
