@@ -82,3 +82,15 @@ def test_shared_paths_go_to_the_api_the_request_names(app, api_key, settings):
     assert spec.status_code == 200 and "results" in spec.json()
     dialect = client.get("/search?q=Andorra&format=jsonv2&limit=1")
     assert dialect.status_code == 200 and isinstance(dialect.json(), list)
+
+
+def test_shared_paths_under_a_root_path(app, api_key, settings):
+    """Behind a proxy that mounts the service under a prefix (root_path), the shared paths are told apart
+    by the path as the router matches it."""
+    client = TestClient(app, raise_server_exceptions=False, root_path="/maps")
+    client.headers.update({"X-Gateway-Key": api_key, "X-Gateway-Host": settings.gateway_host})
+    spec = client.get("/maps/search?q=Andorra&size=1&size=1")
+    assert spec.status_code == 200 and "results" in spec.json()
+    dialect = client.get("/maps/search?q=Andorra&format=jsonv2&limit=1&limit=1")
+    assert dialect.status_code == 200 and isinstance(dialect.json(), list)
+    assert client.get("/maps/status").json()["available_actions"]

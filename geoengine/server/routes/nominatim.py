@@ -83,14 +83,19 @@ def header(headers, name: bytes) -> bytes | None:
 def takes(scope) -> bool:
     """Whether a request is this dialect's: /reverse, /lookup and /details always, /search and /status
     with `format`."""
-    return scope["path"] not in ("/search", "/status") or has_format(scope["query_string"])
+    return _path(scope) not in ("/search", "/status") or has_format(scope["query_string"])
+
+
+def _path(scope) -> str:
+    """The path as the router matches it (without the root path a proxy mounts the service under)."""
+    path, root = scope["path"], scope.get("root_path", "")
+    return path[len(root):] if root and path.startswith(root) else path
 
 
 def request(request: Request) -> tuple[str, bytes, bytes | None]:
     """(path, query string, Accept-Language) of a request this dialect answers."""
     scope = request.scope
-    path = scope["path"][len(scope.get("root_path", "")):] if scope.get("root_path") else scope["path"]
-    return path, scope["query_string"], header(scope["headers"], b"accept-language")
+    return _path(scope), scope["query_string"], header(scope["headers"], b"accept-language")
 
 
 def call(state, req) -> tuple:
