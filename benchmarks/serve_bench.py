@@ -14,8 +14,8 @@ server's CPU per request (user + system time of the server's processes over the 
                  peers: nginx (Debian) serving the same gzip bytes as files (as many workers);
                         tileserver-gl-light (npm) on the same .mbtiles (one process)
     tiles-distinct  the same, each request with its own X-Request-Id header: no request is the same
-                 bytes as another, so a worker's answers remembered by request (server/frontdoor.py)
-                 never apply; nginx the same way
+                 bytes as another (the server remembers nothing by request bytes since issue 27: kept
+                 as a check that the two rows agree); nginx the same way
     autocomplete GET /search?q=<prefix> over prefixes of real place names of the region
     reverse      GET /search/reverse at random points of the road network
     autocomplete-computed, reverse-computed  the same, each query string made unique (`&_=N`, a
@@ -78,7 +78,7 @@ def lua_script(requests: list[tuple[str, str, str | None]], headers: dict, disti
                bust: bool = False) -> str:
     """wrk script cycling over (method, path, body) with fixed headers; `distinct`: each request also
     carries its own `X-Request-Id`, so no two requests are the same bytes (as a client that numbers its
-    requests: what the server's answers remembered by request bytes never see); `bust`: each path also
+    requests); `bust`: each path also
     ends with its own `&_=N` (a parameter the search ignores), so no query string repeats and the
     search answer cache (server/answers.py) never applies."""
     def lua_str(s: str) -> str:

@@ -6,6 +6,7 @@ no private name (`_x`) crosses a module boundary."""
 from __future__ import annotations
 
 import ast
+import re
 from pathlib import Path
 
 import pytest
@@ -304,3 +305,20 @@ def test_one_table_one_admission_one_framing():
             assert b"x-gateway-key" not in literals and b"x-gateway-host" not in literals, path
         if path.name != "framing.py":
             assert "application/problem+json" not in literals, path
+
+
+def test_routes_are_declared_only_by_the_table():
+    """The FastAPI routes are generated from the endpoint table (server/endpoints.py `router`): no other
+    server module declares a route (a router, a route decorator, a raw route) or names a uvicorn private."""
+    declares = re.compile(r"APIRouter\(|add_api_route|@\w+\.(get|post|put|delete|head|api_route)\(|\bRoute\(|\bMount\(")
+    for path in SERVER.rglob("*.py"):
+        text = path.read_text(encoding="utf-8")
+        if path.name != "endpoints.py":
+            assert not declares.search(text), path
+    protocol = (SERVER / "protocol.py").read_text(encoding="utf-8")
+    from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
+
+    privates = {n for n in dir(HttpToolsProtocol) if n.startswith("_") and not n.startswith("__")}
+    assert privates, "uvicorn's protocol has no private names: the check reads nothing"
+    used = {n for n in privates if re.search(rf"\.{n}\b", protocol)}
+    assert not used, f"protocol.py uses uvicorn's private names: {sorted(used)}"

@@ -13,3 +13,12 @@ below `Engine` imports this package (tests/test_architecture.py).
   Nominatim's parameters, response formats and error objects (docs/geocoding.md).
 - `photon`: Photon's /api and /reverse (served under /photon): its GeoJSON and {"message"} errors.
 """
+
+
+class DialectError(Exception):
+    """An answer in a dialect's own error shape: HTTP `status` (400 by default) with the dialect's `body()`."""
+
+    def __init__(self, message: str, status: int = 400):
+        super().__init__(message)
+        self.message = message
+        self.status = status

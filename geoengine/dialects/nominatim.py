@@ -29,6 +29,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from geoengine import __version__
+from geoengine.dialects import DialectError
 from geoengine.errors import GeoengineError, InvalidRequest, NotFound
 
 LICENCE = "Data © OpenStreetMap contributors, ODbL 1.0. http://osm.org/copyright"
@@ -74,13 +75,8 @@ GEOCODEJSON_RANKS = {3: "locality", 4: "country", **dict.fromkeys(range(5, 10), 
 REVERSE_MAX_RANKS = (2, 2, 2, 4, 4, 8, 10, 10, 12, 12, 16, 17, 18, 19, 22, 25, 26, 27, 30)
 
 
-class NominatimError(Exception):
+class NominatimError(DialectError):
     """An answer in Nominatim's error shape: HTTP `status` with {"error": {"code", "message"}}."""
-
-    def __init__(self, message: str, status: int = 400):
-        super().__init__(message)
-        self.message = message
-        self.status = status
 
     def body(self) -> dict:
         return {"error": {"code": self.status, "message": self.message}}
@@ -360,14 +356,16 @@ def json_object(place, class_key: str, opts: dict) -> dict:
               "addresstype": label_tag(place), "name": place.name or "", "display_name": place.display_name or ""})
     if opts.get("addressdetails"):
         o["address"] = ordered_address(place)
-    if opts.get("extratags"):
-        o["extratags"] = place.extratags or {}
-    if opts.get("namedetails"):
-        o["namedetails"] = place.namedetails or {}
+    o.update(_extras(place, opts))
     b = bbox_of(place)
     o["boundingbox"] = [f"{b[0]:.7f}", f"{b[1]:.7f}", f"{b[2]:.7f}", f"{b[3]:.7f}"]
     o.update(_geometry_fields(place, opts.get("geometry", ())))
     return o
+
+
+def _extras(place, opts: dict) -> dict:
+    """`extratags` and `namedetails` when asked for."""
+    return {k: getattr(place, k) or {} for k in ("extratags", "namedetails") if opts.get(k)}
 
 
 def geojson_feature(place, opts: dict) -> dict:
@@ -380,10 +378,7 @@ def geojson_feature(place, opts: dict) -> dict:
                   "name": place.name or "", "display_name": place.display_name or ""})
     if opts.get("addressdetails"):
         props["address"] = ordered_address(place)
-    if opts.get("extratags"):
-        props["extratags"] = place.extratags or {}
-    if opts.get("namedetails"):
-        props["namedetails"] = place.namedetails or {}
+    props.update(_extras(place, opts))
     b = bbox_of(place)
     geom = (getattr(place, "geometry", None) if "geojson" in opts.get("geometry", ()) else None) \
         or _point_geometry(place)

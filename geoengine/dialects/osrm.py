@@ -21,6 +21,7 @@ import numba
 import numpy as np
 
 from geoengine.costing.schema import COSTINGS
+from geoengine.dialects import DialectError
 from geoengine.errors import (
     GeoengineError,
     InvalidRequest,
@@ -62,15 +63,13 @@ _ANNOTATIONS = ("duration", "distance", "speed", "weight", "datasources", "nodes
 _EXCLUDE = {"toll": "use_tolls", "motorway": "use_highways", "ferry": "use_ferry"}
 
 
-class OsrmError(Exception):
+class OsrmError(DialectError):
     """An OSRM error: HTTP `status` (400 unless the engine is unavailable or timed out) and the body
     `{"code": code, "message": message}`."""
 
     def __init__(self, code: str, message: str, status: int = 400):
-        super().__init__(message)
+        super().__init__(message, status)
         self.code = code
-        self.message = message
-        self.status = status
 
     def body(self) -> dict:
         return {"code": self.code, "message": self.message}

@@ -18,6 +18,7 @@ from __future__ import annotations
 import math
 from collections.abc import Iterable
 
+from geoengine.dialects import DialectError
 from geoengine.errors import GeoengineError, InvalidRequest
 
 LANGUAGES = ("en", "de", "fr", "it")  # Photon's default language set
@@ -35,12 +36,7 @@ BBOX_BOUNDS = ("Invalid bounds for parameter 'bbox', expected values minLat, max
                "minLon, maxLon element [-180,180]")
 
 
-class PhotonError(Exception):
-    def __init__(self, message: str, status: int = 400):
-        super().__init__(message)
-        self.message = message
-        self.status = status
-
+class PhotonError(DialectError):
     def body(self) -> dict:
         return {"message": self.message}
 

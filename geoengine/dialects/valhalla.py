@@ -65,7 +65,6 @@ def matrix_document(doc: dict, verbose: bool = True) -> dict:
 # ------------------------------------------------------------------------------------------------------
 # /trace_route, /trace_attributes
 # ------------------------------------------------------------------------------------------------------
-TRACE_OPTION_KEYS = ("search_radius", "gps_accuracy", "breakage_distance", "interpolation_distance")
 VALHALLA_ONLY_TRACE_OPTIONS = ("turn_penalty_factor",)
 
 

@@ -1,8 +1,7 @@
-"""The FastAPI application: one Engine, the gateway, the error mapping, and the route modules."""
+"""The FastAPI application: one Engine, the gateway, the error mapping, and the routes of the endpoint table."""
 
 from __future__ import annotations
 
-import importlib
 import logging
 
 from fastapi import FastAPI
@@ -13,7 +12,7 @@ from geoengine.engine import Engine
 from geoengine.gateway import KeyStore, auth_failure_status
 from geoengine.gateway.cache import CachedKeyStore
 from geoengine.gateway.store import open_keystore
-from geoengine.server import problems
+from geoengine.server import endpoints, problems
 from geoengine.server.admission import Admission, AdmissionMiddleware
 from geoengine.server.answers import AnswerCache
 from geoengine.server.framing import PROBLEM_JSON
@@ -21,7 +20,6 @@ from geoengine.server.frontdoor import FrontDoor
 from geoengine.server.hotpath import HotPath
 from geoengine.server.lifecycle import Reloader, freeze_long_lived
 from geoengine.server.openapi import tighten
-from geoengine.server.routes import ROUTE_MODULES
 
 DESCRIPTION = """
 Routing, search, vector tiles and elevation from one OpenStreetMap bundle.
@@ -70,8 +68,7 @@ def create_app(engine: Engine, settings: Settings | None = None, keystore: KeySt
         engine.tiles.share_with_workers(SharedCacheState(settings.worker_state))
     app.state.reloader = Reloader(app, settings.bundle)  # bundle watch + reload; started by app_from_env
     problems.install(app)
-    for name in ROUTE_MODULES:
-        app.include_router(importlib.import_module(name).router)
+    endpoints.router(app.router)  # every endpoint, generated from the table
     # every rule before an endpoint (proxies, CORS and the page, keys, quotas, damage, body limit), once:
     # the middleware applies it to what reaches ASGI, the front door asks it below ASGI
     app.state.admission = admission = Admission(app.state, keystore, settings)

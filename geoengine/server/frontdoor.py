@@ -48,8 +48,6 @@ log = logging.getLogger("geoengine.server")
 
 _HEAD_204 = head_block(NO_TILE)
 _MAX_HEADS = 65_536  # prebuilt tile header blocks kept (about 200 bytes each)
-_MEMO_ENTRIES = 65_536  # remembered tile responses: at most this many, and this many bytes (then cleared)
-_MEMO_BYTES = 64 << 20
 
 
 def find(app) -> FrontDoor | None:
@@ -78,12 +76,6 @@ class FrontDoor:
         self.answered = 0  # requests answered here (tests, benchmarks)
         self._gzip_ok: dict[bytes, bool] = {}  # Accept-Encoding value -> gzip accepted
         self._heads: dict[tuple[str, str], bytes] = {}  # (etag, format) -> prebuilt 200 header block
-        # raw tile requests answered here, by the BLAKE2b digest of their bytes (never the bytes: they
-        # hold the key): see `remember`, `recall` and server/protocol.py
-        self.memo: dict[bytes, list] = {}
-        self.memo_bytes = 0
-        self.recalled = 0  # requests answered from `memo` (tests, benchmarks)
-        self.last_tile = None  # what the last `_tile` answer was decided with
 
     # -- admission: the layers' rules, decided without I/O (server/admission.py) ----------------------
     def _admit(self, path: str, headers, body: bool = False):
@@ -102,27 +94,23 @@ class FrontDoor:
         if hit is None:
             return None
         accept, inm = heads.accept, heads.inm
-        fast = None if inm is not None else self._plain_tile(parts, accept, hit[1])
+        fast = None if inm is not None else self._plain_tile(parts, accept)
         if fast is not None:
             return fast
-        self.last_tile = None  # not a plain answer: never remembered
         return self._tile_answer(self.state.engine, *parts, None if accept is None else accept.decode("latin-1"),
                                  None if inm is None else inm.decode("latin-1"))
 
-    def _plain_tile(self, parts: list[str], accept, expires) -> Answer | None:
+    def _plain_tile(self, parts: list[str], accept) -> Answer | None:
         source, zs, xs, ys = parts
         if ys.endswith((".pbf", ".mvt")):
             ys = ys[:-4]
         if not (zs.isascii() and zs.isdigit() and xs.isascii() and xs.isdigit() and ys.isascii() and ys.isdigit()
                 and len(xs) <= 12 and len(ys) <= 12 and len(zs) <= 12):
             return None
-        tiles = self.state.engine.tiles
-        token = tiles.token(source)  # read before the tile: a clear in between makes the answer's token stale
         try:
-            tile = tiles.tile(source, int(zs), int(xs), int(ys))
+            tile = self.state.engine.tiles.tile(source, int(zs), int(xs), int(ys))
         except GeoengineError:
             return None  # the endpoint's problem body, from `tile_answer`
-        self.last_tile = (tiles, source, token, expires)
         if tile is None:
             return 204, _HEAD_204, b""
         if tile.gzip:
@@ -140,40 +128,6 @@ class FrontDoor:
             head = head_block(tile_headers(tile.format, tile.etag, len(tile.data), tile.gzip))
             self._heads[(tile.etag, tile.format)] = head
         return 200, head, tile.data
-
-    # -- remembered answers: a repeated tile request answered from its bytes ----------------------------
-    def remember(self, digest: bytes, response: bytes, defaults, parts) -> None:
-        """Keep the response to a raw tile request whose digest is `digest`, under what `_tile`
-        decided it with (`last_tile`): the key's cache entry and its expiry, the tile service and its
-        token. `defaults`: uvicorn's default-header list it was written with; `parts`: (status line,
-        header block, body, is HEAD) to write it again when that list changes (the date)."""
-        tiles, source, token, expires = self.last_tile
-        if token is None:
-            return
-        if len(self.memo) >= _MEMO_ENTRIES or self.memo_bytes + len(response) > _MEMO_BYTES:
-            self.memo.clear()
-            self.memo_bytes = 0
-        old = self.memo.get(digest)
-        if old is not None:
-            self.memo_bytes -= len(old[0])
-        self.memo[digest] = [response, defaults, parts, expires, self.keystore.epoch, tiles, source, token]
-        self.memo_bytes += len(response)
-
-    def recall(self, digest: bytes):
-        """The remembered entry for a raw request's digest when every rule it was answered under still
-        holds (the key's cache entry unexpired and not forgotten, no clear of the source since the tile
-        was read, the same engine, its bundle not damaged); else None (the request goes the full way)."""
-        e = self.memo.get(digest)
-        if e is None:
-            return None
-        ks = self.keystore
-        tiles = e[5]
-        if (e[3] <= ks.clock() or e[4] != ks.epoch or self.state.engine.tiles is not tiles
-                or self.admission.damaged("/tiles/") or tiles.token(e[6]) != e[7]):
-            del self.memo[digest]
-            self.memo_bytes -= len(e[0])
-            return None
-        return e
 
     # -- the endpoint table (server/endpoints.py) ------------------------------------------------------
     def get(self, method: str, path: str, query: bytes, headers) -> Answer | None:

@@ -7,13 +7,13 @@ cached tile, search or point elevation the engine's share is smaller still.
 
 `HotPath` is an ASGI middleware installed inside admission (server/admission.py: keys, quotas, body
 limit and the rest). It answers the entries of the endpoint table (server/endpoints.py: tiles, sources
-and TileJSON, search and reverse, the Nominatim dialect's /search and /reverse, point elevation, health,
-POST /route and its Valhalla GET form, POST /matrix, the OSRM dialect) without Request/Response objects
-or dependency solving, when the entry's parse step accepts the request as it stands.
+and TileJSON, search and reverse, the Nominatim dialect's /search and /reverse, point elevation and POST
+/elevation, health, POST /route and its Valhalla GET form, POST /matrix, the OSRM dialect) without
+Request/Response objects or dependency solving, when the entry's parse step accepts the request as it
+stands.
 
 Anything a parse step declines goes on to the application unchanged (a POST body is replayed), where
-the FastAPI route gives the same answer and the same 400 problem bodies as ever; the FastAPI routes
-also document these endpoints. For a 100x100 /matrix, FastAPI's `jsonable_encoder` alone took about
+the route generated from the same entry gives the same answer and the 400 problem bodies. For a 100x100 /matrix, FastAPI's `jsonable_encoder` alone took about
 100 times the engine's time (0.43 s against 4 ms); orjson writes the same document in a few
 milliseconds (server/framing.py).
 
@@ -26,12 +26,8 @@ does. Responses are serialised with orjson.
 
 from __future__ import annotations
 
-import functools
 import logging
 
-import anyio
-
-from geoengine.errors import BackendTimeout, GeoengineError
 from geoengine.server import endpoints
 from geoengine.server.framing import send_answer
 
@@ -95,23 +91,7 @@ class HotPath:
             return await self.app(scope, receive, send)
         ep, req, answer = prep
         if answer is None:
-            try:
-                if ep.inline(req):
-                    answer = ep.call(state, req)
-                else:
-                    answer = await _in_thread(state.settings.request_timeout_s, ep.call, state, req)
-            except GeoengineError as exc:  # the thread pool's timeout
-                answer = ep.on_error(exc, req)
-            answer = endpoints.keep(state, ep, path, query, answer)
+            answer = endpoints.keep(state, ep, path, query, await endpoints.answer(state, ep, req))
         if answer is None:
             return await self.app(scope, receive, send)
         return await send_answer(send, answer, method == "HEAD")
-
-
-async def _in_thread(timeout: float, fn, *args):
-    """As deps.run_engine: the thread pool, bounded by GEOENGINE_REQUEST_TIMEOUT (then 504)."""
-    try:
-        with anyio.fail_after(timeout):
-            return await anyio.to_thread.run_sync(functools.partial(fn, *args), abandon_on_cancel=True)
-    except TimeoutError:
-        raise BackendTimeout(f"the computation took longer than {timeout:g} s") from None

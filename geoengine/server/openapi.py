@@ -44,6 +44,10 @@ UNEXPRESSIBLE: dict[str, str] = {
     "OSRM trip roundtrip with source/destination": "is supported with",  # across query parameters
     "OSRM exclude classes of the profile": "profile's classes",  # the query's classes depend on the path
     "reverse radius": "radius must be above 0 and at most",  # a number range inside '2km' / '500m'
+    # the search filters name what the bundle knows: a country code of ISO 3166-1 (not any two letters),
+    # a category of the vocabulary (a preset id, a tag or a category word in one of seven languages)
+    "search countries known to ISO 3166-1": "comma-separated ISO 3166-1 alpha-2 codes such as",
+    "search categories of the vocabulary": "is not a category",
     # Photon's rules across or inside its parameters (its {"message"} body): lat and lon together, the
     # four numbers of bbox and their ranges, the osm_tag grammar (docs/geocoding.md)
     "Photon lat and lon together": "Missing parameter 'l",
@@ -123,16 +127,6 @@ def _non_null(name: str) -> dict:
 
 def _exactly_one(*names: str) -> dict:
     return {"oneOf": [_non_null(n) for n in names]}
-
-
-def _drop_null(prop: dict) -> dict:
-    """`anyOf: [X, {type: null}]` -> X (for a field the server treats as absent when null: a null is not
-    a value of it)."""
-    alts = [a for a in prop.get("anyOf", []) if a != {"type": "null"}]
-    if len(alts) == 1:
-        rest = {k: v for k, v in prop.items() if k != "anyOf"}
-        return {**alts[0], **rest}
-    return prop
 
 
 def tighten(schema: dict, settings) -> dict:

@@ -21,7 +21,6 @@ from __future__ import annotations
 import asyncio
 import logging
 import re
-from hashlib import blake2b as _blake2b
 
 import httptools
 from uvicorn.protocols.http.httptools_impl import STATUS_LINE, HttpToolsProtocol
@@ -72,11 +71,10 @@ class _CorkedTransport:
         return getattr(self._t, name)
 
 
-# The raw path (`CorkedHttpToolsProtocol._raw`): one whole GET in one chunk, read without the parser's
-# callbacks when it is plainly well formed; anything else goes to httptools as always.
-_TILE_PREFIXES = (b"GET /tiles/", b"HEAD /tiles/")
-_RAW_PREFIXES = (*_TILE_PREFIXES, b"GET /search", b"GET /elevation", b"GET /health", b"GET /route",
-                 b"GET /nearest/")
+# The raw path (`CorkedHttpToolsProtocol._raw`): one whole GET or HEAD in one chunk, read without the
+# parser's callbacks when it is plainly well formed; anything else goes to httptools as always. Which
+# paths the front door answers is the endpoint table's to say (server/endpoints.py), not this module's.
+_RAW_METHODS = (b"GET /", b"HEAD /")
 _CTL = re.compile(rb"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\xff]")
 _HEADERS = re.compile(rb"(?:\r\n[!#$%&'*+\-.^_`|~0-9A-Za-z]+:[^\r\n]*)*")
 _PAIR = re.compile(rb"\r\n([!#$%&'*+\-.^_`|~0-9A-Za-z]+):([^\r\n]*)")  # one header of a head _HEADERS accepts
@@ -117,7 +115,7 @@ class CorkedHttpToolsProtocol(HttpToolsProtocol):
 
     # -- the front door ----------------------------------------------------------------------------
     def data_received(self, data: bytes) -> None:
-        if self._idle and self._door is not None and data.startswith(_RAW_PREFIXES) and self._raw(data):
+        if self._idle and self._door is not None and data.startswith(_RAW_METHODS) and self._raw(data):
             return
         super().data_received(data)
 
@@ -131,21 +129,6 @@ class CorkedHttpToolsProtocol(HttpToolsProtocol):
         if (self._shutting_down or not (cycle is None or cycle.response_complete) or self.pipeline
                 or self.flow.write_paused or self.root_path or self.limit_concurrency is not None):
             return False
-        door = self._door
-        digest = None
-        # only tile answers are remembered; with the access log on, every request takes the way that writes
-        # its line
-        if not self.access_log and data.startswith(_TILE_PREFIXES):
-            digest = _blake2b(data, digest_size=16).digest()
-            e = door.recall(digest)
-            if e is not None:  # the same bytes answered before, under rules that still hold
-                defaults = self.server_state.default_headers
-                if e[1] is not defaults:  # uvicorn's date changed: the same answer with the new one
-                    e[0] = self._response(*e[2])
-                    e[1] = defaults
-                self._write(e[0])
-                door.recalled += 1
-                return True
         if _CTL.search(data) is not None:
             return False  # bytes the parser must judge
         eol = data.find(b"\r\n")
@@ -165,15 +148,13 @@ class CorkedHttpToolsProtocol(HttpToolsProtocol):
         m = method.decode("ascii")
         p = path.decode("ascii")
         try:
-            door.last_tile = None
-            answer = door.get(m, p, query, pairs)
+            answer = self._door.get(m, p, query, pairs)
         except Exception:  # never let the front door cost a request: the application answers it
             log.debug("front door declined after an error", exc_info=True)
             return False
-        remember = digest is not None and answer is not None and door.last_tile is not None
         if answer is None:
             return False
-        self._respond(m, p, query, answer, remember=digest if remember else None)
+        self._respond(m, p, query, answer)
         return True
 
     def _door_open(self) -> bool:
@@ -206,7 +187,7 @@ class CorkedHttpToolsProtocol(HttpToolsProtocol):
         self._fd = 1
         return True
 
-    def _respond(self, method: str, path: str, query: bytes, answer, remember: bytes | None = None) -> None:
+    def _respond(self, method: str, path: str, query: bytes, answer) -> None:
         status, headers, body = answer
         if self.access_log:
             scope = {"client": self.client, "path": path, "query_string": query}
@@ -216,11 +197,7 @@ class CorkedHttpToolsProtocol(HttpToolsProtocol):
             head = headers
         else:
             head = head_block(headers)
-        parts = (STATUS_LINE[status], head, body, method == "HEAD")
-        data = self._response(*parts)
-        if remember is not None:
-            self._door.remember(remember, data, self.server_state.default_headers, parts)
-        self._write(data)
+        self._write(self._response(STATUS_LINE[status], head, body, method == "HEAD"))
 
     def _response(self, status_line: bytes, head: bytes, body: bytes, is_head: bool) -> bytes:
         """A response's bytes with uvicorn's current default headers (date, server)."""
@@ -251,26 +228,24 @@ class CorkedHttpToolsProtocol(HttpToolsProtocol):
             t._t.write(data)
         self._door.answered += 1
         # as uvicorn's on_response_complete: count it, (re)arm the keep-alive timeout. A timer already
-        # pending is kept and told that the connection was busy (it then waits another full period):
-        # no timer made and cancelled per request.
+        # pending is kept and marked busy (it then waits another full period): no timer made and
+        # cancelled per request. The mark names the timer it was made for: a timer uvicorn arms later
+        # (after cancelling this one) is not extended by it.
         self.server_state.total_requests += 1
-        if self.timeout_keep_alive_task is None:
+        task = self.timeout_keep_alive_task
+        if task is None:
             self.timeout_keep_alive_task = self.loop.call_later(self.timeout_keep_alive, self.timeout_keep_alive_handler)
         else:
-            self._ka_busy = True
+            self._ka_busy = task
 
-    _ka_busy = False
+    _ka_busy = None  # the keep-alive timer that was pending when the front door last answered
 
     def timeout_keep_alive_handler(self) -> None:
-        if self._ka_busy:  # answered at the front door since the timer was armed: wait another period
-            self._ka_busy = False
+        if self._ka_busy is not None and self._ka_busy is self.timeout_keep_alive_task:
+            self._ka_busy = None  # answered at the front door since the timer was armed: wait another period
             self.timeout_keep_alive_task = self.loop.call_later(self.timeout_keep_alive, self.timeout_keep_alive_handler)
             return
         super().timeout_keep_alive_handler()
-
-    def _unset_keepalive_if_required(self) -> None:
-        self._ka_busy = False
-        super()._unset_keepalive_if_required()
 
     def on_message_begin(self) -> None:
         super().on_message_begin()

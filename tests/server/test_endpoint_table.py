@@ -27,6 +27,7 @@ SAMPLES = {
     "GET /search": ("GET", "/search?q=Andorra", None),
     "GET /search/reverse": ("GET", "/search/reverse?lat=42.5063&lon=1.5218", None),
     "GET /elevation": ("GET", "/elevation?lat=42.5063&lon=1.5218", None),
+    "POST /elevation": ("POST", "/elevation", {"shape": [{"lat": 42.5063, "lon": 1.5218}, {"lat": 42.5345, "lon": 1.5803}]}),
     "GET /health": ("GET", "/health", None),
     "GET /route?json=": ("GET", "/route?json=" + json.dumps(ROUTE, separators=(",", ":")), None),
     "GET OSRM": ("GET", f"/route/v1/driving/{A['lon']},{A['lat']};{B['lon']},{B['lat']}?overview=false", None),

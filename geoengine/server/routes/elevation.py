@@ -1,49 +1,22 @@
-"""GET /elevation and POST /elevation: parse, one engine call, format (docs/elevation.md)."""
+"""GET /elevation and POST /elevation: parse, one engine call, format (docs/elevation.md; their entries:
+server/endpoints.py). A plainly valid request of either is answered by the fast dispatch, which parses a
+POST body with pydantic-core (Rust: about twice as fast as `json.loads` on the 67 kB of a 2,000-point
+shape); the FastAPI routes give the 400s."""
 
 from __future__ import annotations
 
-import json
 import operator
 from typing import Annotated
 
 import numpy as np
 import pydantic_core
-from fastapi import APIRouter, Depends, Query, Request
-from fastapi.responses import Response
-from fastapi.routing import APIRoute
+from fastapi import Query
 from pydantic import BaseModel, ConfigDict, Field, ValidatorFunctionWrapHandler, field_validator
 from typing_extensions import TypedDict
 
-from geoengine.engine import Engine
-from geoengine.server.deps import get_engine
+from geoengine.server.framing import body_answer
+from geoengine.server.routes.search import number
 
-
-class _RustJSONRequest(Request):
-    """Parses the JSON body with pydantic-core (Rust), about twice as fast as `json.loads` on the
-    67 kB of a 2,000-point shape. A body it refuses goes through `json.loads`, whose JSONDecodeError
-    FastAPI turns into the usual 400 with the position of the error."""
-
-    async def json(self):
-        if not hasattr(self, "_json"):
-            body = await self.body()
-            try:
-                self._json = pydantic_core.from_json(body)
-            except ValueError:
-                self._json = json.loads(body)
-        return self._json
-
-
-class _RustJSONRoute(APIRoute):
-    def get_route_handler(self):
-        handler = super().get_route_handler()
-
-        async def route_handler(request: Request):
-            return await handler(_RustJSONRequest(request.scope, request.receive))
-
-        return route_handler
-
-
-router = APIRouter(tags=["Elevation"], route_class=_RustJSONRoute)
 _LAT = operator.itemgetter("lat")
 _LON = operator.itemgetter("lon")
 
@@ -143,36 +116,45 @@ _ERRORS = {
 }
 
 
-# The handlers are `async def` and call the engine directly rather than through `run_engine`: the
-# call takes well under a millisecond (a compiled kernel over memory-mapped tiles, 2,000 points in
-# about 0.15 ms), less than the hop to the thread pool.
+# Both run on the event loop: the call takes well under a millisecond (a compiled kernel over
+# memory-mapped tiles, 2,000 points in about 0.15 ms), less than the hop to the thread pool.
+TAG = "Elevation"
+GET_DOC = {"summary": "Elevation of one point", "response_model": ElevationPoint,
+           "responses": {400: {"description": "Latitude or longitude missing or out of range"},
+                         422: {"description": "The point is outside the DEM coverage (or the DEM has only voids there)"}}}
+POST_DOC = {"summary": "Elevation of a list of points or an encoded shape", "responses": _ERRORS,
+            "response_model": HeightResponse | RangeHeightResponse,
+            "description": "`height` per point, or with `range: true` only `range_height` pairs "
+            "[cumulative great-circle distance m, elevation m]. Points outside coverage are null."}
 
 
-@router.get(
-    "/elevation",
-    response_model=ElevationPoint,
-    summary="Elevation of one point",
-    responses={400: {"description": "Latitude or longitude missing or out of range"},
-               422: {"description": "The point is outside the DEM coverage (or the DEM has only voids there)"}},
-)
-async def get_elevation(
+def point_params(
     lat: Annotated[float, Query(ge=-90, le=90, allow_inf_nan=False, description="Latitude in degrees")],
     lon: Annotated[float, Query(ge=-180, le=180, allow_inf_nan=False, description="Longitude in degrees")],
-    engine: Annotated[Engine, Depends(get_engine)],
-) -> ElevationPoint:
-    height = engine.elevation_at(lat=lat, lon=lon)
-    return ElevationPoint(lat=lat, lon=lon, elevation_m=round(height, 1))
+) -> tuple[float, float]:
+    return lat, lon
 
 
-@router.post(
-    "/elevation",
-    response_model=HeightResponse | RangeHeightResponse,
-    summary="Elevation of a list of points or an encoded shape",
-    description="`height` per point, or with `range: true` only `range_height` pairs "
-    "[cumulative great-circle distance m, elevation m]. Points outside coverage are null.",
-    responses=_ERRORS,
-)
-async def post_elevation(body: ElevationRequest, engine: Annotated[Engine, Depends(get_engine)]) -> Response:
+def plain_point(params: dict | None) -> tuple[float, float] | None:
+    """(lat, lon) of a GET /elevation with exactly `lat` and `lon` as plain decimals within range; None
+    for the route to answer (validation, problem bodies)."""
+    if params is None or len(params) != 2:
+        return None
+    lat, lon = number(params, "lat", -90, 90), number(params, "lon", -180, 180)
+    if lat is None or lon is None or lat is False or lon is False:
+        return None
+    return lat, lon
+
+
+def point(engine, req: tuple[float, float]) -> dict:
+    lat, lon = req
+    return {"lat": lat, "lon": lon, "elevation_m": round(engine.elevation_at(lat=lat, lon=lon), 1)}
+
+
+def profile_answer(state, body: ElevationRequest):
+    """POST /elevation's answer, serialised directly (the declared models document it): NaN, a missing
+    height, becomes null."""
+    engine = state.engine
     shape = body.shape
     if shape is not None:
         if isinstance(shape, _CheckedShape):
@@ -188,5 +170,4 @@ async def post_elevation(body: ElevationRequest, engine: Annotated[Engine, Depen
         doc = {"range_height": np.column_stack((np.round(prof.distances, 1), heights)).tolist()}
     else:
         doc = {"height": heights.tolist()}
-    # serialised directly (the declared models document it): NaN, a missing height, becomes null
-    return Response(pydantic_core.to_json(doc, inf_nan_mode="null"), media_type="application/json")
+    return body_answer(pydantic_core.to_json(doc, inf_nan_mode="null"))

@@ -2,26 +2,23 @@
 /search and /status when the request carries Nominatim's `format` parameter. Thin: the query parameters
 and the Accept-Language header go to geoengine.dialects.nominatim, whose Reply is sent as it is.
 
-/search and /status are also the spec's search and Valhalla's status: `Switch` routes, placed before
-those modules' routes, send a request with a `format` parameter to the Nominatim dialect and any other
-to the route that follows for the same path (the spec's fast /search route, Valhalla's /status).
-The hot path and the front door leave a /search with `format` to the application (routes/search.py
-`_fast_search`), and answer GET /reverse and /search with `format` themselves (`answer_bytes`).
+/search and /status are also the spec's search and Valhalla's status: the table's routes of this dialect
+(server/endpoints.py) come first and take a request of those paths only with a `format` parameter
+(`takes`); any other goes on to the route that follows for the same path. The fast dispatch answers
+GET /reverse and /search with `format` itself (`cached_answer`).
 """
 
 from __future__ import annotations
 
 from urllib.parse import parse_qsl
 
-from fastapi import APIRouter, Request
-from fastapi.responses import Response
-from starlette.routing import Match, Route
+from fastapi import Request
 
 from geoengine.dialects import nominatim as N
 from geoengine.server.framing import body_answer, dumps
-from geoengine.server.framing import send_answer as send_framed
 
-router = APIRouter(tags=["Nominatim dialect"])
+TAG = "Nominatim dialect"
+HIDDEN = {"include_in_schema": False}
 
 ENDPOINTS = {"/search": N.search, "/reverse": N.reverse, "/lookup": N.lookup, "/details": N.details}
 
@@ -83,41 +80,27 @@ def header(headers, name: bytes) -> bytes | None:
     return None
 
 
-async def send_answer(scope, send) -> None:
-    path = scope["path"][len(scope.get("root_path", "")):] if scope.get("root_path") else scope["path"]
-    status, ctype, body = cached_answer(scope["app"].state, path, scope["query_string"],
-                                        header(scope["headers"], b"accept-language"))
-    await send_framed(send, body_answer(body, status, (b"content-type", ctype)))
+def takes(scope) -> bool:
+    """Whether a request is this dialect's: /reverse, /lookup and /details always, /search and /status
+    with `format`."""
+    return _path(scope) not in ("/search", "/status") or has_format(scope["query_string"])
 
 
-class Switch:
-    """Raw route for a path two APIs share: Nominatim's when the query has `format`, else the route of
-    module `other` (routes/search.py's fast /search, routes/valhalla.py's /status) that matches."""
+def _path(scope) -> str:
+    """The path as the router matches it (without the root path a proxy mounts the service under)."""
+    path, root = scope["path"], scope.get("root_path", "")
+    return path[len(root):] if root and path.startswith(root) else path
 
-    def __init__(self, path: str, other: str):
-        self.path = path
-        self.other = other
 
-    async def __call__(self, scope, receive, send):
-        if scope["method"] == "GET" and has_format(scope["query_string"]):
-            return await send_answer(scope, send)
-        import importlib
+def request(request: Request) -> tuple[str, bytes, bytes | None]:
+    """(path, query string, Accept-Language) of a request this dialect answers."""
+    scope = request.scope
+    return _path(scope), scope["query_string"], header(scope["headers"], b"accept-language")
 
-        routes = importlib.import_module(self.other).router.routes
-        partial = None
-        for route in routes:
-            match, child = route.matches(scope)
-            if match is Match.FULL:
-                scope.update(child)
-                return await route.handle(scope, receive, send)
-            if match is Match.PARTIAL and partial is None:
-                partial = (route, child)
-        if partial is not None:  # the path with another method: that route's 405
-            scope.update(partial[1])
-            return await partial[0].handle(scope, receive, send)
-        from starlette.exceptions import HTTPException
 
-        raise HTTPException(404)
+def call(state, req) -> tuple:
+    status, ctype, body = cached_answer(state, *req)
+    return body_answer(body, status, (b"content-type", ctype))
 
 
 def _string(name: str, description: str, required: bool = False, **schema) -> dict:
@@ -165,16 +148,8 @@ def _responses(ok_description: str, not_found: bool = False) -> dict:
     return out
 
 
-async def _endpoint(request: Request) -> Response:
-    scope = request.scope
-    path = scope["path"][len(scope.get("root_path", "")):] if scope.get("root_path") else scope["path"]
-    status, ctype, body = cached_answer(request.app.state, path, scope["query_string"],
-                                        header(scope["headers"], b"accept-language"))
-    return Response(body, status_code=status, media_type=ctype.decode())
-
-
-router.add_api_route(
-    "/reverse", _endpoint, methods=["GET"], summary="Nominatim reverse: the place at a point, at a zoom's detail",
+REVERSE_DOC = dict(
+    summary="Nominatim reverse: the place at a point, at a zoom's detail",
     description="Nominatim's /reverse: `lat`, `lon`, `zoom` (0-18, clamped; 18 = the address, 16 = the street, "
     "10 = the city, 3 = the country), `layer` (address, poi, railway, natural, manmade). One object (json/jsonv2) or a FeatureCollection, or "
     "`{\"error\": \"Unable to geocode\"}`. See docs/geocoding.md.",
@@ -186,14 +161,14 @@ router.add_api_route(
         _FORMAT, {"name": "zoom", "in": "query", "required": False, "schema": {"type": "integer"},
                   "description": "0-18, clamped (default 18)"},
         *_COMMON]})
-router.add_api_route(
-    "/lookup", _endpoint, methods=["GET"], summary="Nominatim lookup: places by OSM id",
+LOOKUP_DOC = dict(
+    summary="Nominatim lookup: places by OSM id",
     description="Nominatim's /lookup: `osm_ids` N123,W456,R789 (at most 50; malformed ids are skipped).",
     responses=_responses("The places found, in the order asked"),
     openapi_extra={"parameters": [_string("osm_ids", "Comma-separated OSM ids: N123,W456,R789", required=True),
                                   _FORMAT, *_COMMON]})
-router.add_api_route(
-    "/details", _endpoint, methods=["GET"], summary="Nominatim details: one place with its names and address",
+DETAILS_DOC = dict(
+    summary="Nominatim details: one place with its names and address",
     description="Nominatim's /details: `place_id` (a place_id of a result), or instead of it `osmtype` (N, W, R) "
     "and `osmid` (`/details?osmtype=N&osmid=123`).",
     responses=_responses("The place", not_found=True),
@@ -204,10 +179,6 @@ router.add_api_route(
 
 # /search and /status: the shared paths (documented by the spec's /search and Valhalla's /status, whose
 # descriptions name this dialect; openapi.py adds `x-nominatim-parameters`)
-router.routes[:0] = [
-    Route("/search", Switch("/search", "geoengine.server.routes.search"), methods=["GET"], include_in_schema=False),
-    Route("/status", Switch("/status", "geoengine.server.routes.valhalla"), methods=["GET"], include_in_schema=False)]
-
 NOMINATIM_SEARCH_PARAMETERS = [_FORMAT, *_SEARCH_PARAMS, *_COMMON]
 NOMINATIM_STATUS_PARAMETERS = [{"name": "format", "in": "query", "required": True,
                                 "schema": {"type": "string", "enum": ["text", "json"]}}]

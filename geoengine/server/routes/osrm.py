@@ -1,21 +1,19 @@
 """The OSRM dialect (docs/osrm.md): `GET /{service}/v1/{profile}/{coordinates}` for route, table, match,
 nearest and trip, with OSRM's query options and response shapes. Thin: one dialect call
 (geoengine.dialects.osrm.run, through `answer`) in the thread pool; its errors are OSRM's
-`{code, message}` bodies with HTTP 400 (docs/errors.md). The hot path and the front door answer the
-requests with a plain query string themselves, with the same `answer`: a two-coordinate route or a
-nearest on the event loop (`inline`), the rest in the thread pool."""
+`{code, message}` bodies with HTTP 400 (docs/errors.md). One entry of the endpoint table
+(server/endpoints.py) with one FastAPI route per service; a two-coordinate route or a nearest runs on
+the event loop (`fast_inline`), the rest in the thread pool."""
 
 from __future__ import annotations
 
-from fastapi import APIRouter, Depends, Request
-from fastapi.responses import JSONResponse
+from fastapi import Request
 
 from geoengine.dialects import osrm as O
-from geoengine.engine import Engine
-from geoengine.errors import GeoengineError
-from geoengine.server.deps import get_engine, run_engine
+from geoengine.server.framing import json_answer
 
-router = APIRouter(tags=["OSRM dialect"])
+TAG = "OSRM dialect"
+SERVICES = O.SERVICES
 
 ERROR_SCHEMA = {
     "type": "object", "required": ["code", "message"],
@@ -79,25 +77,38 @@ def inline(service: str, coordinates: str, query: dict) -> bool:
             and query.get("alternatives", "false") in ("false", "0"))
 
 
-def _handler(service: str):
-    async def handler(request: Request, version: str, profile: str, coordinates: str,
-                      engine: Engine = Depends(get_engine)):
-        query = dict(request.query_params)
-        try:
-            status, body = await run_engine(request, answer, engine, service, version, profile, coordinates, query)
-        except GeoengineError as exc:  # the timeout of run_engine
-            err = O.from_engine_error(exc, service)
-            status, body = err.status, err.body()
-        return body if status == 200 else JSONResponse(body, status_code=status)
-
-    handler.__name__ = f"osrm_{service}"
-    return handler
+def call(state, req) -> tuple:
+    """(service, version, profile, coordinates, query) answered: the document or OSRM's error."""
+    status, doc = answer(state.engine, *req)
+    return json_answer(doc, status)
 
 
-for _service in O.SERVICES:
-    router.add_api_route(
-        f"/{_service}/{{version}}/{{profile}}/{{coordinates}}", _handler(_service), methods=["GET"],
-        summary=_SUMMARIES[_service],
+def error_answer(exc, req) -> tuple:
+    """The thread pool's timeout as OSRM's {code, message}."""
+    err = O.from_engine_error(exc, req[0])
+    return json_answer(err.body(), err.status)
+
+
+def fast_inline(req) -> bool:
+    return inline(req[0], req[3], req[4])
+
+
+def quota(path: str) -> str:
+    """nearest is no routing request (gateway/keys.py OSRM_ROUTING_PREFIXES); the other services are."""
+    return "non_tile" if path.startswith("/nearest/") else "routing"
+
+
+def params(service: str):
+    """The FastAPI parse step of one service's route."""
+    def parse(request: Request, version: str, profile: str, coordinates: str):
+        return service, version, profile, coordinates, dict(request.query_params)
+
+    return parse
+
+
+def doc(service: str) -> dict:
+    return dict(
+        summary=_SUMMARIES[service],
         description="`profile`: driving, walking, cycling, car, foot, bike or a costing name. `coordinates`: "
         "`lon,lat;lon,lat...`, `polyline(...)` or `polyline6(...)`, optionally with `.json`. See docs/osrm.md.",
         responses={200: {"description": "code Ok", "content": {"application/json": {"schema": _OK}}},
@@ -105,5 +116,4 @@ for _service in O.SERVICES:
                          "content": {"application/json": {"schema": ERROR_SCHEMA}}}},
         openapi_extra={"parameters": [{"name": p, "in": "query", "required": False, "schema": {"type": "string"},
                                        "description": _DESCRIPTIONS.get(p, "")}
-                                      for p in sorted(O.OPTIONS[_service])]},
-    )
+                                      for p in sorted(O.OPTIONS[service])]})

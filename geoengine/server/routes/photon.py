@@ -6,31 +6,20 @@ from __future__ import annotations
 
 from urllib.parse import parse_qsl
 
-from fastapi import APIRouter, Request
-from fastapi.responses import Response
-
 from geoengine.dialects import photon as P
-from geoengine.server.framing import dumps
+from geoengine.server.framing import json_answer
 
-router = APIRouter(tags=["Photon dialect"])
+TAG = "Photon dialect"
 _CT = "application/json"
 
 
-def answer_bytes(engine, path: str, query_string: bytes, accept_language: str | None) -> tuple[int, bytes]:
+def call(state, req):
+    """A Photon request, (path, query string, Accept-Language) as the Nominatim dialect's, answered."""
+    path, query_string, language = req
     pairs = parse_qsl(query_string.decode("latin-1"), keep_blank_values=True)
-    fn = P.search if path == "/photon/api" else P.reverse
-    status, doc = fn(engine, pairs, accept_language)
-    return status, dumps(doc)
-
-
-async def _endpoint(request: Request) -> Response:
-    path = request.scope["path"]
-    root = request.scope.get("root_path", "")
-    if root and path.startswith(root):
-        path = path[len(root):]
-    status, body = answer_bytes(request.app.state.engine, path.rstrip("/"), request.scope["query_string"],
-                                request.headers.get("accept-language"))
-    return Response(body, status_code=status, media_type=_CT)
+    fn = P.search if path.rstrip("/") == "/photon/api" else P.reverse
+    status, doc = fn(state.engine, pairs, None if language is None else language.decode("latin-1"))
+    return json_answer(doc, status)
 
 
 def _p(name: str, description: str, schema: dict, required: bool = False) -> dict:
@@ -60,8 +49,8 @@ _BASE = [
        {"type": "string", "enum": list(P.LAYERS)}),
 ]
 
-router.add_api_route(
-    "/photon/api", _endpoint, methods=["GET"], summary="Photon search",
+SEARCH_DOC = dict(
+    summary="Photon search",
     description="Photon's /api: `q`, an optional location bias (`lat` and `lon` together, "
     "`location_bias_scale` 0-1, `zoom`), `bbox` minLon,minLat,maxLon,maxLat, `osm_tag`, `layer`, `lang`, `limit`. "
     "Unknown parameters are a 400, as in Photon.",
@@ -74,10 +63,8 @@ router.add_api_route(
         _p("zoom", "Map zoom of the bias (0-18, clamped)", {"type": "integer"}),
         _p("bbox", "minLon,minLat,maxLon,maxLat", {"type": "string"}),
         *_BASE]})
-for _path in ("/photon/api/", "/photon/reverse/"):  # Photon ignores a trailing slash (Leaflet's serviceUrl has one)
-    router.add_api_route(_path, _endpoint, methods=["GET"], include_in_schema=False)
-router.add_api_route(
-    "/photon/reverse", _endpoint, methods=["GET"], summary="Photon reverse",
+REVERSE_DOC = dict(
+    summary="Photon reverse",
     description="Photon's /reverse: `lat` and `lon` (required), `radius` km, `limit`, `lang`, `osm_tag`, `layer`.",
     responses=_RESPONSES,
     openapi_extra={"parameters": [

@@ -1,21 +1,16 @@
-"""POST /route, POST /matrix, GET /costings, GET /costing/options/{costing}. Thin: parse, one engine
-call, return."""
+"""The routing endpoints' own parts (their entries: server/endpoints.py): GET /costings, GET
+/costing/options/{costing}, POST /admin/speeds, and the error statuses the routing endpoints document."""
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Annotated, Any, Literal
 
-from fastapi import APIRouter, Depends, Request
+from fastapi import Query, Request
 from pydantic import BaseModel, Field
 
-from geoengine.engine import Engine
-from geoengine.server.deps import get_engine, run_engine
-from geoengine.services.documents.trip import RouteResponse
-from geoengine.services.matrix import MatrixRequest, MatrixResponse
+from geoengine.errors import NotFound
+from geoengine.server.deps import require_scope
 from geoengine.services.models import COSTING_DESCRIPTIONS, costing_endpoints
-from geoengine.services.route import RouteRequest
-
-router = APIRouter(tags=["Routing"])
 
 
 class CostingEntry(BaseModel):
@@ -34,31 +29,77 @@ class CostingOptionsResponse(BaseModel):
     usage: str
 
 
-@router.post("/route", summary="Turn-by-turn route between two or more locations",
-             responses={200: {"model": RouteResponse}, 422: {"description": "A location cannot be snapped (the detail names its index) or no route exists"}})
-async def route(body: RouteRequest, request: Request, engine: Engine = Depends(get_engine)):
-    return await run_engine(request, engine.route, body)
-
-
-@router.post("/matrix", summary="Many-to-many travel times and distances",
-             responses={200: {"model": MatrixResponse}, 422: {"description": "A location cannot be snapped"},
-                        503: {"description": "The bundle has no routing graph"}})
-async def matrix(body: MatrixRequest, request: Request, engine: Engine = Depends(get_engine)):
-    return await run_engine(request, engine.matrix_request, body)
-
-
-@router.get("/costings", summary="The transport modes (costings) and the endpoints that accept each",
-            response_model=CostingsResponse)
-def costings(engine: Engine = Depends(get_engine)):
+def costings(engine, _req=None) -> dict:
     return {"costings": [{"costing": c, "endpoints": costing_endpoints(c), "description": COSTING_DESCRIPTIONS[c]}
                          for c in engine.costings()]}
 
 
-@router.get("/costing/options/{costing}", summary="Option schema of one costing",
-            response_model=CostingOptionsResponse, responses={404: {"description": "Unknown costing"}})
-def costing_options(costing: str, engine: Engine = Depends(get_engine)):
-    from geoengine.errors import NotFound
+def costing_param(costing: str) -> str:
+    return costing
 
+
+def costing_options(engine, costing: str) -> dict:
     if costing not in engine.costings():
         raise NotFound(f"unknown costing '{costing}'; costings: {', '.join(engine.costings())}")
     return engine.costing_options(costing)
+
+
+COSTINGS_DOC = {"summary": "The transport modes (costings) and the endpoints that accept each",
+                "response_model": CostingsResponse}
+OPTIONS_DOC = {"summary": "Option schema of one costing", "response_model": CostingOptionsResponse,
+               "responses": {404: {"description": "Unknown costing"}}}
+MATCH_ERRORS = {
+    400: {"description": "Invalid body: neither or both of shape and encoded_polyline, fewer than 2 points, an "
+          "unsupported costing, bad trace_options"},
+    422: {"description": "No point is near a road the costing may use, nothing could be matched, or edge_walk "
+          "could not follow the edges"},
+    503: {"description": "The bundle has no routing graph"},
+}
+DIRECTIONS_ERRORS = {
+    400: {"description": "Invalid waypoints, unsupported profile or language, malformed body"},
+    401: {"description": "Missing or invalid credential"},
+    422: {"description": "A waypoint has no usable road nearby, or no route joins two waypoints"},
+    429: {"description": "Rate limit or daily request pool exhausted"},
+}
+OPTIMISED_ERRORS = {
+    400: {"description": "Fewer than 2 locations, unsupported costing or options, malformed body"},
+    422: {"description": "A location cannot be snapped, or the stops cannot all be reached"},
+}
+
+
+# -- POST /admin/speeds: measured speeds for the motor costings (the engine does the work; docs/traffic.md)
+class SpeedsInForce(BaseModel):
+    generation: int = Field(description="Counts every apply and reset of this bundle's speeds")
+    file: str | None = Field(description="The stored speeds (null: the costings' profile speeds, after a reset)")
+    source: str | None = Field(description="Where the speeds came from (a path, `<request>`, `<DataFrame>`)")
+    sha256: str | None = Field(None, description="SHA-256 of the speed file's bytes")
+    form: str | None = Field(None, description="`segment` (OSRM's segment speed file) or `way`")
+    rows: int | None = Field(None, description="Rows read")
+    edges: int | None = Field(None, description="Directed road edges whose time the speeds change")
+    applied_at: str = Field(description="When they were applied (UTC, ISO 8601)")
+    bundle_created: str | None = Field(None, description="The build of the bundle they apply to")
+
+
+async def speeds_params(request: Request,
+                        form: Annotated[Literal["segment", "way"] | None,
+                                        Query(description="The file's form (default: from its header or columns)")]
+                        = None,
+                        reset: Annotated[bool, Query(description="Return to the profile speeds")] = False):
+    require_scope(request, "admin")
+    return form, None if reset else await request.body()
+
+
+def speeds(engine, req) -> dict:
+    form, body = req
+    return engine.reset_speeds() if body is None else engine.apply_speeds(body, form=form, label="<request>")
+
+
+SPEEDS_DOC = {
+    "summary": "Apply measured speeds (traffic)", "response_model": SpeedsInForce,
+    "description": "Needs a key with the `admin` scope. The body is a speed file (CSV): OSRM's segment "
+    "speed file (`from_osm_node_id,to_osm_node_id,speed_kmh[,rate]`) or the per-way form "
+    "(`way_id,speed_kmh[,direction]`). It is checked whole (a bad line is named in a 400 and nothing "
+    "is applied), stored beside the bundle, and every worker answers with it from its next request "
+    "on. `?reset=true` (no body) returns to the profile speeds. See docs/traffic.md.",
+    "responses": {400: {"description": "A bad speed file: the first bad line is named"},
+                  403: {"description": "The key lacks the admin scope"}}}

@@ -1,8 +1,8 @@
 """GET /search, GET /search/reverse, GET /search/detail/{doc_id}: parse, one engine call, format.
 
-Plainly valid /search and /search/reverse requests are answered by the endpoint table's fast dispatch
-(server/endpoints.py, with `_fast_search` and `_fast_reverse`); anything else reaches these routes,
-whose validation gives the 400 problem bodies, and which also document the endpoints.
+Their entries are in server/endpoints.py. Plainly valid /search and /search/reverse requests are
+answered by the fast dispatch (`plain_search`, `plain_reverse`); anything else reaches the FastAPI
+routes, whose validation (`search_params`, `reverse_params`) gives the 400 problem bodies.
 """
 
 from __future__ import annotations
@@ -11,12 +11,9 @@ import re
 from typing import Annotated
 from urllib.parse import parse_qsl
 
-from fastapi import APIRouter, Depends, Path, Query
-from fastapi.responses import JSONResponse
-from pydantic import BaseModel, BeforeValidator, Field
+from fastapi import Path, Query
+from pydantic import BaseModel, BeforeValidator, Field, create_model
 
-from geoengine.engine import Engine
-from geoengine.server.deps import get_engine
 from geoengine.server.framing import PROBLEM_JSON
 
 
@@ -30,9 +27,6 @@ def _digits(v):
 
 WholeNumber = Annotated[int, BeforeValidator(_digits)]
 
-router = APIRouter(tags=["Search"])
-EngineDep = Annotated[Engine, Depends(get_engine)]
-
 PROBLEM = {"description": "Problem details (RFC 9457)", "content": {PROBLEM_JSON: {}}}
 
 
@@ -41,23 +35,31 @@ class Location(BaseModel):
     lon: float
 
 
-class SearchResult(BaseModel):
-    id: str = Field(description="Document id, e.g. `osm:node:58957648` or `geonames:3041563`")
-    score: float | None = Field(description="Search relevance score (null on detail)")
-    index: str | None = Field(description="Source index: places, pois, streets or addresses")
-    doc_type: str | None = Field(description="place or poi")
-    display_name: str | None = Field(description="Name, then locality, region and country")
-    name: str | None = Field(description="Primary name")
-    name_en: str | None = Field(description="English name when available")
-    place_class: str | None = Field(description="Place classification (town, street, address, amenity, ...)")
-    category: str | None = Field(description="POI category (restaurant, peak, ...) or GeoNames feature code")
-    importance: float | None = Field(description="Ranking importance, 0 to 1")
-    location: Location | None = Field(description="Centroid (lat, lon)")
-    canonical_id: str | None = Field(description="Id of the document that stands for this place across sources")
-    source: str | None = Field(description="Data provider: osm or geonames")
-    address: dict[str, str] | None = Field(
-        default=None, description="Nominatim's address object: house_number, road, neighbourhood, suburb, village/town/city, "
-                                  "municipality, county, state, postcode, country, country_code (from the boundaries around it)")
+# SearchResult's nullable fields, one a line: name, type, description
+_NULLABLE = """
+score float Search relevance score (null on detail)
+index str Source index: places, pois, streets or addresses
+doc_type str place or poi
+display_name str Name, then locality, region and country
+name str Primary name
+name_en str English name when available
+place_class str Place classification (town, street, address, amenity, ...)
+category str POI category (restaurant, peak, ...) or GeoNames feature code
+importance float Ranking importance, 0 to 1
+location Location Centroid (lat, lon)
+canonical_id str Id of the document that stands for this place across sources
+source str Data provider: osm or geonames
+"""
+_TYPES_OF = {"float": float, "str": str, "Location": Location}
+SearchResult = create_model(
+    "SearchResult",
+    id=(str, Field(description="Document id, e.g. `osm:node:58957648` or `geonames:3041563`")),
+    **{k: (_TYPES_OF[t] | None, Field(description=d))
+       for k, t, d in (line.split(" ", 2) for line in _NULLABLE.strip().splitlines())},
+    address=(dict[str, str] | None, Field(
+        default=None, description="Nominatim's address object: house_number, road, neighbourhood, suburb, "
+        "village/town/city, municipality, county, state, postcode, country, country_code (from the boundaries "
+        "around it)")))
 
 
 class CategoryInfo(BaseModel):
@@ -103,43 +105,51 @@ CATEGORIES_DOC = ("Only POIs of these categories, comma-separated: iD preset ids
 # a thread-pool hop would cost more than it could overlap.
 
 
-@router.get("/search", response_model=None, responses={200: {"model": SearchResponse}, **ERRORS}, summary="Autocomplete search of places and POIs")
-async def search(
-    engine: EngineDep,
+# The engine returns plain dicts with exactly these fields (tests check them); the routes send them as
+# they are instead of re-validating every result through pydantic, and declare the models for OpenAPI.
+# They run on the event loop: the engine calls take well under a millisecond of CPU under the GIL, so a
+# thread-pool hop would cost more than it could overlap.
+DETAIL_DOC = {"summary": "One document by id or canonical id, with its full details",
+              "responses": {404: PROBLEM, 502: PROBLEM, 503: PROBLEM}}
+_TYPES = "Comma-separated document types: place, poi"
+
+
+def search_params(
     q: str = Query(..., min_length=2, description="Search text, at least 2 characters; the last word is a prefix"),
-    types: str | None = Query(None, description="Comma-separated document types: place, poi"),
+    types: str | None = Query(None, description=_TYPES),
     lat: float | None = Query(None, ge=-90, le=90, description="Latitude to bias results towards (with lon)"),
     lon: float | None = Query(None, ge=-180, le=180, description="Longitude to bias results towards (with lat)"),
     size: Annotated[WholeNumber, Query(ge=1, le=25, description="Number of results, 1 to 25")] = 10,
     categories: str | None = Query(None, description=CATEGORIES_DOC),
     bbox: str | None = Query(None, description="Only documents inside min_lon,min_lat,max_lon,max_lat (degrees)"),
     countries: str | None = Query(None, description="Only documents of these countries: comma-separated ISO 3166-1 alpha-2 codes (ad,li)"),
-) -> JSONResponse:
-    return JSONResponse(engine.search(q, types=types, lat=lat, lon=lon, size=size, categories=categories, bbox=bbox,
-                                      countries=countries))
+) -> dict:
+    return {"q": q, "types": types, "lat": lat, "lon": lon, "size": size, "categories": categories, "bbox": bbox,
+            "countries": countries}
 
 
-@router.get("/search/reverse", response_model=None, responses={200: {"model": ReverseResponse}, **ERRORS},
-            summary="Nearest places and POIs to a coordinate")
-async def reverse(
-    engine: EngineDep,
+def reverse_params(
     lat: float = Query(..., ge=-90, le=90, description="Latitude"),
     lon: float = Query(..., ge=-180, le=180, description="Longitude"),
     size: Annotated[WholeNumber, Query(ge=1, le=10, description="Number of results, 1 to 10")] = 5,
-    types: str | None = Query(None, description="Comma-separated document types: place, poi"),
+    types: str | None = Query(None, description=_TYPES),
     radius: str = Query("2km", pattern=r"^\d+(\.\d+)?(m|km)$",
                         description="Search radius: a number followed by m or km (500m, 2km), at most 100km"),
     categories: str | None = Query(None, description=CATEGORIES_DOC),
-) -> JSONResponse:
-    return JSONResponse(engine.reverse(lat=lat, lon=lon, radius=radius, size=size, types=types, categories=categories))
+) -> dict:
+    return {"lat": lat, "lon": lon, "radius": radius, "size": size, "types": types, "categories": categories}
 
 
-@router.get("/search/detail/{doc_id}", response_model=None,
-            responses={200: {"model": PlaceDetail}, 404: PROBLEM, 502: PROBLEM, 503: PROBLEM},
-            summary="One document by id or canonical id, with its full details")
-async def detail(engine: EngineDep,
-                 doc_id: str = Path(..., description="A document id or canonical id returned by search")) -> JSONResponse:
-    return JSONResponse(engine.place(doc_id))
+def detail_param(doc_id: str = Path(..., description="A document id or canonical id returned by search")) -> str:
+    return doc_id
+
+
+def search(engine, kw: dict) -> dict:
+    return engine.search(**kw)
+
+
+def reverse(engine, kw: dict) -> dict:
+    return engine.reverse(**kw)
 
 
 # ------------------------------------------------------------------------------------------ fast path
@@ -150,14 +160,14 @@ _NUMBER = re.compile(r"-?\d{1,3}(\.\d{1,15})?")
 _INT = re.compile(r"\d{1,2}")
 
 
-def _plain_query(scope) -> dict[str, str] | None:
+def plain_query(query: bytes) -> dict[str, str] | None:
     """The query parameters, or None when one repeats (the FastAPI route decides what that means)."""
-    pairs = parse_qsl(scope["query_string"].decode("latin-1"), keep_blank_values=True)
+    pairs = parse_qsl(query.decode("latin-1"), keep_blank_values=True)
     params = dict(pairs)
     return params if len(params) == len(pairs) else None
 
 
-def _number(params: dict, name: str, lo: float, hi: float) -> float | None | bool:
+def number(params: dict, name: str, lo: float, hi: float) -> float | None | bool:
     """A plain decimal within [lo, hi]; None when absent; False when the FastAPI route must judge it."""
     v = params.get(name)
     if v is None:
@@ -175,22 +185,23 @@ def _size(params: dict, default: int, hi: int) -> int | bool:
     return int(v) if _INT.fullmatch(v) and 1 <= int(v) <= hi else False
 
 
-def _fast_search(engine, params: dict):
+def plain_search(params: dict) -> dict | None:
+    """search_params of a plainly valid /search, or None (the FastAPI route judges it)."""
     if "format" in params:  # Nominatim's dialect (routes/nominatim.py), never the spec's answer
         return None
     q = params.get("q")
-    lat, lon = _number(params, "lat", -90, 90), _number(params, "lon", -180, 180)
+    lat, lon = number(params, "lat", -90, 90), number(params, "lon", -180, 180)
     size = _size(params, 10, 25)
     if q is None or len(q) < 2 or lat is False or lon is False or size is False:
         return None
-    return engine.search(q, types=params.get("types"), lat=lat, lon=lon, size=size, categories=params.get("categories"),
-                         bbox=params.get("bbox"), countries=params.get("countries"))
+    return {"q": q, "types": params.get("types"), "lat": lat, "lon": lon, "size": size,
+            "categories": params.get("categories"), "bbox": params.get("bbox"), "countries": params.get("countries")}
 
 
-def _fast_reverse(engine, params: dict):
-    lat, lon = _number(params, "lat", -90, 90), _number(params, "lon", -180, 180)
+def plain_reverse(params: dict) -> dict | None:
+    lat, lon = number(params, "lat", -90, 90), number(params, "lon", -180, 180)
     size = _size(params, 5, 10)
-    radius = params.get("radius", "2km")
     if lat is None or lon is None or lat is False or lon is False or size is False:
         return None
-    return engine.reverse(lat=lat, lon=lon, radius=radius, size=size, types=params.get("types"), categories=params.get("categories"))
+    return {"lat": lat, "lon": lon, "radius": params.get("radius", "2km"), "size": size, "types": params.get("types"),
+            "categories": params.get("categories")}

@@ -1,16 +1,12 @@
-"""GET /health."""
+"""GET /health: its response model and document (the route: server/endpoints.py)."""
 
 from __future__ import annotations
 
 from datetime import timedelta
 
-from fastapi import APIRouter, Depends
 from pydantic import BaseModel, Field
 
 from geoengine.engine import Engine
-from geoengine.server.deps import get_engine
-
-router = APIRouter(tags=["System"])
 
 
 class Health(BaseModel):
@@ -45,7 +41,3 @@ def health_doc(engine: Engine, params=None) -> dict:
             "data_timestamp": info["data_timestamp"], "data_age_s": info["data_age_s"],
             "replication_sequence": info["replication_sequence"]}
 
-
-@router.get("/health", response_model=Health, summary="Liveness check")
-def health(engine: Engine = Depends(get_engine)) -> Health:
-    return Health(**health_doc(engine))

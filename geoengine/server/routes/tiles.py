@@ -3,9 +3,8 @@ POST /tiles/{source}/cache/clear.
 
 The tile endpoint is the hottest path of the service. `tile_answer` holds its whole behaviour (one
 engine call, then headers); the endpoint table's fast dispatch (server/endpoints.py: HotPath, and the
-front door below ASGI) answers tile requests with it before FastAPI's router, and a raw ASGI Starlette
-route does the same for apps without HotPath. A FastAPI route with the same path and parameters is declared after
-it for the OpenAPI document only.
+front door below ASGI) answers tile requests with it before FastAPI's router, and the table's FastAPI
+route (for apps without HotPath) with it too.
 """
 
 from __future__ import annotations
@@ -13,20 +12,13 @@ from __future__ import annotations
 import gzip
 from typing import Annotated
 
-from fastapi import APIRouter, Depends, Path, Request
-from fastapi.routing import APIRoute
+from fastapi import Header, Path, Request
 from pydantic import BaseModel, Field
 from starlette.responses import Response
-from starlette.routing import Route
 
-from geoengine.engine import Engine
 from geoengine.errors import GeoengineError, InvalidRequest
-from geoengine.server.deps import get_engine, require_scope
-from geoengine.server.framing import NO_TILE, error_answer, send_answer, tile_headers
-
-router = APIRouter(tags=["Tiles"])
-EngineDep = Annotated[Engine, Depends(get_engine)]
-
+from geoengine.server.deps import require_scope
+from geoengine.server.framing import NO_TILE, error_answer, tile_headers
 
 
 # ---------------------------------------------------------------------------------------- models
@@ -101,26 +93,39 @@ def tilejson_doc(engine, source: str, base: str) -> dict:
     return TileJSON.model_validate(engine.tiles.tilejson(source, base)).model_dump(mode="json")
 
 
-@router.get("/sources", response_model=SourceList, summary="List vector tile sources")
-def list_sources(request: Request, engine: EngineDep) -> dict:
-    return sources_doc(engine, base_url(request))
+def meta(engine, req) -> dict:
+    """GET /sources (source None) or GET /tiles/{source} (TileJSON) for (source, base URL)."""
+    source, base = req
+    return sources_doc(engine, base) if source is None else tilejson_doc(engine, source, base)
 
 
-@router.get("/tiles/{source}", response_model=TileJSON, summary="TileJSON document of a source",
-            responses={404: {"description": "Unknown source"}})
-def tilejson(request: Request, engine: EngineDep,
-             source: Annotated[str, Path(description="An id returned by /sources")]) -> dict:
-    return tilejson_doc(engine, source, base_url(request))
+_SOURCE = Path(description="An id returned by /sources")
 
 
-@router.post("/tiles/{source}/cache/clear", response_model=CacheCleared, summary="Clear the tile cache of a source",
-             description="Needs a key with the `admin` scope (`geoengine keys create --scope admin`); "
-             "counts against the key's non-tile pools.",
-             responses={403: {"description": "The key lacks the admin scope"}, 404: {"description": "Unknown source"}})
-def clear_cache(request: Request, engine: EngineDep,
-                source: Annotated[str, Path(description="An id returned by /sources")]) -> dict:
+def sources_params(request: Request):
+    return None, base_url(request)
+
+
+def tilejson_params(request: Request, source: Annotated[str, _SOURCE]):
+    return source, base_url(request)
+
+
+def clear_params(request: Request, source: Annotated[str, _SOURCE]) -> str:
     require_scope(request, "admin")
+    return source
+
+
+def clear(engine, source: str) -> dict:
     return {"cleared": engine.tiles.clear(source), "source": source}
+
+
+SOURCES_DOC = {"summary": "List vector tile sources", "response_model": SourceList}
+TILEJSON_DOC = {"summary": "TileJSON document of a source", "response_model": TileJSON,
+                "responses": {404: {"description": "Unknown source"}}}
+CLEAR_DOC = {"summary": "Clear the tile cache of a source", "response_model": CacheCleared,
+             "description": "Needs a key with the `admin` scope (`geoengine keys create --scope admin`); "
+             "counts against the key's non-tile pools.",
+             "responses": {403: {"description": "The key lacks the admin scope"}, 404: {"description": "Unknown source"}}}
 
 
 # -------------------------------------------------------------------------- the tile hot path
@@ -187,47 +192,25 @@ def tile_answer(engine, source: str, z_text: str, x_text: str, y_text: str, acce
     return 200, tile_headers(tile.format, etag, len(data), encoded), data
 
 
-async def send_tile(scope, send, source: str, z_text: str, x_text: str, y_text: str) -> None:
-    accept = inm = None
-    for key, value in scope["headers"]:
-        if key == b"accept-encoding":
-            accept = value.decode("latin-1")
-        elif key == b"if-none-match":
-            inm = value.decode("latin-1")
-    answer = tile_answer(scope["app"].state.engine, source, z_text, x_text, y_text, accept, inm)
-    await send_answer(send, answer, scope["method"] == "HEAD")
-
-
-class _TileRoute:
-    """Raw ASGI endpoint of the tile route (no Request/Response objects)."""
-
-    async def __call__(self, scope, receive, send):
-        p = scope["path_params"]
-        await send_tile(scope, send, p["source"], p["z"], p["x"], p["y"])
+def tile_params(
+    source: Annotated[str, _SOURCE],
+    z: Annotated[int, Path(ge=0, le=22, description="Zoom, 0 to 22")],
+    x: Annotated[int, Path(ge=0, description="Column, 0 to 2^z - 1")],
+    y: Annotated[str, Path(description="Row, 0 to 2^z - 1, optionally with a .pbf or .mvt suffix")],
+    accept_encoding: Annotated[str | None, Header(include_in_schema=False)] = None,
+    if_none_match: Annotated[str | None, Header(include_in_schema=False)] = None,
+):
+    """The tile route's parameters as documented (the fast dispatch answers every tile request itself)."""
+    return source, str(z), str(x), y, accept_encoding, if_none_match
 
 
 class TileFastPath:
     """Never installed: the tiles' fast dispatch is the endpoint table's (server/endpoints.py, HotPath)."""
 
 
-router.routes.append(Route("/tiles/{source}/{z}/{x}/{y}", _TileRoute(), methods=["GET", "HEAD"],
-                           include_in_schema=False))
-
-
-# The same path for the OpenAPI document only (the Starlette route above answers every request).
-def _tile_doc(
-    source: str = Path(description="An id returned by /sources"),
-    z: int = Path(ge=0, le=22, description="Zoom, 0 to 22"),
-    x: int = Path(ge=0, description="Column, 0 to 2^z - 1"),
-    y: str = Path(description="Row, 0 to 2^z - 1, optionally with a .pbf or .mvt suffix"),
-):  # pragma: no cover - never routed
-    raise AssertionError("served by tile_endpoint")
-
-
-router.routes.append(APIRoute(
-    "/tiles/{source}/{z}/{x}/{y}", _tile_doc, methods=["GET"], summary="A vector tile",
-    response_class=Response,
-    responses={
+TILE_DOC = {
+    "summary": "A vector tile", "response_class": Response,
+    "responses": {
         200: {"description": "Vector tile (Content-Encoding gzip when stored compressed and accepted); "
                              "Cache-Control public, max-age=86400; ETag",
               "content": {"application/x-protobuf": {"schema": {"type": "string", "format": "binary"}}}},
@@ -235,4 +218,4 @@ router.routes.append(APIRoute(
         304: {"description": "Not modified (If-None-Match matched the ETag)"},
         404: {"description": "Unknown source"},
     },
-))
+}

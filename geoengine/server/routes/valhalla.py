@@ -1,82 +1,61 @@
-"""The Valhalla dialect (docs/valhalla.md): Valhalla's actions with Valhalla's bodies. Thin: parse, one
-dialect call (geoengine.dialects.valhalla), return. POST /route and POST /isochrone are the
-spec's endpoints (routes/routing.py, routes/isochrone.py); here they also answer Valhalla's
-`GET /{action}?json={...}` form, as every other action does."""
+"""The Valhalla dialect (docs/valhalla.md): Valhalla's actions with Valhalla's bodies, one dialect call
+each (geoengine.dialects.valhalla); their entries are in server/endpoints.py. POST /route and POST
+/isochrone are the spec's endpoints; every action also answers Valhalla's `GET /{action}?json={...}`."""
 
 from __future__ import annotations
 
 import json as jsonlib
 
-from fastapi import APIRouter, Depends, Query, Request
+from fastapi import Query
 
 from geoengine.dialects import valhalla as V
-from geoengine.engine import Engine
 from geoengine.errors import InvalidRequest
-from geoengine.server.deps import get_engine, run_engine
 from geoengine.services.matrix import MatrixResponse
 from geoengine.services.optimised_route import OptimisedRouteRequest
 from geoengine.validation import validate
 
-router = APIRouter(tags=["Valhalla dialect"])
+TAG = "Valhalla dialect"
+# the actions counted in the routing quota (gateway/keys.py ROUTING_PATHS)
+ROUTING_ACTIONS = ("route", "isochrone", "sources_to_targets", "optimized_route", "trace_route", "trace_attributes",
+                   "expansion")
 
 _ERRORS = {422: {"description": "A location cannot be snapped, no route, or the trace cannot be matched"},
            503: {"description": "The bundle lacks the stage the action needs"}}
 
 
-@router.post("/sources_to_targets", summary="Valhalla matrix: times and distances between sources and targets",
-             responses={200: {"model": MatrixResponse, "description": "As POST /matrix, but an unreachable pair is "
-                              "an object whose time and distance are null"}, **_ERRORS})
-async def sources_to_targets(body: V.SourcesToTargetsRequest, request: Request, engine: Engine = Depends(get_engine)):
-    return await run_engine(request, V.sources_to_targets, engine, body)
+_OK = {"sources_to_targets": {"model": MatrixResponse, "description": "As POST /matrix, but an unreachable pair "
+                               "is an object whose time and distance are null"},
+       "optimized_route": {"description": "{trip} with trip.locations[].original_index"},
+       "trace_route": {"description": "{trip} (one leg per matched section)"},
+       "trace_attributes": {"description": "{edges, matched_points, shape, units}; filters include/exclude attributes"},
+       "height": {"description": "{shape|encoded_polyline, height} or {..., range_height}"},
+       "locate": {"description": "One object per location: input_lat, input_lon, edges, nodes"},
+       "expansion": {"description": "GeoJSON FeatureCollection, one LineString per edge"}}
+# (action, body model, dialect call, summary, responses) of the POST actions
+POSTS = (
+    ("sources_to_targets", V.SourcesToTargetsRequest, V.sources_to_targets,
+     "Valhalla matrix: times and distances between sources and targets", _ERRORS),
+    ("optimized_route", OptimisedRouteRequest, V.optimized_route,
+     "Valhalla optimized route (first and last location fixed)", _ERRORS),
+    ("trace_route", V.TraceRequest, V.trace_route, "Valhalla map matching: the matched route as a trip", _ERRORS),
+    ("trace_attributes", V.TraceRequest, V.trace_attributes,
+     "Valhalla map matching: matched edges (with use) and points", _ERRORS),
+    ("height", V.HeightRequest, V.height, "Valhalla elevation: heights along a shape",
+     {422: {"description": "The bundle has no DEM for these points"}}),
+    ("locate", V.LocateRequest, V.locate, "Valhalla locate: the edges each location snaps to", {503: _ERRORS[503]}),
+    ("expansion", V.ExpansionRequest, V.expansion,
+     "Valhalla expansion: the edges a search visits (isochrone or route action)", _ERRORS),
+)
+POSTS = tuple((a, m, fn, summary, {200: _OK[a], **responses}) for a, m, fn, summary, responses in POSTS)
 
 
-@router.post("/optimized_route", summary="Valhalla optimized route (first and last location fixed)",
-             responses={200: {"description": "{trip} with trip.locations[].original_index"}, **_ERRORS})
-async def optimized_route(body: OptimisedRouteRequest, request: Request, engine: Engine = Depends(get_engine)):
-    return await run_engine(request, V.optimized_route, engine, body)
+def status_query(verbose: bool = Query(False)) -> bool:
+    return verbose
 
 
-@router.post("/trace_route", summary="Valhalla map matching: the matched route as a trip",
-             responses={200: {"description": "{trip} (one leg per matched section)"}, **_ERRORS})
-async def trace_route(body: V.TraceRequest, request: Request, engine: Engine = Depends(get_engine)):
-    return await run_engine(request, V.trace_route, engine, body)
-
-
-@router.post("/trace_attributes", summary="Valhalla map matching: matched edges (with use) and points",
-             responses={200: {"description": "{edges, matched_points, shape, units}; filters include/exclude "
-                              "attributes"}, **_ERRORS})
-async def trace_attributes(body: V.TraceRequest, request: Request, engine: Engine = Depends(get_engine)):
-    return await run_engine(request, V.trace_attributes, engine, body)
-
-
-@router.post("/height", summary="Valhalla elevation: heights along a shape",
-             responses={200: {"description": "{shape|encoded_polyline, height} or {..., range_height}"},
-                        422: {"description": "The bundle has no DEM for these points"}})
-async def height(body: V.HeightRequest, request: Request, engine: Engine = Depends(get_engine)):
-    return await run_engine(request, V.height, engine, body)
-
-
-@router.post("/locate", summary="Valhalla locate: the edges each location snaps to",
-             responses={200: {"description": "One object per location: input_lat, input_lon, edges, nodes"},
-                        503: _ERRORS[503]})
-async def locate(body: V.LocateRequest, request: Request, engine: Engine = Depends(get_engine)):
-    return await run_engine(request, V.locate, engine, body)
-
-
-@router.post("/expansion", summary="Valhalla expansion: the edges a search visits (isochrone or route action)",
-             responses={200: {"description": "GeoJSON FeatureCollection, one LineString per edge"}, **_ERRORS})
-async def expansion(body: V.ExpansionRequest, request: Request, engine: Engine = Depends(get_engine)):
-    return await run_engine(request, V.expansion, engine, body)
-
-
-@router.get("/status", summary="Valhalla status: version, data time, available actions")
-def status_get(verbose: bool = Query(False), engine: Engine = Depends(get_engine)):
-    return V.status(engine, verbose)
-
-
-@router.post("/status", summary="Valhalla status (body {verbose})")
-def status_post(body: V.StatusRequest, engine: Engine = Depends(get_engine)):
-    return V.status(engine, body.verbose)
+def status(engine, req) -> dict:
+    """GET /status (`verbose` parameter) or POST /status (body {verbose})."""
+    return V.status(engine, req if isinstance(req, bool) else req.verbose)
 
 
 # -- GET /{action}?json={...}: Valhalla's query form of every action ------------------------------------
@@ -100,42 +79,30 @@ def _parse_json(raw: str | None) -> dict:
     return data
 
 
-def _get_action(action: str):
-    async def handler(request: Request, json: str | None = Query(None, include_in_schema=False),
-                      engine: Engine = Depends(get_engine)):
-        data = _parse_json(json)
-        if action == "route":
-            return await run_engine(request, engine.route, data)
-        if action == "isochrone":
-            return await run_engine(request, engine.isochrone, data)
-        if action == "optimized_route":
-            return await run_engine(request, V.optimized_route, engine, data)
-        model, fn = _GET_MODELS[action]
-        return await run_engine(request, fn, engine, validate(model, data))
-
-    handler.__name__ = f"{action}_get"
-    return handler
+def json_query(json: str | None = Query(None, include_in_schema=False)) -> dict:
+    """The FastAPI parse step of `GET /{action}?json=`: the body, a JSON object (else a 400 naming `json`)."""
+    return _parse_json(json)
 
 
-_GET_MODELS = {
-    "sources_to_targets": (V.SourcesToTargetsRequest, V.sources_to_targets),
-    "trace_route": (V.TraceRequest, V.trace_route),
-    "trace_attributes": (V.TraceRequest, V.trace_attributes),
-    "height": (V.HeightRequest, V.height),
-    "locate": (V.LocateRequest, V.locate),
-    "expansion": (V.ExpansionRequest, V.expansion),
-}
+def _validated(model, fn):
+    return lambda engine, data: fn(engine, validate(model, data))
 
+
+# (action, run) of the GET ?json= forms but GET /route's (its own entry, answered by the fast dispatch)
+GET_ACTIONS = (
+    ("isochrone", lambda engine, data: engine.isochrone(data)),
+    ("optimized_route", V.optimized_route),
+    *((a, _validated(m, fn)) for a, m, fn, _s, _r in POSTS if a != "optimized_route"),
+)
 _BODY_MODELS = {"route": "RouteRequest", "isochrone": "IsochroneRequest", "optimized_route": "OptimisedRouteRequest",
-                **{a: m.__name__ for a, (m, _fn) in _GET_MODELS.items()}}
+                **{a: m.__name__ for a, m, _fn, _s, _r in POSTS if a != "optimized_route"}}
 
-for _action in ("route", "isochrone", "optimized_route", *_GET_MODELS):
+
+def get_doc(action: str) -> dict:
     # `json` is the POST body serialised: the document says so with a content-typed parameter
-    router.add_api_route(f"/{_action}", _get_action(_action), methods=["GET"],
-                         summary=f"Valhalla {_action} with the body as the json query parameter",
-                         responses=_ERRORS,
-                         openapi_extra={"parameters": [{
-                             "name": "json", "in": "query", "required": True,
-                             "description": f"The request body as JSON (the body of POST /{_action})",
-                             "content": {"application/json": {
-                                 "schema": {"$ref": f"#/components/schemas/{_BODY_MODELS[_action]}"}}}}]})
+    return dict(summary=f"Valhalla {action} with the body as the json query parameter", responses=_ERRORS,
+                openapi_extra={"parameters": [{
+                    "name": "json", "in": "query", "required": True,
+                    "description": f"The request body as JSON (the body of POST /{action})",
+                    "content": {"application/json": {
+                        "schema": {"$ref": f"#/components/schemas/{_BODY_MODELS[action]}"}}}}]})
