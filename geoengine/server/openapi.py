@@ -194,8 +194,8 @@ def tighten(schema: dict, settings) -> dict:
         "description": "{type: 0 current, 1 depart_at, 2 arrive_by, 3 invariant; value: local time "
                        "'YYYY-MM-DDTHH:MM' between 1900-01-01T00:00 and 2199-12-31T23:59, required for types 1-3}",
     }
-    for name in ("RouteRequest", "MatrixRequest", "SourcesToTargetsRequest", "OptimisedRouteRequest",
-                 "IsochroneRequest"):
+    for name in ("RouteRequest", "DirectionsRequest", "MatrixRequest", "SourcesToTargetsRequest",
+                 "OptimisedRouteRequest", "IsochroneRequest"):
         props = comp(name)["properties"]
         if "date_time" in props:
             props["date_time"] = {"anyOf": [date_time, {"type": "null"}], "title": "Date Time"}
@@ -314,7 +314,8 @@ def _tighten_params(path: str, method: str, params: list[dict]) -> None:
         by_name["types"]["schema"] = {"type": "string", "pattern": _TYPES_PATTERN,
                                       "description": by_name["types"].get("description", "")}
     if path == "/search" and "bbox" in by_name:
-        by_name["bbox"]["schema"] = {"type": "string", "pattern": rf"^{_LON},{_LAT},{_LON},{_LAT}$",
+        # empty is no bbox (as for an absent parameter: `search.requests.parse_bbox`)
+        by_name["bbox"]["schema"] = {"type": "string", "pattern": rf"^({_LON},{_LAT},{_LON},{_LAT})?$",
                                      "description": by_name["bbox"].get("description", "")}
     if path.startswith("/tiles/{source}/{z}/{x}/{y}"):
         by_name["y"]["schema"] = {"type": "string", "pattern": r"^[0-9]{1,7}(\.(pbf|mvt))?$",

@@ -179,10 +179,11 @@ def test_traffic_signals_counted_per_direction(liechtenstein_graph, sample):
         ending = np.flatnonzero(np.asarray(g.edge_dst) == v)
         assert (sig[ending] >= 1).all()
     from geoengine.costing import edge_costs
+    from geoengine.costing.common import MOTOR_SIGNAL_DELAY_S
 
     _c, t, length = edge_costs(g, "auto")
     ok = np.isfinite(t)
     with_sig = ok & (sig > 0)
-    # each signal adds its delay to the car time
+    # each signal adds the motor costings' delay (2 s, OSRM car.lua's) to the car time
     plain = np.asarray(g.edge_speed)
-    assert np.all(t[with_sig] >= length[with_sig] / (plain[with_sig] / 3.6) + 5.0 - 1e-6)
+    assert np.all(t[with_sig] >= length[with_sig] / (plain[with_sig] / 3.6) + MOTOR_SIGNAL_DELAY_S - 1e-6)
