@@ -346,15 +346,21 @@ def cmd_speeds(args) -> int:
         info = engine.reset_speeds() if args.reset else engine.apply_speeds(args.file, form=args.form)
     else:
         info = engine.speeds_info()
-    if args.json:
+    return _print_generation(info, args.json, "speeds", "profile speeds (no measured speeds)", "",
+                             engine.speed_store.dir)
+
+
+def _print_generation(info, as_json: bool, label: str, none: str, detail: str, stored) -> int:
+    """Print a speed or profile store's current generation (`info`), as JSON or as lines."""
+    if as_json:
         print(json.dumps(info, indent=2))
     elif not info or not info.get("file"):
-        print(f"speeds   profile speeds (no measured speeds){'' if not info else f', generation {info['generation']}'}")
+        print(f"{label:8s} {none}{'' if not info else f', generation {info['generation']}'}")
     else:
-        print(f"speeds   generation {info['generation']}: {info['rows']:,} rows ({info['form']} form) on "
-              f"{info['edges']:,} directed edges, applied {info['applied_at']}")
+        print(f"{label:8s} generation {info['generation']}: {info['rows']:,} rows ({info['form']} form) on "
+              f"{info['edges']:,} directed edges{detail}, applied {info['applied_at']}")
         print(f"source   {info['source']} (sha256 {info['sha256'][:16]}...)")
-    print(f"stored   {engine.speed_store.dir}")
+    print(f"stored   {stored}")
     return 0
 
 
@@ -369,17 +375,10 @@ def _speed_profiles(engine, args) -> int:
         info = engine.apply_profiles(args.file)
     else:
         info = engine.profiles_info()
-    if args.json:
-        print(json.dumps(info, indent=2))
-    elif not info or not info.get("file"):
-        print(f"profiles none (no time-of-day profiles){'' if not info else f', generation {info['generation']}'}")
-    else:
-        print(f"profiles generation {info['generation']}: {info['rows']:,} rows ({info['form']} form) on "
-              f"{info['edges']:,} directed edges; named {', '.join(info['profiles']) or '-'}, "
-              f"{info['own_profiles']:,} own; {info['bytes']:,} bytes; applied {info['applied_at']}")
-        print(f"source   {info['source']} (sha256 {info['sha256'][:16]}...)")
-    print(f"stored   {engine.time_of_day.store.dir}")
-    return 0
+    detail = "" if not info or not info.get("file") else (
+        f"; named {', '.join(info['profiles']) or '-'}, {info['own_profiles']:,} own; {info['bytes']:,} bytes")
+    return _print_generation(info, args.json, "profiles", "none (no time-of-day profiles)", detail,
+                             engine.time_of_day.store.dir)
 
 
 def make_parser() -> argparse.ArgumentParser:

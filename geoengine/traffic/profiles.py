@@ -23,10 +23,9 @@ from __future__ import annotations
 
 import logging
 import math
-import os
 import re
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
+from datetime import datetime
 
 import numba
 import numpy as np
@@ -365,35 +364,12 @@ class ProfileStore(SpeedStore):
         if label:
             table.source = label
         ps = map_profiles(graph, table)
-        fd = self._locked()
-        try:
-            prev = self.read_info() or {}
-            gen = int(prev.get("generation", 0)) + 1
-            name = f"profiles-{gen}.npz"
-            tmp = self.dir / f".{name}.{os.getpid()}.tmp.npz"
-            np.savez_compressed(tmp, edges=ps.edges, length=ps.length, profile=ps.profile, exact=ps.exact,
-                                coef=ps.coef, names=np.array(table.names, dtype=str))
-            os.replace(tmp, self.dir / name)
-            info = {"generation": gen, "file": name, "source": table.source, "sha256": table.sha256,
-                    "form": table.rows.form, "rows": len(table.rows), "edges": int(len(ps.covered)),
-                    "profiles": table.names, "own_profiles": int(len(table.coef)),
-                    "bytes": int((self.dir / name).stat().st_size),
-                    "applied_at": datetime.now(UTC).isoformat(timespec="seconds"),
-                    "bundle_created": self.bundle_created}
-            self._write_current(info)
-            self._prune(keep=(name, prev.get("file")))
-        finally:
-            os.close(fd)
-        ps.info = info
-        return info
-
-    def _prune(self, keep) -> None:
-        for f in self.dir.glob("profiles-*.npz"):
-            if f.name not in keep:
-                try:
-                    f.unlink()
-                except OSError:
-                    pass
+        ps.info = self._publish(
+            lambda tmp: np.savez_compressed(tmp, edges=ps.edges, length=ps.length, profile=ps.profile,
+                                            exact=ps.exact, coef=ps.coef, names=np.array(table.names, dtype=str)),
+            {"source": table.source, "sha256": table.sha256, "form": table.rows.form, "rows": len(table.rows),
+             "edges": int(len(ps.covered)), "profiles": table.names, "own_profiles": int(len(table.coef))})
+        return ps.info
 
 
 # ------------------------------------------------------------------------------------------ ETA kernel

@@ -518,7 +518,7 @@ class SpeedStore:
     """The measured speeds of one bundle, stored beside it (`speeds_dir`):
 
         current.json          {"generation", "file" (null after a reset), "source", "sha256", "form",
-                               "rows", "edges", "applied_at", "bundle_created"}
+                               "rows", "edges", "bytes", "applied_at", "bundle_created"}
         speeds-<gen>.npz      edges int64, cov_len float64, cov_time float64
 
     `apply` writes the arrays, then replaces current.json in one rename: a reader sees the old
@@ -592,23 +592,31 @@ class SpeedStore:
         if label:
             table.source = label
         overlay = map_speeds(graph, table)
+        overlay.info = self._publish(
+            lambda tmp: np.savez(tmp, edges=overlay.edges, cov_len=overlay.cov_len, cov_time=overlay.cov_time),
+            {"source": table.source, "sha256": table.sha256, "form": table.form, "rows": len(table),
+             "edges": int(len(overlay.edges))})
+        return overlay.info
+
+    def _publish(self, save, fields: dict) -> dict:
+        """Store the next generation under the lock: `save(path)` writes its arrays (`<WHAT>-<gen>.npz`),
+        then the info (`fields`, the generation, file, size, time and bundle) replaces the current file in
+        one rename, and the files of older generations but the previous one go. Returns the info."""
         fd = self._locked()
         try:
             prev = self.read_info() or {}
             gen = int(prev.get("generation", 0)) + 1
-            name = f"speeds-{gen}.npz"
+            name = f"{self.WHAT}-{gen}.npz"
             tmp = self.dir / f".{name}.{os.getpid()}.tmp.npz"
-            np.savez(tmp, edges=overlay.edges, cov_len=overlay.cov_len, cov_time=overlay.cov_time)
+            save(tmp)
             os.replace(tmp, self.dir / name)
-            info = {"generation": gen, "file": name, "source": table.source, "sha256": table.sha256,
-                    "form": table.form, "rows": len(table), "edges": int(len(overlay.edges)),
+            info = {"generation": gen, "file": name, **fields, "bytes": int((self.dir / name).stat().st_size),
                     "applied_at": datetime.now(UTC).isoformat(timespec="seconds"),
                     "bundle_created": self.bundle_created}
             self._write_current(info)
             self._prune(keep=(name, prev.get("file")))
         finally:
             os.close(fd)
-        overlay.info = info
         return info
 
     def reset(self) -> dict:
@@ -627,7 +635,7 @@ class SpeedStore:
 
     def _prune(self, keep) -> None:
         """Drop data files of older generations (the previous one stays for readers that are loading it)."""
-        for f in self.dir.glob("speeds-*.npz"):
+        for f in self.dir.glob(f"{self.WHAT}-*.npz"):
             if f.name not in keep:
                 try:
                     f.unlink()

@@ -76,6 +76,7 @@ class SpeedsInForce(BaseModel):
     form: str | None = Field(None, description="`segment` (OSRM's segment speed file) or `way`")
     rows: int | None = Field(None, description="Rows read")
     edges: int | None = Field(None, description="Directed road edges whose time the speeds change")
+    bytes: int | None = Field(None, description="Size of the stored speeds file")
     applied_at: str = Field(description="When they were applied (UTC, ISO 8601)")
     bundle_created: str | None = Field(None, description="The build of the bundle they apply to")
 
