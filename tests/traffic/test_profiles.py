@@ -7,7 +7,6 @@ naming its line with nothing applied."""
 
 from __future__ import annotations
 
-import copy
 import dataclasses
 from datetime import datetime, timedelta
 
@@ -18,11 +17,11 @@ import geoengine
 from geoengine.costing import edge_costs, turn_penalty
 from geoengine.costing.common import MOTOR_SIGNAL_DELAY_S
 from geoengine.graph.turns import turn_base
-from geoengine.services.models import Location
 from geoengine.services.route_options import selection
 from geoengine.traffic import SpeedFileError
 from geoengine.traffic.profiles import BUCKETS, decode, encode, read_profile_table
 from geoengine.traffic.timeofday import Selection, bucket_of
+from tests.traffic.oracle import routes_equal_exact
 
 A = (9.5209, 47.1410)  # Vaduz
 B = (9.5100, 47.2200)  # Eschen / Nendeln
@@ -193,34 +192,18 @@ def test_arrive_by_walks_back_from_the_arrival(li, applied):
     assert route.time_s == pytest.approx(total, abs=1e-6)
 
 
-def exact(prof):
-    plain = copy.copy(prof)
-    plain.ch = None
-    return plain
-
-
 @pytest.mark.parametrize("value", ["2026-11-24T08:00", "2026-11-24T23:30"])
 def test_bucket_routes_equal_dijkstra_on_the_bucket_weights(li, applied, value):
     router = li.router
     prof = router.profile("auto", bucket=selection({"type": 1, "value": value}))
     assert prof.ch is not None
-    plain = exact(prof)
     rng = np.random.default_rng(7)
     g = li.graph
     segs = np.flatnonzero(prof.usable[0::2] | prof.usable[1::2])
     so = np.asarray(g.shape_offsets)
     pick = rng.choice(segs, 16)
     pts = np.column_stack([np.asarray(g.shape_lon)[so[pick]], np.asarray(g.shape_lat)[so[pick]]])
-    found = 0
-    for a, b in zip(pts[0::2], pts[1::2], strict=True):
-        la, lb = Location(lon=float(a[0]), lat=float(a[1])), Location(lon=float(b[0]), lat=float(b[1]))
-        c0, c1 = router.candidates(prof, la, 0), router.candidates(prof, lb, 1)
-        x, y = router.shortest(prof, c0, c1), router.shortest(plain, c0, c1)
-        assert (x is None) == (y is None)
-        if x is not None:
-            found += 1
-            assert x.cost == pytest.approx(y.cost, rel=1e-9, abs=1e-6)
-    assert found >= 4
+    assert routes_equal_exact(router, prof, pts) >= 4
 
 
 def test_matrix_uses_the_departure_bucket(li, applied, api_client):

@@ -21,6 +21,7 @@ from geoengine.costing.common import MOTOR_SIGNAL_DELAY_S
 from geoengine.geo import haversine_m
 from geoengine.services.models import Location
 from geoengine.traffic import SpeedFileError, read_speed_table
+from tests.traffic.oracle import exact, routes_equal_exact
 
 A = (9.5209, 47.1410)  # Vaduz
 B = (9.5100, 47.2200)  # Eschen / Nendeln
@@ -157,12 +158,6 @@ def test_dataframe_and_last_row_wins(li):
 
 
 # ------------------------------------------------------------------------------ oracle
-def exact(prof):
-    plain = copy.copy(prof)
-    plain.ch = None
-    return plain
-
-
 @settings(max_examples=8, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(seed=st.integers(0, 2**31 - 1), n=st.integers(1, 400), lo=st.floats(3, 60), hi=st.floats(60, 250))
 def test_routes_equal_dijkstra_on_the_updated_weights(li, tmp_path, seed, n, lo, hi):
@@ -181,17 +176,7 @@ def test_routes_equal_dijkstra_on_the_updated_weights(li, tmp_path, seed, n, lo,
     np.testing.assert_array_equal(prof.time, edge_costs(g, "auto", speeds=router.speeds)[1])
     plain = exact(prof)
     pts = points_on_roads(g, prof.usable, 12, rng)
-    found = 0
-    for a, b in zip(pts[0::2], pts[1::2], strict=True):
-        la, lb = Location(lon=float(a[0]), lat=float(a[1])), Location(lon=float(b[0]), lat=float(b[1]))
-        c0, c1 = router.candidates(prof, la, 0), router.candidates(prof, lb, 1)
-        x, y = router.shortest(prof, c0, c1), router.shortest(plain, c0, c1)
-        assert (x is None) == (y is None)
-        if x is not None:
-            found += 1
-            assert x.cost == pytest.approx(y.cost, rel=1e-9, abs=1e-6)
-            assert x.time_s == pytest.approx(y.time_s, rel=1e-6, abs=0.2)
-    assert found >= 3
+    assert routes_equal_exact(router, prof, pts, times=True) >= 3
     m = router.matrix(pts[:4], pts[4:8], "auto")
     for i in range(4):
         for j in range(4):
