@@ -120,16 +120,23 @@ def cpu_seconds(pids: list[int]) -> float:
     return total
 
 
-def run_wrk(base: str, script: str, conc: int, duration: float, workdir: Path, pids: list[int]) -> dict:
+def run_wrk(base: str, script: str, conc: int, duration: float, workdir: Path, pids: list[int],
+            threads: int | None = None) -> dict:
+    """wrk with the Lua `script` at `conc` connections (`threads`: 1 at one connection, else 2), and the
+    CPU the processes `pids` (and their children) used meanwhile; serve_bench and tiles_session_bench."""
     lua = workdir / f"wrk-{abs(hash(script)) % 10**8}.lua"
     lua.write_text(script)
-    threads = 1 if conc == 1 else 2
+    threads = threads or (1 if conc == 1 else 2)
     cmd = ["wrk", f"-t{threads}", f"-c{conc}", f"-d{max(1, int(duration))}s", "--latency", "--timeout", "5s",
            "-s", str(lua), base]
     c0 = cpu_seconds(pids)
-    out = subprocess.run(cmd, capture_output=True, text=True, timeout=duration + 60).stdout
+    p = subprocess.run(cmd, capture_output=True, text=True, timeout=duration + 120)
     c1 = cpu_seconds(pids)
-    rps = float(re.search(r"Requests/sec:\s+([\d.]+)", out).group(1))
+    out = p.stdout
+    m = re.search(r"Requests/sec:\s+([\d.]+)", out)
+    if not m:
+        raise RuntimeError(f"wrk failed: {p.stderr[-800:]} {out[-800:]}")
+    rps = float(m.group(1))
     n = int(re.search(r"(\d+) requests in", out).group(1))
     lat = {}
     for pct, val, unit in re.findall(r"^\s+(50|75|90|99)%\s+([\d.]+)(us|ms|s)\s*$", out, re.M):

@@ -237,19 +237,28 @@ def serve_bare(bundle: Path, home: Path):
 
 
 def serve_nginx(tiles: Path, source: str, workdir: Path, workers: int):
-    root = workdir / "nginx-root"
-    conf = workdir / "nginx.conf"
+    return nginx_tiles(workdir / "nginx-root", workdir, workers)
+
+
+def nginx_tiles(root: Path, workdir: Path, workers: int, *, name: str = "nginx", missing_204: bool = False,
+                timeout: float = 60.0):
+    """nginx serving the tile files under `root` (gzip bytes as {y}.pbf, written by `write_static`), as a
+    static tile host would; `missing_204`: a tile the archive does not hold answers 204, as geoengine does
+    (tiles_session_bench). Returns (process, base URL, up)."""
+    conf = workdir / f"{name}.conf"
     port = free_port()
+    default_type = "\n  default_type application/x-protobuf;" if missing_204 else ""
+    try_files = "\n      try_files $uri.pbf =204;" if missing_204 else ""
     conf.write_text(f"""
 worker_processes {workers};
 daemon off;
-pid {workdir}/nginx.pid;
+pid {workdir}/{name}.pid;
 error_log {workdir}/nginx-error.log warn;
 events {{ worker_connections 1024; }}
 http {{
   access_log off;
   sendfile on; tcp_nopush on; keepalive_requests 1000000;
-  types {{ application/x-protobuf pbf; }}
+  types {{ application/x-protobuf pbf; }}{default_type}
   client_body_temp_path {workdir}/nginx-tmp; proxy_temp_path {workdir}/nginx-tmp;
   fastcgi_temp_path {workdir}/nginx-tmp; uwsgi_temp_path {workdir}/nginx-tmp; scgi_temp_path {workdir}/nginx-tmp;
   server {{
@@ -258,7 +267,7 @@ http {{
     location /tiles/ {{
       add_header Content-Encoding gzip;
       add_header Cache-Control "public, max-age=86400";
-      etag on;
+      etag on;{try_files}
     }}
   }}
 }}
@@ -266,8 +275,8 @@ http {{
     (workdir / "nginx-tmp").mkdir(exist_ok=True)
     proc = subprocess.Popen(["nginx", "-c", str(conf), "-p", str(workdir)], stdout=subprocess.DEVNULL,
                             stderr=subprocess.PIPE)
-    ok = wait_http(f"http://127.0.0.1:{port}/")
-    return proc, f"http://127.0.0.1:{port}", ok
+    up = wait_http(f"http://127.0.0.1:{port}/", timeout=timeout)
+    return proc, f"http://127.0.0.1:{port}", up
 
 
 def write_static(mbtiles: Path, root: Path, source: str) -> int:
