@@ -43,6 +43,7 @@ from geoengine.search.query import (
     is_housenumber,
     query_tokens,
 )
+from geoengine.search.requests import four_numbers
 from geoengine.search.text import max_typos, normalise
 
 LAYERS = ("address", "poi", "railway", "natural", "manmade")
@@ -125,11 +126,8 @@ def parse_viewbox(viewbox) -> tuple[float, float, float, float] | None:
     """Nominatim's viewbox: 'x1,y1,x2,y2' (any two opposite corners) or a 4-sequence -> (minlon, minlat, maxlon, maxlat)."""
     if viewbox is None or (isinstance(viewbox, str) and not viewbox.strip()):
         return None
-    try:
-        vals = [float(v) for v in (viewbox.split(",") if isinstance(viewbox, str) else viewbox)]
-    except (TypeError, ValueError):
-        raise _err("viewbox", "viewbox must be four numbers: x1,y1,x2,y2") from None
-    if len(vals) != 4 or not all(math.isfinite(v) for v in vals):
+    vals = four_numbers(viewbox)
+    if vals is None:
         raise _err("viewbox", "viewbox must be four finite numbers: x1,y1,x2,y2")
     x1, y1, x2, y2 = vals
     if not all(-180 <= x <= 180 for x in (x1, x2)) or not all(-90 <= y <= 90 for y in (y1, y2)):

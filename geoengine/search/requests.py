@@ -70,15 +70,21 @@ def _check_size(size, lo: int, hi: int) -> int:
     return int(size)
 
 
+def four_numbers(value) -> list[float] | None:
+    """The four finite numbers of 'a,b,c,d' or a 4-sequence (a bbox, a viewbox); None when it is not that."""
+    try:
+        vals = [float(v) for v in (value.split(",") if isinstance(value, str) else value)]
+    except (TypeError, ValueError):
+        return None
+    return vals if len(vals) == 4 and all(math.isfinite(v) for v in vals) else None
+
+
 def parse_bbox(bbox) -> tuple[float, float, float, float] | None:
     """'minlon,minlat,maxlon,maxlat' (or a 4-sequence) -> tuple; None when not given; else InvalidRequest."""
     if bbox is None or (isinstance(bbox, str) and not bbox.strip()):
         return None
-    try:
-        vals = [float(v) for v in (bbox.split(",") if isinstance(bbox, str) else bbox)]
-    except (TypeError, ValueError):
-        vals = []
-    if len(vals) != 4 or not all(math.isfinite(v) for v in vals):
+    vals = four_numbers(bbox)
+    if vals is None:
         raise InvalidRequest.field("bbox", "bbox must be four numbers: min_lon,min_lat,max_lon,max_lat")
     x0, y0, x1, y1 = vals
     if not (-180 <= x0 <= x1 <= 180 and -90 <= y0 <= y1 <= 90):
