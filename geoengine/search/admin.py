@@ -120,7 +120,7 @@ def build_hierarchy(ds, boundaries, labels: dict[int, int], n_osm: int) -> tuple
             slot = POSTCODE
         else:
             slot = SLOT_OF_ADMIN[b.admin_level]
-            link = node_row.get(labels.get(b.osm_id, -1))
+            link = node_row.get(labels.get(b.osm_id, -1)) if b.osm_type == "r" else None
             if link is None or not shapely.contains_xy(b.geom, lon[link], lat[link]):
                 link = None
                 cands = {r for v in {normalise(x) for x in (b.names or {}).values() if x} for r in by_name.get(v, ())}

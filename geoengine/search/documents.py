@@ -168,6 +168,7 @@ def build_documents(osm_path, places_path=None, admin1_path=None, *, bbox=None, 
     info["interpolated_addresses"] = expand_interpolations(ds, reader.interpolations, reader.addr_node_id,
                                                            reader.addr_node_row)
     labels = reader.labels
+    info["boundaries_from_members"] = reader.unassembled
     del reader
     n_osm = len(ds)
     tree, point_owner = street_points(ds, lat0)

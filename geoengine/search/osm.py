@@ -105,11 +105,12 @@ class Boundary:
     admin_level: int  # 0 for a postal_code boundary
     geom: object  # shapely geometry
     country_code: str | None = None  # ISO 3166-1 alpha-2 of an admin_level 2 boundary
-    osm_id: int = 0  # the relation
+    osm_id: int = 0  # the relation (or, osm_type "w", the closed way)
     names: dict | None = None  # name and name:xx
     place: str | None = None  # its own place=* tag
     postcode: str | None = None  # a postal_code boundary's code
     row: int = -1  # its document's row (-1: none)
+    osm_type: str = "r"  # "w": a closed way tagged as the boundary (Autaugaville in Nominatim's test extract)
 
 
 def name_variants(tags: dict) -> list[str]:
@@ -157,7 +158,8 @@ def classify(tags: dict) -> tuple[str, str, str | None, str | None, float] | Non
     return None
 
 
-DOC_KEYS = ("name", "addr:housenumber", "addr:interpolation", *POI_KEYS)
+# "boundary": the member ways of boundary relations that osmium's assembler leaves out reach `way` (most carry the tag)
+DOC_KEYS = ("name", "addr:housenumber", "addr:interpolation", "boundary", *POI_KEYS)
 # Nominatim's address label of a boundary=administrative by admin_level (ADMIN_LABELS of rank // 2)
 ADMIN_KEYS = {2: "country", 3: "region", 4: "state", 5: "state_district", 6: "county", 7: "municipality", 8: "city",
               9: "city_district", 10: "suburb", 11: "neighbourhood", 12: "city_block"}
@@ -199,6 +201,13 @@ class _Handler:
         # the nodes with a house number (for the ends of interpolation lines): node id, document row
         self.addr_node_id = array("q")
         self.addr_node_row = array("q")
+        # boundary relations (first pass) and their member ways' geometries, for those the area assembler
+        # does not assemble (a member missing from a clipped extract): relation id -> (tags, [(way id, role)])
+        self.boundary_rels: dict[int, tuple[dict, list[tuple[int, str]]]] = {}
+        self.boundary_members: set[int] = set()
+        self.member_xy: dict[int, np.ndarray] = {}  # member way id -> (k, 2) lon/lat (only ways with every node)
+        self.assembled: set[int] = set()  # boundary relations the area assembler made
+        self.boundary_way_row: dict[int, int] = {}  # a closed boundary way that is a document itself -> its row
 
     def _doc(self, tags: dict, osm_type: str, osm_id: int) -> dict | None:
         """The fields of the document of a named object or address but its location; None when it is neither."""
@@ -243,8 +252,14 @@ class _Handler:
 
     def relation(self, r):
         """First pass: the label (else admin_centre) node of each administrative boundary (Nominatim links
-        the boundary to that place node)."""
-        if r.tags.get("boundary") != "administrative":
+        the boundary to that place node), and the members of every administrative or postal boundary."""
+        kind = r.tags.get("boundary")
+        if kind == "postal_code" or (kind == "administrative" and "name" in r.tags
+                                     and r.tags.get("admin_level", "").isdigit()):
+            members = [(m.ref, m.role) for m in r.members if m.type == "w"]
+            self.boundary_rels[r.id] = (dict(r.tags), members)
+            self.boundary_members.update(ref for ref, _ in members)
+        if kind != "administrative":
             return
         best = None
         for m in r.members:
@@ -263,6 +278,10 @@ class _Handler:
             self.addr_node_row.append(row)
 
     def way(self, w):
+        if w.id in self.boundary_members:
+            pts = [(nd.lon, nd.lat) for nd in w.nodes if nd.location.valid()]
+            if len(pts) == len(w.nodes) and len(pts) >= 2:
+                self.member_xy[w.id] = np.asarray(pts, dtype=np.float64)
         tags = dict(w.tags)
         if "addr:interpolation" in tags:
             nodes = [(nd.ref, nd.lon, nd.lat) for nd in w.nodes if nd.location.valid()]
@@ -282,13 +301,18 @@ class _Handler:
             self.streets.add(w.id, tags, hw, arr)
             return
         lon, lat = arr[:-1].mean(axis=0) if len(arr) > 2 and w.is_closed() else arr.mean(axis=0)
-        self.docs.add(**doc, lat=float(lat), lon=float(lon))
+        row = self.docs.add(**doc, lat=float(lat), lon=float(lon))
+        if tags.get("boundary") == "administrative":
+            self.boundary_way_row[w.id] = row
 
     def area(self, a):
-        if a.from_way():
-            return
         t = a.tags
-        if ("name" not in t and "addr:housenumber" not in t and not any(k in t for k in POI_KEYS)
+        if a.from_way():
+            # a closed way tagged as an administrative boundary (Nominatim and osm2pgsql read it as one)
+            if not (t.get("boundary") == "administrative" and "name" in t and t.get("admin_level", "").isdigit()
+                    and int(t.get("admin_level")) in ADMIN_KEYS):
+                return
+        elif ("name" not in t and "addr:housenumber" not in t and not any(k in t for k in POI_KEYS)
                 and t.get("boundary") != "postal_code"):
             return
         tags = dict(t)
@@ -298,21 +322,30 @@ class _Handler:
             return
         if geom.is_empty:
             return
+        if not a.from_way() and tags.get("boundary") in ("administrative", "postal_code"):
+            self.assembled.add(a.orig_id())
+        self._area(tags, geom, "w" if a.from_way() else "r", a.orig_id())
+
+    def _area(self, tags: dict, geom, osm_type: str, osm_id: int) -> None:
+        """The boundary, place or POI of an assembled area."""
         c = geom.centroid if geom.contains(geom.centroid) else geom.representative_point()
         level = tags.get("admin_level", "")
         if tags.get("boundary") == "administrative" and level.isdigit() and int(level) in ADMIN_KEYS and "name" in tags:
             level = int(level)
             cc = tags.get("ISO3166-1:alpha2") or tags.get("ISO3166-1") or tags.get("country_code")
-            b = Boundary(tags["name"], level, geom, cc.upper() if cc and len(cc) == 2 else None, a.orig_id(),
-                         {k: v for k, v in tags.items() if k == "name" or k.startswith("name:")}, tags.get("place"))
-            if "place" in tags or classify(tags) is not None:
-                b.row = self._emit(tags, "r", a.orig_id(), c.y, c.x)
+            b = Boundary(tags["name"], level, geom, cc.upper() if cc and len(cc) == 2 else None, osm_id,
+                         {k: v for k, v in tags.items() if k == "name" or k.startswith("name:")}, tags.get("place"),
+                         osm_type=osm_type)
+            if osm_type == "w" and ("place" in tags or classify(tags) is not None):
+                pass  # the way's own document (`way`) is its row: linked after the read (read_osm)
+            elif "place" in tags or classify(tags) is not None:
+                b.row = self._emit(tags, osm_type, osm_id, c.y, c.x)
             else:  # a named boundary is a place document (a country, county, municipality) of its admin level
                 key = ADMIN_KEYS[level]
                 b.row = self.docs.add(
-                    id=f"osm:relation:{a.orig_id()}", index="places", doc_type="place", name=tags["name"],
+                    id=f"osm:{OSM_TYPES[osm_type]}:{osm_id}", index="places", doc_type="place", name=tags["name"],
                     name_en=tags.get("name:en"), names=name_variants(tags), place_class=key, category=None,
-                    importance=min(1.0, ADMIN_IMPORTANCE[level] + _wiki_bonus(tags)), source="osm", kind="r",
+                    importance=min(1.0, ADMIN_IMPORTANCE[level] + _wiki_bonus(tags)), source="osm", kind=osm_type,
                     detail=_json(detail_of(tags)), osm_tag="boundary=administrative", lat=c.y, lon=c.x,
                     **address_fields(tags))
             self.boundaries.append(b)
@@ -320,10 +353,48 @@ class _Handler:
         if tags.get("boundary") == "postal_code":
             code = tags.get("postal_code") or tags.get("addr:postcode") or tags.get("ref") or tags.get("name")
             if code:
-                self.boundaries.append(Boundary(code, 0, geom, osm_id=a.orig_id(), postcode=code))
+                self.boundaries.append(Boundary(code, 0, geom, osm_id=osm_id, postcode=code))
             return
         if "place" in tags or "addr:housenumber" in tags or classify(tags) is not None:
-            self._emit(tags, "r", a.orig_id(), c.y, c.x)
+            self._emit(tags, osm_type, osm_id, c.y, c.x)
+
+    def unassembled_boundaries(self) -> int:
+        """The boundary relations the area assembler left out (a member way missing from a clipped extract),
+        assembled as osm2pgsql does for Nominatim: the rings that the member ways present close (outer and
+        inner by role; a ring left open is dropped, and a relation without a closed outer ring is no
+        boundary). Returns how many were added."""
+        added = 0
+        for rid, (tags, members) in self.boundary_rels.items():
+            if rid in self.assembled:
+                continue
+            geom = member_polygon(members, self.member_xy)
+            if geom is not None:
+                self._area(tags, geom, "r", rid)
+                added += 1
+        for b in self.boundaries:
+            if b.osm_type == "w" and b.row < 0:
+                b.row = self.boundary_way_row.get(b.osm_id, -1)
+        self.member_xy.clear()
+        return added
+
+
+def member_polygon(members: list[tuple[int, str]], member_xy: dict[int, np.ndarray]):
+    """The (multi)polygon of a relation's member ways present in `member_xy`: the closed rings their lines
+    form (shapely's polygonize), outer members' rings minus inner members' rings; None without an outer ring."""
+    def rings(role_inner: bool):
+        lines = [shapely.LineString(member_xy[ref]) for ref, role in members
+                 if ref in member_xy and (role == "inner") == role_inner]
+        if not lines:
+            return None
+        polys = shapely.get_parts(shapely.polygonize(lines))
+        return shapely.union_all(polys) if len(polys) else None
+
+    outer = rings(False)
+    if outer is None or outer.is_empty:
+        return None
+    inner = rings(True)
+    geom = outer.difference(inner) if inner is not None and not inner.is_empty else outer
+    return None if geom.is_empty else geom
 
 
 class InterpolationWays:
@@ -460,4 +531,5 @@ def read_osm(path) -> tuple[DocSet, StreetWays, list[Boundary], _Handler]:
         # every node gives ways their locations; only nodes and ways with a document key reach Python
         osmium.apply(rd, lh, area.second_pass_handler(main),
                      osmium.filter.KeyFilter(*DOC_KEYS).enable_for(osmium.osm.NODE | osmium.osm.WAY), main)
+    h.unassembled = h.unassembled_boundaries()
     return h.docs, h.streets, h.boundaries, h
