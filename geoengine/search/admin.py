@@ -93,8 +93,10 @@ def _names_of(detail: str | None, fallback: str | None) -> dict:
     return names
 
 
-def build_hierarchy(ds, boundaries, labels: dict[int, int], n_osm: int) -> tuple[np.ndarray, Units]:
-    """(admin (n, 8) int32 unit ids, units) of every document of `ds` (its first `n_osm` rows are OSM)."""
+def build_hierarchy(ds, boundaries, labels: dict[int, int], n_osm: int, parent=None, ways=None) -> tuple[np.ndarray, Units]:
+    """(admin (n, 8) int32 unit ids, units) of every document of `ds` (its first `n_osm` rows are OSM);
+    `parent`/`ways`: the parent street way of each document (parents.py), whose place nodes its documents
+    take where no boundary fills the level."""
     from scipy.spatial import cKDTree  # build time only: serving imports this module for its address helpers
 
     n = len(ds)
@@ -328,40 +330,14 @@ def postcode_fits(code: str, cc: str | None) -> bool:
     return fmt is None or fmt.fullmatch(code.strip()) is not None
 
 
-def _street_postcodes(ds, admin, n_osm, s_rows, s_unit, lat, lon, n, s_street) -> None:
-    """An address or POI without its own postcode or a postal_code boundary takes the postcode of the
-    nearest way of its street that carries one (Nominatim: the parent street's postcode comes before the
-    nearest postcode area). `s_rows` index the samples' points in `lat`/`lon` (from `n` on), `s_street`
-    (all samples) their street rows; only the samples of a valid format are in `s_rows`."""
-    street = np.frombuffer(ds.street_row, np.int64)[:n_osm]
-    k = s_rows - n
-    st = s_street[k]
-    order = np.argsort(st, kind="stable")
-    st_sorted = st[order]
-    docs = np.flatnonzero((admin[:n_osm, POSTCODE] < 0) & (street >= 0))
-    lo = np.searchsorted(st_sorted, street[docs], "left")
-    cnt = np.searchsorted(st_sorted, street[docs], "right") - lo
-    docs, lo, cnt = docs[cnt > 0], lo[cnt > 0], cnt[cnt > 0]
-    if not len(docs):
-        return
-    pair_doc = np.repeat(docs, cnt)
-    offs = np.arange(int(cnt.sum())) - np.repeat(np.cumsum(cnt) - cnt, cnt)
-    pair_s = order[np.repeat(lo, cnt) + offs]  # index into s_rows / s_unit
-    d = (lat[pair_doc] - lat[s_rows[pair_s]]) ** 2 + (
-        (lon[pair_doc] - lon[s_rows[pair_s]]) * np.cos(np.radians(lat[pair_doc]))) ** 2
-    o = np.lexsort((d, pair_doc))
-    first = np.ones(len(o), bool)
-    first[1:] = pair_doc[o][1:] != pair_doc[o][:-1]
-    admin[pair_doc[o][first], POSTCODE] = s_unit[pair_s[o][first]]
-
-
-def assign_postcodes(ds, admin: np.ndarray, units: Units, n_osm: int, samples=None) -> None:
+def assign_postcodes(ds, admin: np.ndarray, units: Units, n_osm: int, samples=None, parent=None, ways=None) -> None:
     """The postcode level of `admin`, after the countries of `ds` are known (Nominatim's rules): the
-    document's own `addr:postcode`, else the `postal_code` boundary around
-    it (build_hierarchy), else the postcode of its country whose area covers it, the nearest centre first. A
-    postcode's centre is the mean of the objects of one country carrying it; its area the box of
-    `POSTCODE_EXTENT_M` metres around the centre (Nominatim's location_postcodes)."""
-    from scipy.spatial import cKDTree
+    document's own `addr:postcode`, else the `postal_code` boundary around it (build_hierarchy), else (a
+    POI or address with a parent street way, parents.py) its street's postcode: the way's own postcode tag,
+    else the postcode whose area covers the whole line, the nearest centre to the line first; else the
+    postcode of its country whose area covers its point, the nearest centre first. A postcode's centre is
+    the mean of the objects of one country carrying it; its area the box of `POSTCODE_EXTENT_M` metres
+    around the centre (Nominatim's location_postcodes)."""
 
     n = len(ds)
     lat = np.asarray(ds.lat, np.float64)[:n]
@@ -406,9 +382,6 @@ def assign_postcodes(ds, admin: np.ndarray, units: Units, n_osm: int, samples=No
     own_rows, own_unit = own_rows[keep], own_unit[keep]
     if not len(own_rows):
         return
-    if samples is not None and len(samples[0]) and len(ds.street_row) >= n_osm:
-        _street_postcodes(ds, admin, n_osm, own_rows[own_rows >= n], own_unit[own_rows >= n] , lat, lon, n,
-                          np.asarray(samples[3], np.int64))
     uids, inv = np.unique(own_unit, return_inverse=True)
     cnt = np.bincount(inv).astype(np.float64)
     clat = np.bincount(inv, weights=lat[own_rows]) / cnt
@@ -416,10 +389,23 @@ def assign_postcodes(ds, admin: np.ndarray, units: Units, n_osm: int, samples=No
     first = np.zeros(len(uids), np.int64)
     first[inv[::-1]] = own_rows[::-1]
     ccc = country[first]
+    near = _nearest_areas(lon[:n_osm], lat[:n_osm], country[:n_osm], uids, clat, clon, ccc)
+    if parent is not None and ways is not None and len(ways):
+        _parent_postcodes(ds, admin, units, code_unit, n_osm, parent, ways, uids, clat, clon, ccc)
     need = np.flatnonzero(admin[:n_osm, POSTCODE] < 0)
-    for cc in np.unique(ccc).tolist():  # per country (a few), the documents of that country at once
+    admin[need, POSTCODE] = near[need]
+
+
+def _nearest_areas(lon, lat, country, uids, clat, clon, ccc) -> np.ndarray:
+    """Nominatim's `get_nearest_postcode` of points: among the postcodes of the point's country whose area
+    (the box of POSTCODE_EXTENT_M around the centre) covers it, the one whose centre is nearest in degrees
+    (PostGIS distance on lon/lat); the postcode unit per point, -1 for none."""
+    from scipy.spatial import cKDTree
+
+    out = np.full(len(lon), -1, np.int64)
+    for cc in np.unique(ccc).tolist():  # per country (a few), the points of that country at once
         mine = np.flatnonzero(ccc == cc)
-        rows = need[country[need] == cc]
+        rows = np.flatnonzero(country == cc)
         if not len(rows):
             continue
         lat0 = float(np.mean(clat[mine]))
@@ -429,16 +415,48 @@ def assign_postcodes(ds, admin: np.ndarray, units: Units, n_osm: int, samples=No
         k = min(GUESS_K, len(mine))
         for a in range(0, len(rows), CHUNK):
             part = rows[a:a + CHUNK]
-            xy = np.column_stack([lon[part] * sx, lat[part] * sy])
-            dist, idx = tree.query(xy, k=k, p=np.inf, distance_upper_bound=extent)  # inside the box
+            dist, idx = tree.query(np.column_stack([lon[part] * sx, lat[part] * sy]), k=k, p=np.inf,
+                                   distance_upper_bound=extent * 1.5)
             dist, idx = dist.reshape(len(part), k), idx.reshape(len(part), k)
-            ok = np.isfinite(dist)
-            j = np.where(ok, idx, 0)
-            d2 = (clon[mine][j] * sx - xy[:, :1]) ** 2 + (clat[mine][j] * sy - xy[:, 1:]) ** 2
-            d2 = np.where(ok, d2, np.inf)
+            j = mine[np.where(np.isfinite(dist), idx, 0)]
+            dlat = clat[j] - lat[part, None]
+            dlon = clon[j] - lon[part, None]
+            ok = (np.isfinite(dist) & (np.abs(dlat) * sy <= extent)
+                  & (np.abs(dlon) * KM_PER_DEG * 1000.0 * np.cos(np.radians(lat[part, None])) <= extent))
+            d2 = np.where(ok, dlat ** 2 + dlon ** 2, np.inf)
             best = np.argmin(d2, axis=1)
             hit = np.isfinite(d2[np.arange(len(part)), best])
-            admin[part[hit], POSTCODE] = uids[mine[j[np.arange(len(part)), best][hit]]]
+            out[part[hit]] = uids[j[np.arange(len(part)), best][hit]]
+    return out
+
+
+def _parent_postcodes(ds, admin, units, code_unit, n_osm, parent, ways, uids, clat, clon, ccc) -> None:
+    """A document without its own postcode or a postal_code boundary takes the postcode of its parent street
+    way (Nominatim's `placex_update`: the parent's postcode before the nearest area): the way's own postcode
+    tag (of the country's format), else the nearest postcode area around the way's centre (the point
+    halfway along its line, Nominatim's `get_center_point`)."""
+    from geoengine.search.parents import way_midpoints
+
+    docs = np.flatnonzero((admin[:n_osm, POSTCODE] < 0) & (parent[:n_osm] >= 0))
+    if not len(docs):
+        return
+    which = np.unique(parent[docs])
+    way_unit = np.full(len(ways), -1, np.int64)
+    way_cc = np.asarray([(ds.country[int(ways.doc[w])] or "").upper() for w in which.tolist()], dtype=object)
+    for k, w in enumerate(which.tolist()):  # build time: one look-up per parent way with a postcode tag
+        code = (ways.postcode[w] or "").strip()
+        if code and postcode_fits(code, way_cc[k]):
+            key = (code, way_cc[k])
+            u = code_unit.get(key)
+            if u is None:
+                u = code_unit[key] = units.add(POSTCODE, "postcode", {"name": code}, -1)
+            way_unit[w] = u
+    todo = way_unit[which] < 0
+    if todo.any():
+        mx, my = way_midpoints(ways, ds.seg, which[todo])
+        way_unit[which[todo]] = _nearest_areas(mx, my, way_cc[todo], uids, clat, clon, ccc)
+    u = way_unit[parent[docs]]
+    admin[docs[u >= 0], POSTCODE] = u[u >= 0]
 
 
 DISPLAY_SLOTS = (NEIGHBOURHOOD, SUBURB, CITY, MUNICIPALITY, COUNTY, STATE)  # deepest first

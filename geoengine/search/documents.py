@@ -33,6 +33,7 @@ from geoengine.search.admin import (
 )
 from geoengine.search.docset import DocSet
 from geoengine.search.osm import OsmDoc, StreetWays, read_osm
+from geoengine.search.parents import StreetWayTable, parent_ways
 from geoengine.search.text import normalise
 
 KM_PER_DEG_LAT = 110.574
@@ -143,6 +144,7 @@ def build_documents(osm_path, places_path=None, admin1_path=None, *, bbox=None, 
     ranges, owners = [], []
     street_town: dict[int, str] = {}  # street row -> the settlement it was grouped by
     pc_code, pc_lat, pc_lon, pc_row = [], [], [], []  # the street ways' postcodes, as postcode samples
+    way_key, way_lat, way_lon, way_pc = [], [], [], []  # per way, in the order of the polylines
     for doc, way_ranges, loc, ways in merged:
         row = ds.add(id=doc.id, index="streets", doc_type="place", name=doc.name, name_en=doc.name_en,
                      names=doc.names, place_class="street", category=doc.category, importance=doc.importance,
@@ -151,6 +153,10 @@ def build_documents(osm_path, places_path=None, admin1_path=None, *, bbox=None, 
         ranges += way_ranges
         owners += [row] * len(way_ranges)
         for w in ways:
+            way_key.append(normalise(streets.name[w]))
+            way_lat.append(streets.lat[w])
+            way_lon.append(streets.lon[w])
+            way_pc.append(streets.postcode[w])
             if streets.postcode[w]:
                 pc_code.append(streets.postcode[w])
                 pc_lat.append(streets.lat[w])
@@ -160,7 +166,12 @@ def build_documents(osm_path, places_path=None, admin1_path=None, *, bbox=None, 
             street_town[row] = ds.name[towns[loc]]
     info["osm_ways_in_streets"] = len(streets)
     del merged
-    ds.set_polylines(streets.vertices(), np.asarray(ranges, np.int64).reshape(-1, 2), np.asarray(owners, np.int64))
+    ranges = np.asarray(ranges, np.int64).reshape(-1, 2)
+    ds.set_polylines(streets.vertices(), ranges, np.asarray(owners, np.int64))
+    # the ways as Nominatim's parent streets (one way each: parents.py), their segments consecutive in ds.seg
+    way_table = StreetWayTable(owners, way_key, way_lat, way_lon, way_pc,
+                               np.repeat(np.arange(len(ranges)), np.maximum(ranges[:, 1] - ranges[:, 0] - 1, 1)))
+    del way_key, way_lat, way_lon, way_pc
     del streets, ranges, owners  # the street ways' polylines are ds.seg now
     heap.release()
 
@@ -171,11 +182,14 @@ def build_documents(osm_path, places_path=None, admin1_path=None, *, bbox=None, 
     info["boundaries_from_members"] = reader.unassembled
     del reader
     n_osm = len(ds)
-    tree, point_owner = street_points(ds, lat0)
+    tree, point_owner, point_seg = street_points(ds, lat0)
     rows = np.asarray([i for i in range(n_osm) if ds.index[i] in ("addresses", "pois")], np.int64)
+    by_tag = np.asarray([bool(s) for s in ds.street], bool)  # addr:street of the object itself
     for k, v in resolve_streets(ds, rows, lat0, tree, point_owner).items():
         info[f"street_from_{k}"] = v
-    del tree, point_owner
+    parent = parent_ways(ds, rows, by_tag, way_table, tree, point_seg, lat0)
+    info["parent_street_ways"] = int((parent >= 0).sum())
+    del tree, point_owner, point_seg, by_tag
     info["streets_from_addresses"] = address_streets(ds, rows, lat0)
     n_osm = len(ds)
     for i in rows.tolist():  # an unnamed POI's detail names its street
@@ -227,7 +241,8 @@ def build_documents(osm_path, places_path=None, admin1_path=None, *, bbox=None, 
             n_geo += 1
 
     # the administrative hierarchy of every document; countries from it, else the nearest GeoNames place
-    ds.admin, ds.units = build_hierarchy(ds, boundaries, labels, n_osm)
+    parent = np.concatenate([parent, np.full(len(ds) - len(parent), -1, np.int64)])
+    ds.admin, ds.units = build_hierarchy(ds, boundaries, labels, n_osm, parent=parent, ways=way_table)
     del boundaries
     units = ds.units
     cu = ds.admin[:n_osm, COUNTRY]
@@ -258,8 +273,9 @@ def build_documents(osm_path, places_path=None, admin1_path=None, *, bbox=None, 
             u = unit_of.get(ds.country[i])
             if u is not None:
                 ds.admin[i, COUNTRY] = u
-    assign_postcodes(ds, ds.admin, units, n_osm, samples=(pc_code, pc_lat, pc_lon, pc_row))
-    del pc_code, pc_lat, pc_lon, pc_row
+    assign_postcodes(ds, ds.admin, units, n_osm, samples=(pc_code, pc_lat, pc_lon, pc_row), parent=parent,
+                     ways=way_table)
+    del pc_code, pc_lat, pc_lon, pc_row, parent, way_table
     info["admin_units"] = len(units)
     outside = (ds.admin[:, :POSTCODE] < 0).all(axis=1).tolist()
     for i in range(len(ds)):
