@@ -144,7 +144,7 @@ def build_documents(osm_path, places_path=None, admin1_path=None, *, bbox=None, 
     ranges, owners = [], []
     street_town: dict[int, str] = {}  # street row -> the settlement it was grouped by
     pc_code, pc_lat, pc_lon, pc_row = [], [], [], []  # the street ways' postcodes, as postcode samples
-    way_key, way_lat, way_lon, way_pc = [], [], [], []  # per way, in the order of the polylines
+    way_id, way_key, way_lat, way_lon, way_pc = [], [], [], [], []  # per way, in the order of the polylines
     for doc, way_ranges, loc, ways in merged:
         row = ds.add(id=doc.id, index="streets", doc_type="place", name=doc.name, name_en=doc.name_en,
                      names=doc.names, place_class="street", category=doc.category, importance=doc.importance,
@@ -153,6 +153,7 @@ def build_documents(osm_path, places_path=None, admin1_path=None, *, bbox=None, 
         ranges += way_ranges
         owners += [row] * len(way_ranges)
         for w in ways:
+            way_id.append(streets.id[w])
             way_key.append(normalise(streets.name[w]))
             way_lat.append(streets.lat[w])
             way_lon.append(streets.lon[w])
@@ -169,9 +170,9 @@ def build_documents(osm_path, places_path=None, admin1_path=None, *, bbox=None, 
     ranges = np.asarray(ranges, np.int64).reshape(-1, 2)
     ds.set_polylines(streets.vertices(), ranges, np.asarray(owners, np.int64))
     # the ways as Nominatim's parent streets (one way each: parents.py), their segments consecutive in ds.seg
-    way_table = StreetWayTable(owners, way_key, way_lat, way_lon, way_pc,
+    way_table = StreetWayTable(way_id, owners, way_key, way_lat, way_lon, way_pc,
                                np.repeat(np.arange(len(ranges)), np.maximum(ranges[:, 1] - ranges[:, 0] - 1, 1)))
-    del way_key, way_lat, way_lon, way_pc
+    del way_id, way_key, way_lat, way_lon, way_pc
     del streets, ranges, owners  # the street ways' polylines are ds.seg now
     heap.release()
 
@@ -180,6 +181,7 @@ def build_documents(osm_path, places_path=None, admin1_path=None, *, bbox=None, 
                                                            reader.addr_node_row)
     labels = reader.labels
     info["boundaries_from_members"] = reader.unassembled
+    extra_pc = (reader.pc_code, np.frombuffer(reader.pc_xy, np.float64).reshape(-1, 2).copy())
     del reader
     n_osm = len(ds)
     tree, point_owner, point_seg = street_points(ds, lat0)
@@ -273,6 +275,14 @@ def build_documents(osm_path, places_path=None, admin1_path=None, *, bbox=None, 
             u = unit_of.get(ds.country[i])
             if u is not None:
                 ds.admin[i, COUNTRY] = u
+    if extra_pc[0] and n_osm:  # objects with a postcode and no document: the country of the nearest document
+        _, near = cKDTree(_xy(np.asarray(ds.lat)[:n_osm], np.asarray(ds.lon)[:n_osm], lat0)).query(
+            _xy(extra_pc[1][:, 1], extra_pc[1][:, 0], lat0))
+        pc_code += extra_pc[0]
+        pc_lat += extra_pc[1][:, 1].tolist()
+        pc_lon += extra_pc[1][:, 0].tolist()
+        pc_row += near.tolist()
+    del extra_pc
     assign_postcodes(ds, ds.admin, units, n_osm, samples=(pc_code, pc_lat, pc_lon, pc_row), parent=parent,
                      ways=way_table)
     del pc_code, pc_lat, pc_lon, pc_row, parent, way_table

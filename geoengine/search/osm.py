@@ -158,8 +158,9 @@ def classify(tags: dict) -> tuple[str, str, str | None, str | None, float] | Non
     return None
 
 
-# "boundary": the member ways of boundary relations that osmium's assembler leaves out reach `way` (most carry the tag)
-DOC_KEYS = ("name", "addr:housenumber", "addr:interpolation", "boundary", *POI_KEYS)
+# "addr:postcode", "postal_code": objects that carry a postcode and make no document (a residential landuse)
+# still place their postcode's centre, as in Nominatim's location_postcodes
+DOC_KEYS = ("name", "addr:housenumber", "addr:interpolation", "addr:postcode", "postal_code", *POI_KEYS)
 # Nominatim's address label of a boundary=administrative by admin_level (ADMIN_LABELS of rank // 2)
 ADMIN_KEYS = {2: "country", 3: "region", 4: "state", 5: "state_district", 6: "county", 7: "municipality", 8: "city",
               9: "city_district", 10: "suburb", 11: "neighbourhood", 12: "city_block"}
@@ -169,7 +170,12 @@ ADMIN_IMPORTANCE = {2: 0.9, 3: 0.7, 4: 0.75, 5: 0.55, 6: 0.6, 7: 0.5, 8: 0.5, 9:
 def address_fields(tags: dict) -> dict:
     """The addr:* fields every document keeps as columns (None when absent)."""
     return {"housenumber": tags.get("addr:housenumber"), "street": tags.get("addr:street"),
-            "addr_place": tags.get("addr:place"), "postcode": tags.get("addr:postcode")}
+            "addr_place": tags.get("addr:place"), "postcode": own_postcode(tags)}
+
+
+def own_postcode(tags: dict) -> str | None:
+    """An object's own postcode: addr:postcode, else postal_code (a place node's, as Nominatim reads it)."""
+    return tags.get("addr:postcode") or tags.get("postal_code")
 
 
 def osm_tag(tags: dict, index: str, place_class: str | None, category: str | None, osm_type: str) -> str:
@@ -208,6 +214,9 @@ class _Handler:
         self.member_xy: dict[int, np.ndarray] = {}  # member way id -> (k, 2) lon/lat (only ways with every node)
         self.assembled: set[int] = set()  # boundary relations the area assembler made
         self.boundary_way_row: dict[int, int] = {}  # a closed boundary way that is a document itself -> its row
+        # the postcodes of objects that make no document (lon, lat, code): centres of Nominatim's postcodes
+        self.pc_xy = array("d")
+        self.pc_code: list[str] = []
 
     def _doc(self, tags: dict, osm_type: str, osm_id: int) -> dict | None:
         """The fields of the document of a named object or address but its location; None when it is neither."""
@@ -250,6 +259,11 @@ class _Handler:
             return -1
         return self.docs.add(**doc, lat=lat, lon=lon)
 
+    def _postcode_sample(self, code: str, lon: float, lat: float) -> None:
+        self.pc_code.append(code)
+        self.pc_xy.append(lon)
+        self.pc_xy.append(lat)
+
     def relation(self, r):
         """First pass: the label (else admin_centre) node of each administrative boundary (Nominatim links
         the boundary to that place node), and the members of every administrative or postal boundary."""
@@ -273,15 +287,21 @@ class _Handler:
             return
         tags = dict(n.tags)
         row = self._emit(tags, "n", n.id, n.location.lat, n.location.lon)
+        if row < 0 and own_postcode(tags):
+            self._postcode_sample(own_postcode(tags), n.location.lon, n.location.lat)
         if row >= 0 and "addr:housenumber" in tags:
             self.addr_node_id.append(n.id)
             self.addr_node_row.append(row)
 
-    def way(self, w):
+    def member_way(self, w):
+        """Every way (before the document filter): the geometry of a member of a boundary relation, tagged
+        or not (untagged members are common: Deatsville's outer ring)."""
         if w.id in self.boundary_members:
             pts = [(nd.lon, nd.lat) for nd in w.nodes if nd.location.valid()]
             if len(pts) == len(w.nodes) and len(pts) >= 2:
                 self.member_xy[w.id] = np.asarray(pts, dtype=np.float64)
+
+    def way(self, w):
         tags = dict(w.tags)
         if "addr:interpolation" in tags:
             nodes = [(nd.ref, nd.lon, nd.lat) for nd in w.nodes if nd.location.valid()]
@@ -292,6 +312,12 @@ class _Handler:
         street = hw in STREET_HIGHWAYS and "name" in tags and "place" not in tags
         doc = None if street else self._doc(tags, "w", w.id)
         if not street and doc is None:
+            code = own_postcode(tags) if tags.get("boundary") != "postal_code" else None
+            if code:  # no document, but a postcode: its centre
+                pts = [(nd.lon, nd.lat) for nd in w.nodes if nd.location.valid()]
+                if pts:
+                    arr = np.asarray(pts[:-1] if len(pts) > 2 and w.is_closed() else pts)
+                    self._postcode_sample(code, *(float(v) for v in arr.mean(axis=0)))
             return  # (most buildings) no document: its node locations are never read
         pts = [(nd.lon, nd.lat) for nd in w.nodes if nd.location.valid()]
         if not pts:
@@ -529,7 +555,7 @@ def read_osm(path) -> tuple[DocSet, StreetWays, list[Boundary], _Handler]:
     main = _Callbacks(node=h.node, way=h.way, area=h.area)
     with _reader(str(path), osmium.osm.OBJECT, pool) as rd:
         # every node gives ways their locations; only nodes and ways with a document key reach Python
-        osmium.apply(rd, lh, area.second_pass_handler(main),
+        osmium.apply(rd, lh, area.second_pass_handler(main), *([_Callbacks(way=h.member_way)] if h.boundary_members else []),
                      osmium.filter.KeyFilter(*DOC_KEYS).enable_for(osmium.osm.NODE | osmium.osm.WAY), main)
     h.unassembled = h.unassembled_boundaries()
     return h.docs, h.streets, h.boundaries, h

@@ -61,10 +61,12 @@ def rank30(osm_tag: str | None) -> bool:
 
 class StreetWayTable:
     """The named street ways of an extract, one row per way in the order of the documents' polylines
-    (`DocSet.set_polylines`): its street document `doc`, normalised name `key`, centre (vertex mean) and
-    postcode tag; `seg_way` gives the way of each of the DocSet's segments."""
+    (`DocSet.set_polylines`): its OSM id, street document `doc`, normalised name `key`, centre (vertex mean;
+    `parent_ways` sets the point halfway along the line) and postcode tag; `seg_way` gives the way of each of
+    the DocSet's segments."""
 
-    def __init__(self, doc, key, lat, lon, postcode, seg_way):
+    def __init__(self, osm_id, doc, key, lat, lon, postcode, seg_way):
+        self.osm_id = np.asarray(osm_id, np.int64)
         self.doc = np.asarray(doc, np.int64)
         self.key = list(key)
         self.lat = np.asarray(lat, np.float64)

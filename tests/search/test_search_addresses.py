@@ -49,24 +49,31 @@ class Extract:
         self.settlements: list[tuple[str, str, float, float]] = []  # (name, place, lon, lat) of place nodes
         self.street_zips: dict[str, list[tuple[str, object]]] = {}  # street name -> (postcode, line) of its ways
         wkb = osmium.geom.WKBFactory()
+        assembled, relations, lines = set(), {}, {}
         for o in osmium.FileProcessor(str(path)).with_areas().with_locations():
             tags = dict(o.tags)
             if o.is_area():
-                if o.from_way():
+                if o.from_way() and tags.get("boundary") != "administrative":
                     continue
                 try:
                     geom = shapely.from_wkb(wkb.create_multipolygon(o))
                 except Exception:
                     continue
+                if not o.from_way():
+                    assembled.add(o.orig_id())
                 if tags.get("boundary") == "administrative" and tags.get("admin_level", "").isdigit() and "name" in tags:
                     self.admin.append((int(tags["admin_level"]), tags, geom))
                 elif tags.get("boundary") == "postal_code" and tags.get("postal_code"):
                     self.postal.append((tags["postal_code"], geom))
+            elif o.is_relation():
+                if tags.get("boundary") == "administrative" and tags.get("admin_level", "").isdigit() and "name" in tags:
+                    relations[o.id] = (tags, [(m.ref, m.role) for m in o.members if m.type == "w"])
             elif o.is_way():
                 try:
                     line = shapely.from_wkb(wkb.create_linestring(o))
                 except Exception:
                     continue
+                lines[o.id] = line
                 if "highway" in tags and "name" in tags and "place" not in tags:
                     self.streets.append((tags["name"], line))
                     zip_ = next((tags[k] for k in ("postal_code", "postcode", "addr:postcode", "tiger:zip_left",
@@ -80,6 +87,19 @@ class Extract:
             if o.is_node() and tags.get("place") in SETTLEMENT_BOX_M and "name" in tags:
                 self.settlements.append((tags["name"], tags["place"], o.location.lon, o.location.lat))
         self.street_tree = shapely.STRtree([g for _, g in self.streets])
+        # relations a member of which the clipped extract lacks (osmium's assembler skips them): the rings the
+        # members present close, as osm2pgsql builds them (merged lines that end where they start)
+        for rid, (tags, members) in relations.items():
+            if rid in assembled:
+                continue
+            rings = {}
+            for inner in (False, True):
+                merged = shapely.ops.linemerge([lines[r] for r, role in members if r in lines and (role == "inner") == inner])
+                parts = [merged] if merged.geom_type == "LineString" else list(getattr(merged, "geoms", []))
+                rings[inner] = shapely.union_all([shapely.Polygon(p) for p in parts if p.is_closed and len(p.coords) >= 4])
+            if rings[False].is_empty:
+                continue
+            self.admin.append((int(tags["admin_level"]), tags, rings[False].difference(rings[True])))
 
     def containing(self, lon: float, lat: float, level: int, geometry: bool = False) -> list:
         """Tags (or (tags, polygon)) of the boundaries of `level` that contain the point."""
