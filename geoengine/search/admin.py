@@ -147,33 +147,11 @@ def build_hierarchy(ds, boundaries, labels: dict[int, int], n_osm: int, parent=N
         poly_unit.append(u)
         poly_slot.append(slot)
         poly_level.append(b.admin_level)
+    poly_table = None
     if polys:
-        # each polygon against the points of its bounding box (points sorted by longitude): contains_xy
-        # prepares the polygon, ~50x faster than an STRtree query of point geometries against raw polygons
-        area = shapely.area(np.asarray(polys, dtype=object))
-        pu, ps, pl = np.asarray(poly_unit, np.int32), np.asarray(poly_slot, np.int64), np.asarray(poly_level, np.int64)
-        by_lon = np.argsort(lon, kind="stable")
-        slon = lon[by_lon]
-        pair_pt, pair_poly = [], []
-        for k, g in enumerate(polys):
-            x0, y0, x1, y1 = g.bounds
-            cand = by_lon[np.searchsorted(slon, x0, "left"):np.searchsorted(slon, x1, "right")]
-            cand = cand[(lat[cand] >= y0) & (lat[cand] <= y1)]
-            if len(cand):
-                inside = cand[shapely.intersects_xy(g, lon[cand], lat[cand])]
-                pair_pt.append(inside)
-                pair_poly.append(np.full(len(inside), k, np.int64))
-        del by_lon, slon
-        if pair_pt:
-            pt, poly = np.concatenate(pair_pt), np.concatenate(pair_poly)
-            del pair_pt, pair_poly
-            # per (document, level): the deepest boundary (highest admin_level), then the smallest
-            order = np.lexsort((area[poly], -pl[poly], ps[poly], pt))
-            pt, poly = pt[order], poly[order]
-            first = np.ones(len(pt), bool)
-            first[1:] = (pt[1:] != pt[:-1]) | (ps[poly[1:]] != ps[poly[:-1]])
-            admin[pt[first], ps[poly[first]]] = pu[poly[first]]
-            del pt, poly, order, first
+        poly_table = (polys, shapely.area(np.asarray(polys, dtype=object)), np.asarray(poly_unit, np.int32),
+                      np.asarray(poly_slot, np.int64), np.asarray(poly_level, np.int64))
+        _polygon_units(poly_table, lon, lat, admin)
 
     # 2. place nodes where no boundary fills the level, inside the deepest boundary around the document
     polygon_admin = admin[:, :POSTCODE].copy() if place_rows else None
@@ -222,6 +200,9 @@ def build_hierarchy(ds, boundaries, labels: dict[int, int], n_osm: int, parent=N
                     guess_unit[c] = units.add(slot, ds.place_class[c], _names_of(ds.detail[c], ds.name[c]), c)
             cand_unit = np.asarray([guess_unit.get(int(c), -1) for c in cand.tolist()], np.int32)
             admin[rows[hit], slot] = cand_unit[chosen]
+    if parent is not None and ways is not None and place_rows:
+        _street_places(ds, admin, polygon_admin, units, place_rows, linked, guess_unit, lon, lat, parent, ways,
+                       poly_table)
     # a place document only has parents above its own level, and is its own unit at its level
     for r in place_rows:
         own = PLACE_SLOT[ds.place_class[r]]
@@ -237,6 +218,102 @@ def build_hierarchy(ds, boundaries, labels: dict[int, int], n_osm: int, parent=N
             admin[b.row, SLOT_OF_ADMIN[b.admin_level] + 1:POSTCODE] = -1
 
     return admin, units
+
+
+def _polygon_units(poly_table, lon, lat, out) -> None:
+    """out[i, level] = the deepest boundary (highest admin_level, then the smallest) of each level around
+    point i. Each polygon is tested against the points of its bounding box (points sorted by longitude):
+    contains_xy prepares the polygon, ~50x faster than an STRtree query of point geometries against raw
+    polygons."""
+    polys, area, pu, ps, pl = poly_table
+    by_lon = np.argsort(lon, kind="stable")
+    slon = lon[by_lon]
+    pair_pt, pair_poly = [], []
+    for k, g in enumerate(polys):
+        x0, y0, x1, y1 = g.bounds
+        cand = by_lon[np.searchsorted(slon, x0, "left"):np.searchsorted(slon, x1, "right")]
+        cand = cand[(lat[cand] >= y0) & (lat[cand] <= y1)]
+        if len(cand):
+            inside = cand[shapely.intersects_xy(g, lon[cand], lat[cand])]
+            pair_pt.append(inside)
+            pair_poly.append(np.full(len(inside), k, np.int64))
+    del by_lon, slon
+    if pair_pt:
+        pt, poly = np.concatenate(pair_pt), np.concatenate(pair_poly)
+        del pair_pt, pair_poly
+        order = np.lexsort((area[poly], -pl[poly], ps[poly], pt))
+        pt, poly = pt[order], poly[order]
+        first = np.ones(len(pt), bool)
+        first[1:] = (pt[1:] != pt[:-1]) | (ps[poly[1:]] != ps[poly[:-1]])
+        out[pt[first], ps[poly[first]]] = pu[poly[first]]
+
+
+def _street_places(ds, admin, polygon_admin, units, place_rows, linked, guess_unit, lon, lat, parent, ways,
+                   poly_table) -> None:
+    """The place nodes of an address or POI follow its parent street way (Nominatim gives it its street's
+    address, computed against the street's line: `insert_addresslines` with the way's geometry): per level
+    of GUESS_SLOTS, among the place nodes whose fuzzy area the line crosses, the nearest to the line
+    (cities' distances x0.25, towns' x0.5) that lies inside the boundary around the way's centre (the
+    point halfway along it) and, below the city level, inside the fuzzy area of the place chosen above.
+    Only at the levels where no boundary contains the document's own point: boundary keys stay the
+    boundaries around the point."""
+    from geoengine.search.parents import line_candidates, way_midpoints
+
+    rows = np.flatnonzero(parent[:len(admin)] >= 0)
+    if not len(rows) or not len(ways):
+        return
+    which = np.unique(parent[rows])
+    mx, my = way_midpoints(ways, ds.seg, which)
+    way_poly = np.full((len(which), len(ADMIN_LEVELS)), -1, np.int32)
+    if poly_table is not None:
+        _polygon_units(poly_table, mx, my, way_poly)
+    pos = np.full(len(ways), -1, np.int64)
+    pos[which] = np.arange(len(which))
+    guess = np.full((len(which), len(ADMIN_LEVELS)), -1, np.int64)  # the chosen place node row per level
+    for slot in GUESS_SLOTS:
+        cand = np.asarray([r for r in place_rows if PLACE_SLOT[ds.place_class[r]] == slot and r not in linked
+                           and not (slot == CITY and polygon_admin[r, CITY] >= 0)], np.int64)
+        todo = which[way_poly[:, slot] < 0]
+        if not len(cand) or not len(todo):
+            continue
+        half = np.asarray([PLACE_BOX_M.get(ds.place_class[r], 500.0) for r in cand.tolist()])
+        weight = np.asarray([PLACE_WEIGHT.get(ds.place_class[r], 1.0) for r in cand.tolist()])
+        w, c, d = line_candidates(ways, ds.seg, todo, lon[cand], lat[cand], half)
+        k = pos[w]
+        # inside the deepest boundary around the way's centre (Nominatim's current_boundary)
+        above = way_poly[k, :slot] >= 0
+        deep = np.where(above.any(axis=1), slot - 1 - np.argmax(above[:, ::-1], axis=1), -1)
+        dd = np.maximum(deep, 0)
+        ok = (deep < 0) | (polygon_admin[cand[c], dd] == way_poly[k, dd])
+        # inside the fuzzy area of the place node chosen at the level above (Nominatim's current_node_area)
+        prev = np.full(len(k), -1, np.int64)
+        for up in GUESS_SLOTS:
+            if up < slot:
+                prev = np.where(guess[k, up] >= 0, guess[k, up], prev)
+        has = prev >= 0
+        pr = np.maximum(prev, 0)
+        ph = np.asarray([PLACE_BOX_M.get(ds.place_class[r], 500.0) for r in pr.tolist()]) / (KM_PER_DEG * 1000.0) \
+            if has.any() else np.zeros(len(k))
+        inside_prev = ((np.abs(lat[cand[c]] - lat[pr]) <= ph)
+                       & (np.abs(lon[cand[c]] - lon[pr]) * np.cos(np.radians(lat[pr])) <= ph))
+        ok &= ~has | inside_prev
+        score = np.where(ok, d * weight[c], np.inf)
+        o = np.lexsort((score, k))
+        head = np.ones(len(o), bool)
+        head[1:] = k[o][1:] != k[o][:-1]
+        pick = o[head]
+        pick = pick[np.isfinite(score[pick])]
+        guess[k[pick], slot] = cand[c[pick]]
+    unit_of = np.full(len(lon), -1, np.int32)
+    for r in np.unique(guess[guess >= 0]).tolist():  # a unit per place node that is some street's
+        if r not in guess_unit:
+            guess_unit[r] = units.add(PLACE_SLOT[ds.place_class[r]], ds.place_class[r],
+                                      _names_of(ds.detail[r], ds.name[r]), r)
+        unit_of[r] = guess_unit[r]
+    for slot in GUESS_SLOTS:
+        mine = rows[polygon_admin[rows, slot] < 0]
+        node = guess[pos[parent[mine]], slot]
+        admin[mine, slot] = np.where(node >= 0, unit_of[np.maximum(node, 0)], -1)
 
 
 def _stacked_settlements(ds, admin, polygon_admin, units, place_rows, linked, guess_unit, lon, lat, big) -> None:

@@ -160,7 +160,7 @@ def classify(tags: dict) -> tuple[str, str, str | None, str | None, float] | Non
 
 # "addr:postcode", "postal_code": objects that carry a postcode and make no document (a residential landuse)
 # still place their postcode's centre, as in Nominatim's location_postcodes
-DOC_KEYS = ("name", "addr:housenumber", "addr:interpolation", "addr:postcode", "postal_code", *POI_KEYS)
+DOC_KEYS = ("name", "ref", "addr:housenumber", "addr:interpolation", "addr:postcode", "postal_code", *POI_KEYS)
 # Nominatim's address label of a boundary=administrative by admin_level (ADMIN_LABELS of rank // 2)
 ADMIN_KEYS = {2: "country", 3: "region", 4: "state", 5: "state_district", 6: "county", 7: "municipality", 8: "city",
               9: "city_district", 10: "suburb", 11: "neighbourhood", 12: "city_block"}
@@ -309,7 +309,8 @@ class _Handler:
                 self.interpolations.add(w.id, tags, nodes)
             return
         hw = tags.get("highway")
-        street = hw in STREET_HIGHWAYS and "name" in tags and "place" not in tags
+        # a road with only a `ref` (CG-2 in Andorra) is a named street too: Nominatim names roads by their ref
+        street = hw in STREET_HIGHWAYS and ("name" in tags or "ref" in tags) and "place" not in tags
         doc = None if street else self._doc(tags, "w", w.id)
         if not street and doc is None:
             code = own_postcode(tags) if tags.get("boundary") != "postal_code" else None
@@ -480,8 +481,8 @@ class StreetWays:
         return len(self.id)
 
     def add(self, way_id: int, tags: dict, hw: str, arr: np.ndarray) -> None:
-        name = tags["name"]
-        variants = name_variants(tags)
+        name = tags.get("name") or tags["ref"]
+        variants = name_variants(tags) or [name]
         self.id.append(way_id)
         self.lat.append(float(arr[:, 1].mean()))
         self.lon.append(float(arr[:, 0].mean()))
