@@ -407,14 +407,16 @@ def postcode_fits(code: str, cc: str | None) -> bool:
     return fmt is None or fmt.fullmatch(code.strip()) is not None
 
 
-def assign_postcodes(ds, admin: np.ndarray, units: Units, n_osm: int, samples=None, parent=None, ways=None) -> None:
+def assign_postcodes(ds, admin: np.ndarray, units: Units, n_osm: int, samples=None, parent=None, ways=None,
+                     shapes=None) -> None:
     """The postcode level of `admin`, after the countries of `ds` are known (Nominatim's rules): the
     document's own `addr:postcode`, else the `postal_code` boundary around it (build_hierarchy), else (a
     POI or address with a parent street way, parents.py) its street's postcode: the way's own postcode tag,
     else the postcode whose area covers the whole line, the nearest centre to the line first; else the
     postcode of its country whose area covers its point, the nearest centre first. A postcode's centre is
     the mean of the objects of one country carrying it; its area the box of `POSTCODE_EXTENT_M` metres
-    around the centre (Nominatim's location_postcodes)."""
+    around the centre (Nominatim's location_postcodes). `shapes` (rows, closed, boxes, lengths): the ways and
+    relations Nominatim ranks below 30, whose postcode follows their geometry (`_shape_postcodes`)."""
 
     n = len(ds)
     lat = np.asarray(ds.lat, np.float64)[:n]
@@ -469,8 +471,45 @@ def assign_postcodes(ds, admin: np.ndarray, units: Units, n_osm: int, samples=No
     near = _nearest_areas(lon[:n_osm], lat[:n_osm], country[:n_osm], uids, clat, clon, ccc)
     if parent is not None and ways is not None and len(ways):
         _parent_postcodes(ds, admin, units, code_unit, n_osm, parent, ways, uids, clat, clon, ccc)
+    if shapes is not None and len(shapes[0]):
+        _shape_postcodes(admin, near, country, shapes, uids, clat, clon, ccc)
     need = np.flatnonzero(admin[:n_osm, POSTCODE] < 0)
     admin[need, POSTCODE] = near[need]
+
+
+LONG_LINE_DEG = 0.02  # a line of Nominatim's address rank 0 at least this long has no postcode
+
+
+def _shape_postcodes(admin, near, country, shapes, uids, clat, clon, ccc) -> None:
+    """Nominatim's postcode of a way or relation of address rank below 30 without its own (`placex_update`,
+    `get_nearest_postcode` of its geometry): an area has the postcode whose centre is the only one of its
+    country inside it (its bounding box here: the polygon is not kept), else none; a line at least
+    LONG_LINE_DEG long has none (its address rank is 0: rivers), a shorter one the nearest area covering
+    it. `near[row]` is replaced (-1: none)."""
+    rows, closed, box, length = shapes
+    free = admin[rows, POSTCODE] < 0
+    rows, closed, box, length = rows[free], closed[free], box[free], length[free]
+    near[rows[~closed & (length >= LONG_LINE_DEG)]] = -1
+    areas = np.flatnonzero(closed)
+    if not len(areas) or not len(clon):
+        return
+    from scipy.spatial import cKDTree
+
+    # the centres inside each area's box: a k-d tree query around the box's centre, then the box itself
+    b = box[areas]
+    found = cKDTree(np.column_stack([clon, clat])).query_ball_point(
+        np.column_stack([(b[:, 0] + b[:, 2]) / 2, (b[:, 1] + b[:, 3]) / 2]),
+        r=np.maximum(b[:, 2] - b[:, 0], b[:, 3] - b[:, 1]) / 2 + 1e-9, p=np.inf)
+    lens = np.fromiter((len(f) for f in found), np.int64, len(found))
+    pa = np.repeat(np.arange(len(areas)), lens)
+    pc = np.fromiter((c for f in found for c in f), np.int64, int(lens.sum()))
+    ok = ((clon[pc] >= b[pa, 0]) & (clon[pc] <= b[pa, 2]) & (clat[pc] >= b[pa, 1]) & (clat[pc] <= b[pa, 3])
+          & (ccc[pc] == country[rows[areas[pa]]]))
+    pa, pc = pa[ok], pc[ok]
+    count = np.bincount(pa, minlength=len(areas))
+    one = np.full(len(areas), -1, np.int64)
+    one[pa] = pc
+    near[rows[areas]] = np.where(count == 1, uids[np.maximum(one, 0)], -1)
 
 
 def _nearest_areas(lon, lat, country, uids, clat, clon, ccc) -> np.ndarray:

@@ -181,6 +181,8 @@ def build_documents(osm_path, places_path=None, admin1_path=None, *, bbox=None, 
                                                            reader.addr_node_row)
     labels = reader.labels
     info["boundaries_from_members"] = reader.unassembled
+    shapes = (np.frombuffer(reader.shape_row, np.int64).copy(), np.frombuffer(reader.shape_closed, np.int8).astype(bool),
+              np.frombuffer(reader.shape_box, np.float64).reshape(-1, 4).copy(), np.frombuffer(reader.shape_len, np.float64).copy())
     extra_pc = (reader.pc_code, np.frombuffer(reader.pc_xy, np.float64).reshape(-1, 2).copy())
     del reader
     n_osm = len(ds)
@@ -284,8 +286,8 @@ def build_documents(osm_path, places_path=None, admin1_path=None, *, bbox=None, 
         pc_row += near.tolist()
     del extra_pc
     assign_postcodes(ds, ds.admin, units, n_osm, samples=(pc_code, pc_lat, pc_lon, pc_row), parent=parent,
-                     ways=way_table)
-    del pc_code, pc_lat, pc_lon, pc_row, parent, way_table
+                     ways=way_table, shapes=shapes)
+    del pc_code, pc_lat, pc_lon, pc_row, parent, way_table, shapes
     info["admin_units"] = len(units)
     outside = (ds.admin[:, :POSTCODE] < 0).all(axis=1).tolist()
     for i in range(len(ds)):

@@ -19,6 +19,7 @@ import shapely
 
 from geoengine.bundler.locations import LOCATION_INDEX
 from geoengine.search.docset import DocSet
+from geoengine.search.parents import rank30
 
 PLACE_IMPORTANCE = {
     "country": 0.9, "state": 0.75, "region": 0.7, "province": 0.7, "county": 0.6, "city": 0.7,
@@ -217,6 +218,12 @@ class _Handler:
         # the postcodes of objects that make no document (lon, lat, code): centres of Nominatim's postcodes
         self.pc_xy = array("d")
         self.pc_code: list[str] = []
+        # the shape of the way and relation documents Nominatim ranks below 30 (parks, water, rivers): row,
+        # closed (an area), bounding box, length in degrees (their postcode follows their geometry)
+        self.shape_row = array("q")
+        self.shape_closed = array("b")
+        self.shape_box = array("d")
+        self.shape_len = array("d")
 
     def _doc(self, tags: dict, osm_type: str, osm_id: int) -> dict | None:
         """The fields of the document of a named object or address but its location; None when it is neither."""
@@ -258,6 +265,12 @@ class _Handler:
         if doc is None:
             return -1
         return self.docs.add(**doc, lat=lat, lon=lon)
+
+    def _shape(self, row: int, closed: bool, box, length: float) -> None:
+        self.shape_row.append(row)
+        self.shape_closed.append(closed)
+        self.shape_box.extend(float(v) for v in box)
+        self.shape_len.append(length)
 
     def _postcode_sample(self, code: str, lon: float, lat: float) -> None:
         self.pc_code.append(code)
@@ -331,6 +344,9 @@ class _Handler:
         row = self.docs.add(**doc, lat=float(lat), lon=float(lon))
         if tags.get("boundary") == "administrative":
             self.boundary_way_row[w.id] = row
+        if not rank30(doc["osm_tag"]):
+            self._shape(row, w.is_closed() and len(arr) > 3, (*arr.min(axis=0), *arr.max(axis=0)),
+                        float(np.hypot(*np.diff(arr, axis=0).T).sum()))
 
     def area(self, a):
         t = a.tags
@@ -383,7 +399,9 @@ class _Handler:
                 self.boundaries.append(Boundary(code, 0, geom, osm_id=osm_id, postcode=code))
             return
         if "place" in tags or "addr:housenumber" in tags or classify(tags) is not None:
-            self._emit(tags, osm_type, osm_id, c.y, c.x)
+            row = self._emit(tags, osm_type, osm_id, c.y, c.x)
+            if row >= 0 and not rank30(self.docs.osm_tag[row]):
+                self._shape(row, True, geom.bounds, 0.0)
 
     def unassembled_boundaries(self) -> int:
         """The boundary relations the area assembler left out (a member way missing from a clipped extract),
