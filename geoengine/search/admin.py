@@ -70,6 +70,7 @@ class Units:
         self.names: list[dict] = []
         self.row: list[int] = []
         self.cc: list[str | None] = []  # a country's ISO 3166-1 alpha-2 code
+        self.boundary: set[int] = set()  # build time: the units of boundaries (not of place nodes)
 
     def __len__(self) -> int:
         return len(self.slot)
@@ -143,6 +144,7 @@ def build_hierarchy(ds, boundaries, labels: dict[int, int], n_osm: int, parent=N
                     names.setdefault(k, v)
                 row = link
             u = units.add(slot, key, names, row, b.country_code)
+            units.boundary.add(u)
         polys.append(b.geom)
         poly_unit.append(u)
         poly_slot.append(slot)
@@ -379,6 +381,7 @@ def _stacked_settlements(ds, admin, polygon_admin, units, place_rows, linked, gu
                 b = p // 2
                 muni_unit[p] = units.add(MUNICIPALITY, "municipality" if p % 2 else units.key[b], units.names[b],
                                          units.row[b], units.cc[b])
+                units.boundary.add(muni_unit[p])
         lut = np.asarray([muni_unit[p] for p in up.tolist()], np.int32)
         admin[hit_rows, MUNICIPALITY] = lut[np.searchsorted(up, pair)]
         admin[hit_rows, CITY] = node_unit[chosen]
@@ -469,12 +472,43 @@ def assign_postcodes(ds, admin: np.ndarray, units: Units, n_osm: int, samples=No
     first[inv[::-1]] = own_rows[::-1]
     ccc = country[first]
     near = _nearest_areas(lon[:n_osm], lat[:n_osm], country[:n_osm], uids, clat, clon, ccc)
+    deep = _address_postcodes(ds, admin, units, code_unit, n_osm, country)
     if parent is not None and ways is not None and len(ways):
-        _parent_postcodes(ds, admin, units, code_unit, n_osm, parent, ways, uids, clat, clon, ccc)
+        _parent_postcodes(ds, admin, units, code_unit, n_osm, parent, ways, uids, clat, clon, ccc, deep)
     if shapes is not None and len(shapes[0]):
         _shape_postcodes(admin, near, country, shapes, uids, clat, clon, ccc)
     need = np.flatnonzero(admin[:n_osm, POSTCODE] < 0)
-    admin[need, POSTCODE] = near[need]
+    admin[need, POSTCODE] = np.where(deep[need] >= 0, deep[need], near[need])
+
+
+def _address_postcodes(ds, admin, units, code_unit, n_osm, country) -> np.ndarray:
+    """Per document, the postcode of its deepest address unit (village, municipality, ...) that has one of
+    its own (Nominatim's `insert_addresslines` postcode: a place keeps its own postcode tag, addr:postcode or
+    postal_code, in its address area, else its own parents'; a computed one is not kept there), -1 none."""
+    unit_pc = np.full(len(units), -1, np.int64)
+    slots = np.asarray(units.slot, np.int64)
+    for u in np.argsort(slots, kind="stable").tolist():  # build time: one step per unit (boundaries, place nodes)
+        slot, row = int(slots[u]), units.row[u]
+        if slot >= POSTCODE or slot == COUNTRY or not 0 <= row < n_osm:
+            continue
+        code = (ds.postcode[row] or "").strip() if u not in units.boundary else ""  # a boundary: not its node's
+        if code and postcode_fits(code, country[row]):
+            key = (code, country[row])
+            if key not in code_unit:
+                code_unit[key] = units.add(POSTCODE, "postcode", {"name": code}, -1)
+            unit_pc[u] = code_unit[key]
+            continue
+        above = admin[row, STATE:slot]
+        got = unit_pc[above[above >= 0]]
+        got = got[got >= 0]
+        if len(got):
+            unit_pc[u] = got[-1]
+    deep = np.full(n_osm, -1, np.int64)
+    for slot in (STATE, COUNTY, MUNICIPALITY, CITY, SUBURB, NEIGHBOURHOOD):
+        u = admin[:n_osm, slot]
+        v = np.where(u >= 0, unit_pc[np.maximum(u, 0)], -1)
+        deep = np.where(v >= 0, v, deep)
+    return deep
 
 
 LONG_LINE_DEG = 0.02  # a line of Nominatim's address rank 0 at least this long has no postcode
@@ -546,11 +580,12 @@ def _nearest_areas(lon, lat, country, uids, clat, clon, ccc) -> np.ndarray:
     return out
 
 
-def _parent_postcodes(ds, admin, units, code_unit, n_osm, parent, ways, uids, clat, clon, ccc) -> None:
+def _parent_postcodes(ds, admin, units, code_unit, n_osm, parent, ways, uids, clat, clon, ccc, deep) -> None:
     """A document without its own postcode or a postal_code boundary takes the postcode of its parent street
     way (Nominatim's `placex_update`: the parent's postcode before the nearest area): the way's own postcode
-    tag (of the country's format), else the nearest postcode area around the way's centre (the point
-    halfway along its line, Nominatim's `get_center_point`)."""
+    tag (of the country's format), else the postcode of its deepest address unit that has one of its own
+    (`deep`; the document's units stand for its street's), else the nearest postcode area around the way's
+    centre (the point halfway along its line, Nominatim's `get_center_point`)."""
     from geoengine.search.parents import way_midpoints
 
     docs = np.flatnonzero((admin[:n_osm, POSTCODE] < 0) & (parent[:n_osm] >= 0))
@@ -567,6 +602,13 @@ def _parent_postcodes(ds, admin, units, code_unit, n_osm, parent, ways, uids, cl
             if u is None:
                 u = code_unit[key] = units.add(POSTCODE, "postcode", {"name": code}, -1)
             way_unit[w] = u
+    tagged = way_unit[parent[docs]]
+    admin[docs[tagged >= 0], POSTCODE] = tagged[tagged >= 0]
+    docs = docs[tagged < 0]
+    admin[docs[deep[docs] >= 0], POSTCODE] = deep[docs[deep[docs] >= 0]]
+    docs = docs[deep[docs] < 0]
+    which = np.unique(parent[docs])
+    way_cc = np.asarray([(ds.country[int(ways.doc[w])] or "").upper() for w in which.tolist()], dtype=object)
     todo = way_unit[which] < 0
     if todo.any():
         mx, my = way_midpoints(ways, ds.seg, which[todo])
