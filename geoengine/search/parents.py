@@ -34,6 +34,7 @@ from geoengine.search.text import normalise
 KM_PER_DEG = 111.2
 NAMED_ROAD_DEG = 0.015  # getNearestNamedRoadPlaceId: a way's centre within this box of the object
 NEAREST_ROAD_DEG = 0.1  # getNearestRoadPlaceId: the search radius doubles while below 0.1 degree
+NEAREST_POINTS = 8  # street points whose segments are measured exactly for the nearest street way
 PAIR_CHUNK = 2_000_000  # (way, candidate, segment) triples per vectorised step
 
 # address-levels.json: the classes Nominatim ranks below 28 (not rank 30: no parent street); key -> values,
@@ -101,6 +102,8 @@ def parent_ways(ds, rows: np.ndarray, by_tag: np.ndarray, ways: StreetWayTable, 
         return parent
     lat = np.asarray(ds.lat, np.float64)
     lon = np.asarray(ds.lon, np.float64)
+    # the ways' centres: the point halfway along each (Nominatim's centroid of a street)
+    ways.lon, ways.lat = way_midpoints(ways, ds.seg, np.arange(len(ways)))
     # addr:street: the nearest way of that name (its centre within NAMED_ROAD_DEG)
     by_key: dict[str, int] = {}
     way_key = np.asarray([by_key.setdefault(k, len(by_key)) for k in ways.key], np.int64)
@@ -130,9 +133,19 @@ def parent_ways(ds, rows: np.ndarray, by_tag: np.ndarray, ways: StreetWayTable, 
     place_only = np.asarray([bool(ds.addr_place[r]) and not by_tag[r] for r in rows.tolist()], bool)
     need = rows[(parent[rows] < 0) & ~place_only]
     if len(need):
-        dist, idx = tree.query(_xy(lat[need], lon[need], lat0), distance_upper_bound=NEAREST_ROAD_DEG * KM_PER_DEG)
-        hit = np.isfinite(dist)
-        parent[need[hit]] = ways.seg_way[point_seg[idx[hit]]]
+        # the street points nearest to each object (a point every 50 m along every street), then the exact
+        # distance to the segments those points lie on: the nearest segment's way
+        k = NEAREST_POINTS
+        dist, idx = tree.query(_xy(lat[need], lon[need], lat0), k=k, distance_upper_bound=NEAREST_ROAD_DEG * KM_PER_DEG)
+        dist, idx = dist.reshape(len(need), k), idx.reshape(len(need), k)
+        ok = np.isfinite(dist)
+        segi = np.where(ok, point_seg[np.where(ok, idx, 0)], 0)
+        s = ds.seg[segi.ravel()]
+        d = _point_segments(np.repeat(lon[need], k), np.repeat(lat[need], k), s).reshape(len(need), k)
+        d = np.where(ok, d, np.inf)
+        best = np.argmin(d, axis=1)
+        hit = ok[np.arange(len(need)), best]
+        parent[need[hit]] = ways.seg_way[segi[np.arange(len(need)), best][hit]]
     return parent
 
 
