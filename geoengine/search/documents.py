@@ -183,6 +183,7 @@ def build_documents(osm_path, places_path=None, admin1_path=None, *, bbox=None, 
     info["boundaries_from_members"] = reader.unassembled
     shapes = (np.frombuffer(reader.shape_row, np.int64).copy(), np.frombuffer(reader.shape_closed, np.int8).astype(bool),
               np.frombuffer(reader.shape_box, np.float64).reshape(-1, 4).copy(), np.frombuffer(reader.shape_len, np.float64).copy())
+    boxes = (np.frombuffer(reader.box_row, np.int64).copy(), np.frombuffer(reader.box, np.float64).reshape(-1, 4).copy())
     extra_pc = (reader.pc_code, np.frombuffer(reader.pc_xy, np.float64).reshape(-1, 2).copy())
     del reader
     n_osm = len(ds)
@@ -191,9 +192,9 @@ def build_documents(osm_path, places_path=None, admin1_path=None, *, bbox=None, 
     by_tag = np.asarray([bool(s) for s in ds.street], bool)  # addr:street of the object itself
     for k, v in resolve_streets(ds, rows, lat0, tree, point_owner).items():
         info[f"street_from_{k}"] = v
-    parent = parent_ways(ds, rows, by_tag, way_table, tree, point_seg, lat0)
+    parent = parent_ways(ds, rows, by_tag, way_table, tree, point_seg, lat0, boxes)
     info["parent_street_ways"] = int((parent >= 0).sum())
-    del tree, point_owner, point_seg, by_tag
+    del tree, point_owner, point_seg, by_tag, boxes
     info["streets_from_addresses"] = address_streets(ds, rows, lat0)
     n_osm = len(ds)
     for i in rows.tolist():  # an unnamed POI's detail names its street

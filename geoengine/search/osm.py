@@ -224,6 +224,9 @@ class _Handler:
         self.shape_closed = array("b")
         self.shape_box = array("d")
         self.shape_len = array("d")
+        # the bounding box of every way document (Nominatim measures from an object's envelope)
+        self.box_row = array("q")
+        self.box = array("d")
 
     def _doc(self, tags: dict, osm_type: str, osm_id: int) -> dict | None:
         """The fields of the document of a named object or address but its location; None when it is neither."""
@@ -342,6 +345,8 @@ class _Handler:
             return
         lon, lat = arr[:-1].mean(axis=0) if len(arr) > 2 and w.is_closed() else arr.mean(axis=0)
         row = self.docs.add(**doc, lat=float(lat), lon=float(lon))
+        self.box_row.append(row)
+        self.box.extend((*arr.min(axis=0).tolist(), *arr.max(axis=0).tolist()))
         if tags.get("boundary") == "administrative":
             self.boundary_way_row[w.id] = row
         if not rank30(doc["osm_tag"]):

@@ -34,7 +34,7 @@ from geoengine.search.text import normalise
 KM_PER_DEG = 111.2
 NAMED_ROAD_DEG = 0.015  # getNearestNamedRoadPlaceId: a way's centre within this box of the object
 NEAREST_ROAD_DEG = 0.1  # getNearestRoadPlaceId: the search radius doubles while below 0.1 degree
-NEAREST_POINTS = 8  # street points whose segments are measured exactly for the nearest street way
+NEAREST_POINTS = 32  # street points whose segments are measured exactly for the nearest street way
 PAIR_CHUNK = 2_000_000  # (way, candidate, segment) triples per vectorised step
 
 # address-levels.json: the classes Nominatim ranks below 28 (not rank 30: no parent street); key -> values,
@@ -86,11 +86,13 @@ class StreetWayTable:
 
 
 def parent_ways(ds, rows: np.ndarray, by_tag: np.ndarray, ways: StreetWayTable, tree, point_seg,
-                lat0: float) -> np.ndarray:
+                lat0: float, boxes=None) -> np.ndarray:
     """The parent street way (row of `ways`, -1: none) of every document, Nominatim's rule for those of
     `rows` that it ranks 30 (module doc). `by_tag[r]`: the document's own addr:street names its street;
     `tree`/`point_seg`: the street points' k-d tree (km plane around latitude `lat0`,
-    addresses.street_points) and the segment of each point."""
+    addresses.street_points) and the segment of each point; `boxes` (rows, (k, 4) boxes): the bounding boxes of
+    the way documents (a way's street of its name is the one nearest to its box, as Nominatim measures from
+    an object's envelope)."""
     from geoengine.search.addresses import _xy
 
     n = len(ds)
@@ -119,9 +121,13 @@ def parent_ways(ds, rows: np.ndarray, by_tag: np.ndarray, ways: StreetWayTable, 
         pair_doc = np.repeat(d_rows, cnt)
         offs = np.arange(int(cnt.sum())) - np.repeat(np.cumsum(cnt) - cnt, cnt)
         pair_way = order[np.repeat(lo, cnt) + offs]
-        dlat = lat[pair_doc] - ways.lat[pair_way]
-        dlon = lon[pair_doc] - ways.lon[pair_way]
-        ok = (np.abs(dlat) <= NAMED_ROAD_DEG) & (np.abs(dlon) <= NAMED_ROAD_DEG)
+        box = np.column_stack([lon, lat, lon, lat])
+        if boxes is not None and len(boxes[0]):
+            box[boxes[0]] = boxes[1]
+        mx, my, b = ways.lon[pair_way], ways.lat[pair_way], box[pair_doc]
+        dlon = np.maximum(np.maximum(b[:, 0] - mx, mx - b[:, 2]), 0.0)
+        dlat = np.maximum(np.maximum(b[:, 1] - my, my - b[:, 3]), 0.0)
+        ok = (np.abs(lat[pair_doc] - my) <= NAMED_ROAD_DEG) & (np.abs(lon[pair_doc] - mx) <= NAMED_ROAD_DEG)
         d2 = np.where(ok, dlat ** 2 + dlon ** 2, np.inf)
         o = np.lexsort((d2, pair_doc))
         first = np.ones(len(o), bool)
