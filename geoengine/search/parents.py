@@ -34,6 +34,8 @@ from geoengine.search.text import normalise
 KM_PER_DEG = 111.2
 NAMED_ROAD_DEG = 0.015  # getNearestNamedRoadPlaceId: a way's centre within this box of the object
 NEAREST_ROAD_DEG = 0.1  # getNearestRoadPlaceId: the search radius doubles while below 0.1 degree
+NAME_CELL_DEG = 0.05  # grid cells of the addr:street candidates
+CELLS_PER_ROW = 8000  # cells per row of latitude (360 / 0.05 = 7,200, and 180 / 0.05 = 3,600 rows)
 NEAREST_POINTS = 32  # street points whose segments are measured exactly for the nearest street way
 PAIR_CHUNK = 2_000_000  # (way, candidate, segment) triples per vectorised step
 
@@ -104,19 +106,34 @@ def parent_ways(ds, rows: np.ndarray, by_tag: np.ndarray, ways: StreetWayTable, 
         return parent
     lat = np.asarray(ds.lat, np.float64)
     lon = np.asarray(ds.lon, np.float64)
-    # the ways' centres: the point halfway along each (Nominatim's centroid of a street)
-    ways.lon, ways.lat = way_midpoints(ways, ds.seg, np.arange(len(ways)))
-    # addr:street: the nearest way of that name (its centre within NAMED_ROAD_DEG)
+    # addr:street: the nearest way of that name. Candidates by (name, grid cell): each way is listed in the
+    # cells its box, grown by NAMED_ROAD_DEG, covers; an object looks up its own cell (local, not every way
+    # of a common name in a large extract)
     by_key: dict[str, int] = {}
     way_key = np.asarray([by_key.setdefault(k, len(by_key)) for k in ways.key], np.int64)
-    order = np.argsort(way_key, kind="stable")
-    sorted_key = way_key[order]
-    doc_key = np.asarray([by_key.get(normalise(ds.street[r]), -1) if by_tag[r] else -1 for r in rows.tolist()],
-                         np.int64)
-    has = doc_key >= 0
-    lo = np.searchsorted(sorted_key, doc_key[has], "left")
-    cnt = np.searchsorted(sorted_key, doc_key[has], "right") - lo
+    wx0, wy0, wx1, wy1 = way_boxes(ways, ds.seg, np.arange(len(ways)))
+    cx0 = np.floor((wx0 - NAMED_ROAD_DEG + 180.0) / NAME_CELL_DEG).astype(np.int64)
+    cx1 = np.floor((wx1 + NAMED_ROAD_DEG + 180.0) / NAME_CELL_DEG).astype(np.int64)
+    cy0 = np.floor((wy0 - NAMED_ROAD_DEG + 90.0) / NAME_CELL_DEG).astype(np.int64)
+    cy1 = np.floor((wy1 + NAMED_ROAD_DEG + 90.0) / NAME_CELL_DEG).astype(np.int64)
+    nx, ny = cx1 - cx0 + 1, cy1 - cy0 + 1
+    ncell = nx * ny
+    wrep = np.repeat(np.arange(len(ways)), ncell)
+    k = np.arange(int(ncell.sum())) - np.repeat(np.cumsum(ncell) - ncell, ncell)
+    cells = (cy0[wrep] + k // nx[wrep]) * CELLS_PER_ROW + cx0[wrep] + k % nx[wrep]
+    wkey = way_key[wrep] * (CELLS_PER_ROW * CELLS_PER_ROW) + cells
+    order = np.argsort(wkey, kind="stable")
+    sorted_key = wkey[order]
+    order = wrep[order]
+    doc_name = np.asarray([by_key.get(normalise(ds.street[r]), -1) if by_tag[r] else -1 for r in rows.tolist()],
+                          np.int64)
+    has = doc_name >= 0
     d_rows = rows[has]
+    doc_cell = (np.floor((lat[d_rows] + 90.0) / NAME_CELL_DEG).astype(np.int64) * CELLS_PER_ROW
+                + np.floor((lon[d_rows] + 180.0) / NAME_CELL_DEG).astype(np.int64))
+    doc_key = doc_name[has] * (CELLS_PER_ROW * CELLS_PER_ROW) + doc_cell
+    lo = np.searchsorted(sorted_key, doc_key, "left")
+    cnt = np.searchsorted(sorted_key, doc_key, "right") - lo
     if len(d_rows) and cnt.sum():
         pair_doc = np.repeat(d_rows, cnt)
         offs = np.arange(int(cnt.sum())) - np.repeat(np.cumsum(cnt) - cnt, cnt)
@@ -124,11 +141,18 @@ def parent_ways(ds, rows: np.ndarray, by_tag: np.ndarray, ways: StreetWayTable, 
         box = np.column_stack([lon, lat, lon, lat])
         if boxes is not None and len(boxes[0]):
             box[boxes[0]] = boxes[1]
-        mx, my, b = ways.lon[pair_way], ways.lat[pair_way], box[pair_doc]
-        dlon = np.maximum(np.maximum(b[:, 0] - mx, mx - b[:, 2]), 0.0)
-        dlat = np.maximum(np.maximum(b[:, 1] - my, my - b[:, 3]), 0.0)
-        ok = (np.abs(lat[pair_doc] - my) <= NAMED_ROAD_DEG) & (np.abs(lon[pair_doc] - mx) <= NAMED_ROAD_DEG)
-        d2 = np.where(ok, dlat ** 2 + dlon ** 2, np.inf)
+        # the way's line within NAMED_ROAD_DEG of the object's box (Nominatim: `centroid && ST_Expand(point,
+        # 0.015)` where search_name's "centroid" is the street's geometry), the nearest line first
+        b = box[pair_doc]
+        ok = ((wx0[pair_way] <= b[:, 2] + NAMED_ROAD_DEG) & (wx1[pair_way] >= b[:, 0] - NAMED_ROAD_DEG)
+              & (wy0[pair_way] <= b[:, 3] + NAMED_ROAD_DEG) & (wy1[pair_way] >= b[:, 1] - NAMED_ROAD_DEG))
+        pair_doc, pair_way = pair_doc[ok], pair_way[ok]
+        first, count = ways.seg_ranges()
+        d2 = np.empty(len(pair_doc))
+        for a0, a1 in _chunks(count[pair_way]):
+            rep, segi, at = _pairs_over_segments(pair_way[a0:a1], first, count)
+            q = pair_doc[a0:a1][rep]
+            d2[a0:a1] = np.minimum.reduceat(_point_segments(lon[q], lat[q], ds.seg[segi]), at)
         o = np.lexsort((d2, pair_doc))
         first = np.ones(len(o), bool)
         first[1:] = pair_doc[o][1:] != pair_doc[o][:-1]
