@@ -259,9 +259,12 @@ def build_documents(osm_path, places_path=None, admin1_path=None, *, bbox=None, 
         lon = np.asarray(ds.lon)[:n_osm]
         tree = cKDTree(_xy(places.lat[box_rows], places.lon[box_rows], lat0))
         _, near = tree.query(_xy(lat, lon, lat0))
-        for i in range(n_osm):
-            if ds.country[i] is None:
-                ds.country[i] = places.country[box_rows[near[i]]]
+        guessed = [i for i in range(n_osm) if ds.country[i] is None]
+        for i in guessed:
+            ds.country[i] = places.country[box_rows[near[i]]]
+        # a document inside a boundary (a parish of a clipped country) is of that boundary's country (the
+        # country of the boundary's own document), not of the GeoNames place nearest to it
+        _boundary_countries(ds, np.asarray(guessed, np.int64))
     del places
     # where the extract holds no country boundary (a clipped extract): the place=country node of the
     # document's country code is its country (Nominatim names countries from its own table)
@@ -309,6 +312,26 @@ def build_documents(osm_path, places_path=None, admin1_path=None, *, bbox=None, 
     info.update({"osm_documents": n_osm, "osm_points": n_points, "geonames_documents": n_geo,
                  "merged_groups": int((ds.canonical != np.arange(len(ds))).sum())})
     return ds, info
+
+
+def _boundary_countries(ds: DocSet, rows: np.ndarray) -> None:
+    """The country of `rows` (documents whose country came from the nearest GeoNames place) from the deepest
+    administrative boundary around each (state down to city) whose own document has a country."""
+    from geoengine.search.admin import CITY, STATE
+
+    if not len(rows):
+        return
+    units = ds.units
+    cc_of = np.asarray([ds.country[r] if u in units.boundary and 0 <= r < len(ds) else None
+                        for u, r in enumerate(units.row)], dtype=object)
+    best = np.full(len(rows), None, dtype=object)
+    for slot in range(STATE, CITY + 1):  # deeper levels last: they win
+        u = ds.admin[rows, slot]
+        got = np.where(u >= 0, cc_of[np.maximum(u, 0)] if len(cc_of) else None, None)
+        best = np.where(got != None, got, best)  # noqa: E711 (element-wise)
+    for i, c in zip(rows.tolist(), best.tolist(), strict=True):
+        if c:
+            ds.country[i] = c
 
 
 def address_at_build(ds: DocSet, i: int, lang: str | None = None) -> dict:

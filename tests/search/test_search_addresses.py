@@ -642,3 +642,21 @@ def test_settlement_follows_the_parent_street(andorra, andorra_extract):
         if parishes:
             assert a.get("municipality") in {t["name"] for t in parishes}, (ix.cols["id"][row], a)
     assert checked > 100 and crossing >= 0.95 * checked, (crossing, checked)
+
+
+def test_country_of_a_parish(andorra, andorra_extract):
+    """Andorra's own boundary is clipped from the extract, its parishes are not: every document inside a
+    parish (the oracle's polygons) is in Andorra, whatever GeoNames place lies nearest (a peak on the
+    Spanish border, Tossa Plana de Lles, was "España")."""
+    ix, ex = andorra.search_index, andorra_extract
+    parishes = [g for lv, t, g in ex.admin if lv == 7 and t.get("name") in (
+        "Andorra la Vella", "Canillo", "Encamp", "Escaldes-Engordany", "La Massana", "Ordino", "Sant Julià de Lòria")]
+    assert len(parishes) >= 6
+    rows = _rows(ix, "addresses", "pois")
+    lon = np.asarray([float(ix.lon[r]) for r in rows])
+    lat = np.asarray([float(ix.lat[r]) for r in rows])
+    inside = np.zeros(len(rows), bool)
+    for g in parishes:
+        inside |= shapely.contains_xy(g, lon, lat)
+    assert inside.sum() > 500
+    assert all(ix.address(rows[k]).get("country_code") == "ad" for k in np.flatnonzero(inside).tolist())
