@@ -102,6 +102,7 @@ def _merge_streets(streets: StreetWays, loc_tree, lat0: float) -> list[tuple[Osm
     return out
 
 
+NEAR_COUNTRY_K = 16  # GeoNames places examined for the country of a document outside every country boundary
 NEAR_DATA_DEG = 0.5  # a GeoNames place this close to the extract's documents is of its region
 
 
@@ -258,10 +259,18 @@ def build_documents(osm_path, places_path=None, admin1_path=None, *, bbox=None, 
         lat = np.asarray(ds.lat)[:n_osm]
         lon = np.asarray(ds.lon)[:n_osm]
         tree = cKDTree(_xy(places.lat[box_rows], places.lon[box_rows], lat0))
-        _, near = tree.query(_xy(lat, lon, lat0))
-        guessed = [i for i in range(n_osm) if ds.country[i] is None]
-        for i in guessed:
-            ds.country[i] = places.country[box_rows[near[i]]]
+        guessed = np.asarray([i for i in range(n_osm) if ds.country[i] is None], np.int64)
+        # the nearest GeoNames place's country, but not one whose country boundary the extract holds: a point
+        # outside Liechtenstein's polygon is not in Liechtenstein, whatever village lies nearest
+        framed = {units.cc[u] for u in set(cu[cu >= 0].tolist()) if units.cc[u]}
+        k = min(NEAR_COUNTRY_K, len(box_rows))
+        if len(guessed):
+            _, near = tree.query(_xy(lat[guessed], lon[guessed], lat0), k=k)
+            cand = np.asarray(places.country, dtype=object)[box_rows[near.reshape(len(guessed), k)]]
+            free = ~np.isin(cand, list(framed)) if framed else np.ones(cand.shape, bool)
+            pick = np.where(free.any(axis=1), np.argmax(free, axis=1), 0)
+            for i, c in zip(guessed.tolist(), cand[np.arange(len(guessed)), pick].tolist(), strict=True):
+                ds.country[i] = c
         # a document inside a boundary (a parish of a clipped country) is of that boundary's country (the
         # country of the boundary's own document), not of the GeoNames place nearest to it
         _boundary_countries(ds, np.asarray(guessed, np.int64))

@@ -660,3 +660,26 @@ def test_country_of_a_parish(andorra, andorra_extract):
         inside |= shapely.contains_xy(g, lon, lat)
     assert inside.sum() > 500
     assert all(ix.address(rows[k]).get("country_code") == "ad" for k in np.flatnonzero(inside).tolist())
+
+
+def test_country_outside_the_country_boundary(liechtenstein_extract, tmp_path):
+    """Liechtenstein's extract holds its country boundary and clipped parts of Austria and Switzerland: a
+    document outside Liechtenstein's polygon (the oracle's) is never in Liechtenstein, though a Liechtenstein
+    village may be the GeoNames place nearest to it (built here with the GeoNames table)."""
+    from geoengine.search.documents import build_documents
+    from geoengine.search.index import SearchIndex
+    from geoengine.search.write import write_index
+
+    ds, _ = build_documents(data_file(LIECHTENSTEIN), data_file("world/geonames-cities500.txt.gz"),
+                            data_file("world/geonames_admin1.json"), world="region")
+    write_index(tmp_path, ds)
+    ix, ex = SearchIndex(tmp_path), liechtenstein_extract
+    li = [g for lv, t, g in ex.admin if lv == 2 and t.get("ISO3166-1") == "LI"]
+    assert li
+    rows = _rows(ix, "addresses", "pois")
+    lon = np.asarray([float(ix.lon[r]) for r in rows])
+    lat = np.asarray([float(ix.lat[r]) for r in rows])
+    outside = ~shapely.intersects_xy(li[0], lon, lat)
+    assert outside.sum() > 20
+    codes = [ix.address(rows[k]).get("country_code") for k in np.flatnonzero(outside).tolist()]
+    assert "li" not in codes and set(codes) <= {"at", "ch"}, set(codes)
