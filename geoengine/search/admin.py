@@ -2,7 +2,7 @@
 
 Each document gets, per level of `ADMIN_LEVELS`, the id of the administrative unit it lies in (-1: none):
 
-- `boundary=administrative` relations (assembled by osmium's area handler) by point-in-polygon
+- `boundary=administrative` relations and closed ways (osm.py: as osm2pgsql reads them) by point-in-polygon
   (shapely `intersects_xy` per polygon on the points of its bounding box): admin_level 2 country, 3-4 state (3 alone: "region"), 5-6 county, 7 municipality,
   8 city, 9-10 suburb, 11-12 neighbourhood; per level the deepest boundary wins. A boundary is linked to
   its place node (the relation's `label` member, else its `admin_centre`, else a place node inside it
@@ -19,8 +19,13 @@ Each document gets, per level of `ADMIN_LEVELS`, the id of the administrative un
 - country: the admin_level 2 boundary (else, in documents.py, the place=country node of the document's
   country code); its name in a language comes from the unit, else CLDR (`country_label`);
 - postcode (`assign_postcodes`, once the countries are known): the document's own `addr:postcode`, else
-  the `boundary=postal_code` around it, else the postcode of its country whose centre (the mean of the
-  objects carrying it) is nearest among those whose box of 5 km (Nominatim's postcode extent) covers it.
+  the `postal_code` boundary around it, else its parent street's (parents.py: the way's postcode tag, else
+  the deepest address unit's own postcode, else the nearest area around the way's midpoint), else by its
+  geometry: a point the postcode of its country whose centre (the mean of the objects carrying it) is
+  nearest in degrees among those whose box of 5 km (Nominatim's postcode extent) covers it; an area the
+  one centre inside it; a long river none;
+- place nodes of a document with a parent street way follow the street's line (`_street_places`) where no
+  boundary of that level contains the document's point.
 
 A place document only takes parents above its own level (a village is not inside a neighbouring hamlet).
 """

@@ -2,7 +2,10 @@
 administrative boundaries used to build display names.
 
 Ways get the mean of their node locations as `location`; relations (multipolygons, boundaries) go
-through osmium's area assembler and get the centroid of the assembled polygon. Street ways are
+through osmium's area assembler and get the centroid of the assembled polygon. Boundary relations the
+assembler leaves out (a member missing from a clipped extract) are built from the closed rings of their
+member ways present, and closed ways tagged boundary=administrative are boundaries too, as osm2pgsql
+reads them for Nominatim. Street ways are
 returned one per way with their geometry; `documents.py` merges them per street per locality.
 """
 

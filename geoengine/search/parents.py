@@ -4,20 +4,21 @@ Nominatim gives an object of address rank 30 (a POI, a house: every class but th
 `address-levels.json` ranks below 28: places, boundaries, landuse, parks, most `natural`, water and
 waterways) the address of its **parent street**, one OSM way (`find_parent_for_poi`):
 
-- `addr:street`: the nearest way of that name whose centre lies within 0.015 degree in both directions
-  (`getNearestNamedRoadPlaceId`);
-- else (an `addr:place` address excepted: Nominatim then takes the area around it) the nearest named
-  street way within 0.1 degree (`getNearestRoadPlaceId`).
+- `addr:street`: the way of that name nearest to it by its line, among those within 0.015 degree of its
+  box (`getNearestNamedRoadPlaceId`, whose search_name "centroid" is the street's geometry);
+- else (an `addr:place` address excepted: Nominatim then takes the area around it) the nearest street way
+  (named, or with a `ref`) within 0.1 degree (`getNearestRoadPlaceId`).
 
 The street way's own address is computed against its whole line (`insert_addresslines` with the way's
 geometry), and the object takes from it:
 
 - the **postcode** (`placex_update`: the object's own, else its street's, else the nearest postcode area
-  around the object): a street's postcode is its own tag, else the postcode whose area covers the whole
-  line, the nearest centre to the line first (`get_nearest_postcode` with the line);
+  around the object): a street's postcode is its own tag, else that of its deepest address unit carrying
+  one of its own, else the nearest postcode area around the street's centre, the point halfway along its
+  line (`get_nearest_postcode` of the street's centroid; admin.py);
 - the **place nodes** (village, hamlet, ...): the place nodes whose fuzzy area (`place_node_fuzzy_area`)
   the line crosses, nearest to the line first (at the city level distances of cities x0.25, towns
-  x0.5), lying inside the boundary around the line's centre and (below the city level) inside the fuzzy
+  x0.5), lying inside the boundary around the line's centre (admin._street_places) and (below the city level) inside the fuzzy
   area of the place chosen above. Only where no boundary of that level contains the object's own point:
   boundary keys stay the boundaries around the point.
 
