@@ -127,12 +127,12 @@ def expand_interpolations(ds, ways, addr_node_id, addr_node_row) -> int:
     return added
 
 
-def street_points(ds, lat0: float) -> tuple[cKDTree | None, np.ndarray]:
+def street_points(ds, lat0: float) -> tuple[cKDTree | None, np.ndarray, np.ndarray]:
     """A k-d tree over the street segments' vertices and points every DENSIFY_KM along them (km plane
-    around lat0), and the street document row of each point."""
+    around lat0), the street document row of each point and its segment."""
     seg, owner = ds.segments()
     if not len(seg):
-        return None, np.zeros(0, np.int64)
+        return None, np.zeros(0, np.int64), np.zeros(0, np.int64)
     a = _xy(seg[:, 1], seg[:, 0], lat0)
     b = _xy(seg[:, 3], seg[:, 2], lat0)
     length = np.hypot(*(b - a).T)
@@ -141,7 +141,7 @@ def street_points(ds, lat0: float) -> tuple[cKDTree | None, np.ndarray]:
     t = (np.arange(int(extra.sum())) - np.repeat(np.cumsum(extra) - extra, extra) + 1) / np.repeat(extra + 1, extra)
     pts = np.concatenate([a, a[rep] + t[:, None] * (b[rep] - a[rep])])
     own = np.concatenate([owner, owner[rep]]).astype(np.int64)
-    return cKDTree(pts), own
+    return cKDTree(pts), own, np.concatenate([np.arange(len(seg)), rep])
 
 
 def resolve_streets(ds, rows: np.ndarray, lat0: float, tree, point_owner) -> dict[str, int]:

@@ -2,7 +2,7 @@
 
 Each document gets, per level of `ADMIN_LEVELS`, the id of the administrative unit it lies in (-1: none):
 
-- `boundary=administrative` relations (assembled by osmium's area handler) by point-in-polygon
+- `boundary=administrative` relations and closed ways (osm.py: as osm2pgsql reads them) by point-in-polygon
   (shapely `intersects_xy` per polygon on the points of its bounding box): admin_level 2 country, 3-4 state (3 alone: "region"), 5-6 county, 7 municipality,
   8 city, 9-10 suburb, 11-12 neighbourhood; per level the deepest boundary wins. A boundary is linked to
   its place node (the relation's `label` member, else its `admin_centre`, else a place node inside it
@@ -19,8 +19,13 @@ Each document gets, per level of `ADMIN_LEVELS`, the id of the administrative un
 - country: the admin_level 2 boundary (else, in documents.py, the place=country node of the document's
   country code); its name in a language comes from the unit, else CLDR (`country_label`);
 - postcode (`assign_postcodes`, once the countries are known): the document's own `addr:postcode`, else
-  the `boundary=postal_code` around it, else the postcode of its country whose centre (the mean of the
-  objects carrying it) is nearest among those whose box of 5 km (Nominatim's postcode extent) covers it.
+  the `postal_code` boundary around it, else its parent street's (parents.py: the way's postcode tag, else
+  the deepest address unit's own postcode, else the nearest area around the way's midpoint), else by its
+  geometry: a point the postcode of its country whose centre (the mean of the objects carrying it) is
+  nearest in degrees among those whose box of 5 km (Nominatim's postcode extent) covers it; an area the
+  one centre inside it; a long river none;
+- place nodes of a document with a parent street way follow the street's line (`_street_places`) where no
+  boundary of that level contains the document's point.
 
 A place document only takes parents above its own level (a village is not inside a neighbouring hamlet).
 """
@@ -70,6 +75,7 @@ class Units:
         self.names: list[dict] = []
         self.row: list[int] = []
         self.cc: list[str | None] = []  # a country's ISO 3166-1 alpha-2 code
+        self.boundary: set[int] = set()  # build time: the units of boundaries (not of place nodes)
 
     def __len__(self) -> int:
         return len(self.slot)
@@ -93,8 +99,10 @@ def _names_of(detail: str | None, fallback: str | None) -> dict:
     return names
 
 
-def build_hierarchy(ds, boundaries, labels: dict[int, int], n_osm: int) -> tuple[np.ndarray, Units]:
-    """(admin (n, 8) int32 unit ids, units) of every document of `ds` (its first `n_osm` rows are OSM)."""
+def build_hierarchy(ds, boundaries, labels: dict[int, int], n_osm: int, parent=None, ways=None) -> tuple[np.ndarray, Units]:
+    """(admin (n, 8) int32 unit ids, units) of every document of `ds` (its first `n_osm` rows are OSM);
+    `parent`/`ways`: the parent street way of each document (parents.py), whose place nodes its documents
+    take where no boundary fills the level."""
     from scipy.spatial import cKDTree  # build time only: serving imports this module for its address helpers
 
     n = len(ds)
@@ -120,7 +128,7 @@ def build_hierarchy(ds, boundaries, labels: dict[int, int], n_osm: int) -> tuple
             slot = POSTCODE
         else:
             slot = SLOT_OF_ADMIN[b.admin_level]
-            link = node_row.get(labels.get(b.osm_id, -1))
+            link = node_row.get(labels.get(b.osm_id, -1)) if b.osm_type == "r" else None
             if link is None or not shapely.contains_xy(b.geom, lon[link], lat[link]):
                 link = None
                 cands = {r for v in {normalise(x) for x in (b.names or {}).values() if x} for r in by_name.get(v, ())}
@@ -141,37 +149,16 @@ def build_hierarchy(ds, boundaries, labels: dict[int, int], n_osm: int) -> tuple
                     names.setdefault(k, v)
                 row = link
             u = units.add(slot, key, names, row, b.country_code)
+            units.boundary.add(u)
         polys.append(b.geom)
         poly_unit.append(u)
         poly_slot.append(slot)
         poly_level.append(b.admin_level)
+    poly_table = None
     if polys:
-        # each polygon against the points of its bounding box (points sorted by longitude): contains_xy
-        # prepares the polygon, ~50x faster than an STRtree query of point geometries against raw polygons
-        area = shapely.area(np.asarray(polys, dtype=object))
-        pu, ps, pl = np.asarray(poly_unit, np.int32), np.asarray(poly_slot, np.int64), np.asarray(poly_level, np.int64)
-        by_lon = np.argsort(lon, kind="stable")
-        slon = lon[by_lon]
-        pair_pt, pair_poly = [], []
-        for k, g in enumerate(polys):
-            x0, y0, x1, y1 = g.bounds
-            cand = by_lon[np.searchsorted(slon, x0, "left"):np.searchsorted(slon, x1, "right")]
-            cand = cand[(lat[cand] >= y0) & (lat[cand] <= y1)]
-            if len(cand):
-                inside = cand[shapely.intersects_xy(g, lon[cand], lat[cand])]
-                pair_pt.append(inside)
-                pair_poly.append(np.full(len(inside), k, np.int64))
-        del by_lon, slon
-        if pair_pt:
-            pt, poly = np.concatenate(pair_pt), np.concatenate(pair_poly)
-            del pair_pt, pair_poly
-            # per (document, level): the deepest boundary (highest admin_level), then the smallest
-            order = np.lexsort((area[poly], -pl[poly], ps[poly], pt))
-            pt, poly = pt[order], poly[order]
-            first = np.ones(len(pt), bool)
-            first[1:] = (pt[1:] != pt[:-1]) | (ps[poly[1:]] != ps[poly[:-1]])
-            admin[pt[first], ps[poly[first]]] = pu[poly[first]]
-            del pt, poly, order, first
+        poly_table = (polys, shapely.area(np.asarray(polys, dtype=object)), np.asarray(poly_unit, np.int32),
+                      np.asarray(poly_slot, np.int64), np.asarray(poly_level, np.int64))
+        _polygon_units(poly_table, lon, lat, admin)
 
     # 2. place nodes where no boundary fills the level, inside the deepest boundary around the document
     polygon_admin = admin[:, :POSTCODE].copy() if place_rows else None
@@ -220,6 +207,9 @@ def build_hierarchy(ds, boundaries, labels: dict[int, int], n_osm: int) -> tuple
                     guess_unit[c] = units.add(slot, ds.place_class[c], _names_of(ds.detail[c], ds.name[c]), c)
             cand_unit = np.asarray([guess_unit.get(int(c), -1) for c in cand.tolist()], np.int32)
             admin[rows[hit], slot] = cand_unit[chosen]
+    if parent is not None and ways is not None and place_rows:
+        _street_places(ds, admin, polygon_admin, units, place_rows, linked, guess_unit, lon, lat, parent, ways,
+                       poly_table)
     # a place document only has parents above its own level, and is its own unit at its level
     for r in place_rows:
         own = PLACE_SLOT[ds.place_class[r]]
@@ -235,6 +225,102 @@ def build_hierarchy(ds, boundaries, labels: dict[int, int], n_osm: int) -> tuple
             admin[b.row, SLOT_OF_ADMIN[b.admin_level] + 1:POSTCODE] = -1
 
     return admin, units
+
+
+def _polygon_units(poly_table, lon, lat, out) -> None:
+    """out[i, level] = the deepest boundary (highest admin_level, then the smallest) of each level around
+    point i. Each polygon is tested against the points of its bounding box (points sorted by longitude):
+    contains_xy prepares the polygon, ~50x faster than an STRtree query of point geometries against raw
+    polygons."""
+    polys, area, pu, ps, pl = poly_table
+    by_lon = np.argsort(lon, kind="stable")
+    slon = lon[by_lon]
+    pair_pt, pair_poly = [], []
+    for k, g in enumerate(polys):
+        x0, y0, x1, y1 = g.bounds
+        cand = by_lon[np.searchsorted(slon, x0, "left"):np.searchsorted(slon, x1, "right")]
+        cand = cand[(lat[cand] >= y0) & (lat[cand] <= y1)]
+        if len(cand):
+            inside = cand[shapely.intersects_xy(g, lon[cand], lat[cand])]
+            pair_pt.append(inside)
+            pair_poly.append(np.full(len(inside), k, np.int64))
+    del by_lon, slon
+    if pair_pt:
+        pt, poly = np.concatenate(pair_pt), np.concatenate(pair_poly)
+        del pair_pt, pair_poly
+        order = np.lexsort((area[poly], -pl[poly], ps[poly], pt))
+        pt, poly = pt[order], poly[order]
+        first = np.ones(len(pt), bool)
+        first[1:] = (pt[1:] != pt[:-1]) | (ps[poly[1:]] != ps[poly[:-1]])
+        out[pt[first], ps[poly[first]]] = pu[poly[first]]
+
+
+def _street_places(ds, admin, polygon_admin, units, place_rows, linked, guess_unit, lon, lat, parent, ways,
+                   poly_table) -> None:
+    """The place nodes of an address or POI follow its parent street way (Nominatim gives it its street's
+    address, computed against the street's line: `insert_addresslines` with the way's geometry): per level
+    of GUESS_SLOTS, among the place nodes whose fuzzy area the line crosses, the nearest to the line
+    (cities' distances x0.25, towns' x0.5) that lies inside the boundary around the way's centre (the
+    point halfway along it) and, below the city level, inside the fuzzy area of the place chosen above.
+    Only at the levels where no boundary contains the document's own point: boundary keys stay the
+    boundaries around the point."""
+    from geoengine.search.parents import line_candidates, way_midpoints
+
+    rows = np.flatnonzero(parent[:len(admin)] >= 0)
+    if not len(rows) or not len(ways):
+        return
+    which = np.unique(parent[rows])
+    mx, my = way_midpoints(ways, ds.seg, which)
+    way_poly = np.full((len(which), len(ADMIN_LEVELS)), -1, np.int32)
+    if poly_table is not None:
+        _polygon_units(poly_table, mx, my, way_poly)
+    pos = np.full(len(ways), -1, np.int64)
+    pos[which] = np.arange(len(which))
+    guess = np.full((len(which), len(ADMIN_LEVELS)), -1, np.int64)  # the chosen place node row per level
+    for slot in GUESS_SLOTS:
+        cand = np.asarray([r for r in place_rows if PLACE_SLOT[ds.place_class[r]] == slot and r not in linked
+                           and not (slot == CITY and polygon_admin[r, CITY] >= 0)], np.int64)
+        todo = which[way_poly[:, slot] < 0]
+        if not len(cand) or not len(todo):
+            continue
+        half = np.asarray([PLACE_BOX_M.get(ds.place_class[r], 500.0) for r in cand.tolist()])
+        weight = np.asarray([PLACE_WEIGHT.get(ds.place_class[r], 1.0) for r in cand.tolist()])
+        w, c, d = line_candidates(ways, ds.seg, todo, lon[cand], lat[cand], half)
+        k = pos[w]
+        # inside the deepest boundary around the way's centre (Nominatim's current_boundary)
+        above = way_poly[k, :slot] >= 0
+        deep = np.where(above.any(axis=1), slot - 1 - np.argmax(above[:, ::-1], axis=1), -1)
+        dd = np.maximum(deep, 0)
+        ok = (deep < 0) | (polygon_admin[cand[c], dd] == way_poly[k, dd])
+        # inside the fuzzy area of the place node chosen at the level above (Nominatim's current_node_area)
+        prev = np.full(len(k), -1, np.int64)
+        for up in GUESS_SLOTS:
+            if up < slot:
+                prev = np.where(guess[k, up] >= 0, guess[k, up], prev)
+        has = prev >= 0
+        pr = np.maximum(prev, 0)
+        ph = np.asarray([PLACE_BOX_M.get(ds.place_class[r], 500.0) for r in pr.tolist()]) / (KM_PER_DEG * 1000.0) \
+            if has.any() else np.zeros(len(k))
+        inside_prev = ((np.abs(lat[cand[c]] - lat[pr]) <= ph)
+                       & (np.abs(lon[cand[c]] - lon[pr]) * np.cos(np.radians(lat[pr])) <= ph))
+        ok &= ~has | inside_prev
+        score = np.where(ok, d * weight[c], np.inf)
+        o = np.lexsort((score, k))
+        head = np.ones(len(o), bool)
+        head[1:] = k[o][1:] != k[o][:-1]
+        pick = o[head]
+        pick = pick[np.isfinite(score[pick])]
+        guess[k[pick], slot] = cand[c[pick]]
+    unit_of = np.full(len(lon), -1, np.int32)
+    for r in np.unique(guess[guess >= 0]).tolist():  # a unit per place node that is some street's
+        if r not in guess_unit:
+            guess_unit[r] = units.add(PLACE_SLOT[ds.place_class[r]], ds.place_class[r],
+                                      _names_of(ds.detail[r], ds.name[r]), r)
+        unit_of[r] = guess_unit[r]
+    for slot in GUESS_SLOTS:
+        mine = rows[polygon_admin[rows, slot] < 0]
+        node = guess[pos[parent[mine]], slot]
+        admin[mine, slot] = np.where(node >= 0, unit_of[np.maximum(node, 0)], -1)
 
 
 def _stacked_settlements(ds, admin, polygon_admin, units, place_rows, linked, guess_unit, lon, lat, big) -> None:
@@ -300,6 +386,7 @@ def _stacked_settlements(ds, admin, polygon_admin, units, place_rows, linked, gu
                 b = p // 2
                 muni_unit[p] = units.add(MUNICIPALITY, "municipality" if p % 2 else units.key[b], units.names[b],
                                          units.row[b], units.cc[b])
+                units.boundary.add(muni_unit[p])
         lut = np.asarray([muni_unit[p] for p in up.tolist()], np.int32)
         admin[hit_rows, MUNICIPALITY] = lut[np.searchsorted(up, pair)]
         admin[hit_rows, CITY] = node_unit[chosen]
@@ -328,40 +415,16 @@ def postcode_fits(code: str, cc: str | None) -> bool:
     return fmt is None or fmt.fullmatch(code.strip()) is not None
 
 
-def _street_postcodes(ds, admin, n_osm, s_rows, s_unit, lat, lon, n, s_street) -> None:
-    """An address or POI without its own postcode or a postal_code boundary takes the postcode of the
-    nearest way of its street that carries one (Nominatim: the parent street's postcode comes before the
-    nearest postcode area). `s_rows` index the samples' points in `lat`/`lon` (from `n` on), `s_street`
-    (all samples) their street rows; only the samples of a valid format are in `s_rows`."""
-    street = np.frombuffer(ds.street_row, np.int64)[:n_osm]
-    k = s_rows - n
-    st = s_street[k]
-    order = np.argsort(st, kind="stable")
-    st_sorted = st[order]
-    docs = np.flatnonzero((admin[:n_osm, POSTCODE] < 0) & (street >= 0))
-    lo = np.searchsorted(st_sorted, street[docs], "left")
-    cnt = np.searchsorted(st_sorted, street[docs], "right") - lo
-    docs, lo, cnt = docs[cnt > 0], lo[cnt > 0], cnt[cnt > 0]
-    if not len(docs):
-        return
-    pair_doc = np.repeat(docs, cnt)
-    offs = np.arange(int(cnt.sum())) - np.repeat(np.cumsum(cnt) - cnt, cnt)
-    pair_s = order[np.repeat(lo, cnt) + offs]  # index into s_rows / s_unit
-    d = (lat[pair_doc] - lat[s_rows[pair_s]]) ** 2 + (
-        (lon[pair_doc] - lon[s_rows[pair_s]]) * np.cos(np.radians(lat[pair_doc]))) ** 2
-    o = np.lexsort((d, pair_doc))
-    first = np.ones(len(o), bool)
-    first[1:] = pair_doc[o][1:] != pair_doc[o][:-1]
-    admin[pair_doc[o][first], POSTCODE] = s_unit[pair_s[o][first]]
-
-
-def assign_postcodes(ds, admin: np.ndarray, units: Units, n_osm: int, samples=None) -> None:
+def assign_postcodes(ds, admin: np.ndarray, units: Units, n_osm: int, samples=None, parent=None, ways=None,
+                     shapes=None) -> None:
     """The postcode level of `admin`, after the countries of `ds` are known (Nominatim's rules): the
-    document's own `addr:postcode`, else the `postal_code` boundary around
-    it (build_hierarchy), else the postcode of its country whose area covers it, the nearest centre first. A
-    postcode's centre is the mean of the objects of one country carrying it; its area the box of
-    `POSTCODE_EXTENT_M` metres around the centre (Nominatim's location_postcodes)."""
-    from scipy.spatial import cKDTree
+    document's own `addr:postcode`, else the `postal_code` boundary around it (build_hierarchy), else (a
+    POI or address with a parent street way, parents.py) its street's postcode: the way's own postcode tag,
+    else the postcode whose area covers the whole line, the nearest centre to the line first; else the
+    postcode of its country whose area covers its point, the nearest centre first. A postcode's centre is
+    the mean of the objects of one country carrying it; its area the box of `POSTCODE_EXTENT_M` metres
+    around the centre (Nominatim's location_postcodes). `shapes` (rows, closed, boxes, lengths): the ways and
+    relations Nominatim ranks below 30, whose postcode follows their geometry (`_shape_postcodes`)."""
 
     n = len(ds)
     lat = np.asarray(ds.lat, np.float64)[:n]
@@ -406,9 +469,6 @@ def assign_postcodes(ds, admin: np.ndarray, units: Units, n_osm: int, samples=No
     own_rows, own_unit = own_rows[keep], own_unit[keep]
     if not len(own_rows):
         return
-    if samples is not None and len(samples[0]) and len(ds.street_row) >= n_osm:
-        _street_postcodes(ds, admin, n_osm, own_rows[own_rows >= n], own_unit[own_rows >= n] , lat, lon, n,
-                          np.asarray(samples[3], np.int64))
     uids, inv = np.unique(own_unit, return_inverse=True)
     cnt = np.bincount(inv).astype(np.float64)
     clat = np.bincount(inv, weights=lat[own_rows]) / cnt
@@ -416,10 +476,91 @@ def assign_postcodes(ds, admin: np.ndarray, units: Units, n_osm: int, samples=No
     first = np.zeros(len(uids), np.int64)
     first[inv[::-1]] = own_rows[::-1]
     ccc = country[first]
+    near = _nearest_areas(lon[:n_osm], lat[:n_osm], country[:n_osm], uids, clat, clon, ccc)
+    deep = _address_postcodes(ds, admin, units, code_unit, n_osm, country)
+    if parent is not None and ways is not None and len(ways):
+        _parent_postcodes(ds, admin, units, code_unit, n_osm, parent, ways, uids, clat, clon, ccc, deep)
+    if shapes is not None and len(shapes[0]):
+        _shape_postcodes(admin, near, country, shapes, uids, clat, clon, ccc)
     need = np.flatnonzero(admin[:n_osm, POSTCODE] < 0)
-    for cc in np.unique(ccc).tolist():  # per country (a few), the documents of that country at once
+    admin[need, POSTCODE] = np.where(deep[need] >= 0, deep[need], near[need])
+
+
+def _address_postcodes(ds, admin, units, code_unit, n_osm, country) -> np.ndarray:
+    """Per document, the postcode of its deepest address unit (village, municipality, ...) that has one of
+    its own (Nominatim's `insert_addresslines` postcode: a place keeps its own postcode tag, addr:postcode or
+    postal_code, in its address area, else its own parents'; a computed one is not kept there), -1 none."""
+    unit_pc = np.full(len(units), -1, np.int64)
+    slots = np.asarray(units.slot, np.int64)
+    for u in np.argsort(slots, kind="stable").tolist():  # build time: one step per unit (boundaries, place nodes)
+        slot, row = int(slots[u]), units.row[u]
+        if slot >= POSTCODE or slot == COUNTRY or not 0 <= row < n_osm:
+            continue
+        code = (ds.postcode[row] or "").strip() if u not in units.boundary else ""  # a boundary: not its node's
+        if code and postcode_fits(code, country[row]):
+            key = (code, country[row])
+            if key not in code_unit:
+                code_unit[key] = units.add(POSTCODE, "postcode", {"name": code}, -1)
+            unit_pc[u] = code_unit[key]
+            continue
+        above = admin[row, STATE:slot]
+        got = unit_pc[above[above >= 0]]
+        got = got[got >= 0]
+        if len(got):
+            unit_pc[u] = got[-1]
+    deep = np.full(n_osm, -1, np.int64)
+    for slot in (STATE, COUNTY, MUNICIPALITY, CITY, SUBURB, NEIGHBOURHOOD):
+        u = admin[:n_osm, slot]
+        v = np.where(u >= 0, unit_pc[np.maximum(u, 0)], -1)
+        deep = np.where(v >= 0, v, deep)
+    return deep
+
+
+LONG_LINE_DEG = 0.02  # a line of Nominatim's address rank 0 at least this long has no postcode
+
+
+def _shape_postcodes(admin, near, country, shapes, uids, clat, clon, ccc) -> None:
+    """Nominatim's postcode of a way or relation of address rank below 30 without its own (`placex_update`,
+    `get_nearest_postcode` of its geometry): an area has the postcode whose centre is the only one of its
+    country inside it (its bounding box here: the polygon is not kept), else none; a line at least
+    LONG_LINE_DEG long has none (its address rank is 0: rivers), a shorter one the nearest area covering
+    it. `near[row]` is replaced (-1: none)."""
+    rows, closed, box, length = shapes
+    free = admin[rows, POSTCODE] < 0
+    rows, closed, box, length = rows[free], closed[free], box[free], length[free]
+    near[rows[~closed & (length >= LONG_LINE_DEG)]] = -1
+    areas = np.flatnonzero(closed)
+    if not len(areas) or not len(clon):
+        return
+    from scipy.spatial import cKDTree
+
+    # the centres inside each area's box: a k-d tree query around the box's centre, then the box itself
+    b = box[areas]
+    found = cKDTree(np.column_stack([clon, clat])).query_ball_point(
+        np.column_stack([(b[:, 0] + b[:, 2]) / 2, (b[:, 1] + b[:, 3]) / 2]),
+        r=np.maximum(b[:, 2] - b[:, 0], b[:, 3] - b[:, 1]) / 2 + 1e-9, p=np.inf)
+    lens = np.fromiter((len(f) for f in found), np.int64, len(found))
+    pa = np.repeat(np.arange(len(areas)), lens)
+    pc = np.fromiter((c for f in found for c in f), np.int64, int(lens.sum()))
+    ok = ((clon[pc] >= b[pa, 0]) & (clon[pc] <= b[pa, 2]) & (clat[pc] >= b[pa, 1]) & (clat[pc] <= b[pa, 3])
+          & (ccc[pc] == country[rows[areas[pa]]]))
+    pa, pc = pa[ok], pc[ok]
+    count = np.bincount(pa, minlength=len(areas))
+    one = np.full(len(areas), -1, np.int64)
+    one[pa] = pc
+    near[rows[areas]] = np.where(count == 1, uids[np.maximum(one, 0)], -1)
+
+
+def _nearest_areas(lon, lat, country, uids, clat, clon, ccc) -> np.ndarray:
+    """Nominatim's `get_nearest_postcode` of points: among the postcodes of the point's country whose area
+    (the box of POSTCODE_EXTENT_M around the centre) covers it, the one whose centre is nearest in degrees
+    (PostGIS distance on lon/lat); the postcode unit per point, -1 for none."""
+    from scipy.spatial import cKDTree
+
+    out = np.full(len(lon), -1, np.int64)
+    for cc in np.unique(ccc).tolist():  # per country (a few), the points of that country at once
         mine = np.flatnonzero(ccc == cc)
-        rows = need[country[need] == cc]
+        rows = np.flatnonzero(country == cc)
         if not len(rows):
             continue
         lat0 = float(np.mean(clat[mine]))
@@ -429,16 +570,56 @@ def assign_postcodes(ds, admin: np.ndarray, units: Units, n_osm: int, samples=No
         k = min(GUESS_K, len(mine))
         for a in range(0, len(rows), CHUNK):
             part = rows[a:a + CHUNK]
-            xy = np.column_stack([lon[part] * sx, lat[part] * sy])
-            dist, idx = tree.query(xy, k=k, p=np.inf, distance_upper_bound=extent)  # inside the box
+            dist, idx = tree.query(np.column_stack([lon[part] * sx, lat[part] * sy]), k=k, p=np.inf,
+                                   distance_upper_bound=extent * 1.5)
             dist, idx = dist.reshape(len(part), k), idx.reshape(len(part), k)
-            ok = np.isfinite(dist)
-            j = np.where(ok, idx, 0)
-            d2 = (clon[mine][j] * sx - xy[:, :1]) ** 2 + (clat[mine][j] * sy - xy[:, 1:]) ** 2
-            d2 = np.where(ok, d2, np.inf)
+            j = mine[np.where(np.isfinite(dist), idx, 0)]
+            dlat = clat[j] - lat[part, None]
+            dlon = clon[j] - lon[part, None]
+            ok = (np.isfinite(dist) & (np.abs(dlat) * sy <= extent)
+                  & (np.abs(dlon) * KM_PER_DEG * 1000.0 * np.cos(np.radians(lat[part, None])) <= extent))
+            d2 = np.where(ok, dlat ** 2 + dlon ** 2, np.inf)
             best = np.argmin(d2, axis=1)
             hit = np.isfinite(d2[np.arange(len(part)), best])
-            admin[part[hit], POSTCODE] = uids[mine[j[np.arange(len(part)), best][hit]]]
+            out[part[hit]] = uids[j[np.arange(len(part)), best][hit]]
+    return out
+
+
+def _parent_postcodes(ds, admin, units, code_unit, n_osm, parent, ways, uids, clat, clon, ccc, deep) -> None:
+    """A document without its own postcode or a postal_code boundary takes the postcode of its parent street
+    way (Nominatim's `placex_update`: the parent's postcode before the nearest area): the way's own postcode
+    tag (of the country's format), else the postcode of its deepest address unit that has one of its own
+    (`deep`; the document's units stand for its street's), else the nearest postcode area around the way's
+    centre (the point halfway along its line, Nominatim's `get_center_point`)."""
+    from geoengine.search.parents import way_midpoints
+
+    docs = np.flatnonzero((admin[:n_osm, POSTCODE] < 0) & (parent[:n_osm] >= 0))
+    if not len(docs):
+        return
+    which = np.unique(parent[docs])
+    way_unit = np.full(len(ways), -1, np.int64)
+    way_cc = np.asarray([(ds.country[int(ways.doc[w])] or "").upper() for w in which.tolist()], dtype=object)
+    for k, w in enumerate(which.tolist()):  # build time: one look-up per parent way with a postcode tag
+        code = (ways.postcode[w] or "").strip()
+        if code and postcode_fits(code, way_cc[k]):
+            key = (code, way_cc[k])
+            u = code_unit.get(key)
+            if u is None:
+                u = code_unit[key] = units.add(POSTCODE, "postcode", {"name": code}, -1)
+            way_unit[w] = u
+    tagged = way_unit[parent[docs]]
+    admin[docs[tagged >= 0], POSTCODE] = tagged[tagged >= 0]
+    docs = docs[tagged < 0]
+    admin[docs[deep[docs] >= 0], POSTCODE] = deep[docs[deep[docs] >= 0]]
+    docs = docs[deep[docs] < 0]
+    which = np.unique(parent[docs])
+    way_cc = np.asarray([(ds.country[int(ways.doc[w])] or "").upper() for w in which.tolist()], dtype=object)
+    todo = way_unit[which] < 0
+    if todo.any():
+        mx, my = way_midpoints(ways, ds.seg, which[todo])
+        way_unit[which[todo]] = _nearest_areas(mx, my, way_cc[todo], uids, clat, clon, ccc)
+    u = way_unit[parent[docs]]
+    admin[docs[u >= 0], POSTCODE] = u[u >= 0]
 
 
 DISPLAY_SLOTS = (NEIGHBOURHOOD, SUBURB, CITY, MUNICIPALITY, COUNTY, STATE)  # deepest first

@@ -33,6 +33,7 @@ from geoengine.search.admin import (
 )
 from geoengine.search.docset import DocSet
 from geoengine.search.osm import OsmDoc, StreetWays, read_osm
+from geoengine.search.parents import StreetWayTable, parent_ways
 from geoengine.search.text import normalise
 
 KM_PER_DEG_LAT = 110.574
@@ -101,6 +102,7 @@ def _merge_streets(streets: StreetWays, loc_tree, lat0: float) -> list[tuple[Osm
     return out
 
 
+NEAR_COUNTRY_K = 16  # GeoNames places examined for the country of a document outside every country boundary
 NEAR_DATA_DEG = 0.5  # a GeoNames place this close to the extract's documents is of its region
 
 
@@ -143,6 +145,7 @@ def build_documents(osm_path, places_path=None, admin1_path=None, *, bbox=None, 
     ranges, owners = [], []
     street_town: dict[int, str] = {}  # street row -> the settlement it was grouped by
     pc_code, pc_lat, pc_lon, pc_row = [], [], [], []  # the street ways' postcodes, as postcode samples
+    way_id, way_key, way_lat, way_lon, way_pc = [], [], [], [], []  # per way, in the order of the polylines
     for doc, way_ranges, loc, ways in merged:
         row = ds.add(id=doc.id, index="streets", doc_type="place", name=doc.name, name_en=doc.name_en,
                      names=doc.names, place_class="street", category=doc.category, importance=doc.importance,
@@ -151,6 +154,11 @@ def build_documents(osm_path, places_path=None, admin1_path=None, *, bbox=None, 
         ranges += way_ranges
         owners += [row] * len(way_ranges)
         for w in ways:
+            way_id.append(streets.id[w])
+            way_key.append(normalise(streets.name[w]))
+            way_lat.append(streets.lat[w])
+            way_lon.append(streets.lon[w])
+            way_pc.append(streets.postcode[w])
             if streets.postcode[w]:
                 pc_code.append(streets.postcode[w])
                 pc_lat.append(streets.lat[w])
@@ -160,7 +168,12 @@ def build_documents(osm_path, places_path=None, admin1_path=None, *, bbox=None, 
             street_town[row] = ds.name[towns[loc]]
     info["osm_ways_in_streets"] = len(streets)
     del merged
-    ds.set_polylines(streets.vertices(), np.asarray(ranges, np.int64).reshape(-1, 2), np.asarray(owners, np.int64))
+    ranges = np.asarray(ranges, np.int64).reshape(-1, 2)
+    ds.set_polylines(streets.vertices(), ranges, np.asarray(owners, np.int64))
+    # the ways as Nominatim's parent streets (one way each: parents.py), their segments consecutive in ds.seg
+    way_table = StreetWayTable(way_id, owners, way_key, way_lat, way_lon, way_pc,
+                               np.repeat(np.arange(len(ranges)), np.maximum(ranges[:, 1] - ranges[:, 0] - 1, 1)))
+    del way_id, way_key, way_lat, way_lon, way_pc
     del streets, ranges, owners  # the street ways' polylines are ds.seg now
     heap.release()
 
@@ -168,13 +181,21 @@ def build_documents(osm_path, places_path=None, admin1_path=None, *, bbox=None, 
     info["interpolated_addresses"] = expand_interpolations(ds, reader.interpolations, reader.addr_node_id,
                                                            reader.addr_node_row)
     labels = reader.labels
+    info["boundaries_from_members"] = reader.unassembled
+    shapes = (np.frombuffer(reader.shape_row, np.int64).copy(), np.frombuffer(reader.shape_closed, np.int8).astype(bool),
+              np.frombuffer(reader.shape_box, np.float64).reshape(-1, 4).copy(), np.frombuffer(reader.shape_len, np.float64).copy())
+    boxes = (np.frombuffer(reader.box_row, np.int64).copy(), np.frombuffer(reader.box, np.float64).reshape(-1, 4).copy())
+    extra_pc = (reader.pc_code, np.frombuffer(reader.pc_xy, np.float64).reshape(-1, 2).copy())
     del reader
     n_osm = len(ds)
-    tree, point_owner = street_points(ds, lat0)
+    tree, point_owner, point_seg = street_points(ds, lat0)
     rows = np.asarray([i for i in range(n_osm) if ds.index[i] in ("addresses", "pois")], np.int64)
+    by_tag = np.asarray([bool(s) for s in ds.street], bool)  # addr:street of the object itself
     for k, v in resolve_streets(ds, rows, lat0, tree, point_owner).items():
         info[f"street_from_{k}"] = v
-    del tree, point_owner
+    parent = parent_ways(ds, rows, by_tag, way_table, tree, point_seg, lat0, boxes)
+    info["parent_street_ways"] = int((parent >= 0).sum())
+    del tree, point_owner, point_seg, by_tag, boxes
     info["streets_from_addresses"] = address_streets(ds, rows, lat0)
     n_osm = len(ds)
     for i in rows.tolist():  # an unnamed POI's detail names its street
@@ -226,7 +247,8 @@ def build_documents(osm_path, places_path=None, admin1_path=None, *, bbox=None, 
             n_geo += 1
 
     # the administrative hierarchy of every document; countries from it, else the nearest GeoNames place
-    ds.admin, ds.units = build_hierarchy(ds, boundaries, labels, n_osm)
+    parent = np.concatenate([parent, np.full(len(ds) - len(parent), -1, np.int64)])
+    ds.admin, ds.units = build_hierarchy(ds, boundaries, labels, n_osm, parent=parent, ways=way_table)
     del boundaries
     units = ds.units
     cu = ds.admin[:n_osm, COUNTRY]
@@ -237,10 +259,21 @@ def build_documents(osm_path, places_path=None, admin1_path=None, *, bbox=None, 
         lat = np.asarray(ds.lat)[:n_osm]
         lon = np.asarray(ds.lon)[:n_osm]
         tree = cKDTree(_xy(places.lat[box_rows], places.lon[box_rows], lat0))
-        _, near = tree.query(_xy(lat, lon, lat0))
-        for i in range(n_osm):
-            if ds.country[i] is None:
-                ds.country[i] = places.country[box_rows[near[i]]]
+        guessed = np.asarray([i for i in range(n_osm) if ds.country[i] is None], np.int64)
+        # the nearest GeoNames place's country, but not one whose country boundary the extract holds: a point
+        # outside Liechtenstein's polygon is not in Liechtenstein, whatever village lies nearest
+        framed = {units.cc[u] for u in set(cu[cu >= 0].tolist()) if units.cc[u]}
+        k = min(NEAR_COUNTRY_K, len(box_rows))
+        if len(guessed):
+            _, near = tree.query(_xy(lat[guessed], lon[guessed], lat0), k=k)
+            cand = np.asarray(places.country, dtype=object)[box_rows[near.reshape(len(guessed), k)]]
+            free = ~np.isin(cand, list(framed)) if framed else np.ones(cand.shape, bool)
+            pick = np.where(free.any(axis=1), np.argmax(free, axis=1), 0)
+            for i, c in zip(guessed.tolist(), cand[np.arange(len(guessed)), pick].tolist(), strict=True):
+                ds.country[i] = c
+        # a document inside a boundary (a parish of a clipped country) is of that boundary's country (the
+        # country of the boundary's own document), not of the GeoNames place nearest to it
+        _boundary_countries(ds, np.asarray(guessed, np.int64))
     del places
     # where the extract holds no country boundary (a clipped extract): the place=country node of the
     # document's country code is its country (Nominatim names countries from its own table)
@@ -257,8 +290,17 @@ def build_documents(osm_path, places_path=None, admin1_path=None, *, bbox=None, 
             u = unit_of.get(ds.country[i])
             if u is not None:
                 ds.admin[i, COUNTRY] = u
-    assign_postcodes(ds, ds.admin, units, n_osm, samples=(pc_code, pc_lat, pc_lon, pc_row))
-    del pc_code, pc_lat, pc_lon, pc_row
+    if extra_pc[0] and n_osm:  # objects with a postcode and no document: the country of the nearest document
+        _, near = cKDTree(_xy(np.asarray(ds.lat)[:n_osm], np.asarray(ds.lon)[:n_osm], lat0)).query(
+            _xy(extra_pc[1][:, 1], extra_pc[1][:, 0], lat0))
+        pc_code += extra_pc[0]
+        pc_lat += extra_pc[1][:, 1].tolist()
+        pc_lon += extra_pc[1][:, 0].tolist()
+        pc_row += near.tolist()
+    del extra_pc
+    assign_postcodes(ds, ds.admin, units, n_osm, samples=(pc_code, pc_lat, pc_lon, pc_row), parent=parent,
+                     ways=way_table, shapes=shapes)
+    del pc_code, pc_lat, pc_lon, pc_row, parent, way_table, shapes
     info["admin_units"] = len(units)
     outside = (ds.admin[:, :POSTCODE] < 0).all(axis=1).tolist()
     for i in range(len(ds)):
@@ -279,6 +321,26 @@ def build_documents(osm_path, places_path=None, admin1_path=None, *, bbox=None, 
     info.update({"osm_documents": n_osm, "osm_points": n_points, "geonames_documents": n_geo,
                  "merged_groups": int((ds.canonical != np.arange(len(ds))).sum())})
     return ds, info
+
+
+def _boundary_countries(ds: DocSet, rows: np.ndarray) -> None:
+    """The country of `rows` (documents whose country came from the nearest GeoNames place) from the deepest
+    administrative boundary around each (state down to city) whose own document has a country."""
+    from geoengine.search.admin import CITY, STATE
+
+    if not len(rows):
+        return
+    units = ds.units
+    cc_of = np.asarray([ds.country[r] if u in units.boundary and 0 <= r < len(ds) else None
+                        for u, r in enumerate(units.row)], dtype=object)
+    best = np.full(len(rows), None, dtype=object)
+    for slot in range(STATE, CITY + 1):  # deeper levels last: they win
+        u = ds.admin[rows, slot]
+        got = np.where(u >= 0, cc_of[np.maximum(u, 0)] if len(cc_of) else None, None)
+        best = np.where(got != None, got, best)  # noqa: E711 (element-wise)
+    for i, c in zip(rows.tolist(), best.tolist(), strict=True):
+        if c:
+            ds.country[i] = c
 
 
 def address_at_build(ds: DocSet, i: int, lang: str | None = None) -> dict:

@@ -2,7 +2,10 @@
 administrative boundaries used to build display names.
 
 Ways get the mean of their node locations as `location`; relations (multipolygons, boundaries) go
-through osmium's area assembler and get the centroid of the assembled polygon. Street ways are
+through osmium's area assembler and get the centroid of the assembled polygon. Boundary relations the
+assembler leaves out (a member missing from a clipped extract) are built from the closed rings of their
+member ways present, and closed ways tagged boundary=administrative are boundaries too, as osm2pgsql
+reads them for Nominatim. Street ways are
 returned one per way with their geometry; `documents.py` merges them per street per locality.
 """
 
@@ -19,6 +22,7 @@ import shapely
 
 from geoengine.bundler.locations import LOCATION_INDEX
 from geoengine.search.docset import DocSet
+from geoengine.search.parents import rank30
 
 PLACE_IMPORTANCE = {
     "country": 0.9, "state": 0.75, "region": 0.7, "province": 0.7, "county": 0.6, "city": 0.7,
@@ -105,11 +109,12 @@ class Boundary:
     admin_level: int  # 0 for a postal_code boundary
     geom: object  # shapely geometry
     country_code: str | None = None  # ISO 3166-1 alpha-2 of an admin_level 2 boundary
-    osm_id: int = 0  # the relation
+    osm_id: int = 0  # the relation (or, osm_type "w", the closed way)
     names: dict | None = None  # name and name:xx
     place: str | None = None  # its own place=* tag
     postcode: str | None = None  # a postal_code boundary's code
     row: int = -1  # its document's row (-1: none)
+    osm_type: str = "r"  # "w": a closed way tagged as the boundary (Autaugaville in Nominatim's test extract)
 
 
 def name_variants(tags: dict) -> list[str]:
@@ -157,7 +162,9 @@ def classify(tags: dict) -> tuple[str, str, str | None, str | None, float] | Non
     return None
 
 
-DOC_KEYS = ("name", "addr:housenumber", "addr:interpolation", *POI_KEYS)
+# "addr:postcode", "postal_code": objects that carry a postcode and make no document (a residential landuse)
+# still place their postcode's centre, as in Nominatim's location_postcodes
+DOC_KEYS = ("name", "ref", "addr:housenumber", "addr:interpolation", "addr:postcode", "postal_code", *POI_KEYS)
 # Nominatim's address label of a boundary=administrative by admin_level (ADMIN_LABELS of rank // 2)
 ADMIN_KEYS = {2: "country", 3: "region", 4: "state", 5: "state_district", 6: "county", 7: "municipality", 8: "city",
               9: "city_district", 10: "suburb", 11: "neighbourhood", 12: "city_block"}
@@ -167,7 +174,12 @@ ADMIN_IMPORTANCE = {2: 0.9, 3: 0.7, 4: 0.75, 5: 0.55, 6: 0.6, 7: 0.5, 8: 0.5, 9:
 def address_fields(tags: dict) -> dict:
     """The addr:* fields every document keeps as columns (None when absent)."""
     return {"housenumber": tags.get("addr:housenumber"), "street": tags.get("addr:street"),
-            "addr_place": tags.get("addr:place"), "postcode": tags.get("addr:postcode")}
+            "addr_place": tags.get("addr:place"), "postcode": own_postcode(tags)}
+
+
+def own_postcode(tags: dict) -> str | None:
+    """An object's own postcode: addr:postcode, else postal_code (a place node's, as Nominatim reads it)."""
+    return tags.get("addr:postcode") or tags.get("postal_code")
 
 
 def osm_tag(tags: dict, index: str, place_class: str | None, category: str | None, osm_type: str) -> str:
@@ -199,6 +211,25 @@ class _Handler:
         # the nodes with a house number (for the ends of interpolation lines): node id, document row
         self.addr_node_id = array("q")
         self.addr_node_row = array("q")
+        # boundary relations (first pass) and their member ways' geometries, for those the area assembler
+        # does not assemble (a member missing from a clipped extract): relation id -> (tags, [(way id, role)])
+        self.boundary_rels: dict[int, tuple[dict, list[tuple[int, str]]]] = {}
+        self.boundary_members: set[int] = set()
+        self.member_xy: dict[int, np.ndarray] = {}  # member way id -> (k, 2) lon/lat (only ways with every node)
+        self.assembled: set[int] = set()  # boundary relations the area assembler made
+        self.boundary_way_row: dict[int, int] = {}  # a closed boundary way that is a document itself -> its row
+        # the postcodes of objects that make no document (lon, lat, code): centres of Nominatim's postcodes
+        self.pc_xy = array("d")
+        self.pc_code: list[str] = []
+        # the shape of the way and relation documents Nominatim ranks below 30 (parks, water, rivers): row,
+        # closed (an area), bounding box, length in degrees (their postcode follows their geometry)
+        self.shape_row = array("q")
+        self.shape_closed = array("b")
+        self.shape_box = array("d")
+        self.shape_len = array("d")
+        # the bounding box of every way document (Nominatim measures from an object's envelope)
+        self.box_row = array("q")
+        self.box = array("d")
 
     def _doc(self, tags: dict, osm_type: str, osm_id: int) -> dict | None:
         """The fields of the document of a named object or address but its location; None when it is neither."""
@@ -241,10 +272,27 @@ class _Handler:
             return -1
         return self.docs.add(**doc, lat=lat, lon=lon)
 
+    def _shape(self, row: int, closed: bool, box, length: float) -> None:
+        self.shape_row.append(row)
+        self.shape_closed.append(closed)
+        self.shape_box.extend(float(v) for v in box)
+        self.shape_len.append(length)
+
+    def _postcode_sample(self, code: str, lon: float, lat: float) -> None:
+        self.pc_code.append(code)
+        self.pc_xy.append(lon)
+        self.pc_xy.append(lat)
+
     def relation(self, r):
         """First pass: the label (else admin_centre) node of each administrative boundary (Nominatim links
-        the boundary to that place node)."""
-        if r.tags.get("boundary") != "administrative":
+        the boundary to that place node), and the members of every administrative or postal boundary."""
+        kind = r.tags.get("boundary")
+        if kind == "postal_code" or (kind == "administrative" and "name" in r.tags
+                                     and r.tags.get("admin_level", "").isdigit()):
+            members = [(m.ref, m.role) for m in r.members if m.type == "w"]
+            self.boundary_rels[r.id] = (dict(r.tags), members)
+            self.boundary_members.update(ref for ref, _ in members)
+        if kind != "administrative":
             return
         best = None
         for m in r.members:
@@ -258,9 +306,19 @@ class _Handler:
             return
         tags = dict(n.tags)
         row = self._emit(tags, "n", n.id, n.location.lat, n.location.lon)
+        if row < 0 and own_postcode(tags):
+            self._postcode_sample(own_postcode(tags), n.location.lon, n.location.lat)
         if row >= 0 and "addr:housenumber" in tags:
             self.addr_node_id.append(n.id)
             self.addr_node_row.append(row)
+
+    def member_way(self, w):
+        """Every way (before the document filter): the geometry of a member of a boundary relation, tagged
+        or not (untagged members are common: Deatsville's outer ring)."""
+        if w.id in self.boundary_members:
+            pts = [(nd.lon, nd.lat) for nd in w.nodes if nd.location.valid()]
+            if len(pts) == len(w.nodes) and len(pts) >= 2:
+                self.member_xy[w.id] = np.asarray(pts, dtype=np.float64)
 
     def way(self, w):
         tags = dict(w.tags)
@@ -270,9 +328,16 @@ class _Handler:
                 self.interpolations.add(w.id, tags, nodes)
             return
         hw = tags.get("highway")
-        street = hw in STREET_HIGHWAYS and "name" in tags and "place" not in tags
+        # a road with only a `ref` (CG-2 in Andorra) is a named street too: Nominatim names roads by their ref
+        street = hw in STREET_HIGHWAYS and ("name" in tags or "ref" in tags) and "place" not in tags
         doc = None if street else self._doc(tags, "w", w.id)
         if not street and doc is None:
+            code = own_postcode(tags) if tags.get("boundary") != "postal_code" else None
+            if code:  # no document, but a postcode: its centre
+                pts = [(nd.lon, nd.lat) for nd in w.nodes if nd.location.valid()]
+                if pts:
+                    arr = np.asarray(pts[:-1] if len(pts) > 2 and w.is_closed() else pts)
+                    self._postcode_sample(code, *(float(v) for v in arr.mean(axis=0)))
             return  # (most buildings) no document: its node locations are never read
         pts = [(nd.lon, nd.lat) for nd in w.nodes if nd.location.valid()]
         if not pts:
@@ -282,13 +347,23 @@ class _Handler:
             self.streets.add(w.id, tags, hw, arr)
             return
         lon, lat = arr[:-1].mean(axis=0) if len(arr) > 2 and w.is_closed() else arr.mean(axis=0)
-        self.docs.add(**doc, lat=float(lat), lon=float(lon))
+        row = self.docs.add(**doc, lat=float(lat), lon=float(lon))
+        self.box_row.append(row)
+        self.box.extend((*arr.min(axis=0).tolist(), *arr.max(axis=0).tolist()))
+        if tags.get("boundary") == "administrative":
+            self.boundary_way_row[w.id] = row
+        if not rank30(doc["osm_tag"]):
+            self._shape(row, w.is_closed() and len(arr) > 3, (*arr.min(axis=0), *arr.max(axis=0)),
+                        float(np.hypot(*np.diff(arr, axis=0).T).sum()))
 
     def area(self, a):
-        if a.from_way():
-            return
         t = a.tags
-        if ("name" not in t and "addr:housenumber" not in t and not any(k in t for k in POI_KEYS)
+        if a.from_way():
+            # a closed way tagged as an administrative boundary (Nominatim and osm2pgsql read it as one)
+            if not (t.get("boundary") == "administrative" and "name" in t and t.get("admin_level", "").isdigit()
+                    and int(t.get("admin_level")) in ADMIN_KEYS):
+                return
+        elif ("name" not in t and "addr:housenumber" not in t and not any(k in t for k in POI_KEYS)
                 and t.get("boundary") != "postal_code"):
             return
         tags = dict(t)
@@ -298,21 +373,30 @@ class _Handler:
             return
         if geom.is_empty:
             return
+        if not a.from_way() and tags.get("boundary") in ("administrative", "postal_code"):
+            self.assembled.add(a.orig_id())
+        self._area(tags, geom, "w" if a.from_way() else "r", a.orig_id())
+
+    def _area(self, tags: dict, geom, osm_type: str, osm_id: int) -> None:
+        """The boundary, place or POI of an assembled area."""
         c = geom.centroid if geom.contains(geom.centroid) else geom.representative_point()
         level = tags.get("admin_level", "")
         if tags.get("boundary") == "administrative" and level.isdigit() and int(level) in ADMIN_KEYS and "name" in tags:
             level = int(level)
             cc = tags.get("ISO3166-1:alpha2") or tags.get("ISO3166-1") or tags.get("country_code")
-            b = Boundary(tags["name"], level, geom, cc.upper() if cc and len(cc) == 2 else None, a.orig_id(),
-                         {k: v for k, v in tags.items() if k == "name" or k.startswith("name:")}, tags.get("place"))
-            if "place" in tags or classify(tags) is not None:
-                b.row = self._emit(tags, "r", a.orig_id(), c.y, c.x)
+            b = Boundary(tags["name"], level, geom, cc.upper() if cc and len(cc) == 2 else None, osm_id,
+                         {k: v for k, v in tags.items() if k == "name" or k.startswith("name:")}, tags.get("place"),
+                         osm_type=osm_type)
+            if osm_type == "w" and ("place" in tags or classify(tags) is not None):
+                pass  # the way's own document (`way`) is its row: linked after the read (read_osm)
+            elif "place" in tags or classify(tags) is not None:
+                b.row = self._emit(tags, osm_type, osm_id, c.y, c.x)
             else:  # a named boundary is a place document (a country, county, municipality) of its admin level
                 key = ADMIN_KEYS[level]
                 b.row = self.docs.add(
-                    id=f"osm:relation:{a.orig_id()}", index="places", doc_type="place", name=tags["name"],
+                    id=f"osm:{OSM_TYPES[osm_type]}:{osm_id}", index="places", doc_type="place", name=tags["name"],
                     name_en=tags.get("name:en"), names=name_variants(tags), place_class=key, category=None,
-                    importance=min(1.0, ADMIN_IMPORTANCE[level] + _wiki_bonus(tags)), source="osm", kind="r",
+                    importance=min(1.0, ADMIN_IMPORTANCE[level] + _wiki_bonus(tags)), source="osm", kind=osm_type,
                     detail=_json(detail_of(tags)), osm_tag="boundary=administrative", lat=c.y, lon=c.x,
                     **address_fields(tags))
             self.boundaries.append(b)
@@ -320,10 +404,50 @@ class _Handler:
         if tags.get("boundary") == "postal_code":
             code = tags.get("postal_code") or tags.get("addr:postcode") or tags.get("ref") or tags.get("name")
             if code:
-                self.boundaries.append(Boundary(code, 0, geom, osm_id=a.orig_id(), postcode=code))
+                self.boundaries.append(Boundary(code, 0, geom, osm_id=osm_id, postcode=code))
             return
         if "place" in tags or "addr:housenumber" in tags or classify(tags) is not None:
-            self._emit(tags, "r", a.orig_id(), c.y, c.x)
+            row = self._emit(tags, osm_type, osm_id, c.y, c.x)
+            if row >= 0 and not rank30(self.docs.osm_tag[row]):
+                self._shape(row, True, geom.bounds, 0.0)
+
+    def unassembled_boundaries(self) -> int:
+        """The boundary relations the area assembler left out (a member way missing from a clipped extract),
+        assembled as osm2pgsql does for Nominatim: the rings that the member ways present close (outer and
+        inner by role; a ring left open is dropped, and a relation without a closed outer ring is no
+        boundary). Returns how many were added."""
+        added = 0
+        for rid, (tags, members) in self.boundary_rels.items():
+            if rid in self.assembled:
+                continue
+            geom = member_polygon(members, self.member_xy)
+            if geom is not None:
+                self._area(tags, geom, "r", rid)
+                added += 1
+        for b in self.boundaries:
+            if b.osm_type == "w" and b.row < 0:
+                b.row = self.boundary_way_row.get(b.osm_id, -1)
+        self.member_xy.clear()
+        return added
+
+
+def member_polygon(members: list[tuple[int, str]], member_xy: dict[int, np.ndarray]):
+    """The (multi)polygon of a relation's member ways present in `member_xy`: the closed rings their lines
+    form (shapely's polygonize), outer members' rings minus inner members' rings; None without an outer ring."""
+    def rings(role_inner: bool):
+        lines = [shapely.LineString(member_xy[ref]) for ref, role in members
+                 if ref in member_xy and (role == "inner") == role_inner]
+        if not lines:
+            return None
+        polys = shapely.get_parts(shapely.polygonize(lines))
+        return shapely.union_all(polys) if len(polys) else None
+
+    outer = rings(False)
+    if outer is None or outer.is_empty:
+        return None
+    inner = rings(True)
+    geom = outer.difference(inner) if inner is not None and not inner.is_empty else outer
+    return None if geom.is_empty else geom
 
 
 class InterpolationWays:
@@ -383,8 +507,8 @@ class StreetWays:
         return len(self.id)
 
     def add(self, way_id: int, tags: dict, hw: str, arr: np.ndarray) -> None:
-        name = tags["name"]
-        variants = name_variants(tags)
+        name = tags.get("name") or tags["ref"]
+        variants = name_variants(tags) or [name]
         self.id.append(way_id)
         self.lat.append(float(arr[:, 1].mean()))
         self.lon.append(float(arr[:, 0].mean()))
@@ -458,6 +582,7 @@ def read_osm(path) -> tuple[DocSet, StreetWays, list[Boundary], _Handler]:
     main = _Callbacks(node=h.node, way=h.way, area=h.area)
     with _reader(str(path), osmium.osm.OBJECT, pool) as rd:
         # every node gives ways their locations; only nodes and ways with a document key reach Python
-        osmium.apply(rd, lh, area.second_pass_handler(main),
+        osmium.apply(rd, lh, area.second_pass_handler(main), *([_Callbacks(way=h.member_way)] if h.boundary_members else []),
                      osmium.filter.KeyFilter(*DOC_KEYS).enable_for(osmium.osm.NODE | osmium.osm.WAY), main)
+    h.unassembled = h.unassembled_boundaries()
     return h.docs, h.streets, h.boundaries, h
