@@ -10,7 +10,7 @@
     body limit        413 over GEOENGINE_MAX_BODY_BYTES; a body without a JSON Content-Type read as JSON
 
 `AdmissionMiddleware` applies them to every request that reaches the ASGI application (`admit`).
-The fast dispatch below ASGI (server/frontdoor.py) asks `quick`, which applies the same rules where
+The fast dispatch below ASGI (server/dispatch.py) asks `quick`, which applies the same rules where
 they are decided without I/O (a key in the in-process cache, a path its plan does not count, no
 browser origin, no trusted forwarded header, a body within the limit, the group not damaged) and
 declines everything else, which then goes through `admit`. No rule is written anywhere else.

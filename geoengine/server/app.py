@@ -16,8 +16,7 @@ from geoengine.server import endpoints, problems
 from geoengine.server.admission import Admission, AdmissionMiddleware
 from geoengine.server.answers import AnswerCache
 from geoengine.server.framing import PROBLEM_JSON
-from geoengine.server.frontdoor import FrontDoor
-from geoengine.server.hotpath import HotPath
+from geoengine.server.dispatch import Dispatcher, Middleware
 from geoengine.server.lifecycle import Reloader, freeze_long_lived
 from geoengine.server.openapi import tighten
 
@@ -72,9 +71,11 @@ def create_app(engine: Engine, settings: Settings | None = None, keystore: KeySt
     # every rule before an endpoint (proxies, CORS and the page, keys, quotas, damage, body limit), once:
     # the middleware applies it to what reaches ASGI, the front door asks it below ASGI
     app.state.admission = admission = Admission(app.state, keystore, settings)
-    app.add_middleware(HotPath)  # inside admission: tiles, search, point elevation and /route skip the router
+    # the one fast dispatcher of the table: below ASGI in the HTTP protocol (server/protocol.py), and
+    # inside admission for what is not decided there
+    app.state.front_door = Dispatcher(app.state, admission)
+    app.add_middleware(Middleware)
     app.add_middleware(AdmissionMiddleware, admission=admission)
-    app.state.front_door = FrontDoor(app, admission)  # in the HTTP protocol (server/protocol.py)
     _document_gateway(app)
     return app
 

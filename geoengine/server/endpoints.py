@@ -1,5 +1,5 @@
 """Every endpoint of the server, each declared once in `TABLE`; the FastAPI routes, and so /openapi.json,
-are generated from it (`router`), and the fast dispatch reads it (`candidates`, `prepare`).
+are generated from it (`router`), and the one fast dispatcher reads it (server/dispatch.py: `candidates`).
 
 An entry gives the path and methods; the FastAPI parse step (`route`: a function whose parameters
 FastAPI validates and documents, returning the typed request; its refusals are the 400 problem bodies)
@@ -10,9 +10,9 @@ the thread pool with GEOENGINE_REQUEST_TIMEOUT); its documentation (`tag`, `doc`
 description and responses, `model`: the 200 response model) and the quota class the gateway counts it
 in (gateway/keys.py `path_scopes`).
 
-The fast dispatchers read this table and nothing else: `HotPath` (ASGI, inside admission) answers every
-entry with a `parse` step; `FrontDoor` (below ASGI, server/protocol.py) those whose request is inline
-and needs no ASGI scope. tests/server/test_endpoint_table.py walks the table against the routes.
+The fast dispatcher (server/dispatch.py) reads this table and nothing else: it answers every entry with
+a `parse` step, below ASGI (server/protocol.py) those whose request is inline and needs no ASGI scope.
+tests/server/test_endpoint_table.py walks the table against the routes.
 """
 
 from __future__ import annotations
@@ -59,7 +59,7 @@ class Request:
     query: bytes
     body: bytes | None
     headers: list
-    scope: dict | None = None  # the ASGI scope (HotPath), None below ASGI
+    scope: dict | None = None  # the ASGI scope (inside ASGI), None below ASGI
 
 
 def _always(req) -> bool:
@@ -83,7 +83,7 @@ class Endpoint:
     inline: Callable[[object], bool] = _always
     quota: str | Callable[[str], str] = "non_tile"  # tile | non_tile | routing, or per path (gateway/keys.py)
     model: object = None  # the 200 response model documented (or `response_model` in `doc`: checked too)
-    below_asgi: bool = True  # FrontDoor answers it too (False: it needs the ASGI scope, or is never inline)
+    below_asgi: bool = True  # answered below ASGI too (False: it needs the ASGI scope, or is never inline)
     cached: bool = False  # answers kept by path and query string (server/answers.py)
     on_error: Callable[[GeoengineError, object], Answer] = lambda exc, req: error_answer(exc)
     when: Callable[[dict], bool] | None = None  # scope -> whether the route takes it (paths two APIs share)
@@ -317,30 +317,6 @@ def candidates(method: str, path: str):
             params = ep.match(path)
             if params is not None:
                 yield ep, params
-
-
-def prepare(state, method: str, path: str, query: bytes, body: bytes | None, headers, scope=None, cands=None):
-    """(entry, typed request, None) of the first entry whose parse step accepts the request, or
-    (entry, None, answer) for an answer kept in the answer cache; None when no entry takes it (the
-    FastAPI routes answer it)."""
-    for ep, params in candidates(method, path) if cands is None else cands:
-        if scope is None and not ep.below_asgi:
-            return None
-        if ep.cached:
-            kept = state.answers.get(state.engine, path, query)
-            if kept is not None:  # the same query answered before, by this engine (server/answers.py)
-                return ep, None, body_answer(kept)
-        req = ep.parse(Request(params, query, body, headers, scope))
-        if req is not None:
-            return ep, req, None
-    return None
-
-
-def keep(state, ep: Endpoint, path: str, query: bytes, answer: Answer | None) -> Answer | None:
-    """`answer`, kept in the answer cache when the entry's answers are."""
-    if ep.cached and answer is not None and answer[0] == 200:
-        state.answers.put(state.engine, path, query, answer[2])
-    return answer
 
 
 async def in_thread(timeout: float, fn, *args):

@@ -7,8 +7,8 @@ gives the protocol a transport wrapper that gathers the writes made within one t
 and sends them with one `write` at the end of the turn (a `call_soon`), before the loop polls again;
 closing flushes first. Everything else is the wrapped transport's.
 
-The protocol also opens the front door (`server/frontdoor.py`): when a request's headers are complete
-(for a POST, when its body is), the app's `FrontDoor` may answer it here, with the same bytes the
+The protocol also opens the front door: when a request's headers are complete (for a POST, when its
+body is), the app's dispatcher (`server/dispatch.py`) may answer it here, with the same bytes the
 application would write, without an ASGI scope, a request cycle or a task. Everything it declines goes
 to uvicorn's own path unchanged. It is only asked when the connection is idle (no response in flight,
 nothing pipelined behind it), keep-alive HTTP/1.1, not shutting down, and the transport not paused.
@@ -26,7 +26,7 @@ import httptools
 from uvicorn.protocols.http.httptools_impl import STATUS_LINE, HttpToolsProtocol
 from uvicorn.protocols.utils import get_client_addr, get_path_with_query_string
 
-from geoengine.server import frontdoor
+from geoengine.server import dispatch
 from geoengine.server.framing import head_block, problem_answer
 
 log = logging.getLogger("geoengine.server")
@@ -103,7 +103,7 @@ class _Defaults:
 
 
 class CorkedHttpToolsProtocol(HttpToolsProtocol):
-    _door: frontdoor.FrontDoor | None = None
+    _door: dispatch.Dispatcher | None = None
     _fd = 0  # 0: uvicorn's path; 1: answered by the front door; 2: collecting a body for it
     _fd_path = ""
     _fd_body: list[bytes] | None = None
@@ -111,7 +111,7 @@ class CorkedHttpToolsProtocol(HttpToolsProtocol):
 
     def connection_made(self, transport) -> None:  # type: ignore[override]
         super().connection_made(_CorkedTransport(transport, self.loop))
-        self._door = frontdoor.find(self.app)
+        self._door = dispatch.find(self.app)
 
     # -- the front door ----------------------------------------------------------------------------
     def data_received(self, data: bytes) -> None:

@@ -129,7 +129,7 @@ CLEAR_DOC = {"summary": "Clear the tile cache of a source", "response_model": Ca
 
 
 # -------------------------------------------------------------------------- the tile hot path
-def _accepts_gzip(value: str | None) -> bool:
+def accepts_gzip(value: str | None) -> bool:
     if not value:
         return False
     for part in value.split(","):
@@ -184,7 +184,7 @@ def tile_answer(engine, source: str, z_text: str, x_text: str, y_text: str, acce
         return 204, NO_TILE, b""
     data, etag = tile.data, tile.etag
     encoded = tile.gzip
-    if encoded and not _accepts_gzip(accept_encoding):
+    if encoded and not accepts_gzip(accept_encoding):
         data, encoded = gzip.decompress(data), False
         etag = etag[:-1] + '-identity"'
     if if_none_match is not None and _etag_matches(if_none_match, etag):
