@@ -24,7 +24,7 @@ import anyio
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from geoengine.errors import GeoengineError
-from geoengine.gateway import auth_failure_status
+from geoengine.server.endpoints import auth_status, path_class
 from geoengine.server.framing import send_problem
 from geoengine.server.proxy import TrustedProxies, apply_forwarded
 
@@ -65,7 +65,7 @@ class Admission:
         self.max_body = int(settings.max_body_bytes)
         self.proxies = TrustedProxies(settings.forwarded_allow_ips)
         self.web = WebAccess(keystore, settings)
-        self._counted: dict[tuple[str, str], bool] = {}  # (plan, path or "tiles") -> counted
+        self._counted: dict[tuple[str, str], bool] = {}  # (plan, quota class) -> counted
 
     # -- the rules --------------------------------------------------------------------------------
     def host_matches(self, host: bytes) -> bool:
@@ -73,12 +73,13 @@ class Admission:
 
     def counted(self, record, path: str) -> bool:
         """Whether the key's plan counts a request to `path` (then `consume` runs in a thread)."""
-        group = "tiles" if path.startswith("/tiles/") and not path.endswith("/cache/clear") else path
-        hit = self._counted.get((record.plan, group))
+        plan = self.keystore.plans.get(record.plan)
+        if plan is not None and not plan.pools:
+            return False  # a plan without pools counts nothing
+        quota = path_class(path)[0]  # the endpoint table's class (server/endpoints.py)
+        hit = self._counted.get((record.plan, quota))
         if hit is None:
-            if len(self._counted) >= 4096:
-                self._counted.clear()
-            hit = self._counted[(record.plan, group)] = self.keystore.counts(record, path)
+            hit = self._counted[(record.plan, quota)] = self.keystore.counts(record, path)
         return hit
 
     def damaged(self, path: str) -> str | None:
@@ -146,7 +147,7 @@ class Admission:
         return await self._limited(scope, receive, send, heads, app)
 
     async def _gateway(self, scope, send, heads: Heads, path: str) -> bool:
-        status = auth_failure_status(path)
+        status = auth_status(path)
         title = "Unauthorized" if status == 401 else "Forbidden"
         if heads.key is None:
             await send_problem(send, status, "missing X-Gateway-Key header", title)

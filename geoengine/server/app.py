@@ -9,14 +9,14 @@ from fastapi import FastAPI
 from geoengine import __version__
 from geoengine.config import Settings
 from geoengine.engine import Engine
-from geoengine.gateway import KeyStore, auth_failure_status
+from geoengine.gateway import KeyStore
 from geoengine.gateway.cache import CachedKeyStore
 from geoengine.gateway.store import open_keystore
 from geoengine.server import endpoints, problems
 from geoengine.server.admission import Admission, AdmissionMiddleware
 from geoengine.server.answers import AnswerCache
-from geoengine.server.framing import PROBLEM_JSON
 from geoengine.server.dispatch import Dispatcher, Middleware
+from geoengine.server.framing import PROBLEM_JSON
 from geoengine.server.lifecycle import Reloader, freeze_long_lived
 from geoengine.server.openapi import tighten
 
@@ -99,7 +99,7 @@ def _document_gateway(app: FastAPI) -> None:
         schema["security"] = [{"GatewayKey": [], "GatewayHost": []}]
         ref = {PROBLEM_JSON: {"schema": {"$ref": "#/components/schemas/Problem"}}}
         for path, ops in schema.get("paths", {}).items():
-            auth = str(auth_failure_status(path))
+            auth = str(endpoints.auth_status(path))
             for op in ops.values():
                 responses = op.setdefault("responses", {})
                 responses.pop("422", None) if _is_default_422(responses.get("422")) else None
