@@ -48,6 +48,17 @@ PROBLEM_SCHEMA = {
 }
 
 
+# the statuses every operation may answer (a problem body each); "auth" is the path's 401 or 403
+_COMMON_RESPONSES = {
+    "400": "Invalid request parameters or body", "auth": "Missing or invalid gateway credential",
+    "429": "Quota used up (Retry-After says when it renews)", "404": "Unknown path or resource",
+    "405": "Method not allowed on this path (the detail lists the allowed ones)",
+    "413": "Request body over GEOENGINE_MAX_BODY_BYTES",
+    "503": "The shared gateway state is unreachable, or the bundle lacks or lost the stage this endpoint needs",
+    "5XX": "Server error (500 unexpected, 502 index unreadable, 504 computation timed out)",
+}
+
+
 def create_app(engine: Engine, settings: Settings | None = None, keystore: KeyStore | None = None) -> FastAPI:
     settings = settings or engine.settings
     keystore = keystore or open_keystore(settings)
@@ -103,21 +114,9 @@ def _document_gateway(app: FastAPI) -> None:
             for op in ops.values():
                 responses = op.setdefault("responses", {})
                 responses.pop("422", None) if _is_default_422(responses.get("422")) else None
-                responses.setdefault("400", {"description": "Invalid request parameters or body", "content": ref})
-                responses.setdefault(auth, {"description": "Missing or invalid gateway credential", "content": ref})
-                responses.setdefault("429", {"description": "Quota used up (Retry-After says when it renews)",
-                                             "content": ref})
-                responses.setdefault("404", {"description": "Unknown path or resource", "content": ref})
-                responses.setdefault("405", {"description": "Method not allowed on this path (the detail lists "
-                                                            "the allowed ones)", "content": ref})
-                if "requestBody" in op:
-                    responses.setdefault("413", {"description": "Request body over GEOENGINE_MAX_BODY_BYTES",
-                                                 "content": ref})
-                responses.setdefault("503", {"description": "The shared gateway state is unreachable, or the "
-                                                            "bundle lacks or lost the stage this endpoint needs",
-                                             "content": ref})
-                responses.setdefault("5XX", {"description": "Server error (500 unexpected, 502 index unreadable, "
-                                                            "504 computation timed out)", "content": ref})
+                for code, text in _COMMON_RESPONSES.items():
+                    if code != "413" or "requestBody" in op:
+                        responses.setdefault(auth if code == "auth" else code, {"description": text})
                 for code, resp in responses.items():
                     if code[0] in "45" and "content" not in resp:
                         resp["content"] = ref

@@ -338,12 +338,22 @@ def _patterns() -> dict[str, list]:
 _PATTERNS = _patterns()
 
 
+def _matching(path: str, strip: bool = True):
+    """(entry, declared path, (quota class, publishable scope)) of every declared path matching `path`."""
+    p = path.rstrip("/") if strip else path
+    return ((ep, declared, cls) for match, ep, declared, cls in _PATTERNS.get(p.split("/", 2)[1] if p[:1] == "/" else "", ())
+            if match(p))
+
+
 def _find(path: str):
-    p = path.rstrip("/")
-    for match, *hit in _PATTERNS.get(p.split("/", 2)[1] if p[:1] == "/" else "", ()):
-        if match(p):
-            return hit
-    return None
+    return next(_matching(path), None)
+
+
+def methods(path: str) -> str:
+    """The methods the table's routes answer on `path` exactly (HEAD with GET, as Starlette's routes):
+    the `Allow` of a 405."""
+    out = {m for ep, _declared, _cls in _matching(path, strip=False) for m in ep.methods}
+    return ", ".join(sorted(out | ({"HEAD"} if "GET" in out else set())))
 
 
 def classify(path: str) -> tuple[Endpoint, str] | None:

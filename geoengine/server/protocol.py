@@ -125,9 +125,7 @@ class CorkedHttpToolsProtocol(HttpToolsProtocol):
         end = data.find(b"\r\n\r\n")
         if end != len(data) - 4:
             return False  # pipelined, or a body
-        cycle = self.cycle
-        if (self._shutting_down or not (cycle is None or cycle.response_complete) or self.pipeline
-                or self.flow.write_paused or self.root_path or self.limit_concurrency is not None):
+        if not self._quiet():
             return False
         if _CTL.search(data) is not None:
             return False  # bytes the parser must judge
@@ -145,24 +143,30 @@ class CorkedHttpToolsProtocol(HttpToolsProtocol):
         path, _, query = target.partition(b"?")
         if b"%" in path:
             return False  # an escaped path is the router's to decode (a query string is decoded as the app does)
-        m = method.decode("ascii")
-        p = path.decode("ascii")
         try:
-            answer = self._door.get(m, p, query, pairs)
+            return self._get(method, path.decode("ascii"), query, pairs)
         except Exception:  # never let the front door cost a request: the application answers it
             log.debug("front door declined after an error", exc_info=True)
             return False
-        if answer is None:
-            return False
-        self._respond(m, p, query, answer)
-        return True
 
-    def _door_open(self) -> bool:
+    def _quiet(self) -> bool:
+        """No response in flight, nothing pipelined, not shutting down, writing not paused, no root path
+        or concurrency limit (uvicorn's to apply)."""
         cycle = self.cycle
         return (not self._shutting_down and (cycle is None or cycle.response_complete) and not self.pipeline
-                and not self.flow.write_paused and not self.expect_100_continue and not self.root_path
-                and self.limit_concurrency is None and self.parser.get_http_version() == "1.1"
+                and not self.flow.write_paused and not self.root_path and self.limit_concurrency is None)
+
+    def _door_open(self) -> bool:
+        return (self._quiet() and not self.expect_100_continue and self.parser.get_http_version() == "1.1"
                 and self.parser.should_keep_alive() and not self.parser.should_upgrade())
+
+    def _get(self, method: bytes, path: str, query: bytes, headers) -> bool:
+        """Whether the front door answered this GET or HEAD (then it is written)."""
+        m = method.decode("ascii")
+        answer = self._door.get(m, path, query, headers)
+        if answer is not None:
+            self._respond(m, path, query, answer)
+        return answer is not None
 
     def _front(self) -> bool:
         """Ask the front door about the request whose headers are complete: True when it answered or
@@ -179,11 +183,8 @@ class CorkedHttpToolsProtocol(HttpToolsProtocol):
                 self._fd, self._fd_path, self._fd_body = 2, path, []
                 return True
             return False
-        m = method.decode("ascii")
-        answer = self._door.get(m, path, url.query or b"", self.headers)
-        if answer is None:
+        if not self._get(method, path, url.query or b"", self.headers):
             return False
-        self._respond(m, path, url.query or b"", answer)
         self._fd = 1
         return True
 
