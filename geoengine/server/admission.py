@@ -40,7 +40,8 @@ class Heads:
     """What admission (and the tile endpoint's fast path: accept, inm) reads of a request's headers: the
     last value of each, as the layers read them."""
 
-    __slots__ = ("key", "host", "origin", "length", "ctype", "accept", "inm", "chunked", "forwarded")
+    __slots__ = ("key", "host", "origin", "length", "ctype", "accept", "inm", "chunked", "forwarded", "cookie",
+                 "site")
 
     def __init__(self, headers):
         d = dict(headers)
@@ -49,6 +50,7 @@ class Heads:
         self.length, self.ctype = get(b"content-length"), get(b"content-type")
         self.accept, self.inm = get(b"accept-encoding"), get(b"if-none-match")
         self.chunked = b"transfer-encoding" in d
+        self.cookie, self.site = get(b"cookie"), get(b"sec-fetch-site")
         self.forwarded = not d.keys().isdisjoint(FORWARDED)
 
 
@@ -105,11 +107,15 @@ class Admission:
         return (b"" if ctype is None else ctype.split(b";")[0].strip().lower()) in _JSON_TYPES
 
     # -- below ASGI -------------------------------------------------------------------------------
-    def quick(self, path: str, heads: Heads, body: bool = False):
-        """The key's cache entry (record, expiry) when every rule admits the request without I/O, else
-        None (then `admit` decides). `body`: a POST whose body the caller will read (its length given)."""
+    def quick(self, path: str, heads: Heads, body: bool = False, session: bool = False):
+        """The key's cache entry (record, expiry), or a page session's usage id, when every rule admits
+        the request without I/O, else None (then `admit` decides). `body`: a POST whose body the caller
+        will read (its length given); `session`: a page session may be admitted (only where the caller
+        then answers for sure: the session's rate limit is taken here)."""
         if heads.origin is not None or heads.chunked or (heads.forwarded and self.proxies):
             return None  # CORS and publishable keys, streamed bodies, proxies: `admit`
+        if heads.key is None and session and not body and heads.length is None and heads.cookie is not None:
+            return None if self.damaged(path) else self.web.quick_session(heads, path, self.counted)
         if heads.key is None or heads.host is None or not self.host_matches(heads.host):
             return None  # the gateway writes the 401/403
         if body:

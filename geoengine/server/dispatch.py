@@ -100,8 +100,8 @@ class Dispatcher:
         return self._keep(ep, path, query, ep.call(self.state, req)) if ep.inline(req) else None
 
     # -- below ASGI (server/protocol.py) -----------------------------------------------------------
-    def _admit(self, path: str, headers, body: bool = False):
-        return self.admission.quick(path, headers if type(headers) is Heads else Heads(headers), body)
+    def _admit(self, path: str, headers, body: bool = False, session: bool = False):
+        return self.admission.quick(path, headers if type(headers) is Heads else Heads(headers), body, session)
 
     def get(self, method: str, path: str, query: bytes, headers) -> Answer | None:
         """The answer to a GET or HEAD without a body, or None for the application to give."""
@@ -127,7 +127,7 @@ class Dispatcher:
         if len(parts) != 4 or not all(parts):
             return None
         heads = Heads(headers)
-        if self._admit(path, heads) is None:
+        if self._admit(path, heads, session=True) is None:  # a page session too: a tile is always answered
             return None
         accept, inm = heads.accept, heads.inm
         fast = None if inm is not None else self._plain_tile(parts, accept)
