@@ -737,16 +737,18 @@ def _directions_type(q: dict) -> str:
     return "maneuvers" if q.get("steps") else "none"
 
 
-def _route_body(coords: np.ndarray, costing: str, q: dict, kinds: list[str]) -> dict:
-    locs = [_location(lo, la, q, i, kinds[i]) for i, (lo, la) in enumerate(coords.tolist())]
-    body: dict[str, Any] = {
-        "locations": locs, "costing": costing,
-        "directions_options": {"units": "kilometers", "directions_type": _directions_type(q)},
-    }
+def _body(costing: str, q: dict, **parts) -> dict:
+    """A request body of the engine for `costing`: the directions the query asks for, its exclude classes."""
+    body: dict[str, Any] = {**parts, "costing": costing,
+                            "directions_options": {"units": "kilometers", "directions_type": _directions_type(q)}}
     co = _costing_options(costing, q)
     if co:
         body["costing_options"] = co
     return body
+
+
+def _route_body(coords: np.ndarray, costing: str, q: dict, kinds: list[str]) -> dict:
+    return _body(costing, q, locations=[_location(lo, la, q, i, kinds[i]) for i, (lo, la) in enumerate(coords.tolist())])
 
 
 # ------------------------------------------------------------------------------------------------------
@@ -816,15 +818,13 @@ def table(engine, profile: str, coordinates: str, query: Mapping[str, str]) -> d
         out["durations"] = _table_values(time_s, missing)
     if "distance" in q["annotations"]:
         out["distances"] = _table_values(dist_m, missing)
-    if not q["skip_waypoints"]:
-        snapped_s, snapped_d = np.asarray(res.sources), np.asarray(res.targets)
-        ds = haversine_m(src[:, 1], src[:, 0], snapped_s[:, 1], snapped_s[:, 0])
-        dd = haversine_m(dst[:, 1], dst[:, 0], snapped_d[:, 1], snapped_d[:, 0])
-        names_s, names_d = (_edge_names(engine, e) for e in res.edges)  # the streets the points snapped to
-        out["sources"] = [_waypoint(lo, la, d, name, q) for (lo, la), d, name in
-                          zip(snapped_s.tolist(), np.atleast_1d(ds).tolist(), names_s, strict=True)]
-        out["destinations"] = [_waypoint(lo, la, d, name, q) for (lo, la), d, name in
-                               zip(snapped_d.tolist(), np.atleast_1d(dd).tolist(), names_d, strict=True)]
+    if not q["skip_waypoints"]:  # each point where it snapped, the distance to it, the street's name
+        for name, given, snapped, edges in (("sources", src, res.sources, res.edges[0]),
+                                            ("destinations", dst, res.targets, res.edges[1])):
+            snapped = np.asarray(snapped)
+            d = haversine_m(given[:, 1], given[:, 0], snapped[:, 1], snapped[:, 0])
+            out[name] = [_waypoint(lo, la, di, street, q) for (lo, la), di, street in
+                         zip(snapped.tolist(), np.atleast_1d(d).tolist(), _edge_names(engine, edges), strict=True)]
     return out
 
 
@@ -908,12 +908,7 @@ def match(engine, profile: str, coordinates: str, query: Mapping[str, str]) -> d
         trace_options = {"gps_accuracy": acc, "search_radius": min(max(3.0 * acc, 50.0), 100.0)}
     if q["gaps"] == "ignore":
         trace_options["breakage_distance"] = 10000.0
-    body: dict[str, Any] = {"shape": shape, "costing": costing, "shape_match": "map_snap",
-                            "directions_options": {"units": "kilometers", "directions_type": _directions_type(q)},
-                            "trace_options": trace_options}
-    co = _costing_options(costing, q)
-    if co:
-        body["costing_options"] = co
+    body = _body(costing, q, shape=shape, shape_match="map_snap", trace_options=trace_options)
     # one matching per matched section, one leg between each two of its matched trace points
     matched, res = matched_routes_by_point(engine.matcher, validate(MapMatchRequest, body))
     mode = _MODE.get(costing, "driving")

@@ -195,7 +195,30 @@ def hash_matches(stored: str | None, key: str | None) -> bool:
     return hmac.compare_digest(stored or _DUMMY_HASH, _hash(key or "")) and stored is not None
 
 
-class KeyStore:
+class Quotas:
+    """What every store shares of quotas: the pools of a key's plan that count a request to a path."""
+
+    plans: dict[str, Plan]
+
+    def counts(self, record: KeyRecord, path: str) -> bool:
+        """Whether a request to `path` counts against any pool of the key's plan (so `consume` has work).
+        Lets the gateway skip the thread hop of `consume` on uncounted paths such as tiles."""
+        plan = self.plans.get(record.plan)
+        if plan is None:
+            return True  # consume raises the explanation
+        scopes = path_scopes(path)
+        return any(p.scope in scopes for p in plan.pools)
+
+    def pools(self, record: KeyRecord, path: str) -> tuple[Plan, list[Pool]]:
+        """(the key's plan, its pools that count a request to `path`); QuotaExceeded when the plan is gone."""
+        plan = self.plans.get(record.plan)
+        if plan is None:
+            raise QuotaExceeded(f"the key's plan '{record.plan}' no longer exists", headers={"Retry-After": "86400"})
+        scopes = path_scopes(path)
+        return plan, [p for p in plan.pools if p.scope in scopes]
+
+
+class KeyStore(Quotas):
     """Keys, plans and quota counters in one SQLite database. Safe to share between threads."""
 
     remote = False  # answers from a local file: the gateway may call it on the event loop
@@ -273,26 +296,13 @@ class KeyStore:
         return KeyRecord(row[0], row[2], row[3], row[4], row[5], scopes=tuple(row[6].split()))
 
     # -- quotas ----------------------------------------------------------------------------------
-    def counts(self, record: KeyRecord, path: str) -> bool:
-        """Whether a request to `path` counts against any pool of the key's plan (so `consume` has work).
-        Lets the gateway skip the thread hop of `consume` on uncounted paths such as tiles."""
-        plan = self.plans.get(record.plan)
-        if plan is None:
-            return True  # consume raises the explanation
-        scopes = path_scopes(path)
-        return any(p.scope in scopes for p in plan.pools)
-
     def consume(self, record: KeyRecord, path: str, now: dt.datetime | None = None) -> None:
         """Count one request to `path` against every pool of the key's plan that covers it.
 
         Raises QuotaExceeded (with a Retry-After header) when any of those pools is used up; then
         nothing is counted. All pools are checked and incremented in one IMMEDIATE transaction.
         """
-        plan = self.plans.get(record.plan)
-        if plan is None:
-            raise QuotaExceeded(f"the key's plan '{record.plan}' no longer exists", headers={"Retry-After": "86400"})
-        scopes = path_scopes(path)
-        pools = [p for p in plan.pools if p.scope in scopes]
+        plan, pools = self.pools(record, path)
         if not pools:
             return
         now = now or dt.datetime.now(dt.UTC)
