@@ -287,11 +287,11 @@ def _literals(path: Path) -> set:
 
 
 def test_one_table_one_admission_one_framing():
-    """The server's fast dispatchers know the endpoints only through the table (server/endpoints.py):
-    they import no route module but the tiles' (the front door's prebuilt tile heads) and name no
+    """The server's one fast dispatcher (server/dispatch.py) knows the endpoints only through the table
+    (server/endpoints.py): it imports no route module but the tiles' (the front door's prebuilt tile heads) and name no
     endpoint path; the gateway headers are read only by admission (server/admission.py); the problem
     body's media type is written only by server/framing.py."""
-    for name in ("hotpath.py", "frontdoor.py"):
+    for name in ("dispatch.py",):
         path = SERVER / name
         imports = _imports(path, _module_name(path))
         assert "geoengine.server.endpoints" in imports or "geoengine.server" in imports, name

@@ -58,7 +58,16 @@ OPTIONS: dict[str, set[str]] = {
     "nearest": _GENERAL | {"number"},
     "trip": _GENERAL | _ROUTE_LIKE | {"roundtrip", "source", "destination"},
 }
-_ANNOTATIONS = ("duration", "distance", "speed", "weight", "datasources", "nodes")
+ANNOTATIONS = ("duration", "distance", "speed", "weight", "datasources", "nodes")
+# the options that take one of a few words, the default first (parse_query, and the OpenAPI document's
+# enums: server/openapi.py); "true"/"false" ones are parsed to booleans
+CHOICES: dict[str, tuple[str, ...]] = {
+    "generate_hints": ("true", "false"), "skip_waypoints": ("false", "true"), "snapping": ("default", "any"),
+    "steps": ("false", "true"), "geometries": ("polyline", "polyline6", "geojson"),
+    "overview": ("simplified", "full", "false"), "continue_straight": ("default", "true", "false"),
+    "fallback_coordinate": ("input", "snapped"), "gaps": ("split", "ignore"), "tidy": ("false", "true"),
+    "roundtrip": ("true", "false"), "source": ("any", "first"), "destination": ("any", "last"),
+}
 # exclude classes -> the costing option that avoids them (0 = avoid as far as possible)
 _EXCLUDE = {"toll": "use_tolls", "motorway": "use_highways", "ferry": "use_ferry"}
 
@@ -154,10 +163,13 @@ def costing_of(profile: str) -> str:
                         f"foot, bike and the costings {', '.join(COSTINGS)}") from None
 
 
-def _bool(name: str, value: str) -> bool:
-    if value in ("true", "false"):
-        return value == "true"
-    raise OsrmError("InvalidOptions", f"{name} must be true or false, got '{value[:40]}'")
+def _choice(query: Mapping[str, str], name: str):
+    """The option's word (its default when absent; a boolean for true/false options), or InvalidOptions."""
+    words = CHOICES[name]
+    value = query.get(name, words[0])
+    if value not in words:
+        raise OsrmError("InvalidOptions", f"{name} must be {', '.join(words[:-1])} or {words[-1]}, got '{value[:40]}'")
+    return value == "true" if set(words) == {"true", "false"} else value
 
 
 def _per_location(name: str, value: str, n: int) -> list[str]:
@@ -223,34 +235,21 @@ def parse_query(service: str, query: Mapping[str, str], n: int) -> dict[str, Any
             if a not in ("curb", "opposite"):
                 raise OsrmError("InvalidOptions", f"approaches: element {i} must be curb, opposite or unrestricted")
             q["side"][i] = "same" if a == "curb" else "opposite"
-    for name in ("hints",):
-        if name in query:
-            _per_location(name, query[name], n)  # accepted (and ignored) when well-formed
-    q["generate_hints"] = _bool("generate_hints", query["generate_hints"]) if "generate_hints" in query else True
-    q["skip_waypoints"] = _bool("skip_waypoints", query["skip_waypoints"]) if "skip_waypoints" in query else False
-    if "snapping" in query and query["snapping"] not in ("default", "any"):
-        raise OsrmError("InvalidOptions", "snapping must be default or any")
+    if "hints" in query:
+        _per_location("hints", query["hints"], n)  # accepted (and ignored) when well-formed
+    for name in OPTIONS[service] & CHOICES.keys():
+        q[name] = _choice(query, name)
     q["exclude"] = [x for x in query.get("exclude", "").split(",") if x]
     for x in q["exclude"]:
         if x not in _EXCLUDE:
             raise OsrmError("InvalidValue", f"exclude: unknown class '{x[:20]}'; classes: {', '.join(_EXCLUDE)}")
-    if service in ("route", "match", "trip"):
-        q["steps"] = _bool("steps", query["steps"]) if "steps" in query else False
-        geometries = query.get("geometries", "polyline")
-        if geometries not in ("polyline", "polyline6", "geojson"):
-            raise OsrmError("InvalidOptions", "geometries must be polyline, polyline6 or geojson")
-        q["geometries"] = geometries
-        overview = query.get("overview", "simplified")
-        if overview not in ("simplified", "full", "false"):
-            raise OsrmError("InvalidOptions", "overview must be simplified, full or false")
-        q["overview"] = overview
     if service in ("route", "match", "trip", "table"):
         ann = query.get("annotations", "false" if service != "table" else "duration")
         if ann in ("true", "false") and service != "table":
-            ann_list = list(_ANNOTATIONS[:4]) if ann == "true" else []
+            ann_list = list(ANNOTATIONS[:4]) if ann == "true" else []
         else:
             ann_list = [a for a in ann.split(",") if a]
-            allowed = ("duration", "distance") if service == "table" else _ANNOTATIONS
+            allowed = ("duration", "distance") if service == "table" else ANNOTATIONS
             for a in ann_list:
                 if a not in allowed:
                     raise OsrmError("InvalidOptions", f"annotations: unknown value '{a[:20]}'; use {', '.join(allowed)}"
@@ -268,10 +267,6 @@ def parse_query(service: str, query: Mapping[str, str], n: int) -> dict[str, Any
             except ValueError:
                 raise OsrmError("InvalidOptions", "alternatives must be true, false or a number >= 0") from None
             q["alternatives"] = min(q["alternatives"], MAX_ALTERNATIVES)
-        cs = query.get("continue_straight", "default")
-        if cs not in ("default", "true", "false"):
-            raise OsrmError("InvalidOptions", "continue_straight must be default, true or false")
-        q["continue_straight"] = cs
     if service in ("route", "match") and "waypoints" in query:
         wp = _indices("waypoints", query["waypoints"], n) or list(range(n))
         if wp[0] != 0 or wp[-1] != n - 1 or sorted(set(wp)) != wp:
@@ -292,10 +287,6 @@ def parse_query(service: str, query: Mapping[str, str], n: int) -> dict[str, Any
             except ValueError:
                 raise OsrmError("InvalidOptions", f"{name} must be a number > 0") from None
             q[name] = v
-        fc = query.get("fallback_coordinate", "input")
-        if fc not in ("input", "snapped"):
-            raise OsrmError("InvalidOptions", "fallback_coordinate must be input or snapped")
-        q["fallback_coordinate"] = fc
     if service == "nearest":
         try:
             q["number"] = int(query.get("number", "1"))
@@ -313,17 +304,6 @@ def parse_query(service: str, query: Mapping[str, str], n: int) -> dict[str, Any
             if any(b < a for a, b in zip(t[:-1], t[1:], strict=False)):
                 raise OsrmError("InvalidValue", "timestamps must be monotonically increasing")
             q["timestamps"] = t
-        gaps = query.get("gaps", "split")
-        if gaps not in ("split", "ignore"):
-            raise OsrmError("InvalidOptions", "gaps must be split or ignore")
-        q["gaps"] = gaps
-        q["tidy"] = _bool("tidy", query["tidy"]) if "tidy" in query else False
-    if service == "trip":
-        q["roundtrip"] = _bool("roundtrip", query["roundtrip"]) if "roundtrip" in query else True
-        q["source"] = query.get("source", "any")
-        q["destination"] = query.get("destination", "any")
-        if q["source"] not in ("any", "first") or q["destination"] not in ("any", "last"):
-            raise OsrmError("InvalidOptions", "source must be any or first, destination any or last")
     return q
 
 
@@ -757,16 +737,18 @@ def _directions_type(q: dict) -> str:
     return "maneuvers" if q.get("steps") else "none"
 
 
-def _route_body(coords: np.ndarray, costing: str, q: dict, kinds: list[str]) -> dict:
-    locs = [_location(lo, la, q, i, kinds[i]) for i, (lo, la) in enumerate(coords.tolist())]
-    body: dict[str, Any] = {
-        "locations": locs, "costing": costing,
-        "directions_options": {"units": "kilometers", "directions_type": _directions_type(q)},
-    }
+def _body(costing: str, q: dict, **parts) -> dict:
+    """A request body of the engine for `costing`: the directions the query asks for, its exclude classes."""
+    body: dict[str, Any] = {**parts, "costing": costing,
+                            "directions_options": {"units": "kilometers", "directions_type": _directions_type(q)}}
     co = _costing_options(costing, q)
     if co:
         body["costing_options"] = co
     return body
+
+
+def _route_body(coords: np.ndarray, costing: str, q: dict, kinds: list[str]) -> dict:
+    return _body(costing, q, locations=[_location(lo, la, q, i, kinds[i]) for i, (lo, la) in enumerate(coords.tolist())])
 
 
 # ------------------------------------------------------------------------------------------------------
@@ -836,15 +818,13 @@ def table(engine, profile: str, coordinates: str, query: Mapping[str, str]) -> d
         out["durations"] = _table_values(time_s, missing)
     if "distance" in q["annotations"]:
         out["distances"] = _table_values(dist_m, missing)
-    if not q["skip_waypoints"]:
-        snapped_s, snapped_d = np.asarray(res.sources), np.asarray(res.targets)
-        ds = haversine_m(src[:, 1], src[:, 0], snapped_s[:, 1], snapped_s[:, 0])
-        dd = haversine_m(dst[:, 1], dst[:, 0], snapped_d[:, 1], snapped_d[:, 0])
-        names_s, names_d = (_edge_names(engine, e) for e in res.edges)  # the streets the points snapped to
-        out["sources"] = [_waypoint(lo, la, d, name, q) for (lo, la), d, name in
-                          zip(snapped_s.tolist(), np.atleast_1d(ds).tolist(), names_s, strict=True)]
-        out["destinations"] = [_waypoint(lo, la, d, name, q) for (lo, la), d, name in
-                               zip(snapped_d.tolist(), np.atleast_1d(dd).tolist(), names_d, strict=True)]
+    if not q["skip_waypoints"]:  # each point where it snapped, the distance to it, the street's name
+        for name, given, snapped, edges in (("sources", src, res.sources, res.edges[0]),
+                                            ("destinations", dst, res.targets, res.edges[1])):
+            snapped = np.asarray(snapped)
+            d = haversine_m(given[:, 1], given[:, 0], snapped[:, 1], snapped[:, 0])
+            out[name] = [_waypoint(lo, la, di, street, q) for (lo, la), di, street in
+                         zip(snapped.tolist(), np.atleast_1d(d).tolist(), _edge_names(engine, edges), strict=True)]
     return out
 
 
@@ -928,12 +908,7 @@ def match(engine, profile: str, coordinates: str, query: Mapping[str, str]) -> d
         trace_options = {"gps_accuracy": acc, "search_radius": min(max(3.0 * acc, 50.0), 100.0)}
     if q["gaps"] == "ignore":
         trace_options["breakage_distance"] = 10000.0
-    body: dict[str, Any] = {"shape": shape, "costing": costing, "shape_match": "map_snap",
-                            "directions_options": {"units": "kilometers", "directions_type": _directions_type(q)},
-                            "trace_options": trace_options}
-    co = _costing_options(costing, q)
-    if co:
-        body["costing_options"] = co
+    body = _body(costing, q, shape=shape, shape_match="map_snap", trace_options=trace_options)
     # one matching per matched section, one leg between each two of its matched trace points
     matched, res = matched_routes_by_point(engine.matcher, validate(MapMatchRequest, body))
     mode = _MODE.get(costing, "driving")

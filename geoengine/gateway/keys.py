@@ -19,57 +19,34 @@ import secrets
 import sqlite3
 import threading
 import tomllib
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from geoengine.errors import InvalidRequest, NotFound, QuotaExceeded
 
-ROUTING_PATHS = frozenset(
-    {
-        "/route",
-        "/matrix",
-        "/optimised_route",
-        "/isochrone",
-        "/map_match",
-        "/map_match/attributes",
-        "/v1/routing/directions",
-        # the Valhalla dialect's twins of the routing endpoints (docs/valhalla.md)
-        "/sources_to_targets",
-        "/optimized_route",
-        "/trace_route",
-        "/trace_attributes",
-        "/expansion",
-    }
-)
-# The OSRM dialect's routing services (docs/osrm.md): /route/v1/..., /table/v1/..., /match/v1/..., /trip/v1/...
-OSRM_ROUTING_PREFIXES = ("/route/", "/table/", "/match/", "/trip/")
-# Paths whose missing or invalid credential is a 401 (the spec's matrix and directions listings);
-# every other path answers 403.
-UNAUTHORIZED_401_PATHS = frozenset({"/matrix", "/v1/routing/directions", "/sources_to_targets"})
+# What a request to a path is, for the gateway: (quota class: tile | non_tile | routing, the publishable
+# scope that may call it or None). The server's endpoint table says (server/endpoints.py `path_class`,
+# handed over with `classify_paths` when the table is loaded); the gateway keeps no path list of its own.
+_classify: Callable[[str], tuple[str, str | None]] | None = None
 
 
-def auth_failure_status(path: str) -> int:
-    """401 on the spec's matrix and directions listings and their dialect twins (/sources_to_targets,
-    OSRM's /table/...), 403 everywhere else."""
-    return 401 if path.rstrip("/") in UNAUTHORIZED_401_PATHS or path.startswith("/table/") else 403
+def classify_paths(classify: Callable[[str], tuple[str, str | None]]) -> None:
+    """Install the function that gives a path's (quota class, publishable scope)."""
+    global _classify
+    _classify = classify
 
 
-def is_tile_path(path: str) -> bool:
-    """Tile reads (uncounted by non-tile pools). Clearing a tile cache is an administrative call, not a
-    tile read: it counts like any other endpoint."""
-    if path.rstrip("/").endswith("/cache/clear"):
-        return False
-    return path == "/sources" or path.startswith("/tiles/") or path == "/tiles"
+def path_class(path: str) -> tuple[str, str | None]:
+    if _classify is None:
+        raise RuntimeError("the gateway counts requests by the server's endpoint table (geoengine.server.endpoints)")
+    return _classify(path)
 
 
 def path_scopes(path: str) -> set[str]:
-    """The pool scopes a request to `path` counts against."""
-    scopes = {"all"}
-    if not is_tile_path(path):
-        scopes.add("non_tile")
-    if path.rstrip("/") in ROUTING_PATHS or path.startswith(OSRM_ROUTING_PREFIXES):
-        scopes.add("routing")
-    return scopes
+    """The pool scopes a request to `path` counts against (tile reads only `all`)."""
+    quota = path_class(path)[0]
+    return {"all"} if quota == "tile" else {"all", "non_tile", "routing"} if quota == "routing" else {"all", "non_tile"}
 
 
 @dataclass(frozen=True)
@@ -218,7 +195,30 @@ def hash_matches(stored: str | None, key: str | None) -> bool:
     return hmac.compare_digest(stored or _DUMMY_HASH, _hash(key or "")) and stored is not None
 
 
-class KeyStore:
+class Quotas:
+    """What every store shares of quotas: the pools of a key's plan that count a request to a path."""
+
+    plans: dict[str, Plan]
+
+    def counts(self, record: KeyRecord, path: str) -> bool:
+        """Whether a request to `path` counts against any pool of the key's plan (so `consume` has work).
+        Lets the gateway skip the thread hop of `consume` on uncounted paths such as tiles."""
+        plan = self.plans.get(record.plan)
+        if plan is None:
+            return True  # consume raises the explanation
+        scopes = path_scopes(path)
+        return any(p.scope in scopes for p in plan.pools)
+
+    def pools(self, record: KeyRecord, path: str) -> tuple[Plan, list[Pool]]:
+        """(the key's plan, its pools that count a request to `path`); QuotaExceeded when the plan is gone."""
+        plan = self.plans.get(record.plan)
+        if plan is None:
+            raise QuotaExceeded(f"the key's plan '{record.plan}' no longer exists", headers={"Retry-After": "86400"})
+        scopes = path_scopes(path)
+        return plan, [p for p in plan.pools if p.scope in scopes]
+
+
+class KeyStore(Quotas):
     """Keys, plans and quota counters in one SQLite database. Safe to share between threads."""
 
     remote = False  # answers from a local file: the gateway may call it on the event loop
@@ -296,26 +296,13 @@ class KeyStore:
         return KeyRecord(row[0], row[2], row[3], row[4], row[5], scopes=tuple(row[6].split()))
 
     # -- quotas ----------------------------------------------------------------------------------
-    def counts(self, record: KeyRecord, path: str) -> bool:
-        """Whether a request to `path` counts against any pool of the key's plan (so `consume` has work).
-        Lets the gateway skip the thread hop of `consume` on uncounted paths such as tiles."""
-        plan = self.plans.get(record.plan)
-        if plan is None:
-            return True  # consume raises the explanation
-        scopes = path_scopes(path)
-        return any(p.scope in scopes for p in plan.pools)
-
     def consume(self, record: KeyRecord, path: str, now: dt.datetime | None = None) -> None:
         """Count one request to `path` against every pool of the key's plan that covers it.
 
         Raises QuotaExceeded (with a Retry-After header) when any of those pools is used up; then
         nothing is counted. All pools are checked and incremented in one IMMEDIATE transaction.
         """
-        plan = self.plans.get(record.plan)
-        if plan is None:
-            raise QuotaExceeded(f"the key's plan '{record.plan}' no longer exists", headers={"Retry-After": "86400"})
-        scopes = path_scopes(path)
-        pools = [p for p in plan.pools if p.scope in scopes]
+        plan, pools = self.pools(record, path)
         if not pools:
             return
         now = now or dt.datetime.now(dt.UTC)

@@ -26,11 +26,9 @@ from pathlib import Path
 from urllib.parse import urlsplit
 
 from geoengine.errors import InvalidRequest, NotFound
-from geoengine.gateway.keys import _hash, hash_matches, is_tile_path, key_id
+from geoengine.gateway.keys import _hash, hash_matches, key_id, path_class
 
 SCOPES = ("tiles", "search")
-# Nominatim's and Photon's read-only geocoding paths (docs/geocoding.md): the `search` scope's too
-GEOCODING_PATHS = frozenset({"/reverse", "/lookup", "/details", "/photon/api", "/photon/reverse"})
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS publishable_keys (
@@ -63,12 +61,9 @@ def parse_origins(text: str | None) -> frozenset[str]:
 
 
 def path_scope(path: str) -> str | None:
-    """The publishable scope a path belongs to, or None when no publishable key may call it."""
-    if is_tile_path(path) and not path.endswith("/cache/clear"):
-        return "tiles"
-    if path == "/search" or path.startswith("/search/") or path.rstrip("/") in GEOCODING_PATHS:
-        return "search"
-    return None
+    """The publishable scope a path belongs to, or None when no publishable key may call it (the
+    endpoint table's, through `keys.path_class`)."""
+    return path_class(path)[1]
 
 
 @dataclass(frozen=True)

@@ -25,19 +25,19 @@ import json
 import secrets
 from typing import Protocol
 
-from geoengine.errors import InvalidRequest, NotFound, QuotaExceeded, Unavailable
+from geoengine.errors import InvalidRequest, NotFound, Unavailable
 from geoengine.gateway.keys import (
     DEFAULT_PLANS,
     KeyRecord,
     KeyStore,
     Plan,
     Pool,
+    Quotas,
     _hash,
     check_key_scopes,
     hash_matches,
     key_id,
     load_plans,
-    path_scopes,
     period_bounds,
     quota_exceeded,
 )
@@ -107,7 +107,7 @@ def _plans_from_json(text: str) -> dict[str, Plan]:
             for n, spec in doc.items()}
 
 
-class RedisKeyStore:
+class RedisKeyStore(Quotas):
     """Keys, plans and quota counters in Redis, shared by every replica. Thread-safe (a connection pool)."""
 
     remote = True
@@ -206,21 +206,10 @@ class RedisKeyStore:
         return self._record(kid, h)
 
     # -- quotas ----------------------------------------------------------------------------------
-    def counts(self, record: KeyRecord, path: str) -> bool:
-        plan = self.plans.get(record.plan)
-        if plan is None:
-            return True
-        scopes = path_scopes(path)
-        return any(p.scope in scopes for p in plan.pools)
-
     def consume(self, record: KeyRecord, path: str, now: dt.datetime | None = None) -> None:
         """Count one request against every pool of the key's plan covering `path`: one atomic Lua call.
         QuotaExceeded (nothing counted) when a pool is used up; Unavailable when Redis is unreachable."""
-        plan = self.plans.get(record.plan)
-        if plan is None:
-            raise QuotaExceeded(f"the key's plan '{record.plan}' no longer exists", headers={"Retry-After": "86400"})
-        scopes = path_scopes(path)
-        pools = [p for p in plan.pools if p.scope in scopes]
+        plan, pools = self.pools(record, path)
         if not pools:
             return
         now = now or dt.datetime.now(dt.UTC)

@@ -10,7 +10,7 @@
     body limit        413 over GEOENGINE_MAX_BODY_BYTES; a body without a JSON Content-Type read as JSON
 
 `AdmissionMiddleware` applies them to every request that reaches the ASGI application (`admit`).
-The fast dispatch below ASGI (server/frontdoor.py) asks `quick`, which applies the same rules where
+The fast dispatch below ASGI (server/dispatch.py) asks `quick`, which applies the same rules where
 they are decided without I/O (a key in the in-process cache, a path its plan does not count, no
 browser origin, no trusted forwarded header, a body within the limit, the group not damaged) and
 declines everything else, which then goes through `admit`. No rule is written anywhere else.
@@ -24,7 +24,7 @@ import anyio
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from geoengine.errors import GeoengineError
-from geoengine.gateway import auth_failure_status
+from geoengine.server.endpoints import auth_status, path_class
 from geoengine.server.framing import send_problem
 from geoengine.server.proxy import TrustedProxies, apply_forwarded
 
@@ -40,7 +40,8 @@ class Heads:
     """What admission (and the tile endpoint's fast path: accept, inm) reads of a request's headers: the
     last value of each, as the layers read them."""
 
-    __slots__ = ("key", "host", "origin", "length", "ctype", "accept", "inm", "chunked", "forwarded")
+    __slots__ = ("key", "host", "origin", "length", "ctype", "accept", "inm", "chunked", "forwarded", "cookie",
+                 "site")
 
     def __init__(self, headers):
         d = dict(headers)
@@ -49,6 +50,7 @@ class Heads:
         self.length, self.ctype = get(b"content-length"), get(b"content-type")
         self.accept, self.inm = get(b"accept-encoding"), get(b"if-none-match")
         self.chunked = b"transfer-encoding" in d
+        self.cookie, self.site = get(b"cookie"), get(b"sec-fetch-site")
         self.forwarded = not d.keys().isdisjoint(FORWARDED)
 
 
@@ -65,7 +67,7 @@ class Admission:
         self.max_body = int(settings.max_body_bytes)
         self.proxies = TrustedProxies(settings.forwarded_allow_ips)
         self.web = WebAccess(keystore, settings)
-        self._counted: dict[tuple[str, str], bool] = {}  # (plan, path or "tiles") -> counted
+        self._counted: dict[tuple[str, str], bool] = {}  # (plan, quota class) -> counted
 
     # -- the rules --------------------------------------------------------------------------------
     def host_matches(self, host: bytes) -> bool:
@@ -73,12 +75,13 @@ class Admission:
 
     def counted(self, record, path: str) -> bool:
         """Whether the key's plan counts a request to `path` (then `consume` runs in a thread)."""
-        group = "tiles" if path.startswith("/tiles/") and not path.endswith("/cache/clear") else path
-        hit = self._counted.get((record.plan, group))
+        plan = self.keystore.plans.get(record.plan)
+        if plan is not None and not plan.pools:
+            return False  # a plan without pools counts nothing
+        quota = path_class(path)[0]  # the endpoint table's class (server/endpoints.py)
+        hit = self._counted.get((record.plan, quota))
         if hit is None:
-            if len(self._counted) >= 4096:
-                self._counted.clear()
-            hit = self._counted[(record.plan, group)] = self.keystore.counts(record, path)
+            hit = self._counted[(record.plan, quota)] = self.keystore.counts(record, path)
         return hit
 
     def damaged(self, path: str) -> str | None:
@@ -104,11 +107,15 @@ class Admission:
         return (b"" if ctype is None else ctype.split(b";")[0].strip().lower()) in _JSON_TYPES
 
     # -- below ASGI -------------------------------------------------------------------------------
-    def quick(self, path: str, heads: Heads, body: bool = False):
-        """The key's cache entry (record, expiry) when every rule admits the request without I/O, else
-        None (then `admit` decides). `body`: a POST whose body the caller will read (its length given)."""
+    def quick(self, path: str, heads: Heads, body: bool = False, session: bool = False):
+        """The key's cache entry (record, expiry), or a page session's usage id, when every rule admits
+        the request without I/O, else None (then `admit` decides). `body`: a POST whose body the caller
+        will read (its length given); `session`: a page session may be admitted (only where the caller
+        then answers for sure: the session's rate limit is taken here)."""
         if heads.origin is not None or heads.chunked or (heads.forwarded and self.proxies):
             return None  # CORS and publishable keys, streamed bodies, proxies: `admit`
+        if heads.key is None and session and not body and heads.length is None and heads.cookie is not None:
+            return None if self.damaged(path) else self.web.quick_session(heads, path, self.counted)
         if heads.key is None or heads.host is None or not self.host_matches(heads.host):
             return None  # the gateway writes the 401/403
         if body:
@@ -146,7 +153,7 @@ class Admission:
         return await self._limited(scope, receive, send, heads, app)
 
     async def _gateway(self, scope, send, heads: Heads, path: str) -> bool:
-        status = auth_failure_status(path)
+        status = auth_status(path)
         title = "Unauthorized" if status == 401 else "Forbidden"
         if heads.key is None:
             await send_problem(send, status, "missing X-Gateway-Key header", title)

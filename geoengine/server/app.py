@@ -9,15 +9,14 @@ from fastapi import FastAPI
 from geoengine import __version__
 from geoengine.config import Settings
 from geoengine.engine import Engine
-from geoengine.gateway import KeyStore, auth_failure_status
+from geoengine.gateway import KeyStore
 from geoengine.gateway.cache import CachedKeyStore
 from geoengine.gateway.store import open_keystore
 from geoengine.server import endpoints, problems
 from geoengine.server.admission import Admission, AdmissionMiddleware
 from geoengine.server.answers import AnswerCache
+from geoengine.server.dispatch import Dispatcher, Middleware
 from geoengine.server.framing import PROBLEM_JSON
-from geoengine.server.frontdoor import FrontDoor
-from geoengine.server.hotpath import HotPath
 from geoengine.server.lifecycle import Reloader, freeze_long_lived
 from geoengine.server.openapi import tighten
 
@@ -49,6 +48,17 @@ PROBLEM_SCHEMA = {
 }
 
 
+# the statuses every operation may answer (a problem body each); "auth" is the path's 401 or 403
+_COMMON_RESPONSES = {
+    "400": "Invalid request parameters or body", "auth": "Missing or invalid gateway credential",
+    "429": "Quota used up (Retry-After says when it renews)", "404": "Unknown path or resource",
+    "405": "Method not allowed on this path (the detail lists the allowed ones)",
+    "413": "Request body over GEOENGINE_MAX_BODY_BYTES",
+    "503": "The shared gateway state is unreachable, or the bundle lacks or lost the stage this endpoint needs",
+    "5XX": "Server error (500 unexpected, 502 index unreadable, 504 computation timed out)",
+}
+
+
 def create_app(engine: Engine, settings: Settings | None = None, keystore: KeyStore | None = None) -> FastAPI:
     settings = settings or engine.settings
     keystore = keystore or open_keystore(settings)
@@ -72,9 +82,11 @@ def create_app(engine: Engine, settings: Settings | None = None, keystore: KeySt
     # every rule before an endpoint (proxies, CORS and the page, keys, quotas, damage, body limit), once:
     # the middleware applies it to what reaches ASGI, the front door asks it below ASGI
     app.state.admission = admission = Admission(app.state, keystore, settings)
-    app.add_middleware(HotPath)  # inside admission: tiles, search, point elevation and /route skip the router
+    # the one fast dispatcher of the table: below ASGI in the HTTP protocol (server/protocol.py), and
+    # inside admission for what is not decided there
+    app.state.front_door = Dispatcher(app.state, admission)
+    app.add_middleware(Middleware)
     app.add_middleware(AdmissionMiddleware, admission=admission)
-    app.state.front_door = FrontDoor(app, admission)  # in the HTTP protocol (server/protocol.py)
     _document_gateway(app)
     return app
 
@@ -98,25 +110,13 @@ def _document_gateway(app: FastAPI) -> None:
         schema["security"] = [{"GatewayKey": [], "GatewayHost": []}]
         ref = {PROBLEM_JSON: {"schema": {"$ref": "#/components/schemas/Problem"}}}
         for path, ops in schema.get("paths", {}).items():
-            auth = str(auth_failure_status(path))
+            auth = str(endpoints.auth_status(path))
             for op in ops.values():
                 responses = op.setdefault("responses", {})
                 responses.pop("422", None) if _is_default_422(responses.get("422")) else None
-                responses.setdefault("400", {"description": "Invalid request parameters or body", "content": ref})
-                responses.setdefault(auth, {"description": "Missing or invalid gateway credential", "content": ref})
-                responses.setdefault("429", {"description": "Quota used up (Retry-After says when it renews)",
-                                             "content": ref})
-                responses.setdefault("404", {"description": "Unknown path or resource", "content": ref})
-                responses.setdefault("405", {"description": "Method not allowed on this path (the detail lists "
-                                                            "the allowed ones)", "content": ref})
-                if "requestBody" in op:
-                    responses.setdefault("413", {"description": "Request body over GEOENGINE_MAX_BODY_BYTES",
-                                                 "content": ref})
-                responses.setdefault("503", {"description": "The shared gateway state is unreachable, or the "
-                                                            "bundle lacks or lost the stage this endpoint needs",
-                                             "content": ref})
-                responses.setdefault("5XX", {"description": "Server error (500 unexpected, 502 index unreadable, "
-                                                            "504 computation timed out)", "content": ref})
+                for code, text in _COMMON_RESPONSES.items():
+                    if code != "413" or "requestBody" in op:
+                        responses.setdefault(auth if code == "auth" else code, {"description": text})
                 for code, resp in responses.items():
                     if code[0] in "45" and "content" not in resp:
                         resp["content"] = ref

@@ -1,5 +1,5 @@
 """Every endpoint of the server, each declared once in `TABLE`; the FastAPI routes, and so /openapi.json,
-are generated from it (`router`), and the fast dispatch reads it (`candidates`, `prepare`).
+are generated from it (`router`), and the one fast dispatcher reads it (server/dispatch.py: `candidates`).
 
 An entry gives the path and methods; the FastAPI parse step (`route`: a function whose parameters
 FastAPI validates and documents, returning the typed request; its refusals are the 400 problem bodies)
@@ -7,12 +7,14 @@ and the fast one (`parse`: path parameters, query string, body and headers to th
 or None: the FastAPI route then decides); the engine call with its formatter (`run`, to a document, or
 `call`, to a framed answer, server/framing.py); whether it may run on the event loop (`inline`: else
 the thread pool with GEOENGINE_REQUEST_TIMEOUT); its documentation (`tag`, `doc`: the summary,
-description and responses, `model`: the 200 response model) and the quota class the gateway counts it
-in (gateway/keys.py `path_scopes`).
+description and responses, `model`: the 200 response model); and what admission reads of a path
+(`classify`): the quota class the gateway counts it in, the publishable-key scope that may call it,
+whether a missing key is a 401 (else 403) and the bundle group whose damage makes it a 503. The gateway
+keeps no path list: this module hands it `path_class` (gateway/keys.py `classify_paths`).
 
-The fast dispatchers read this table and nothing else: `HotPath` (ASGI, inside admission) answers every
-entry with a `parse` step; `FrontDoor` (below ASGI, server/protocol.py) those whose request is inline
-and needs no ASGI scope. tests/server/test_endpoint_table.py walks the table against the routes.
+The fast dispatcher (server/dispatch.py) reads this table and nothing else: it answers every entry with
+a `parse` step, below ASGI (server/protocol.py) those whose request is inline and needs no ASGI scope.
+tests/server/test_endpoint_table.py walks the table against the routes.
 """
 
 from __future__ import annotations
@@ -28,11 +30,12 @@ from fastapi import Request as HttpRequest
 from fastapi.routing import APIRoute
 from pydantic import ValidationError
 from starlette.responses import Response
-from starlette.routing import Match
+from starlette.routing import Match, compile_path
 
+from geoengine import gateway
 from geoengine.dialects import valhalla as V
 from geoengine.errors import BackendTimeout, GeoengineError
-from geoengine.server.framing import Answer, body_answer, error_answer, json_answer, send_answer
+from geoengine.server.framing import Answer, error_answer, json_answer, send_answer
 from geoengine.server.routes import elevation as EL
 from geoengine.server.routes import nominatim as NO
 from geoengine.server.routes import osrm as OS
@@ -59,7 +62,7 @@ class Request:
     query: bytes
     body: bytes | None
     headers: list
-    scope: dict | None = None  # the ASGI scope (HotPath), None below ASGI
+    scope: dict | None = None  # the ASGI scope (inside ASGI), None below ASGI
 
 
 def _always(req) -> bool:
@@ -82,8 +85,11 @@ class Endpoint:
     match: Callable[[str], tuple | None] | None = None  # path -> path parameters (default: the path exactly)
     inline: Callable[[object], bool] = _always
     quota: str | Callable[[str], str] = "non_tile"  # tile | non_tile | routing, or per path (gateway/keys.py)
+    web: str | Callable[[str], str | None] | None = None  # the publishable-key scope that may call it (tiles, search)
+    unauthorized: bool | Callable[[str], bool] = False  # a missing or bad key is a 401 (the spec's listings), else 403
+    group: str | None = None  # the bundle group it reads (server/lifecycle.py: 503 when damaged); default from quota, tag
     model: object = None  # the 200 response model documented (or `response_model` in `doc`: checked too)
-    below_asgi: bool = True  # FrontDoor answers it too (False: it needs the ASGI scope, or is never inline)
+    below_asgi: bool = True  # answered below ASGI too (False: it needs the ASGI scope, or is never inline)
     cached: bool = False  # answers kept by path and query string (server/answers.py)
     on_error: Callable[[GeoengineError, object], Answer] = lambda exc, req: error_answer(exc)
     when: Callable[[dict], bool] | None = None  # scope -> whether the route takes it (paths two APIs share)
@@ -93,7 +99,7 @@ class Endpoint:
 
     def quota_of(self, path: str) -> str:
         """The quota class of one of the entry's paths (documented as `x-quota` in /openapi.json)."""
-        return self.quota if isinstance(self.quota, str) else self.quota(path)
+        return _of(self.quota, path)
 
     def __post_init__(self):
         if self.call is None:
@@ -103,6 +109,11 @@ class Endpoint:
 
 
 # ---------------------------------------------------------------------------------------- helpers
+def _of(value, path: str):
+    """An entry's attribute for one of its paths: the value, or the value a per-path function gives."""
+    return value(path) if callable(value) else value
+
+
 def _doc(fn):
     """A document-returning call as an answer: its domain errors as problem bodies."""
     def call(state, request):
@@ -150,16 +161,17 @@ def _cheap_route(req) -> bool:
 
 
 def _post(name: str, path: str, model, run, tag: str, summary: str, responses: dict, quota="routing",
-          out=None, **doc) -> Endpoint:
+          out=None, unauthorized=False, **doc) -> Endpoint:
     """A POST endpoint of a JSON body, answered in the thread pool."""
     return Endpoint(name, path, ("POST",), run, route=_body(model), inline=_never, quota=quota, model=out, tag=tag,
-                    doc={"summary": summary, "responses": responses, **doc})
+                    unauthorized=unauthorized, doc={"summary": summary, "responses": responses, **doc})
 
 
 def _get_action(action: str, run) -> Endpoint:
     """Valhalla's `GET /{action}?json={body}` (FastAPI only; GET /route's fast form is its own entry)."""
     return Endpoint(f"GET /{action}?json=", f"/{action}", ("GET",), run, route=VA.json_query, inline=_never,
-                    quota="routing" if action in VA.ROUTING_ACTIONS else "non_tile", tag=VA.TAG, doc=VA.get_doc(action))
+                    quota="routing" if action in VA.ROUTING_ACTIONS else "non_tile", tag=VA.TAG, doc=VA.get_doc(action),
+                    unauthorized=action in VA.UNAUTHORIZED_ACTIONS)
 
 
 # ---------------------------------------------------------------------------------------- fast parse steps
@@ -228,10 +240,11 @@ TABLE: tuple[Endpoint, ...] = (
     # the shared paths first: /search and /status with Nominatim's `format` are Nominatim's (`when`)
     Endpoint("GET /search|/reverse (Nominatim)", "/reverse", ("GET",), call=NO.call, route=NO.request,
              match=lambda p: (p,) if p in ("/search", "/reverse") else None, parse=_nominatim_parse,
-             when=NO.takes, tag=NO.TAG, doc=NO.REVERSE_DOC, paths=(("/reverse", NO.request, NO.REVERSE_DOC),
+             when=NO.takes, web="search", tag=NO.TAG, doc=NO.REVERSE_DOC, paths=(("/reverse", NO.request, NO.REVERSE_DOC),
                                                                     ("/search", NO.request, NO.HIDDEN))),
     Endpoint("GET /lookup|/details|/status (Nominatim)", "/lookup", ("GET",), call=NO.call, route=NO.request,
-             when=NO.takes, tag=NO.TAG, paths=(("/lookup", NO.request, NO.LOOKUP_DOC),
+             when=NO.takes, web=lambda p: None if p == "/status" else "search", tag=NO.TAG,
+             paths=(("/lookup", NO.request, NO.LOOKUP_DOC),
                                                ("/details", NO.request, NO.DETAILS_DOC),
                                                ("/status", NO.request, NO.HIDDEN))),
     Endpoint("POST /route", "/route", ("POST",), _call("route"), route=_body(RouteRequest),
@@ -239,7 +252,7 @@ TABLE: tuple[Endpoint, ...] = (
              doc={"summary": "Turn-by-turn route between two or more locations", "responses": {422: {
                  "description": "A location cannot be snapped (the detail names its index) or no route exists"}}}),
     Endpoint("POST /matrix", "/matrix", ("POST",), lambda engine, req: engine.matrix_request(req),
-             route=_body(MatrixRequest), parse=_model(MatrixRequest), inline=_never, quota="routing",
+             route=_body(MatrixRequest), parse=_model(MatrixRequest), inline=_never, quota="routing", unauthorized=True,
              model=MatrixResponse, below_asgi=False, tag=_R,
              doc={"summary": "Many-to-many travel times and distances",
                   "responses": {422: {"description": "A location cannot be snapped"},
@@ -257,18 +270,18 @@ TABLE: tuple[Endpoint, ...] = (
     Endpoint("POST /elevation", "/elevation", ("POST",), call=EL.profile_answer, route=_body(EL.ElevationRequest),
              parse=_model(EL.ElevationRequest), tag=EL.TAG, doc=EL.POST_DOC),
     Endpoint("GET /search", "/search", ("GET",), SE.search, route=SE.search_params,
-             parse=_search(SE.plain_search), cached=True, model=SE.SearchResponse, tag=_S,
+             parse=_search(SE.plain_search), cached=True, model=SE.SearchResponse, web="search", tag=_S,
              doc={"summary": "Autocomplete search of places and POIs", "responses": SE.ERRORS}),
     Endpoint("GET /search/reverse", "/search/reverse", ("GET",), SE.reverse, route=SE.reverse_params,
-             parse=_search(SE.plain_reverse), cached=True, model=SE.ReverseResponse, tag=_S,
+             parse=_search(SE.plain_reverse), cached=True, model=SE.ReverseResponse, web="search", tag=_S,
              doc={"summary": "Nearest places and POIs to a coordinate", "responses": SE.ERRORS}),
     Endpoint("GET /search/detail", "/search/detail/{doc_id}", ("GET",), lambda engine, doc_id: engine.place(doc_id),
-             route=SE.detail_param, model=SE.PlaceDetail, tag=_S, doc=SE.DETAIL_DOC),
+             route=SE.detail_param, model=SE.PlaceDetail, web="search", tag=_S, doc=SE.DETAIL_DOC),
     Endpoint("GET|HEAD tile", "/tiles/{source}/{z}/{x}/{y}", ("GET", "HEAD"),
              call=lambda state, req: TI.tile_answer(state.engine, *req), route=TI.tile_params, match=_tile_match,
-             parse=_tile_parse, quota="tile", tag=_T, doc=TI.TILE_DOC),
+             parse=_tile_parse, quota="tile", web="tiles", tag=_T, doc=TI.TILE_DOC),
     Endpoint("GET /sources|TileJSON", "/tiles/{source}", ("GET",), TI.meta, match=_meta_match, parse=_meta_parse,
-             quota="tile", below_asgi=False, tag=_T, paths=(("/sources", TI.sources_params, TI.SOURCES_DOC),
+             quota="tile", web="tiles", below_asgi=False, tag=_T, paths=(("/sources", TI.sources_params, TI.SOURCES_DOC),
                                                             ("/tiles/{source}", TI.tilejson_params, TI.TILEJSON_DOC))),
     Endpoint("POST /tiles/cache/clear", "/tiles/{source}/cache/clear", ("POST",), TI.clear, route=TI.clear_params,
              tag=_T, doc=TI.CLEAR_DOC),
@@ -278,14 +291,15 @@ TABLE: tuple[Endpoint, ...] = (
           "Map matching", "Match a GPS trace to the roads; matched edges and points", RO.MATCH_ERRORS,
           out=TraceAttributesResponse),
     _post("POST /v1/routing/directions", "/v1/routing/directions", DirectionsRequest, _call("directions"),
-          "Directions", "Turn-by-turn directions between 2 to 25 waypoints", RO.DIRECTIONS_ERRORS,
+          "Directions", "Turn-by-turn directions between 2 to 25 waypoints", RO.DIRECTIONS_ERRORS, unauthorized=True,
           response_model=DirectionsResponse, response_model_exclude_none=True),
     _post("POST /optimised_route", "/optimised_route", OptimisedRouteRequest, _call("optimised_route"), _R,
           "Best visiting order of the stops (first and last fixed) and the trip in that order",
           RO.OPTIMISED_ERRORS, response_model=OptimisedRouteResponse, response_model_exclude_none=True),
     # the Valhalla dialect (docs/valhalla.md): its actions with its bodies, POST and GET ?json=
     *(_post(f"POST /{a}", f"/{a}", model, fn, VA.TAG, summary, responses,
-            quota="routing" if a in VA.ROUTING_ACTIONS else "non_tile") for a, model, fn, summary, responses in VA.POSTS),
+            quota="routing" if a in VA.ROUTING_ACTIONS else "non_tile", unauthorized=a in VA.UNAUTHORIZED_ACTIONS)
+      for a, model, fn, summary, responses in VA.POSTS),
     Endpoint("GET /status (Valhalla)", "/status", ("GET",), VA.status, route=VA.status_query, tag=VA.TAG,
              doc={"summary": "Valhalla status: version, data time, available actions"}),
     Endpoint("POST /status (Valhalla)", "/status", ("POST",), VA.status, route=_body(V.StatusRequest), tag=VA.TAG,
@@ -295,17 +309,90 @@ TABLE: tuple[Endpoint, ...] = (
     *(_get_action(a, fn) for a, fn in VA.GET_ACTIONS),
     # the OSRM dialect (docs/osrm.md): one route per service
     Endpoint("GET OSRM", "/{service}/v1/{profile}/{coordinates}", ("GET",), call=OS.call, match=OS.parse_path,
-             parse=_osrm_parse, inline=OS.fast_inline, quota=OS.quota, on_error=OS.error_answer, tag=OS.TAG,
+             parse=_osrm_parse, inline=OS.fast_inline, quota=OS.quota, unauthorized=OS.unauthorized,
+             on_error=OS.error_answer, tag=OS.TAG,
              paths=tuple((f"/{s}/{{version}}/{{profile}}/{{coordinates}}", OS.params(s), OS.doc(s))
                          for s in OS.SERVICES)),
     # Photon under /photon (docs/geocoding.md); it ignores a trailing slash (Leaflet's serviceUrl has one)
-    Endpoint("GET /photon", "/photon/api", ("GET",), call=PH.call, route=NO.request, tag=PH.TAG,
+    Endpoint("GET /photon", "/photon/api", ("GET",), call=PH.call, route=NO.request, web="search", tag=PH.TAG,
              paths=(("/photon/api", NO.request, PH.SEARCH_DOC), ("/photon/reverse", NO.request, PH.REVERSE_DOC),
                     ("/photon/api/", NO.request, NO.HIDDEN), ("/photon/reverse/", NO.request, NO.HIDDEN))),
     Endpoint("POST /admin/speeds", "/admin/speeds", ("POST",), RO.speeds, route=RO.speeds_params, inline=_never,
              tag="System", doc=RO.SPEEDS_DOC),
 )
 ENDPOINTS: tuple[Endpoint, ...] = tuple(ep for ep in TABLE if ep.parse is not None)  # the fast dispatch's
+
+
+# ---------------------------------------------------------------------------------------- what admission reads
+def _patterns() -> dict[str, list]:
+    """First path segment -> (regex, entry, declared path, (quota class, publishable scope)) of every
+    declared path, in the table's order."""
+    out: dict[str, list] = {}
+    for ep in TABLE:
+        for path, _route, _doc in ep.paths or ((ep.path, None, None),):
+            out.setdefault(path.split("/")[1], []).append((compile_path(path)[0].match, ep, path,
+                                                           (ep.quota_of(path), _of(ep.web, path))))
+    return out
+
+
+_PATTERNS = _patterns()
+
+
+def _matching(path: str, strip: bool = True):
+    """(entry, declared path, (quota class, publishable scope)) of every declared path matching `path`."""
+    p = path.rstrip("/") if strip else path
+    return ((ep, declared, cls) for match, ep, declared, cls in _PATTERNS.get(p.split("/", 2)[1] if p[:1] == "/" else "", ())
+            if match(p))
+
+
+def _find(path: str):
+    return next(_matching(path), None)
+
+
+def methods(path: str) -> str:
+    """The methods the table's routes answer on `path` exactly (HEAD with GET, as Starlette's routes):
+    the `Allow` of a 405."""
+    out = {m for ep, _declared, _cls in _matching(path, strip=False) for m in ep.methods}
+    return ", ".join(sorted(out | ({"HEAD"} if "GET" in out else set())))
+
+
+def classify(path: str) -> tuple[Endpoint, str] | None:
+    """The first entry whose declared path matches `path` (any method, a trailing slash ignored), with
+    that declared path; None for a path the table does not declare."""
+    hit = _find(path)
+    return None if hit is None else (hit[0], hit[1])
+
+
+def path_class(path: str) -> tuple[str, str | None]:
+    """(quota class, publishable scope) of a request path: the pools the gateway counts it in, and which
+    publishable keys may call it. A path the table does not declare is non_tile, for no publishable key."""
+    hit = _find(path)
+    return ("non_tile", None) if hit is None else hit[2]
+
+
+def auth_status(path: str) -> int:
+    """The status of a missing or invalid key: 401 on the spec's matrix and directions listings and
+    their dialect twins (/sources_to_targets, OSRM's /table), 403 everywhere else."""
+    hit = classify(path)
+    return 401 if hit is not None and _of(hit[0].unauthorized, hit[1]) else 403
+
+
+def group(path: str) -> str | None:
+    """The bundle group a path reads (server/lifecycle.py GROUP_STAGES), or None."""
+    hit = classify(path)
+    if hit is None:
+        return None
+    ep, declared = hit
+    if ep.group is not None:
+        return ep.group
+    if ep.quota_of(declared) == "routing" or ep.tag == _R:
+        return "routing"
+    if _of(ep.web, declared) == "search":
+        return "search"
+    return {_T: "tiles", EL.TAG: "elevation"}.get(ep.tag)
+
+
+gateway.classify_paths(path_class)  # the gateway counts (and admits publishable keys) by this table
 
 
 # ---------------------------------------------------------------------------------------- fast dispatch
@@ -317,30 +404,6 @@ def candidates(method: str, path: str):
             params = ep.match(path)
             if params is not None:
                 yield ep, params
-
-
-def prepare(state, method: str, path: str, query: bytes, body: bytes | None, headers, scope=None, cands=None):
-    """(entry, typed request, None) of the first entry whose parse step accepts the request, or
-    (entry, None, answer) for an answer kept in the answer cache; None when no entry takes it (the
-    FastAPI routes answer it)."""
-    for ep, params in candidates(method, path) if cands is None else cands:
-        if scope is None and not ep.below_asgi:
-            return None
-        if ep.cached:
-            kept = state.answers.get(state.engine, path, query)
-            if kept is not None:  # the same query answered before, by this engine (server/answers.py)
-                return ep, None, body_answer(kept)
-        req = ep.parse(Request(params, query, body, headers, scope))
-        if req is not None:
-            return ep, req, None
-    return None
-
-
-def keep(state, ep: Endpoint, path: str, query: bytes, answer: Answer | None) -> Answer | None:
-    """`answer`, kept in the answer cache when the entry's answers are."""
-    if ep.cached and answer is not None and answer[0] == 200:
-        state.answers.put(state.engine, path, query, answer[2])
-    return answer
 
 
 async def in_thread(timeout: float, fn, *args):

@@ -1,7 +1,7 @@
 """Response framing in one place: JSON bodies, problem+json bodies and tile headers.
 
 Every writer of the server frames its answers here: the admission layer's refusals, the FastAPI error
-handlers (server/problems.py), the endpoints' fast dispatch (server/hotpath.py, server/frontdoor.py),
+handlers (server/problems.py), the endpoints' fast dispatch (server/dispatch.py),
 the tile endpoint and the protocol's 400 for bytes uvicorn's parser refuses. An answer is
 `(status, headers, body)`: `headers` a list of raw (name, value) pairs, or a prebuilt header block
 (bytes, "name: value\\r\\n" per header; the tile fast path's).

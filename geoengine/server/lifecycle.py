@@ -23,7 +23,7 @@ import signal
 import threading
 from pathlib import Path
 
-from geoengine.gateway import ROUTING_PATHS, is_tile_path
+from geoengine.server import endpoints
 
 log = logging.getLogger("geoengine.server")
 
@@ -34,19 +34,6 @@ GROUP_STAGES = {
     "tiles": ("tiles",),
     "elevation": ("elevation",),
 }
-
-
-def path_group(path: str) -> str | None:
-    p = path.rstrip("/")
-    if p in ROUTING_PATHS or p.startswith(("/costing", "/v1/")):
-        return "routing"
-    if p.startswith("/search"):
-        return "search"
-    if is_tile_path(path) or p.endswith("/cache/clear"):
-        return "tiles"
-    if p.startswith("/elevation"):
-        return "elevation"
-    return None
 
 
 def _fingerprint(root: Path) -> dict[str, dict[str, tuple]]:
@@ -99,7 +86,7 @@ class BundleWatch:
         """Why the group of `path` cannot be served, or None."""
         if not self.broken:
             return None
-        group = path_group(path)
+        group = endpoints.group(path)
         if group is None:
             return None
         for stage in GROUP_STAGES[group]:

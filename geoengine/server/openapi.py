@@ -87,7 +87,7 @@ def _list(item: str, sep: str = ";") -> str:
 def _osrm_option_patterns(service: str) -> dict[str, dict[str, Any]]:
     enum = lambda *v: {"type": "string", "enum": list(v)}  # noqa: E731
     pat = lambda p: {"type": "string", "pattern": p}  # noqa: E731
-    annotations = ("duration", "distance") if service == "table" else O._ANNOTATIONS
+    annotations = ("duration", "distance") if service == "table" else O.ANNOTATIONS
     ann_item = "|".join(annotations)
     ann = _list(ann_item, ",") if service == "table" else rf"^(true|false|({ann_item})(,({ann_item}))*)$"
     return {
@@ -95,29 +95,17 @@ def _osrm_option_patterns(service: str) -> dict[str, dict[str, Any]]:
         "bearings": pat(_list(rf"|{_BEARING}")),
         "approaches": pat(_list("|curb|opposite|unrestricted")),
         "hints": pat(r"^[^;]*(;[^;]*)*$"),
-        "generate_hints": enum("true", "false"),
-        "skip_waypoints": enum("true", "false"),
-        "snapping": enum("default", "any"),
+        **{name: enum(*words) for name, words in O.CHOICES.items()},
         "exclude": pat(r"^((toll|motorway|ferry)(,(toll|motorway|ferry))*)?$"),
-        "steps": enum("true", "false"),
-        "geometries": enum("polyline", "polyline6", "geojson"),
-        "overview": enum("simplified", "full", "false"),
         "annotations": pat(ann),
         "alternatives": pat(r"^(true|false|[0-9]{1,6})$"),
-        "continue_straight": enum("default", "true", "false"),
         "waypoints": pat(r"^[0-9]{1,6}(;[0-9]{1,6})*$"),
         "sources": pat(r"^(all|[0-9]{1,6}(;[0-9]{1,6})*)$"),
         "destinations": pat(r"^(all|[0-9]{1,6}(;[0-9]{1,6})*)$"),
         "fallback_speed": pat(rf"^{_POSITIVE}$"),
         "scale_factor": pat(rf"^{_POSITIVE}$"),
-        "fallback_coordinate": enum("input", "snapped"),
         "number": pat(r"^(100|[1-9][0-9]?)$"),
         "timestamps": pat(_list(r"[0-9]{1,12}")),
-        "gaps": enum("split", "ignore"),
-        "tidy": enum("true", "false"),
-        "roundtrip": enum("true", "false"),
-        "source": enum("any", "first"),
-        "destination": enum("any", "last"),
     }
 
 

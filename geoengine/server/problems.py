@@ -16,6 +16,7 @@ from fastapi.responses import Response
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from geoengine.errors import FieldError, GeoengineError, field_path
+from geoengine.server import endpoints
 from geoengine.server.framing import PROBLEM_JSON, dumps, problem_bytes
 
 log = logging.getLogger("geoengine.server")
@@ -44,48 +45,24 @@ def _validation_message(err: dict) -> str:
     return msg
 
 
+_NOT_OBJECT = ("model_attributes_type", "dict_type", "model_type")
+
+
 def validation_errors(exc: RequestValidationError) -> tuple[str, list[dict]]:
     errors: list[dict] = []
     detail = None
     for err in exc.errors():
         loc = tuple(err.get("loc", ()))
         kind = err.get("type", "")
-        if kind == "json_invalid":
-            detail = _validation_message(err)
-            errors.append(FieldError("", detail).as_dict())
-            continue
-        if loc == ("body",) and kind == "missing":
-            detail = "a JSON request body is required"
-            errors.append(FieldError("", detail).as_dict())
-            continue
-        if loc == ("body",) and kind in ("model_attributes_type", "dict_type", "model_type"):
-            detail = "the request body must be a JSON object"
-            errors.append(FieldError("", detail).as_dict())
-            continue
-        errors.append(FieldError(request_field_path(loc), _validation_message(err)).as_dict())
+        whole = (_validation_message(err) if kind == "json_invalid" else None if loc != ("body",)
+                 else "a JSON request body is required" if kind == "missing"
+                 else "the request body must be a JSON object" if kind in _NOT_OBJECT else None)
+        if whole is not None:  # the body as a whole: its message is the detail
+            detail = whole
+        errors.append(FieldError("" if whole else request_field_path(loc), whole or _validation_message(err)).as_dict())
     if detail is None:
         detail = "; ".join(f"{e['field']}: {e['message']}" if e["field"] else e["message"] for e in errors)
     return detail, errors
-
-
-def _allowed_methods(request) -> str:
-    """Every method some route answers on this path (Starlette's 405 names only the first route's,
-    so DELETE /elevation said `Allow: GET` although POST /elevation exists too)."""
-    from starlette.routing import Match
-
-    methods: set[str] = set()
-    path = request.url.path
-    for probe in ("GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS"):
-        scope = {**request.scope, "method": probe, "path": path}
-        for route in getattr(request.app.router, "routes", []):
-            try:
-                match, _ = route.matches(scope)
-            except Exception:  # a route that cannot judge a probe scope does not answer it
-                continue
-            if match is Match.FULL:
-                methods.add(probe)
-                break
-    return ", ".join(sorted(methods))
 
 
 def install(app) -> None:
@@ -107,7 +84,7 @@ def install(app) -> None:
         if status == 404:
             detail = f"no endpoint at {request.url.path}" if exc.detail == "Not Found" else str(exc.detail)
         elif status == 405:
-            allow = _allowed_methods(request) or (exc.headers or {}).get("Allow") or (exc.headers or {}).get("allow", "")
+            allow = endpoints.methods(request.url.path) or (exc.headers or {}).get("Allow") or (exc.headers or {}).get("allow", "")
             exc.headers = {**(exc.headers or {}), "Allow": allow} if allow else exc.headers
             detail = f"method {request.method} is not allowed on {request.url.path}" + (f"; allowed: {allow}" if allow else "")
         else:

@@ -7,8 +7,8 @@ gives the protocol a transport wrapper that gathers the writes made within one t
 and sends them with one `write` at the end of the turn (a `call_soon`), before the loop polls again;
 closing flushes first. Everything else is the wrapped transport's.
 
-The protocol also opens the front door (`server/frontdoor.py`): when a request's headers are complete
-(for a POST, when its body is), the app's `FrontDoor` may answer it here, with the same bytes the
+The protocol also opens the front door: when a request's headers are complete (for a POST, when its
+body is), the app's dispatcher (`server/dispatch.py`) may answer it here, with the same bytes the
 application would write, without an ASGI scope, a request cycle or a task. Everything it declines goes
 to uvicorn's own path unchanged. It is only asked when the connection is idle (no response in flight,
 nothing pipelined behind it), keep-alive HTTP/1.1, not shutting down, and the transport not paused.
@@ -26,7 +26,7 @@ import httptools
 from uvicorn.protocols.http.httptools_impl import STATUS_LINE, HttpToolsProtocol
 from uvicorn.protocols.utils import get_client_addr, get_path_with_query_string
 
-from geoengine.server import frontdoor
+from geoengine.server import dispatch
 from geoengine.server.framing import head_block, problem_answer
 
 log = logging.getLogger("geoengine.server")
@@ -103,7 +103,7 @@ class _Defaults:
 
 
 class CorkedHttpToolsProtocol(HttpToolsProtocol):
-    _door: frontdoor.FrontDoor | None = None
+    _door: dispatch.Dispatcher | None = None
     _fd = 0  # 0: uvicorn's path; 1: answered by the front door; 2: collecting a body for it
     _fd_path = ""
     _fd_body: list[bytes] | None = None
@@ -111,7 +111,7 @@ class CorkedHttpToolsProtocol(HttpToolsProtocol):
 
     def connection_made(self, transport) -> None:  # type: ignore[override]
         super().connection_made(_CorkedTransport(transport, self.loop))
-        self._door = frontdoor.find(self.app)
+        self._door = dispatch.find(self.app)
 
     # -- the front door ----------------------------------------------------------------------------
     def data_received(self, data: bytes) -> None:
@@ -125,9 +125,7 @@ class CorkedHttpToolsProtocol(HttpToolsProtocol):
         end = data.find(b"\r\n\r\n")
         if end != len(data) - 4:
             return False  # pipelined, or a body
-        cycle = self.cycle
-        if (self._shutting_down or not (cycle is None or cycle.response_complete) or self.pipeline
-                or self.flow.write_paused or self.root_path or self.limit_concurrency is not None):
+        if not self._quiet():
             return False
         if _CTL.search(data) is not None:
             return False  # bytes the parser must judge
@@ -145,24 +143,30 @@ class CorkedHttpToolsProtocol(HttpToolsProtocol):
         path, _, query = target.partition(b"?")
         if b"%" in path:
             return False  # an escaped path is the router's to decode (a query string is decoded as the app does)
-        m = method.decode("ascii")
-        p = path.decode("ascii")
         try:
-            answer = self._door.get(m, p, query, pairs)
+            return self._get(method, path.decode("ascii"), query, pairs)
         except Exception:  # never let the front door cost a request: the application answers it
             log.debug("front door declined after an error", exc_info=True)
             return False
-        if answer is None:
-            return False
-        self._respond(m, p, query, answer)
-        return True
 
-    def _door_open(self) -> bool:
+    def _quiet(self) -> bool:
+        """No response in flight, nothing pipelined, not shutting down, writing not paused, no root path
+        or concurrency limit (uvicorn's to apply)."""
         cycle = self.cycle
         return (not self._shutting_down and (cycle is None or cycle.response_complete) and not self.pipeline
-                and not self.flow.write_paused and not self.expect_100_continue and not self.root_path
-                and self.limit_concurrency is None and self.parser.get_http_version() == "1.1"
+                and not self.flow.write_paused and not self.root_path and self.limit_concurrency is None)
+
+    def _door_open(self) -> bool:
+        return (self._quiet() and not self.expect_100_continue and self.parser.get_http_version() == "1.1"
                 and self.parser.should_keep_alive() and not self.parser.should_upgrade())
+
+    def _get(self, method: bytes, path: str, query: bytes, headers) -> bool:
+        """Whether the front door answered this GET or HEAD (then it is written)."""
+        m = method.decode("ascii")
+        answer = self._door.get(m, path, query, headers)
+        if answer is not None:
+            self._respond(m, path, query, answer)
+        return answer is not None
 
     def _front(self) -> bool:
         """Ask the front door about the request whose headers are complete: True when it answered or
@@ -179,11 +183,8 @@ class CorkedHttpToolsProtocol(HttpToolsProtocol):
                 self._fd, self._fd_path, self._fd_body = 2, path, []
                 return True
             return False
-        m = method.decode("ascii")
-        answer = self._door.get(m, path, url.query or b"", self.headers)
-        if answer is None:
+        if not self._get(method, path, url.query or b"", self.headers):
             return False
-        self._respond(m, path, url.query or b"", answer)
         self._fd = 1
         return True
 

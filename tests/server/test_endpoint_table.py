@@ -15,7 +15,7 @@ from starlette.testclient import TestClient
 from geoengine.server import endpoints
 from geoengine.server.admission import AdmissionMiddleware
 from geoengine.server.app import create_app
-from geoengine.server.hotpath import HotPath
+from geoengine.server.dispatch import Middleware as HotPath
 from tests.server.test_frontdoor import HOST, TILE, A, B, Conn, get, post
 
 ROUTE = {"locations": [A, B], "costing": "auto", "directions_options": {"directions_type": "none"}}

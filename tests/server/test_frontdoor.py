@@ -1,4 +1,4 @@
-"""The front door (geoengine.server.frontdoor, opened by server/protocol.py): requests answered below
+"""The front door (geoengine.server.dispatch, opened by server/protocol.py): requests answered below
 ASGI get the same status, headers and bytes as the application gives (compared with the ASGI path on
 the same app), every gateway rule holds (key, host, revocation within the lifetime, exact quotas,
 publishable keys and CORS left to their layers), and order, keep-alive and pipelining are uvicorn's.

@@ -10,7 +10,7 @@ from starlette.testclient import TestClient
 from geoengine.config import Settings
 from geoengine.gateway import KeyStore
 from geoengine.server.app import create_app
-from geoengine.server.hotpath import HotPath
+from geoengine.server.dispatch import Middleware as HotPath
 
 HOST = "hot.example.test"
 

@@ -23,7 +23,7 @@ def client(request, andorra, api_client, settings, keystore, api_key):
     from starlette.testclient import TestClient
 
     from geoengine.server.app import create_app
-    from geoengine.server.routes.tiles import TileFastPath
+    from geoengine.server.dispatch import Middleware as TileFastPath
 
     app = create_app(andorra, settings, keystore)
     app.user_middleware = [m for m in app.user_middleware if m.cls is not TileFastPath]

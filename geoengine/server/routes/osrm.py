@@ -94,8 +94,13 @@ def fast_inline(req) -> bool:
 
 
 def quota(path: str) -> str:
-    """nearest is no routing request (gateway/keys.py OSRM_ROUTING_PREFIXES); the other services are."""
+    """nearest is no routing request; the other services are (the entry's quota class)."""
     return "non_tile" if path.startswith("/nearest/") else "routing"
+
+
+def unauthorized(path: str) -> bool:
+    """/table, the matrix's twin: a missing key is a 401, as on /matrix."""
+    return path.startswith("/table/")
 
 
 def params(service: str):

@@ -101,12 +101,6 @@ CATEGORIES_DOC = ("Only POIs of these categories, comma-separated: iD preset ids
                   "(amenity=pharmacy) or category words in en, fr, de, es, ar, hi or ca (pharmacy, Apotheke)")
 # The engine returns plain dicts with exactly these fields (tests check them); the routes send them as
 # they are instead of re-validating every result through pydantic, and declare the models for OpenAPI.
-# The handlers are `async def`: the engine calls take well under a millisecond of CPU under the GIL, so
-# a thread-pool hop would cost more than it could overlap.
-
-
-# The engine returns plain dicts with exactly these fields (tests check them); the routes send them as
-# they are instead of re-validating every result through pydantic, and declare the models for OpenAPI.
 # They run on the event loop: the engine calls take well under a millisecond of CPU under the GIL, so a
 # thread-pool hop would cost more than it could overlap.
 DETAIL_DOC = {"summary": "One document by id or canonical id, with its full details",

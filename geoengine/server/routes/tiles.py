@@ -2,9 +2,8 @@
 POST /tiles/{source}/cache/clear.
 
 The tile endpoint is the hottest path of the service. `tile_answer` holds its whole behaviour (one
-engine call, then headers); the endpoint table's fast dispatch (server/endpoints.py: HotPath, and the
-front door below ASGI) answers tile requests with it before FastAPI's router, and the table's FastAPI
-route (for apps without HotPath) with it too.
+engine call, then headers); the endpoint table's dispatcher (server/dispatch.py, below ASGI and inside
+it) answers tile requests with it before FastAPI's router, and the table's FastAPI route with it too.
 """
 
 from __future__ import annotations
@@ -128,8 +127,8 @@ CLEAR_DOC = {"summary": "Clear the tile cache of a source", "response_model": Ca
              "responses": {403: {"description": "The key lacks the admin scope"}, 404: {"description": "Unknown source"}}}
 
 
-# -------------------------------------------------------------------------- the tile hot path
-def _accepts_gzip(value: str | None) -> bool:
+# -------------------------------------------------------------------------- the tile endpoint
+def accepts_gzip(value: str | None) -> bool:
     if not value:
         return False
     for part in value.split(","):
@@ -184,7 +183,7 @@ def tile_answer(engine, source: str, z_text: str, x_text: str, y_text: str, acce
         return 204, NO_TILE, b""
     data, etag = tile.data, tile.etag
     encoded = tile.gzip
-    if encoded and not _accepts_gzip(accept_encoding):
+    if encoded and not accepts_gzip(accept_encoding):
         data, encoded = gzip.decompress(data), False
         etag = etag[:-1] + '-identity"'
     if if_none_match is not None and _etag_matches(if_none_match, etag):
@@ -202,10 +201,6 @@ def tile_params(
 ):
     """The tile route's parameters as documented (the fast dispatch answers every tile request itself)."""
     return source, str(z), str(x), y, accept_encoding, if_none_match
-
-
-class TileFastPath:
-    """Never installed: the tiles' fast dispatch is the endpoint table's (server/endpoints.py, HotPath)."""
 
 
 TILE_DOC = {

@@ -15,9 +15,10 @@ from geoengine.services.optimised_route import OptimisedRouteRequest
 from geoengine.validation import validate
 
 TAG = "Valhalla dialect"
-# the actions counted in the routing quota (gateway/keys.py ROUTING_PATHS)
+# the actions counted in the routing quota (their entries' quota class, server/endpoints.py)
 ROUTING_ACTIONS = ("route", "isochrone", "sources_to_targets", "optimized_route", "trace_route", "trace_attributes",
                    "expansion")
+UNAUTHORIZED_ACTIONS = ("sources_to_targets",)  # the matrix's twin: a missing key is a 401, as on /matrix
 
 _ERRORS = {422: {"description": "A location cannot be snapped, no route, or the trace cannot be matched"},
            503: {"description": "The bundle lacks the stage the action needs"}}

@@ -21,6 +21,7 @@ gateway; anything else goes to the gateway unchanged. Responses to allowed origi
 from __future__ import annotations
 
 import logging
+import time
 
 import anyio
 
@@ -49,6 +50,8 @@ class WebAccess:
         self.signer = SessionSigner(load_secret(settings.state), settings.session_ttl_s)
         self.limiter = RateLimiter(settings.session_rate)
         self.session_plan = settings.session_plan
+        self._session_record = KeyRecord("ws", self.session_plan, "", "")  # what the plan counts
+        self._verified: dict[bytes, tuple[str, int]] = {}  # Cookie header -> (session id, expiry): `quick_session`
         self.assets = Assets(assets_root(settings.web_assets))
         missing = self.assets.missing()
         if missing:
@@ -116,6 +119,26 @@ class WebAccess:
         if await count(send, KeyRecord(record.usage_id, record.plan, "", ""), path):
             return record.usage_id
         return None
+
+    def quick_session(self, heads, path: str, counted) -> str | None:
+        """The usage id of a page session admitted without I/O (the front door, server/admission.py
+        `quick`): the rules of `_session` for a request without `Origin`, a plan that does not count the
+        path (`counted(record, path)`) and the rate limit not reached; else None (then `_session` decides
+        and writes the refusal)."""
+        if heads.site not in (None, b"same-origin", b"none") or path.endswith(SESSION_DENIED_SUFFIXES):
+            return None
+        sid = self._verified.get(heads.cookie)
+        if sid is None or sid[1] < time.time():
+            cookie = read_cookie(((b"cookie", heads.cookie),))
+            sid = self.signer.verified(cookie)
+            if sid is None:
+                return None
+            if len(self._verified) >= 4096:
+                self._verified.clear()
+            self._verified[heads.cookie] = sid
+        if counted(self._session_record, path) or self.limiter.hit(sid[0]):
+            return None
+        return f"ws_{sid[0]}"
 
     async def _session(self, scope, send, cookie, origin, path, count):
         sid = self.signer.verify(cookie)

@@ -56,17 +56,20 @@ class SessionSigner:
 
     def verify(self, value: str | None, now: float | None = None) -> str | None:
         """The session id when `value` is a well-signed, unexpired cookie value, else None."""
+        hit = self.verified(value, now)
+        return None if hit is None else hit[0]
+
+    def verified(self, value: str | None, now: float | None = None) -> tuple[str, int] | None:
+        """(session id, expiry) of a well-signed, unexpired cookie value, else None."""
         if not value:
             return None
         parts = value.split(".")
         if len(parts) != 3 or len(parts[0]) != 16 or not parts[1].isdigit():
             return None
         sid, exp, sig = parts[0], int(parts[1]), parts[2]
-        if not hmac.compare_digest(sig, self._sign(sid, exp)):
+        if not hmac.compare_digest(sig, self._sign(sid, exp)) or exp < (now or time.time()):
             return None
-        if exp < (now or time.time()):
-            return None
-        return sid
+        return sid, exp
 
     def cookie_header(self, value: str, secure: bool) -> bytes:
         attrs = [f"{COOKIE}={value}", "Path=/", f"Max-Age={self.ttl_s}", "HttpOnly", "SameSite=Strict"]
