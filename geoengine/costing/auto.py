@@ -7,11 +7,11 @@ import numpy as np
 from geoengine.costing.common import (
     DESTINATION_PENALTY_S,
     HIGHWAY_CLASSES,
-    MOTOR_SIGNAL_DELAY_S,
     MOTOR_SURFACE_SPEED,
     TAGGED_SPEED_FACTOR,
     EdgeView,
     finish,
+    motor_obstacles,
     preference,
     shortest_cost,
 )
@@ -22,12 +22,13 @@ MODE = {"auto": T.AUTO, "auto_shorter": T.AUTO, "bus": T.BUS, "taxi": T.TAXI}
 
 def motor_time(v: EdgeView, top_speed: float) -> np.ndarray:
     """Seconds per edge: class default speed or 80 % of a tagged maxspeed (ferries: their duration),
-    slowed on rough surfaces, capped at `top_speed`, plus MOTOR_SIGNAL_DELAY_S (2 s, OSRM's) per traffic
-    signal passed."""
+    slowed on rough surfaces, capped at `top_speed`, plus the seconds of OSRM car.lua's obstacles passed
+    (`EdgeView.motor_obstacles`: 2 s per traffic signal in its direction, 2 s per stop sign, 1 s per
+    give-way sign, 60 s per gate)."""
     tagged = v.flag(T.F_SPEED_TAGGED) & ~v.flag(T.F_FERRY)
     speed = v.speed * np.where(tagged, TAGGED_SPEED_FACTOR, 1.0) * MOTOR_SURFACE_SPEED[v.surface]
     speed = np.minimum(speed, top_speed)
-    time_s = v.length / (np.maximum(speed, 1.0) / 3.6) + MOTOR_SIGNAL_DELAY_S * v.signals
+    time_s = v.length / (np.maximum(speed, 1.0) / 3.6) + v.motor_obstacles
     if v.speeds is not None and len(v.speeds.edges):
         time_s = with_measured_speeds(v, time_s, speed, top_speed)
     return time_s
@@ -41,13 +42,92 @@ def with_measured_speeds(v: EdgeView, time_s: np.ndarray, speed: np.ndarray, top
     s = v.speeds
     e = s.edges
     cov_len = np.asarray(s.cov_len, dtype=np.float64)
-    measured = cov_len / np.asarray(s.cov_time, dtype=np.float64) * 3.6
-    capped = np.minimum(measured, top_speed)
     rest = np.maximum(v.length[e] - cov_len, 0.0)
     out = np.array(time_s, dtype=np.float64)
-    out[e] = (cov_len / (capped / 3.6) + rest / (np.maximum(speed[e], 1.0) / 3.6)
-              + MOTOR_SIGNAL_DELAY_S * v.signals[e])
+    out[e] = (covered_seconds(cov_len, s.cov_time, top_speed) + rest / (np.maximum(speed[e], 1.0) / 3.6)
+              + v.motor_obstacles[e])
     return out
+
+
+def covered_seconds(cov_len, cov_time, top_speed: float) -> np.ndarray:
+    """Seconds of the covered metres of edges at their measured mean speed (the harmonic mean over the
+    covered pieces), capped at `top_speed` km/h."""
+    cov_len = np.asarray(cov_len, dtype=np.float64)
+    measured = cov_len / np.asarray(cov_time, dtype=np.float64) * 3.6
+    return cov_len / (np.minimum(measured, top_speed) / 3.6)
+
+
+def measured_piece_timing(graph, speeds, time_s: np.ndarray, top_speed: float):
+    """Where the time goes along each edge the measured speeds cover piece by piece (docs/traffic.md,
+    "Partial edges"): (edges int64[C] sorted, ptr int64[C+1], metres float64[N], seconds float64[N]).
+    Edge edges[i] has the shape points of its segment at ptr[i]..ptr[i+1] (in the segment's own
+    order), with the haversine metres from the segment's first point to each and the seconds the edge's
+    travel spends on the pieces between them: a covered piece its seconds at the file's speed (scaled
+    as the edge's covered metres are by the top speed), an uncovered one its metres at the profile
+    speed, each piece its share by length of the edge's obstacle delays (signals, signs, gates). The
+    last entry of an edge is its whole `time_s`. Empty when the speeds keep no pieces (way speeds, an older stored generation)."""
+    from geoengine.geo import haversine_m
+
+    pe = getattr(speeds, "piece_edge", None)
+    if pe is None or not len(pe):
+        return _NO_TIMING
+    pe = np.asarray(pe, dtype=np.int64)
+    pstart = np.asarray(speeds.piece_start, dtype=np.int64)
+    ptime = np.asarray(speeds.piece_time, dtype=np.float64)
+    edges = np.unique(pe)
+    edges = edges[np.isfinite(time_s[edges])]
+    if not len(edges):
+        return _NO_TIMING
+    off = np.asarray(graph.shape_offsets)
+    seg = edges >> 1
+    first, npts = off[seg], off[seg + 1] - off[seg]
+    ptr = np.zeros(len(edges) + 1, np.int64)
+    np.cumsum(npts, out=ptr[1:])
+    N = int(ptr[-1])
+    owner = np.repeat(np.arange(len(edges)), npts)
+    j = np.arange(N) - ptr[owner]  # point index within its segment
+    pts = first[owner] + j  # the graph's shape index
+    lon, lat = np.asarray(graph.shape_lon), np.asarray(graph.shape_lat)
+    has_next = j < npts[owner] - 1  # entry k is the piece pts[k] -> pts[k] + 1
+    plen = np.zeros(N)
+    q = pts[has_next]
+    plen[has_next] = haversine_m(lat[q], lon[q], lat[q + 1], lon[q + 1])
+    # the file's seconds per covered piece (placed by (edge, start)), NaN where uncovered
+    ftime = np.full(N, np.nan)
+    i = np.searchsorted(edges, pe)
+    ok = (i < len(edges)) & (edges[np.minimum(i, len(edges) - 1)] == pe)
+    ftime[ptr[i[ok]] + (pstart[ok] - first[i[ok]])] = ptime[ok]
+    cov = np.isfinite(ftime) & has_next
+    cov_len = np.bincount(owner[cov], weights=plen[cov], minlength=len(edges))
+    cov_time = np.bincount(owner[cov], weights=ftime[cov], minlength=len(edges))
+    length = np.bincount(owner, weights=plen, minlength=len(edges))
+    tc = np.where(cov_len > 0, covered_seconds(np.maximum(cov_len, 1e-12), np.maximum(cov_time, 1e-12), top_speed), 0.0)
+    sig = motor_obstacles(graph)[edges]
+    total = np.asarray(time_s, dtype=np.float64)[edges]
+    rest_len = np.maximum(length - cov_len, 0.0)
+    tu = np.maximum(total - sig - tc, 0.0)  # the uncovered metres' seconds at the profile speed
+    scale = np.where(cov_time > 0, tc / np.where(cov_time > 0, cov_time, 1.0), 0.0)
+    sec = np.where(cov, np.where(cov, ftime, 0.0) * scale[owner],
+                   plen * np.where(rest_len > 0, tu / np.where(rest_len > 0, rest_len, 1.0), 0.0)[owner])
+    sec = sec + plen * np.where(length > 0, sig / np.where(length > 0, length, 1.0), 0.0)[owner]
+    # cumulative from each segment's first point: entry k holds the pieces before point k
+    cum_len = np.zeros(N)
+    cum_sec = np.zeros(N)
+    cl, cs = np.cumsum(plen), np.cumsum(sec)
+    base = ptr[owner]
+    cum_len[1:] = cl[:-1]
+    cum_sec[1:] = cs[:-1]
+    cum_len -= np.where(base > 0, np.r_[0.0, cl][base], 0.0)
+    cum_sec -= np.where(base > 0, np.r_[0.0, cs][base], 0.0)
+    cum_len[ptr[:-1]] = 0.0
+    cum_sec[ptr[:-1]] = 0.0
+    # the last entry is the edge's whole time exactly (the sums above round differently)
+    last = ptr[1:] - 1
+    cum_sec[last] = total
+    return edges, ptr, cum_len, cum_sec
+
+
+_NO_TIMING = (np.zeros(0, np.int64), np.zeros(1, np.int64), np.zeros(0), np.zeros(0))
 
 
 def motor_cost(v: EdgeView, time_s: np.ndarray, opts, mode_bit: int, toll_bit: int = T.F_TOLL) -> np.ndarray:

@@ -59,6 +59,12 @@ def turn_base(graph) -> TurnBase:
     return base
 
 
+#: per road class: whether OSRM's car.lua routes on it (a speed in its `speeds` table, or a ferry);
+#: the motor modes' `TurnBase.roads` count only these at a junction
+CAR_LUA_CLASS = np.array([name in ("motorway", "trunk", "primary", "secondary", "tertiary", "unclassified",
+                                   "residential", "service", "living_street", "ferry") for name in T.CLASS_NAMES])
+
+
 class TurnBase:
     """What every turn graph of one road graph shares, whatever the costing, options or blocked edges:
     every possible turn (each directed edge into a node followed by each directed edge out of it,
@@ -101,12 +107,30 @@ class TurnBase:
         mode may not use do not; None: roads any mode may use). Made once per mode, kept."""
         if mode not in self._roads:
             graph = self.graph
-            acc = np.asarray(graph.edge_access)
-            bit = T.ALL_MODES if mode is None else (T.MODE_BITS[mode] if isinstance(mode, str) else int(mode))
-            seg_ok = ((acc[0::2] | acc[1::2]) & bit) != 0
+            seg_ok = self.counted(mode)
             ends = np.concatenate([np.asarray(graph.edge_src)[0::2][seg_ok], np.asarray(graph.edge_dst)[0::2][seg_ok]])
             self._roads[mode] = np.minimum(np.bincount(ends, minlength=graph.n_nodes), 255).astype(np.uint8)
         return self._roads[mode]
+
+    def counted(self, mode: str | int | None) -> np.ndarray:
+        """bool[S]: the segments `roads` counts at their ends: those `mode` may drive in at least one
+        direction; for the motor modes, the ways OSRM's car.lua keeps in its graph (`seg_car_lua`,
+        `tags.in_car_lua_graph`: private roads count, a track without car access tags does not), on
+        an older graph the drivable ones of the classes car.lua has speeds for."""
+        key = ("counted", mode)
+        if key not in self._roads:
+            graph = self.graph
+            acc = np.asarray(graph.edge_access)
+            bit = T.ALL_MODES if mode is None else (T.MODE_BITS[mode] if isinstance(mode, str) else int(mode))
+            ok = ((acc[0::2] | acc[1::2]) & bit) != 0
+            if mode is not None and (bit & T.MOTOR) == bit:
+                car_lua = getattr(graph, "seg_car_lua", None)
+                if car_lua is not None:  # the ways car.lua keeps, private ones included
+                    ok = np.asarray(car_lua, dtype=bool).copy()
+                else:  # a graph built before seg_car_lua: the classes car.lua has speeds for
+                    ok &= CAR_LUA_CLASS[np.asarray(graph.seg_class)]
+            self._roads[key] = ok
+        return self._roads[key]
 
     def arcs(self, idx: np.ndarray, mode: str | int | None) -> TurnArcs:
         """`TurnArcs` of the base turns at positions `idx`, the roads counted for `mode`."""
@@ -221,7 +245,12 @@ class TurnArcs:
 
     @property
     def roads(self) -> np.ndarray:
-        return self.base.roads(self.mode)[np.asarray(self.graph.edge_dst)[self.e1]].astype(np.int64)
+        """The roads counted at the junction (`TurnBase.roads`), plus the turn's own edges when their
+        class is not counted (a turn onto a track still meets the roads of the junction)."""
+        e1, e2 = self.e1.astype(np.int64), self.e2.astype(np.int64)
+        c = self.base.counted(self.mode)
+        extra = (~c[e1 >> 1]).astype(np.int64) + (~c[e2 >> 1] & ((e2 >> 1) != (e1 >> 1))).astype(np.int64)
+        return self.base.roads(self.mode)[np.asarray(self.graph.edge_dst)[e1]].astype(np.int64) + extra
 
     def perceived_angle(self) -> np.ndarray:
         return self.base.perceived_angles(self.idx)

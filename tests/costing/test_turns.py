@@ -75,16 +75,23 @@ def test_roads_at_each_node_are_the_segments_the_mode_may_use(liechtenstein_grap
     u, v = np.asarray(g.seg_u), np.asarray(g.seg_v)
     rng = np.random.default_rng(0)
     nodes = rng.choice(g.n_nodes, 400, replace=False)
-    for mode in ("auto", "bicycle", "pedestrian"):
+    cls = np.asarray(g.seg_class)
+    car_lua = np.asarray(g.seg_car_lua)  # the ways car.lua keeps (tests/graph: from the file's tags)
+    for mode in ("auto", "bicycle", "pedestrian", "truck"):
         bit = T.MODE_BITS[mode]
         roads = base.roads(mode)
         for n in nodes.tolist():
-            segs = np.flatnonzero((u == n) | (v == n))
-            want = sum(((int(acc[2 * s]) | int(acc[2 * s + 1])) & bit) != 0 for s in segs.tolist())
-            want += sum(((int(acc[2 * s]) | int(acc[2 * s + 1])) & bit) != 0 and u[s] == v[s] for s in segs.tolist())
+            segs = [s for s in np.flatnonzero((u == n) | (v == n)).tolist()
+                    if (car_lua[s] if mode in ("auto", "truck") else ((int(acc[2 * s]) | int(acc[2 * s + 1])) & bit) != 0)]
+            want = len(segs) + sum(u[s] == v[s] for s in segs)
             assert roads[n] == want, (mode, n)
-    # a footway joining a road is a junction for pedestrians, not for cars
+    # a footway joining a road is a junction for pedestrians, not for cars; a track cars may drive but
+    # car.lua has no speed or car access tag for is none for cars either
     assert (base.roads("pedestrian") > base.roads("auto")).any()
+    car_track = (cls == T.CLASS["track"]) & ((((acc[0::2] | acc[1::2]) & T.AUTO)) != 0) & ~car_lua
+    assert car_track.any()
+    ends = np.concatenate([u[car_track], v[car_track]])
+    assert (base.roads("bicycle")[ends] > base.roads("auto")[ends]).any()
 
 
 @pytest.mark.parametrize("costing", ["auto", "truck", "motorcycle"])
@@ -101,9 +108,7 @@ def test_turn_graph_weights_are_car_lua_per_arc(liechtenstein_graph, costing):
                                              turn_penalty=tp)
     pen = w - cost[tgt]
     e1 = np.repeat(np.arange(g.n_edges), np.diff(off))
-    acc = np.asarray(g.edge_access)
-    bit = T.MODE_BITS[costing]
-    seg_ok = ((acc[0::2] | acc[1::2]) & bit) != 0
+    seg_ok = np.asarray(g.seg_car_lua)  # the roads of car.lua's graph meeting at the junction
     roads_at = np.bincount(np.concatenate([np.asarray(g.seg_u)[seg_ok], np.asarray(g.seg_v)[seg_ok]]),
                            minlength=g.n_nodes)
     flags = np.asarray(g.edge_flags)
@@ -112,11 +117,15 @@ def test_turn_graph_weights_are_car_lua_per_arc(liechtenstein_graph, costing):
     rng = np.random.default_rng(1)
     for k in rng.choice(len(tgt), 3000, replace=False).tolist():
         a, b = int(e1[k]), int(tgt[k])
-        want = lua_process_turn(float(perceived[k]), int(roads_at[g.edge_dst[a]]), b == (a ^ 1),
+        # the junction's roads in car.lua's graph, and the turn's own edges when they are not in it
+        roads = int(roads_at[g.edge_dst[a]]) + (not seg_ok[a >> 1]) + (not seg_ok[b >> 1] and (a >> 1) != (b >> 1))
+        want = lua_process_turn(float(perceived[k]), roads, b == (a ^ 1),
                                 bool((flags[a] ^ flags[b]) & T.F_FERRY), bool((flags[a] | flags[b]) & T.F_ROUNDABOUT))
         assert pen[k] == pytest.approx(want, abs=1e-6), (a, b)
     # most arcs go straight through a node of two roads and cost nothing; every U-turn costs 20 s or more
-    two = roads_at[np.asarray(g.edge_dst)[e1]] <= 2
+    r_all = (roads_at[np.asarray(g.edge_dst)[e1]] + ~seg_ok[e1 >> 1]
+             + (~seg_ok[tgt >> 1] & ((tgt >> 1) != (e1 >> 1))))
+    two = r_all <= 2
     assert two.any() and np.all(pen[two & (tgt != (e1 ^ 1))] == 0.0)
     assert np.all(pen[tgt == (e1 ^ 1)] >= 20.0)
 
