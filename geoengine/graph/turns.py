@@ -271,8 +271,10 @@ def perceived_bearings(graph) -> tuple[np.ndarray, np.ndarray]:
     road width plus 10 m); else, over the road's first 40 m plus half its width: its end when the
     road is straight there within half a lane, the point 5 m along when it starts straight (within a
     quarter lane) for half its width plus 10 m, the direction of the line that fits every point within
-    a third of a lane; else (and on service roads) the point 10 m along. `turn_angles` uses the first
-    and last shape segments (what bicycles' turns read)."""
+    a third of a lane; else (and on service roads) the point 10 m along. The road is followed through
+    nodes car.lua compresses away (`car_continuation`: a footway or track crossing, two pieces of one
+    street), as OSRM reads the coordinate along its compressed road. `turn_angles` uses the first and
+    last shape segments (what bicycles' turns read)."""
     factor = np.ones(len(T.CLASS_NAMES))
     factor[T.CLASS["motorway"]] = 2.5
     factor[T.CLASS["trunk"]] = 2.0
@@ -283,7 +285,54 @@ def perceived_bearings(graph) -> tuple[np.ndarray, np.ndarray]:
     link = (np.asarray(graph.seg_flags) & T.F_LINK) != 0
     lanes = np.where(link, 2.5 * ASSUMED_LANES, lanes)
     return _perceived(np.asarray(graph.shape_offsets, dtype=np.int64), np.asarray(graph.shape_lon, dtype=np.float64),
-                      np.asarray(graph.shape_lat, dtype=np.float64), lanes, low)
+                      np.asarray(graph.shape_lat, dtype=np.float64), lanes, low, car_continuation(graph))
+
+
+def car_continuation(graph) -> np.ndarray:
+    """int64[E]: per directed edge, the edge that continues it through its end node when that node is no
+    junction in OSRM car.lua's graph and car.lua would merge the two roads into one (exactly two of its
+    roads meet there, `TurnBase.counted`, with the same name and class: a footway or track crossing,
+    a node OSRM compresses away); else -1. OSRM reads a road's representative coordinate along its
+    compressed road, so `perceived_bearings` looks through these nodes too."""
+    E = graph.n_edges if hasattr(graph, "n_edges") else 0
+    u, v = getattr(graph, "seg_u", None), getattr(graph, "seg_v", None)
+    if u is None or v is None or not E:
+        return np.full(2 * (len(graph.shape_offsets) - 1), -1, np.int64)
+    car_lua = getattr(graph, "seg_car_lua", None)
+    if car_lua is not None:
+        ok = np.asarray(car_lua, dtype=bool)
+    else:
+        acc = np.asarray(graph.edge_access)
+        ok = (((acc[0::2] | acc[1::2]) & T.AUTO) != 0) & CAR_LUA_CLASS[np.asarray(graph.seg_class)]
+    return _continuation(np.asarray(u, np.int64), np.asarray(v, np.int64), ok, np.asarray(graph.seg_name, np.int64),
+                         np.asarray(graph.seg_class, np.int64), int(graph.n_nodes))
+
+
+@numba.njit(cache=True, nogil=True)
+def _continuation(u, v, ok, name, cls, n_nodes):
+    S = u.shape[0]
+    cnt = np.zeros(n_nodes, np.int64)
+    other = np.full((n_nodes, 2), -1, np.int64)  # the first two counted segments at each node
+    for s in range(S):
+        if not ok[s]:
+            continue
+        for node in (u[s], v[s]):
+            if cnt[node] < 2:
+                other[node, cnt[node]] = s
+            cnt[node] += 1
+    nxt = np.full(2 * S, -1, np.int64)
+    for s in range(S):
+        if not ok[s] or u[s] == v[s]:
+            continue
+        for d in range(2):
+            end = v[s] if d == 0 else u[s]
+            if cnt[end] != 2:
+                continue
+            t = other[end, 0] if other[end, 1] == s else other[end, 1]
+            if t == s or t < 0 or u[t] == v[t] or name[t] != name[s] or cls[t] != cls[s]:
+                continue
+            nxt[2 * s + d] = 2 * t if u[t] == end else 2 * t + 1
+    return nxt
 
 
 @numba.njit(cache=True, nogil=True)
@@ -404,25 +453,67 @@ def _fit(xs, ys, lo, hi):
     return ux * LOOKAHEAD_M, uy * LOOKAHEAD_M, dev
 
 
+#: edges a road's look-ahead follows through nodes car.lua compresses away (`car_continuation`)
+MAX_CHAIN = 16
+
+
 @numba.njit(cache=True, nogil=True)
-def _perceived(off, lon, lat, lanes, low):
+def _chain(off, lon, lat, e, nxt, reach, px, py):
+    """The points of directed edge e from its start, continued through `nxt` until `reach` metres
+    (or MAX_CHAIN edges); into px, py; returns their count."""
+    m = 0
+    walked = 0.0
+    kx = 111_195.0 * np.cos(np.radians(lat[off[e >> 1]]))
+    for _ in range(MAX_CHAIN):
+        s = e >> 1
+        a, b = off[s], off[s + 1] - 1
+        n = b - a + 1
+        for k in range(n):
+            p = a + k if (e & 1) == 0 else b - k
+            if m > 0 and k == 0:
+                continue  # the junction point the previous edge ended at
+            if m > 0:
+                walked += np.hypot((lon[p] - px[m - 1]) * kx, (lat[p] - py[m - 1]) * 111_195.0)
+            px[m] = lon[p]
+            py[m] = lat[p]
+            m += 1
+            if m == px.shape[0]:
+                return m
+        if walked >= reach or nxt[e] < 0:
+            break
+        e = nxt[e]
+    return m
+
+
+@numba.njit(cache=True, nogil=True)
+def _perceived(off, lon, lat, lanes, low, nxt):
     S = off.shape[0] - 1
     start = np.empty(2 * S, np.float32)
     end = np.empty(2 * S, np.float32)
     most = 2
     for s in range(S):
         most = max(most, off[s + 1] - off[s])
-    xs = np.empty(most)
-    ys = np.empty(most)
+    cap = most * (MAX_CHAIN + 1)
+    xs = np.empty(cap)
+    ys = np.empty(cap)
+    px = np.empty(cap)
+    py = np.empty(cap)
     for s in range(S):
         a, b = off[s], off[s + 1] - 1
-        n = b - a + 1
-        ux, uy = _look(lon, lat, a, 1, n, lanes[s], low[s], xs, ys)
-        vx, vy = _look(lon, lat, b, -1, n, lanes[s], low[s], xs, ys)
+        reach = FAR_LOOKAHEAD_M + lanes[s] * 0.5 * LANE_WIDTH_M + 1.0
+        if nxt[2 * s] < 0 and nxt[2 * s + 1] < 0:
+            n = b - a + 1
+            ux, uy = _look(lon, lat, a, 1, n, lanes[s], low[s], xs, ys)
+            vx, vy = _look(lon, lat, b, -1, n, lanes[s], low[s], xs, ys)
+        else:  # the road goes on through a node car.lua compresses: look along it
+            n = _chain(off, lon, lat, 2 * s, nxt, reach, px, py)
+            ux, uy = _look(px, py, 0, 1, n, lanes[s], low[s], xs, ys)
+            n = _chain(off, lon, lat, 2 * s + 1, nxt, reach, px, py)
+            vx, vy = _look(px, py, 0, 1, n, lanes[s], low[s], xs, ys)
         start[2 * s] = _bearing(lat[a], lon[a], uy, ux)
-        end[2 * s] = _bearing(vy, vx, lat[b], lon[b])
-        start[2 * s + 1] = _bearing(lat[b], lon[b], vy, vx)
         end[2 * s + 1] = _bearing(uy, ux, lat[a], lon[a])
+        start[2 * s + 1] = _bearing(lat[b], lon[b], vy, vx)
+        end[2 * s] = _bearing(vy, vx, lat[b], lon[b])
     return start, end
 
 
