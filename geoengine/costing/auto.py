@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import numba
 import numpy as np
 
 from geoengine.costing.common import (
@@ -15,6 +16,7 @@ from geoengine.costing.common import (
     preference,
     shortest_cost,
 )
+from geoengine.geo import haversine_scalar
 from geoengine.graph import tags as T
 
 MODE = {"auto": T.AUTO, "auto_shorter": T.AUTO, "bus": T.BUS, "taxi": T.TAXI}
@@ -66,65 +68,84 @@ def measured_piece_timing(graph, speeds, time_s: np.ndarray, top_speed: float):
     as the edge's covered metres are by the top speed), an uncovered one its metres at the profile
     speed, each piece its share by length of the edge's obstacle delays (signals, signs, gates). The
     last entry of an edge is its whole `time_s`. Empty when the speeds keep no pieces (way speeds, an older stored generation)."""
-    from geoengine.geo import haversine_m
-
     pe = getattr(speeds, "piece_edge", None)
     if pe is None or not len(pe):
         return _NO_TIMING
     pe = np.asarray(pe, dtype=np.int64)
     pstart = np.asarray(speeds.piece_start, dtype=np.int64)
     ptime = np.asarray(speeds.piece_time, dtype=np.float64)
-    edges = np.unique(pe)
+    if len(pe) > 1 and not (np.all(pe[1:] >= pe[:-1])):
+        order = np.lexsort((pstart, pe))
+        pe, pstart, ptime = pe[order], pstart[order], ptime[order]
+    time_s = np.asarray(time_s, dtype=np.float64)
+    edges = unique_sorted(pe)
     edges = edges[np.isfinite(time_s[edges])]
     if not len(edges):
         return _NO_TIMING
-    off = np.asarray(graph.shape_offsets)
+    off = np.asarray(graph.shape_offsets, dtype=np.int64)
     seg = edges >> 1
-    first, npts = off[seg], off[seg + 1] - off[seg]
     ptr = np.zeros(len(edges) + 1, np.int64)
-    np.cumsum(npts, out=ptr[1:])
-    N = int(ptr[-1])
-    owner = np.repeat(np.arange(len(edges)), npts)
-    j = np.arange(N) - ptr[owner]  # point index within its segment
-    pts = first[owner] + j  # the graph's shape index
-    lon, lat = np.asarray(graph.shape_lon), np.asarray(graph.shape_lat)
-    has_next = j < npts[owner] - 1  # entry k is the piece pts[k] -> pts[k] + 1
-    plen = np.zeros(N)
-    q = pts[has_next]
-    plen[has_next] = haversine_m(lat[q], lon[q], lat[q + 1], lon[q + 1])
-    # the file's seconds per covered piece (placed by (edge, start)), NaN where uncovered
-    ftime = np.full(N, np.nan)
-    i = np.searchsorted(edges, pe)
-    ok = (i < len(edges)) & (edges[np.minimum(i, len(edges) - 1)] == pe)
-    ftime[ptr[i[ok]] + (pstart[ok] - first[i[ok]])] = ptime[ok]
-    cov = np.isfinite(ftime) & has_next
-    cov_len = np.bincount(owner[cov], weights=plen[cov], minlength=len(edges))
-    cov_time = np.bincount(owner[cov], weights=ftime[cov], minlength=len(edges))
-    length = np.bincount(owner, weights=plen, minlength=len(edges))
-    tc = np.where(cov_len > 0, covered_seconds(np.maximum(cov_len, 1e-12), np.maximum(cov_time, 1e-12), top_speed), 0.0)
-    sig = motor_obstacles(graph)[edges]
-    total = np.asarray(time_s, dtype=np.float64)[edges]
-    rest_len = np.maximum(length - cov_len, 0.0)
-    tu = np.maximum(total - sig - tc, 0.0)  # the uncovered metres' seconds at the profile speed
-    scale = np.where(cov_time > 0, tc / np.where(cov_time > 0, cov_time, 1.0), 0.0)
-    sec = np.where(cov, np.where(cov, ftime, 0.0) * scale[owner],
-                   plen * np.where(rest_len > 0, tu / np.where(rest_len > 0, rest_len, 1.0), 0.0)[owner])
-    sec = sec + plen * np.where(length > 0, sig / np.where(length > 0, length, 1.0), 0.0)[owner]
-    # cumulative from each segment's first point: entry k holds the pieces before point k
+    np.cumsum(off[seg + 1] - off[seg], out=ptr[1:])
+    cum_len, cum_sec = _piece_timing(edges, ptr, off, np.asarray(graph.shape_lon), np.asarray(graph.shape_lat),
+                                     pe, pstart, ptime, time_s[edges], motor_obstacles(graph, edges),
+                                     float(top_speed) / 3.6)
+    return edges, ptr, cum_len, cum_sec
+
+
+def unique_sorted(a: np.ndarray) -> np.ndarray:
+    """The distinct values of a sorted array."""
+    if not len(a):
+        return a
+    keep = np.ones(len(a), bool)
+    keep[1:] = a[1:] != a[:-1]
+    return a[keep]
+
+
+@numba.njit(cache=True, nogil=True)
+def _piece_timing(edges, ptr, off, lon, lat, pe, pstart, ptime, total, obstacles, top_ms):
+    """`measured_piece_timing`'s arrays in one pass (pe, pstart sorted by edge then start)."""
+    N = ptr[-1]
     cum_len = np.zeros(N)
     cum_sec = np.zeros(N)
-    cl, cs = np.cumsum(plen), np.cumsum(sec)
-    base = ptr[owner]
-    cum_len[1:] = cl[:-1]
-    cum_sec[1:] = cs[:-1]
-    cum_len -= np.where(base > 0, np.r_[0.0, cl][base], 0.0)
-    cum_sec -= np.where(base > 0, np.r_[0.0, cs][base], 0.0)
-    cum_len[ptr[:-1]] = 0.0
-    cum_sec[ptr[:-1]] = 0.0
-    # the last entry is the edge's whole time exactly (the sums above round differently)
-    last = ptr[1:] - 1
-    cum_sec[last] = total
-    return edges, ptr, cum_len, cum_sec
+    ftime = np.empty(N)
+    j = 0
+    for i in range(edges.shape[0]):
+        e = edges[i]
+        s = e >> 1
+        a, n, base = off[s], off[s + 1] - off[s], ptr[i]
+        for k in range(n):
+            ftime[base + k] = -1.0  # uncovered
+        while j < pe.shape[0] and pe[j] < e:
+            j += 1
+        while j < pe.shape[0] and pe[j] == e:
+            k = pstart[j] - a
+            if 0 <= k < n - 1:
+                ftime[base + k] = ptime[j]
+            j += 1
+        length = 0.0
+        cov_len = 0.0
+        cov_time = 0.0
+        for k in range(n - 1):
+            d = haversine_scalar(lat[a + k], lon[a + k], lat[a + k + 1], lon[a + k + 1])
+            cum_len[base + k + 1] = cum_len[base + k] + d
+            length += d
+            if ftime[base + k] >= 0.0:
+                cov_len += d
+                cov_time += ftime[base + k]
+        tc = 0.0
+        if cov_len > 0.0 and cov_time > 0.0:
+            tc = max(cov_time, cov_len / top_ms)  # the covered metres at their mean speed, capped
+        rest_len = max(length - cov_len, 0.0)
+        tu = max(total[i] - obstacles[i] - tc, 0.0)  # the uncovered metres at the profile speed
+        scale = tc / cov_time if cov_time > 0.0 else 0.0
+        per_m_rest = tu / rest_len if rest_len > 0.0 else 0.0
+        per_m_obs = obstacles[i] / length if length > 0.0 else 0.0
+        for k in range(n - 1):
+            d = cum_len[base + k + 1] - cum_len[base + k]
+            sec = ftime[base + k] * scale if ftime[base + k] >= 0.0 else d * per_m_rest
+            cum_sec[base + k + 1] = cum_sec[base + k] + sec + d * per_m_obs
+        cum_sec[base + n - 1] = total[i]  # the edge's whole time exactly
+    return cum_len, cum_sec
 
 
 _NO_TIMING = (np.zeros(0, np.int64), np.zeros(1, np.int64), np.zeros(0), np.zeros(0))

@@ -80,9 +80,11 @@ def finish(cost: np.ndarray, time_s: np.ndarray, length: np.ndarray, allowed: np
     return cost.astype(np.float64), time_s.astype(np.float64), np.asarray(length, dtype=np.float64)
 
 
-def motor_obstacles(graph) -> np.ndarray:
-    """float64[E]: `EdgeView.motor_obstacles` of `graph`."""
+def motor_obstacles(graph, edges=None) -> np.ndarray:
+    """float64[E]: `EdgeView.motor_obstacles` of `graph` (of `edges` only, when given)."""
     obs = getattr(graph, "edge_obstacle_s", None)
     if obs is not None:
-        return np.asarray(obs, dtype=np.float64)
-    return MOTOR_SIGNAL_DELAY_S * np.asarray(graph.edge_signals, dtype=np.float64)
+        obs = np.asarray(obs)
+        return (obs if edges is None else obs[edges]).astype(np.float64)
+    sig = np.asarray(graph.edge_signals)
+    return MOTOR_SIGNAL_DELAY_S * (sig if edges is None else sig[edges]).astype(np.float64)
