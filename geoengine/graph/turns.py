@@ -267,10 +267,11 @@ ASSUMED_LANES = 2.0
 def perceived_bearings(graph) -> tuple[np.ndarray, np.ndarray]:
     """(start float32[E], end float32[E]): each directed edge's bearing where it leaves its start node
     and where it reaches its end node as a driver perceives the junction (OSRM's representative
-    coordinate, simplified): the first shape segment when it is long (more than half the assumed
-    road width plus 10 m); else, over the road's first 40 m plus half its width: its end when the
-    road is straight there within half a lane, the point 5 m along when it starts straight (within a
-    quarter lane) for half its width plus 10 m, the direction of the line that fits every point within
+    coordinate, simplified): the first shape segment when it is long (more than the assumed road
+    width plus 10 m, OSRM's `considered_lanes * ASSUMED_LANE_WIDTH + LOOKAHEAD_DISTANCE_WITHOUT_LANES`);
+    else, over the road's first 40 m plus its width: its end when the road is straight there within
+    half a lane, the point 5 m along when it starts straight (within a quarter lane) for its width
+    plus 10 m, the direction of the line that fits every point within
     a third of a lane; else (and on service roads) the point 10 m along. The road is followed through
     nodes car.lua compresses away (`car_continuation`: a footway or track crossing, two pieces of one
     street), as OSRM reads the coordinate along its compressed road. `turn_angles` uses the first and
@@ -354,8 +355,8 @@ def _look(lon, lat, a, step, n, lanes, low, xs, ys):
     if n <= 2:
         b = a + step * (n - 1)
         return lon[b], lat[b]
-    near = lanes * 0.5 * LANE_WIDTH_M + LOOKAHEAD_M
-    reach = LOOKAHEAD_M if low else FAR_LOOKAHEAD_M + lanes * 0.5 * LANE_WIDTH_M
+    near = lanes * LANE_WIDTH_M + LOOKAHEAD_M
+    reach = LOOKAHEAD_M if low else FAR_LOOKAHEAD_M + lanes * LANE_WIDTH_M
     dx1 = (lon[a + step] - x0) * kx
     dy1 = (lat[a + step] - y0) * ky
     if not low and np.hypot(dx1, dy1) > near:
@@ -500,7 +501,7 @@ def _perceived(off, lon, lat, lanes, low, nxt):
     py = np.empty(cap)
     for s in range(S):
         a, b = off[s], off[s + 1] - 1
-        reach = FAR_LOOKAHEAD_M + lanes[s] * 0.5 * LANE_WIDTH_M + 1.0
+        reach = FAR_LOOKAHEAD_M + lanes[s] * LANE_WIDTH_M + 1.0
         if nxt[2 * s] < 0 and nxt[2 * s + 1] < 0:
             n = b - a + 1
             ux, uy = _look(lon, lat, a, 1, n, lanes[s], low[s], xs, ys)
