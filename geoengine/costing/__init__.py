@@ -75,7 +75,7 @@ def piece_timing(graph, costing: str, options: Options, speeds, time_s: np.ndarr
     `geoengine.routing.profile.offsets_kernel`, empty when there is nothing to spread (no speeds, way
     speeds, a costing that ignores measured speeds). `time_s`: the costing's times with `speeds`."""
     if speeds is None or costing not in MOTOR_COSTINGS:
-        return auto._NO_TIMING
+        return auto.NO_TIMING
     top = options["top_speed"] if "top_speed" in options.values else motorcycle.TOP_SPEED[costing]
     return auto.measured_piece_timing(graph, speeds, time_s, float(top))
 

@@ -70,7 +70,7 @@ def measured_piece_timing(graph, speeds, time_s: np.ndarray, top_speed: float):
     last entry of an edge is its whole `time_s`. Empty when the speeds keep no pieces (way speeds, an older stored generation)."""
     pe = getattr(speeds, "piece_edge", None)
     if pe is None or not len(pe):
-        return _NO_TIMING
+        return NO_TIMING
     pe = np.asarray(pe, dtype=np.int64)
     pstart = np.asarray(speeds.piece_start, dtype=np.int64)
     ptime = np.asarray(speeds.piece_time, dtype=np.float64)
@@ -81,7 +81,7 @@ def measured_piece_timing(graph, speeds, time_s: np.ndarray, top_speed: float):
     edges = unique_sorted(pe)
     edges = edges[np.isfinite(time_s[edges])]
     if not len(edges):
-        return _NO_TIMING
+        return NO_TIMING
     off = np.asarray(graph.shape_offsets, dtype=np.int64)
     seg = edges >> 1
     ptr = np.zeros(len(edges) + 1, np.int64)
@@ -148,7 +148,8 @@ def _piece_timing(edges, ptr, off, lon, lat, pe, pstart, ptime, total, obstacles
     return cum_len, cum_sec
 
 
-_NO_TIMING = (np.zeros(0, np.int64), np.zeros(1, np.int64), np.zeros(0), np.zeros(0))
+#: `measured_piece_timing` when nothing is timed piece by piece (every edge keeps the length share)
+NO_TIMING = (np.zeros(0, np.int64), np.zeros(1, np.int64), np.zeros(0), np.zeros(0))
 
 
 def motor_cost(v: EdgeView, time_s: np.ndarray, opts, mode_bit: int, toll_bit: int = T.F_TOLL) -> np.ndarray:
