@@ -58,26 +58,29 @@ def main():
     r = eng.Route(osrm.RouteParameters(coordinates=[(float(a[0, 0]), float(a[0, 1])), (float(b[0, 0]), float(b[0, 1]))],
                                        overview="false"))
     out["load_and_first_route_s"] = time.perf_counter() - t1
-    durs, dists, nodes, seg_m = [], [], [], []
+    durs, dists, nodes, seg_m, seg_s = [], [], [], [], []
     for i in range(len(a)):
         try:
             r = eng.Route(osrm.RouteParameters(coordinates=[(float(a[i, 0]), float(a[i, 1])),
                                                             (float(b[i, 0]), float(b[i, 1]))], overview="false",
-                                               annotations=["nodes", "distance"]))
+                                               annotations=["nodes", "distance", "duration"]))
             durs.append(float(r["routes"][0]["duration"]))
             dists.append(float(r["routes"][0]["distance"]))
             ann = r["routes"][0]["legs"][0]["annotation"]
             nodes.append([int(x) for x in ann["nodes"]])
             seg_m.append([float(x) for x in ann["distance"]])
+            seg_s.append([float(x) for x in ann["duration"]])
         except Exception:
             durs.append(float("nan"))
             dists.append(float("nan"))
             nodes.append([])
             seg_m.append([])
+            seg_s.append([])
     out["durations"] = durs
     out["distances"] = dists
     out["nodes"] = nodes  # the OSM nodes of each route and the metres between them ("same roads")
     out["segment_m"] = seg_m
+    out["segment_s"] = seg_s  # OSRM's seconds per OSM segment of the route (its annotation)
     Path(out_path).write_text(json.dumps(out))
 
 

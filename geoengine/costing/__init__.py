@@ -29,7 +29,7 @@ from geoengine.graph import tags as T
 __all__ = [
     "COSTINGS", "TABLES", "Option", "Options", "check_costing", "costing_options_schema", "default_options",
     "parse_costing_options", "edge_costs", "MOTOR_COSTINGS", "turn_penalty", "mode_of", "inactive_options",
-    "MotorTurns", "motor_turn_seconds",
+    "MotorTurns", "motor_turn_seconds", "piece_timing",
 ]
 
 _MODULES = {
@@ -69,6 +69,17 @@ def edge_costs(graph, costing: str, options: Options | None = None,
     return _MODULES[costing].costs(graph, options, speeds)
 
 
+def piece_timing(graph, costing: str, options: Options, speeds, time_s: np.ndarray):
+    """How a motor costing's time is spread along the edges measured segment speeds cover piece by
+    piece (`auto.measured_piece_timing`): (edges, ptr, metres, seconds) arrays for
+    `geoengine.routing.profile.offsets_kernel`, empty when there is nothing to spread (no speeds, way
+    speeds, a costing that ignores measured speeds). `time_s`: the costing's times with `speeds`."""
+    if speeds is None or costing not in MOTOR_COSTINGS:
+        return auto.NO_TIMING
+    top = options["top_speed"] if "top_speed" in options.values else motorcycle.TOP_SPEED[costing]
+    return auto.measured_piece_timing(graph, speeds, time_s, float(top))
+
+
 class MotorTurns:
     """The motor costings' turn delays: OSRM's car.lua model (`process_turn`, fitted by OSRM to turn
     times from real driving), right-hand traffic, in seconds (docs/costing.md, "Turn delays").
@@ -98,8 +109,8 @@ class MotorTurns:
         base = t.base
         start, end = base.perceived()
         return _arcs_kernel(np.asarray(t.idx, dtype=np.int64), base.e1, base.e2, base.uturn, start, end,
-                            np.asarray(t.graph.edge_dst), base.roads(t.mode), np.asarray(t.graph.edge_flags),
-                            T.F_FERRY, T.F_ROUNDABOUT)
+                            np.asarray(t.graph.edge_dst), base.roads(t.mode), base.counted(t.mode),
+                            np.asarray(t.graph.edge_flags), T.F_FERRY, T.F_ROUNDABOUT)
 
 
 #: OSRM car.lua's turn model (MotorTurns): the sigmoid's ceiling, its left/right bias, the oncoming
@@ -137,16 +148,22 @@ def _seconds_kernel(angle, roads, uturn, mode_change, roundabout):
 
 
 @numba.njit(cache=True, nogil=True)
-def _arcs_kernel(idx, e1, e2, uturn, start, end, dst, roads, flags, ferry, roundabout):
+def _arcs_kernel(idx, e1, e2, uturn, start, end, dst, roads, counted, flags, ferry, roundabout):
     """MotorTurns' seconds of the base turns `idx` in one pass: the angle between the perceived
-    bearings, the roads at the junction, U-turn, ferry to road, a roundabout on either side."""
+    bearings, the roads at the junction (`TurnArcs.roads`: the counted ones, plus the turn's own edges
+    when not counted), U-turn, ferry to road, a roundabout on either side."""
     out = np.empty(idx.shape[0])
     for i in range(idx.shape[0]):
         k = idx[i]
         a, b = e1[k], e2[k]
         ang = (np.float64(start[b]) - np.float64(end[a]) + 540.0) % 360.0 - 180.0
         fa, fb = flags[a], flags[b]
-        out[i] = _turn_s(ang, roads[dst[a]], uturn[k], ((fa ^ fb) & ferry) != 0, ((fa | fb) & roundabout) != 0)
+        r = np.int64(roads[dst[a]])
+        if not counted[a >> 1]:
+            r += 1
+        if not counted[b >> 1] and (b >> 1) != (a >> 1):
+            r += 1
+        out[i] = _turn_s(ang, r, uturn[k], ((fa ^ fb) & ferry) != 0, ((fa | fb) & roundabout) != 0)
     return out
 
 

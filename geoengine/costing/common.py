@@ -45,6 +45,13 @@ class EdgeView:
         self.speed = np.asarray(graph.edge_speed, dtype=np.float64)
         self.signals = np.asarray(graph.edge_signals, dtype=np.float64)
 
+    @property
+    def motor_obstacles(self) -> np.ndarray:
+        """Seconds a motor vehicle waits on each edge: OSRM car.lua's obstacles (`graph.edge_obstacle_s`:
+        traffic signals by direction, stop and give-way signs, gates); on a graph built before them,
+        MOTOR_SIGNAL_DELAY_S per traffic signal passed."""
+        return motor_obstacles(self.graph)
+
     def flag(self, bit: int) -> np.ndarray:
         return (self.flags & bit) != 0
 
@@ -71,3 +78,13 @@ def finish(cost: np.ndarray, time_s: np.ndarray, length: np.ndarray, allowed: np
     cost = np.where(allowed, cost, np.inf)
     time_s = np.where(allowed, time_s, np.inf)
     return cost.astype(np.float64), time_s.astype(np.float64), np.asarray(length, dtype=np.float64)
+
+
+def motor_obstacles(graph, edges=None) -> np.ndarray:
+    """float64[E]: `EdgeView.motor_obstacles` of `graph` (of `edges` only, when given)."""
+    obs = getattr(graph, "edge_obstacle_s", None)
+    if obs is not None:
+        obs = np.asarray(obs)
+        return (obs if edges is None else obs[edges]).astype(np.float64)
+    sig = np.asarray(graph.edge_signals)
+    return MOTOR_SIGNAL_DELAY_S * (sig if edges is None else sig[edges]).astype(np.float64)

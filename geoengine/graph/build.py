@@ -59,7 +59,7 @@ def _restriction_modes(rtags: dict) -> tuple[str | None, int]:
 
 _ATTR_COLUMNS = (("cls", "B"), ("flags", "L"), ("surface", "B"), ("sac", "B"), ("speed_fwd", "f"),
                  ("speed_bwd", "f"), ("access_fwd", "l"), ("access_bwd", "l"), ("dest_fwd", "B"),
-                 ("dest_bwd", "B"), ("duration_s", "d"), ("name", "l"), ("ref", "l"))
+                 ("dest_bwd", "B"), ("duration_s", "d"), ("name", "l"), ("ref", "l"), ("car_lua", "B"))
 _UNDEFINED_COORD = 2147483647  # osmium's x/y of a node reference without a location
 
 
@@ -78,6 +78,7 @@ def read_osm(path: str | Path) -> dict:
     barriers: dict[int, int] = {}
     borders: set[int] = set()
     signals: set[int] = set()
+    obstacles: dict[int, tuple[float, float]] = {}  # car.lua's obstacle seconds (along, against the way)
     restrictions = []
     inf = float("inf")
     fp = osmium.FileProcessor(str(path)).with_locations(LOCATION_INDEX).with_filter(
@@ -85,9 +86,11 @@ def read_osm(path: str | Path) -> dict:
     )
     for obj in fp:
         if obj.is_way():
-            attr = T.classify_way(dict(obj.tags))
+            tags = dict(obj.tags)
+            attr = T.classify_way(tags)
             if attr is None:
                 continue
+            attr["car_lua"] = T.in_car_lua_graph(tags)
             wi = len(way_ids)
             way_ids.append(obj.id)
             attr["name"] = strings.add(attr["name"])
@@ -106,6 +109,9 @@ def read_osm(path: str | Path) -> dict:
             tags = obj.tags
             if tags.get("highway") == "traffic_signals" or tags.get("crossing") == "traffic_signals":
                 signals.add(obj.id)
+            obs = T.car_obstacle(tags)
+            if obs is not None:
+                obstacles[obj.id] = obs
             if "barrier" in tags:
                 if tags.get("barrier") == "border_control":
                     borders.add(obj.id)
@@ -141,6 +147,7 @@ def read_osm(path: str | Path) -> dict:
         "barriers": barriers,
         "borders": borders,
         "signals": signals,
+        "obstacles": obstacles,
         "restrictions": restrictions,
     }
 
@@ -153,6 +160,32 @@ def _np(buf: array, dtype) -> np.ndarray:
 
 
 PIECE_CHUNK_SEGMENTS = 1 << 15
+
+
+def _edge_obstacles(obstacles: dict, shape_osm_id, shape_offsets, seg_of_shape, S: int) -> np.ndarray:
+    """float32[2S]: the seconds of car.lua's obstacles (`tags.car_obstacle`) each directed edge passes:
+    on its shape after its start point (its interior points and its end node), each obstacle's
+    seconds for the edge's direction along the way (edge 2k) or against it (2k+1)."""
+    out = np.zeros(2 * S, np.float32)
+    if not obstacles or S == 0:
+        return out
+    ids = np.fromiter(obstacles.keys(), dtype=np.int64, count=len(obstacles))
+    sec = np.array(list(obstacles.values()), dtype=np.float64).reshape(-1, 2)
+    order = np.argsort(ids)
+    ids, sec = ids[order], sec[order]
+    pos = np.minimum(np.searchsorted(ids, shape_osm_id), len(ids) - 1)
+    hit = np.flatnonzero(ids[pos] == shape_osm_id)
+    if not len(hit):
+        return out
+    seg = seg_of_shape[hit]
+    first = hit == shape_offsets[seg]
+    last = hit == shape_offsets[seg + 1] - 1
+    # along the way (2k): every point but the first; against it (2k+1): every point but the last
+    fw = ~first
+    bw = ~last
+    out += np.bincount(2 * seg[fw], weights=sec[pos[hit[fw]], 0], minlength=2 * S).astype(np.float32)
+    out += np.bincount(2 * seg[bw] + 1, weights=sec[pos[hit[bw]], 1], minlength=2 * S).astype(np.float32)
+    return out
 
 
 def build_graph(osm_path: str | Path, out_dir: str | Path) -> dict:
@@ -275,6 +308,7 @@ def build_graph(osm_path: str | Path, out_dir: str | Path) -> dict:
     seg_sac = A("sac", np.uint8)
     seg_name = A("name", np.int32)
     seg_ref = A("ref", np.int32)
+    seg_car_lua = A("car_lua", np.bool_)
     seg_limits = raw["way_limits"][seg_wi] if n_ways else np.zeros((0, len(T.LIMIT_NAMES)), np.float32)
 
     # Barriers and borders: points of a segment (shape including ends).
@@ -306,6 +340,7 @@ def build_graph(osm_path: str | Path, out_dir: str | Path) -> dict:
     is_last[shape_offsets[1:] - 1] = True
     interior = np.bincount(seg_of_shape[sig_pt & ~is_first & ~is_last], minlength=S)
     shape_osm_id = refs[shape_idx]  # OSM node id of every shape point (segment speeds by node pair)
+    obstacle_s = _edge_obstacles(raw["obstacles"], shape_osm_id, shape_offsets, seg_of_shape, S)
     del refs, shape_idx, seg_of_shape, is_first, is_last
     at_u = sig_pt[shape_offsets[:-1]].astype(np.int64)
     at_v = sig_pt[shape_offsets[1:] - 1].astype(np.int64)
@@ -367,7 +402,8 @@ def build_graph(osm_path: str | Path, out_dir: str | Path) -> dict:
         "shape_offsets": shape_offsets, "shape_lon": shape_lon, "shape_lat": shape_lat,
         "shape_osm_id": shape_osm_id,
         "edge_src": edge_src, "edge_dst": edge_dst, "edge_access": acc, "edge_dest_only": dest,
-        "edge_speed": speed, "edge_signals": signals, "edge_bearing_start": bearing_start, "edge_bearing_end": bearing_end,
+        "seg_car_lua": seg_car_lua,
+        "edge_speed": speed, "edge_signals": signals, "edge_obstacle_s": obstacle_s, "edge_bearing_start": bearing_start, "edge_bearing_end": bearing_end,
         "restr_from": restr["from"], "restr_to": restr["to"], "restr_only": restr["only"],
         "restr_modes": restr["modes"],
     }
@@ -396,6 +432,7 @@ def build_graph(osm_path: str | Path, out_dir: str | Path) -> dict:
         "barriers_at_junctions_ignored": n_barrier_at_junction,
         "border_segments": int(len(border_seg)),
         "traffic_signals": int(len(signal_ids)),
+        "car_obstacles": int(len(raw["obstacles"])),
     }
     meta = {
         "format": GRAPH_FORMAT,

@@ -24,7 +24,11 @@ ARRAYS = (
 )
 # Arrays a graph of this format may lack (written by newer builds; None when absent):
 # shape_osm_id int64[shape points]: the OSM node id of each shape point (segment speeds by node pair).
-OPTIONAL_ARRAYS = ("shape_osm_id",)
+# edge_obstacle_s float32[E]: the seconds of OSRM car.lua's obstacles each directed edge passes (signals,
+# stop and give-way signs by direction, gates; tags.car_obstacle), which the motor costings add.
+# seg_car_lua bool[S]: whether OSRM's car.lua keeps the segment's way in its graph (tags.in_car_lua_graph):
+# the roads the motor modes' turn model counts at a junction.
+OPTIONAL_ARRAYS = ("shape_osm_id", "edge_obstacle_s", "seg_car_lua")
 
 
 class Graph:
@@ -76,6 +80,8 @@ class Graph:
     seg_descent: np.ndarray | None = None
     seg_grade: np.ndarray | None = None
     shape_osm_id: np.ndarray | None = None  # OPTIONAL_ARRAYS
+    edge_obstacle_s: np.ndarray | None = None  # OPTIONAL_ARRAYS
+    seg_car_lua: np.ndarray | None = None  # OPTIONAL_ARRAYS
 
     def __init__(self, path: Path, arrays: dict[str, np.ndarray], meta: dict, strings_blob: bytes):
         self.path = path

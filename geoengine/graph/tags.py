@@ -483,6 +483,84 @@ BARRIER_DEFAULT = {
 }
 
 
+#: OSRM car.lua's obstacles (lib/obstacles.lua, car.lua process_node): seconds a car waits at a node
+CAR_SIGNAL_S = 2.0  # highway=traffic_signals
+CAR_STOP_S = 2.0  # highway=stop
+CAR_GIVE_WAY_S = 1.0  # highway=give_way
+CAR_GATE_S = 60.0  # barrier=gate or lift_gate without access tags (car.lua barrier_penalties)
+_CAR_ACCESS_KEYS = ("motorcar", "motor_vehicle", "vehicle", "access")  # car.lua access_tags_hierarchy
+
+
+#: what puts a way in OSRM car.lua's graph (process_way: WayHandlers access, speed, ferries)
+_CAR_LUA_HIGHWAYS = frozenset((
+    "motorway", "motorway_link", "trunk", "trunk_link", "primary", "primary_link", "secondary",
+    "secondary_link", "tertiary", "tertiary_link", "unclassified", "residential", "living_street", "service",
+    "winter_road", "ice_road"))
+_CAR_LUA_WHITELIST = frozenset(("yes", "motorcar", "motor_vehicle", "vehicle", "permissive", "designated", "hov"))
+_CAR_LUA_BLACKLIST = frozenset((
+    "no", "agricultural", "forestry", "emergency", "psv", "taxi", "share_taxi", "minibus", "bus", "foot",
+    "emergency_vehicle", "restricted", "military", "official", "customers", "private", "delivery", "destination",
+    "permit", "residents"))
+_CAR_LUA_RESTRICTED = frozenset(("private", "delivery", "destination", "customers", "permit", "residents", "unknown"))
+
+
+def in_car_lua_graph(tags) -> bool:
+    """Whether OSRM's car.lua keeps way `tags` in its graph (so that the way counts among the roads of
+    a junction for its turn function, private ones included): a highway class its `speeds` table has,
+    or another highway whose car access tag (motorcar, motor_vehicle, vehicle, access: the first given)
+    is in its whitelist (it then gets the default speed), or a ferry or shuttle train; never a way whose
+    car access is blacklisted and not merely restricted (private, destination, ...), an area, or an
+    emergency-access service road."""
+    get = tags.get
+    hw, route = get("highway"), get("route")
+    if not hw and not route:
+        return False
+    if get("area") == "yes":
+        return False
+    access = next((get(k) for k in _CAR_ACCESS_KEYS if get(k)), None)
+    if access in _CAR_LUA_BLACKLIST and access not in _CAR_LUA_RESTRICTED:
+        return False
+    if hw == "service" and get("service") == "emergency_access":
+        return False
+    if route in ("ferry", "shuttle_train") or hw in _CAR_LUA_HIGHWAYS:
+        return True
+    return access in _CAR_LUA_WHITELIST
+
+
+def car_obstacle(tags) -> tuple[float, float] | None:
+    """The seconds OSRM's car.lua charges a car passing node `tags` (along the way, against it), or None:
+    `highway=traffic_signals` 2 s, `highway=stop` 2 s, `highway=give_way` 1 s, each in the direction
+    `traffic_signals:direction` (signals) or `direction` says (`forward`: along the way's node order,
+    `backward`: against it; anything else both); a gate or lift gate 60 s both ways when the node has
+    no access tag (with one, car.lua either blocks the node or lets it pass free). Not modelled: a
+    minor-road stop (`stop=minor`, charged by car.lua only when entering from the slower road) is not
+    charged, and a stop without a direction is charged both ways (car.lua skips it on a through road
+    when the stop lies less than 20 m before the node)."""
+    get = tags.get
+    hw = get("highway")
+    fw = bw = 0.0
+    if hw in ("traffic_signals", "stop", "give_way"):
+        direction = get("direction")
+        if hw == "traffic_signals":
+            sec = CAR_SIGNAL_S
+            direction = get("traffic_signals:direction") or direction
+        elif hw == "stop":
+            if get("stop") == "minor":
+                sec = 0.0
+            else:
+                sec = CAR_STOP_S
+        else:
+            sec = CAR_GIVE_WAY_S
+        fw = sec if direction != "backward" else 0.0
+        bw = sec if direction != "forward" else 0.0
+    if get("barrier") in ("gate", "lift_gate") and not any(get(k) for k in _CAR_ACCESS_KEYS):
+        fw += CAR_GATE_S
+        bw += CAR_GATE_S
+    if fw == 0.0 and bw == 0.0:
+        return None
+    return fw, bw
+
+
 def barrier_modes(tags: dict) -> int | None:
     """Modes that can pass a barrier node (None when the node is no barrier to routing)."""
     barrier = tags.get("barrier")

@@ -59,6 +59,12 @@ def turn_base(graph) -> TurnBase:
     return base
 
 
+#: per road class: whether OSRM's car.lua routes on it (a speed in its `speeds` table, or a ferry);
+#: the motor modes' `TurnBase.roads` count only these at a junction
+CAR_LUA_CLASS = np.array([name in ("motorway", "trunk", "primary", "secondary", "tertiary", "unclassified",
+                                   "residential", "service", "living_street", "ferry") for name in T.CLASS_NAMES])
+
+
 class TurnBase:
     """What every turn graph of one road graph shares, whatever the costing, options or blocked edges:
     every possible turn (each directed edge into a node followed by each directed edge out of it,
@@ -101,12 +107,30 @@ class TurnBase:
         mode may not use do not; None: roads any mode may use). Made once per mode, kept."""
         if mode not in self._roads:
             graph = self.graph
-            acc = np.asarray(graph.edge_access)
-            bit = T.ALL_MODES if mode is None else (T.MODE_BITS[mode] if isinstance(mode, str) else int(mode))
-            seg_ok = ((acc[0::2] | acc[1::2]) & bit) != 0
+            seg_ok = self.counted(mode)
             ends = np.concatenate([np.asarray(graph.edge_src)[0::2][seg_ok], np.asarray(graph.edge_dst)[0::2][seg_ok]])
             self._roads[mode] = np.minimum(np.bincount(ends, minlength=graph.n_nodes), 255).astype(np.uint8)
         return self._roads[mode]
+
+    def counted(self, mode: str | int | None) -> np.ndarray:
+        """bool[S]: the segments `roads` counts at their ends: those `mode` may drive in at least one
+        direction; for the motor modes, the ways OSRM's car.lua keeps in its graph (`seg_car_lua`,
+        `tags.in_car_lua_graph`: private roads count, a track without car access tags does not), on
+        an older graph the drivable ones of the classes car.lua has speeds for."""
+        key = ("counted", mode)
+        if key not in self._roads:
+            graph = self.graph
+            acc = np.asarray(graph.edge_access)
+            bit = T.ALL_MODES if mode is None else (T.MODE_BITS[mode] if isinstance(mode, str) else int(mode))
+            ok = ((acc[0::2] | acc[1::2]) & bit) != 0
+            if mode is not None and (bit & T.MOTOR) == bit:
+                car_lua = getattr(graph, "seg_car_lua", None)
+                if car_lua is not None:  # the ways car.lua keeps, private ones included
+                    ok = np.asarray(car_lua, dtype=bool).copy()
+                else:  # a graph built before seg_car_lua: the classes car.lua has speeds for
+                    ok &= CAR_LUA_CLASS[np.asarray(graph.seg_class)]
+            self._roads[key] = ok
+        return self._roads[key]
 
     def arcs(self, idx: np.ndarray, mode: str | int | None) -> TurnArcs:
         """`TurnArcs` of the base turns at positions `idx`, the roads counted for `mode`."""
@@ -221,7 +245,12 @@ class TurnArcs:
 
     @property
     def roads(self) -> np.ndarray:
-        return self.base.roads(self.mode)[np.asarray(self.graph.edge_dst)[self.e1]].astype(np.int64)
+        """The roads counted at the junction (`TurnBase.roads`), plus the turn's own edges when their
+        class is not counted (a turn onto a track still meets the roads of the junction)."""
+        e1, e2 = self.e1.astype(np.int64), self.e2.astype(np.int64)
+        c = self.base.counted(self.mode)
+        extra = (~c[e1 >> 1]).astype(np.int64) + (~c[e2 >> 1] & ((e2 >> 1) != (e1 >> 1))).astype(np.int64)
+        return self.base.roads(self.mode)[np.asarray(self.graph.edge_dst)[e1]].astype(np.int64) + extra
 
     def perceived_angle(self) -> np.ndarray:
         return self.base.perceived_angles(self.idx)
@@ -238,12 +267,15 @@ ASSUMED_LANES = 2.0
 def perceived_bearings(graph) -> tuple[np.ndarray, np.ndarray]:
     """(start float32[E], end float32[E]): each directed edge's bearing where it leaves its start node
     and where it reaches its end node as a driver perceives the junction (OSRM's representative
-    coordinate, simplified): the first shape segment when it is long (more than half the assumed
-    road width plus 10 m); else, over the road's first 40 m plus half its width: its end when the
-    road is straight there within half a lane, the point 5 m along when it starts straight (within a
-    quarter lane) for half its width plus 10 m, the direction of the line that fits every point within
-    a third of a lane; else (and on service roads) the point 10 m along. `turn_angles` uses the first
-    and last shape segments (what bicycles' turns read)."""
+    coordinate, simplified): the first shape segment when it is long (more than the assumed road
+    width plus 10 m, OSRM's `considered_lanes * ASSUMED_LANE_WIDTH + LOOKAHEAD_DISTANCE_WITHOUT_LANES`);
+    else, over the road's first 40 m plus its width: its end when the road is straight there within
+    half a lane, the point 5 m along when it starts straight (within a quarter lane) for its width
+    plus 10 m, the direction of the line that fits every point within
+    a third of a lane; else (and on service roads) the point 10 m along. The road is followed through
+    nodes car.lua compresses away (`car_continuation`: a footway or track crossing, two pieces of one
+    street), as OSRM reads the coordinate along its compressed road. `turn_angles` uses the first and
+    last shape segments (what bicycles' turns read)."""
     factor = np.ones(len(T.CLASS_NAMES))
     factor[T.CLASS["motorway"]] = 2.5
     factor[T.CLASS["trunk"]] = 2.0
@@ -254,7 +286,54 @@ def perceived_bearings(graph) -> tuple[np.ndarray, np.ndarray]:
     link = (np.asarray(graph.seg_flags) & T.F_LINK) != 0
     lanes = np.where(link, 2.5 * ASSUMED_LANES, lanes)
     return _perceived(np.asarray(graph.shape_offsets, dtype=np.int64), np.asarray(graph.shape_lon, dtype=np.float64),
-                      np.asarray(graph.shape_lat, dtype=np.float64), lanes, low)
+                      np.asarray(graph.shape_lat, dtype=np.float64), lanes, low, car_continuation(graph))
+
+
+def car_continuation(graph) -> np.ndarray:
+    """int64[E]: per directed edge, the edge that continues it through its end node when that node is no
+    junction in OSRM car.lua's graph and car.lua would merge the two roads into one (exactly two of its
+    roads meet there, `TurnBase.counted`, with the same name and class: a footway or track crossing,
+    a node OSRM compresses away); else -1. OSRM reads a road's representative coordinate along its
+    compressed road, so `perceived_bearings` looks through these nodes too."""
+    E = graph.n_edges if hasattr(graph, "n_edges") else 0
+    u, v = getattr(graph, "seg_u", None), getattr(graph, "seg_v", None)
+    if u is None or v is None or not E:
+        return np.full(2 * (len(graph.shape_offsets) - 1), -1, np.int64)
+    car_lua = getattr(graph, "seg_car_lua", None)
+    if car_lua is not None:
+        ok = np.asarray(car_lua, dtype=bool)
+    else:
+        acc = np.asarray(graph.edge_access)
+        ok = (((acc[0::2] | acc[1::2]) & T.AUTO) != 0) & CAR_LUA_CLASS[np.asarray(graph.seg_class)]
+    return _continuation(np.asarray(u, np.int64), np.asarray(v, np.int64), ok, np.asarray(graph.seg_name, np.int64),
+                         np.asarray(graph.seg_class, np.int64), int(graph.n_nodes))
+
+
+@numba.njit(cache=True, nogil=True)
+def _continuation(u, v, ok, name, cls, n_nodes):
+    S = u.shape[0]
+    cnt = np.zeros(n_nodes, np.int64)
+    other = np.full((n_nodes, 2), -1, np.int64)  # the first two counted segments at each node
+    for s in range(S):
+        if not ok[s]:
+            continue
+        for node in (u[s], v[s]):
+            if cnt[node] < 2:
+                other[node, cnt[node]] = s
+            cnt[node] += 1
+    nxt = np.full(2 * S, -1, np.int64)
+    for s in range(S):
+        if not ok[s] or u[s] == v[s]:
+            continue
+        for d in range(2):
+            end = v[s] if d == 0 else u[s]
+            if cnt[end] != 2:
+                continue
+            t = other[end, 0] if other[end, 1] == s else other[end, 1]
+            if t == s or t < 0 or u[t] == v[t] or name[t] != name[s] or cls[t] != cls[s]:
+                continue
+            nxt[2 * s + d] = 2 * t if u[t] == end else 2 * t + 1
+    return nxt
 
 
 @numba.njit(cache=True, nogil=True)
@@ -276,8 +355,8 @@ def _look(lon, lat, a, step, n, lanes, low, xs, ys):
     if n <= 2:
         b = a + step * (n - 1)
         return lon[b], lat[b]
-    near = lanes * 0.5 * LANE_WIDTH_M + LOOKAHEAD_M
-    reach = LOOKAHEAD_M if low else FAR_LOOKAHEAD_M + lanes * 0.5 * LANE_WIDTH_M
+    near = lanes * LANE_WIDTH_M + LOOKAHEAD_M
+    reach = LOOKAHEAD_M if low else FAR_LOOKAHEAD_M + lanes * LANE_WIDTH_M
     dx1 = (lon[a + step] - x0) * kx
     dy1 = (lat[a + step] - y0) * ky
     if not low and np.hypot(dx1, dy1) > near:
@@ -375,25 +454,67 @@ def _fit(xs, ys, lo, hi):
     return ux * LOOKAHEAD_M, uy * LOOKAHEAD_M, dev
 
 
+#: edges a road's look-ahead follows through nodes car.lua compresses away (`car_continuation`)
+MAX_CHAIN = 16
+
+
 @numba.njit(cache=True, nogil=True)
-def _perceived(off, lon, lat, lanes, low):
+def _chain(off, lon, lat, e, nxt, reach, px, py):
+    """The points of directed edge e from its start, continued through `nxt` until `reach` metres
+    (or MAX_CHAIN edges); into px, py; returns their count."""
+    m = 0
+    walked = 0.0
+    kx = 111_195.0 * np.cos(np.radians(lat[off[e >> 1]]))
+    for _ in range(MAX_CHAIN):
+        s = e >> 1
+        a, b = off[s], off[s + 1] - 1
+        n = b - a + 1
+        for k in range(n):
+            p = a + k if (e & 1) == 0 else b - k
+            if m > 0 and k == 0:
+                continue  # the junction point the previous edge ended at
+            if m > 0:
+                walked += np.hypot((lon[p] - px[m - 1]) * kx, (lat[p] - py[m - 1]) * 111_195.0)
+            px[m] = lon[p]
+            py[m] = lat[p]
+            m += 1
+            if m == px.shape[0]:
+                return m
+        if walked >= reach or nxt[e] < 0:
+            break
+        e = nxt[e]
+    return m
+
+
+@numba.njit(cache=True, nogil=True)
+def _perceived(off, lon, lat, lanes, low, nxt):
     S = off.shape[0] - 1
     start = np.empty(2 * S, np.float32)
     end = np.empty(2 * S, np.float32)
     most = 2
     for s in range(S):
         most = max(most, off[s + 1] - off[s])
-    xs = np.empty(most)
-    ys = np.empty(most)
+    cap = most * (MAX_CHAIN + 1)
+    xs = np.empty(cap)
+    ys = np.empty(cap)
+    px = np.empty(cap)
+    py = np.empty(cap)
     for s in range(S):
         a, b = off[s], off[s + 1] - 1
-        n = b - a + 1
-        ux, uy = _look(lon, lat, a, 1, n, lanes[s], low[s], xs, ys)
-        vx, vy = _look(lon, lat, b, -1, n, lanes[s], low[s], xs, ys)
+        reach = FAR_LOOKAHEAD_M + lanes[s] * LANE_WIDTH_M + 1.0
+        if nxt[2 * s] < 0 and nxt[2 * s + 1] < 0:
+            n = b - a + 1
+            ux, uy = _look(lon, lat, a, 1, n, lanes[s], low[s], xs, ys)
+            vx, vy = _look(lon, lat, b, -1, n, lanes[s], low[s], xs, ys)
+        else:  # the road goes on through a node car.lua compresses: look along it
+            n = _chain(off, lon, lat, 2 * s, nxt, reach, px, py)
+            ux, uy = _look(px, py, 0, 1, n, lanes[s], low[s], xs, ys)
+            n = _chain(off, lon, lat, 2 * s + 1, nxt, reach, px, py)
+            vx, vy = _look(px, py, 0, 1, n, lanes[s], low[s], xs, ys)
         start[2 * s] = _bearing(lat[a], lon[a], uy, ux)
-        end[2 * s] = _bearing(vy, vx, lat[b], lon[b])
-        start[2 * s + 1] = _bearing(lat[b], lon[b], vy, vx)
         end[2 * s + 1] = _bearing(uy, ux, lat[a], lon[a])
+        start[2 * s + 1] = _bearing(lat[b], lon[b], vy, vx)
+        end[2 * s] = _bearing(vy, vx, lat[b], lon[b])
     return start, end
 
 

@@ -25,7 +25,7 @@ from geoengine.geo import encode_coords
 from geoengine.routing.cch import et_query_kernel
 from geoengine.routing.fastsnap import RADII, candidates_many_kernel
 from geoengine.routing.pieces import piece_shape_kernel
-from geoengine.routing.profile import offsets_kernel
+from geoengine.routing.profile import offsets_kernel, time_share
 
 PLAIN_FOUND = 1
 PLAIN_DECLINED = 0
@@ -35,7 +35,7 @@ _NO_GRADES = np.zeros(0, np.float32)
 @numba.njit(cache=True, nogil=True)
 def _plain_route(pxs, pys, rads, default_radii, G, glon, glat, piece_a, piece_seg, piece_cum, piece_len, seg_len,
                  usable, comp, use_comp, seen, stamp, slack, kmax,
-                 cost, time, length,
+                 cost, time, length, tp_edges, tp_ptr, tp_len, tp_sec,
                  n, rank, order, parent, up_off, up_tgt, up_w, up_s, up_row, up_mid, up_c1, up_c2, up_hops,
                  dn_off, dn_tgt, dn_w, dn_s, dn_row, dn_mid, dn_c1, dn_c2, dn_hops,
                  fd, fs, fp, fst, bd, bs, bp, bst, ctr, fbuf, bbuf,
@@ -63,8 +63,8 @@ def _plain_route(pxs, pys, rads, default_radii, G, glon, glat, piece_a, piece_se
         for j in range(te.shape[0]):
             if se[i] == te[j]:
                 return declined  # the trivial path along one edge: Router.shortest
-    so, so2 = offsets_kernel(se, sf, cost, time, length, False)
-    to, to2 = offsets_kernel(te, tf, cost, time, length, True)
+    so, so2 = offsets_kernel(se, sf, cost, time, length, False, tp_edges, tp_ptr, tp_len, tp_sec)
+    to, to2 = offsets_kernel(te, tf, cost, time, length, True, tp_edges, tp_ptr, tp_len, tp_sec)
     status, best, best2, path, si, ti = et_query_kernel(
         n, rank, order, parent, up_off, up_tgt, up_w, up_s, up_row, up_mid, up_c1, up_c2, up_hops, dn_off, dn_tgt,
         dn_w, dn_s, dn_row, dn_mid, dn_c1, dn_c2, dn_hops, se, so, so2, te, to, to2, True, fd, fs, fp, fst, bd, bs,
@@ -83,6 +83,10 @@ def _plain_route(pxs, pys, rads, default_radii, G, glon, glat, piece_a, piece_se
     seconds = np.empty(path.shape[0])
     for i in range(path.shape[0]):
         seconds[i] = time[path[i]] * covered[i]
+    # the two end edges over their pieces' own seconds, as the offsets count them (path has 2+ edges)
+    last = path.shape[0] - 1
+    seconds[0] = time[path[0]] * time_share(path[0], sf[si], tp_edges, tp_ptr, tp_len, tp_sec)
+    seconds[last] = time[path[last]] * (1.0 - time_share(path[last], tf[ti], tp_edges, tp_ptr, tp_len, tp_sec))
     climb, descent = path_climb(edge_climb, edge_descent, path, covered) if grades else (0.0, 0.0)
     poly = encode_coords(lat, lon, scale) if scale > 0 else eb
     return (PLAIN_FOUND, E, F, LO, LA, D, ptr, best, best2, path, si, ti, lon, lat, begin, end, covered, seconds,
@@ -103,7 +107,7 @@ class PlainRoute:
         self.ch = ch
         self.args = (
             (*grid.arrays, prof.usable, comp if comp is not None else prof.usable, comp is not None),
-            (prof.cost, prof.time, prof.length,
+            (prof.cost, prof.time, prof.length, *prof.timing,
              ch.n, ch.rank, ch.order, ch.parent, ch.up_off, ch.up_tgt, ch.up_w, ch.up_s, ch.up_row, ch.up_mid,
              ch.up_c1, ch.up_c2, ch.up_hops, ch.dn_off, ch.dn_tgt, ch.dn_w, ch.dn_s, ch.dn_row, ch.dn_mid, ch.dn_c1,
              ch.dn_c2, ch.dn_hops),

@@ -19,7 +19,7 @@ import math
 import numba
 import numpy as np
 
-from geoengine.costing import Options, default_options, edge_costs, mode_of, turn_penalty
+from geoengine.costing import Options, default_options, edge_costs, mode_of, piece_timing, turn_penalty
 from geoengine.graph.turns import largest_component, turn_base
 from geoengine.routing.dijkstra import Graph as SearchGraph
 
@@ -34,17 +34,48 @@ def pack(time_s, length_m):
 
 
 @numba.njit(cache=True, nogil=True)
-def offsets_kernel(edges, fractions, cost, time, length, negate):
+def time_share(e, f, tp_edges, tp_ptr, tp_len, tp_sec):
+    """The share of directed edge e's time spent from fraction f of its length to its end. Where the
+    profile's piece timing (`costing.piece_timing`) has the edge, its pieces' own seconds: the time at
+    the position is interpolated between the shape points around it; elsewhere (speed spread evenly
+    over the edge) 1 - f."""
+    rem = 1.0 - f
+    if tp_edges.shape[0] == 0:
+        return rem
+    j = np.searchsorted(tp_edges, e)
+    if j >= tp_edges.shape[0] or tp_edges[j] != e:
+        return rem
+    a, b = tp_ptr[j], tp_ptr[j + 1] - 1
+    total_len, total_sec = tp_len[b], tp_sec[b]
+    if not (total_sec > 0.0) or not (total_len > 0.0):
+        return rem
+    backward = (e & 1) == 1
+    x = (1.0 - f if backward else f) * total_len  # metres from the segment's first point
+    k = a
+    while k < b - 1 and tp_len[k + 1] <= x:
+        k += 1
+    d = tp_len[k + 1] - tp_len[k]
+    t = tp_sec[k] if d <= 0.0 else tp_sec[k] + (x - tp_len[k]) / d * (tp_sec[k + 1] - tp_sec[k])
+    t = min(max(t, 0.0), total_sec)
+    # forward: the pieces after the position remain; backward: those before it (travelled towards point 0)
+    return t / total_sec if backward else (total_sec - t) / total_sec
+
+
+@numba.njit(cache=True, nogil=True)
+def offsets_kernel(edges, fractions, cost, time, length, negate, tp_edges, tp_ptr, tp_len, tp_sec):
     """`Profile.source_offsets` / `target_offsets` (negated) of 1-D arrays in one call; the same
-    operations in the same order as `pack`, so the results are bit-identical."""
+    operations in the same order as `pack`, so the results are bit-identical. The cost and time of
+    the part of an edge still to travel are its time share (`time_share`: over the pieces' own speeds
+    where measured segment speeds cover the edge, else the length fraction); the length its fraction."""
     n = edges.shape[0]
     c = np.empty(n)
     s = np.empty(n)
     for i in range(n):
         e = edges[i]
         rem = 1.0 - fractions[i]
-        ci = rem * cost[e]
-        si = np.rint(rem * time[e] * T_SCALE) * SHIFT + np.rint(rem * length[e] * L_SCALE)
+        rt = time_share(e, fractions[i], tp_edges, tp_ptr, tp_len, tp_sec)
+        ci = rt * cost[e]
+        si = np.rint(rt * time[e] * T_SCALE) * SHIFT + np.rint(rem * length[e] * L_SCALE)
         c[i] = -ci if negate else ci
         s[i] = -si if negate else si
     return c, s
@@ -119,6 +150,10 @@ class Profile:
         self.cost = cost
         self.time = np.asarray(time, dtype=np.float64)
         self.length = np.asarray(length, dtype=np.float64)
+        #: (edges, ptr, metres, seconds): how the time is spread along the edges measured segment speeds
+        #: cover piece by piece (`costing.piece_timing`); the offsets of a position inside such an edge
+        #: sum its pieces' own seconds (docs/traffic.md, "Partial edges"); empty without them
+        self.timing = piece_timing(graph, costing, self.options, speeds, self.time)
         self.usable = np.isfinite(cost)
         self.ch = ch
         self._search = None
@@ -188,15 +223,21 @@ class Profile:
         e = np.asarray(edges, dtype=np.int64)
         f = np.asarray(fractions, dtype=np.float64)
         if e.ndim == 1 and f.shape == e.shape:
-            return offsets_kernel(e, f, self.cost, self.time, self.length, False)
-        rem = 1.0 - f
-        return rem * self.cost[e], pack(rem * self.time[e], rem * self.length[e])
+            return offsets_kernel(e, f, self.cost, self.time, self.length, False, *self.timing)
+        shape = e.shape
+        c, s = offsets_kernel(e.ravel(), np.broadcast_to(f, shape).ravel(), self.cost, self.time, self.length, False,
+                              *self.timing)
+        return c.reshape(shape), s.reshape(shape)
 
     def target_offsets(self, edges, fractions):
         """Minus the cost of the part of the target edge beyond the position (arcs charge whole edges)."""
         e = np.asarray(edges, dtype=np.int64)
         f = np.asarray(fractions, dtype=np.float64)
         if e.ndim == 1 and f.shape == e.shape:
-            return offsets_kernel(e, f, self.cost, self.time, self.length, True)
+            return offsets_kernel(e, f, self.cost, self.time, self.length, True, *self.timing)
         c, s = self.source_offsets(e, f)
         return -c, -s
+
+    def time_share(self, edge: int, fraction: float) -> float:
+        """The share of `edge`'s time from `fraction` of its length to its end (`time_share`)."""
+        return float(time_share(np.int64(edge), float(fraction), *self.timing))

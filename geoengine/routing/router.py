@@ -262,10 +262,9 @@ class Router:
             ahead = same & (sf[:, None] <= tf[None, :])
             for i, j in zip(*np.nonzero(ahead), strict=True):
                 e = int(se[i])
-                frac = float(tf[j] - sf[i])
                 # time and length from the packed offsets, exactly as the matrix table adds them up
                 t, length = unpack(so2[i] + to2[j])
-                leg = Leg(np.array([e]), float(sf[i]), float(tf[j]), frac * prof.cost[e], float(t), float(length),
+                leg = Leg(np.array([e]), float(sf[i]), float(tf[j]), float(so[i] + to[j]), float(t), float(length),
                           int(i), int(j))
                 if best is None or leg.cost < best.cost:
                     best = leg

@@ -45,6 +45,8 @@ HEADERS = {
     WAY: ("way_id", "speed_kmh", "direction"),
 }
 DIRECTIONS = ("both", "forward", "backward")
+#: the per-piece arrays of a segment-speed overlay (stored when present; older generations lack them)
+PIECE_ARRAYS = ("piece_edge", "piece_start", "piece_time")
 MAX_LISTED = 10  # bad lines listed in one error (the first is always named in its detail)
 
 
@@ -77,12 +79,21 @@ class SpeedTable:
 class SpeedOverlay:
     """Measured speeds mapped onto a graph: per covered directed edge (`edges`, sorted), the metres the
     file covers (`cov_len`) and the seconds they take at the file's speeds (`cov_time`). `info` says
-    where they come from (source, form, rows, applied_at, generation)."""
+    where they come from (source, form, rows, applied_at, generation).
+
+    Segment speeds also keep each covered piece (one OSM segment of one directed edge): `piece_edge`,
+    `piece_start` (the shape index of the piece's first point in the segment's own order: the piece runs
+    from shape point piece_start to piece_start + 1) and `piece_time` (its seconds at the file's speed),
+    so that a route starting or ending inside an edge is timed over the pieces it covers
+    (`piece_timing`); None for way speeds (one speed over a whole edge) and older stored generations."""
 
     edges: np.ndarray
     cov_len: np.ndarray
     cov_time: np.ndarray
     info: dict = field(default_factory=dict)
+    piece_edge: np.ndarray | None = None
+    piece_start: np.ndarray | None = None
+    piece_time: np.ndarray | None = None
 
     @property
     def generation(self) -> int:
@@ -406,21 +417,29 @@ def _last_wins(keys: np.ndarray) -> np.ndarray:
 def map_speeds(graph, table: SpeedTable) -> SpeedOverlay:
     """The overlay of `table` on `graph`. Raises SpeedFileError naming the first row whose OSM segment
     (from, to) or way the graph has no road for."""
-    edges, piece_len, rows = map_pieces(graph, table)
+    if table.form == SEGMENT:
+        edges, piece_len, rows, start = _map_segments(graph, table)
+    else:
+        (edges, piece_len, rows), start = _map_ways(graph, table), None
     piece_time = piece_len / (table.speed[rows] / 3.6)
     ue, inv = np.unique(edges, return_inverse=True)
     cov_len = np.bincount(inv, weights=piece_len, minlength=len(ue))
     cov_time = np.bincount(inv, weights=piece_time, minlength=len(ue))
     ok = cov_len > 0  # zero-length pieces (duplicate positions) carry no time
+    pieces = {}
+    if start is not None:
+        order = np.lexsort((start, edges))
+        pieces = {"piece_edge": edges[order].astype(np.int64), "piece_start": start[order].astype(np.int64),
+                  "piece_time": piece_time[order].astype(np.float64)}
     return SpeedOverlay(ue[ok].astype(np.int64), cov_len[ok], cov_time[ok],
-                        {"form": table.form, "rows": len(table), "edges": int(ok.sum())})
+                        {"form": table.form, "rows": len(table), "edges": int(ok.sum())}, **pieces)
 
 
 def map_pieces(graph, table: SpeedTable):
     """(directed edge, metres, row of `table`) of every piece of road the table's rows name (the last
     row naming a piece wins); SpeedFileError naming the first row the graph has no road for. Only
     `form`, `a`, `b` and `lines` of the table are read (the time-of-day profiles share it)."""
-    return _map_segments(graph, table) if table.form == SEGMENT else _map_ways(graph, table)
+    return _map_segments(graph, table)[:3] if table.form == SEGMENT else _map_ways(graph, table)
 
 
 def _map_segments(graph, t: SpeedTable):
@@ -468,7 +487,7 @@ def _map_segments(graph, t: SpeedTable):
     # the last row naming one piece of one directed edge wins
     keep = _last_wins(e * np.int64(P) + p)
     e, p, rows = e[keep], p[keep], rows[keep]
-    return e, _haversine(graph, p), rows
+    return e, _haversine(graph, p), rows, p
 
 
 def _map_ways(graph, t: SpeedTable):
@@ -548,7 +567,7 @@ class SpeedStore:
     WHAT = "speeds"  # in log lines
     TMP_PREFIX = ".current"
 
-    def load_current(self, graph, names) -> tuple[dict, dict] | None:
+    def load_current(self, graph, names, optional=()) -> tuple[dict, dict] | None:
         """(the current generation's arrays `names`, its info); None when none is applied, after a reset,
         or when it was applied to another build of the bundle or names edges beyond this graph's."""
         info = self.read_info()
@@ -560,6 +579,7 @@ class SpeedStore:
             return None
         with np.load(self.dir / info["file"]) as z:
             arrays = {k: z[k] for k in names}
+            arrays.update({k: z[k] for k in optional if k in z.files})
         if len(arrays["edges"]) and int(arrays["edges"].max()) >= graph.n_edges:
             log.warning("%s in %s name edges beyond this graph's; ignored", self.WHAT, self.dir)
             return None
@@ -567,11 +587,12 @@ class SpeedStore:
 
     def load(self, graph) -> SpeedOverlay | None:
         """The current overlay (None: none applied, a reset, or speeds for another build of the bundle)."""
-        got = self.load_current(graph, ("edges", "cov_len", "cov_time"))
+        got = self.load_current(graph, ("edges", "cov_len", "cov_time"), optional=PIECE_ARRAYS)
         if got is None:
             return None
         a, info = got
-        return SpeedOverlay(a["edges"], a["cov_len"], a["cov_time"], info)
+        return SpeedOverlay(a["edges"], a["cov_len"], a["cov_time"], info,
+                            **{k: a[k] for k in PIECE_ARRAYS if k in a})
 
     def _write_current(self, info: dict) -> None:
         tmp = self.dir / f"{self.TMP_PREFIX}.{os.getpid()}.tmp"
@@ -593,7 +614,9 @@ class SpeedStore:
             table.source = label
         overlay = map_speeds(graph, table)
         overlay.info = self._publish(
-            lambda tmp: np.savez(tmp, edges=overlay.edges, cov_len=overlay.cov_len, cov_time=overlay.cov_time),
+            lambda tmp: np.savez(tmp, edges=overlay.edges, cov_len=overlay.cov_len, cov_time=overlay.cov_time,
+                                 **{k: getattr(overlay, k) for k in PIECE_ARRAYS
+                                    if getattr(overlay, k) is not None}),
             {"source": table.source, "sha256": table.sha256, "form": table.form, "rows": len(table),
              "edges": int(len(overlay.edges))})
         return overlay.info

@@ -17,8 +17,9 @@ from geoengine.costing import (
     motor_turn_seconds,
     turn_penalty,
 )
+from geoengine.geo import haversine_m
 from geoengine.graph import tags as T
-from geoengine.graph.turns import perceived_bearings, turn_base
+from geoengine.graph.turns import car_continuation, perceived_bearings, turn_base
 
 
 def lua_process_turn(angle, roads, uturn, mode_change, roundabout):
@@ -75,16 +76,23 @@ def test_roads_at_each_node_are_the_segments_the_mode_may_use(liechtenstein_grap
     u, v = np.asarray(g.seg_u), np.asarray(g.seg_v)
     rng = np.random.default_rng(0)
     nodes = rng.choice(g.n_nodes, 400, replace=False)
-    for mode in ("auto", "bicycle", "pedestrian"):
+    cls = np.asarray(g.seg_class)
+    car_lua = np.asarray(g.seg_car_lua)  # the ways car.lua keeps (tests/graph: from the file's tags)
+    for mode in ("auto", "bicycle", "pedestrian", "truck"):
         bit = T.MODE_BITS[mode]
         roads = base.roads(mode)
         for n in nodes.tolist():
-            segs = np.flatnonzero((u == n) | (v == n))
-            want = sum(((int(acc[2 * s]) | int(acc[2 * s + 1])) & bit) != 0 for s in segs.tolist())
-            want += sum(((int(acc[2 * s]) | int(acc[2 * s + 1])) & bit) != 0 and u[s] == v[s] for s in segs.tolist())
+            segs = [s for s in np.flatnonzero((u == n) | (v == n)).tolist()
+                    if (car_lua[s] if mode in ("auto", "truck") else ((int(acc[2 * s]) | int(acc[2 * s + 1])) & bit) != 0)]
+            want = len(segs) + sum(u[s] == v[s] for s in segs)
             assert roads[n] == want, (mode, n)
-    # a footway joining a road is a junction for pedestrians, not for cars
+    # a footway joining a road is a junction for pedestrians, not for cars; a track cars may drive but
+    # car.lua has no speed or car access tag for is none for cars either
     assert (base.roads("pedestrian") > base.roads("auto")).any()
+    car_track = (cls == T.CLASS["track"]) & ((((acc[0::2] | acc[1::2]) & T.AUTO)) != 0) & ~car_lua
+    assert car_track.any()
+    ends = np.concatenate([u[car_track], v[car_track]])
+    assert (base.roads("bicycle")[ends] > base.roads("auto")[ends]).any()
 
 
 @pytest.mark.parametrize("costing", ["auto", "truck", "motorcycle"])
@@ -101,9 +109,7 @@ def test_turn_graph_weights_are_car_lua_per_arc(liechtenstein_graph, costing):
                                              turn_penalty=tp)
     pen = w - cost[tgt]
     e1 = np.repeat(np.arange(g.n_edges), np.diff(off))
-    acc = np.asarray(g.edge_access)
-    bit = T.MODE_BITS[costing]
-    seg_ok = ((acc[0::2] | acc[1::2]) & bit) != 0
+    seg_ok = np.asarray(g.seg_car_lua)  # the roads of car.lua's graph meeting at the junction
     roads_at = np.bincount(np.concatenate([np.asarray(g.seg_u)[seg_ok], np.asarray(g.seg_v)[seg_ok]]),
                            minlength=g.n_nodes)
     flags = np.asarray(g.edge_flags)
@@ -112,11 +118,15 @@ def test_turn_graph_weights_are_car_lua_per_arc(liechtenstein_graph, costing):
     rng = np.random.default_rng(1)
     for k in rng.choice(len(tgt), 3000, replace=False).tolist():
         a, b = int(e1[k]), int(tgt[k])
-        want = lua_process_turn(float(perceived[k]), int(roads_at[g.edge_dst[a]]), b == (a ^ 1),
+        # the junction's roads in car.lua's graph, and the turn's own edges when they are not in it
+        roads = int(roads_at[g.edge_dst[a]]) + (not seg_ok[a >> 1]) + (not seg_ok[b >> 1] and (a >> 1) != (b >> 1))
+        want = lua_process_turn(float(perceived[k]), roads, b == (a ^ 1),
                                 bool((flags[a] ^ flags[b]) & T.F_FERRY), bool((flags[a] | flags[b]) & T.F_ROUNDABOUT))
         assert pen[k] == pytest.approx(want, abs=1e-6), (a, b)
     # most arcs go straight through a node of two roads and cost nothing; every U-turn costs 20 s or more
-    two = roads_at[np.asarray(g.edge_dst)[e1]] <= 2
+    r_all = (roads_at[np.asarray(g.edge_dst)[e1]] + ~seg_ok[e1 >> 1]
+             + (~seg_ok[tgt >> 1] & ((tgt >> 1) != (e1 >> 1))))
+    two = r_all <= 2
     assert two.any() and np.all(pen[two & (tgt != (e1 ^ 1))] == 0.0)
     assert np.all(pen[tgt == (e1 ^ 1)] >= 20.0)
 
@@ -159,14 +169,59 @@ def test_perceived_bearings_on_a_real_graph(liechtenstein_graph):
     g = liechtenstein_graph
     start, end = perceived_bearings(g)
     off = np.asarray(g.shape_offsets)
-    two = np.flatnonzero(np.diff(off) == 2)  # straight segments: the first piece is the whole road
+    nxt = car_continuation(g)
+    two = np.flatnonzero(np.diff(off) == 2)  # straight segments: the first piece is the whole road ...
+    chained = two[nxt[2 * two] >= 0]
+    two = two[nxt[2 * two] < 0]  # ... unless the road goes on through a node car.lua compresses
     d = (start[2 * two] - np.asarray(g.edge_bearing_start)[2 * two] + 540.0) % 360.0 - 180.0
     assert np.abs(d).max() < 1e-3
+    assert len(chained) > 50
     back = (end[0::2].astype(np.float64) + 180.0 - start[1::2] + 540.0) % 360.0 - 180.0
     assert np.abs(back).max() < 0.1  # the same line seen from its other end (great circles: nearly)
     # where shapes curve near a junction, the two views differ
     diff = np.abs((start - np.asarray(g.edge_bearing_start) + 540.0) % 360.0 - 180.0)
     assert (diff > 10).mean() > 0.01
+
+
+def test_look_ahead_continues_through_nodes_car_lua_compresses(liechtenstein_graph):
+    """Where a road goes on through a node that is no junction in car.lua's graph (two of its roads
+    meet there, of one name and class: a footway crossing, say), the perceived bearing is the one of
+    the road as one polyline: the same as `perceived_bearings` of that polyline alone."""
+    g = liechtenstein_graph
+    nxt = car_continuation(g)
+    u, v = np.asarray(g.seg_u), np.asarray(g.seg_v)
+    car = np.asarray(g.seg_car_lua)
+    ends = np.concatenate([u[car], v[car]])
+    deg = np.bincount(ends, minlength=g.n_nodes)
+    name, cls = np.asarray(g.seg_name), np.asarray(g.seg_class)
+    e = np.flatnonzero(nxt >= 0)
+    assert len(e) > 100
+    for x in e[:300].tolist():
+        y = int(nxt[x])
+        node = v[x >> 1] if x % 2 == 0 else u[x >> 1]
+        start_y = u[y >> 1] if y % 2 == 0 else v[y >> 1]
+        assert start_y == node and deg[node] == 2 and car[x >> 1] and car[y >> 1]
+        assert name[x >> 1] == name[y >> 1] and cls[x >> 1] == cls[y >> 1] and (x >> 1) != (y >> 1)
+    start, _end = perceived_bearings(g)
+    off = np.asarray(g.shape_offsets)
+    lon, lat = np.asarray(g.shape_lon), np.asarray(g.shape_lat)
+    res = e[(cls[e >> 1] == T.CLASS["residential"]) & ((np.asarray(g.seg_flags)[e >> 1] & T.F_LINK) == 0)]
+    assert len(res) > 20
+    for x in res[:200].tolist():
+        line, walked, y = [], 0.0, x
+        for _ in range(16):  # the road as one polyline, 60 m or more of it
+            idx = np.arange(off[y >> 1], off[(y >> 1) + 1])
+            idx = idx[::-1] if y & 1 else idx
+            pts = [(float(lon[i]), float(lat[i])) for i in idx]
+            line += pts if not line else pts[1:]
+            walked = float(haversine_m(np.array([p[1] for p in line[:-1]]), np.array([p[0] for p in line[:-1]]),
+                                       np.array([p[1] for p in line[1:]]), np.array([p[0] for p in line[1:]])).sum())
+            if walked > 60 or nxt[y] < 0:
+                break
+            y = int(nxt[y])
+        want, _ = perceived_bearings(_Shapes([line]))
+        d = (float(start[x]) - float(want[0]) + 540.0) % 360.0 - 180.0
+        assert abs(d) < 0.5, x
 
 
 def test_bicycle_and_pedestrian_turns_unchanged():

@@ -178,12 +178,100 @@ def test_traffic_signals_counted_per_direction(liechtenstein_graph, sample):
     for v in junction_signals[:20]:
         ending = np.flatnonzero(np.asarray(g.edge_dst) == v)
         assert (sig[ending] >= 1).all()
+
+
+def _car_lua_obstacles(pbf):
+    """OSM node id -> (seconds along the way, against it) as OSRM car.lua's process_node and
+    lib/obstacles.lua give them, read here from the file's tags."""
+    out = {}
+    for o in osmium.FileProcessor(str(pbf)).with_filter(osmium.filter.KeyFilter("highway", "barrier")):
+        if not o.is_node():
+            continue
+        t = dict(o.tags)
+        fw = bw = 0.0
+        hw = t.get("highway")
+        if hw == "traffic_signals":
+            d = t.get("traffic_signals:direction") or t.get("direction")
+            fw, bw = (2.0 if d != "backward" else 0.0), (2.0 if d != "forward" else 0.0)
+        elif hw == "give_way":
+            d = t.get("direction")
+            fw, bw = (1.0 if d != "backward" else 0.0), (1.0 if d != "forward" else 0.0)
+        elif hw == "stop" and t.get("stop") != "minor":
+            d = t.get("direction")
+            fw, bw = (2.0 if d != "backward" else 0.0), (2.0 if d != "forward" else 0.0)
+        if t.get("barrier") in ("gate", "lift_gate") and not any(
+                t.get(k) for k in ("motorcar", "motor_vehicle", "vehicle", "access")):
+            fw, bw = fw + 60.0, bw + 60.0
+        if fw or bw:
+            out[o.id] = (fw, bw)
+    return out
+
+
+def test_car_obstacles_per_directed_edge_are_car_lua_s(liechtenstein_graph, sample):
+    """`edge_obstacle_s`: each directed edge carries the seconds of car.lua's obstacles on its shape
+    after its start point (signals in their `traffic_signals:direction`, give-way and stop signs,
+    gates without access tags), counted here from the file's node tags and the shape's OSM node ids;
+    the motor costings add them to the edge's time."""
+    g = liechtenstein_graph
+    obs = _car_lua_obstacles(sample("liechtenstein/valhalla-liechtenstein-latest.osm.pbf"))
+    assert any(fw != bw for fw, bw in obs.values())  # a signal for one direction only
+    assert any(fw >= 60 for fw, _ in obs.values())  # a gate
+    sid, off = np.asarray(g.shape_osm_id), np.asarray(g.shape_offsets)
+    got = np.asarray(g.edge_obstacle_s)
+    hit_seg = np.unique(np.searchsorted(off, np.flatnonzero(np.isin(sid, list(obs))), side="right") - 1)
+    assert len(hit_seg) >= 10
+    rng = np.random.default_rng(5)
+    check = np.unique(np.concatenate([hit_seg, rng.choice(g.n_segments, 500, replace=False)]))
+    for k in check.tolist():
+        ids = sid[off[k]:off[k + 1]].tolist()
+        fw = sum(obs.get(n, (0.0, 0.0))[0] for n in ids[1:])
+        bw = sum(obs.get(n, (0.0, 0.0))[1] for n in ids[:-1])
+        assert got[2 * k] == pytest.approx(fw) and got[2 * k + 1] == pytest.approx(bw), k
+    # a one-direction signal: the edges through it differ by its 2 s
+    one_way = [n for n, (fw, bw) in obs.items() if fw != bw and fw + bw == 2.0]
+    seg_dir = [k for k in hit_seg.tolist() if any(n in one_way for n in sid[off[k] + 1:off[k + 1] - 1].tolist())]
+    assert seg_dir
+    for k in seg_dir:
+        assert got[2 * k] != got[2 * k + 1]
     from geoengine.costing import edge_costs
-    from geoengine.costing.common import MOTOR_SIGNAL_DELAY_S
 
     _c, t, length = edge_costs(g, "auto")
-    ok = np.isfinite(t)
-    with_sig = ok & (sig > 0)
-    # each signal adds the motor costings' delay (2 s, OSRM car.lua's) to the car time
+    ok = np.isfinite(t) & (got > 0)
+    assert ok.any()
+    # each obstacle adds its seconds to the car's time: the time less them is the moving time
+    moving = t - got
     plain = np.asarray(g.edge_speed)
-    assert np.all(t[with_sig] >= length[with_sig] / (plain[with_sig] / 3.6) + MOTOR_SIGNAL_DELAY_S - 1e-6)
+    assert np.all(moving[ok] >= length[ok] / (np.maximum(plain[ok], 1.0) / 3.6) - 1e-6)
+
+
+def test_ways_of_car_lua_s_graph_are_marked(liechtenstein_graph, sample):
+    """`seg_car_lua` marks the segments of the ways OSRM car.lua keeps (read here from the file's way
+    tags as car.lua's process_way reads them: a highway its speeds table has, or a car access tag in its
+    whitelist; no blacklisted, unrestricted access): the roads its turn function counts at a junction.
+    Private roads count though cars may not drive them; tracks without car access tags do not."""
+    g = liechtenstein_graph
+    speeds = {"motorway", "motorway_link", "trunk", "trunk_link", "primary", "primary_link", "secondary",
+              "secondary_link", "tertiary", "tertiary_link", "unclassified", "residential", "living_street",
+              "service"}
+    white = {"yes", "motorcar", "motor_vehicle", "vehicle", "permissive", "designated", "hov"}
+    black = {"no", "agricultural", "forestry", "emergency", "psv", "taxi", "share_taxi", "minibus", "bus", "foot",
+             "emergency_vehicle", "restricted", "military", "official", "customers", "private", "delivery",
+             "destination", "permit", "residents"}
+    restricted = {"private", "delivery", "destination", "customers", "permit", "residents", "unknown"}
+    want = {}
+    pbf = sample("liechtenstein/valhalla-liechtenstein-latest.osm.pbf")
+    for w in osmium.FileProcessor(str(pbf), osmium.osm.WAY).with_filter(osmium.filter.KeyFilter("highway", "route")):
+        t = dict(w.tags)
+        acc = next((t[k] for k in ("motorcar", "motor_vehicle", "vehicle", "access") if t.get(k)), None)
+        keep = t.get("area") != "yes" and not (acc in black and acc not in restricted) \
+            and not (t.get("highway") == "service" and t.get("service") == "emergency_access") \
+            and (t.get("route") in ("ferry", "shuttle_train") or t.get("highway") in speeds or acc in white)
+        want[w.id] = keep
+    seg_way = np.asarray(g.seg_way)
+    got = np.asarray(g.seg_car_lua)
+    expect = np.array([want[int(x)] for x in seg_way.tolist()])
+    np.testing.assert_array_equal(got, expect)
+    cls, acc = np.asarray(g.seg_class), np.asarray(g.edge_access)
+    car = ((acc[0::2] | acc[1::2]) & T.AUTO) != 0
+    assert (got & ~car).any()  # private roads: in car.lua's graph, closed to geoengine's cars
+    assert (car & ~got & (cls == T.CLASS["track"])).any()  # tracks geoengine's cars may drive, car.lua drops

@@ -15,7 +15,7 @@ import pytest
 
 import geoengine
 from geoengine.costing import edge_costs, turn_penalty
-from geoengine.costing.common import MOTOR_SIGNAL_DELAY_S
+from geoengine.costing.common import motor_obstacles
 from geoengine.graph.turns import turn_base
 from geoengine.services.route_options import selection
 from geoengine.traffic import SpeedFileError
@@ -84,8 +84,8 @@ def hand_edge_seconds(graph, e, bucket):
     """Seconds of whole directed edges `e` in `bucket`: length at the profile speed plus the signal delay."""
     e = np.asarray(e)
     length = np.asarray(graph.seg_length, dtype=np.float64)[e >> 1]
-    sig = np.asarray(graph.edge_signals, dtype=np.float64)[e]
-    return length / (edge_speed(graph, e, bucket) / 3.6) + MOTOR_SIGNAL_DELAY_S * sig
+    sig = motor_obstacles(graph)[e]
+    return length / (edge_speed(graph, e, bucket) / 3.6) + sig
 
 
 def hand_turn_delay(prof, a, b):
@@ -394,8 +394,8 @@ def test_measured_speeds_and_profiles_together(li, applied):
         e = e[ok]
         np.testing.assert_allclose(dep.time[e], hand_edge_seconds(g, e, bucket_of(when)), rtol=1e-9)
         length = np.asarray(g.seg_length, dtype=np.float64)[e >> 1]
-        sig = np.asarray(g.edge_signals, dtype=np.float64)[e]
-        np.testing.assert_allclose(cur.time[e], length / (7 / 3.6) + MOTOR_SIGNAL_DELAY_S * sig, rtol=1e-9)
+        sig = motor_obstacles(g)[e]
+        np.testing.assert_allclose(cur.time[e], length / (7 / 3.6) + sig, rtol=1e-9)
     finally:
         li.reset_speeds()
 
@@ -420,7 +420,7 @@ def test_own_speeds_reach_the_metric(li, applied, tmp_path):
             v = decode(encode(own), b)
             assert abs(v - own[b]) < 1.0
             length = np.asarray(g.seg_length, dtype=np.float64)[ee >> 1]
-            sig = np.asarray(g.edge_signals, dtype=np.float64)[ee]
-            np.testing.assert_allclose(prof.time[ee], length / (v / 3.6) + MOTOR_SIGNAL_DELAY_S * sig, rtol=1e-6)
+            sig = motor_obstacles(g)[ee]
+            np.testing.assert_allclose(prof.time[ee], length / (v / 3.6) + sig, rtol=1e-6)
     finally:
         li.apply_profiles(applied[0])

@@ -17,7 +17,7 @@ from hypothesis import strategies as st
 
 import geoengine
 from geoengine.costing import edge_costs, parse_costing_options
-from geoengine.costing.common import MOTOR_SIGNAL_DELAY_S
+from geoengine.costing.common import motor_obstacles
 from geoengine.geo import haversine_m
 from geoengine.services.models import Location
 from geoengine.traffic import SpeedFileError, read_speed_table
@@ -95,9 +95,9 @@ def test_segment_file_times_equal_hand_computation(li, tmp_path):
     info = li.apply_speeds(write_csv(tmp_path / "s.csv", rows))
     assert info["form"] == "segment" and info["rows"] == len(rows) and info["edges"] == 31
     prof = li.router.profile("auto")
-    sig = np.asarray(g.edge_signals, dtype=np.float64)
+    sig = motor_obstacles(g)
     e = 2 * segs
-    want = length[e] / (23 / 3.6) + MOTOR_SIGNAL_DELAY_S * sig[e]
+    want = length[e] / (23 / 3.6) + sig[e]
     np.testing.assert_allclose(prof.time[e], want, rtol=1e-9)
     # the reverse direction keeps its profile time
     np.testing.assert_allclose(prof.time[e + 1], base_time[e + 1], rtol=1e-12)
@@ -107,13 +107,101 @@ def test_segment_file_times_equal_hand_computation(li, tmp_path):
     piece = haversine_m(np.asarray(g.shape_lat[p:p + 1]), np.asarray(g.shape_lon[p:p + 1]),
                         np.asarray(g.shape_lat[p + 1:p + 2]), np.asarray(g.shape_lon[p + 1:p + 2]))[0]
     e = 2 * part
-    profile_rate = (base_time[e] - MOTOR_SIGNAL_DELAY_S * sig[e]) / length[e]  # s per m at the profile speed
-    want = piece / (11 / 3.6) + (length[e] - piece) * profile_rate + MOTOR_SIGNAL_DELAY_S * sig[e]
+    profile_rate = (base_time[e] - sig[e]) / length[e]  # s per m at the profile speed
+    want = piece / (11 / 3.6) + (length[e] - piece) * profile_rate + sig[e]
     assert prof.time[e] == pytest.approx(want, rel=1e-9)
     # untouched edges are unchanged
     touched = np.zeros(g.n_edges, bool)
     touched[2 * segs] = touched[2 * part] = True
     np.testing.assert_array_equal(prof.time[~touched], base_time[~touched])
+
+
+def _osm_piece_seconds(graph, csv_rows, seg, backward):
+    """Per OSM segment of graph segment `seg` in travel order (backward: against the way): (metres, the
+    seconds at the speed the file gives that direction), read from the file's rows and the shape's
+    coordinates, independently of the engine's overlay."""
+    sid, off = np.asarray(graph.shape_osm_id), np.asarray(graph.shape_offsets)
+    lon, lat = np.asarray(graph.shape_lon), np.asarray(graph.shape_lat)
+    idx = np.arange(off[seg], off[seg + 1])
+    if backward:
+        idx = idx[::-1]
+    speed = {(a, b): v for a, b, v in csv_rows}
+    m = haversine_m(lat[idx[:-1]], lon[idx[:-1]], lat[idx[1:]], lon[idx[1:]])
+    v = np.array([speed[(int(sid[x]), int(sid[y]))] for x, y in zip(idx[:-1], idx[1:], strict=True)], float)
+    return m, m / (v / 3.6)
+
+
+def test_partial_edges_are_timed_over_the_osm_segments_they_cover(li, tmp_path):
+    """A route starting or ending inside an edge takes, for that edge's part, the sum of the OSM
+    segments it covers at each one's own speed from the file (plus the located fraction of the segment
+    it starts or ends in), as OSRM sums its segments: offsets, a route along one edge, a route across
+    edges and the matrix agree with the file's speeds over the shape's own metres."""
+    g = li.graph
+    rng = np.random.default_rng(28)
+    segs = drivable_segments(g, 40, seed=28, min_points=5)
+    sig = motor_obstacles(g)
+    segs = segs[(sig[2 * segs] == 0) & (sig[2 * segs + 1] == 0)][:25]  # no obstacle delay spread over them
+    rows = segment_rows(g, segs) + segment_rows(g, segs, forward=False)
+    csv_rows = [(a, b, int(v)) for (a, b), v in zip(rows, rng.integers(10, 111, len(rows)), strict=True)]
+    li.apply_speeds(write_csv(tmp_path / "p.csv", csv_rows))
+    prof = li.router.profile("auto")
+    from geoengine.routing.profile import unpack
+
+    checked = 0
+    for seg in segs.tolist():
+        for d in (0, 1):
+            e = 2 * seg + d
+            if not np.isfinite(prof.time[e]):
+                continue
+            m, sec = _osm_piece_seconds(g, csv_rows, seg, bool(d))
+            cum = np.r_[0.0, np.cumsum(m)]
+            for f in rng.random(6):
+                x = f * cum[-1]
+                j = min(int(np.searchsorted(cum, x, side="right")) - 1, len(m) - 1)
+                # still to travel: the rest of piece j at its speed, then the whole pieces after it
+                want = (cum[j + 1] - x) / m[j] * sec[j] + sec[j + 1:].sum()
+                c, s2 = prof.source_offsets(np.array([e]), np.array([f]))
+                t, _ = unpack(s2)
+                assert t[0] == pytest.approx(want, abs=0.051), (e, f)
+                # the cost follows the time (auto's cost: the time scaled by the edge's preferences)
+                assert c[0] == pytest.approx(want * prof.cost[e] / prof.time[e], rel=1e-6, abs=1e-6)
+                tc, t2 = prof.target_offsets(np.array([e]), np.array([f]))
+                assert unpack(-t2)[0][0] == pytest.approx(want, abs=0.051)
+                checked += 1
+            # the spread-evenly time differs from the pieces' (the speeds differ piece to piece)
+            assert prof.time[e] == pytest.approx(sec.sum(), rel=1e-9)
+    assert checked >= 100
+    # a route along one edge: the pieces between the two positions at their speeds, through the library
+    seg = int(segs[0])
+    m, sec = _osm_piece_seconds(g, csv_rows, seg, False)
+    off = np.asarray(g.shape_offsets)
+    lon, lat = np.asarray(g.shape_lon), np.asarray(g.shape_lat)
+    p0, p1 = off[seg] + 1, off[seg + 1] - 2  # two interior shape points, p0 before p1 along the way
+    if p1 > p0:
+        doc = li.route(locations=[{"lon": float(lon[p0]), "lat": float(lat[p0])},
+                                  {"lon": float(lon[p1]), "lat": float(lat[p1])}], costing="auto")
+        k0, k1 = p0 - off[seg], p1 - off[seg]
+        assert doc["trip"]["summary"]["time"] == pytest.approx(sec[k0:k1].sum(), abs=0.15)
+    # across edges: a route from inside a covered edge equals its offset plus the rest of the path,
+    # and the matrix gives the same time as the route
+    e = 2 * int(segs[1])
+    mid = off[e >> 1] + 2
+    a = {"lon": float(lon[mid]), "lat": float(lat[mid])}
+    b = {"lon": B[0], "lat": B[1]}
+    r = li.compute_route(locations=[a, b], costing="auto")
+    leg = r.routes[0].pieces[0]
+    route_s = li.route(locations=[a, b], costing="auto")["trip"]["summary"]["time"]
+    mat = li.router.matrix(np.array([[a["lon"], a["lat"]]]), np.array([[b["lon"], b["lat"]]]), "auto")
+    assert mat.time_s[0, 0] == pytest.approx(route_s, abs=0.11)
+    first = int(leg.edges[0])
+    share = prof.time_share(first, leg.f_first)
+    if first >> 1 == e >> 1:  # it starts on the covered edge: its part is the pieces after the position
+        m, sec = _osm_piece_seconds(g, csv_rows, first >> 1, bool(first & 1))
+        cum = np.r_[0.0, np.cumsum(m)]
+        x = leg.f_first * cum[-1]
+        j = min(int(np.searchsorted(cum, x, side="right")) - 1, len(m) - 1)
+        assert share * prof.time[first] == pytest.approx((cum[j + 1] - x) / m[j] * sec[j] + sec[j + 1:].sum(),
+                                                         abs=1e-6)
 
 
 def test_way_form_and_top_speed_caps(li, tmp_path):
@@ -126,7 +214,7 @@ def test_way_form_and_top_speed_caps(li, tmp_path):
     segs = np.flatnonzero(seg_way == way)
     li.apply_speeds(write_csv(tmp_path / "w.csv", [("way_id", "speed_kmh", "direction"), (way, 200, "forward")]))
     _, base_time, length = edge_costs(g, "auto")
-    sig = np.asarray(g.edge_signals, dtype=np.float64)
+    sig = motor_obstacles(g)
     for costing, opts, cap in (("auto", {}, 140.0), ("auto", {"top_speed": 60}, 60.0), ("truck", {}, 90.0),
                                ("motor_scooter", {}, 45.0), ("bus", {}, None), ("taxi", {"top_speed": 77}, 77.0)):
         prof = li.router.profile(costing, parse_costing_options(costing, opts) if opts else None)
@@ -135,7 +223,7 @@ def test_way_form_and_top_speed_caps(li, tmp_path):
         e = 2 * segs
         ok = np.isfinite(prof.time[e])
         assert ok.any()
-        want = length[e] / (cap / 3.6) + MOTOR_SIGNAL_DELAY_S * sig[e]
+        want = length[e] / (cap / 3.6) + sig[e]
         np.testing.assert_allclose(prof.time[e][ok], want[ok], rtol=1e-9, err_msg=costing)
     # forward only: the backward edges keep the profile time; pedestrians and bicycles ignore the speeds
     np.testing.assert_allclose(li.router.profile("auto").time[2 * segs + 1], base_time[2 * segs + 1])
@@ -151,9 +239,9 @@ def test_dataframe_and_last_row_wins(li):
     info = li.apply_speeds(df)
     assert info["source"] == "<DataFrame>" and info["rows"] == 2 * len(rows)
     _, _, length = edge_costs(g, "auto")
-    sig = np.asarray(g.edge_signals, dtype=np.float64)
+    sig = motor_obstacles(g)
     e = 2 * segs
-    np.testing.assert_allclose(li.router.profile("auto").time[e], length[e] / (17 / 3.6) + MOTOR_SIGNAL_DELAY_S * sig[e],
+    np.testing.assert_allclose(li.router.profile("auto").time[e], length[e] / (17 / 3.6) + sig[e],
                                rtol=1e-9)
 
 
