@@ -38,7 +38,9 @@ NEAREST_ROAD_DEG = 0.1  # getNearestRoadPlaceId: the search radius doubles while
 NAME_CELL_DEG = 0.05  # grid cells of the addr:street candidates
 CELLS_PER_ROW = 8000  # cells per row of latitude (360 / 0.05 = 7,200, and 180 / 0.05 = 3,600 rows)
 NEAREST_POINTS = 32  # street points whose segments are measured exactly for the nearest street way
-PAIR_CHUNK = 2_000_000  # (way, candidate, segment) triples per vectorised step
+PAIR_CHUNK = 250_000  # (way, candidate, segment) triples per vectorised step (about 10 arrays of this
+# length live at once: the chunk bounds the stage's peak, not its work)
+NEAREST_CHUNK = 8_192  # objects per k-d tree query of the nearest street (x NEAREST_POINTS segments each)
 
 # address-levels.json: the classes Nominatim ranks below 28 (not rank 30: no parent street); key -> values,
 # None for every value of the key, and the values of such a key that are rank 30 nonetheless
@@ -167,16 +169,19 @@ def parent_ways(ds, rows: np.ndarray, by_tag: np.ndarray, ways: StreetWayTable, 
         # the street points nearest to each object (a point every 50 m along every street), then the exact
         # distance to the segments those points lie on: the nearest segment's way
         k = NEAREST_POINTS
-        dist, idx = tree.query(_xy(lat[need], lon[need], lat0), k=k, distance_upper_bound=NEAREST_ROAD_DEG * KM_PER_DEG)
-        dist, idx = dist.reshape(len(need), k), idx.reshape(len(need), k)
-        ok = np.isfinite(dist)
-        segi = np.where(ok, point_seg[np.where(ok, idx, 0)], 0)
-        s = ds.seg[segi.ravel()]
-        d = _point_segments(np.repeat(lon[need], k), np.repeat(lat[need], k), s).reshape(len(need), k)
-        d = np.where(ok, d, np.inf)
-        best = np.argmin(d, axis=1)
-        hit = ok[np.arange(len(need)), best]
-        parent[need[hit]] = ways.seg_way[segi[np.arange(len(need)), best][hit]]
+        for a in range(0, len(need), NEAREST_CHUNK):
+            part = need[a:a + NEAREST_CHUNK]
+            dist, idx = tree.query(_xy(lat[part], lon[part], lat0), k=k,
+                                   distance_upper_bound=NEAREST_ROAD_DEG * KM_PER_DEG)
+            dist, idx = dist.reshape(len(part), k), idx.reshape(len(part), k)
+            ok = np.isfinite(dist)
+            segi = np.where(ok, point_seg[np.where(ok, idx, 0)], 0)
+            s = ds.seg[segi.ravel()]
+            d = _point_segments(np.repeat(lon[part], k), np.repeat(lat[part], k), s).reshape(len(part), k)
+            d = np.where(ok, d, np.inf)
+            best = np.argmin(d, axis=1)
+            hit = ok[np.arange(len(part)), best]
+            parent[part[hit]] = ways.seg_way[segi[np.arange(len(part)), best][hit]]
     return parent
 
 
