@@ -127,12 +127,13 @@ def expand_interpolations(ds, ways, addr_node_id, addr_node_row) -> int:
     return added
 
 
-def street_points(ds, lat0: float) -> tuple[cKDTree | None, np.ndarray, np.ndarray]:
+def street_points(ds, lat0: float) -> tuple[cKDTree | None, np.ndarray]:
     """A k-d tree over the street segments' vertices and points every DENSIFY_KM along them (km plane
-    around lat0), the street document row of each point and its segment."""
-    seg, owner = ds.segments()
+    around lat0), and the segment of each point (int32; its street document is `ds.seg_doc[segment]`:
+    not kept per point, the points are the stage's largest array at its peak)."""
+    seg, _ = ds.segments()
     if not len(seg):
-        return None, np.zeros(0, np.int64), np.zeros(0, np.int64)
+        return None, np.zeros(0, np.int32)
     a = _xy(seg[:, 1], seg[:, 0], lat0)
     b = _xy(seg[:, 3], seg[:, 2], lat0)
     length = np.hypot(*(b - a).T)
@@ -140,11 +141,13 @@ def street_points(ds, lat0: float) -> tuple[cKDTree | None, np.ndarray, np.ndarr
     rep = np.repeat(np.arange(len(seg)), extra)
     t = (np.arange(int(extra.sum())) - np.repeat(np.cumsum(extra) - extra, extra) + 1) / np.repeat(extra + 1, extra)
     pts = np.concatenate([a, a[rep] + t[:, None] * (b[rep] - a[rep])])
-    own = np.concatenate([owner, owner[rep]]).astype(np.int64)
-    return cKDTree(pts), own, np.concatenate([np.arange(len(seg)), rep])
+    del b, t
+    point_seg = np.concatenate([np.arange(len(seg), dtype=np.int32), rep.astype(np.int32)])
+    del rep, a
+    return cKDTree(pts), point_seg
 
 
-def resolve_streets(ds, rows: np.ndarray, lat0: float, tree, point_owner) -> dict[str, int]:
+def resolve_streets(ds, rows: np.ndarray, lat0: float, tree, point_seg) -> dict[str, int]:
     """Settle the street of the address and POI documents `rows`: ds.street becomes the street's name,
     ds.street_row[row] its street document (-1: none); an address without a name gets "<street> <number>".
     Returns counts by how the street was found."""
@@ -175,7 +178,7 @@ def resolve_streets(ds, rows: np.ndarray, lat0: float, tree, point_owner) -> dic
         dist, idx = tree.query(_xy(lat[need], lon[need], lat0), distance_upper_bound=NEAREST_STREET_KM)
         for i, d, k in zip(need, dist.tolist(), idx.tolist(), strict=True):
             if np.isfinite(d):
-                r = int(point_owner[k])
+                r = int(ds.seg_doc[point_seg[k]])
                 ds.street[i] = ds.name[r]
                 ds.street_row[i] = r
                 counts["nearest_street"] += 1

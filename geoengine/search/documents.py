@@ -188,14 +188,14 @@ def build_documents(osm_path, places_path=None, admin1_path=None, *, bbox=None, 
     extra_pc = (reader.pc_code, np.frombuffer(reader.pc_xy, np.float64).reshape(-1, 2).copy())
     del reader
     n_osm = len(ds)
-    tree, point_owner, point_seg = street_points(ds, lat0)
+    tree, point_seg = street_points(ds, lat0)
     rows = np.asarray([i for i in range(n_osm) if ds.index[i] in ("addresses", "pois")], np.int64)
     by_tag = np.asarray([bool(s) for s in ds.street], bool)  # addr:street of the object itself
-    for k, v in resolve_streets(ds, rows, lat0, tree, point_owner).items():
+    for k, v in resolve_streets(ds, rows, lat0, tree, point_seg).items():
         info[f"street_from_{k}"] = v
     parent = parent_ways(ds, rows, by_tag, way_table, tree, point_seg, lat0, boxes)
     info["parent_street_ways"] = int((parent >= 0).sum())
-    del tree, point_owner, point_seg, by_tag, boxes
+    del tree, point_seg, by_tag, boxes
     info["streets_from_addresses"] = address_streets(ds, rows, lat0)
     n_osm = len(ds)
     for i in rows.tolist():  # an unnamed POI's detail names its street
