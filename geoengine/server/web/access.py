@@ -125,8 +125,6 @@ class WebAccess:
         `quick`): the rules of `_session` for a request without `Origin`, a plan that does not count the
         path (`counted(record, path)`) and the rate limit not reached; else None (then `_session` decides
         and writes the refusal)."""
-        if heads.site not in (None, b"same-origin", b"none") or path.endswith(SESSION_DENIED_SUFFIXES):
-            return None
         sid = self._verified.get(heads.cookie)
         if sid is None or sid[1] < time.time():
             cookie = read_cookie(((b"cookie", heads.cookie),))
@@ -136,26 +134,32 @@ class WebAccess:
             if len(self._verified) >= 4096:
                 self._verified.clear()
             self._verified[heads.cookie] = sid
-        if counted(self._session_record, path) or self.limiter.hit(sid[0]):
+        if counted(self._session_record, path) or self._refusal(sid[0], heads.site, True, path) is not None:
             return None
         return f"ws_{sid[0]}"
+
+    def _refusal(self, sid: str, fetch_site: bytes | None, same_origin: bool, path: str):
+        """The one set of rules for a valid page session (both `_session` and `quick_session` ask it):
+        None when the request may go on (its rate limit then taken), else (status, detail, title, headers)."""
+        if fetch_site not in (None, b"same-origin", b"none") or not same_origin:
+            return 403, "a page session is accepted only from the page's own origin", "Forbidden", None
+        if path.endswith(SESSION_DENIED_SUFFIXES):
+            return 403, "a page session may not call this endpoint", "Forbidden", None
+        retry = self.limiter.hit(sid)
+        if retry:
+            return (429, f"the page session's rate limit of {self.limiter.per_minute} requests per minute is used up",
+                    "Too Many Requests", {"Retry-After": str(retry)})
+        return None
 
     async def _session(self, scope, send, cookie, origin, path, count):
         sid = self.signer.verify(cookie)
         if sid is None:
             return await send_problem(send, 403, "the page session has expired or is not valid: reload the page",
                                       "Forbidden")
-        fetch_site = _header(scope, b"sec-fetch-site")
-        if fetch_site not in (None, b"same-origin", b"none") or (origin is not None and origin != _own_origin(scope)):
-            return await send_problem(send, 403, "a page session is accepted only from the page's own origin",
-                                      "Forbidden")
-        if path.endswith(SESSION_DENIED_SUFFIXES):
-            return await send_problem(send, 403, "a page session may not call this endpoint", "Forbidden")
-        retry = self.limiter.hit(sid)
-        if retry:
-            return await send_problem(send, 429, f"the page session's rate limit of {self.limiter.per_minute} "
-                                                 "requests per minute is used up", "Too Many Requests",
-                                      {"Retry-After": str(retry)})
+        refusal = self._refusal(sid, _header(scope, b"sec-fetch-site"), origin is None or origin == _own_origin(scope),
+                                path)
+        if refusal is not None:
+            return await send_problem(send, *refusal)
         if await count(send, KeyRecord(f"ws_{sid}", self.session_plan, "", ""), path):
             return f"ws_{sid}"
         return None
