@@ -169,6 +169,23 @@ def test_search_box_autocompletes_and_shows_markers(map_page, shots):
     assert not p.errors, p.errors
 
 
+def test_search_box_finds_a_house_number_through_the_geocoder(map_page):
+    """A query with a number also asks the geocoder (Nominatim's dialect, biased to the view), whose
+    address is listed first; a query without one does not (the test above)."""
+    p = map_page
+    p.page.fill("#search", "")
+    before = len(p.requests)
+    p.page.type("#search", "Meritxell 11 Andorra la Vella", delay=20)
+    p.page.wait_for_selector("#results li", timeout=20_000)
+    p.page.wait_for_timeout(500)
+    first = p.page.locator("#results li").first.inner_text()
+    assert ", 11, Avinguda Meritxell" in first, first
+    asked = [u for u in p.requests[before:] if "/search?" in u]
+    assert any("format=jsonv2" in u and "viewbox=" in u for u in asked), asked
+    assert not any("format=" in u for u in p.requests[:before] if "/search?" in u)
+    assert not p.errors, p.errors
+
+
 def test_the_page_holds_no_key_and_cannot_read_its_session(map_page, server):
     p = map_page
     assert p.page.evaluate("document.cookie") == ""  # HttpOnly: scripts never see the session

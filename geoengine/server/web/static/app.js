@@ -147,14 +147,41 @@ function setupSearch(map) {
       if (q.length < 2) { list.replaceChildren(); return; }
       const c = map.getCenter();
       try {
-        const data = await api(`/search?q=${encodeURIComponent(q)}&lat=${c.lat.toFixed(5)}&lon=${c.lng.toFixed(5)}&size=6`);
-        if (mine === seq) showResults(map, data.results);
+        const places = api(`/search?q=${encodeURIComponent(q)}&lat=${c.lat.toFixed(5)}&lon=${c.lng.toFixed(5)}&size=6`);
+        // a number in the query may be a house number: ask the geocoder too (Nominatim's dialect,
+        // biased to the map's view), and list its addresses first
+        const addresses = /\d/.test(q) ? geocode(map, q) : Promise.resolve([]);
+        const [data, found] = await Promise.all([places, addresses]);
+        if (mine === seq) showResults(map, mergeResults(found, data.results));
       } catch (err) { status(`Search: ${err.message}`); }
     }, 200);
   });
   input.addEventListener("keydown", (ev) => {
     if (ev.key === "Enter" && list.firstChild) list.firstChild.click();
   });
+}
+
+async function geocode(map, q) {
+  const b = map.getBounds();
+  const box = [b.getWest(), b.getNorth(), b.getEast(), b.getSouth()].map((v) => v.toFixed(5)).join(",");
+  try {
+    const rows = await api(`/search?format=jsonv2&limit=3&viewbox=${box}&q=${encodeURIComponent(q)}`);
+    return rows.map((r) => ({
+      name: r.name || r.display_name.split(",")[0], display_name: r.display_name, category: r.type,
+      location: { lon: Number(r.lon), lat: Number(r.lat) },
+    }));
+  } catch (err) { return []; }  // the place search still answers
+}
+
+function mergeResults(first, rest) {
+  const seen = new Set(), out = [];
+  for (const r of [...first, ...rest]) {
+    const k = r.display_name || r.name;
+    if (!r.location || seen.has(k)) continue;
+    seen.add(k);
+    out.push(r);
+  }
+  return out.slice(0, 6);
 }
 
 function showResults(map, results) {
