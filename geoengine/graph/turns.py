@@ -262,6 +262,8 @@ LANE_WIDTH_M = 3.25
 LOOKAHEAD_M = 10.0
 FAR_LOOKAHEAD_M = 40.0
 ASSUMED_LANES = 2.0
+#: on a roundabout's road OSRM reads the point this far along (its `skipping_inaccuracies_distance`)
+ROUNDABOUT_M = 2.0
 
 
 def perceived_bearings(graph) -> tuple[np.ndarray, np.ndarray]:
@@ -285,8 +287,10 @@ def perceived_bearings(graph) -> tuple[np.ndarray, np.ndarray]:
     low = cls == T.CLASS["service"]
     link = (np.asarray(graph.seg_flags) & T.F_LINK) != 0
     lanes = np.where(link, 2.5 * ASSUMED_LANES, lanes)
+    flags = getattr(graph, "edge_flags", None)  # a roundabout's road: the point 2 m along
+    rb = np.zeros(len(cls), bool) if flags is None else (np.asarray(flags)[0::2] & T.F_ROUNDABOUT) != 0
     return _perceived(np.asarray(graph.shape_offsets, dtype=np.int64), np.asarray(graph.shape_lon, dtype=np.float64),
-                      np.asarray(graph.shape_lat, dtype=np.float64), lanes, low, car_continuation(graph))
+                      np.asarray(graph.shape_lat, dtype=np.float64), lanes, low, rb, car_continuation(graph))
 
 
 def car_continuation(graph) -> np.ndarray:
@@ -346,9 +350,10 @@ def _bearing(lat1, lon1, lat2, lon2):
 
 
 @numba.njit(cache=True, nogil=True)
-def _look(lon, lat, a, step, n, lanes, low, xs, ys):
+def _look(lon, lat, a, step, n, lanes, low, rb, xs, ys):
     """(lon, lat) of the representative point of the polyline starting at point a and walking `step`
-    (+1 or -1) over n points (local planar metres; `xs`, `ys` scratch of n or more)."""
+    (+1 or -1) over n points (local planar metres; `xs`, `ys` scratch of n or more); `rb`: a
+    roundabout's road, whose point is the one 2 m along (OSRM's, past repeated nodes)."""
     kx = 111_195.0 * np.cos(np.radians(lat[a]))
     ky = 111_195.0
     x0, y0 = lon[a], lat[a]
@@ -356,10 +361,10 @@ def _look(lon, lat, a, step, n, lanes, low, xs, ys):
         b = a + step * (n - 1)
         return lon[b], lat[b]
     near = lanes * LANE_WIDTH_M + LOOKAHEAD_M
-    reach = LOOKAHEAD_M if low else FAR_LOOKAHEAD_M + lanes * LANE_WIDTH_M
+    reach = ROUNDABOUT_M if rb else (LOOKAHEAD_M if low else FAR_LOOKAHEAD_M + lanes * LANE_WIDTH_M)
     dx1 = (lon[a + step] - x0) * kx
     dy1 = (lat[a + step] - y0) * ky
-    if not low and np.hypot(dx1, dy1) > near:
+    if not low and not rb and np.hypot(dx1, dy1) > near:
         return lon[a + step], lat[a + step]
     # the points within `reach` (the last one cut at `reach`), as offsets in metres
     xs[0] = 0.0
@@ -381,7 +386,7 @@ def _look(lon, lat, a, step, n, lanes, low, xs, ys):
         ys[m] = py
         m += 1
         walked += seg
-    if low:
+    if low or rb:
         return x0 + xs[m - 1] / kx, y0 + ys[m - 1] / ky
     # straight within half a lane up to the end: the end
     ex, ey = xs[m - 1], ys[m - 1]
@@ -487,7 +492,7 @@ def _chain(off, lon, lat, e, nxt, reach, px, py):
 
 
 @numba.njit(cache=True, nogil=True)
-def _perceived(off, lon, lat, lanes, low, nxt):
+def _perceived(off, lon, lat, lanes, low, rb, nxt):
     S = off.shape[0] - 1
     start = np.empty(2 * S, np.float32)
     end = np.empty(2 * S, np.float32)
@@ -504,13 +509,13 @@ def _perceived(off, lon, lat, lanes, low, nxt):
         reach = FAR_LOOKAHEAD_M + lanes[s] * LANE_WIDTH_M + 1.0
         if nxt[2 * s] < 0 and nxt[2 * s + 1] < 0:
             n = b - a + 1
-            ux, uy = _look(lon, lat, a, 1, n, lanes[s], low[s], xs, ys)
-            vx, vy = _look(lon, lat, b, -1, n, lanes[s], low[s], xs, ys)
+            ux, uy = _look(lon, lat, a, 1, n, lanes[s], low[s], rb[s], xs, ys)
+            vx, vy = _look(lon, lat, b, -1, n, lanes[s], low[s], rb[s], xs, ys)
         else:  # the road goes on through a node car.lua compresses: look along it
             n = _chain(off, lon, lat, 2 * s, nxt, reach, px, py)
-            ux, uy = _look(px, py, 0, 1, n, lanes[s], low[s], xs, ys)
+            ux, uy = _look(px, py, 0, 1, n, lanes[s], low[s], rb[s], xs, ys)
             n = _chain(off, lon, lat, 2 * s + 1, nxt, reach, px, py)
-            vx, vy = _look(px, py, 0, 1, n, lanes[s], low[s], xs, ys)
+            vx, vy = _look(px, py, 0, 1, n, lanes[s], low[s], rb[s], xs, ys)
         start[2 * s] = _bearing(lat[a], lon[a], uy, ux)
         end[2 * s + 1] = _bearing(uy, ux, lat[a], lon[a])
         start[2 * s + 1] = _bearing(lat[b], lon[b], vy, vx)
