@@ -294,3 +294,35 @@ def test_classic_ch_and_cch_give_the_same_route_times(liechtenstein):
         edge_s = prof.time[p[1:]].sum()
         turned += t1[i] > edge_s + 1.0
     assert turned >= 3
+
+
+def _turn_seconds(g, via_osm, from_osm, to_osm):
+    """MotorTurns' seconds of the turn from_osm -> via_osm -> to_osm (OSM node ids) on graph g."""
+    base = turn_base(g)
+    sid, off = np.asarray(g.shape_osm_id), np.asarray(g.shape_offsets)
+    e1, e2 = base.e1.astype(np.int64), base.e2.astype(np.int64)
+    s1, s2 = e1 >> 1, e2 >> 1
+    frm = np.where(e1 & 1, sid[off[s1] + 1], sid[off[s1 + 1] - 2])
+    via = np.where(e1 & 1, sid[off[s1]], sid[off[s1 + 1] - 1])
+    to = np.where(e2 & 1, sid[off[s2 + 1] - 2], sid[off[s2] + 1])
+    k = np.flatnonzero((frm == from_osm) & (via == via_osm) & (to == to_osm))
+    assert len(k) == 1, (from_osm, via_osm, to_osm)
+    return float(base.penalty(turn_penalty("auto"), k, T.AUTO)[0])
+
+
+def test_short_curved_roads_read_as_osrm_reads_them(liechtenstein_graph):
+    """Poska at Lawenastrasse (Triesen): two short curved pieces of one street (20 m and 31 m) meet a
+    third road. OSRM 26.10's car.lua turn penalties for its turns there (read from its
+    .turn_duration_penalties, MLD build of the same extract) are 9.0 s, 5.0 s, 1.4 s, 0.3 s, 0.1 s
+    and 0.0 s: it reads both short pieces towards their far ends (its curve case trims the points
+    with a length cache that holds each piece's length, so it keeps the whole piece), a 115 degree
+    left turn where their first metres give 52 degrees (the look-ahead before this version gave
+    2.1, 0.2, 5.8, 1.8, 1.1 and 0.1 s). Within 0.25 s: OSRM rounds coordinates to 1e-6 degrees and
+    measures with its cheap ruler, a degree or two at these lengths."""
+    g = liechtenstein_graph
+    poska_w, poska_e, lawena, via = 1499744116, 1499744119, 2769948451, 1499744117
+    got = [_turn_seconds(g, via, poska_w, poska_e), _turn_seconds(g, via, poska_e, poska_w),
+           _turn_seconds(g, via, poska_e, lawena), _turn_seconds(g, via, lawena, poska_w),
+           _turn_seconds(g, via, lawena, poska_e), _turn_seconds(g, via, poska_w, lawena)]
+    osrm = [9.0, 5.0, 1.4, 0.3, 0.1, 0.0]
+    np.testing.assert_allclose(got, osrm, atol=0.25)
