@@ -273,7 +273,7 @@ def perceived_bearings(graph) -> tuple[np.ndarray, np.ndarray]:
     `ExtractRepresentativeCoordinate`, modelled case by case in `_representative`): a two-point road
     its other end; a roundabout's road the point 2 m along; a low-priority road (service, track: not
     in car.lua's `road_types`) the point 10 m along; a road whose first piece is longer than its
-    assumed width (two lanes of 3.25 m, x2.5 motorway and links, x2 trunk, x1.5 primary) plus 10 m
+    assumed width (two lanes of 3.25 m, x2.5 motorway, trunk and their links, x1.5 primary) plus 10 m
     that piece's end; else over its first 40 m plus its width (up to the first point there or beyond,
     as OSRM's length-cached trim keeps it): its end when straight within half a lane; the point 5 m
     along when it starts straight (a quarter lane) for its width plus 10 m; the least-squares line
@@ -287,16 +287,19 @@ def perceived_bearings(graph) -> tuple[np.ndarray, np.ndarray]:
     the two carriageways of a divided road into one bearing and the matching turn of a road shorter
     than 30 m towards them (intersection_analysis.cpp), the lane counts of `lanes` tags (two
     assumed). `turn_angles` uses the first and last shape segments (what bicycles' turns read)."""
+    # OSRM's GetOffsetCorrectionFactor: 2.5 for its motorway classes (car.lua's motorway_types:
+    # motorway and trunk) and their links, 1.5 for primary; a primary, secondary or tertiary link
+    # is a class of its own there (1.0)
     factor = np.ones(len(T.CLASS_NAMES))
     factor[T.CLASS["motorway"]] = 2.5
-    factor[T.CLASS["trunk"]] = 2.0
+    factor[T.CLASS["trunk"]] = 2.5
     factor[T.CLASS["primary"]] = 1.5
     cls = np.asarray(graph.seg_class)
     lanes = factor[cls] * ASSUMED_LANES
     low = ~np.isin(cls, [T.CLASS[c] for c in ("motorway", "trunk", "primary", "secondary", "tertiary",
                                                 "unclassified", "residential", "living_street") if c in T.CLASS])
     link = (np.asarray(graph.seg_flags) & T.F_LINK) != 0
-    lanes = np.where(link, 2.5 * ASSUMED_LANES, lanes)
+    lanes = np.where(link & (factor[cls] < 2.5), ASSUMED_LANES, lanes)
     flags = getattr(graph, "edge_flags", None)  # a roundabout's road: the point 2 m along
     rb = np.zeros(len(cls), bool) if flags is None else (np.asarray(flags)[0::2] & T.F_ROUNDABOUT) != 0
     return _perceived(np.asarray(graph.shape_offsets, dtype=np.int64), np.asarray(graph.shape_lon, dtype=np.float64),
