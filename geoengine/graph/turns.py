@@ -823,10 +823,8 @@ def _perceived(off, lon, lat, lanes, low, rb, nxt):
             else:
                 ux, uy = _representative(px, py, n, lanes[s], low[s], rb[s], lens, tx, ty, sx, sy)
             j = a if d == 0 else b  # the junction the road leaves
-            k = b if d == 0 else a  # its other end
             start[2 * s + d] = _bearing(lat[j], lon[j], uy, ux)
             end[2 * s + 1 - d] = _bearing(uy, ux, lat[j], lon[j])
-            _ = k
     return start, end
 
 
