@@ -2,7 +2,7 @@
 
     nice -n 10 env NUMBA_CACHE_DIR=... PYTHONPATH=$PWD .venv/bin/python benchmarks/speeds_bench.py \\
         [--extract /work/scale-cache/liechtenstein-x64.osm.pbf] [--cache /work/scale-cache/speeds] \\
-        [--rows 100000] [--pairs 200] [--json out.json] [--failures N]
+        [--rows 100000] [--pairs 200] [--json out.json] [--failures N] [--turns]
 
 - The bundle (source + graph + routing stages) is built once into --cache (not timed), as OSRM's
   osrm-extract + osrm-partition (MLD, car.lua; osrm-bindings in benchmarks/.peers/venv, through
@@ -28,6 +28,8 @@
               edges (`engine.compute_route`). The goal's figure.
   Prints, for each, the share within 1 % of OSRM's duration and the ratios; --failures N prints the
   same-road pairs beyond 1 % with both sides' seconds on roads and in turns and obstacles.
+- --turns: every turn of OSRM's graph against geoengine's, by its three OSM nodes: OSRM's own turn
+  seconds (its .turn_duration_penalties and .turn_penalties_index) and geoengine's car turn seconds.
 The machine is shared: figures move with its load; compare the ratios of one run.
 """
 
@@ -117,6 +119,56 @@ def pairs_in_copy0(graph, n, rng):
     return np.column_stack([lon[a], lat[a]]), np.column_stack([lon[b], lat[b]])
 
 
+def osrm_turn_check(engine, osrm_file: Path) -> dict:
+    """geoengine's car turn seconds against OSRM's own, turn by turn: OSRM writes each turn of its
+    edge-based graph with its duration penalty (car.lua's `process_turn`: the angle's sigmoid, the
+    U-turn, the obstacles at the junction; deciseconds) to `.turn_duration_penalties`, and the turn's
+    three nodes (the node before the junction, the junction, the node after) to
+    `.turn_penalties_index`, whose node ids `.nbg_nodes` maps to OSM ids (40-bit packed). The same
+    three OSM nodes give geoengine's turn (`TurnBase.penalty` with the auto costing's `MotorTurns`;
+    an obstacle at the junction is in geoengine's edge, not its turn, so such turns are left out)."""
+    import tarfile
+
+    from geoengine.costing import turn_penalty
+    from geoengine.graph import tags as T
+    from geoengine.graph.turns import turn_base
+
+    def member(suffix, name, dtype):
+        with tarfile.open(f"{osrm_file}{suffix}") as t:
+            return np.frombuffer(t.extractfile(name).read(), dtype=dtype)
+
+    idx = member(".turn_penalties_index", "/extractor/turn_index", np.uint32).reshape(-1, 3)
+    dur = member(".turn_duration_penalties", "/common/turn_penalty/duration", np.int16) / 10.0
+    n = len(member(".nbg_nodes", "/common/nbn_data/coordinates", np.int32)) // 2
+    words = member(".nbg_nodes", "/common/nbn_data/osm_node_ids/packed", np.uint64)
+    bits = np.unpackbits(words.view(np.uint8), bitorder="little")[: n * 40].reshape(n, 40).astype(np.uint64)
+    osm = (bits << np.arange(40, dtype=np.uint64)).sum(axis=1, dtype=np.uint64)
+    g = engine.graph
+    base = turn_base(g)
+    sid, off = np.asarray(g.shape_osm_id).astype(np.uint64), np.asarray(g.shape_offsets)
+    e1, e2 = base.e1.astype(np.int64), base.e2.astype(np.int64)
+    s1, s2 = e1 >> 1, e2 >> 1
+    frm = np.where(e1 & 1, sid[off[s1] + 1], sid[off[s1 + 1] - 2])
+    via = np.where(e1 & 1, sid[off[s1]], sid[off[s1 + 1] - 1])
+    to = np.where(e2 & 1, sid[off[s2 + 1] - 2], sid[off[s2] + 1])
+
+    def key(x, y, z):  # one 64-bit key per node triple
+        return (x * np.uint64(0x9E3779B97F4A7C15)) ^ (y * np.uint64(0xC2B2AE3D27D4EB4F)) ^ (z * np.uint64(0x165667B19E3779F9))
+
+    with np.errstate(over="ignore"):
+        ok_key, ge_key = key(osm[idx[:, 0]], osm[idx[:, 1]], osm[idx[:, 2]]), key(frm, via, to)
+    order = np.argsort(ok_key)
+    pos = np.clip(np.searchsorted(ok_key[order], ge_key), 0, len(order) - 1)
+    found = ok_key[order][pos] == ge_key
+    # obstacles at the junction: OSRM adds them to the turn, geoengine to the edge (left out)
+    obst = np.asarray(g.edge_obstacle_s)[e1] > 0 if hasattr(g, "edge_obstacle_s") else np.zeros(len(e1), bool)
+    sel = np.flatnonzero(found & ~obst)
+    ge_s = base.penalty(turn_penalty("auto"), sel, T.AUTO)
+    d = ge_s - dur[order][pos[sel]]
+    return {"osrm_turns": int(len(dur)), "compared": int(len(sel)), "within_0_1s": float(np.mean(np.abs(d) < 0.11)),
+            "over_1s": float(np.mean(np.abs(d) > 1.0)), "mean_abs_s": float(np.mean(np.abs(d)))}
+
+
 def print_failures(engine, a, b, ge_t, os_t, ge_d, os_d, peer, sel, limit):
     """Per pair of `sel`: both durations and lengths; geoengine's seconds on edges and in turns (and how
     many turns cost anything), its signals; OSRM's seconds on segments (its annotation) and the rest
@@ -157,6 +209,9 @@ def main() -> int:
     ap.add_argument("--failures", type=int, default=0,
                     help="print up to N same-road pairs whose durations differ by more than 1 %%: both "
                          "durations, the turn and signal delays of each")
+    ap.add_argument("--turns", action="store_true",
+                    help="also compare geoengine's car turn seconds with OSRM's turn by turn (its "
+                         ".turn_duration_penalties, by the three OSM nodes of each turn)")
     args = ap.parse_args()
     print(f"cpu threads visible: {os.cpu_count()}; load average {os.getloadavg()}")
     label = args.extract.name.split(".")[0]
@@ -255,6 +310,12 @@ def main() -> int:
               f"1 %, median ratio {np.median(ge_t[sel] / os_t[sel]) if sel.any() else float('nan'):.4f}, p5-p95 "
               f"{np.percentile(ge_t[sel] / os_t[sel], [5, 95]).round(4).tolist() if sel.any() else '-'}")
     within_same = same & (rel <= 0.01)
+    turns = None
+    if args.turns:
+        turns = osrm_turn_check(engine, work / "osrm" / "region.osrm")
+        print(f"turns: {turns['compared']:,} of OSRM's {turns['osrm_turns']:,} compared (no obstacle on the edge in); "
+              f"geoengine's seconds within 0.1 s of OSRM's on {turns['within_0_1s']:.1%}, more than 1 s off on "
+              f"{turns['over_1s']:.2%}, mean |difference| {turns['mean_abs_s']:.3f} s")
     if args.failures:
         print_failures(engine, a, b, ge_t, os_t, ge_d, os_d, peer, same & (rel > 0.01), args.failures)
     res = {"rows": args.rows, "edges": info["edges"], "ge_apply_s": t_apply, "ge_file_to_first_route_s": ge_wall,
@@ -262,7 +323,7 @@ def main() -> int:
            "osrm_load_first_route_s": peer["load_and_first_route_s"], "pairs": int(ok.sum()), "agree": int(agree.sum()),
            "within_1pct": int(within.sum()), "same_roads": int(same.sum()), "same_roads_within_1pct": int(within_same.sum()),
            "most_roads": int(most.sum()), "most_roads_within_1pct": int((most & (rel <= 0.01)).sum()),
-           "median_rel": float(np.median(rel[agree])) if agree.any() else None,
+           "median_rel": float(np.median(rel[agree])) if agree.any() else None, "turns": turns,
            "per_pair": {"ge_s": ge_t.tolist(), "osrm_s": os_t.tolist(), "ge_m": ge_d.tolist(), "osrm_m": os_d.tolist(),
                         "lengths": agree.tolist(), "most_roads": most.tolist(), "same_roads": same.tolist()}}
     if args.json:

@@ -262,31 +262,48 @@ LANE_WIDTH_M = 3.25
 LOOKAHEAD_M = 10.0
 FAR_LOOKAHEAD_M = 40.0
 ASSUMED_LANES = 2.0
+#: on a roundabout's road OSRM reads the point this far along (its `skipping_inaccuracies_distance`)
+ROUNDABOUT_M = 2.0
 
 
 def perceived_bearings(graph) -> tuple[np.ndarray, np.ndarray]:
     """(start float32[E], end float32[E]): each directed edge's bearing where it leaves its start node
-    and where it reaches its end node as a driver perceives the junction (OSRM's representative
-    coordinate, simplified): the first shape segment when it is long (more than the assumed road
-    width plus 10 m, OSRM's `considered_lanes * ASSUMED_LANE_WIDTH + LOOKAHEAD_DISTANCE_WITHOUT_LANES`);
-    else, over the road's first 40 m plus its width: its end when the road is straight there within
-    half a lane, the point 5 m along when it starts straight (within a quarter lane) for its width
-    plus 10 m, the direction of the line that fits every point within
-    a third of a lane; else (and on service roads) the point 10 m along. The road is followed through
-    nodes car.lua compresses away (`car_continuation`: a footway or track crossing, two pieces of one
-    street), as OSRM reads the coordinate along its compressed road. `turn_angles` uses the first and
-    last shape segments (what bicycles' turns read)."""
+    and where it reaches its end node as a driver perceives the junction: the bearing from the junction
+    to OSRM's representative coordinate of the road (extractor/intersection/coordinate_extractor.cpp
+    `ExtractRepresentativeCoordinate`, modelled case by case in `_representative`): a two-point road
+    its other end; a roundabout's road the point 2 m along; a low-priority road (service, track: not
+    in car.lua's `road_types`) the point 10 m along; a road whose first piece is longer than its
+    assumed width (two lanes of 3.25 m, x2.5 motorway, trunk and their links, x1.5 primary) plus 10 m
+    that piece's end; else over its first 40 m plus its width (up to the first point there or beyond,
+    as OSRM's length-cached trim keeps it): its end when straight within half a lane; the point 5 m
+    along when it starts straight (a quarter lane) for its width plus 10 m; the least-squares line
+    (OSRM's, on degrees, sampled every metre) when every point is within 0.35 lane of it; a lane
+    offset (`IsDirectOffset`); a curve (`IsCurve`: the corrected point between 4 and 6 m along, cut
+    as OSRM's length cache cuts it, which on a short curved road is its far end); the line past the
+    first 0.64 x its width within half a lane; else the point 10 m along. Distances are OSRM's cheap
+    ruler, deviations to feet found on degrees as OSRM finds them. The road is followed through nodes
+    car.lua compresses away (`car_continuation`: a footway or track crossing, two pieces of one
+    street), as OSRM reads the coordinate along its compressed road. Not modelled: the merging of
+    the two carriageways of a divided road into one bearing and the matching turn of a road shorter
+    than 30 m towards them (intersection_analysis.cpp), the lane counts of `lanes` tags (two
+    assumed). `turn_angles` uses the first and last shape segments (what bicycles' turns read)."""
+    # OSRM's GetOffsetCorrectionFactor: 2.5 for its motorway classes (car.lua's motorway_types:
+    # motorway and trunk) and their links, 1.5 for primary; a primary, secondary or tertiary link
+    # is a class of its own there (1.0)
     factor = np.ones(len(T.CLASS_NAMES))
     factor[T.CLASS["motorway"]] = 2.5
-    factor[T.CLASS["trunk"]] = 2.0
+    factor[T.CLASS["trunk"]] = 2.5
     factor[T.CLASS["primary"]] = 1.5
     cls = np.asarray(graph.seg_class)
     lanes = factor[cls] * ASSUMED_LANES
-    low = cls == T.CLASS["service"]
+    low = ~np.isin(cls, [T.CLASS[c] for c in ("motorway", "trunk", "primary", "secondary", "tertiary",
+                                                "unclassified", "residential", "living_street") if c in T.CLASS])
     link = (np.asarray(graph.seg_flags) & T.F_LINK) != 0
-    lanes = np.where(link, 2.5 * ASSUMED_LANES, lanes)
+    lanes = np.where(link & (factor[cls] < 2.5), ASSUMED_LANES, lanes)
+    flags = getattr(graph, "edge_flags", None)  # a roundabout's road: the point 2 m along
+    rb = np.zeros(len(cls), bool) if flags is None else (np.asarray(flags)[0::2] & T.F_ROUNDABOUT) != 0
     return _perceived(np.asarray(graph.shape_offsets, dtype=np.int64), np.asarray(graph.shape_lon, dtype=np.float64),
-                      np.asarray(graph.shape_lat, dtype=np.float64), lanes, low, car_continuation(graph))
+                      np.asarray(graph.shape_lat, dtype=np.float64), lanes, low, rb, car_continuation(graph))
 
 
 def car_continuation(graph) -> np.ndarray:
@@ -345,113 +362,380 @@ def _bearing(lat1, lon1, lat2, lon2):
     return (np.degrees(np.arctan2(y, x)) + 360.0) % 360.0
 
 
-@numba.njit(cache=True, nogil=True)
-def _look(lon, lat, a, step, n, lanes, low, xs, ys):
-    """(lon, lat) of the representative point of the polyline starting at point a and walking `step`
-    (+1 or -1) over n points (local planar metres; `xs`, `ys` scratch of n or more)."""
-    kx = 111_195.0 * np.cos(np.radians(lat[a]))
-    ky = 111_195.0
-    x0, y0 = lon[a], lat[a]
-    if n <= 2:
-        b = a + step * (n - 1)
-        return lon[b], lat[b]
-    near = lanes * LANE_WIDTH_M + LOOKAHEAD_M
-    reach = LOOKAHEAD_M if low else FAR_LOOKAHEAD_M + lanes * LANE_WIDTH_M
-    dx1 = (lon[a + step] - x0) * kx
-    dy1 = (lat[a + step] - y0) * ky
-    if not low and np.hypot(dx1, dy1) > near:
-        return lon[a + step], lat[a + step]
-    # the points within `reach` (the last one cut at `reach`), as offsets in metres
-    xs[0] = 0.0
-    ys[0] = 0.0
-    m = 1
-    walked = 0.0
-    for k in range(1, n):
-        px = (lon[a + step * k] - x0) * kx
-        py = (lat[a + step * k] - y0) * ky
-        seg = np.hypot(px - xs[m - 1], py - ys[m - 1])
-        if walked + seg >= reach and seg > 0.0:
-            t = (reach - walked) / seg
-            xs[m] = xs[m - 1] + t * (px - xs[m - 1])
-            ys[m] = ys[m - 1] + t * (py - ys[m - 1])
-            m += 1
-            walked = reach
-            break
-        xs[m] = px
-        ys[m] = py
-        m += 1
-        walked += seg
-    if low:
-        return x0 + xs[m - 1] / kx, y0 + ys[m - 1] / ky
-    # straight within half a lane up to the end: the end
-    ex, ey = xs[m - 1], ys[m - 1]
-    chord = np.hypot(ex, ey)
-    if chord > 0.0:
-        dev = 0.0
-        for k in range(1, m - 1):
-            dev = max(dev, abs(xs[k] * ey - ys[k] * ex) / chord)
-        if dev < 0.5 * LANE_WIDTH_M:
-            return x0 + ex / kx, y0 + ey / ky
-    # a road that starts straight (within a quarter lane) for `near` metres: its first stretch
-    straight = np.hypot(xs[1], ys[1])
-    for k in range(2, m):
-        c = np.hypot(xs[k], ys[k])
-        dev = 0.0
-        for j in range(1, k):
-            dev = max(dev, abs(xs[j] * ys[k] - ys[j] * xs[k]) / c if c > 0.0 else 0.0)
-        if dev >= 0.25 * LANE_WIDTH_M:
-            break
-        straight += np.hypot(xs[k] - xs[k - 1], ys[k] - ys[k - 1])
-    if straight >= near:
-        return _at(xs, ys, m, 5.0, x0, y0, kx, ky)
-    # a line fits every point within a third of a lane: its direction, away from the junction
-    dx, dy, dev = _fit(xs, ys, 0, m)
-    if dev < 0.35 * LANE_WIDTH_M:
-        return x0 + dx / kx, y0 + dy / ky
-    # otherwise the point 10 m along
-    return _at(xs, ys, m, LOOKAHEAD_M, x0, y0, kx, ky)
+# --- OSRM's representative coordinate (extractor/intersection/coordinate_extractor.cpp), modelled --------
+#: WGS84 for the cheap-ruler distances OSRM measures with
+_M_PER_DEG = 6378137.0 * np.pi / 180.0
+_E2 = 0.00669437999014
 
 
 @numba.njit(cache=True, nogil=True)
-def _at(xs, ys, m, dist, x0, y0, kx, ky):
-    """(lon, lat) of the point `dist` metres along the first m offsets (the last one if shorter)."""
-    walked = 0.0
-    for k in range(1, m):
-        seg = np.hypot(xs[k] - xs[k - 1], ys[k] - ys[k - 1])
-        if walked + seg >= dist and seg > 0.0:
-            t = (dist - walked) / seg
-            return x0 + (xs[k - 1] + t * (xs[k] - xs[k - 1])) / kx, y0 + (ys[k - 1] + t * (ys[k] - ys[k - 1])) / ky
-        walked += seg
-    return x0 + xs[m - 1] / kx, y0 + ys[m - 1] / ky
+def _d(ax, ay, bx, by):
+    """Metres between two (lon, lat) points, OSRM's cheap ruler at their mean latitude."""
+    c = np.cos(np.radians(0.5 * (ay + by)))
+    w2 = 1.0 / (1.0 - _E2 * (1.0 - c * c))
+    w = np.sqrt(w2)
+    return np.hypot((ax - bx) * _M_PER_DEG * w * c, (ay - by) * _M_PER_DEG * w * w2 * (1.0 - _E2))
 
 
 @numba.njit(cache=True, nogil=True)
-def _fit(xs, ys, lo, hi):
-    """(dx, dy, max deviation): the principal direction of offsets lo..hi-1 (10 m long, pointing from
-    the first towards the last) and the largest distance of a point from that line."""
-    n = hi - lo
-    mx = 0.0
-    my = 0.0
-    for k in range(lo, hi):
-        mx += xs[k]
-        my += ys[k]
-    mx /= n
-    my /= n
-    sxx = 0.0
-    syy = 0.0
-    sxy = 0.0
-    for k in range(lo, hi):
-        sxx += (xs[k] - mx) ** 2
-        syy += (ys[k] - my) ** 2
-        sxy += (xs[k] - mx) * (ys[k] - my)
-    ang = 0.5 * np.arctan2(2.0 * sxy, sxx - syy)
-    ux, uy = np.cos(ang), np.sin(ang)
-    if ux * (xs[hi - 1] - xs[lo]) + uy * (ys[hi - 1] - ys[lo]) < 0.0:
-        ux, uy = -ux, -uy
+def _foot(sx, sy, tx, ty, px, py):
+    """The foot of p on segment s-t, found on longitude and latitude degrees, clamped (OSRM's
+    `projectPointOnSegment`: not orthogonal in metres)."""
+    vx, vy = tx - sx, ty - sy
+    sq = vx * vx + vy * vy
+    if sq < 2.220446049250313e-16:
+        return sx, sy
+    r = min(max((vx * (px - sx) + vy * (py - sy)) / sq, 0.0), 1.0)
+    return sx + r * vx, sy + r * vy
+
+
+@numba.njit(cache=True, nogil=True)
+def _maxdev(cx, cy, lo, hi, sx, sy, tx, ty):
+    """The largest distance (m) of points lo..hi-1 from their feet on segment s-t (`GetMaxDeviation`)."""
     dev = 0.0
     for k in range(lo, hi):
-        dev = max(dev, abs((xs[k] - mx) * uy - (ys[k] - my) * ux))
-    return ux * LOOKAHEAD_M, uy * LOOKAHEAD_M, dev
+        fx, fy = _foot(sx, sy, tx, ty, cx[k], cy[k])
+        dev = max(dev, _d(fx, fy, cx[k], cy[k]))
+    return dev
+
+
+@numba.njit(cache=True, nogil=True)
+def _factor(want, first, second):
+    """OSRM's `ComputeInterpolationFactor`, clamped to 0..1."""
+    span = second - first
+    if span == 0.0:
+        return 0.0 if want - first <= 0.0 else 1.0
+    return max(0.0, min((want - first) / span, 1.0))
+
+
+@numba.njit(cache=True, nogil=True)
+def _at_length(dist, cx, cy, n, lens, cached):
+    """The point `dist` metres along points 0..n-1 (`ExtractCoordinateAtLength`; `cached`: the piece
+    lengths from `lens`, else measured)."""
+    acc = 0.0
+    for i in range(1, n):
+        sd = lens[i] if cached else _d(cx[i - 1], cy[i - 1], cx[i], cy[i])
+        if acc + sd >= dist:
+            f = _factor(dist - acc, 0.0, sd)
+            return cx[i - 1] + f * (cx[i] - cx[i - 1]), cy[i - 1] + f * (cy[i] - cy[i - 1])
+        acc += sd
+    return cx[n - 1], cy[n - 1]
+
+
+@numba.njit(cache=True, nogil=True)
+def _trim_cached(cx, cy, n, want, lens, nl):
+    """OSRM's `TrimCoordinatesToLength` with a length cache, as it runs: the cache holds each piece's
+    length, which the cut compares with `want` as if it were the distance walked, so the points are
+    cut inside the first piece longer than `want` (or, when the cache's last piece is shorter than
+    `want`, kept up to the cache's end). Cuts cx, cy in place; returns the new count."""
+    if lens[nl - 1] < want and n >= 2:
+        n = min(n, nl)
+        d = _d(cx[n - 2], cy[n - 2], cx[n - 1], cy[n - 1])
+        if d > 0.0:
+            f = _factor(lens[nl - 1], 0.0, d)
+            cx[n - 1] = cx[n - 2] + f * (cx[n - 1] - cx[n - 2])
+            cy[n - 1] = cy[n - 2] + f * (cy[n - 1] - cy[n - 2])
+        return n
+    cur = 0.0
+    for i in range(1, n):
+        nx = lens[i]
+        if nx >= want:
+            f = _factor(want, cur, nx)
+            cx[i] = cx[i - 1] + f * (cx[i] - cx[i - 1])
+            cy[i] = cy[i - 1] + f * (cy[i] - cy[i - 1])
+            return i + 1
+        cur = nx
+    return n
+
+
+@numba.njit(cache=True, nogil=True)
+def _corrected(fx, fy, bx, by, hx, hy):
+    """OSRM's `GetCorrectedCoordinate`: the head moved back by 90 % of the base's offset from the
+    junction f (the head itself when base and head are less than 2 m apart)."""
+    if _d(bx, by, hx, hy) < 2.0:
+        return hx, hy
+    return hx - 0.9 * (bx - fx), hy - 0.9 * (by - fy)
+
+
+@numba.njit(cache=True, nogil=True)
+def _lsq(sx, sy, n):
+    """OSRM's `leastSquareRegression` of n points (degrees): latitude on longitude (rotated by 90
+    degrees when the points spread over twice as much latitude as longitude); its two ends."""
+    lo0, lo1, la0, la1 = sx[0], sx[0], sy[0], sy[0]
+    for k in range(n):
+        lo0, lo1 = min(lo0, sx[k]), max(lo1, sx[k])
+        la0, la1 = min(la0, sy[k]), max(la1, sy[k])
+    rot = (la1 - la0) > 2.0 * (lo1 - lo0)
+    # in the rotated frame (lon, lat) -> (lat, -lon)
+    if rot:
+        lo0, lo1 = la0, la1
+    ml = 0.0
+    mt = 0.0
+    for k in range(n):
+        x, y = (sy[k], -sx[k]) if rot else (sx[k], sy[k])
+        ml += x
+        mt += y
+    ml /= n
+    mt /= n
+    vl = 0.0
+    vt = 0.0
+    for k in range(n):
+        x, y = (sy[k], -sx[k]) if rot else (sx[k], sy[k])
+        vl += (x - ml) ** 2
+        vt += (y - mt) ** 2
+    vl = np.sqrt(vl / (n - 1))
+    vt = np.sqrt(vt / (n - 1))
+    if vl < 2.220446049250313e-16 or vt < 2.220446049250313e-16:
+        return sx[0], sy[0], sx[n - 1], sy[n - 1]
+    r = 0.0
+    for k in range(n):
+        x, y = (sy[k], -sx[k]) if rot else (sx[k], sy[k])
+        r += (x - ml) * (y - mt) / (vl * vt)
+    r /= n - 1
+    slope = r * vt / vl
+    icpt = mt - slope * ml
+    ax, bx = lo0 - 1e-5, lo1 + 1e-5
+    ay, by = icpt + slope * ax, icpt + slope * bx
+    if rot:  # back: (x, y) -> (-y, x)
+        return -ay, ax, -by, bx
+    return ax, ay, bx, by
+
+
+@numba.njit(cache=True, nogil=True)
+def _regression(cx, cy, lo, hi, sx, sy):
+    """OSRM's `RegressionLine` of points lo..hi-1: the least-squares line of the points every metre
+    along the first 40 m, from the first point's foot on it to the last point's."""
+    # SampleCoordinates(coordinates, 40 m, 1 m)
+    ns = 1
+    sx[0], sy[0] = cx[lo], cy[lo]
+    carry = 0.0
+    total = 0.0
+    for i in range(lo + 1, hi):
+        if total > FAR_LOOKAHEAD_M:
+            break
+        d = _d(cx[i - 1], cy[i - 1], cx[i], cy[i])
+        if carry + d >= 1.0:
+            base = 1.0 - carry
+            num = int(np.floor((min(FAR_LOOKAHEAD_M - total, d) + carry) / 1.0))
+            for k in range(num):
+                if ns >= sx.shape[0]:
+                    break
+                f = _factor(base + k, 0.0, d)
+                sx[ns] = cx[i - 1] + f * (cx[i] - cx[i - 1])
+                sy[ns] = cy[i - 1] + f * (cy[i] - cy[i - 1])
+                ns += 1
+            carry = (d + carry) - num
+        else:
+            carry += d
+        total += d
+    if ns < 2:
+        return cx[lo], cy[lo], cx[hi - 1], cy[hi - 1]
+    ax, ay, bx, by = _lsq(sx, sy, ns)
+    fx, fy = _foot(ax, ay, bx, by, cx[lo], cy[lo])
+    gx, gy = _foot(ax, ay, bx, by, cx[hi - 1], cy[hi - 1])
+    return fx, fy, gx, gy
+
+
+@numba.njit(cache=True, nogil=True)
+def _angle3(ax, ay, bx, by, cx_, cy_):
+    """OSRM's `computeAngle` (0-360, 180 straight) at b, on longitude and Mercator y."""
+    if (ax == bx and ay == by) or (bx == cx_ and by == cy_):
+        return 180.0
+    ya = np.degrees(np.log(np.tan(np.pi / 4.0 + np.radians(ay) / 2.0)))
+    yb = np.degrees(np.log(np.tan(np.pi / 4.0 + np.radians(by) / 2.0)))
+    yc = np.degrees(np.log(np.tan(np.pi / 4.0 + np.radians(cy_) / 2.0)))
+    ang = np.degrees(np.arctan2(yc - yb, cx_ - bx) - np.arctan2(ya - yb, ax - bx))
+    while ang < 0.0:
+        ang += 360.0
+    return ang
+
+
+@numba.njit(cache=True, nogil=True)
+def _dev_to_chord(cx, cy, n, k):
+    return _maxdev(cx, cy, k, k + 1, cx[0], cy[0], cx[n - 1], cy[n - 1])
+
+
+@numba.njit(cache=True, nogil=True)
+def _ccw(ax, ay, bx, by, px, py):
+    return ((bx - ax) * (py - ay) - (px - ax) * (by - ay)) > 0.0
+
+
+@numba.njit(cache=True, nogil=True)
+def _is_curve(cx, cy, n, lens, total, lane_width):
+    """OSRM's `IsCurve` (not on roundabouts: those never reach it here)."""
+    b0 = _bearing(cy[0], cx[0], cy[1], cx[1])
+    b1 = _bearing(cy[n - 2], cx[n - 2], cy[n - 1], cx[n - 1])
+    dev = abs(b0 - b1)
+    if min(360.0 - dev, dev) <= 0.5 * 40.0:
+        return False
+    if n > 3:
+        ccw = _ccw(cx[0], cy[0], cx[n - 1], cy[n - 1], cx[1], cy[1])
+        for k in range(2, n - 1):
+            if _ccw(cx[0], cy[0], cx[n - 1], cy[n - 1], cx[k], cy[k]) != ccw:
+                return False
+    if n == 3:
+        mi = 1
+        md = _dev_to_chord(cx, cy, n, 1)
+    else:
+        k = 1
+        while k + 1 < n and not (_dev_to_chord(cx, cy, n, k + 1) < _dev_to_chord(cx, cy, n, k)):
+            k += 1
+        if k + 1 >= n:
+            mi = n - 1
+            md = 0.0
+        else:
+            for j in range(k + 1, n - 1):
+                if _dev_to_chord(cx, cy, n, j + 1) > _dev_to_chord(cx, cy, n, j):
+                    return False
+            mi = k
+            md = _dev_to_chord(cx, cy, n, k)
+    to_max = 0.0
+    for k in range(mi + 1):
+        to_max += lens[k]
+    if (to_max <= 0.35 * total or md < max(0.3 * lane_width, 0.5 * LANE_WIDTH_M)) and total > LOOKAHEAD_M:
+        return False
+    # a curve's turn angles never switch side, and no straight stretch is long
+    last_straight = False
+    sd = max(0.0, lens[1] - lane_width)
+    it = 1
+    for i in range(n - 3):
+        p = _angle3(cx[i], cy[i], cx[i + 1], cy[i + 1], cx[i + 2], cy[i + 2])
+        c = _angle3(cx[i + 1], cy[i + 1], cx[i + 2], cy[i + 2], cx[i + 3], cy[i + 3])
+        dp = min(abs(p - 180.0), 360.0 - abs(p - 180.0))
+        dc = min(abs(c - 180.0), 360.0 - abs(c - 180.0))
+        if dp > 25.0 and dc > 25.0 and ((p > 180.0) == (c < 180.0)):
+            return False
+        straight = dc < 5.0
+        it += 1
+        if straight:
+            sd += lens[it]
+            if last_straight and sd > 0.3 * total:
+                return False
+        elif sd > 0.3 * total:
+            return False
+        else:
+            sd = lens[it]
+        last_straight = straight
+    return total > 2.0 * lane_width
+
+
+@numba.njit(cache=True, nogil=True)
+def _is_direct_offset(cx, cy, n, sidx, sdist, total, lens, lanes):
+    """OSRM's `IsDirectOffset`."""
+    oi = max(1, sidx)
+    if oi + 1 >= n:
+        return False
+    width = 0.0
+    for k in range(oi + 1):
+        width += lens[k]
+    if not (width - 0.5 * lanes * LANE_WIDTH_M < LANE_WIDTH_M):
+        return False
+    if total < 0.4 * FAR_LOOKAHEAD_M:
+        return False
+    if (total - max(sdist, lens[1])) < 0.1 * total:
+        return False
+    j = oi
+    while j < n and not (lens[j] >= 30.0):
+        j += 1
+    end = min(n, j + 1)
+    return 0.5 * LANE_WIDTH_M > _maxdev(cx, cy, oi, end, cx[oi], cy[oi], cx[end - 1], cy[end - 1])
+
+
+@numba.njit(cache=True, nogil=True)
+def _representative(cx, cy, n, lanes, low, rb, lens, tx, ty, sx, sy):
+    """(lon, lat) of OSRM's representative coordinate of the road whose points (degrees, from the
+    junction, no two equal in a row) are cx, cy[0..n-1] (`ExtractRepresentativeCoordinate`; cx, cy
+    are cut in place; lens, tx, ty, sx, sy scratch): `lanes` the lanes it is given (two, times
+    OSRM's offset factor of the class), `low` a class OSRM calls low priority, `rb` a roundabout."""
+    if n <= 2:
+        return cx[n - 1], cy[n - 1]
+    if rb:
+        return _at_length(ROUNDABOUT_M, cx, cy, n, lens, False)
+    x0, y0 = cx[0], cy[0]
+    if low:  # the point 10 m along (an exact cut)
+        return _at_length(LOOKAHEAD_M, cx, cy, n, lens, False)
+    width = lanes * LANE_WIDTH_M
+    if _d(cx[0], cy[0], cx[1], cy[1]) > width + LOOKAHEAD_M:
+        return cx[1], cy[1]
+    look = FAR_LOOKAHEAD_M + width
+    # PrepareLengthCache: the pieces up to the first point at `look` or beyond
+    lens[0] = 0.0
+    nl = 1
+    acc = 0.0
+    for i in range(1, n):
+        d = _d(cx[i - 1], cy[i - 1], cx[i], cy[i])
+        acc += d
+        lens[nl] = d
+        nl += 1
+        if acc >= look:
+            break
+    n = _trim_cached(cx, cy, n, look, lens, nl)
+    nl = n
+    lens[n - 1] = min(lens[n - 1], look)
+    total = 0.0
+    for k in range(n):
+        total += lens[k]
+    if n == 2 or total <= 2.0:
+        return cx[n - 1], cy[n - 1]
+    if _maxdev(cx, cy, 0, n, cx[0], cy[0], cx[n - 1], cy[n - 1]) < 0.5 * LANE_WIDTH_M:
+        if cx[0] == cx[n - 1] and cy[0] == cy[n - 1]:
+            return _at_length(ROUNDABOUT_M, cx, cy, n, lens, False)
+        return cx[n - 1], cy[n - 1]
+    # how far the road starts straight (within a quarter lane)
+    sd = lens[1]
+    idx = 2
+    while idx < n:
+        if _maxdev(cx, cy, 0, idx, cx[0], cy[0], cx[idx], cy[idx]) < 0.25 * LANE_WIDTH_M:
+            sd += lens[idx]
+            idx += 1
+        else:
+            break
+    sidx = idx - 1
+    if sd >= width + LOOKAHEAD_M:
+        return _at_length(5.0, cx, cy, n, lens, True)
+    ax, ay, bx, by = _regression(cx, cy, 0, n, sx, sy)
+    if _maxdev(cx, cy, 0, n, ax, ay, bx, by) < 0.35 * LANE_WIDTH_M:
+        fx, fy = _foot(ax, ay, bx, by, cx[0], cy[0])
+        gx, gy = _foot(ax, ay, bx, by, cx[n - 1], cy[n - 1])
+        return _corrected(x0, y0, fx, fy, gx, gy)
+    if _is_direct_offset(cx, cy, n, sidx, sd, total, lens, np.floor(lanes)):
+        oi = max(1, sidx)
+        return _corrected(x0, y0, cx[oi], cy[oi], cx[oi + 1], cy[oi + 1])
+    if _is_curve(cx, cy, n, lens, total, width):
+        n6 = _trim_cached(cx, cy, n, 3.0 * ROUNDABOUT_M, lens, nl)
+        lens[n6 - 1] = _d(cx[n6 - 2], cy[n6 - 2], cx[n6 - 1], cy[n6 - 1])
+        hx, hy = cx[n6 - 1], cy[n6 - 1]
+        n4 = _trim_cached(cx, cy, n6, 2.0 * ROUNDABOUT_M, lens, n6)
+        return _corrected(x0, y0, cx[n4 - 1], cy[n4 - 1], hx, hy)
+    # past the junction's own lanes: a line that fits the rest within half a lane
+    trim = 0.8 * width
+    front = 0.8 * trim
+    acc = 0.0
+    m = 0
+    for i in range(1, n):
+        d = _d(cx[i - 1], cy[i - 1], cx[i], cy[i])
+        if acc + d >= front:
+            f = _factor(front, acc, acc + d)
+            tx[0] = cx[i - 1] + f * (cx[i] - cx[i - 1])
+            ty[0] = cy[i - 1] + f * (cy[i] - cy[i - 1])
+            m = 1
+            for k in range(i, n):
+                tx[m] = cx[k]
+                ty[m] = cy[k]
+                m += 1
+            break
+        acc += d
+    if m >= 2 and total >= trim + 2.0:
+        ax, ay, bx, by = _regression(tx, ty, 0, m, sx, sy)
+        if _maxdev(tx, ty, 0, m, ax, ay, bx, by) < 0.5 * LANE_WIDTH_M:
+            return _corrected(x0, y0, ax, ay, bx, by)
+    rx, ry = _at_length(LOOKAHEAD_M, cx, cy, n, lens, True)
+    if rx != x0 or ry != y0:
+        return rx, ry
+    for k in range(1, n):
+        if cx[k] != x0 or cy[k] != y0:
+            return cx[k], cy[k]
+    return rx, ry
 
 
 #: edges a road's look-ahead follows through nodes car.lua compresses away (`car_continuation`)
@@ -487,7 +771,33 @@ def _chain(off, lon, lat, e, nxt, reach, px, py):
 
 
 @numba.njit(cache=True, nogil=True)
-def _perceived(off, lon, lat, lanes, low, nxt):
+def _points(off, lon, lat, e, nxt, reach, chained, px, py):
+    """The points of directed edge e from its start (continued through `nxt` up to `reach` metres when
+    `chained`), without repeats, into px, py; returns their count."""
+    if not chained:
+        s = e >> 1
+        a, b = off[s], off[s + 1] - 1
+        m = 0
+        for k in range(b - a + 1):
+            p = a + k if (e & 1) == 0 else b - k
+            if m > 0 and lon[p] == px[m - 1] and lat[p] == py[m - 1]:
+                continue
+            px[m] = lon[p]
+            py[m] = lat[p]
+            m += 1
+        return m
+    m = _chain(off, lon, lat, e, nxt, reach, px, py)
+    w = 1
+    for k in range(1, m):
+        if px[k] != px[w - 1] or py[k] != py[w - 1]:
+            px[w] = px[k]
+            py[w] = py[k]
+            w += 1
+    return w
+
+
+@numba.njit(cache=True, nogil=True)
+def _perceived(off, lon, lat, lanes, low, rb, nxt):
     S = off.shape[0] - 1
     start = np.empty(2 * S, np.float32)
     end = np.empty(2 * S, np.float32)
@@ -495,26 +805,26 @@ def _perceived(off, lon, lat, lanes, low, nxt):
     for s in range(S):
         most = max(most, off[s + 1] - off[s])
     cap = most * (MAX_CHAIN + 1)
-    xs = np.empty(cap)
-    ys = np.empty(cap)
     px = np.empty(cap)
     py = np.empty(cap)
+    lens = np.empty(cap)
+    tx = np.empty(cap)
+    ty = np.empty(cap)
+    sx = np.empty(256)
+    sy = np.empty(256)
     for s in range(S):
         a, b = off[s], off[s + 1] - 1
         reach = FAR_LOOKAHEAD_M + lanes[s] * LANE_WIDTH_M + 1.0
-        if nxt[2 * s] < 0 and nxt[2 * s + 1] < 0:
-            n = b - a + 1
-            ux, uy = _look(lon, lat, a, 1, n, lanes[s], low[s], xs, ys)
-            vx, vy = _look(lon, lat, b, -1, n, lanes[s], low[s], xs, ys)
-        else:  # the road goes on through a node car.lua compresses: look along it
-            n = _chain(off, lon, lat, 2 * s, nxt, reach, px, py)
-            ux, uy = _look(px, py, 0, 1, n, lanes[s], low[s], xs, ys)
-            n = _chain(off, lon, lat, 2 * s + 1, nxt, reach, px, py)
-            vx, vy = _look(px, py, 0, 1, n, lanes[s], low[s], xs, ys)
-        start[2 * s] = _bearing(lat[a], lon[a], uy, ux)
-        end[2 * s + 1] = _bearing(uy, ux, lat[a], lon[a])
-        start[2 * s + 1] = _bearing(lat[b], lon[b], vy, vx)
-        end[2 * s] = _bearing(vy, vx, lat[b], lon[b])
+        chained = nxt[2 * s] >= 0 or nxt[2 * s + 1] >= 0
+        for d in range(2):
+            n = _points(off, lon, lat, 2 * s + d, nxt, reach, chained, px, py)
+            if n < 2:  # a road of one repeated point
+                ux, uy = lon[b if d == 0 else a], lat[b if d == 0 else a]
+            else:
+                ux, uy = _representative(px, py, n, lanes[s], low[s], rb[s], lens, tx, ty, sx, sy)
+            j = a if d == 0 else b  # the junction the road leaves
+            start[2 * s + d] = _bearing(lat[j], lon[j], uy, ux)
+            end[2 * s + 1 - d] = _bearing(uy, ux, lat[j], lon[j])
     return start, end
 
 

@@ -30,6 +30,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
 
+import numba
 import numpy as np
 
 from geoengine.arrays import member, unique
@@ -453,7 +454,7 @@ def _map_segments(graph, t: SpeedTable):
     first[off[:-1]] = True
     last = np.zeros(P, dtype=bool)
     last[off[1:] - 1] = True
-    hit = member(sid, unique(t.a))  # shape points a row starts at
+    hit = _ids_in(sid, unique(t.a))  # shape points a row starts at
     fw = np.flatnonzero(hit & ~last)  # piece p -> p+1 along the way: edge 2k
     bw = np.flatnonzero(hit & ~first)  # piece p -> p-1 against it: edge 2k+1
     del hit, first, last
@@ -488,6 +489,44 @@ def _map_segments(graph, t: SpeedTable):
     keep = _last_wins(e * np.int64(P) + p)
     e, p, rows = e[keep], p[keep], rows[keep]
     return e, _haversine(graph, p), rows, p
+
+
+#: the bitmap `_ids_in` screens ids with before its binary search (4 Mi bits: a few thousand rows set
+#: well under 1 % of it)
+_ID_BITS_MASK = (1 << 22) - 1
+
+
+def _ids_in(ids: np.ndarray, table: np.ndarray) -> np.ndarray:
+    """bool[len(ids)]: whether each id is in `table` (sorted, distinct), as `arrays.member`, in one
+    Numba pass over the graph's shape points: each id's low 22 bits tested in a bitmap of the table's
+    first, the binary search only for the ids that pass (a file's rows touch a small share of the
+    points: at 64 copies of Liechtenstein 0.12 -> 0.03 s of CPU for 4 M points)."""
+    ids = np.asarray(ids)
+    table = np.asarray(table, dtype=np.int64)
+    if ids.dtype.kind not in "iu" or not len(table):
+        return member(ids, table)
+    bits = np.zeros(_ID_BITS_MASK + 1, dtype=np.bool_)
+    bits[table & _ID_BITS_MASK] = True
+    return _ids_in_kernel(ids, table, bits, np.int64(_ID_BITS_MASK))
+
+
+@numba.njit(cache=True, nogil=True)
+def _ids_in_kernel(ids, table, bits, mask):
+    out = np.zeros(ids.shape[0], np.bool_)
+    n = table.shape[0]
+    for i in range(ids.shape[0]):
+        v = np.int64(ids[i])
+        if not bits[v & mask]:
+            continue
+        lo, hi = 0, n
+        while lo < hi:
+            m = (lo + hi) >> 1
+            if table[m] < v:
+                lo = m + 1
+            else:
+                hi = m
+        out[i] = lo < n and table[lo] == v
+    return out
 
 
 def _map_ways(graph, t: SpeedTable):

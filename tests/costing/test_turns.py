@@ -132,14 +132,17 @@ def test_turn_graph_weights_are_car_lua_per_arc(liechtenstein_graph, costing):
 
 
 class _Shapes:
-    """A graph-like object of hand-made polylines (lon, lat lists), residential roads."""
+    """A graph-like object of hand-made polylines (lon, lat lists), residential roads; `roundabout`:
+    which of them are roads of a roundabout (`edge_flags`)."""
 
-    def __init__(self, lines):
+    def __init__(self, lines, roundabout=None):
         self.shape_offsets = np.cumsum([0] + [len(x) for x in lines])
         self.shape_lon = np.array([p[0] for x in lines for p in x])
         self.shape_lat = np.array([p[1] for x in lines for p in x])
         self.seg_class = np.full(len(lines), T.CLASS["residential"], np.uint8)
         self.seg_flags = np.zeros(len(lines), np.uint32)
+        if roundabout is not None:
+            self.edge_flags = np.repeat(np.where(roundabout, T.F_ROUNDABOUT, 0), 2).astype(np.uint32)
 
 
 def _east_north(x_m, y_m, lon0=9.5, lat0=47.1):
@@ -165,6 +168,22 @@ def test_perceived_bearings_look_past_the_junction_geometry():
     np.testing.assert_allclose((start[0::2] + 180.0) % 360.0, end[1::2], atol=0.01)
 
 
+def test_roundabout_roads_bear_to_the_point_2_m_along():
+    """On a roundabout's road OSRM reads the point 2 m along (coordinate_extractor.cpp, roundabouts),
+    not 10-40 m of its curve: the turn from one piece of a roundabout into the next is nearly straight."""
+    arc = [_east_north(20 * math.sin(math.radians(t)), 20 * math.cos(math.radians(t)) - 20) for t in range(0, 100, 10)]
+    plain, _ = perceived_bearings(_Shapes([arc]))
+    rb_start, rb_end = perceived_bearings(_Shapes([arc], roundabout=[True]))
+    # the arc's chord to the point 2 m along: within a few degrees of its tangent (east, 90)
+    assert abs(float(rb_start[0]) - 90.0) < 6.0
+    assert abs(float(plain[0]) - 90.0) > 10.0  # a plain road's look-ahead reads the curve
+    # at its other end the arc has turned a quarter round: it arrives heading south
+    assert abs(float(rb_end[0]) - 180.0) < 6.0
+    # a two-point roundabout road keeps its own bearing
+    two_s, _ = perceived_bearings(_Shapes([[_east_north(0, 0), _east_north(10, 0)]], roundabout=[True]))
+    assert float(two_s[0]) == pytest.approx(90.0, abs=1e-3)
+
+
 def test_perceived_bearings_on_a_real_graph(liechtenstein_graph):
     g = liechtenstein_graph
     start, end = perceived_bearings(g)
@@ -178,6 +197,21 @@ def test_perceived_bearings_on_a_real_graph(liechtenstein_graph):
     assert len(chained) > 50
     back = (end[0::2].astype(np.float64) + 180.0 - start[1::2] + 540.0) % 360.0 - 180.0
     assert np.abs(back).max() < 0.1  # the same line seen from its other end (great circles: nearly)
+    # a roundabout's road (more than two points, not continued): the bearing to the point 2 m along
+    rb = (np.asarray(g.edge_flags)[0::2] & T.F_ROUNDABOUT) != 0
+    lon, lat = np.asarray(g.shape_lon), np.asarray(g.shape_lat)
+    ring = np.flatnonzero(rb & (np.diff(off) > 2) & (nxt[0::2] < 0))
+    assert len(ring) > 20
+    for s in ring[:200].tolist():
+        a = off[s]
+        seg = haversine_m(lat[a:off[s + 1] - 1], lon[a:off[s + 1] - 1], lat[a + 1:off[s + 1]], lon[a + 1:off[s + 1]])
+        k = int(np.searchsorted(np.cumsum(seg), 2.0))  # the piece holding the point 2 m along
+        if k >= len(seg) or seg[k] < 0.5:
+            continue
+        t = (2.0 - (np.cumsum(seg)[k] - seg[k])) / seg[k]
+        px, py = lon[a + k] + t * (lon[a + k + 1] - lon[a + k]), lat[a + k] + t * (lat[a + k + 1] - lat[a + k])
+        want = math.degrees(math.atan2((px - lon[a]) * math.cos(math.radians(lat[a])), py - lat[a])) % 360.0
+        assert abs((float(start[2 * s]) - want + 540.0) % 360.0 - 180.0) < 1.0, s
     # where shapes curve near a junction, the two views differ
     diff = np.abs((start - np.asarray(g.edge_bearing_start) + 540.0) % 360.0 - 180.0)
     assert (diff > 10).mean() > 0.01
@@ -260,3 +294,35 @@ def test_classic_ch_and_cch_give_the_same_route_times(liechtenstein):
         edge_s = prof.time[p[1:]].sum()
         turned += t1[i] > edge_s + 1.0
     assert turned >= 3
+
+
+def _turn_seconds(g, via_osm, from_osm, to_osm):
+    """MotorTurns' seconds of the turn from_osm -> via_osm -> to_osm (OSM node ids) on graph g."""
+    base = turn_base(g)
+    sid, off = np.asarray(g.shape_osm_id), np.asarray(g.shape_offsets)
+    e1, e2 = base.e1.astype(np.int64), base.e2.astype(np.int64)
+    s1, s2 = e1 >> 1, e2 >> 1
+    frm = np.where(e1 & 1, sid[off[s1] + 1], sid[off[s1 + 1] - 2])
+    via = np.where(e1 & 1, sid[off[s1]], sid[off[s1 + 1] - 1])
+    to = np.where(e2 & 1, sid[off[s2 + 1] - 2], sid[off[s2] + 1])
+    k = np.flatnonzero((frm == from_osm) & (via == via_osm) & (to == to_osm))
+    assert len(k) == 1, (from_osm, via_osm, to_osm)
+    return float(base.penalty(turn_penalty("auto"), k, T.AUTO)[0])
+
+
+def test_short_curved_roads_read_as_osrm_reads_them(liechtenstein_graph):
+    """Poska at Lawenastrasse (Triesen): two short curved pieces of one street (20 m and 31 m) meet a
+    third road. OSRM 26.10's car.lua turn penalties for its turns there (read from its
+    .turn_duration_penalties, MLD build of the same extract) are 9.0 s, 5.0 s, 1.4 s, 0.3 s, 0.1 s
+    and 0.0 s: it reads both short pieces towards their far ends (its curve case trims the points
+    with a length cache that holds each piece's length, so it keeps the whole piece), a 115 degree
+    left turn where their first metres give 52 degrees (the look-ahead before this version gave
+    2.1, 0.2, 5.8, 1.8, 1.1 and 0.1 s). Within 0.25 s: OSRM rounds coordinates to 1e-6 degrees and
+    measures with its cheap ruler, a degree or two at these lengths."""
+    g = liechtenstein_graph
+    poska_w, poska_e, lawena, via = 1499744116, 1499744119, 2769948451, 1499744117
+    got = [_turn_seconds(g, via, poska_w, poska_e), _turn_seconds(g, via, poska_e, poska_w),
+           _turn_seconds(g, via, poska_e, lawena), _turn_seconds(g, via, lawena, poska_w),
+           _turn_seconds(g, via, lawena, poska_e), _turn_seconds(g, via, poska_w, lawena)]
+    osrm = [9.0, 5.0, 1.4, 0.3, 0.1, 0.0]
+    np.testing.assert_allclose(got, osrm, atol=0.25)

@@ -491,3 +491,19 @@ def test_fast_reader_leaves_every_bad_file_to_the_checked_one(li, case, tmp_path
 
         with pytest.raises(SpeedFileError):
             map_speeds(li.graph, fast)
+
+
+def test_shape_point_screen_equals_isin(li):
+    """The one-pass screen of the graph's shape points (`_ids_in`: a bitmap of the ids' low bits, then a
+    binary search) marks exactly the points `np.isin` marks: ids in the graph, ids beside them, ids
+    that share their low 22 bits with one of the table's (the bitmap's collisions), none."""
+    from geoengine.traffic.speeds import _ID_BITS_MASK, _ids_in
+
+    sid = np.asarray(li.graph.shape_osm_id)
+    rng = np.random.default_rng(7)
+    picked = rng.choice(sid, 500, replace=False).astype(np.int64)
+    table = np.unique(np.concatenate([picked, picked + 1, picked + (_ID_BITS_MASK + 1), [1, 2**40]]))
+    got = _ids_in(sid, table)
+    assert np.array_equal(got, np.isin(sid, table))
+    assert got.sum() >= 500
+    assert not _ids_in(sid, np.array([], np.int64)).any()
