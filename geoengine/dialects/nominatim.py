@@ -262,8 +262,9 @@ def geometry_options(p: Params, fmt: str) -> tuple[str, ...]:
 def _options(p: Params, geometry: tuple[str, ...], addressdetails: bool) -> dict:
     """What the results carry: address (by default on /reverse and /lookup), extratags, namedetails and
     the polygon outputs."""
-    return {"addressdetails": p.get_bool("addressdetails", addressdetails), "extratags": p.get_bool("extratags", False),
-            "namedetails": p.get_bool("namedetails", False), "geometry": geometry}
+    return {"addressdetails": p.get_bool("addressdetails", addressdetails),
+            "extratags": p.get_bool("extratags", False), "namedetails": p.get_bool("namedetails", False),
+            "geometry": geometry}
 
 
 def _clamped_zoom(p: Params) -> int:
@@ -475,7 +476,8 @@ def _engine_error(exc: GeoengineError) -> NominatimError:
 
 # -- endpoints -------------------------------------------------------------------------------------------
 def _replies(endpoint):
-    """An endpoint whose refusals, its own and the engine's (`_engine_error`), are Nominatim's error replies."""
+    """An endpoint whose refusals, its own and the engine's (`_engine_error`), are Nominatim's error
+    replies."""
     @functools.wraps(endpoint)
     def replying(*args) -> Reply:
         try:

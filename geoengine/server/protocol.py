@@ -139,15 +139,17 @@ _ACCESS_LOGS: dict[tuple, _AccessLog | None] = {}
 
 def _access_log(logger: logging.Logger, loop) -> _AccessLog | None:
     """The access log the front door writes itself, or None when `logging` must write the line (checked
-    when a connection opens: uvicorn configures logging before it serves)."""
+    when a connection opens, again when the logger's handlers, filters or formatter changed)."""
     handlers = tuple(logger.handlers)
-    key = (handlers, loop)
+    key = (loop, logger.propagate, *logger.filters, *((h, h.formatter, h.level, h.terminator, *h.filters)
+                                                       for h in handlers))
     if key not in _ACCESS_LOGS:
         _ACCESS_LOGS.clear()
         plain, h = None, handlers[0] if len(handlers) == 1 else None
-        if type(h) is logging.StreamHandler and not logger.filters and not logger.propagate and not h.filters \
-                and h.level <= logging.INFO and h.terminator == "\n":
-            probe = logger.makeRecord(logger.name, logging.INFO, "", 0, '%s - "%s %s HTTP/%s" %d', _PROBE, None)
+        if type(h) is logging.StreamHandler and not logger.filters and not logger.propagate \
+                and not h.filters and h.level <= logging.INFO and h.terminator == "\n":
+            probe = logger.makeRecord(logger.name, logging.INFO, "", 0, '%s - "%s %s HTTP/%s" %d', _PROBE,
+                                      None)
             if h.format(probe) == 'INFO:     192.0.2.1:1 - "GET /p?q HTTP/1.1" 200 OK':
                 plain = _AccessLog(h, loop)
         _ACCESS_LOGS[key] = plain

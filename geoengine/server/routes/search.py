@@ -190,15 +190,16 @@ SEARCH = (
     Param("size", int, 10, 1, 25, "Number of results, 1 to 25"),
     Param("categories", doc=CATEGORIES_DOC),
     Param("bbox", doc="Only documents inside min_lon,min_lat,max_lon,max_lat (degrees)"),
-    Param("countries", doc="Only documents of these countries: comma-separated ISO 3166-1 alpha-2 codes (ad,li)"),
+    Param("countries",
+          doc="Only documents of these countries: comma-separated ISO 3166-1 alpha-2 codes (ad,li)"),
 )
 REVERSE = (
     Param("lat", float, REQUIRED, **_LAT, doc="Latitude"),
     Param("lon", float, REQUIRED, **_LON, doc="Longitude"),
     Param("size", int, 5, 1, 10, "Number of results, 1 to 10"),
     Param("types", doc=_TYPES),
-    Param("radius", default="2km", doc="Search radius: a number followed by m or km (500m, 2km), at most 100km",
-          rules={"pattern": r"^\d+(\.\d+)?(m|km)$"}),
+    Param("radius", default="2km", rules={"pattern": r"^\d+(\.\d+)?(m|km)$"},
+          doc="Search radius: a number followed by m or km (500m, 2km), at most 100km"),
     Param("categories", doc=CATEGORIES_DOC),
 )
 search_params, reverse_params = fastapi_step(SEARCH), fastapi_step(REVERSE)
