@@ -23,6 +23,7 @@ of the bundle, and polygon output is the point where the bundle holds no polygon
 
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -258,6 +259,14 @@ def geometry_options(p: Params, fmt: str) -> tuple[str, ...]:
     return tuple(kinds)
 
 
+def _options(p: Params, geometry: tuple[str, ...], addressdetails: bool) -> dict:
+    """What the results carry: address (by default on /reverse and /lookup), extratags, namedetails and
+    the polygon outputs."""
+    return {"addressdetails": p.get_bool("addressdetails", addressdetails),
+            "extratags": p.get_bool("extratags", False), "namedetails": p.get_bool("namedetails", False),
+            "geometry": geometry}
+
+
 def _clamped_zoom(p: Params) -> int:
     return max(0, min(18, p.get_int("zoom", 18)))
 
@@ -322,6 +331,18 @@ def _point_geometry(place) -> dict:
     return {"type": "Point", "coordinates": [round(place.lon, 7), round(place.lat, 7)]}
 
 
+def _geometry(place, wanted: bool) -> dict:
+    """The place's geometry when `wanted` (polygon_geojson) and the bundle holds one, else its point."""
+    return (getattr(place, "geometry", None) if wanted else None) or _point_geometry(place)
+
+
+def _osm_ident(place) -> dict:
+    """osm_type and osm_id of a place with an OSM id (none for another source)."""
+    if _osm_letter(place) is None or place.osm_id is None:
+        return {}
+    return {"osm_type": place.osm_type, "osm_id": place.osm_id}
+
+
 def _geometry_fields(place, kinds: tuple[str, ...]) -> dict:
     out = {}
     lon, lat = f"{place.lon:.7f}", f"{place.lat:.7f}"
@@ -346,11 +367,7 @@ def _importance(place) -> float:
 
 def json_object(place, class_key: str, opts: dict) -> dict:
     """One result of format json (`class_key` "class") or jsonv2 ("category")."""
-    o: dict[str, Any] = {"place_id": place.place_id, "licence": LICENCE}
-    letter = _osm_letter(place)
-    if letter is not None and place.osm_id is not None:
-        o["osm_type"] = place.osm_type
-        o["osm_id"] = place.osm_id
+    o: dict[str, Any] = {"place_id": place.place_id, "licence": LICENCE, **_osm_ident(place)}
     o.update({"lat": f"{place.lat:.7f}", "lon": f"{place.lon:.7f}", class_key: place.category or "",
               "type": place.type or "", "place_rank": int(place.place_rank or 30), "importance": _importance(place),
               "addresstype": label_tag(place), "name": place.name or "", "display_name": place.display_name or ""})
@@ -369,10 +386,7 @@ def _extras(place, opts: dict) -> dict:
 
 
 def geojson_feature(place, opts: dict) -> dict:
-    props: dict[str, Any] = {"place_id": place.place_id}
-    if _osm_letter(place) is not None and place.osm_id is not None:
-        props["osm_type"] = place.osm_type
-        props["osm_id"] = place.osm_id
+    props: dict[str, Any] = {"place_id": place.place_id, **_osm_ident(place)}
     props.update({"place_rank": int(place.place_rank or 30), "category": place.category or "",
                   "type": place.type or "", "importance": _importance(place), "addresstype": label_tag(place),
                   "name": place.name or "", "display_name": place.display_name or ""})
@@ -380,17 +394,13 @@ def geojson_feature(place, opts: dict) -> dict:
         props["address"] = ordered_address(place)
     props.update(_extras(place, opts))
     b = bbox_of(place)
-    geom = (getattr(place, "geometry", None) if "geojson" in opts.get("geometry", ()) else None) \
-        or _point_geometry(place)
+    geom = _geometry(place, "geojson" in opts.get("geometry", ()))
     return {"type": "Feature", "properties": props,
             "bbox": [round(b[2], 7), round(b[0], 7), round(b[3], 7), round(b[1], 7)], "geometry": geom}
 
 
 def geocodejson_feature(place, opts: dict) -> dict:
-    g: dict[str, Any] = {"place_id": place.place_id}
-    if _osm_letter(place) is not None and place.osm_id is not None:
-        g["osm_type"] = place.osm_type
-        g["osm_id"] = place.osm_id
+    g: dict[str, Any] = {"place_id": place.place_id, **_osm_ident(place)}
     g.update({"osm_key": place.category or "", "osm_value": place.type or "",
               "type": GEOCODEJSON_RANKS[max(3, min(28, address_rank(place)))]})
     distance = getattr(place, "distance_m", None)
@@ -417,8 +427,7 @@ def geocodejson_feature(place, opts: dict) -> dict:
         g["admin"] = {}
     if opts.get("extratags"):
         g["extra"] = place.extratags or {}
-    geom = (getattr(place, "geometry", None) if "geojson" in opts.get("geometry", ()) else None) \
-        or _point_geometry(place)
+    geom = _geometry(place, "geojson" in opts.get("geometry", ()))
     return {"type": "Feature", "properties": {"geocoding": g}, "geometry": geom}
 
 
@@ -466,96 +475,95 @@ def _engine_error(exc: GeoengineError) -> NominatimError:
 
 
 # -- endpoints -------------------------------------------------------------------------------------------
+def _replies(endpoint):
+    """An endpoint whose refusals, its own and the engine's (`_engine_error`), are Nominatim's error
+    replies."""
+    @functools.wraps(endpoint)
+    def replying(*args) -> Reply:
+        try:
+            return endpoint(*args)
+        except NominatimError as exc:
+            return error_reply(exc)
+        except GeoengineError as exc:
+            return error_reply(_engine_error(exc))
+
+    return replying
+
+
+@_replies
 def search(engine, params: Mapping[str, str], accept_language: str | None = None) -> Reply:
     """GET /search?format=...: free-form (`q`) or structured search."""
     p = Params(params, accept_language)
-    try:
-        fmt = parse_format(p, "jsonv2")
-        geometry = geometry_options(p, fmt)
-        countries = parse_countries(p.get("countrycodes"))
-        excluded = parse_excluded(p.get("exclude_place_ids"))
-        vb = p.get("viewbox") or p.get("viewboxlbrt")
-        viewbox = parse_viewbox(vb) if vb else None
-        bounded = p.get_bool("bounded", False)
-        dedupe = p.get_bool("dedupe", True)
-        limit = max(1, min(MAX_LIMIT, p.get_int("limit", 10)))
-        feature_type = p.get("featureType")
-        layers = ["address"] if feature_type is not None else parse_layers(p.get("layer"))
-        if feature_type not in FEATURE_TYPES:
-            feature_type = None
-        q = p.get("q")
-        parts = {k: p.get(k) for k in STRUCTURED if p.get(k)}
-        if q is not None and parts:
-            raise NominatimError("Structured query parameters(amenity, street, city, county, state, postalcode, "
-                                 "country) cannot be used together with 'q' parameter.")
-        opts = {"addressdetails": p.get_bool("addressdetails", False), "extratags": p.get_bool("extratags", False),
-                "namedetails": p.get_bool("namedetails", False), "geometry": geometry,
-                "query": q if q is not None else ", ".join(parts.values())}
-        if (q is None and not parts) or (q is not None and q and not q.strip()):
-            raise NominatimError("Nothing to search for.")
-        # Nominatim 5 answers [] to an empty q, and to text without a letter or digit (",,,") in q or in
-        # every structured field (such a field is dropped where others have words)
-        parts = {k: v for k, v in parts.items() if _has_words(v)}
-        if q == "" or countries == [] or (q is not None and not _has_words(q)) or (q is None and not parts):
-            places = []
-        else:
-            want = min(MAX_LIMIT, limit + min(10, limit)) if dedupe else limit
-            places = list(engine.geocode(
-                q, **parts, limit=want, lang=p.lang(), viewbox=viewbox, bounded=bounded, countrycodes=countries,
-                layer=layers, feature_type=feature_type, exclude_place_ids=_place_ids(engine, excluded),
-                dedupe=dedupe))
-            places = _dedupe(places, limit) if dedupe else places[:limit]
-    except NominatimError as exc:
-        return error_reply(exc)
-    except GeoengineError as exc:
-        return error_reply(_engine_error(exc))
+    fmt = parse_format(p, "jsonv2")
+    geometry = geometry_options(p, fmt)
+    countries = parse_countries(p.get("countrycodes"))
+    excluded = parse_excluded(p.get("exclude_place_ids"))
+    vb = p.get("viewbox") or p.get("viewboxlbrt")
+    viewbox = parse_viewbox(vb) if vb else None
+    bounded = p.get_bool("bounded", False)
+    dedupe = p.get_bool("dedupe", True)
+    limit = max(1, min(MAX_LIMIT, p.get_int("limit", 10)))
+    feature_type = p.get("featureType")
+    layers = ["address"] if feature_type is not None else parse_layers(p.get("layer"))
+    if feature_type not in FEATURE_TYPES:
+        feature_type = None
+    q = p.get("q")
+    parts = {k: p.get(k) for k in STRUCTURED if p.get(k)}
+    if q is not None and parts:
+        raise NominatimError("Structured query parameters(amenity, street, city, county, state, postalcode, "
+                             "country) cannot be used together with 'q' parameter.")
+    opts = {**_options(p, geometry, False), "query": q if q is not None else ", ".join(parts.values())}
+    if (q is None and not parts) or (q is not None and q and not q.strip()):
+        raise NominatimError("Nothing to search for.")
+    # Nominatim 5 answers [] to an empty q, and to text without a letter or digit (",,,") in q or in
+    # every structured field (such a field is dropped where others have words)
+    parts = {k: v for k, v in parts.items() if _has_words(v)}
+    if q == "" or countries == [] or (q is not None and not _has_words(q)) or (q is None and not parts):
+        places = []
+    else:
+        want = min(MAX_LIMIT, limit + min(10, limit)) if dedupe else limit
+        places = list(engine.geocode(
+            q, **parts, limit=want, lang=p.lang(), viewbox=viewbox, bounded=bounded, countrycodes=countries,
+            layer=layers, feature_type=feature_type, exclude_place_ids=_place_ids(engine, excluded),
+            dedupe=dedupe))
+        places = _dedupe(places, limit) if dedupe else places[:limit]
     return Reply(200, render(places, fmt, opts))
 
 
+@_replies
 def reverse(engine, params: Mapping[str, str], accept_language: str | None = None) -> Reply:
     """GET /reverse?lat=..&lon=..&format=...: the place at a point, at the detail `zoom` asks for."""
     p = Params(params, accept_language)
-    try:
-        fmt = parse_format(p, "xml")
-        lat, lon = p.get_float("lat"), p.get_float("lon")
-        geometry = geometry_options(p, fmt)
-        zoom = _clamped_zoom(p)
-        layers = parse_layers(p.get("layer"))
-        opts = {"addressdetails": p.get_bool("addressdetails", True), "extratags": p.get_bool("extratags", False),
-                "namedetails": p.get_bool("namedetails", False), "geometry": geometry}
-        if -90 <= lat <= 90 and -180 <= lon <= 180:
-            places = list(engine.reverse(lon=lon, lat=lat, zoom=zoom, lang=p.lang()))
-        else:
-            places = []  # Nominatim 5: 200 and "Unable to geocode"
-        if layers is not None:
-            places = [pl for pl in places if pl.layer in layers]
-    except NominatimError as exc:
-        return error_reply(exc)
-    except GeoengineError as exc:
-        return error_reply(_engine_error(exc))
+    fmt = parse_format(p, "xml")
+    lat, lon = p.get_float("lat"), p.get_float("lon")
+    geometry = geometry_options(p, fmt)
+    zoom = _clamped_zoom(p)
+    layers = parse_layers(p.get("layer"))
+    opts = _options(p, geometry, True)
+    if -90 <= lat <= 90 and -180 <= lon <= 180:
+        places = list(engine.reverse(lon=lon, lat=lat, zoom=zoom, lang=p.lang()))
+    else:
+        places = []  # Nominatim 5: 200 and "Unable to geocode"
+    if layers is not None:
+        places = [pl for pl in places if pl.layer in layers]
     return Reply(200, render(places[:1], fmt, opts, single=True))
 
 
+@_replies
 def lookup(engine, params: Mapping[str, str], accept_language: str | None = None) -> Reply:
     """GET /lookup?osm_ids=N1,W2,R3&format=...: places by OSM id, in the order asked."""
     p = Params(params, accept_language)
-    try:
-        fmt = parse_format(p, "xml")
-        geometry = geometry_options(p, fmt)
-        ids = []
-        for oid in (p.get("osm_ids") or "").split(","):
-            oid = oid.strip()
-            if len(oid) > 1 and oid[0] in "RNWrnw" and oid[1:].isdecimal():
-                ids.append(oid[0].upper() + str(int(oid[1:])))
-        if len(ids) > LOOKUP_MAX_COUNT:
-            raise NominatimError("Too many object IDs.")
-        opts = {"addressdetails": p.get_bool("addressdetails", True), "extratags": p.get_bool("extratags", False),
-                "namedetails": p.get_bool("namedetails", False), "geometry": geometry}
-        places = list(engine.lookup(ids, lang=p.lang())) if ids else []
-    except NominatimError as exc:
-        return error_reply(exc)
-    except GeoengineError as exc:
-        return error_reply(_engine_error(exc))
+    fmt = parse_format(p, "xml")
+    geometry = geometry_options(p, fmt)
+    ids = []
+    for oid in (p.get("osm_ids") or "").split(","):
+        oid = oid.strip()
+        if len(oid) > 1 and oid[0] in "RNWrnw" and oid[1:].isdecimal():
+            ids.append(oid[0].upper() + str(int(oid[1:])))
+    if len(ids) > LOOKUP_MAX_COUNT:
+        raise NominatimError("Too many object IDs.")
+    opts = _options(p, geometry, True)
+    places = list(engine.lookup(ids, lang=p.lang())) if ids else []
     return Reply(200, render(places, fmt, opts))
 
 
@@ -570,36 +578,31 @@ def _osm_ref_of_place_id(engine, place_id: int) -> str | None:
     return f"{letter}{num}" if source == "osm" and letter and num.isdecimal() else None
 
 
+@_replies
 def details(engine, params: Mapping[str, str], accept_language: str | None = None) -> Reply:
     """GET /details?place_id=.. or ?osmtype=N&osmid=..: one place with its names, address and tags."""
     p = Params(params, accept_language)
-    try:
-        parse_format(p, "json", ("json",))
-        place_id = p.get_int("place_id", 0)
-        if place_id:
-            ref = _osm_ref_of_place_id(engine, place_id)
-            if ref is None:
-                raise NominatimError("No place with that OSM ID found.", 404)
-        elif p.get("osmtype") is not None:
-            osmtype = p.get("osmtype").upper()
-            osmid = p.get_int("osmid")
-            if osmtype not in OSM_TYPE_NAME:
-                raise NominatimError("No place with that OSM ID found.", 404)
-            ref = f"{osmtype}{osmid}"
-        else:
-            raise NominatimError("Missing ID parameter 'place_id' or 'osmtype'.")
-        geojson = p.get_bool("polygon_geojson", False)
-        places = list(engine.lookup([ref], lang=p.lang()))
-        if not places:
+    parse_format(p, "json", ("json",))
+    place_id = p.get_int("place_id", 0)
+    if place_id:
+        ref = _osm_ref_of_place_id(engine, place_id)
+        if ref is None:
             raise NominatimError("No place with that OSM ID found.", 404)
-    except NominatimError as exc:
-        return error_reply(exc)
-    except GeoengineError as exc:
-        return error_reply(_engine_error(exc))
+    elif p.get("osmtype") is not None:
+        osmtype = p.get("osmtype").upper()
+        osmid = p.get_int("osmid")
+        if osmtype not in OSM_TYPE_NAME:
+            raise NominatimError("No place with that OSM ID found.", 404)
+        ref = f"{osmtype}{osmid}"
+    else:
+        raise NominatimError("Missing ID parameter 'place_id' or 'osmtype'.")
+    geojson = p.get_bool("polygon_geojson", False)
+    places = list(engine.lookup([ref], lang=p.lang()))
+    if not places:
+        raise NominatimError("No place with that OSM ID found.", 404)
     place = places[0]
     addr = ordered_address(place)
-    centroid = _point_geometry(place)
-    geom = (getattr(place, "geometry", None) if geojson else None) or centroid
+    centroid, geom = _point_geometry(place), _geometry(place, geojson)
     doc: dict[str, Any] = {"place_id": place.place_id}
     if place.osm_type and place.osm_id is not None:
         doc["osm_type"] = OSM_TYPE_LETTER[place.osm_type]

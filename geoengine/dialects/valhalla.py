@@ -170,16 +170,12 @@ def apply_filters(doc: dict, filters: Filters | None, action: str | None) -> dic
     keys = set(filters.attributes)
     edge_fields = {a[len("edge."):] for a in keys if a.startswith("edge.")}
     point_fields = {f for a in keys if a in _MATCHED_KEYS for f in _MATCHED_KEYS[a]}
-    if how == "include":
-        doc["edges"] = [{k: v for k, v in e.items() if k in edge_fields} for e in doc["edges"]]
-        doc["matched_points"] = [{k: v for k, v in p.items() if k in point_fields} for p in doc["matched_points"]]
-        if "shape" not in keys:
-            doc.pop("shape", None)
-    else:
-        doc["edges"] = [{k: v for k, v in e.items() if k not in edge_fields} for e in doc["edges"]]
-        doc["matched_points"] = [{k: v for k, v in p.items() if k not in point_fields} for p in doc["matched_points"]]
-        if "shape" in keys:
-            doc.pop("shape", None)
+    keep = how == "include"  # the named attributes are kept (include) or dropped (exclude)
+    doc["edges"] = [{k: v for k, v in e.items() if (k in edge_fields) == keep} for e in doc["edges"]]
+    doc["matched_points"] = [{k: v for k, v in p.items() if (k in point_fields) == keep}
+                             for p in doc["matched_points"]]
+    if ("shape" in keys) != keep:
+        doc.pop("shape", None)
     return doc
 
 

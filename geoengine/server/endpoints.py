@@ -363,11 +363,21 @@ def classify(path: str) -> tuple[Endpoint, str] | None:
     return None if hit is None else (hit[0], hit[1])
 
 
+_CLASSES: dict[str, tuple[str, str | None]] = {}  # path_class of the paths seen (admission asks per request)
+
+
 def path_class(path: str) -> tuple[str, str | None]:
     """(quota class, publishable scope) of a request path: the pools the gateway counts it in, and which
     publishable keys may call it. A path the table does not declare is non_tile, for no publishable key."""
-    hit = _find(path)
-    return ("non_tile", None) if hit is None else hit[2]
+    cls = _CLASSES.get(path)
+    if cls is None:
+        hit = _find(path)
+        cls = ("non_tile", None) if hit is None else hit[2]
+        if len(path) <= 256:  # kept for the next request of the path: at most 16,384 paths of 256 bytes
+            if len(_CLASSES) >= 16_384:
+                _CLASSES.clear()
+            _CLASSES[path] = cls
+    return cls
 
 
 def auth_status(path: str) -> int:

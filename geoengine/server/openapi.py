@@ -213,13 +213,7 @@ def tighten(schema: dict, settings) -> dict:
     paths = schema["paths"]
     for path, ops in paths.items():
         for method, op in ops.items():
-            params = op.get("parameters", [])
-            for p in params:
-                s = p.get("schema", {})
-                for bad, good in (("ge", "minimum"), ("le", "maximum")):  # FastAPI leaves these as is
-                    if bad in s:
-                        s[good] = s.pop(bad)
-            _tighten_params(path, method, params)
+            _tighten_params(path, method, op.get("parameters", []))
     _shared_paths(paths)
     return schema
 

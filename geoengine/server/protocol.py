@@ -19,12 +19,13 @@ nothing pipelined behind it), keep-alive HTTP/1.1, not shutting down, and the tr
 from __future__ import annotations
 
 import asyncio
+import http
 import logging
 import re
+from urllib.parse import quote
 
 import httptools
 from uvicorn.protocols.http.httptools_impl import STATUS_LINE, HttpToolsProtocol
-from uvicorn.protocols.utils import get_client_addr, get_path_with_query_string
 
 from geoengine.server import dispatch
 from geoengine.server.framing import head_block, problem_answer
@@ -95,6 +96,66 @@ def _scan(head: bytes) -> list[tuple[bytes, bytes]] | None:
     return pairs
 
 
+# -- the access log -----------------------------------------------------------------------------------
+# uvicorn's access-log line, "INFO:     client - \"METHOD /path?query HTTP/1.1\" 200 OK", was a `logging`
+# record per request (LogRecord, findCaller, AccessFormatter's copies of the record, StreamHandler's
+# write and flush): about a sixth of a worker's time on tiles (py-spy, tiles_session_bench). While the
+# access logger is uvicorn's default (one StreamHandler whose formatter writes exactly that line: checked
+# on a probe record), the front door writes the same line to the same stream itself and flushes the
+# stream once per event-loop turn; any other configuration gets the `logging` call, as uvicorn makes it.
+_PHRASES = {s.value: f"{s.value} {s.phrase}" for s in http.HTTPStatus}
+_QUOTED = re.compile(r"[A-Za-z0-9_.\-~/]*")  # a path urllib.parse.quote leaves as it is
+_PROBE = ("192.0.2.1:1", "GET", "/p?q", "1.1", 200)
+
+
+class _AccessLog:
+    """The stream of the access logger's default handler, flushed once per event-loop turn."""
+
+    __slots__ = ("handler", "loop", "pending")
+
+    def __init__(self, handler: logging.StreamHandler, loop):
+        self.handler, self.loop, self.pending = handler, loop, False
+
+    def write(self, line: str) -> bool:
+        """Whether the line was written (else `logging` writes it, and reports the stream's error)."""
+        handler = self.handler
+        try:
+            with handler.lock:
+                handler.stream.write(line)
+        except Exception:
+            return False
+        if not self.pending:
+            self.pending = True
+            self.loop.call_soon(self.flush)
+        return True
+
+    def flush(self) -> None:
+        self.pending = False
+        self.handler.flush()
+
+
+_ACCESS_LOGS: dict[tuple, _AccessLog | None] = {}
+
+
+def _access_log(logger: logging.Logger, loop) -> _AccessLog | None:
+    """The access log the front door writes itself, or None when `logging` must write the line (checked
+    when a connection opens, again when the logger's handlers, filters or formatter changed)."""
+    handlers = tuple(logger.handlers)
+    key = (loop, logger.propagate, *logger.filters, *((h, h.formatter, h.level, h.terminator, *h.filters)
+                                                       for h in handlers))
+    if key not in _ACCESS_LOGS:
+        _ACCESS_LOGS.clear()
+        plain, h = None, handlers[0] if len(handlers) == 1 else None
+        if type(h) is logging.StreamHandler and not logger.filters and not logger.propagate \
+                and not h.filters and h.level <= logging.INFO and h.terminator == "\n":
+            probe = logger.makeRecord(logger.name, logging.INFO, "", 0, '%s - "%s %s HTTP/%s" %d', _PROBE,
+                                      None)
+            if h.format(probe) == 'INFO:     192.0.2.1:1 - "GET /p?q HTTP/1.1" 200 OK':
+                plain = _AccessLog(h, loop)
+        _ACCESS_LOGS[key] = plain
+    return _ACCESS_LOGS[key]
+
+
 class _Defaults:
     """uvicorn's default response headers (date, server) as one block, rebuilt when uvicorn replaces them."""
 
@@ -108,10 +169,12 @@ class CorkedHttpToolsProtocol(HttpToolsProtocol):
     _fd_path = ""
     _fd_body: list[bytes] | None = None
     _idle = True  # the parser is between messages (no request partly read)
+    _access: _AccessLog | None = None  # the access log written without `logging` (None: through it)
 
     def connection_made(self, transport) -> None:  # type: ignore[override]
         super().connection_made(_CorkedTransport(transport, self.loop))
         self._door = dispatch.find(self.app)
+        self._access = _access_log(self.access_logger, self.loop) if self.access_log else None
 
     # -- the front door ----------------------------------------------------------------------------
     def data_received(self, data: bytes) -> None:
@@ -191,14 +254,24 @@ class CorkedHttpToolsProtocol(HttpToolsProtocol):
     def _respond(self, method: str, path: str, query: bytes, answer) -> None:
         status, headers, body = answer
         if self.access_log:
-            scope = {"client": self.client, "path": path, "query_string": query}
-            self.access_logger.info('%s - "%s %s HTTP/%s" %d', get_client_addr(scope), method,
-                                    get_path_with_query_string(scope), "1.1", status)
+            self._log(method, path, query, status)
         if type(headers) is bytes:  # a prebuilt header block (tiles)
             head = headers
         else:
             head = head_block(headers)
         self._write(self._response(STATUS_LINE[status], head, body, method == "HEAD"))
+
+    def _log(self, method: str, path: str, query: bytes, status: int) -> None:
+        """The request's access-log line, as uvicorn writes it (its client address, quoted path, query)."""
+        client = self.client
+        target = path if _QUOTED.fullmatch(path) else quote(path)
+        if query:
+            target = f"{target}?{query.decode('ascii')}"
+        addr = f"{client[0]}:{client[1]:d}" if client else ""
+        log = self._access if self.access_logger.isEnabledFor(logging.INFO) else None
+        if log is None or not log.write(
+                f'INFO:     {addr} - "{method} {target} HTTP/1.1" {_PHRASES.get(status, f"{status} ")}\n'):
+            self.access_logger.info('%s - "%s %s HTTP/%s" %d', addr, method, target, "1.1", status)
 
     def _response(self, status_line: bytes, head: bytes, body: bytes, is_head: bool) -> bytes:
         """A response's bytes with uvicorn's current default headers (date, server)."""

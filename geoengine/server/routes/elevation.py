@@ -10,12 +10,11 @@ from typing import Annotated
 
 import numpy as np
 import pydantic_core
-from fastapi import Query
 from pydantic import BaseModel, ConfigDict, Field, ValidatorFunctionWrapHandler, field_validator
 from typing_extensions import TypedDict
 
 from geoengine.server.framing import body_answer
-from geoengine.server.routes.search import number
+from geoengine.server.routes.search import REQUIRED, Param, fastapi_step, plain_step
 
 _LAT = operator.itemgetter("lat")
 _LON = operator.itemgetter("lon")
@@ -128,26 +127,20 @@ POST_DOC = {"summary": "Elevation of a list of points or an encoded shape", "res
             "[cumulative great-circle distance m, elevation m]. Points outside coverage are null."}
 
 
-def point_params(
-    lat: Annotated[float, Query(ge=-90, le=90, allow_inf_nan=False, description="Latitude in degrees")],
-    lon: Annotated[float, Query(ge=-180, le=180, allow_inf_nan=False, description="Longitude in degrees")],
-) -> tuple[float, float]:
-    return lat, lon
+_FINITE = {"allow_inf_nan": False}
+POINT = (Param("lat", float, REQUIRED, -90, 90, "Latitude in degrees", _FINITE),
+         Param("lon", float, REQUIRED, -180, 180, "Longitude in degrees", _FINITE))
+point_params, _plain_point = fastapi_step(POINT), plain_step(POINT)
 
 
-def plain_point(params: dict | None) -> tuple[float, float] | None:
-    """(lat, lon) of a GET /elevation with exactly `lat` and `lon` as plain decimals within range; None
+def plain_point(params: dict | None) -> dict | None:
+    """lat and lon of a GET /elevation with exactly `lat` and `lon` as plain decimals within range; None
     for the route to answer (validation, problem bodies)."""
-    if params is None or len(params) != 2:
-        return None
-    lat, lon = number(params, "lat", -90, 90), number(params, "lon", -180, 180)
-    if lat is None or lon is None or lat is False or lon is False:
-        return None
-    return lat, lon
+    return None if params is None or len(params) != 2 else _plain_point(params)
 
 
-def point(engine, req: tuple[float, float]) -> dict:
-    lat, lon = req
+def point(engine, req: dict) -> dict:
+    lat, lon = req["lat"], req["lon"]
     return {"lat": lat, "lon": lon, "elevation_m": round(engine.elevation_at(lat=lat, lon=lon), 1)}
 
 

@@ -5,7 +5,7 @@ and the Accept-Language header go to geoengine.dialects.nominatim, whose Reply i
 /search and /status are also the spec's search and Valhalla's status: the table's routes of this dialect
 (server/endpoints.py) come first and take a request of those paths only with a `format` parameter
 (`takes`); any other goes on to the route that follows for the same path. The fast dispatch answers
-GET /reverse and /search with `format` itself (`cached_answer`).
+GET /reverse and /search with `format` itself (`call`).
 """
 
 from __future__ import annotations
@@ -30,47 +30,14 @@ def has_format(query_string: bytes) -> bool:
     return any(k == "format" for k, _ in parse_qsl(query_string.decode("latin-1"), keep_blank_values=True))
 
 
-def params_of(query_string: bytes) -> dict[str, str]:
-    """The query parameters as Nominatim reads them: the last value of a repeated one."""
-    return dict(parse_qsl(query_string.decode("latin-1"), keep_blank_values=True))
-
-
-def answer_bytes(engine, path: str, query_string: bytes, accept_language: str | None) -> tuple[int, bytes, bytes]:
-    """(status, content type, body) of a Nominatim request (the routes, the hot path and the front door)."""
-    if path == "/status":
-        reply = N.status(engine, params_of(query_string))
-    else:
-        reply = ENDPOINTS[path](engine, params_of(query_string), accept_language)
-    if reply.media_type == N.TEXT:
-        return reply.status, reply.media_type.encode(), reply.doc.encode()
-    return reply.status, reply.media_type.encode(), dumps(reply.doc)
-
-
-_JSON_CT = N.JSON.encode()
 CACHED_PATHS = ("/search", "/reverse", "/lookup")  # answers kept in the app's answer cache (server/answers.py)
+_JSON = (b"content-type", N.JSON.encode())
 
 
 def fast_path(path: str, query_string: bytes) -> bool:
     """Whether the hot path and the front door answer this GET as the Nominatim dialect: /reverse, and
     /search with `format`."""
     return path == "/reverse" or (path == "/search" and has_format(query_string))
-
-
-def cached_answer(state, path: str, query_string: bytes, accept_language: bytes | None) -> tuple[int, bytes, bytes]:
-    """`answer_bytes`, through the app's answer cache (server/answers.py): a 200 JSON answer is kept by
-    path, query string and Accept-Language header (the only header the answer depends on)."""
-    engine = state.engine
-    cache = state.answers if path in CACHED_PATHS else None
-    key = query_string if accept_language is None else query_string + b"\x00" + accept_language
-    if cache is not None:
-        body = cache.get(engine, "nominatim" + path, key)
-        if body is not None:
-            return 200, _JSON_CT, body
-    status, ctype, body = answer_bytes(engine, path, query_string,
-                                       None if accept_language is None else accept_language.decode("latin-1"))
-    if cache is not None and status == 200 and ctype == _JSON_CT:
-        cache.put(engine, "nominatim" + path, key, body)
-    return status, ctype, body
 
 
 def header(headers, name: bytes) -> bytes | None:
@@ -98,9 +65,29 @@ def request(request: Request) -> tuple[str, bytes, bytes | None]:
     return _path(scope), scope["query_string"], header(scope["headers"], b"accept-language")
 
 
-def call(state, req) -> tuple:
-    status, ctype, body = cached_answer(state, *req)
-    return body_answer(body, status, (b"content-type", ctype))
+def call(state, req):
+    """(path, query string, Accept-Language) of a Nominatim request answered (the routes and the fast
+    dispatch), through the app's answer cache (server/answers.py): a 200 JSON answer is kept by path,
+    query string and Accept-Language header (the only header the answer depends on)."""
+    path, query_string, language = req
+    engine = state.engine
+    cache = state.answers if path in CACHED_PATHS else None
+    key = query_string if language is None else query_string + b"\x00" + language
+    body = None if cache is None else cache.get(engine, "nominatim" + path, key)
+    if body is not None:
+        return body_answer(body, 200, _JSON)
+    # the query parameters as Nominatim reads them: the last value of a repeated one
+    params = dict(parse_qsl(query_string.decode("latin-1"), keep_blank_values=True))
+    if path == "/status":
+        reply = N.status(engine, params)
+    else:
+        reply = ENDPOINTS[path](engine, params, None if language is None else language.decode("latin-1"))
+    if reply.media_type == N.TEXT:
+        return body_answer(reply.doc.encode(), reply.status, (b"content-type", reply.media_type.encode()))
+    body = dumps(reply.doc)
+    if cache is not None and reply.status == 200:
+        cache.put(engine, "nominatim" + path, key, body)
+    return body_answer(body, reply.status, _JSON)
 
 
 def _string(name: str, description: str, required: bool = False, **schema) -> dict:

@@ -1,13 +1,17 @@
 """GET /search, GET /search/reverse, GET /search/detail/{doc_id}: parse, one engine call, format.
 
-Their entries are in server/endpoints.py. Plainly valid /search and /search/reverse requests are
-answered by the fast dispatch (`plain_search`, `plain_reverse`); anything else reaches the FastAPI
-routes, whose validation (`search_params`, `reverse_params`) gives the 400 problem bodies.
+Their entries are in server/endpoints.py. The query parameters of /search, /search/reverse and GET
+/elevation are declared once (`Param`: name, type, bounds, default, description): the FastAPI parse step
+(`fastapi_step`: FastAPI validates and documents it, its refusals are the 400 problem bodies) and the fast
+one (`plain_step`: plainly valid values only, anything else for the FastAPI route to judge) are both made
+from the declaration.
 """
 
 from __future__ import annotations
 
+import inspect
 import re
+from dataclasses import dataclass, field
 from typing import Annotated
 from urllib.parse import parse_qsl
 
@@ -26,6 +30,73 @@ def _digits(v):
 
 
 WholeNumber = Annotated[int, BeforeValidator(_digits)]
+REQUIRED = ...
+
+
+@dataclass(frozen=True)
+class Param:
+    """One query parameter: str, float or int (a whole number written in digits), its bounds and default
+    (REQUIRED: none), its description and further FastAPI rules (`min_length` is also the fast step's)."""
+
+    name: str
+    kind: type = str
+    default: object = None
+    lo: float | None = None
+    hi: float | None = None
+    doc: str = ""
+    rules: dict = field(default_factory=dict)
+
+
+def fastapi_step(params: tuple[Param, ...]):
+    """The FastAPI parse step of `params`: their values by name."""
+    def step(**values) -> dict:
+        return values
+
+    def annotation(p: Param):
+        kind = WholeNumber if p.kind is int else p.kind
+        return Annotated[kind if p.default is not None else kind | None,
+                         Query(ge=p.lo, le=p.hi, description=p.doc, **p.rules)]
+
+    step.__signature__ = inspect.Signature([inspect.Parameter(
+        p.name, inspect.Parameter.KEYWORD_ONLY, annotation=annotation(p),
+        default=inspect.Parameter.empty if p.default is REQUIRED else p.default) for p in params])
+    return step
+
+
+# Measured on Liechtenstein (docs/search.md): FastAPI's dependency solving, parameter validation and the
+# thread-pool hop of a sync handler cost more than the search itself (~0.4 ms). The engine calls are
+# sub-millisecond CPU work under the GIL, so a thread brings no parallelism, only the hop.
+_PLAIN = {float: re.compile(r"-?\d{1,3}(\.\d{1,15})?"), int: re.compile(r"\d{1,2}")}
+
+
+def plain_step(params: tuple[Param, ...]):
+    """The fast parse step of `params`: their values by name when each is plainly valid (present when
+    required, a plain decimal within its bounds, a string of its `min_length`), else None."""
+    def step(query: dict) -> dict | None:
+        out = {}
+        for p in params:
+            v = query.get(p.name)
+            if v is None:
+                if p.default is REQUIRED:
+                    return None
+                v = p.default
+            elif p.kind is str:
+                if len(v) < p.rules.get("min_length", 0):
+                    return None
+            elif _PLAIN[p.kind].fullmatch(v) is None or not p.lo <= (v := p.kind(v)) <= p.hi:
+                return None
+            out[p.name] = v
+        return out
+
+    return step
+
+
+def plain_query(query: bytes) -> dict[str, str] | None:
+    """The query parameters, or None when one repeats (the FastAPI route decides what that means)."""
+    pairs = parse_qsl(query.decode("latin-1"), keep_blank_values=True)
+    params = dict(pairs)
+    return params if len(params) == len(pairs) else None
+
 
 PROBLEM = {"description": "Problem details (RFC 9457)", "content": {PROBLEM_JSON: {}}}
 
@@ -108,30 +179,33 @@ DETAIL_DOC = {"summary": "One document by id or canonical id, with its full deta
 _TYPES = "Comma-separated document types: place, poi"
 
 
-def search_params(
-    q: str = Query(..., min_length=2, description="Search text, at least 2 characters; the last word is a prefix"),
-    types: str | None = Query(None, description=_TYPES),
-    lat: float | None = Query(None, ge=-90, le=90, description="Latitude to bias results towards (with lon)"),
-    lon: float | None = Query(None, ge=-180, le=180, description="Longitude to bias results towards (with lat)"),
-    size: Annotated[WholeNumber, Query(ge=1, le=25, description="Number of results, 1 to 25")] = 10,
-    categories: str | None = Query(None, description=CATEGORIES_DOC),
-    bbox: str | None = Query(None, description="Only documents inside min_lon,min_lat,max_lon,max_lat (degrees)"),
-    countries: str | None = Query(None, description="Only documents of these countries: comma-separated ISO 3166-1 alpha-2 codes (ad,li)"),
-) -> dict:
-    return {"q": q, "types": types, "lat": lat, "lon": lon, "size": size, "categories": categories, "bbox": bbox,
-            "countries": countries}
-
-
-def reverse_params(
-    lat: float = Query(..., ge=-90, le=90, description="Latitude"),
-    lon: float = Query(..., ge=-180, le=180, description="Longitude"),
-    size: Annotated[WholeNumber, Query(ge=1, le=10, description="Number of results, 1 to 10")] = 5,
-    types: str | None = Query(None, description=_TYPES),
-    radius: str = Query("2km", pattern=r"^\d+(\.\d+)?(m|km)$",
-                        description="Search radius: a number followed by m or km (500m, 2km), at most 100km"),
-    categories: str | None = Query(None, description=CATEGORIES_DOC),
-) -> dict:
-    return {"lat": lat, "lon": lon, "radius": radius, "size": size, "types": types, "categories": categories}
+_LAT = {"lo": -90, "hi": 90}
+_LON = {"lo": -180, "hi": 180}
+SEARCH = (
+    Param("q", default=REQUIRED, doc="Search text, at least 2 characters; the last word is a prefix",
+          rules={"min_length": 2}),
+    Param("types", doc=_TYPES),
+    Param("lat", float, **_LAT, doc="Latitude to bias results towards (with lon)"),
+    Param("lon", float, **_LON, doc="Longitude to bias results towards (with lat)"),
+    Param("size", int, 10, 1, 25, "Number of results, 1 to 25"),
+    Param("categories", doc=CATEGORIES_DOC),
+    Param("bbox", doc="Only documents inside min_lon,min_lat,max_lon,max_lat (degrees)"),
+    Param("countries",
+          doc="Only documents of these countries: comma-separated ISO 3166-1 alpha-2 codes (ad,li)"),
+)
+REVERSE = (
+    Param("lat", float, REQUIRED, **_LAT, doc="Latitude"),
+    Param("lon", float, REQUIRED, **_LON, doc="Longitude"),
+    Param("size", int, 5, 1, 10, "Number of results, 1 to 10"),
+    Param("types", doc=_TYPES),
+    Param("radius", default="2km", rules={"pattern": r"^\d+(\.\d+)?(m|km)$"},
+          doc="Search radius: a number followed by m or km (500m, 2km), at most 100km"),
+    Param("categories", doc=CATEGORIES_DOC),
+)
+search_params, reverse_params = fastapi_step(SEARCH), fastapi_step(REVERSE)
+# a /search with Nominatim's `format` never reaches plain_search: the dialect's entry comes first in the
+# table and takes it (server/endpoints.py)
+plain_search, plain_reverse = plain_step(SEARCH), plain_step(REVERSE)
 
 
 def detail_param(doc_id: str = Path(..., description="A document id or canonical id returned by search")) -> str:
@@ -144,58 +218,3 @@ def search(engine, kw: dict) -> dict:
 
 def reverse(engine, kw: dict) -> dict:
     return engine.reverse(**kw)
-
-
-# ------------------------------------------------------------------------------------------ fast path
-# Measured on Liechtenstein (docs/search.md): FastAPI's dependency solving, parameter validation and the
-# thread-pool hop of a sync handler cost more than the search itself (~0.4 ms). The engine calls are
-# sub-millisecond CPU work under the GIL, so a thread brings no parallelism, only the hop.
-_NUMBER = re.compile(r"-?\d{1,3}(\.\d{1,15})?")
-_INT = re.compile(r"\d{1,2}")
-
-
-def plain_query(query: bytes) -> dict[str, str] | None:
-    """The query parameters, or None when one repeats (the FastAPI route decides what that means)."""
-    pairs = parse_qsl(query.decode("latin-1"), keep_blank_values=True)
-    params = dict(pairs)
-    return params if len(params) == len(pairs) else None
-
-
-def number(params: dict, name: str, lo: float, hi: float) -> float | None | bool:
-    """A plain decimal within [lo, hi]; None when absent; False when the FastAPI route must judge it."""
-    v = params.get(name)
-    if v is None:
-        return None
-    if not _NUMBER.fullmatch(v):
-        return False
-    x = float(v)
-    return x if lo <= x <= hi else False
-
-
-def _size(params: dict, default: int, hi: int) -> int | bool:
-    v = params.get("size")
-    if v is None:
-        return default
-    return int(v) if _INT.fullmatch(v) and 1 <= int(v) <= hi else False
-
-
-def plain_search(params: dict) -> dict | None:
-    """search_params of a plainly valid /search, or None (the FastAPI route judges it)."""
-    if "format" in params:  # Nominatim's dialect (routes/nominatim.py), never the spec's answer
-        return None
-    q = params.get("q")
-    lat, lon = number(params, "lat", -90, 90), number(params, "lon", -180, 180)
-    size = _size(params, 10, 25)
-    if q is None or len(q) < 2 or lat is False or lon is False or size is False:
-        return None
-    return {"q": q, "types": params.get("types"), "lat": lat, "lon": lon, "size": size,
-            "categories": params.get("categories"), "bbox": params.get("bbox"), "countries": params.get("countries")}
-
-
-def plain_reverse(params: dict) -> dict | None:
-    lat, lon = number(params, "lat", -90, 90), number(params, "lon", -180, 180)
-    size = _size(params, 5, 10)
-    if lat is None or lon is None or lat is False or lon is False or size is False:
-        return None
-    return {"lat": lat, "lon": lon, "radius": params.get("radius", "2km"), "size": size, "types": params.get("types"),
-            "categories": params.get("categories")}

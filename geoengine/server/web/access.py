@@ -29,7 +29,7 @@ from geoengine.errors import GeoengineError
 from geoengine.gateway import KeyRecord, KeyStore
 from geoengine.gateway.publishable import normalise_origin, parse_origins, path_scope
 from geoengine.gateway.store import open_publishable
-from geoengine.server.framing import send_problem
+from geoengine.server.framing import send_answer, send_problem
 from geoengine.server.web.assets import Assets, assets_root
 from geoengine.server.web.session import RateLimiter, SessionSigner, load_secret, read_cookie
 
@@ -179,8 +179,7 @@ class WebAccess:
             value, _ = self.signer.issue()
             headers.append((b"set-cookie", self.signer.cookie_header(value, scope.get("scheme") == "https")))
             headers.append((b"referrer-policy", b"same-origin"))
-        await send({"type": "http.response.start", "status": 200, "headers": headers})
-        await send({"type": "http.response.body", "body": b"" if method == "HEAD" else body})
+        await send_answer(send, (200, headers, body), method == "HEAD")
 
 
 def _header(scope, name: bytes) -> bytes | None:
@@ -206,8 +205,7 @@ async def _send_preflight(send, origin: str):
         (b"vary", b"Origin"),
         (b"content-length", b"0"),
     ]
-    await send({"type": "http.response.start", "status": 204, "headers": headers})
-    await send({"type": "http.response.body", "body": b""})
+    await send_answer(send, (204, headers, b""))
 
 
 def _with_cors(send, origin: str):
