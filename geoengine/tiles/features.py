@@ -99,6 +99,18 @@ def _merc_coords(lonlat: np.ndarray) -> np.ndarray:
     return np.column_stack([x, y])
 
 
+def tag_dict(tags) -> dict[str, str]:
+    """dict(tags) of a pyosmium TagList, about 4x cheaper: pyosmium ends a tag iteration by raising
+    StopIteration from C++ (pybind11 throws and unwinds a C++ exception, about 15 us a list), so the
+    iterator is read exactly len(tags) times instead of to its end."""
+    it = iter(tags)
+    out = {}
+    for _ in range(len(tags)):
+        k, v = next(it)
+        out[k] = v
+    return out
+
+
 LAYER_INDEX = {name: i for i, name in enumerate(schema.LAYERS)}
 FLUSH = 4096  # objects per vectorised batch
 _WAY_KEYS = (*schema.LINE_KEYS, "natural")  # natural=coastline
@@ -197,7 +209,7 @@ class _PointsAndLines(_Collector):
     def node(self, n):
         if not n.tags:
             return
-        tags = dict(n.tags)
+        tags = tag_dict(n.tags)
         feats = schema.node_features(tags)
         if feats:
             self._push(self.factory.create_point(n), [_entry(f, tags) for f in feats])
@@ -208,7 +220,7 @@ class _PointsAndLines(_Collector):
             wt = w.tags
             if not any(k in wt for k in _WAY_KEYS):  # no line, no coastline: the tags are not read
                 return
-        tags = dict(w.tags)
+        tags = tag_dict(w.tags)
         coast = tags.get("natural") == "coastline"
         feat = schema.line_feature(tags)
         if feat is None and level is not None:
@@ -256,7 +268,7 @@ class _Areas(_Collector):
     POIs at a point on their surface."""
 
     def area(self, a):
-        tags = dict(a.tags)
+        tags = tag_dict(a.tags)
         feats = schema.area_features(tags)
         poi = schema.poi_feature(tags, is_area=True) if tags.get("name") else None
         if not feats and poi is None:

@@ -312,6 +312,18 @@ def _cut_partition(key: tuple[int, int]) -> list[tuple[int, int, int, bytes]]:
     return out
 
 
+def _largest_first(folder: Path, partitions: list[tuple[int, int]]) -> list[tuple[int, int]]:
+    """The partitions by the size of their files, largest first: the pool's last tasks are then small
+    ones, so no core waits alone on a large partition at the end (the tiles are the same in any order)."""
+    size = {key: 0 for key in partitions}
+    for path in folder.glob("*.features"):
+        x, y = path.name.split(".", 1)[0].split("-")
+        key = (int(x), int(y))
+        if key in size:
+            size[key] += path.stat().st_size
+    return sorted(partitions, key=lambda k: (-size[k], k))
+
+
 def _full_grid(spool: Spool, bbox) -> dict[int, bool]:
     """Per zoom >= the partition zoom: does tiler.tasks_for make every tile of the box (features touch at
     least 1/FULL_GRID_FACTOR of them)? Decided over all features' bounds, as the whole-set cut does."""
@@ -385,7 +397,7 @@ def _cut_spooled(spool: Spool, partitions: list[tuple[int, int]], bbox, *, proce
                 on_step and on_step(1)
         T._STATE = {}
         with ctx.Pool(processes, maxtasksperchild=1) as pool:
-            for res in pool.imap_unordered(_cut_partition, partitions, chunksize=1):
+            for res in pool.imap_unordered(_cut_partition, _largest_first(spool.folder, partitions), chunksize=1):
                 yield from res
                 on_step and on_step(1)
     finally:
