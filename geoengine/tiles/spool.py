@@ -35,7 +35,7 @@ import shapely
 from geoengine.bundler.isolate import die_with
 from geoengine.tiles import mvt, schema, simplify
 from geoengine.tiles import tiler as T
-from geoengine.tiles.features import STREAMS, WORLD, _entry
+from geoengine.tiles.features import STREAMS, WORLD, _entry, boundary_way_levels
 
 PARTITION_ZOOM = 10
 MAX_PARTITIONS = 16
@@ -406,7 +406,12 @@ def _cut_spooled(spool: Spool, partitions: list[tuple[int, int]], bbox, *, proce
 
 
 def _collect_stream(k: int, osm_path, bbox, folder: Path, maxzoom: int, partition_zoom: int, box,
-                    way_level: dict) -> Spool:
+                    way_level: dict | None = None) -> Spool:
+    """Collect stream k into its own spool. The points-and-lines stream reads the boundary relations
+    first (their member ways are boundary lines) when `way_level` is not given; the areas stream does
+    not need them, so it starts at once while the other process reads them."""
+    if way_level is None and STREAMS[k].needs_boundaries:
+        way_level = boundary_way_levels(osm_path)
     spool = Spool(folder, bbox, maxzoom, partition_zoom, stream=f"s{k}", first_seq=(k + 1) * SEQ_STRIDE)
     spool.clip_box = box
     STREAMS[k](spool, way_level).collect(osm_path)
@@ -443,12 +448,8 @@ def _collect_spooled(osm_path, bbox, folder: Path, *, maxzoom: int = T.MAXZOOM, 
     """features.collect, spooled: the same features in the same order, written by partition. The
     collection streams (points and lines; areas) each read the extract, the first in a forked process
     when there is a second core."""
-    import osmium
+    from geoengine.tiles.features import lonlat_to_merc, split_land_sea
 
-    from geoengine.tiles.features import _BoundaryRelations, lonlat_to_merc, split_land_sea
-
-    rel = _BoundaryRelations()
-    rel.apply_file(str(osm_path), filters=[osmium.filter.EntityFilter(osmium.osm.RELATION)])
     folder = Path(folder)
     spool = Spool(folder, bbox, maxzoom, partition_zoom)
     x0, y0 = lonlat_to_merc(bbox[0], bbox[1])
@@ -457,7 +458,7 @@ def _collect_spooled(osm_path, bbox, folder: Path, *, maxzoom: int = T.MAXZOOM, 
     spool.clip_box = box
     spool.add(box, schema.Feature("earth", "earth", 0), {})
     spool.clip_box = None
-    args = (osm_path, bbox, folder, maxzoom, partition_zoom, box, rel.way_level)
+    args = (osm_path, bbox, folder, maxzoom, partition_zoom, box)
     processes = processes or min(os.cpu_count() or 1, len(STREAMS))
     child = None
     if processes > 1:
