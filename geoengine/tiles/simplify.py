@@ -23,6 +23,8 @@ import numpy as np
 import shapely
 
 MARGIN = 1e-9  # relative: a tolerance within this of a floor goes to GEOS
+WORK = 64  # distances per vertex a line or ring may cost (a full Douglas-Peucker tree is O(n log n) on
+# real shapes but O(n^2) on some): past it, the floor is 0 and GEOS simplifies the feature
 
 
 @numba.njit(cache=True, nogil=True)
@@ -42,10 +44,13 @@ def _seg_dist(px, py, ax, ay, bx, by):
 
 
 @numba.njit(cache=True, nogil=True)
-def _component_floor(coords, s, e, stack):
+def _component_floor(coords, s, e, stack, stop):
+    """The floor of one line or ring; anything below `stop` (the smallest tolerance asked) returns at
+    once, and so does a ring whose tree costs more than WORK distances per vertex (as 0: GEOS decides)."""
     n = e - s
     if n <= 2:
         return np.inf
+    budget = WORK * n
     floor = np.inf
     top = 0
     stack[0, 0] = 0
@@ -62,6 +67,9 @@ def _component_floor(coords, s, e, stack):
         best = -1.0
         second = -1.0
         k_best = i
+        budget -= j - i - 1
+        if budget < 0:
+            return 0.0
         for k in range(i + 1, j):
             d = _seg_dist(coords[s + k, 0], coords[s + k, 1], ax, ay, bx, by)
             if d > best:
@@ -74,6 +82,8 @@ def _component_floor(coords, s, e, stack):
             return 0.0  # a near tie: GEOS might split elsewhere
         if best < floor:
             floor = best
+            if floor < stop:
+                return floor
         stack[top, 0] = i
         stack[top, 1] = k_best
         stack[top + 1, 0] = k_best
@@ -88,20 +98,24 @@ def _component_floor(coords, s, e, stack):
 
 
 @numba.njit(cache=True, nogil=True)
-def _floors(coords, comp_off, owner, n_geoms):
+def _floors(coords, comp_off, owner, n_geoms, stop):
     out = np.full(n_geoms, np.inf)
     stack = np.empty((max(len(coords), 2) + 2, 2), dtype=np.int64)
     for c in range(len(comp_off) - 1):
-        f = _component_floor(coords, comp_off[c], comp_off[c + 1], stack)
+        if out[owner[c]] < stop:
+            continue  # another part of this geometry is already below every tolerance
+        f = _component_floor(coords, comp_off[c], comp_off[c + 1], stack, stop)
         g = owner[c]
         if f < out[g]:
             out[g] = f
     return out
 
 
-def floors(geoms: np.ndarray, dims: np.ndarray) -> np.ndarray:
+def floors(geoms: np.ndarray, dims: np.ndarray, stop: float = 0.0) -> np.ndarray:
     """Per geometry (object array, with its shapely dimensions): the tolerance below which GEOS's
-    topology-preserving simplification returns it unchanged (inf for points)."""
+    topology-preserving simplification returns it unchanged (inf for points). A floor below `stop`
+    (the smallest tolerance that will be asked) may be returned as any value below it: the work on
+    that geometry stops there."""
     n = len(geoms)
     out = np.full(n, np.inf)
     sel = np.flatnonzero(dims >= 1)
@@ -121,7 +135,7 @@ def floors(geoms: np.ndarray, dims: np.ndarray) -> np.ndarray:
     comp_off = np.zeros(len(comps_a) + 1, dtype=np.int64)
     np.cumsum(counts, out=comp_off[1:])
     coords = np.ascontiguousarray(shapely.get_coordinates(comps_a), dtype=np.float64)
-    out[sel] = _floors(coords, comp_off, owner, len(sel))
+    out[sel] = _floors(coords, comp_off, owner, len(sel), float(stop))
     return out
 
 

@@ -67,7 +67,8 @@ def _prepare(fs: FeatureSet, maxzoom: int) -> dict:
         "size": size,
         "layer": np.array(fs.layer, dtype=np.int16),
         "min_zoom": np.minimum(np.array(fs.min_zoom, dtype=np.int16), maxzoom),
-        "simplify_floor": simplify.floors(geoms, dims),  # below it, simplification changes nothing
+        # below it, simplification changes nothing (the smallest tolerance asked is maxzoom's)
+        "simplify_floor": simplify.floors(geoms, dims, stop=WORLD / (1 << maxzoom) / EXTENT * 0.5),
         "props": fs.props,
         "tree": shapely.STRtree(geoms),
         "maxzoom": maxzoom,

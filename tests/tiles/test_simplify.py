@@ -23,10 +23,14 @@ def test_below_the_floor_geos_changes_nothing(rel):
     geoms = np.array(fs.geoms, dtype=object)
     floor = simplify.floors(geoms, shapely.get_dimensions(geoms))
     assert np.isinf(floor[shapely.get_dimensions(geoms) == 0]).all()
+    # stopping at the smallest tolerance the cut asks (z14's) answers every zoom the same
+    smallest = T.WORLD / (1 << T.MAXZOOM) / T.EXTENT * 0.5
+    stopped = simplify.floors(geoms, shapely.get_dimensions(geoms), stop=smallest)
     found = truly = 0
     for z in range(T.MINZOOM, T.MAXZOOM + 1):
         tol = T.WORLD / (1 << z) / T.EXTENT * (1.0 if z < T.MAXZOOM else 0.5)
         same = simplify.unchanged(floor, tol)
+        assert (simplify.unchanged(stopped, tol) == same).all()
         simplified = shapely.simplify(geoms, tol, preserve_topology=True)
         equal = shapely.to_wkb(simplified) == shapely.to_wkb(geoms)
         assert not (same & ~equal).any(), f"z{z}: the floor kept a feature GEOS simplifies"
