@@ -20,10 +20,12 @@ their collection order, so tiles are byte-identical to cutting the whole set at 
 
 from __future__ import annotations
 
+import gc
 import multiprocessing as mp
 import os
 import pickle
 from array import array
+from contextlib import contextmanager
 from pathlib import Path
 from typing import NamedTuple
 
@@ -31,13 +33,28 @@ import numpy as np
 import shapely
 
 from geoengine.bundler.isolate import die_with
-from geoengine.tiles import mvt, schema
+from geoengine.tiles import mvt, schema, simplify
 from geoengine.tiles import tiler as T
-from geoengine.tiles.features import STREAMS, WORLD, _entry
+from geoengine.tiles.features import STREAMS, WORLD, _entry, boundary_way_levels
 
 PARTITION_ZOOM = 10
 MAX_PARTITIONS = 16
 _EARTH = schema.LAYERS.index("earth")
+
+
+@contextmanager
+def gc_paused():
+    """Python's cyclic garbage collector off for a while (and in the processes forked meanwhile): the
+    collector and the cut make millions of short-lived tuples, lists and geometries, none in a cycle,
+    and each collection of the oldest generation walked every object the process holds (5-9 % of the
+    stage's CPU). Reference counting still frees everything."""
+    was = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if was:
+            gc.enable()
 
 
 def _tile_spans(bounds: np.ndarray, z: int, grow: float, rng) -> np.ndarray:
@@ -295,6 +312,18 @@ def _cut_partition(key: tuple[int, int]) -> list[tuple[int, int, int, bytes]]:
     return out
 
 
+def _largest_first(folder: Path, partitions: list[tuple[int, int]]) -> list[tuple[int, int]]:
+    """The partitions by the size of their files, largest first: the pool's last tasks are then small
+    ones, so no core waits alone on a large partition at the end (the tiles are the same in any order)."""
+    size = {key: 0 for key in partitions}
+    for path in folder.glob("*.features"):
+        x, y = path.name.split(".", 1)[0].split("-")
+        key = (int(x), int(y))
+        if key in size:
+            size[key] += path.stat().st_size
+    return sorted(partitions, key=lambda k: (-size[k], k))
+
+
 def _full_grid(spool: Spool, bbox) -> dict[int, bool]:
     """Per zoom >= the partition zoom: does tiler.tasks_for make every tile of the box (features touch at
     least 1/FULL_GRID_FACTOR of them)? Decided over all features' bounds, as the whole-set cut does."""
@@ -333,13 +362,21 @@ def plan_cut(spool: Spool, partitions: list[tuple[int, int]], bbox) -> CutPlan:
 def cut_spooled(spool: Spool, partitions: list[tuple[int, int]], bbox, *, processes: int | None = None,
                 on_step=None, plan: CutPlan | None = None):
     """Yield (z, x, y, gzip bytes) of every tile: low zooms from memory, then partition by partition.
-    `on_step(1)` after each of the plan's low tasks and partitions (`plan_cut`, made here when not given)."""
+    `on_step(1)` after each of the plan's low tasks and partitions (`plan_cut`, made here when not given).
+    The garbage collector is off meanwhile (`gc_paused`)."""
+    with gc_paused():
+        yield from _cut_spooled(spool, partitions, bbox, processes=processes, on_step=on_step, plan=plan)
+
+
+def _cut_spooled(spool: Spool, partitions: list[tuple[int, int]], bbox, *, processes: int | None = None,
+                 on_step=None, plan: CutPlan | None = None):
     global _JOB
     maxzoom = spool.maxzoom
     processes = processes or min(os.cpu_count() or 1, 8)
     plan = plan or plan_cut(spool, partitions, bbox)
     low_tasks, partitions, full_grid = plan
     mvt.warm()  # the kernels are loaded once here and inherited by every forked worker
+    simplify.warm()
     # low zooms: the in-memory set, tasks from the bounds of every low-min-zoom feature
     T._STATE = _state_of(list(spool.low), maxzoom)
     _JOB = {"folder": spool.folder, "shared": spool.shared, "maxzoom": maxzoom, "bbox": bbox, "pz": spool.pz,
@@ -360,7 +397,7 @@ def cut_spooled(spool: Spool, partitions: list[tuple[int, int]], bbox, *, proces
                 on_step and on_step(1)
         T._STATE = {}
         with ctx.Pool(processes, maxtasksperchild=1) as pool:
-            for res in pool.imap_unordered(_cut_partition, partitions, chunksize=1):
+            for res in pool.imap_unordered(_cut_partition, _largest_first(spool.folder, partitions), chunksize=1):
                 yield from res
                 on_step and on_step(1)
     finally:
@@ -369,7 +406,12 @@ def cut_spooled(spool: Spool, partitions: list[tuple[int, int]], bbox, *, proces
 
 
 def _collect_stream(k: int, osm_path, bbox, folder: Path, maxzoom: int, partition_zoom: int, box,
-                    way_level: dict) -> Spool:
+                    way_level: dict | None = None) -> Spool:
+    """Collect stream k into its own spool. The points-and-lines stream reads the boundary relations
+    first (their member ways are boundary lines) when `way_level` is not given; the areas stream does
+    not need them, so it starts at once while the other process reads them."""
+    if way_level is None and STREAMS[k].needs_boundaries:
+        way_level = boundary_way_levels(osm_path)
     spool = Spool(folder, bbox, maxzoom, partition_zoom, stream=f"s{k}", first_seq=(k + 1) * SEQ_STRIDE)
     spool.clip_box = box
     STREAMS[k](spool, way_level).collect(osm_path)
@@ -395,15 +437,19 @@ def _stream_child(k: int, state_path: Path, parent: int, *args) -> None:  # prag
 
 def collect_spooled(osm_path, bbox, folder: Path, *, maxzoom: int = T.MAXZOOM, partition_zoom: int = PARTITION_ZOOM,
                     processes: int | None = None) -> tuple[Spool, list[tuple[int, int]]]:
+    """features.collect, spooled (`_collect_spooled`), with the garbage collector off (`gc_paused`)."""
+    with gc_paused():
+        return _collect_spooled(osm_path, bbox, folder, maxzoom=maxzoom, partition_zoom=partition_zoom,
+                                processes=processes)
+
+
+def _collect_spooled(osm_path, bbox, folder: Path, *, maxzoom: int = T.MAXZOOM, partition_zoom: int = PARTITION_ZOOM,
+                     processes: int | None = None) -> tuple[Spool, list[tuple[int, int]]]:
     """features.collect, spooled: the same features in the same order, written by partition. The
     collection streams (points and lines; areas) each read the extract, the first in a forked process
     when there is a second core."""
-    import osmium
+    from geoengine.tiles.features import lonlat_to_merc, split_land_sea
 
-    from geoengine.tiles.features import _BoundaryRelations, lonlat_to_merc, split_land_sea
-
-    rel = _BoundaryRelations()
-    rel.apply_file(str(osm_path), filters=[osmium.filter.EntityFilter(osmium.osm.RELATION)])
     folder = Path(folder)
     spool = Spool(folder, bbox, maxzoom, partition_zoom)
     x0, y0 = lonlat_to_merc(bbox[0], bbox[1])
@@ -412,7 +458,7 @@ def collect_spooled(osm_path, bbox, folder: Path, *, maxzoom: int = T.MAXZOOM, p
     spool.clip_box = box
     spool.add(box, schema.Feature("earth", "earth", 0), {})
     spool.clip_box = None
-    args = (osm_path, bbox, folder, maxzoom, partition_zoom, box, rel.way_level)
+    args = (osm_path, bbox, folder, maxzoom, partition_zoom, box)
     processes = processes or min(os.cpu_count() or 1, len(STREAMS))
     child = None
     if processes > 1:

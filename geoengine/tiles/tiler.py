@@ -19,7 +19,7 @@ import numpy as np
 import shapely
 
 from geoengine.arrays import unique
-from geoengine.tiles import mvt, schema
+from geoengine.tiles import mvt, schema, simplify
 from geoengine.tiles.features import WORLD, FeatureSet, lonlat_to_merc
 
 EXTENT = 4096
@@ -67,6 +67,8 @@ def _prepare(fs: FeatureSet, maxzoom: int) -> dict:
         "size": size,
         "layer": np.array(fs.layer, dtype=np.int16),
         "min_zoom": np.minimum(np.array(fs.min_zoom, dtype=np.int16), maxzoom),
+        # below it, simplification changes nothing (the smallest tolerance asked is maxzoom's)
+        "simplify_floor": simplify.floors(geoms, dims, stop=WORLD / (1 << maxzoom) / EXTENT * 0.5),
         "props": fs.props,
         "tree": shapely.STRtree(geoms),
         "maxzoom": maxzoom,
@@ -116,7 +118,12 @@ def _encode_batch(task) -> list[tuple[int, int, int, bytes]]:
         st["simplified_done"] = np.zeros(len(st["geoms"]), dtype=bool)
     todo = idx[~st["simplified_done"][idx]]
     if len(todo):
-        st["simplified"][todo] = shapely.simplify(st["geoms"][todo], tol, preserve_topology=True)
+        # most features at high zooms come back from GEOS unchanged: those are known without asking it
+        same = simplify.unchanged(st["simplify_floor"][todo], tol)
+        st["simplified"][todo[same]] = st["geoms"][todo[same]]
+        todo_geos = todo[~same]
+        if len(todo_geos):
+            st["simplified"][todo_geos] = shapely.simplify(st["geoms"][todo_geos], tol, preserve_topology=True)
         st["simplified_done"][todo] = True
     simp = st["simplified"][idx]
     tree = shapely.STRtree(simp)
@@ -223,6 +230,7 @@ def cut_tiles(fs: FeatureSet, bbox, *, minzoom: int = MINZOOM, maxzoom: int = MA
     tasks = tasks_for(bbox, minzoom, maxzoom, *feature_bounds(fs))
     processes = processes or min(os.cpu_count() or 1, 8)
     mvt.warm()  # loaded once here, inherited by the forked workers
+    simplify.warm()
     try:
         if processes <= 1 or len(tasks) < 4:
             for t in tasks:
