@@ -20,6 +20,7 @@ from geoengine.arrays import member, unique
 from geoengine.bundler.locations import LOCATION_INDEX
 from geoengine.graph import tags as T
 from geoengine.graph.store import GRAPH_FORMAT  # the format defined with the reader
+from geoengine.osmtags import tag_dict
 
 
 class _Strings:
@@ -86,7 +87,7 @@ def read_osm(path: str | Path) -> dict:
     )
     for obj in fp:
         if obj.is_way():
-            tags = dict(obj.tags)
+            tags = tag_dict(obj.tags)
             attr = T.classify_way(tags)
             if attr is None:
                 continue
@@ -115,11 +116,11 @@ def read_osm(path: str | Path) -> dict:
             if "barrier" in tags:
                 if tags.get("barrier") == "border_control":
                     borders.add(obj.id)
-                modes = T.barrier_modes(dict(tags))
+                modes = T.barrier_modes(tag_dict(tags))
                 if modes is not None and modes != T.ALL_MODES:
                     barriers[obj.id] = modes
         elif obj.is_relation():
-            rtags = dict(obj.tags)
+            rtags = tag_dict(obj.tags)
             if rtags.get("type") != "restriction":
                 continue
             value, modes = _restriction_modes(rtags)

@@ -1,11 +1,11 @@
-"""features.tag_dict (a TagList read len(tags) times, not to pyosmium's C++ StopIteration) gives
+"""osmtags.tag_dict (a TagList read len(tags) times, not to pyosmium's C++ StopIteration) gives
 exactly dict(tags), in the same order, for every object of a real extract."""
 
 from __future__ import annotations
 
 import osmium
 
-from geoengine.tiles.features import tag_dict
+from geoengine.osmtags import tag_dict
 
 from ..conftest import data_file
 
