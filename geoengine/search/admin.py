@@ -76,6 +76,8 @@ class Units:
         self.row: list[int] = []
         self.cc: list[str | None] = []  # a country's ISO 3166-1 alpha-2 code
         self.boundary: set[int] = set()  # build time: the units of boundaries (not of place nodes)
+        self.shape: dict[int, object] = {}  # build time: a boundary unit's polygon
+        self.hint: dict[int, str] = {}  # build time: the country a boundary unit's tags name (osm.country_hint)
 
     def __len__(self) -> int:
         return len(self.slot)
@@ -150,6 +152,9 @@ def build_hierarchy(ds, boundaries, labels: dict[int, int], n_osm: int, parent=N
                 row = link
             u = units.add(slot, key, names, row, b.country_code)
             units.boundary.add(u)
+            units.shape[u] = b.geom
+            if b.country_hint:
+                units.hint[u] = b.country_hint
         polys.append(b.geom)
         poly_unit.append(u)
         poly_slot.append(slot)
