@@ -59,7 +59,8 @@ PLACE_WEIGHT = {"city": 0.25, "town": 0.5}
 # the box around a postcode's centre that it covers (Nominatim's postcode extent: 5 km, Liechtenstein 4 km)
 POSTCODE_EXTENT_M = {None: 5000.0, "LI": 4000.0}
 KM_PER_DEG = 111.2
-CHUNK = 65_536  # documents per place-node query (bounds the neighbour arrays)
+CHUNK = 16_384  # documents per place-node query (bounds the neighbour arrays: about ten of CHUNK x GUESS_K)
+GUESS_CHUNK = CHUNK
 GUESS_K = 8  # nearest place nodes examined per document and level
 
 
@@ -187,8 +188,9 @@ def build_hierarchy(ds, boundaries, labels: dict[int, int], n_osm: int, parent=N
         # the deepest boundary level above this one around each document: a candidate must lie inside it
         above = polygon_admin[:, :slot]
         deep = np.where((above >= 0).any(axis=1), slot - 1 - np.argmax((above >= 0)[:, ::-1], axis=1), -1)
-        for a in range(0, len(need), CHUNK):
-            rows = need[a:a + CHUNK]
+        got_rows, got_cand = [], []  # per chunk: the documents given a place node, and that node
+        for a in range(0, len(need), GUESS_CHUNK):
+            rows = need[a:a + GUESS_CHUNK]
             # within the box: |dlat| <= box and |dlon| cos(lat) <= box (a bound of box / cos(lat) * sqrt(2))
             bound = float(box.max()) * 1.5 / max(0.05, float(np.cos(np.radians(np.abs(lat[rows]).max()))))
             dist, idx = tree.query(np.column_stack([lon[rows], lat[rows]]), k=k, distance_upper_bound=bound)
@@ -205,13 +207,17 @@ def build_hierarchy(ds, boundaries, labels: dict[int, int], n_osm: int, parent=N
             score = np.where(ok, dist * weight[idx_c], np.inf)
             best = np.argmin(score, axis=1)
             hit = np.isfinite(score[np.arange(len(rows)), best])
-            chosen = idx_c[np.arange(len(rows)), best][hit]
-            for j in np.unique(chosen).tolist():  # a unit for each place node that is someone's parent
-                c = int(cand[j])
-                if c not in guess_unit:
-                    guess_unit[c] = units.add(slot, ds.place_class[c], _names_of(ds.detail[c], ds.name[c]), c)
-            cand_unit = np.asarray([guess_unit.get(int(c), -1) for c in cand.tolist()], np.int32)
-            admin[rows[hit], slot] = cand_unit[chosen]
+            got_rows.append(rows[hit])
+            got_cand.append(idx_c[np.arange(len(rows)), best][hit])
+            del dist, idx, ok, idx_c, cand_deep, score
+        got_rows, chosen = np.concatenate(got_rows), np.concatenate(got_cand)
+        for j in np.unique(chosen).tolist():  # a unit for each place node that is someone's parent
+            c = int(cand[j])
+            if c not in guess_unit:
+                guess_unit[c] = units.add(slot, ds.place_class[c], _names_of(ds.detail[c], ds.name[c]), c)
+        cand_unit = np.asarray([guess_unit.get(int(c), -1) for c in cand.tolist()], np.int32)
+        admin[got_rows, slot] = cand_unit[chosen]
+        del got_rows, chosen, got_cand
     if parent is not None and ways is not None and place_rows:
         _street_places(ds, admin, polygon_admin, units, place_rows, linked, guess_unit, lon, lat, parent, ways,
                        poly_table)
@@ -704,13 +710,27 @@ def country_name(cc: str | None, lang: str | None = None) -> str | None:
     return loc.territories.get(cc)
 
 
+@lru_cache(maxsize=1)
+def _default_names() -> dict[str, str]:
+    """Nominatim's default country names (data/search/country_names.json, vendor/country-grid/generate.py)."""
+    from pathlib import Path
+
+    here = Path(__file__).resolve()
+    for candidate in (here.parents[2] / "data" / "search" / "country_names.json",
+                      here.parents[1] / "_data" / "search" / "country_names.json"):
+        if candidate.exists():
+            return json.loads(candidate.read_text(encoding="utf-8"))["names"]
+    return {}
+
+
 def country_label(names: dict | None, cc: str | None, lang: str | None = None) -> str | None:
     """The `country` of an address: the country unit's name:xx (from its OSM boundary or place node), else
-    CLDR's name in `lang`; without a language the unit's name, else the name in the country's own language
-    (Nominatim: its country table, whose names the country boundary overrides); the code when all fail."""
+    CLDR's name in `lang`; without a language the unit's name, else the name Nominatim's country table gives
+    by default ("Schweiz/Suisse/Svizzera/Svizra", "España": data/search/country_names.json), else CLDR's in the
+    country's own language; the code when all fail."""
     names = names or {}
     for code in _lang_codes(lang):
         v = names.get(f"name:{code}") or country_name(cc, code)
         if v:
             return v
-    return names.get("name") or country_name(cc) or cc
+    return names.get("name") or _default_names().get((cc or "").upper()) or country_name(cc) or cc
