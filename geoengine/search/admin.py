@@ -239,31 +239,21 @@ def build_hierarchy(ds, boundaries, labels: dict[int, int], n_osm: int, parent=N
 
 
 def _polygon_units(poly_table, lon, lat, out) -> None:
-    """out[i, level] = the deepest boundary (highest admin_level, then the smallest) of each level around
-    point i. Each polygon is tested against the points of its bounding box (points sorted by longitude):
-    contains_xy prepares the polygon, ~50x faster than an STRtree query of point geometries against raw
-    polygons."""
+    """out[i, level] = the deepest boundary (highest admin_level, then the smallest, then the first) of each
+    level around point i. Each polygon is tested against the points of its bounding box (points sorted by
+    longitude): contains_xy prepares the polygon, ~50x faster than an STRtree query of point geometries
+    against raw polygons. The polygons are written in the reverse of that order (lowest admin_level, largest,
+    last first), so the one kept is the last written: no (point, polygon) pairs are held."""
     polys, area, pu, ps, pl = poly_table
     by_lon = np.argsort(lon, kind="stable")
     slon = lon[by_lon]
-    pair_pt, pair_poly = [], []
-    for k, g in enumerate(polys):
-        x0, y0, x1, y1 = g.bounds
+    k = np.arange(len(polys))
+    for j in np.lexsort((-k, -area, pl)).tolist():
+        x0, y0, x1, y1 = polys[j].bounds
         cand = by_lon[np.searchsorted(slon, x0, "left"):np.searchsorted(slon, x1, "right")]
         cand = cand[(lat[cand] >= y0) & (lat[cand] <= y1)]
         if len(cand):
-            inside = cand[shapely.intersects_xy(g, lon[cand], lat[cand])]
-            pair_pt.append(inside)
-            pair_poly.append(np.full(len(inside), k, np.int64))
-    del by_lon, slon
-    if pair_pt:
-        pt, poly = np.concatenate(pair_pt), np.concatenate(pair_poly)
-        del pair_pt, pair_poly
-        order = np.lexsort((area[poly], -pl[poly], ps[poly], pt))
-        pt, poly = pt[order], poly[order]
-        first = np.ones(len(pt), bool)
-        first[1:] = (pt[1:] != pt[:-1]) | (ps[poly[1:]] != ps[poly[:-1]])
-        out[pt[first], ps[poly[first]]] = pu[poly[first]]
+            out[cand[shapely.intersects_xy(polys[j], lon[cand], lat[cand])], ps[j]] = pu[j]
 
 
 def _street_places(ds, admin, polygon_admin, units, place_rows, linked, guess_unit, lon, lat, parent, ways,

@@ -171,15 +171,3 @@ def warm_kernels(folder) -> None:
     match_matrix(unique(docs), docs, quals, np.zeros(2, np.int64), np.zeros(1, np.int32))
 
 
-
-@numba.njit(cache=True, nogil=True)
-def bucket_docs(tok, doc, ptr):
-    """The documents of (token, document) pairs grouped by token (`ptr`: the CSR row starts of the tokens),
-    in their order within a token: a stable counting sort, with one output array (build time)."""
-    out = np.empty(len(doc), np.int32)
-    pos = ptr[:-1].copy()
-    for j in range(len(tok)):
-        t = tok[j]
-        out[pos[t]] = doc[j]
-        pos[t] += 1
-    return out

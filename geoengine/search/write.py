@@ -26,7 +26,6 @@ from pathlib import Path
 import numpy as np
 
 from geoengine.bundler import heap
-from geoengine.search.kernels import bucket_docs
 from geoengine.search.store import write_strings
 from geoengine.search.text import normalise
 
@@ -90,12 +89,14 @@ def write_index(folder: Path, ds, *, release: bool = False) -> tuple[list[str], 
     del tok_of
     pt = rank[np.frombuffer(pair_tok, np.int32)] if len(pair_tok) else np.zeros(0, np.int32)
     del pair_tok, rank
-    # the postings: the pairs come in document order, so grouping them by token (a stable counting sort)
-    # gives each token's documents in order, as sorting by (token, document) would, with one array
+    # the postings: the pairs come in document order, so a stable sort by token gives each token's documents
+    # in order, as sorting by (token, document) would
     ptr = np.zeros(len(vocab) + 1, np.int64)
     np.cumsum(np.bincount(pt, minlength=len(vocab)), out=ptr[1:])
-    pd = bucket_docs(pt, np.frombuffer(pair_doc, np.int32), ptr) if len(pt) else np.zeros(0, np.int32)
-    del pt, pair_doc
+    order = np.argsort(pt, kind="stable")
+    del pt
+    pd = np.frombuffer(pair_doc, np.int32)[order] if len(order) else np.zeros(0, np.int32)
+    del order, pair_doc
     (folder / "vocab.txt").write_text("".join(t + "\n" for t in vocab), encoding="utf-8")
     files += write_prefix_tables(folder, vocab)
     # first word of each document's name and English name (vocabulary rows, -1 for none): lets the coarse
