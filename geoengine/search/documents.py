@@ -246,6 +246,12 @@ def build_documents(osm_path, places_path=None, admin1_path=None, *, bbox=None, 
                                  "tags": {"population": pop} if pop else {}}),
                    osm_tag=f"place={gn.place_class(pop, fc)}", addr_place=None)
             n_geo += 1
+        # of the table only what the country step reads: the places near the data (the whole table's names
+        # and alternate names were about 90 MB under the hierarchy's and the countries' steps)
+        places = (places.lat[box_rows], places.lon[box_rows], np.asarray(places.country, dtype=object)[box_rows])
+        box_rows = np.arange(len(box_rows))
+        del admin1
+        heap.release()
 
     # the administrative hierarchy of every document; countries from it, else the nearest GeoNames place
     parent = np.concatenate([parent, np.full(len(ds) - len(parent), -1, np.int64)])
@@ -266,13 +272,13 @@ def build_documents(osm_path, places_path=None, admin1_path=None, *, bbox=None, 
     if len(box_rows) and len(guessed):
         lat = np.asarray(ds.lat)[:n_osm]
         lon = np.asarray(ds.lon)[:n_osm]
-        tree = cKDTree(_xy(places.lat[box_rows], places.lon[box_rows], lat0))
+        tree = cKDTree(_xy(places[0][box_rows], places[1][box_rows], lat0))
         # the nearest GeoNames place's country, but not one whose country boundary the extract holds: a point
         # outside Liechtenstein's polygon is not in Liechtenstein, whatever village lies nearest
         framed = {units.cc[u] for u in set(cu[cu >= 0].tolist()) if units.cc[u]}
         k = min(NEAR_COUNTRY_K, len(box_rows))
         _, near = tree.query(_xy(lat[guessed], lon[guessed], lat0), k=k)
-        cand = np.asarray(places.country, dtype=object)[box_rows[near.reshape(len(guessed), k)]]
+        cand = places[2][box_rows[near.reshape(len(guessed), k)]]
         free = ~np.isin(cand, list(framed)) if framed else np.ones(cand.shape, bool)
         pick = np.where(free.any(axis=1), np.argmax(free, axis=1), 0)
         for i, c in zip(guessed.tolist(), cand[np.arange(len(guessed)), pick].tolist(), strict=True):
