@@ -62,9 +62,11 @@ class CountryGrid:
                  for r in range(self.poly_rings[p], self.poly_rings[p + 1])]
         return shapely.Polygon(rings[0], rings[1:])
 
-    def codes(self, lon, lat) -> np.ndarray:
+    def codes(self, lon, lat, exclude=()) -> np.ndarray:
         """The country code (ISO 3166-1 alpha-2, upper case) of each point: the smallest grid polygon that
-        covers it, None where none does (the sea beyond the grid)."""
+        covers it, None where none does (the sea beyond the grid). `exclude`: codes never given (the
+        countries whose own polygon the extract holds: a point outside it is not in it, whatever the coarser
+        grid says)."""
         lon = np.asarray(lon, np.float64)
         lat = np.asarray(lat, np.float64)
         out = np.full(len(lon), None, dtype=object)
@@ -77,6 +79,8 @@ class CountryGrid:
         cb = np.floor(self.box)
         for x, y in cells.tolist():  # one step per occupied degree cell
             near |= (cb[:, 0] <= x) & (cb[:, 2] >= x) & (cb[:, 1] <= y) & (cb[:, 3] >= y)
+        if exclude:
+            near &= ~np.isin(self.cc, list(exclude))
         sel = np.flatnonzero(near)
         if not len(sel):
             return out

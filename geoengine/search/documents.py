@@ -266,7 +266,8 @@ def build_documents(osm_path, places_path=None, admin1_path=None, *, bbox=None, 
     if len(guessed):
         # outside every country boundary of the extract (a clipped one): the boundary around the point whose
         # country is known, else Nominatim's country grid (countries.py), else the nearest GeoNames place
-        info["countries_from_grid"] = _grid_countries(ds, guessed)
+        framed = {units.cc[u] for u in set(cu[cu >= 0].tolist()) if units.cc[u]}
+        info["countries_from_grid"] = _grid_countries(ds, guessed, framed)
         guessed = guessed[np.asarray([ds.country[i] is None for i in guessed.tolist()], bool)]
     units.shape.clear()
     if len(box_rows) and len(guessed):
@@ -332,14 +333,17 @@ def build_documents(osm_path, places_path=None, admin1_path=None, *, bbox=None, 
     return ds, info
 
 
-def _grid_countries(ds: DocSet, rows: np.ndarray) -> int:
+def _grid_countries(ds: DocSet, rows: np.ndarray, framed=frozenset()) -> int:
     """The country of `rows`, OSM documents that no country boundary of the extract covers (Nominatim's
     `get_country_code` falls back on its country grid there). A point strictly inside a boundary of the
     extract (a parish of a clipped Andorra, a Spanish comarca) takes that boundary's country, the deepest
-    first: the one its tags name (ISO3166-2 prefix, is_in:country_code), else the grid's at the boundary's
-    own point; so an address never lies in Ordino and in France. Any other point (on a border, as a peak on
+    first: the one its tags name (ISO3166-2 prefix, is_in:country_code), else the country at the boundary's
+    own point (its country polygon, else the grid); so an address never lies in Ordino and in France. Any other point (on a border, as a peak on
     the ridge the border follows, or outside every boundary) takes the grid's country: the smallest grid
-    polygon that covers it. Rows the grid leaves out keep None. Returns how many got a country."""
+    polygon that covers it, but never a country of `framed`, those whose own polygon the extract holds: a
+    point outside Liechtenstein's polygon is not in Liechtenstein, though the coarser grid may reach past
+    the border (there Nominatim says Liechtenstein). Rows the grid leaves out keep None. Returns how many
+    got a country."""
     from geoengine.search.admin import NEIGHBOURHOOD, STATE
     from geoengine.search.countries import country_grid
 
@@ -353,8 +357,11 @@ def _grid_countries(ds: DocSet, rows: np.ndarray) -> int:
     if len(bu):
         brow = np.asarray([units.row[u] for u in bu.tolist()], np.int64)
         ok = (brow >= 0) & (brow < len(ds))
-        at = grid.codes(lon[brow[ok]], lat[brow[ok]])
-        unit_cc[bu[ok]] = at
+        # the boundary's own point: the country polygon around it, else the grid (not a framed country)
+        known = np.asarray([ds.country[r] for r in brow[ok].tolist()], dtype=object)
+        free = known == None  # noqa: E711 (element-wise)
+        known[free] = grid.codes(lon[brow[ok][free]], lat[brow[ok][free]], exclude=framed)
+        unit_cc[bu[ok]] = known
         for u, c in units.hint.items():
             unit_cc[u] = c
     got = np.full(len(rows), None, dtype=object)
@@ -369,7 +376,7 @@ def _grid_countries(ds: DocSet, rows: np.ndarray) -> int:
             got[mine[inside]] = unit_cc[uid]
             todo[mine[inside]] = False
     rest = np.flatnonzero(todo)
-    got[rest] = grid.codes(lon[rows[rest]], lat[rows[rest]])
+    got[rest] = grid.codes(lon[rows[rest]], lat[rows[rest]], exclude=framed)
     n = 0
     for i, c in zip(rows.tolist(), got.tolist(), strict=True):
         if c:

@@ -33,6 +33,8 @@ def test_smallest_covering_polygon_wins_edges_count_and_the_sea_is_none(tmp_path
     path.write_bytes(_encode([("fr", big.area, big), ("ad", small.area, small), ("es", 0.5, parts)]))
     grid = CountryGrid(path)
     assert len(grid) == 4  # the multipolygon's two parts are two polygons of one code and area
+    # a code excluded (a country whose own polygon the extract holds) is never given: the next covering one
+    assert grid.codes([0.7, 3.2], [0.7, 0.2], exclude={"AD", "ES"}).tolist() == ["FR", None]
     lon = [1.0, 0.7, 0.5, 1.0, 0.2, 3.2, 4.5, 2.5, -1.0]
     lat = [1.0, 0.7, 1.0, 0.9, 0.2, 0.2, 0.25, 0.2, -1.0]
     # the hole of the small one is the big one's; its edge (x 0.5) and the hole's edge are the small one's
@@ -88,7 +90,7 @@ def test_a_boundary_lies_in_one_country(which, request):
         if inside.sum() >= 2:
             assert len(set(cc[inside].tolist())) == 1, (tags.get("name"), set(cc[inside].tolist()))
             checked += 1
-    assert checked >= 7  # the seven parishes at least
+    assert checked >= 6  # the parishes (Canillo's does not assemble: two of its ways are missing)
     outside = ~np.any([shapely.intersects_xy(g, lon, lat) for lv, _, g in extract.admin if lv == 7], axis=0)
     assert {"ad", "fr", "es"} <= set(cc[outside].tolist())
     assert (cc == "ad").mean() > 0.8
