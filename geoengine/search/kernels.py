@@ -170,4 +170,3 @@ def warm_kernels(folder) -> None:
     docs, quals = readonly(docs), readonly(quals)
     match_matrix(unique(docs), docs, quals, np.zeros(2, np.int64), np.zeros(1, np.int32))
 
-
