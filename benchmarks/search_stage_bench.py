@@ -47,7 +47,7 @@ def main() -> None:
         out = Path(tempfile.mkdtemp())
         c0 = time.process_time()
         ds, _ = build_documents(a.pbf, a.places, a.admin1)
-        write_index(out, ds)
+        write_index(out, ds, release=True)  # as the build stage calls it
         Path(result).write_text(json.dumps({"documents": len(ds), "cpu_s": round(time.process_time() - c0, 2)}))
         os._exit(0)
     _, status, ru = os.wait4(pid, 0)

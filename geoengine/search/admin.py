@@ -59,7 +59,8 @@ PLACE_WEIGHT = {"city": 0.25, "town": 0.5}
 # the box around a postcode's centre that it covers (Nominatim's postcode extent: 5 km, Liechtenstein 4 km)
 POSTCODE_EXTENT_M = {None: 5000.0, "LI": 4000.0}
 KM_PER_DEG = 111.2
-CHUNK = 65_536  # documents per place-node query (bounds the neighbour arrays)
+CHUNK = 16_384  # documents per place-node query (bounds the neighbour arrays: about ten of CHUNK x GUESS_K)
+GUESS_CHUNK = CHUNK
 GUESS_K = 8  # nearest place nodes examined per document and level
 
 
@@ -76,6 +77,8 @@ class Units:
         self.row: list[int] = []
         self.cc: list[str | None] = []  # a country's ISO 3166-1 alpha-2 code
         self.boundary: set[int] = set()  # build time: the units of boundaries (not of place nodes)
+        self.shape: dict[int, object] = {}  # build time: a boundary unit's polygon
+        self.hint: dict[int, str] = {}  # build time: the country a boundary unit's tags name (osm.country_hint)
 
     def __len__(self) -> int:
         return len(self.slot)
@@ -150,6 +153,9 @@ def build_hierarchy(ds, boundaries, labels: dict[int, int], n_osm: int, parent=N
                 row = link
             u = units.add(slot, key, names, row, b.country_code)
             units.boundary.add(u)
+            units.shape[u] = b.geom
+            if b.country_hint:
+                units.hint[u] = b.country_hint
         polys.append(b.geom)
         poly_unit.append(u)
         poly_slot.append(slot)
@@ -182,8 +188,9 @@ def build_hierarchy(ds, boundaries, labels: dict[int, int], n_osm: int, parent=N
         # the deepest boundary level above this one around each document: a candidate must lie inside it
         above = polygon_admin[:, :slot]
         deep = np.where((above >= 0).any(axis=1), slot - 1 - np.argmax((above >= 0)[:, ::-1], axis=1), -1)
-        for a in range(0, len(need), CHUNK):
-            rows = need[a:a + CHUNK]
+        got_rows, got_cand = [], []  # per chunk: the documents given a place node, and that node
+        for a in range(0, len(need), GUESS_CHUNK):
+            rows = need[a:a + GUESS_CHUNK]
             # within the box: |dlat| <= box and |dlon| cos(lat) <= box (a bound of box / cos(lat) * sqrt(2))
             bound = float(box.max()) * 1.5 / max(0.05, float(np.cos(np.radians(np.abs(lat[rows]).max()))))
             dist, idx = tree.query(np.column_stack([lon[rows], lat[rows]]), k=k, distance_upper_bound=bound)
@@ -200,13 +207,17 @@ def build_hierarchy(ds, boundaries, labels: dict[int, int], n_osm: int, parent=N
             score = np.where(ok, dist * weight[idx_c], np.inf)
             best = np.argmin(score, axis=1)
             hit = np.isfinite(score[np.arange(len(rows)), best])
-            chosen = idx_c[np.arange(len(rows)), best][hit]
-            for j in np.unique(chosen).tolist():  # a unit for each place node that is someone's parent
-                c = int(cand[j])
-                if c not in guess_unit:
-                    guess_unit[c] = units.add(slot, ds.place_class[c], _names_of(ds.detail[c], ds.name[c]), c)
-            cand_unit = np.asarray([guess_unit.get(int(c), -1) for c in cand.tolist()], np.int32)
-            admin[rows[hit], slot] = cand_unit[chosen]
+            got_rows.append(rows[hit])
+            got_cand.append(idx_c[np.arange(len(rows)), best][hit])
+            del dist, idx, ok, idx_c, cand_deep, score
+        got_rows, chosen = np.concatenate(got_rows), np.concatenate(got_cand)
+        for j in np.unique(chosen).tolist():  # a unit for each place node that is someone's parent
+            c = int(cand[j])
+            if c not in guess_unit:
+                guess_unit[c] = units.add(slot, ds.place_class[c], _names_of(ds.detail[c], ds.name[c]), c)
+        cand_unit = np.asarray([guess_unit.get(int(c), -1) for c in cand.tolist()], np.int32)
+        admin[got_rows, slot] = cand_unit[chosen]
+        del got_rows, chosen, got_cand
     if parent is not None and ways is not None and place_rows:
         _street_places(ds, admin, polygon_admin, units, place_rows, linked, guess_unit, lon, lat, parent, ways,
                        poly_table)
@@ -228,31 +239,21 @@ def build_hierarchy(ds, boundaries, labels: dict[int, int], n_osm: int, parent=N
 
 
 def _polygon_units(poly_table, lon, lat, out) -> None:
-    """out[i, level] = the deepest boundary (highest admin_level, then the smallest) of each level around
-    point i. Each polygon is tested against the points of its bounding box (points sorted by longitude):
-    contains_xy prepares the polygon, ~50x faster than an STRtree query of point geometries against raw
-    polygons."""
+    """out[i, level] = the deepest boundary (highest admin_level, then the smallest, then the first) of each
+    level around point i. Each polygon is tested against the points of its bounding box (points sorted by
+    longitude): contains_xy prepares the polygon, ~50x faster than an STRtree query of point geometries
+    against raw polygons. The polygons are written in the reverse of that order (lowest admin_level, largest,
+    last first), so the one kept is the last written: no (point, polygon) pairs are held."""
     polys, area, pu, ps, pl = poly_table
     by_lon = np.argsort(lon, kind="stable")
     slon = lon[by_lon]
-    pair_pt, pair_poly = [], []
-    for k, g in enumerate(polys):
-        x0, y0, x1, y1 = g.bounds
+    k = np.arange(len(polys))
+    for j in np.lexsort((-k, -area, pl)).tolist():
+        x0, y0, x1, y1 = polys[j].bounds
         cand = by_lon[np.searchsorted(slon, x0, "left"):np.searchsorted(slon, x1, "right")]
         cand = cand[(lat[cand] >= y0) & (lat[cand] <= y1)]
         if len(cand):
-            inside = cand[shapely.intersects_xy(g, lon[cand], lat[cand])]
-            pair_pt.append(inside)
-            pair_poly.append(np.full(len(inside), k, np.int64))
-    del by_lon, slon
-    if pair_pt:
-        pt, poly = np.concatenate(pair_pt), np.concatenate(pair_poly)
-        del pair_pt, pair_poly
-        order = np.lexsort((area[poly], -pl[poly], ps[poly], pt))
-        pt, poly = pt[order], poly[order]
-        first = np.ones(len(pt), bool)
-        first[1:] = (pt[1:] != pt[:-1]) | (ps[poly[1:]] != ps[poly[:-1]])
-        out[pt[first], ps[poly[first]]] = pu[poly[first]]
+            out[cand[shapely.intersects_xy(polys[j], lon[cand], lat[cand])], ps[j]] = pu[j]
 
 
 def _street_places(ds, admin, polygon_admin, units, place_rows, linked, guess_unit, lon, lat, parent, ways,
@@ -699,13 +700,27 @@ def country_name(cc: str | None, lang: str | None = None) -> str | None:
     return loc.territories.get(cc)
 
 
+@lru_cache(maxsize=1)
+def _default_names() -> dict[str, str]:
+    """Nominatim's default country names (data/search/country_names.json, vendor/country-grid/generate.py)."""
+    from pathlib import Path
+
+    here = Path(__file__).resolve()
+    for candidate in (here.parents[2] / "data" / "search" / "country_names.json",
+                      here.parents[1] / "_data" / "search" / "country_names.json"):
+        if candidate.exists():
+            return json.loads(candidate.read_text(encoding="utf-8"))["names"]
+    return {}
+
+
 def country_label(names: dict | None, cc: str | None, lang: str | None = None) -> str | None:
     """The `country` of an address: the country unit's name:xx (from its OSM boundary or place node), else
-    CLDR's name in `lang`; without a language the unit's name, else the name in the country's own language
-    (Nominatim: its country table, whose names the country boundary overrides); the code when all fail."""
+    CLDR's name in `lang`; without a language the unit's name, else the name Nominatim's country table gives
+    by default ("Schweiz/Suisse/Svizzera/Svizra", "España": data/search/country_names.json), else CLDR's in the
+    country's own language; the code when all fail."""
     names = names or {}
     for code in _lang_codes(lang):
         v = names.get(f"name:{code}") or country_name(cc, code)
         if v:
             return v
-    return names.get("name") or country_name(cc) or cc
+    return names.get("name") or _default_names().get((cc or "").upper()) or country_name(cc) or cc

@@ -15,6 +15,7 @@ from __future__ import annotations
 import json
 
 import numpy as np
+import shapely
 from scipy.spatial import cKDTree
 
 from geoengine.bundler import heap
@@ -245,6 +246,12 @@ def build_documents(osm_path, places_path=None, admin1_path=None, *, bbox=None, 
                                  "tags": {"population": pop} if pop else {}}),
                    osm_tag=f"place={gn.place_class(pop, fc)}", addr_place=None)
             n_geo += 1
+        # of the table only what the country step reads: the places near the data (the whole table's names
+        # and alternate names were about 90 MB under the hierarchy's and the countries' steps)
+        places = (places.lat[box_rows], places.lon[box_rows], np.asarray(places.country, dtype=object)[box_rows])
+        box_rows = np.arange(len(box_rows))
+        del admin1
+        heap.release()
 
     # the administrative hierarchy of every document; countries from it, else the nearest GeoNames place
     parent = np.concatenate([parent, np.full(len(ds) - len(parent), -1, np.int64)])
@@ -255,25 +262,28 @@ def build_documents(osm_path, places_path=None, admin1_path=None, *, bbox=None, 
     for i in np.flatnonzero(cu >= 0).tolist():
         if units.cc[cu[i]]:
             ds.country[i] = units.cc[cu[i]]
-    if len(box_rows) and n_osm:
+    guessed = np.asarray([i for i in range(n_osm) if ds.country[i] is None], np.int64)
+    if len(guessed):
+        # outside every country boundary of the extract (a clipped one): the boundary around the point whose
+        # country is known, else Nominatim's country grid (countries.py), else the nearest GeoNames place
+        framed = {units.cc[u] for u in set(cu[cu >= 0].tolist()) if units.cc[u]}
+        info["countries_from_grid"] = _grid_countries(ds, guessed, framed)
+        guessed = guessed[np.asarray([ds.country[i] is None for i in guessed.tolist()], bool)]
+    units.shape.clear()
+    if len(box_rows) and len(guessed):
         lat = np.asarray(ds.lat)[:n_osm]
         lon = np.asarray(ds.lon)[:n_osm]
-        tree = cKDTree(_xy(places.lat[box_rows], places.lon[box_rows], lat0))
-        guessed = np.asarray([i for i in range(n_osm) if ds.country[i] is None], np.int64)
+        tree = cKDTree(_xy(places[0][box_rows], places[1][box_rows], lat0))
         # the nearest GeoNames place's country, but not one whose country boundary the extract holds: a point
         # outside Liechtenstein's polygon is not in Liechtenstein, whatever village lies nearest
         framed = {units.cc[u] for u in set(cu[cu >= 0].tolist()) if units.cc[u]}
         k = min(NEAR_COUNTRY_K, len(box_rows))
-        if len(guessed):
-            _, near = tree.query(_xy(lat[guessed], lon[guessed], lat0), k=k)
-            cand = np.asarray(places.country, dtype=object)[box_rows[near.reshape(len(guessed), k)]]
-            free = ~np.isin(cand, list(framed)) if framed else np.ones(cand.shape, bool)
-            pick = np.where(free.any(axis=1), np.argmax(free, axis=1), 0)
-            for i, c in zip(guessed.tolist(), cand[np.arange(len(guessed)), pick].tolist(), strict=True):
-                ds.country[i] = c
-        # a document inside a boundary (a parish of a clipped country) is of that boundary's country (the
-        # country of the boundary's own document), not of the GeoNames place nearest to it
-        _boundary_countries(ds, np.asarray(guessed, np.int64))
+        _, near = tree.query(_xy(lat[guessed], lon[guessed], lat0), k=k)
+        cand = places[2][box_rows[near.reshape(len(guessed), k)]]
+        free = ~np.isin(cand, list(framed)) if framed else np.ones(cand.shape, bool)
+        pick = np.where(free.any(axis=1), np.argmax(free, axis=1), 0)
+        for i, c in zip(guessed.tolist(), cand[np.arange(len(guessed)), pick].tolist(), strict=True):
+            ds.country[i] = c
     del places
     # where the extract holds no country boundary (a clipped extract): the place=country node of the
     # document's country code is its country (Nominatim names countries from its own table)
@@ -323,24 +333,56 @@ def build_documents(osm_path, places_path=None, admin1_path=None, *, bbox=None, 
     return ds, info
 
 
-def _boundary_countries(ds: DocSet, rows: np.ndarray) -> None:
-    """The country of `rows` (documents whose country came from the nearest GeoNames place) from the deepest
-    administrative boundary around each (state down to city) whose own document has a country."""
-    from geoengine.search.admin import CITY, STATE
+def _grid_countries(ds: DocSet, rows: np.ndarray, framed=frozenset()) -> int:
+    """The country of `rows`, OSM documents that no country boundary of the extract covers (Nominatim's
+    `get_country_code` falls back on its country grid there). A point strictly inside a boundary of the
+    extract (a parish of a clipped Andorra, a Spanish comarca) takes that boundary's country, the deepest
+    first: the one its tags name (ISO3166-2 prefix, is_in:country_code), else the country at the boundary's
+    own point (its country polygon, else the grid); so an address never lies in Ordino and in France. Any other point (on a border, as a peak on
+    the ridge the border follows, or outside every boundary) takes the grid's country: the smallest grid
+    polygon that covers it, but never a country of `framed`, those whose own polygon the extract holds: a
+    point outside Liechtenstein's polygon is not in Liechtenstein, though the coarser grid may reach past
+    the border (there Nominatim says Liechtenstein). Rows the grid leaves out keep None. Returns how many
+    got a country."""
+    from geoengine.search.admin import NEIGHBOURHOOD, STATE
+    from geoengine.search.countries import country_grid
 
-    if not len(rows):
-        return
+    grid = country_grid()
     units = ds.units
-    cc_of = np.asarray([ds.country[r] if u in units.boundary and 0 <= r < len(ds) else None
-                        for u, r in enumerate(units.row)], dtype=object)
-    best = np.full(len(rows), None, dtype=object)
-    for slot in range(STATE, CITY + 1):  # deeper levels last: they win
+    lon = np.asarray(ds.lon, np.float64)
+    lat = np.asarray(ds.lat, np.float64)
+    # the country of each boundary unit: its tags, else the grid at its own document's point
+    bu = np.asarray(sorted(units.shape), np.int64)
+    unit_cc = np.full(len(units), None, dtype=object)
+    if len(bu):
+        brow = np.asarray([units.row[u] for u in bu.tolist()], np.int64)
+        ok = (brow >= 0) & (brow < len(ds))
+        # the boundary's own point: the country polygon around it, else the grid (not a framed country)
+        known = np.asarray([ds.country[r] for r in brow[ok].tolist()], dtype=object)
+        free = known == None  # noqa: E711 (element-wise)
+        known[free] = grid.codes(lon[brow[ok][free]], lat[brow[ok][free]], exclude=framed)
+        unit_cc[bu[ok]] = known
+        for u, c in units.hint.items():
+            unit_cc[u] = c
+    got = np.full(len(rows), None, dtype=object)
+    todo = np.ones(len(rows), bool)
+    for slot in range(NEIGHBOURHOOD, STATE - 1, -1):  # the deepest boundary first
         u = ds.admin[rows, slot]
-        got = np.where(u >= 0, cc_of[np.maximum(u, 0)] if len(cc_of) else None, None)
-        best = np.where(got != None, got, best)  # noqa: E711 (element-wise)
-    for i, c in zip(rows.tolist(), best.tolist(), strict=True):
+        cand = todo & (u >= 0)
+        cand[cand] = unit_cc[u[cand]] != None  # noqa: E711 (element-wise)
+        for uid in np.unique(u[cand]).tolist():  # one prepared polygon per boundary
+            mine = np.flatnonzero(cand & (u == uid))
+            inside = shapely.contains_xy(units.shape[uid], lon[rows[mine]], lat[rows[mine]])
+            got[mine[inside]] = unit_cc[uid]
+            todo[mine[inside]] = False
+    rest = np.flatnonzero(todo)
+    got[rest] = grid.codes(lon[rows[rest]], lat[rows[rest]], exclude=framed)
+    n = 0
+    for i, c in zip(rows.tolist(), got.tolist(), strict=True):
         if c:
             ds.country[i] = c
+            n += 1
+    return n
 
 
 def address_at_build(ds: DocSet, i: int, lang: str | None = None) -> dict:

@@ -115,6 +115,20 @@ class Boundary:
     postcode: str | None = None  # a postal_code boundary's code
     row: int = -1  # its document's row (-1: none)
     osm_type: str = "r"  # "w": a closed way tagged as the boundary (Autaugaville in Nominatim's test extract)
+    country_hint: str | None = None  # the country its tags name (ISO3166-1/-2, is_in:country_code), upper case
+
+
+def country_hint(tags: dict) -> str | None:
+    """The ISO 3166-1 alpha-2 code of the country a boundary's tags name: its own ISO3166-1 code, the prefix
+    of its ISO3166-2 code (ES-CT: ES), else is_in:country_code / country_code / addr:country."""
+    for key in ("ISO3166-1:alpha2", "ISO3166-1", "ISO3166-2", "ref:ISO-3166-2", "is_in:country_code", "country_code",
+                "addr:country"):
+        v = (tags.get(key) or "").strip()
+        if key.endswith("-2"):
+            v = v.split("-", 1)[0] if "-" in v else ""
+        if len(v) == 2 and v.isascii() and v.isalpha():
+            return v.upper()
+    return None
 
 
 def name_variants(tags: dict) -> list[str]:
@@ -386,7 +400,7 @@ class _Handler:
             cc = tags.get("ISO3166-1:alpha2") or tags.get("ISO3166-1") or tags.get("country_code")
             b = Boundary(tags["name"], level, geom, cc.upper() if cc and len(cc) == 2 else None, osm_id,
                          {k: v for k, v in tags.items() if k == "name" or k.startswith("name:")}, tags.get("place"),
-                         osm_type=osm_type)
+                         osm_type=osm_type, country_hint=country_hint(tags))
             if osm_type == "w" and ("place" in tags or classify(tags) is not None):
                 pass  # the way's own document (`way`) is its row: linked after the read (read_osm)
             elif "place" in tags or classify(tags) is not None:

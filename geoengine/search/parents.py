@@ -38,9 +38,9 @@ NEAREST_ROAD_DEG = 0.1  # getNearestRoadPlaceId: the search radius doubles while
 NAME_CELL_DEG = 0.05  # grid cells of the addr:street candidates
 CELLS_PER_ROW = 8000  # cells per row of latitude (360 / 0.05 = 7,200, and 180 / 0.05 = 3,600 rows)
 NEAREST_POINTS = 32  # street points whose segments are measured exactly for the nearest street way
-PAIR_CHUNK = 250_000  # (way, candidate, segment) triples per vectorised step (about 10 arrays of this
+PAIR_CHUNK = 65_536  # (way, candidate, segment) triples per vectorised step (about 12 arrays of this
 # length live at once: the chunk bounds the stage's peak, not its work)
-NEAREST_CHUNK = 8_192  # objects per k-d tree query of the nearest street (x NEAREST_POINTS segments each)
+NEAREST_CHUNK = 2_048  # objects per k-d tree query of the nearest street (x NEAREST_POINTS segments each)
 
 # address-levels.json: the classes Nominatim ranks below 28 (not rank 30: no parent street); key -> values,
 # None for every value of the key, and the values of such a key that are rank 30 nonetheless
@@ -223,14 +223,17 @@ def _pairs_over_segments(pair_way, first, count):
 
 
 def way_boxes(ways: StreetWayTable, seg: np.ndarray, which: np.ndarray) -> tuple[np.ndarray, ...]:
-    """(min lon, min lat, max lon, max lat) of the lines of the ways `which`."""
+    """(min lon, min lat, max lon, max lat) of the lines of the ways `which` (about PAIR_CHUNK segments a
+    step: the boxes of every way at once expanded all their segments, at the stage's peak)."""
     first, count = ways.seg_ranges()
     box = [np.full(len(which), np.inf), np.full(len(which), np.inf), np.full(len(which), -np.inf),
            np.full(len(which), -np.inf)]
-    rep, segi, _ = _pairs_over_segments(which, first, count)
-    if len(rep):
-        for k, (fn, a, b) in enumerate(((np.minimum, 0, 2), (np.minimum, 1, 3), (np.maximum, 0, 2), (np.maximum, 1, 3))):
-            fn.at(box[k], rep, fn(seg[segi, a], seg[segi, b]))
+    for a, b in _chunks(count[which]):
+        rep, segi, _ = _pairs_over_segments(which[a:b], first, count)
+        if len(rep):
+            rep += a
+            for k, (fn, c, d) in enumerate(((np.minimum, 0, 2), (np.minimum, 1, 3), (np.maximum, 0, 2), (np.maximum, 1, 3))):
+                fn.at(box[k], rep, fn(seg[segi, c], seg[segi, d]))
     return tuple(box)
 
 

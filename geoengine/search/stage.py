@@ -18,7 +18,7 @@ def run(ctx: BuildContext) -> StageResult:
         raise BuildError(f"GEOENGINE_SEARCH_PLACES is '{scope}'; use important, region or all")
     ds, info = build_documents(ctx.inputs.osm, ctx.inputs.places, ctx.inputs.admin1, bbox=ctx.bbox, world=scope)
     t1 = time.perf_counter()
-    files, counts = write_index(out, ds)
+    files, counts = write_index(out, ds, release=True)
     t2 = time.perf_counter()
     counts.update({k: v for k, v in info.items() if isinstance(v, int)})
     size = sum((out / f).stat().st_size for f in files)

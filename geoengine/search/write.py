@@ -19,10 +19,13 @@ from __future__ import annotations
 import bisect
 import hashlib
 import json
+from array import array
+from itertools import repeat
 from pathlib import Path
 
 import numpy as np
 
+from geoengine.bundler import heap
 from geoengine.search.store import write_strings
 from geoengine.search.text import normalise
 
@@ -31,16 +34,28 @@ TYPES = {"place": 0, "poi": 1}
 STRING_COLUMNS = ("id", "index", "doc_type", "name", "name_en", "display_name", "place_class", "category", "source")
 PREFIX_LENGTHS = range(4, 17)
 
-def write_index(folder: Path, ds) -> tuple[list[str], dict]:
-    """Write the index of DocSet `ds` under `folder`; returns (file names, counts)."""
+def write_index(folder: Path, ds, *, release: bool = False) -> tuple[list[str], dict]:
+    """Write the index of DocSet `ds` under `folder`; returns (file names, counts). `release`: drop each of
+    ds's columns once written and no longer read (the build stage's last use of them: its peak comes while the
+    postings are sorted, and the display names and name variants are tens of MB at 64 copies)."""
     n = len(ds)
     files: list[str] = []
     for col in STRING_COLUMNS:
         files += write_strings(folder, col, getattr(ds, col))
+    kind = np.asarray([TYPES.get(t, 0) for t in ds.doc_type], np.int8)
+    unnamed_pois = int(sum(1 for i in range(n) if not ds.name[i] and ds.index[i] == "pois"))
+    if len(ds.region) != n:
+        ds.region = [s == "osm" for s in ds.source]
+    if release:
+        for col in ("doc_type", "display_name", "place_class", "category", "source", "index"):
+            setattr(ds, col, None)
+        heap.release()
     norm_names = []
     tok_of: dict[str, int] = {}
-    pair_tok: list[int] = []
-    pair_doc: list[int] = []
+    # (token, document) pairs in typed arrays (4 bytes a pair each; lists of Python ints took 8 a pair and more
+    # at the stage's peak)
+    pair_tok = array("i")
+    pair_doc = array("i")
     for i, variants in enumerate(ds.names):
         seen_v: list[str] = []
         for v in [ds.name[i]] + variants + ([ds.name_en[i]] if ds.name_en[i] else []):  # the name first
@@ -49,41 +64,53 @@ def write_index(folder: Path, ds) -> tuple[list[str], dict]:
                 seen_v.append(nv)
         norm_names.append(SEP.join(seen_v))
         toks = {t for v in seen_v for t in v.split()}
-        for t in toks:
-            tid = tok_of.setdefault(t, len(tok_of))
-            pair_tok.append(tid)
-            pair_doc.append(i)
+        pair_tok.extend(tok_of.setdefault(t, len(tok_of)) for t in toks)
+        pair_doc.extend(repeat(i, len(toks)))
+    if release:
+        ds.names = None
+        heap.release()
     files += write_strings(folder, "names", norm_names)
-    first_words = [((v := norm_names[i].split(SEP, 1)[0].split()) and v[0], (e := normalise(ds.name_en[i] or "").split()) and e[0])
-                   for i in range(n)]
     # exact-name lookup: stable 64-bit hashes of each document's normalised name and English name, sorted
-    keys, key_doc = [], []
+    keys, key_doc = array("q"), array("i")
     for i in range(n):
         for v in {normalise(ds.name[i] or ""), normalise(ds.name_en[i] or "")} - {""}:
             keys.append(name_hash(v))
             key_doc.append(i)
-    keys_a = np.asarray(keys, np.int64)
+    keys_a = np.frombuffer(keys, np.int64) if len(keys) else np.zeros(0, np.int64)
     order = np.argsort(keys_a, kind="stable")
     np.save(folder / "name_key.npy", keys_a[order])
-    np.save(folder / "name_key_doc.npy", np.asarray(key_doc, np.int32)[order])
+    np.save(folder / "name_key_doc.npy", (np.frombuffer(key_doc, np.int32) if len(key_doc) else np.zeros(0, np.int32))[order])
+    del keys_a, keys, key_doc, order
     files += ["name_key.npy", "name_key_doc.npy"]
     vocab = sorted(tok_of)
-    rank = np.empty(len(vocab), np.int64)
+    rank = np.empty(len(vocab), np.int32)
     for r, t in enumerate(vocab):
         rank[tok_of[t]] = r
-    pt = rank[np.asarray(pair_tok, np.int64)] if pair_tok else np.zeros(0, np.int64)
-    pd = np.asarray(pair_doc, np.int32)
-    order = np.lexsort((pd, pt))
-    pt, pd = pt[order], pd[order]
+    del tok_of
+    pt = rank[np.frombuffer(pair_tok, np.int32)] if len(pair_tok) else np.zeros(0, np.int32)
+    del pair_tok, rank
+    # the postings: the pairs come in document order, so a stable sort by token gives each token's documents
+    # in order, as sorting by (token, document) would
     ptr = np.zeros(len(vocab) + 1, np.int64)
     np.cumsum(np.bincount(pt, minlength=len(vocab)), out=ptr[1:])
+    order = np.argsort(pt, kind="stable")
+    del pt
+    pd = np.frombuffer(pair_doc, np.int32)[order] if len(order) else np.zeros(0, np.int32)
+    del order, pair_doc
     (folder / "vocab.txt").write_text("".join(t + "\n" for t in vocab), encoding="utf-8")
     files += write_prefix_tables(folder, vocab)
     # first word of each document's name and English name (vocabulary rows, -1 for none): lets the coarse
     # score of a query tell the names that start with its first word
     rank_of = {t: r for r, t in enumerate(vocab)}
-    first_tok = np.array([[rank_of.get(a, -1) if a else -1, rank_of.get(b, -1) if b else -1] for a, b in first_words],
-                         np.int32).reshape(-1, 2)
+    first_tok = np.full((n, 2), -1, np.int32)
+    for i in range(n):
+        v = norm_names[i].split(SEP, 1)[0].split()
+        if v:
+            first_tok[i, 0] = rank_of.get(v[0], -1)
+        e = normalise(ds.name_en[i] or "").split()
+        if e:
+            first_tok[i, 1] = rank_of.get(e[0], -1)
+    del rank_of, norm_names
     np.save(folder / "first_tok.npy", first_tok)
     files.append("first_tok.npy")
     np.save(folder / "vocab_len.npy", np.fromiter((len(t) for t in vocab), np.int32, len(vocab)))
@@ -94,7 +121,7 @@ def write_index(folder: Path, ds) -> tuple[list[str], dict]:
     np.save(folder / "lon.npy", np.asarray(ds.lon, np.float64))
     np.save(folder / "importance.npy", np.asarray(ds.importance, np.float32))
     np.save(folder / "canon.npy", np.asarray(ds.canonical, np.int32))
-    np.save(folder / "kind.npy", np.asarray([TYPES.get(t, 0) for t in ds.doc_type], np.int8))
+    np.save(folder / "kind.npy", kind)
     np.save(folder / "id_order.npy", np.asarray(sorted(range(n), key=ds.id.__getitem__), np.int32))
     files += ["vocab.txt", "post_ptr.npy", "post_doc.npy", "lat.npy", "lon.npy", "importance.npy", "canon.npy",
               "kind.npy", "id_order.npy"]
@@ -123,7 +150,7 @@ def write_index(folder: Path, ds) -> tuple[list[str], dict]:
     files += write_extras(folder, ds)
     counts = {"documents": n, "tokens": len(vocab), "postings": int(len(pd)), "reverse_items": n_items,
               "categorised_documents": int(sum(1 for c in ds.categories if c)) if ds.categories else 0,
-              "unnamed_pois": int(sum(1 for i in range(n) if not ds.name[i] and ds.index[i] == "pois"))}
+              "unnamed_pois": unnamed_pois}
     return files, counts
 
 
@@ -161,7 +188,7 @@ def write_extras(folder: Path, ds) -> list[str]:
             "names": {p: vocab["categories"][p]["names"] for p in ids},
             "terms": build_terms(ids, vocab)}
     (folder / "categories.json").write_text(json.dumps(meta, ensure_ascii=False, separators=(",", ":")), encoding="utf-8")
-    region = ds.region if len(ds.region) == n else [s == "osm" for s in ds.source]
+    region = ds.region if len(ds.region) == n else [s == "osm" for s in ds.source]  # (write_index sets it)
     np.save(folder / "region.npy", np.asarray(region, np.int8).reshape(n))
     country = ds.country if len(ds.country) == n else [None] * n
     np.save(folder / "country.npy", np.asarray([country_code_int(c) for c in country], np.uint16).reshape(n))
