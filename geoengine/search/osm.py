@@ -21,6 +21,7 @@ import osmium
 import shapely
 
 from geoengine.bundler.locations import LOCATION_INDEX
+from geoengine.osmtags import tag_dict
 from geoengine.search.docset import DocSet
 from geoengine.search.parents import rank30
 
@@ -304,7 +305,7 @@ class _Handler:
         if kind == "postal_code" or (kind == "administrative" and "name" in r.tags
                                      and r.tags.get("admin_level", "").isdigit()):
             members = [(m.ref, m.role) for m in r.members if m.type == "w"]
-            self.boundary_rels[r.id] = (dict(r.tags), members)
+            self.boundary_rels[r.id] = (tag_dict(r.tags), members)
             self.boundary_members.update(ref for ref, _ in members)
         if kind != "administrative":
             return
@@ -318,7 +319,7 @@ class _Handler:
     def node(self, n):
         if not n.tags or not n.location.valid():
             return
-        tags = dict(n.tags)
+        tags = tag_dict(n.tags)
         row = self._emit(tags, "n", n.id, n.location.lat, n.location.lon)
         if row < 0 and own_postcode(tags):
             self._postcode_sample(own_postcode(tags), n.location.lon, n.location.lat)
@@ -335,7 +336,7 @@ class _Handler:
                 self.member_xy[w.id] = np.asarray(pts, dtype=np.float64)
 
     def way(self, w):
-        tags = dict(w.tags)
+        tags = tag_dict(w.tags)
         if "addr:interpolation" in tags:
             nodes = [(nd.ref, nd.lon, nd.lat) for nd in w.nodes if nd.location.valid()]
             if len(nodes) >= 2:
