@@ -9,6 +9,16 @@ from dataclasses import dataclass, field, fields
 from pathlib import Path
 
 
+def data_path(relative: str) -> Path:
+    """A file or folder of the project's `data/` (e.g. "search/categories.json"): `data/` beside the package
+    in a checkout, `geoengine/_data/` in an installed wheel (pyproject.toml's shared-data)."""
+    here = Path(__file__).resolve()
+    for candidate in (here.parents[1] / "data" / relative, here.parent / "_data" / relative):
+        if candidate.exists():
+            return candidate
+    raise FileNotFoundError(f"data/{relative} not found next to the geoengine package")
+
+
 def _default_home() -> Path:
     base = os.environ.get("XDG_DATA_HOME") or str(Path.home() / ".local" / "share")
     return Path(base) / "geoengine"

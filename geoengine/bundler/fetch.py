@@ -19,7 +19,7 @@ import urllib.request
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from geoengine.config import Settings
+from geoengine.config import Settings, data_path
 from geoengine.errors import FetchError, NotFound
 from geoengine.progress import NullProgress, Progress
 
@@ -61,11 +61,7 @@ class RegionCatalog:
 
 
 def regions_file() -> Path:
-    here = Path(__file__).resolve()
-    for candidate in (here.parents[2] / "data" / "regions.toml", here.parents[1] / "_data" / "regions.toml"):
-        if candidate.exists():
-            return candidate
-    raise FileNotFoundError("data/regions.toml not found next to the geoengine package")
+    return data_path("regions.toml")
 
 
 def load_regions(path: Path | None = None) -> RegionCatalog:

@@ -13,6 +13,7 @@ import re
 from functools import cache
 from pathlib import Path
 
+from ..config import data_path
 from ..errors import InvalidRequest
 from .maneuvers import METERS_PER_MILE, Maneuver, ManeuverType, normalize_units
 
@@ -32,11 +33,7 @@ _FEET_PER_METER = 3.28084
 
 
 def _locales_dir() -> Path:
-    here = Path(__file__).resolve()
-    for candidate in (here.parents[2] / "data" / "locales", here.parents[1] / "_data" / "locales"):
-        if candidate.is_dir():
-            return candidate
-    raise FileNotFoundError("data/locales not found next to the geoengine package")
+    return data_path("locales")
 
 
 def resolve_language(tag: str | None, field: str = "directions_options.language") -> str:

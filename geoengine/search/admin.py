@@ -38,6 +38,7 @@ from functools import lru_cache
 import numpy as np
 import shapely
 
+from geoengine.config import data_path
 from geoengine.search.text import normalise
 
 ADMIN_LEVELS = ("country", "state", "county", "municipality", "city", "suburb", "neighbourhood", "postcode")
@@ -703,14 +704,10 @@ def country_name(cc: str | None, lang: str | None = None) -> str | None:
 @lru_cache(maxsize=1)
 def _default_names() -> dict[str, str]:
     """Nominatim's default country names (data/search/country_names.json, vendor/country-grid/generate.py)."""
-    from pathlib import Path
-
-    here = Path(__file__).resolve()
-    for candidate in (here.parents[2] / "data" / "search" / "country_names.json",
-                      here.parents[1] / "_data" / "search" / "country_names.json"):
-        if candidate.exists():
-            return json.loads(candidate.read_text(encoding="utf-8"))["names"]
-    return {}
+    try:
+        return json.loads(data_path("search/country_names.json").read_text(encoding="utf-8"))["names"]
+    except FileNotFoundError:
+        return {}
 
 
 def country_label(names: dict | None, cc: str | None, lang: str | None = None) -> str | None:

@@ -23,6 +23,7 @@ import re
 from functools import lru_cache
 from pathlib import Path
 
+from geoengine.config import data_path
 from geoengine.search.text import normalise
 
 LANGUAGES = ("en", "fr", "de", "es", "ar", "hi", "ca")
@@ -41,12 +42,7 @@ CONNECTORS = {
 
 
 def _data_file() -> Path:
-    here = Path(__file__).resolve()
-    for candidate in (here.parents[2] / "data" / "search" / "categories.json",
-                      here.parents[1] / "_data" / "search" / "categories.json"):
-        if candidate.exists():
-            return candidate
-    raise FileNotFoundError("data/search/categories.json not found next to the geoengine package")
+    return data_path("search/categories.json")
 
 
 @lru_cache(maxsize=1)

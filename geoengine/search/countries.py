@@ -19,17 +19,14 @@ from pathlib import Path
 import numpy as np
 import shapely
 
+from geoengine.config import data_path
+
 SCALE = 1e-4  # the grid's vertices are int32 steps of 1e-4 degree
 CHUNK = 262_144  # points per tree query (bounds the pair arrays)
 
 
 def grid_path() -> Path:
-    here = Path(__file__).resolve()
-    for candidate in (here.parents[2] / "data" / "search" / "country_grid.bin",
-                      here.parents[1] / "_data" / "search" / "country_grid.bin"):
-        if candidate.exists():
-            return candidate
-    raise FileNotFoundError("data/search/country_grid.bin not found next to the geoengine package")
+    return data_path("search/country_grid.bin")
 
 
 class CountryGrid:

@@ -24,6 +24,7 @@ import re
 from functools import lru_cache
 from pathlib import Path
 
+from geoengine.config import data_path
 from geoengine.search.text import normalise
 
 # ------------------------------------------------------------------------------------------ coordinates
@@ -125,12 +126,7 @@ def is_housenumber(token: str) -> bool:
 
 # ------------------------------------------------------------------------------------------ abbreviations
 def _data_file() -> Path:
-    here = Path(__file__).resolve()
-    for candidate in (here.parents[2] / "data" / "search" / "abbreviations.json",
-                      here.parents[1] / "_data" / "search" / "abbreviations.json"):
-        if candidate.exists():
-            return candidate
-    raise FileNotFoundError("data/search/abbreviations.json not found next to the geoengine package")
+    return data_path("search/abbreviations.json")
 
 
 MIN_SUFFIX_STEM = 2  # "austr" -> "au" + strasse: a compound needs a stem of 2 letters or more
