@@ -13,6 +13,7 @@ that depends on their class, form one group; the group's canonical document is t
 from __future__ import annotations
 
 import json
+import logging
 
 import numpy as np
 import shapely
@@ -267,7 +268,13 @@ def build_documents(osm_path, places_path=None, admin1_path=None, *, bbox=None, 
         # outside every country boundary of the extract (a clipped one): the boundary around the point whose
         # country is known, else Nominatim's country grid (countries.py), else the nearest GeoNames place
         framed = {units.cc[u] for u in set(cu[cu >= 0].tolist()) if units.cc[u]}
-        info["countries_from_grid"] = _grid_countries(ds, guessed, framed)
+        try:
+            info["countries_from_grid"] = _grid_countries(ds, guessed, framed)
+        except FileNotFoundError:  # not generated here (./dev setup makes it): GeoNames alone, as it says
+            info["countries_from_grid"] = "no data/search/country_grid.bin"
+            logging.getLogger(__name__).warning(
+                "data/search/country_grid.bin is missing (`./dev setup` or `python vendor/country-grid/generate.py "
+                "--pypi` makes it): countries outside the extract's boundaries come from GeoNames alone")
         guessed = guessed[np.asarray([ds.country[i] is None for i in guessed.tolist()], bool)]
     units.shape.clear()
     if len(box_rows) and len(guessed):

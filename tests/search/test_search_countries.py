@@ -94,3 +94,19 @@ def test_a_boundary_lies_in_one_country(which, request):
     outside = ~np.any([shapely.intersects_xy(g, lon, lat) for lv, _, g in extract.admin if lv == 7], axis=0)
     assert {"ad", "fr", "es"} <= set(cc[outside].tolist())
     assert (cc == "ad").mean() > 0.8
+
+
+def test_a_build_without_the_grid_takes_geonames_and_says_so(monkeypatch, caplog):
+    """The grid is derived at setup (./dev setup), not committed: a build where it is missing still gives
+    Andorra's clipped extract countries (GeoNames' nearest place) and logs what it lacked."""
+    from geoengine.search import countries
+    from geoengine.search.documents import build_documents
+
+    def missing():
+        raise FileNotFoundError("data/search/country_grid.bin not found next to the geoengine package")
+
+    monkeypatch.setattr(countries, "grid_path", missing)
+    ds, info = build_documents(data_file("andorra/andorra.osm.pbf"), data_file("world/geonames-cities500.txt.gz"))
+    assert info["countries_from_grid"] == "no data/search/country_grid.bin"
+    assert "country_grid.bin is missing" in caplog.text
+    assert sum(c is not None for c in ds.country) > 0.9 * len(ds.country)

@@ -19,7 +19,11 @@ Nominatim gives a country in an address without a language: "Schweiz/Suisse/Sviz
 {"source": ..., "names": {"CH": ...}}.
 
     python vendor/country-grid/generate.py [--source PATH]            # rewrite both files
-    python vendor/country-grid/generate.py [--source PATH] --check    # exit 1 when the committed file differs
+    python vendor/country-grid/generate.py [--source PATH] --check    # exit 1 when the file differs
+    python vendor/country-grid/generate.py --pypi [--if-missing]      # the source from PyPI's wheel (./dev setup)
+
+The grid (3.3 MB) is not committed: `./dev setup` runs the last line, which downloads nominatim-db's wheel
+(15 MB, no dependencies) with pip into a temporary folder and reads the two resources from it.
 """
 
 from __future__ import annotations
@@ -28,7 +32,10 @@ import argparse
 import gzip
 import io
 import lzma
+import subprocess
 import sys
+import tempfile
+import zipfile
 from pathlib import Path
 
 import numpy as np
@@ -112,12 +119,37 @@ def main() -> int:
     ap.add_argument("--source", type=Path, default=DEFAULT_SOURCE, help="country_osm_grid.sql.gz (nominatim-db "
                                                                        f"{NOMINATIM_VERSION}, resources/)")
     ap.add_argument("--check", action="store_true", help="exit 1 when the committed file differs")
+    ap.add_argument("--pypi", action="store_true", help=f"read the source from nominatim-db {NOMINATIM_VERSION}'s "
+                                                        "wheel, downloaded with pip into a temporary folder")
+    ap.add_argument("--if-missing", action="store_true", help="do nothing when the grid file exists")
     a = ap.parse_args()
-    data = encode(*read_grid(a.source))
-    names = default_names(a.source.parent / "settings" / "country-names").encode("utf-8")
-    if a.check:
+    if a.if_missing and OUT.exists():
+        return 0
+    if a.pypi:
+        with tempfile.TemporaryDirectory() as tmp:
+            return _write(_from_wheel(Path(tmp)), a.check)
+    return _write(a.source, a.check)
+
+
+def _from_wheel(tmp: Path) -> Path:
+    """Downloads the wheel into `tmp`, extracts the grid and the country names there; the grid's path."""
+    subprocess.run([sys.executable, "-m", "pip", "download", "--quiet", "--no-deps", "--dest", str(tmp),
+                    f"nominatim-db=={NOMINATIM_VERSION}"], check=True)
+    (wheel,) = tmp.glob("nominatim_db-*.whl")
+    with zipfile.ZipFile(wheel) as z:
+        for name in z.namelist():
+            if name == "nominatim_db/resources/country_osm_grid.sql.gz" or \
+                    name.startswith("nominatim_db/resources/settings/country-names/"):
+                z.extract(name, tmp)
+    return tmp / "nominatim_db" / "resources" / "country_osm_grid.sql.gz"
+
+
+def _write(source: Path, check: bool) -> int:
+    data = encode(*read_grid(source))
+    names = default_names(source.parent / "settings" / "country-names").encode("utf-8")
+    if check:
         same = OUT.exists() and OUT.read_bytes() == data and NAMES_OUT.exists() and NAMES_OUT.read_bytes() == names
-        print("up to date" if same else f"{OUT} or {NAMES_OUT} differs from what {a.source} gives")
+        print("up to date" if same else f"{OUT} or {NAMES_OUT} differs from what {source} gives")
         return 0 if same else 1
     OUT.write_bytes(data)
     NAMES_OUT.write_bytes(names)
