@@ -220,6 +220,28 @@ def _metric_arrays(mc):
     return np.full(mc, np.inf), np.full(mc, np.inf), np.zeros(mc), np.zeros(mc)
 
 
+#: a customisation's working arrays over the supergraph's edges, in `customise`'s order
+METRIC_BUFFERS = ("up_w", "dn_w", "up_s", "dn_s", "up_m", "dn_m", "up_c1", "up_c2", "dn_c1", "dn_c2", "up_h", "dn_h")
+
+
+def _new_buffers(mc: int) -> tuple:
+    """Fresh working arrays (numpy's allocations: transparent huge pages, see `_metric_arrays`)."""
+    up_w, dn_w, up_s, dn_s = _metric_arrays(mc)
+    return (up_w, dn_w, up_s, dn_s, np.full(mc, -1, np.int32), np.full(mc, -1, np.int32),
+            np.empty(mc, np.int32), np.empty(mc, np.int32), np.empty(mc, np.int32), np.empty(mc, np.int32),
+            np.ones(mc, np.int32), np.ones(mc, np.int32))
+
+
+def _reset_buffers(bufs: tuple) -> tuple:
+    """A spare set of working arrays as `_new_buffers` makes them (the children are read only where a
+    middle vertex is set, so they keep their old values)."""
+    up_w, dn_w, up_s, dn_s, up_m, dn_m, _, _, _, _, up_h, dn_h = bufs
+    for a, v in ((up_w, np.inf), (dn_w, np.inf), (up_s, 0.0), (dn_s, 0.0), (up_m, -1), (dn_m, -1), (up_h, 1),
+                 (dn_h, 1)):
+        a.fill(v)
+    return bufs
+
+
 @numba.njit(cache=True, nogil=True)
 def _init_metric(edge, up, weights, secondary, up_w, dn_w, up_s, dn_s):
     for k in range(edge.shape[0]):
@@ -771,6 +793,15 @@ class CCHTopology:
         self.info = dict(info or {})
         self._arc_map: dict = {}
         self._base = None
+        # one spare set of working arrays (METRIC_BUFFERS): a perfect customisation's, once compacted,
+        # for the next customisation. Memory a process has just freed is quick to take again, but in a
+        # while the system takes it back, and then fresh arrays cost their first touch: at 64 copies of
+        # Liechtenstein (11 M supergraph edges, 0.7 GB of arrays) 2-3 s of system time in this
+        # project's VMs, against 0.1 s to refill a spare. Held while idle: the size of the basic
+        # customisation that each new metric holds anyway until its perfect one replaces it.
+        self._spare = None
+        self._spare_lock = threading.Lock()
+        self.spare_hits = 0  # customisations that took the spare (tests, benchmarks)
 
     @property
     def edges(self) -> int:
@@ -974,16 +1005,9 @@ class CCHTopology:
         else:
             edge, up = self.arc_edges(offsets, targets, key=key)
         mc = self.edges
-        up_w, dn_w, up_s, dn_s = _metric_arrays(mc)
+        bufs = self._take_spare(mc)
+        up_w, dn_w, up_s, dn_s, up_m, dn_m, up_c1, up_c2, dn_c1, dn_c2, up_h, dn_h = bufs  # c1/c2 read where m >= 0
         _init_metric(edge, up, weights, secondary, up_w, dn_w, up_s, dn_s)
-        up_m = np.full(mc, -1, np.int32)
-        dn_m = np.full(mc, -1, np.int32)
-        up_c1 = np.empty(mc, np.int32)  # read only where up_m >= 0
-        up_c2 = np.empty(mc, np.int32)
-        dn_c1 = np.empty(mc, np.int32)
-        dn_c2 = np.empty(mc, np.int32)
-        up_h = np.ones(mc, np.int32)
-        dn_h = np.ones(mc, np.int32)
         args = (self.off, self.tgt, self.dn_off, self.dn_src, self.dn_edge, self.task_off, self.task_verts,
                 up_w, dn_w, up_s, dn_s, up_m, dn_m, up_c1, up_c2, dn_c1, dn_c2, up_h, dn_h)
         t1 = time.perf_counter()
@@ -1019,14 +1043,16 @@ class CCHTopology:
             (U_off, U_tgt, U_row, U_w, U_s, U_mid, U_c1, U_c2, U_h,
              D_off, D_tgt, D_row, D_w, D_s, D_mid, D_c1, D_c2, D_h) = compacted
             shared = ()
+            del up_d, dn_d
+            self._give_spare(bufs)  # compacted: the working arrays are free for the next customisation
+            del bufs, up_w, dn_w, up_s, dn_s, up_m, dn_m, up_c1, up_c2, dn_c1, dn_c2, up_h, dn_h
         else:
             # the basic customisation stays in the supergraph's own layout: its rows, heads and arc
             # numbers are the topology's (memory-mapped, shared), unusable arcs keep weight inf and the
             # queries pass over them; only the middle vertices are mapped to original ids. (Compacting
             # cost about a third of a basic customisation; the perfect one, which replaces it, compacts.)
             t3 = time.perf_counter()
-            U_mid = np.empty(mc, np.int32)
-            D_mid = np.empty(mc, np.int32)
+            U_mid, D_mid = up_m, dn_m  # rank -> original id in place (element by element)
             if parallel:
                 with _PARALLEL_LOCK:
                     _mid_ids(up_m, dn_m, order, U_mid, D_mid, up_c1, up_c2, dn_c1, dn_c2)
@@ -1051,6 +1077,19 @@ class CCHTopology:
         ch = CustomisedCH(self.n, arrays, info, parent=self.parent if perfect else None, shared=shared)
         ch._orig_args = (self.n, offsets, targets, weights, secondary)  # `_orig_out`, made when first needed
         return ch
+
+    def _take_spare(self, mc: int) -> tuple:
+        """The spare working arrays, reset, or fresh ones."""
+        with self._spare_lock:
+            spare, self._spare = self._spare, None
+        if spare is None or spare[0].shape[0] != mc:
+            return _new_buffers(mc)
+        self.spare_hits += 1
+        return _reset_buffers(spare)
+
+    def _give_spare(self, bufs: tuple) -> None:
+        with self._spare_lock:
+            self._spare = bufs
 
     def warmup(self) -> None:
         """Load the customisation kernels from Numba's cache now."""

@@ -108,6 +108,27 @@ def test_customised_queries_equal_scipy(graph, data):
 
 @settings(**SETTINGS)
 @given(graphs(), st.data())
+def test_spare_working_arrays_give_the_fresh_customisation(graph, data):
+    """A perfect customisation leaves its working arrays as the topology's spare; the next customisation
+    takes them (refilled) and is, array for array, the one made on fresh arrays (basic and perfect)."""
+    n, offsets, targets = graph
+    w1, s1 = data.draw(metrics(len(targets)))
+    w2, s2 = data.draw(metrics(len(targets)))
+    perfect = data.draw(st.booleans())
+    fresh = CCHTopology.build(n, offsets, targets).customise(offsets, targets, w2, s2, perfect=perfect)
+    topo = CCHTopology.build(n, offsets, targets)
+    topo.customise(offsets, targets, w1, s1, perfect=True, parallel=data.draw(st.booleans()))
+    assert topo._spare is not None and topo.spare_hits == 0
+    again = topo.customise(offsets, targets, w2, s2, perfect=perfect)
+    assert topo.spare_hits == 1
+    assert (topo._spare is not None) == perfect  # a basic customisation keeps them: its arcs live in them
+    for name in ("up_off", "up_tgt", "up_w", "up_s", "up_mid", "up_c1", "up_c2", "up_hops",
+                 "dn_off", "dn_tgt", "dn_w", "dn_s", "dn_mid", "dn_c1", "dn_c2", "dn_hops"):
+        np.testing.assert_array_equal(getattr(again, name), getattr(fresh, name), err_msg=name)
+
+
+@settings(**SETTINGS)
+@given(graphs(), st.data())
 def test_sub_graph_customisation_and_loops(graph, data):
     """A topology built on all arcs serves any subset of them (the router's per-option turn graphs);
     force_loop paths start with a real arc; multi-candidate offsets."""
