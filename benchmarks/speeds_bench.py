@@ -338,7 +338,8 @@ def main() -> int:
             same[i] = bool((shared & timed | (seg_m <= 0)).all()) and both_ways
             ends[i] = bool((shared & timed | (seg_m <= 0)).all()) and not both_ways
             most[i] = seg_m[shared].sum() >= 0.99 * seg_m.sum()
-    for name, sel in (("the same roads (every OSM segment of OSRM's route on geoengine's, at the file's speed)",
+    for name, sel in (("the same roads (every OSM segment of OSRM's route on geoengine's, at the file's speed, and none "
+                       "more)",
                        same),
                       ("99 % of OSRM's length on geoengine's segments", most)):
         w = sel & (rel <= 0.01)
