@@ -1,7 +1,7 @@
 """The package's shape: the import graph has no cycle, array kernels never import the services layer,
 nothing outside the façade imports `geoengine.server`, the gateway package stays below the server,
-analysis/ sits above `Engine`, the services hold no Numba kernel (they live in the kernel packages), and
-no private name (`_x`) crosses a module boundary."""
+analysis/ sits above `Engine`, the services, the dialects and the server hold no Numba kernel (they live in
+the kernel packages), and no private name (`_x`) crosses a module boundary."""
 
 from __future__ import annotations
 
@@ -268,6 +268,14 @@ def numba_kernels(path: Path) -> list[str]:
 def test_services_hold_no_numba_kernel():
     """Kernels live in the kernel packages (routing/, narrative/, geo, ...); a service calls them."""
     bad = sorted(f"{_module_name(p)}: {k}" for p in (PKG / "services").rglob("*.py") for k in numba_kernels(p))
+    assert not bad, bad
+
+
+@pytest.mark.parametrize("package", ["dialects", "server"])
+def test_dialects_and_the_server_hold_no_numba_kernel(package):
+    """The façade and the dialects never compute (issue 27): no Numba kernel or import in dialects/ or
+    server/; the OSRM dialect's junction arms are narrative/junctions.py, its steps services/osrm_steps.py."""
+    bad = sorted(f"{_module_name(p)}: {k}" for p in (PKG / package).rglob("*.py") for k in numba_kernels(p))
     assert not bad, bad
 
 

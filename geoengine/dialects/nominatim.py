@@ -32,6 +32,16 @@ from typing import Any
 from geoengine import __version__
 from geoengine.dialects import DialectError
 from geoengine.errors import GeoengineError, InvalidRequest, NotFound
+from geoengine.services.geocoding_docs import (
+    GEOCODEJSON_RANKS,
+    address_rank,
+    bbox_of,
+    dedupe_places,
+    importance,
+    label_tag,
+    ordered_address,
+    osm_ref_of_place_id,
+)
 
 LICENCE = "Data © OpenStreetMap contributors, ODbL 1.0. http://osm.org/copyright"
 JSON = "application/json; charset=utf-8"
@@ -47,33 +57,6 @@ LOOKUP_MAX_COUNT = 50  # Nominatim's NOMINATIM_LOOKUP_MAX_COUNT default
 OSM_TYPE_LETTER = {"node": "N", "way": "W", "relation": "R"}
 OSM_TYPE_NAME = {"N": "node", "W": "way", "R": "relation"}
 
-# Nominatim's address keys, most specific first (the order of its `address` objects).
-ADDRESS_ORDER = ("house_number", "house_name", "road", "hamlet", "croft", "isolated_dwelling", "neighbourhood",
-                 "allotments", "quarter", "city_block", "residential", "farm", "farmyard", "industrial",
-                 "commercial", "retail", "suburb", "city_district", "district", "borough", "subdivision",
-                 "village", "town", "city", "municipality", "county", "state_district", "state", "region",
-                 "province", "postcode", "country", "country_code")
-_ORDER = {k: i for i, k in enumerate(ADDRESS_ORDER)}
-
-# Nominatim's box around a point object, by class and type (degrees; 0.00005 for the rest)
-NODE_EXTENT = {
-    ("place", "continent"): 25, ("place", "country"): 7, ("place", "state"): 2.6, ("place", "province"): 2.6,
-    ("place", "region"): 1.0, ("place", "county"): 0.7, ("place", "city"): 0.16, ("place", "municipality"): 0.16,
-    ("place", "island"): 0.32, ("place", "postcode"): 0.16, ("place", "town"): 0.04, ("place", "village"): 0.02,
-    ("place", "hamlet"): 0.02, ("place", "district"): 0.02, ("place", "borough"): 0.02, ("place", "suburb"): 0.02,
-    ("place", "locality"): 0.01, ("place", "neighbourhood"): 0.01, ("place", "quarter"): 0.01,
-    ("place", "city_block"): 0.01, ("landuse", "farm"): 0.01, ("place", "farm"): 0.01, ("place", "airport"): 0.015,
-    ("aeroway", "aerodrome"): 0.015, ("railway", "station"): 0.005,
-}
-ADMIN_LABELS = {1: "continent", 2: "country", 3: "region", 4: "state", 5: "state_district", 6: "county",
-                7: "municipality", 8: "city", 9: "city_district", 10: "suburb", 11: "neighbourhood", 12: "city_block"}
-# GeocodeJSON's type of an address rank (Nominatim's GEOCODEJSON_RANKS)
-GEOCODEJSON_RANKS = {3: "locality", 4: "country", **dict.fromkeys(range(5, 10), "state"),
-                     **dict.fromkeys(range(10, 13), "county"), **dict.fromkeys(range(13, 17), "city"),
-                     **dict.fromkeys(range(17, 22), "district"), **dict.fromkeys(range(22, 25), "locality"),
-                     **dict.fromkeys(range(25, 28), "street"), 28: "house"}
-# reverse: zoom -> the highest place rank answered (Nominatim's REVERSE_MAX_RANKS)
-REVERSE_MAX_RANKS = (2, 2, 2, 4, 4, 8, 10, 10, 12, 12, 16, 17, 18, 19, 22, 25, 26, 27, 30)
 
 
 class NominatimError(DialectError):
@@ -276,57 +259,6 @@ def _osm_letter(place) -> str | None:
     return OSM_TYPE_LETTER.get(place.osm_type) if place.osm_type else None
 
 
-def address_rank(place) -> int:
-    """The address rank Nominatim would give the place (for labels and GeocodeJSON types): house
-    numbers 30, streets 26-27, else its place rank."""
-    if getattr(place, "housenumber", None):
-        return 30
-    return int(place.place_rank or 30)
-
-
-def label_tag(place) -> str:
-    """Nominatim's `addresstype` (classtypes.get_label_tag)."""
-    cat, typ = place.category or "", place.type or ""
-    rank = address_rank(place)
-    extratags = place.extratags or {}
-    if (cat, typ) in (("place", "postcode"), ("boundary", "postal_code")):
-        label = "postcode"
-    elif rank < 26 and "place" in extratags:
-        label = extratags["place"]
-    elif rank < 26 and "linked_place" in extratags:
-        label = extratags["linked_place"]
-    elif (cat, typ) == ("boundary", "administrative"):
-        label = ADMIN_LABELS.get(rank // 2, "administrative")
-    elif rank < 26:
-        label = typ if typ != "yes" else cat
-    elif rank < 28:
-        label = "road"
-    elif cat == "place" and typ in ("house_number", "house_name", "country_code"):
-        label = typ
-    else:
-        label = cat
-    return label.lower().replace(" ", "_")
-
-
-def bbox_of(place) -> tuple[float, float, float, float]:
-    """(min_lat, max_lat, min_lon, max_lon): the place's own box for ways and relations, else
-    Nominatim's box around the point."""
-    bb = place.boundingbox
-    if bb is not None and place.osm_type != "node" and bb[0] != bb[1] and bb[2] != bb[3]:
-        return tuple(float(v) for v in bb)
-    cat = (place.category, place.type)
-    if cat == ("place", "postcode"):
-        d = 0.05 - 0.012 * ((place.place_rank or 25) - 21)
-    else:
-        d = NODE_EXTENT.get(cat, 0.00005)
-    return place.lat - d, place.lat + d, place.lon - d, place.lon + d
-
-
-def ordered_address(place) -> dict:
-    addr = place.address or {}
-    return dict(sorted(addr.items(), key=lambda kv: _ORDER.get(kv[0], len(_ORDER) - 2.5)))
-
-
 def _point_geometry(place) -> dict:
     return {"type": "Point", "coordinates": [round(place.lon, 7), round(place.lat, 7)]}
 
@@ -358,18 +290,11 @@ def _geometry_fields(place, kinds: tuple[str, ...]) -> dict:
     return out
 
 
-def _importance(place) -> float:
-    imp = place.importance
-    if imp is None:
-        return 0.40001 - (place.place_rank or 30) / 75.0
-    return float(imp)
-
-
 def json_object(place, class_key: str, opts: dict) -> dict:
     """One result of format json (`class_key` "class") or jsonv2 ("category")."""
     o: dict[str, Any] = {"place_id": place.place_id, "licence": LICENCE, **_osm_ident(place)}
     o.update({"lat": f"{place.lat:.7f}", "lon": f"{place.lon:.7f}", class_key: place.category or "",
-              "type": place.type or "", "place_rank": int(place.place_rank or 30), "importance": _importance(place),
+              "type": place.type or "", "place_rank": int(place.place_rank or 30), "importance": importance(place),
               "addresstype": label_tag(place), "name": place.name or "", "display_name": place.display_name or ""})
     if opts.get("addressdetails"):
         o["address"] = ordered_address(place)
@@ -388,7 +313,7 @@ def _extras(place, opts: dict) -> dict:
 def geojson_feature(place, opts: dict) -> dict:
     props: dict[str, Any] = {"place_id": place.place_id, **_osm_ident(place)}
     props.update({"place_rank": int(place.place_rank or 30), "category": place.category or "",
-                  "type": place.type or "", "importance": _importance(place), "addresstype": label_tag(place),
+                  "type": place.type or "", "importance": importance(place), "addresstype": label_tag(place),
                   "name": place.name or "", "display_name": place.display_name or ""})
     if opts.get("addressdetails"):
         props["address"] = ordered_address(place)
@@ -447,22 +372,6 @@ def render(places, fmt: str, opts: dict, single: bool = False):
     if opts.get("query") is not None:
         head["query"] = opts["query"]
     return {"type": "FeatureCollection", "geocoding": head, "features": [geocodejson_feature(p, opts) for p in places]}
-
-
-def _dedupe(places, limit: int) -> list:
-    """Nominatim's deduplicate_results: one result per OSM object and per (osm type, class, display
-    name, rank)."""
-    seen_ids, seen_class, out = set(), set(), []
-    for p in places:
-        ident = (p.osm_type, p.osm_id) if p.osm_id is not None else ("row", p.place_id)
-        cls = (p.osm_type, p.category, p.type, p.display_name, p.place_rank)
-        if ident not in seen_ids and cls not in seen_class:
-            out.append(p)
-        seen_ids.add(ident)
-        seen_class.add(cls)
-        if len(out) >= limit:
-            break
-    return out
 
 
 def _engine_error(exc: GeoengineError) -> NominatimError:
@@ -526,7 +435,7 @@ def search(engine, params: Mapping[str, str], accept_language: str | None = None
             q, **parts, limit=want, lang=p.lang(), viewbox=viewbox, bounded=bounded, countrycodes=countries,
             layer=layers, feature_type=feature_type, exclude_place_ids=_place_ids(engine, excluded),
             dedupe=dedupe))
-        places = _dedupe(places, limit) if dedupe else places[:limit]
+        places = dedupe_places(places, limit) if dedupe else places[:limit]
     return Reply(200, render(places, fmt, opts))
 
 
@@ -567,17 +476,6 @@ def lookup(engine, params: Mapping[str, str], accept_language: str | None = None
     return Reply(200, render(places, fmt, opts))
 
 
-def _osm_ref_of_place_id(engine, place_id: int) -> str | None:
-    """The OSM id (N123, W456) of a place_id (a row of the bundle's search index), for engine.lookup."""
-    ids = engine.search_index.cols["id"]
-    if not 0 <= place_id < len(ids):
-        return None
-    source, _, rest = ids[place_id].partition(":")
-    kind, _, num = rest.partition(":")
-    letter = {"node": "N", "way": "W", "street": "W", "relation": "R"}.get(kind)
-    return f"{letter}{num}" if source == "osm" and letter and num.isdecimal() else None
-
-
 @_replies
 def details(engine, params: Mapping[str, str], accept_language: str | None = None) -> Reply:
     """GET /details?place_id=.. or ?osmtype=N&osmid=..: one place with its names, address and tags."""
@@ -585,7 +483,7 @@ def details(engine, params: Mapping[str, str], accept_language: str | None = Non
     parse_format(p, "json", ("json",))
     place_id = p.get_int("place_id", 0)
     if place_id:
-        ref = _osm_ref_of_place_id(engine, place_id)
+        ref = osm_ref_of_place_id(engine, place_id)
         if ref is None:
             raise NominatimError("No place with that OSM ID found.", 404)
     elif p.get("osmtype") is not None:
@@ -613,7 +511,7 @@ def details(engine, params: Mapping[str, str], accept_language: str | None = Non
         "addresstags": {k: v for k, v in addr.items() if k in ("house_number", "road", "postcode", "city")},
         "housenumber": getattr(place, "housenumber", None), "calculated_postcode": addr.get("postcode"),
         "country_code": addr.get("country_code"), "importance": place.importance,
-        "calculated_importance": _importance(place), "extratags": place.extratags or {},
+        "calculated_importance": importance(place), "extratags": place.extratags or {},
         "rank_address": address_rank(place), "rank_search": int(place.place_rank or 30),
         "isarea": geom.get("type", "").endswith("Polygon"), "centroid": centroid, "geometry": geom,
         "address": [{"localname": v, "class": "place", "type": k, "isaddress": True}

@@ -20,6 +20,7 @@ from collections.abc import Iterable
 
 from geoengine.dialects import DialectError
 from geoengine.errors import GeoengineError, InvalidRequest
+from geoengine.services.geocoding_docs import filtered_places, layer_of
 
 LANGUAGES = ("en", "de", "fr", "it")  # Photon's default language set
 LAYERS = ("house", "street", "locality", "district", "city", "county", "state", "country", "other")
@@ -161,21 +162,6 @@ def _limit(p: Params, default: int) -> int:
 
 
 # -- features --------------------------------------------------------------------------------------------
-_LAYERS = ((29, "house"), (26, "street"), (22, "locality"), (17, "district"), (13, "city"), (10, "county"),
-           (5, "state"), (4, "country"))  # (lowest address rank, Photon's type)
-
-
-def layer_of(place) -> str:
-    """Photon's type (AddressType.fromRank) of a place's address rank."""
-    if getattr(place, "housenumber", None):
-        return "house"
-    rank = int(place.place_rank or 30)
-    for floor, layer in _LAYERS:
-        if rank >= floor:
-            return layer
-    return "other"
-
-
 def feature(place) -> dict:
     a = place.address or {}
     props: dict = {}
@@ -255,7 +241,7 @@ def search(engine, pairs: Iterable[tuple[str, str]], accept_language: str | None
             bounded=bbox is not None, countrycodes=countries, osm_tag=engine_tag, dedupe=dedupe,
             lat=None if point is None else point[0], lon=None if point is None else point[1],
             location_bias_scale=scale))
-        return 200, collection(_filtered(places, layers, tags if engine_tag is None else None)[:limit])
+        return 200, collection(filtered_places(places, layers, tags if engine_tag is None else None)[:limit])
     except (PhotonError, GeoengineError) as exc:
         return _error(exc)
 
@@ -274,7 +260,7 @@ def reverse(engine, pairs: Iterable[tuple[str, str]], accept_language: str | Non
             raise PhotonError("Invalid value for 'radius' parameter.")
         p.boolean("distance_sort", True)
         places = list(engine.reverse(lon=lon, lat=lat, zoom=18, lang=lang))
-        places = _filtered(places, layers, tags)
+        places = filtered_places(places, layers, tags)
         if radius is not None:
             from geoengine.geo import haversine_m
 
@@ -284,34 +270,6 @@ def reverse(engine, pairs: Iterable[tuple[str, str]], accept_language: str | Non
         return _error(exc)
 
 
-def _filtered(places: list, layers, tags) -> list:
-    """The places of the asked layers that pass the osm_tag filters."""
-    if layers:
-        places = [pl for pl in places if layer_of(pl) in layers]
-    if tags:
-        places = [pl for pl in places if _tag_match(pl, tags)]
-    return places
-
-
 def _error(exc) -> tuple[int, dict]:
     err = exc if isinstance(exc, PhotonError) else _engine_error(exc)
     return err.status, err.body()
-
-
-def _tag_match(place, tags: list[str]) -> bool:
-    """Photon's osm_tag filters on one place: every include must hold (any include of the list), no
-    exclude may."""
-    key, value = place.category or "", place.type or ""
-    includes, excluded = [], False
-    for f in tags:
-        k, _, v = f.partition(":")
-        neg_k, neg_v = k.startswith("!"), v.startswith("!")
-        k, v = k.lstrip("!"), v.lstrip("!")
-        hit = (not k or k == key) and (not v or v == value)
-        if neg_k or (neg_v and not k):
-            excluded |= hit
-        elif neg_v:  # key:!value: the key, not that value
-            includes.append(k == key and v != value)
-        else:
-            includes.append(hit)
-    return not excluded and (not includes or any(includes))

@@ -369,7 +369,8 @@ def test_junction_kernel_equals_a_numpy_reading_on_the_real_graph(andorra):
     """Edge pairs meeting at 3,000 real Andorra nodes (U-turns included) and pairs that do not meet, with
     and without the maneuver's bearings on the route's arms: the kernel's bearings, entries and
     positions are numpy's (round half to even, stable sort)."""
-    from geoengine.dialects.osrm import _arms_table, _junction_arms
+    from geoengine.narrative.junctions import arms_table as _arms_table
+    from geoengine.narrative.junctions import junction_arms as _junction_arms
 
     g = andorra.graph
     rng = np.random.default_rng(3)

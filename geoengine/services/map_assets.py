@@ -1,4 +1,4 @@
-"""Build the map page's glyphs and sprites at setup time (`python -m geoengine.server.web.build`).
+"""Build the map page's glyphs and sprites at setup time (`python -m geoengine.services.map_assets`).
 
 Glyphs: MapLibre fetches signed-distance-field glyph PBFs per font stack and range of 256 code points.
 They are made here from Debian's Noto fonts (package fonts-noto-core, SIL OFL 1.1) with FreeType
@@ -244,7 +244,7 @@ def find_font(filename: str) -> Path:
 
 
 def main(argv=None) -> int:
-    p = argparse.ArgumentParser(prog="python -m geoengine.server.web.build",
+    p = argparse.ArgumentParser(prog="python -m geoengine.services.map_assets",
                                 description="Build the map page's glyph PBFs (from Debian's Noto fonts) and "
                                             "sprite sheets into a folder (./dev setup runs it into web/build).")
     p.add_argument("--out", type=Path, required=True, help="output folder (fonts/ and sprites/ are made in it)")
