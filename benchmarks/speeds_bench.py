@@ -11,7 +11,8 @@
   segment cars may drive in copy (0, 0) (the original Liechtenstein, both allowed directions) and random
   segments of the other copies up to --rows, speeds uniform 10-110 km/h. The same file for both.
 - geoengine: the engine opened and warmed first (a running server, idle: the background perfect
-  customisation of the profile speeds finished); timed from `engine.apply_speeds(file)`
+  customisation of the profile speeds finished; --spare: whether that customisation's working arrays stay
+  for the next one, Settings.speeds_spare, kept by default once a bundle has measured speeds); timed from `engine.apply_speeds(file)`
   (which reads it) to the first route answered with the new speeds (wall, and CPU of the process).
 - OSRM: `osrm-customize region.osrm --segment-speed-file file` (wall and CPU of the child); the load of
   the customised data and its first route are reported apart.
@@ -241,6 +242,10 @@ def main() -> int:
     ap.add_argument("--pairs", type=int, default=200)
     ap.add_argument("--seed", type=int, default=28)
     ap.add_argument("--json", type=Path)
+    ap.add_argument("--spare", choices=("auto", "on", "off"), default="auto",
+                    help="Settings.speeds_spare (GEOENGINE_SPEEDS_SPARE): auto, the default, keeps the spare "
+                         "customisation arrays because the bundle has measured speeds (this bench resets them "
+                         "first, as an operator with a traffic feed has); off shows a first apply without it")
     ap.add_argument("--failures", type=int, default=0,
                     help="print up to N same-road pairs whose durations differ by more than 1 %%: both "
                          "durations, the turn and signal delays of each")
@@ -259,7 +264,7 @@ def main() -> int:
     import geoengine
     from geoengine.config import Settings
 
-    settings = Settings.from_env(speeds_dir=work / "speeds")
+    settings = Settings.from_env(speeds_dir=work / "speeds", speeds_spare=args.spare)
     engine = geoengine.open(bundle, settings=settings)
     engine.reset_speeds()
     rng = np.random.default_rng(args.seed)
@@ -273,6 +278,8 @@ def main() -> int:
     before = engine.route(locations=[loc(a[0]), loc(b[0])])["trip"]["summary"]["time"]
     engine.router.customiser.wait(600)  # idle: warm's perfect customisation done in the background
 
+    print(f"spare customisation arrays: speeds_spare={args.spare}, "
+          f"kept={engine.router.customiser.topology.keep_spare}")
     c0, t0 = time.process_time(), time.perf_counter()
     info = engine.apply_speeds(csv)
     t_apply = time.perf_counter() - t0

@@ -148,7 +148,8 @@ class Engine:
         ch_dir = self.bundle.path / "routing" if self.bundle.has_stage("routing") else None
         with self._lock:
             return Router(self.graph, self.snapper, ch_dir, cch_cache_bytes=self.settings.cch_cache_bytes,
-                          speed_store=self.speed_store, time_of_day=self.time_of_day)
+                          speed_store=self.speed_store, time_of_day=self.time_of_day,
+                          speeds_spare=self.settings.speeds_spare)
 
     # -- measured speeds (geoengine/traffic; docs/traffic.md) -----------------------------------------
     @cached_property

@@ -799,6 +799,10 @@ class CCHTopology:
         # Liechtenstein (11 M supergraph edges, 0.7 GB of arrays) 2-3 s of system time in this
         # project's VMs, against 0.1 s to refill a spare. Held while idle: the size of the basic
         # customisation that each new metric holds anyway until its perfect one replaces it.
+        # Only where new speeds are expected (`keep_spare`, set by the router: the bundle has measured
+        # speeds, or Settings.speeds_spare): elsewhere the memory goes back at once (at 64 copies, 0.7 GB
+        # per process that a server without traffic feeds would hold for nothing).
+        self.keep_spare = False
         self._spare = None
         self._spare_lock = threading.Lock()
         self.spare_hits = 0  # customisations that took the spare (tests, benchmarks)
@@ -1088,6 +1092,8 @@ class CCHTopology:
         return _reset_buffers(spare)
 
     def _give_spare(self, bufs: tuple) -> None:
+        if not self.keep_spare:
+            return
         with self._spare_lock:
             self._spare = bufs
 

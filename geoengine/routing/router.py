@@ -48,7 +48,7 @@ class _Speeds:
 
 class Router:
     def __init__(self, graph, snapper, ch_dir: Path | None, *, cch_cache_bytes: int | None = None,
-                 speed_store=None, time_of_day=None):
+                 speed_store=None, time_of_day=None, speeds_spare: str = "auto"):
         self.graph = graph
         self.snapper = snapper
         self.ch_dir = Path(ch_dir) if ch_dir else None
@@ -64,6 +64,9 @@ class Router:
         self._features: dict | None = None
         #: `geoengine.traffic.SpeedStore` of the bundle (measured speeds beside it), or None
         self.speed_store = speed_store
+        #: keep a spare set of customisation arrays (cch.CCHTopology.keep_spare): "on", "off", or "auto"
+        #: (once the bundle has measured speeds: an operator who applied speeds will apply more)
+        self.speeds_spare = speeds_spare
         self._speeds_lock = threading.Lock()
         self._speeds = _Speeds()
         self.sync_speeds()
@@ -99,7 +102,14 @@ class Router:
             if self._customiser is not None:
                 self._customiser.cache.clear()
             self._speeds = new
+        self._set_keep_spare()
         return True
+
+    def _set_keep_spare(self) -> None:
+        cust = self._customiser
+        if cust is not None:
+            mode = self.speeds_spare
+            cust.topology.keep_spare = mode == "on" or (mode == "auto" and self._speeds.stamp is not None)
 
     # -- profiles ------------------------------------------------------------------------------------
     def _ch_for(self, costing: str):
@@ -122,6 +132,7 @@ class Router:
 
                     limit = DEFAULT_CACHE_BYTES if self.cch_cache_bytes is None else self.cch_cache_bytes
                     self._customiser = Customiser.open(self.graph, self.ch_dir / "cch", limit)
+                    self._set_keep_spare()
         return self._customiser
 
     def profile(self, costing: str, options=None, blocked: np.ndarray | None = None, bucket=None) -> Profile:

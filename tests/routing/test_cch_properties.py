@@ -117,6 +117,9 @@ def test_spare_working_arrays_give_the_fresh_customisation(graph, data):
     perfect = data.draw(st.booleans())
     fresh = CCHTopology.build(n, offsets, targets).customise(offsets, targets, w2, s2, perfect=perfect)
     topo = CCHTopology.build(n, offsets, targets)
+    topo.customise(offsets, targets, w1, s1, perfect=True)
+    assert topo._spare is None  # not kept unless asked (keep_spare: the router's speeds_spare setting)
+    topo.keep_spare = True
     topo.customise(offsets, targets, w1, s1, perfect=True, parallel=data.draw(st.booleans()))
     assert topo._spare is not None and topo.spare_hits == 0
     again = topo.customise(offsets, targets, w2, s2, perfect=perfect)

@@ -507,3 +507,25 @@ def test_shape_point_screen_equals_isin(li):
     assert np.array_equal(got, np.isin(sid, table))
     assert got.sum() >= 500
     assert not _ids_in(sid, np.array([], np.int64)).any()
+
+
+# ------------------------------------------------------------------------------ the spare customisation arrays
+def test_spare_arrays_kept_only_where_speeds_are_expected(li, tmp_path):
+    """Settings.speeds_spare: "auto" keeps the CCH's spare working arrays once the bundle has measured
+    speeds (not before: a server without traffic feeds holds no extra memory), "on" from the start,
+    "off" never; another value is a clear error."""
+    def opened(mode, folder):
+        s = dataclasses.replace(li.settings, speeds_dir=tmp_path / folder, speeds_spare=mode)
+        engine = geoengine.open(li.path, settings=s)
+        return engine, engine.router.customiser.topology
+
+    auto, topo = opened("auto", "a")
+    assert topo.keep_spare is False
+    segs = drivable_segments(auto.graph, 5, seed=9)
+    auto.apply_speeds(write_csv(tmp_path / "s.csv", [(a, b, 30) for a, b in segment_rows(auto.graph, segs)]))
+    assert topo.keep_spare is True
+    assert opened("auto", "a")[1].keep_spare is True  # a restart finds the stored speeds
+    assert opened("on", "b")[1].keep_spare is True
+    assert opened("off", "a")[1].keep_spare is False
+    with pytest.raises(ValueError, match="GEOENGINE_SPEEDS_SPARE"):
+        geoengine.config.Settings.from_env({"GEOENGINE_SPEEDS_SPARE": "always"})
