@@ -14,6 +14,8 @@ from __future__ import annotations
 
 import json
 import logging
+import os
+import time
 
 import numpy as np
 import shapely
@@ -123,14 +125,38 @@ def _near_cells(lon, lat, qlon, qlat, cell: float) -> np.ndarray:
     return near
 
 
+class _Steps:
+    """Wall and CPU seconds of each sub-step of `build_documents`, and the process's RSS after it (MB):
+    `info["steps"]`, logged at debug level and printed by benchmarks/search_stage_bench.py."""
+
+    def __init__(self):
+        self.rows: list[dict] = []
+        self.t, self.c = time.perf_counter(), time.process_time()
+
+    def __call__(self, name: str) -> None:
+        t, c = time.perf_counter(), time.process_time()
+        rss = 0.0
+        try:
+            with open("/proc/self/statm") as fh:
+                rss = int(fh.read().split()[1]) * os.sysconf("SC_PAGE_SIZE") / 2**20
+        except (OSError, ValueError):
+            pass
+        self.rows.append({"step": name, "wall_s": round(t - self.t, 3), "cpu_s": round(c - self.c, 3),
+                          "rss_mb": round(rss, 1)})
+        logging.getLogger(__name__).debug("search step %s", self.rows[-1])
+        self.t, self.c = t, c
+
+
 def build_documents(osm_path, places_path=None, admin1_path=None, *, bbox=None, world: str = "important",
                     world_min_population: int = 50_000, progress=None) -> tuple[DocSet, dict]:
     """Every document of a bundle. `world`: "all" keeps the whole GeoNames table, "important" the places
     near the extract's data (inside its bbox plus 0.1 degree, and within NEAR_DATA_DEG of an OSM document:
     an extract with far-apart parts does not take in the places between them) and the world's capitals, admin seats and places of at
     least `world_min_population`, "region" only those inside the bbox."""
+    step = _Steps()
     ds, streets, boundaries, reader = read_osm(osm_path)  # ds: the documents of OSM nodes, ways, relations
     heap.release()  # what the OSM reader's threads freed, under the steps after it (50-80 MB at 64 copies)
+    step("read_osm")
     info: dict = {}
     n_points = len(ds)
     if bbox is None:
@@ -144,6 +170,7 @@ def build_documents(osm_path, places_path=None, admin1_path=None, *, bbox=None, 
              and ds.place_class[i] in STREET_LOCALITY_PLACES]
     town_tree = cKDTree(_xy([ds.lat[i] for i in towns], [ds.lon[i] for i in towns], lat0)) if towns else None
     merged = _merge_streets(streets, town_tree, lat0)
+    step("merge_streets")
     ranges, owners = [], []
     street_town: dict[int, str] = {}  # street row -> the settlement it was grouped by
     pc_code, pc_lat, pc_lon, pc_row = [], [], [], []  # the street ways' postcodes, as postcode samples
@@ -178,6 +205,7 @@ def build_documents(osm_path, places_path=None, admin1_path=None, *, bbox=None, 
     del way_id, way_key, way_lat, way_lon, way_pc
     del streets, ranges, owners  # the street ways' polylines are ds.seg now
     heap.release()
+    step("street_documents")
 
     # addresses: interpolation lines into numbers, then the street of every address and POI
     info["interpolated_addresses"] = expand_interpolations(ds, reader.interpolations, reader.addr_node_id,
@@ -189,15 +217,18 @@ def build_documents(osm_path, places_path=None, admin1_path=None, *, bbox=None, 
     boxes = (np.frombuffer(reader.box_row, np.int64).copy(), np.frombuffer(reader.box, np.float64).reshape(-1, 4).copy())
     extra_pc = (reader.pc_code, np.frombuffer(reader.pc_xy, np.float64).reshape(-1, 2).copy())
     del reader
+    step("interpolations")
     n_osm = len(ds)
     tree, point_seg = street_points(ds, lat0)
     rows = np.asarray([i for i in range(n_osm) if ds.index[i] in ("addresses", "pois")], np.int64)
     by_tag = np.asarray([bool(s) for s in ds.street], bool)  # addr:street of the object itself
     for k, v in resolve_streets(ds, rows, lat0, tree, point_seg).items():
         info[f"street_from_{k}"] = v
+    step("resolve_streets")
     parent = parent_ways(ds, rows, by_tag, way_table, tree, point_seg, lat0, boxes)
     info["parent_street_ways"] = int((parent >= 0).sum())
     del tree, point_seg, by_tag, boxes
+    step("parent_ways")
     info["streets_from_addresses"] = address_streets(ds, rows, lat0)
     n_osm = len(ds)
     for i in rows.tolist():  # an unnamed POI's detail names its street
@@ -206,6 +237,7 @@ def build_documents(osm_path, places_path=None, admin1_path=None, *, bbox=None, 
             if "street" not in d["address"]:
                 d["address"]["street"] = ds.street[i]
                 ds.detail[i] = _json(d)
+    step("address_streets")
 
     # GeoNames
     n_geo = 0
@@ -254,10 +286,12 @@ def build_documents(osm_path, places_path=None, admin1_path=None, *, bbox=None, 
         del admin1
         heap.release()
 
+    step("geonames")
     # the administrative hierarchy of every document; countries from it, else the nearest GeoNames place
     parent = np.concatenate([parent, np.full(len(ds) - len(parent), -1, np.int64)])
     ds.admin, ds.units = build_hierarchy(ds, boundaries, labels, n_osm, parent=parent, ways=way_table)
     del boundaries
+    step("hierarchy")
     units = ds.units
     cu = ds.admin[:n_osm, COUNTRY]
     for i in np.flatnonzero(cu >= 0).tolist():
@@ -315,9 +349,11 @@ def build_documents(osm_path, places_path=None, admin1_path=None, *, bbox=None, 
         pc_lon += extra_pc[1][:, 0].tolist()
         pc_row += near.tolist()
     del extra_pc
+    step("countries")
     assign_postcodes(ds, ds.admin, units, n_osm, samples=(pc_code, pc_lat, pc_lon, pc_row), parent=parent,
                      ways=way_table, shapes=shapes)
     del pc_code, pc_lat, pc_lon, pc_row, parent, way_table, shapes
+    step("postcodes")
     info["admin_units"] = len(units)
     outside = (ds.admin[:, :POSTCODE] < 0).all(axis=1).tolist()
     for i in range(len(ds)):
@@ -334,9 +370,11 @@ def build_documents(osm_path, places_path=None, admin1_path=None, *, bbox=None, 
             address = {"road": address.get("road"), "_town": town, **address}
         ds.display_name[i] = make_display(name, address, skip=ds.place_class[i] if ds.index[i] == "pois" else None)
 
+    step("display_names")
     ds.canonical = canonical_groups(ds)
+    step("canonical")
     info.update({"osm_documents": n_osm, "osm_points": n_points, "geonames_documents": n_geo,
-                 "merged_groups": int((ds.canonical != np.arange(len(ds))).sum())})
+                 "merged_groups": int((ds.canonical != np.arange(len(ds))).sum()), "steps": step.rows})
     return ds, info
 
 
