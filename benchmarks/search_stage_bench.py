@@ -18,6 +18,7 @@ import argparse
 import json
 import os
 import tempfile
+import threading
 import time
 from pathlib import Path
 
@@ -51,12 +52,25 @@ def main() -> None:
     if pid == 0:
         out = Path(tempfile.mkdtemp())
         c0 = time.process_time()
+        samples: list[tuple[float, float]] = []  # (time, RSS MB) every 20 ms: the peak of each step
+        done = threading.Event()
+
+        def poll():
+            while not done.wait(0.02):
+                samples.append((time.perf_counter(), rss_mb()))
+
+        threading.Thread(target=poll, daemon=True).start()
         t1 = time.perf_counter()
         ds, info = build_documents(a.pbf, a.places, a.admin1)
         c2, t2 = time.process_time(), time.perf_counter()
         write_index(out, ds, release=True)  # as the build stage calls it
-        steps = info["steps"] + [{"step": "write_index", "wall_s": round(time.perf_counter() - t2, 3),
+        steps = info.get("steps", []) + [{"step": "write_index", "wall_s": round(time.perf_counter() - t2, 3),
                                   "cpu_s": round(time.process_time() - c2, 3), "rss_mb": round(rss_mb(), 1)}]
+        done.set()
+        end = t1
+        for st in steps:  # the highest sampled RSS inside each step
+            begin, end = end, end + st["wall_s"]
+            st["peak_mb"] = round(max([r for t, r in samples if begin <= t <= end] + [st["rss_mb"]]), 1)
         Path(result).write_text(json.dumps({"documents": len(ds), "cpu_s": round(time.process_time() - c0, 2),
                                             "documents_wall_s": round(t2 - t1, 2), "steps": steps}))
         os._exit(0)
@@ -69,7 +83,8 @@ def main() -> None:
                       "peak_above_start_mb": round(ru.ru_maxrss / 1024 - start, 1), "documents": child["documents"],
                       "load": os.getloadavg()}))
     for st in child["steps"]:
-        print(f"  {st['step']:<18} wall {st['wall_s']:7.2f} s  cpu {st['cpu_s']:7.2f} s  rss after {st['rss_mb']:7.1f} MB")
+        print(f"  {st['step']:<18} wall {st['wall_s']:7.2f} s  cpu {st['cpu_s']:7.2f} s  rss after {st['rss_mb']:7.1f} MB"
+              f"  peak in it {st['peak_mb']:7.1f} MB")
 
 
 if __name__ == "__main__":

@@ -36,7 +36,8 @@ from geoengine.search.admin import (
     unit_name,
 )
 from geoengine.search.docset import DocSet
-from geoengine.search.osm import OsmDoc, StreetWays, read_osm
+from geoengine.search.osm import OsmDoc, StreetWays, mean_xy, read_osm
+from geoengine.search.osm import _json as _json_osm
 from geoengine.search.parents import StreetWayTable, parent_ways
 from geoengine.search.text import normalise
 
@@ -50,7 +51,7 @@ SOURCE_RANK = {"n": 0, "w": 0, "r": 1, "g": 2}  # canonical preference: OSM node
 
 
 def _json(d: dict) -> str:
-    return json.dumps(d, ensure_ascii=False, separators=(",", ":"), default=str)
+    return _json_osm(d)
 
 
 def _xy(lat, lon, lat0: float) -> np.ndarray:
@@ -85,7 +86,7 @@ def _merge_streets(streets: StreetWays, loc_tree, lat0: float) -> list[tuple[Osm
                     names.append(n)
         ranges = [(streets.ends[w], streets.ends[w + 1]) for w in ways]
         verts = np.concatenate([xy[a:b] for a, b in ranges])
-        centre = verts.mean(axis=0)
+        centre = mean_xy(verts)
         k = int(np.argmin(((verts - centre) ** 2).sum(axis=1)))
         best = max(ways, key=streets.importance.__getitem__)
         detail: dict = {"names": {}, "address": {}, "tags": {}}

@@ -35,6 +35,7 @@ LOCALITY_PLACES = ("city", "town", "village", "hamlet", "suburb", "municipality"
 POI_KEYS = ("amenity", "shop", "tourism", "leisure", "historic", "office", "craft", "healthcare",
             "sport", "emergency", "club", "aerialway", "aeroway", "man_made", "natural", "waterway",
             "public_transport", "railway", "building", "landuse")
+POI_KEY_SET = frozenset(POI_KEYS)
 # keys that make a POI only with one of these values (otherwise they are too generic)
 POI_VALUES = {
     "public_transport": {"station"},
@@ -214,8 +215,22 @@ def osm_tag(tags: dict, index: str, place_class: str | None, category: str | Non
   # a node or way without any of these is no document
 
 
+# json.dumps with these options builds an encoder a call; one encoder writes the same text
+_ENCODER = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"), default=str)
+
+
 def _json(d: dict) -> str:
-    return json.dumps(d, ensure_ascii=False, separators=(",", ":"), default=str)
+    return _ENCODER.encode(d)
+
+
+def mean_xy(arr: np.ndarray) -> np.ndarray:
+    """arr.mean(axis=0) of a (k, 2) array, the same sum and division without np.mean's Python overhead."""
+    return np.add.reduce(arr, 0) / len(arr)
+
+
+def mean_1d(col: np.ndarray) -> float:
+    """float(col.mean()) of a 1-d array (a strided column), the same pairwise sum and division."""
+    return float(np.add.reduce(col)) / len(col)
 
 
 _WKB = osmium.geom.WKBFactory()
@@ -269,6 +284,7 @@ class _Handler:
         # the bounding box of every way document (Nominatim measures from an object's envelope)
         self.box_row = array("q")
         self.box = array("d")
+        self.idle_tags: dict[tuple[str, str], bool] = {}  # single tags that make nothing (_idle)
 
     def _doc(self, tags: dict, osm_type: str, osm_id: int) -> dict | None:
         """The fields of the document of a named object or address but its location; None when it is neither."""
@@ -341,12 +357,15 @@ class _Handler:
             self.labels[r.id] = best[0]
 
     def node(self, n):
-        if not n.tags or not n.location.valid():
+        loc = n.location
+        if not n.tags or not loc.valid():
             return
         tags = tag_dict(n.tags)
-        row = self._emit(tags, "n", n.id, n.location.lat, n.location.lon)
+        if len(tags) == 1 and self._idle(tags):
+            return
+        row = self._emit(tags, "n", n.id, loc.lat, loc.lon)
         if row < 0 and own_postcode(tags):
-            self._postcode_sample(own_postcode(tags), n.location.lon, n.location.lat)
+            self._postcode_sample(own_postcode(tags), loc.lon, loc.lat)
         if row >= 0 and "addr:housenumber" in tags:
             self.addr_node_id.append(n.id)
             self.addr_node_row.append(row)
@@ -359,8 +378,21 @@ class _Handler:
             if len(xy) == len(w.nodes) and len(xy) >= 2:
                 self.member_xy[w.id] = xy
 
+    def _idle(self, tags: dict) -> bool:
+        """Whether a node or way of this one tag makes nothing (building=yes, natural=tree: most of what passes
+        the key filter): no document, interpolation or postcode. Decided once per tag."""
+        (key, val), = tags.items()
+        idle = self.idle_tags.get((key, val))
+        if idle is None:
+            idle = key != "addr:interpolation" and self._doc(tags, "n", 0) is None and not own_postcode(tags)
+            if key in POI_KEY_SET:  # values of few kinds (not a name)
+                self.idle_tags[(key, val)] = idle
+        return idle
+
     def way(self, w):
         tags = tag_dict(w.tags)
+        if len(tags) == 1 and self._idle(tags):
+            return
         if "addr:interpolation" in tags:
             nodes = [(nd.ref, nd.lon, nd.lat) for nd in w.nodes if nd.location.valid()]
             if len(nodes) >= 2:
@@ -376,7 +408,7 @@ class _Handler:
                 pts = way_xy(w)
                 if len(pts):
                     arr = pts[:-1] if len(pts) > 2 and w.is_closed() else pts
-                    self._postcode_sample(code, *(float(v) for v in arr.mean(axis=0)))
+                    self._postcode_sample(code, *(float(v) for v in mean_xy(arr)))
             return  # (most buildings) no document: its node locations are never read
         arr = way_xy(w)
         if not len(arr):
@@ -384,15 +416,16 @@ class _Handler:
         if street:
             self.streets.add(w.id, tags, hw, arr)
             return
-        lon, lat = arr[:-1].mean(axis=0) if len(arr) > 2 and w.is_closed() else arr.mean(axis=0)
+        closed = w.is_closed()
+        lon, lat = mean_xy(arr[:-1]) if len(arr) > 2 and closed else mean_xy(arr)
         row = self.docs.add(**doc, lat=float(lat), lon=float(lon))
+        box = (*np.minimum.reduce(arr, 0).tolist(), *np.maximum.reduce(arr, 0).tolist())  # arr.min(axis=0), ...
         self.box_row.append(row)
-        self.box.extend((*arr.min(axis=0).tolist(), *arr.max(axis=0).tolist()))
+        self.box.extend(box)
         if tags.get("boundary") == "administrative":
             self.boundary_way_row[w.id] = row
         if not rank30(doc["osm_tag"]):
-            self._shape(row, w.is_closed() and len(arr) > 3, (*arr.min(axis=0), *arr.max(axis=0)),
-                        float(np.hypot(*np.diff(arr, axis=0).T).sum()))
+            self._shape(row, closed and len(arr) > 3, box, float(np.hypot(*np.diff(arr, axis=0).T).sum()))
 
     def area(self, a):
         t = a.tags
@@ -548,8 +581,8 @@ class StreetWays:
         name = tags.get("name") or tags["ref"]
         variants = name_variants(tags) or [name]
         self.id.append(way_id)
-        self.lat.append(float(arr[:, 1].mean()))
-        self.lon.append(float(arr[:, 0].mean()))
+        self.lat.append(mean_1d(arr[:, 1]))
+        self.lon.append(mean_1d(arr[:, 0]))
         self.importance.append(STREET_IMPORTANCE.get(hw, 0.18) + _wiki_bonus(tags))
         self.xy.frombytes(arr.tobytes())
         self.ends.append(len(self.xy) // 2)
