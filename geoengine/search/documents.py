@@ -85,26 +85,44 @@ def _merge_streets(streets: StreetWays, loc_tree, lat0: float) -> list[tuple[Osm
                 if n not in names:
                     names.append(n)
         ranges = [(streets.ends[w], streets.ends[w + 1]) for w in ways]
-        verts = np.concatenate([xy[a:b] for a, b in ranges])
+        verts = xy[ranges[0][0]:ranges[0][1]] if len(ranges) == 1 else np.concatenate([xy[a:b] for a, b in ranges])
         centre = mean_xy(verts)
         k = int(np.argmin(((verts - centre) ** 2).sum(axis=1)))
         best = max(ways, key=streets.importance.__getitem__)
-        detail: dict = {"names": {}, "address": {}, "tags": {}}
-        for w in ways:
-            wd = json.loads(streets.detail[w])
-            for part in ("names", "address", "tags"):
-                for key, val in wd.get(part, {}).items():
-                    detail[part].setdefault(key, val)
-        detail["osm_ways"] = [streets.id[w] for w in ways]
-        detail["tags"]["highway"] = streets.category[best]
+        if len(ways) == 1:  # the way's own detail text and its highway and id (what the loop below writes)
+            text = streets.detail[first]
+            detail = None
+        else:
+            detail: dict = {"names": {}, "address": {}, "tags": {}}
+            for w in ways:
+                wd = json.loads(streets.detail[w])
+                for part in ("names", "address", "tags"):
+                    for key, val in wd.get(part, {}).items():
+                        detail[part].setdefault(key, val)
+            detail["osm_ways"] = [streets.id[w] for w in ways]
+            detail["tags"]["highway"] = streets.category[best]
         doc = OsmDoc(
             id=f"osm:street:{streets.id[first]}", index="streets", doc_type="place", name=streets.name[first],
             name_en=next((streets.name_en[w] for w in ways if streets.name_en[w]), None), names=names,
             place_class="street", category=streets.category[best], importance=streets.importance[best],
-            lat=float(verts[k, 1]), lon=float(verts[k, 0]), osm_type="w", detail=_json(detail),
+            lat=float(verts[k, 1]), lon=float(verts[k, 0]), osm_type="w",
+            detail=_json(detail) if detail is not None else _one_way_detail(text, streets.category[best], streets.id[first]),
         )
         out.append((doc, ranges, loc, ways))
     return out
+
+
+def _one_way_detail(text: str, highway: str, way_id: int) -> str:
+    """The detail JSON of a street of one way from the way's own (`osm.detail_of`: names, address, tags, in
+    that order, tags last and without `highway`): its tags plus highway, then osm_ways; the text the merge of
+    several ways writes, without parsing and writing it again."""
+    if not text.endswith("}}") or '"highway":' in text[text.rfind('"tags":'):]:
+        d = json.loads(text)
+        d["osm_ways"] = [way_id]
+        d["tags"]["highway"] = highway
+        return _json(d)
+    sep = "" if text.endswith('"tags":{}}') else ","
+    return f'{text[:-2]}{sep}"highway":{_json(highway)}}},"osm_ways":[{int(way_id)}]}}'
 
 
 NEAR_COUNTRY_K = 16  # GeoNames places examined for the country of a document outside every country boundary
@@ -160,10 +178,12 @@ def build_documents(osm_path, places_path=None, admin1_path=None, *, bbox=None, 
     step("read_osm")
     info: dict = {}
     n_points = len(ds)
-    if bbox is None:
-        lats = ds.lat.tolist() + streets.lat.tolist() or [0.0]
-        lons = ds.lon.tolist() + streets.lon.tolist() or [0.0]
-        bbox = (min(lons), min(lats), max(lons), max(lats))
+    if bbox is None:  # (no lists of Python floats: they outlived the bbox, 16 MB at 64 copies)
+        lats = np.concatenate([np.frombuffer(ds.lat, np.float64), np.frombuffer(streets.lat, np.float64), [0.0]])
+        lons = np.concatenate([np.frombuffer(ds.lon, np.float64), np.frombuffer(streets.lon, np.float64), [0.0]])
+        k = len(lats) - 1 if len(lats) > 1 else 1  # the 0.0 only when there is nothing else
+        bbox = (float(lons[:k].min()), float(lats[:k].min()), float(lons[:k].max()), float(lats[:k].max()))
+        del lats, lons
     lat0 = (bbox[1] + bbox[3]) / 2
 
     # streets group by settlement (a street crossing several suburbs of one city is one street)
@@ -481,7 +501,6 @@ def canonical_groups(ds: DocSet) -> np.ndarray:
     lat = np.radians(np.array(ds.lat)[rows])
     lon = np.radians(np.array(ds.lon)[rows])
     xyz = 6371.0 * np.column_stack([np.cos(lat) * np.cos(lon), np.cos(lat) * np.sin(lon), np.sin(lat)])
-    tree = cKDTree(xyz)
     keys = [{normalise(x) for x in [ds.name[i], ds.name_en[i]] if x} for i in rows]
     parent = np.arange(len(rows))
 
@@ -494,15 +513,24 @@ def canonical_groups(ds: DocSet) -> np.ndarray:
     def limit(i):
         return MERGE_KM.get(ds.place_class[i] or "", MERGE_KM_DEFAULT)
 
+    # the rows of each normalised name: only rows sharing a name are partners, so a relation (which looks
+    # 300 km around) examines its namesakes, not every place of a large extract
+    by_key: dict[str, list[int]] = {}
+    for k, ks in enumerate(keys):
+        for key in ks:
+            by_key.setdefault(key, []).append(k)
     # only OSM documents look for partners: GeoNames rows never merge with each other
     for a in np.flatnonzero(np.array([ds.source[i] == "osm" for i in rows])):
         ia = rows[a]
-        for b in tree.query_ball_point(xyz[a], r=max(limit(ia), max(MERGE_KM.values()) if ds.kind[ia] == "r" else 15.0)):
+        r = max(limit(ia), max(MERGE_KM.values()) if ds.kind[ia] == "r" else 15.0)
+        cand = sorted({b for key in keys[a] for b in by_key[key]})
+        if not cand:
+            continue
+        near = np.asarray(cand)[np.linalg.norm(xyz[cand] - xyz[a], axis=1) <= r]  # (a k-d tree's ball of r)
+        for b in near.tolist():
             ib = rows[b]
             if b == a or (ds.source[ib] == "osm" and ds.kind[ia] != "r" and ds.kind[ib] != "r"):
                 continue  # two OSM nodes/ways are two places
-            if not keys[a] & keys[b]:
-                continue
             if np.linalg.norm(xyz[a] - xyz[b]) > max(limit(ia), limit(ib)):
                 continue
             ra, rb = find(a), find(b)

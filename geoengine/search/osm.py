@@ -437,7 +437,7 @@ class _Handler:
         elif ("name" not in t and "addr:housenumber" not in t and not any(k in t for k in POI_KEYS)
                 and t.get("boundary") != "postal_code"):
             return
-        tags = dict(t)
+        tags = tag_dict(t)
         try:
             geom = shapely.from_wkb(self.wkb.create_multipolygon(a))
         except Exception:  # broken or incomplete multipolygon in a clipped extract
