@@ -556,6 +556,25 @@ class InterpolationWays:
 POSTCODE_TAGS = ("postal_code", "postcode", "addr:postcode", "tiger:zip_left", "tiger:zip_right")
 
 
+class TextColumn:
+    """Strings kept as one UTF-8 buffer and their end offsets (`col[k]` decodes string k): a Python string
+    per value cost its header and the allocator's slack, and freed it left holes among the documents' own."""
+
+    def __init__(self):
+        self.buf = bytearray()
+        self.ends = array("q", [0])
+
+    def __len__(self) -> int:
+        return len(self.ends) - 1
+
+    def append(self, text: str) -> None:
+        self.buf += text.encode("utf-8")
+        self.ends.append(len(self.buf))
+
+    def __getitem__(self, k: int) -> str:
+        return self.buf[self.ends[k]:self.ends[k + 1]].decode("utf-8")
+
+
 class StreetWays:
     """The named street ways of an extract as columns (an object per way cost about 450 bytes more):
     way k has id `id[k]`, name `name[k]`, ..., vertices `vertices()[ends[k]:ends[k + 1]]` (lon, lat)."""
@@ -571,7 +590,7 @@ class StreetWays:
         self.name_en: list[str | None] = []
         self.names: list[list[str] | None] = []  # the name variants; None when they are [name]
         self.category: list[str] = []  # the highway value
-        self.detail: list[str] = []  # JSON of names, address, tags
+        self.detail = TextColumn()  # JSON of names, address, tags
         self.postcode: list[str | None] = []  # Nominatim's postcode tags: addr:postcode, ..., tiger:zip_left
 
     def __len__(self) -> int:
