@@ -22,7 +22,7 @@ import shapely
 
 from geoengine.bundler.locations import LOCATION_INDEX
 from geoengine.osmtags import tag_dict
-from geoengine.search.docset import DocSet
+from geoengine.search.docset import DocSet, TextColumn
 from geoengine.search.parents import rank30
 
 PLACE_IMPORTANCE = {
@@ -554,25 +554,6 @@ class InterpolationWays:
 # the tags that give a street way a postcode, first first (Nominatim's ADDRESS_TAGS postcode: TIGER's zips
 # give the streets of the United States theirs)
 POSTCODE_TAGS = ("postal_code", "postcode", "addr:postcode", "tiger:zip_left", "tiger:zip_right")
-
-
-class TextColumn:
-    """Strings kept as one UTF-8 buffer and their end offsets (`col[k]` decodes string k): a Python string
-    per value cost its header and the allocator's slack, and freed it left holes among the documents' own."""
-
-    def __init__(self):
-        self.buf = bytearray()
-        self.ends = array("q", [0])
-
-    def __len__(self) -> int:
-        return len(self.ends) - 1
-
-    def append(self, text: str) -> None:
-        self.buf += text.encode("utf-8")
-        self.ends.append(len(self.buf))
-
-    def __getitem__(self, k: int) -> str:
-        return self.buf[self.ends[k]:self.ends[k + 1]].decode("utf-8")
 
 
 class StreetWays:
