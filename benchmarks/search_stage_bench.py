@@ -1,10 +1,15 @@
 """The search build stage alone (documents + index) on one extract, in a forked child: wall, CPU of the
 child (all its threads), the child's peak RSS (wait4) and the parent's RSS at the fork (what the child
-starts with). Compare two trees by running it with PYTHONPATH pointing at each, on the same machine state:
+starts with), and per sub-step of build_documents (then `write_index`) its wall, CPU and the child's RSS
+after it. Compare two trees by running it with PYTHONPATH pointing at each, on the same machine state:
 
     PYTHONPATH=<tree> python benchmarks/search_stage_bench.py EXTRACT.osm.pbf [GEONAMES.txt.gz ADMIN1.json]
 
-The 64-copy extract: ../shared/tools/replicate_extract.py valhalla-liechtenstein-latest.osm.pbf OUT 8.
+Without the GeoNames files it measures what benchmarks/scale_bench.py's build step does (`geoengine build
+FILE` is given no `places`); with them the GeoNames step comes on top (the table is read and its important
+places become documents: about 12 s of CPU more at 64 copies). Numba's compile time is not counted when
+NUMBA_CACHE_DIR holds the compiled kernels (run it twice). The 64-copy extract:
+../shared/tools/replicate_extract.py valhalla-liechtenstein-latest.osm.pbf OUT 8.
 """
 
 from __future__ import annotations
@@ -13,6 +18,7 @@ import argparse
 import json
 import os
 import tempfile
+import threading
 import time
 from pathlib import Path
 
@@ -46,9 +52,27 @@ def main() -> None:
     if pid == 0:
         out = Path(tempfile.mkdtemp())
         c0 = time.process_time()
-        ds, _ = build_documents(a.pbf, a.places, a.admin1)
+        samples: list[tuple[float, float]] = []  # (time, RSS MB) every 20 ms: the peak of each step
+        done = threading.Event()
+
+        def poll():
+            while not done.wait(0.02):
+                samples.append((time.perf_counter(), rss_mb()))
+
+        threading.Thread(target=poll, daemon=True).start()
+        t1 = time.perf_counter()
+        ds, info = build_documents(a.pbf, a.places, a.admin1)
+        c2, t2 = time.process_time(), time.perf_counter()
         write_index(out, ds, release=True)  # as the build stage calls it
-        Path(result).write_text(json.dumps({"documents": len(ds), "cpu_s": round(time.process_time() - c0, 2)}))
+        steps = info.get("steps", []) + [{"step": "write_index", "wall_s": round(time.perf_counter() - t2, 3),
+                                  "cpu_s": round(time.process_time() - c2, 3), "rss_mb": round(rss_mb(), 1)}]
+        done.set()
+        end = t1
+        for st in steps:  # the highest sampled RSS inside each step
+            begin, end = end, end + st["wall_s"]
+            st["peak_mb"] = round(max([r for t, r in samples if begin <= t <= end] + [st["rss_mb"]]), 1)
+        Path(result).write_text(json.dumps({"documents": len(ds), "cpu_s": round(time.process_time() - c0, 2),
+                                            "documents_wall_s": round(t2 - t1, 2), "steps": steps}))
         os._exit(0)
     _, status, ru = os.wait4(pid, 0)
     wall = time.perf_counter() - t0
@@ -58,6 +82,9 @@ def main() -> None:
                       "peak_rss_mb": round(ru.ru_maxrss / 1024, 1), "start_rss_mb": round(start, 1),
                       "peak_above_start_mb": round(ru.ru_maxrss / 1024 - start, 1), "documents": child["documents"],
                       "load": os.getloadavg()}))
+    for st in child["steps"]:
+        print(f"  {st['step']:<18} wall {st['wall_s']:7.2f} s  cpu {st['cpu_s']:7.2f} s  rss after {st['rss_mb']:7.1f} MB"
+              f"  peak in it {st['peak_mb']:7.1f} MB")
 
 
 if __name__ == "__main__":

@@ -9,6 +9,38 @@ from dataclasses import dataclass, field
 import numpy as np
 
 
+class TextColumn:
+    """Strings (or None) kept as one UTF-8 buffer and each value's start and end (`col[k]` decodes value k;
+    a value set again is appended and the old bytes left): a Python string a value cost its header and the
+    allocator's slack, and freed strings left holes among the documents' own."""
+
+    def __init__(self):
+        self.buf = bytearray()
+        self.start = array("q")  # -1: None
+        self.stop = array("q")
+
+    def __len__(self) -> int:
+        return len(self.start)
+
+    def append(self, text: str | None) -> None:
+        self.start.append(-1)
+        self.stop.append(-1)
+        if text is not None:
+            self[len(self.start) - 1] = text
+
+    def __setitem__(self, k: int, text: str | None) -> None:
+        if text is None:
+            self.start[k] = self.stop[k] = -1
+            return
+        self.start[k] = len(self.buf)
+        self.buf += text.encode("utf-8")
+        self.stop[k] = len(self.buf)
+
+    def __getitem__(self, k: int) -> str | None:
+        a = self.start[k]
+        return None if a < 0 else self.buf[a:self.stop[k]].decode("utf-8")
+
+
 @dataclass
 class DocSet:
     """Column lists of every document (row i = document i)."""
@@ -28,7 +60,7 @@ class DocSet:
     source: list[str] = field(default_factory=list)
     kind: list[str] = field(default_factory=list)  # n | w | r | g (for canonical preference)
     categories: list[list[str] | tuple] = field(default_factory=list)  # search categories (iD preset ids) of POIs
-    detail: list[str | None] = field(default_factory=list)  # JSON of names, address, tags, osm ways (/search/detail)
+    detail: TextColumn = field(default_factory=TextColumn)  # JSON of names, address, tags, osm ways (/search/detail)
     country: list[str | None] = field(default_factory=list)  # ISO 3166-1 alpha-2 code
     region: list[bool] = field(default_factory=list)  # of the bundle's own region (OSM, GeoNames inside its bbox)
     # addr:* of the object (None when absent); `street` is the street the address belongs to once resolved

@@ -14,6 +14,8 @@ from __future__ import annotations
 
 import json
 import logging
+import os
+import time
 
 import numpy as np
 import shapely
@@ -34,7 +36,8 @@ from geoengine.search.admin import (
     unit_name,
 )
 from geoengine.search.docset import DocSet
-from geoengine.search.osm import OsmDoc, StreetWays, read_osm
+from geoengine.search.osm import OsmDoc, StreetWays, mean_xy, read_osm
+from geoengine.search.osm import _json as _json_osm
 from geoengine.search.parents import StreetWayTable, parent_ways
 from geoengine.search.text import normalise
 
@@ -48,7 +51,7 @@ SOURCE_RANK = {"n": 0, "w": 0, "r": 1, "g": 2}  # canonical preference: OSM node
 
 
 def _json(d: dict) -> str:
-    return json.dumps(d, ensure_ascii=False, separators=(",", ":"), default=str)
+    return _json_osm(d)
 
 
 def _xy(lat, lon, lat0: float) -> np.ndarray:
@@ -82,26 +85,44 @@ def _merge_streets(streets: StreetWays, loc_tree, lat0: float) -> list[tuple[Osm
                 if n not in names:
                     names.append(n)
         ranges = [(streets.ends[w], streets.ends[w + 1]) for w in ways]
-        verts = np.concatenate([xy[a:b] for a, b in ranges])
-        centre = verts.mean(axis=0)
+        verts = xy[ranges[0][0]:ranges[0][1]] if len(ranges) == 1 else np.concatenate([xy[a:b] for a, b in ranges])
+        centre = mean_xy(verts)
         k = int(np.argmin(((verts - centre) ** 2).sum(axis=1)))
         best = max(ways, key=streets.importance.__getitem__)
-        detail: dict = {"names": {}, "address": {}, "tags": {}}
-        for w in ways:
-            wd = json.loads(streets.detail[w])
-            for part in ("names", "address", "tags"):
-                for key, val in wd.get(part, {}).items():
-                    detail[part].setdefault(key, val)
-        detail["osm_ways"] = [streets.id[w] for w in ways]
-        detail["tags"]["highway"] = streets.category[best]
+        if len(ways) == 1:  # the way's own detail text and its highway and id (what the loop below writes)
+            text = streets.detail[first]
+            detail = None
+        else:
+            detail: dict = {"names": {}, "address": {}, "tags": {}}
+            for w in ways:
+                wd = json.loads(streets.detail[w])
+                for part in ("names", "address", "tags"):
+                    for key, val in wd.get(part, {}).items():
+                        detail[part].setdefault(key, val)
+            detail["osm_ways"] = [streets.id[w] for w in ways]
+            detail["tags"]["highway"] = streets.category[best]
         doc = OsmDoc(
             id=f"osm:street:{streets.id[first]}", index="streets", doc_type="place", name=streets.name[first],
             name_en=next((streets.name_en[w] for w in ways if streets.name_en[w]), None), names=names,
             place_class="street", category=streets.category[best], importance=streets.importance[best],
-            lat=float(verts[k, 1]), lon=float(verts[k, 0]), osm_type="w", detail=_json(detail),
+            lat=float(verts[k, 1]), lon=float(verts[k, 0]), osm_type="w",
+            detail=_json(detail) if detail is not None else _one_way_detail(text, streets.category[best], streets.id[first]),
         )
         out.append((doc, ranges, loc, ways))
     return out
+
+
+def _one_way_detail(text: str, highway: str, way_id: int) -> str:
+    """The detail JSON of a street of one way from the way's own (`osm.detail_of`: names, address, tags, in
+    that order, tags last and without `highway`): its tags plus highway, then osm_ways; the text the merge of
+    several ways writes, without parsing and writing it again."""
+    if not text.endswith("}}") or '"highway":' in text[text.rfind('"tags":'):]:
+        d = json.loads(text)
+        d["osm_ways"] = [way_id]
+        d["tags"]["highway"] = highway
+        return _json(d)
+    sep = "" if text.endswith('"tags":{}}') else ","
+    return f'{text[:-2]}{sep}"highway":{_json(highway)}}},"osm_ways":[{int(way_id)}]}}'
 
 
 NEAR_COUNTRY_K = 16  # GeoNames places examined for the country of a document outside every country boundary
@@ -123,20 +144,46 @@ def _near_cells(lon, lat, qlon, qlat, cell: float) -> np.ndarray:
     return near
 
 
+class _Steps:
+    """Wall and CPU seconds of each sub-step of `build_documents`, and the process's RSS after it (MB):
+    `info["steps"]`, logged at debug level and printed by benchmarks/search_stage_bench.py."""
+
+    def __init__(self):
+        self.rows: list[dict] = []
+        self.t, self.c = time.perf_counter(), time.process_time()
+
+    def __call__(self, name: str) -> None:
+        t, c = time.perf_counter(), time.process_time()
+        rss = 0.0
+        try:
+            with open("/proc/self/statm") as fh:
+                rss = int(fh.read().split()[1]) * os.sysconf("SC_PAGE_SIZE") / 2**20
+        except (OSError, ValueError):
+            pass
+        self.rows.append({"step": name, "wall_s": round(t - self.t, 3), "cpu_s": round(c - self.c, 3),
+                          "rss_mb": round(rss, 1)})
+        logging.getLogger(__name__).debug("search step %s", self.rows[-1])
+        self.t, self.c = t, c
+
+
 def build_documents(osm_path, places_path=None, admin1_path=None, *, bbox=None, world: str = "important",
                     world_min_population: int = 50_000, progress=None) -> tuple[DocSet, dict]:
     """Every document of a bundle. `world`: "all" keeps the whole GeoNames table, "important" the places
     near the extract's data (inside its bbox plus 0.1 degree, and within NEAR_DATA_DEG of an OSM document:
     an extract with far-apart parts does not take in the places between them) and the world's capitals, admin seats and places of at
     least `world_min_population`, "region" only those inside the bbox."""
+    step = _Steps()
     ds, streets, boundaries, reader = read_osm(osm_path)  # ds: the documents of OSM nodes, ways, relations
     heap.release()  # what the OSM reader's threads freed, under the steps after it (50-80 MB at 64 copies)
+    step("read_osm")
     info: dict = {}
     n_points = len(ds)
-    if bbox is None:
-        lats = ds.lat.tolist() + streets.lat.tolist() or [0.0]
-        lons = ds.lon.tolist() + streets.lon.tolist() or [0.0]
-        bbox = (min(lons), min(lats), max(lons), max(lats))
+    if bbox is None:  # (no lists of Python floats: they outlived the bbox, 16 MB at 64 copies)
+        lats = np.concatenate([np.frombuffer(ds.lat, np.float64), np.frombuffer(streets.lat, np.float64), [0.0]])
+        lons = np.concatenate([np.frombuffer(ds.lon, np.float64), np.frombuffer(streets.lon, np.float64), [0.0]])
+        k = len(lats) - 1 if len(lats) > 1 else 1  # the 0.0 only when there is nothing else
+        bbox = (float(lons[:k].min()), float(lats[:k].min()), float(lons[:k].max()), float(lats[:k].max()))
+        del lats, lons
     lat0 = (bbox[1] + bbox[3]) / 2
 
     # streets group by settlement (a street crossing several suburbs of one city is one street)
@@ -144,6 +191,7 @@ def build_documents(osm_path, places_path=None, admin1_path=None, *, bbox=None, 
              and ds.place_class[i] in STREET_LOCALITY_PLACES]
     town_tree = cKDTree(_xy([ds.lat[i] for i in towns], [ds.lon[i] for i in towns], lat0)) if towns else None
     merged = _merge_streets(streets, town_tree, lat0)
+    step("merge_streets")
     ranges, owners = [], []
     street_town: dict[int, str] = {}  # street row -> the settlement it was grouped by
     pc_code, pc_lat, pc_lon, pc_row = [], [], [], []  # the street ways' postcodes, as postcode samples
@@ -178,6 +226,7 @@ def build_documents(osm_path, places_path=None, admin1_path=None, *, bbox=None, 
     del way_id, way_key, way_lat, way_lon, way_pc
     del streets, ranges, owners  # the street ways' polylines are ds.seg now
     heap.release()
+    step("street_documents")
 
     # addresses: interpolation lines into numbers, then the street of every address and POI
     info["interpolated_addresses"] = expand_interpolations(ds, reader.interpolations, reader.addr_node_id,
@@ -189,15 +238,18 @@ def build_documents(osm_path, places_path=None, admin1_path=None, *, bbox=None, 
     boxes = (np.frombuffer(reader.box_row, np.int64).copy(), np.frombuffer(reader.box, np.float64).reshape(-1, 4).copy())
     extra_pc = (reader.pc_code, np.frombuffer(reader.pc_xy, np.float64).reshape(-1, 2).copy())
     del reader
+    step("interpolations")
     n_osm = len(ds)
     tree, point_seg = street_points(ds, lat0)
     rows = np.asarray([i for i in range(n_osm) if ds.index[i] in ("addresses", "pois")], np.int64)
     by_tag = np.asarray([bool(s) for s in ds.street], bool)  # addr:street of the object itself
     for k, v in resolve_streets(ds, rows, lat0, tree, point_seg).items():
         info[f"street_from_{k}"] = v
+    step("resolve_streets")
     parent = parent_ways(ds, rows, by_tag, way_table, tree, point_seg, lat0, boxes)
     info["parent_street_ways"] = int((parent >= 0).sum())
     del tree, point_seg, by_tag, boxes
+    step("parent_ways")
     info["streets_from_addresses"] = address_streets(ds, rows, lat0)
     n_osm = len(ds)
     for i in rows.tolist():  # an unnamed POI's detail names its street
@@ -206,6 +258,7 @@ def build_documents(osm_path, places_path=None, admin1_path=None, *, bbox=None, 
             if "street" not in d["address"]:
                 d["address"]["street"] = ds.street[i]
                 ds.detail[i] = _json(d)
+    step("address_streets")
 
     # GeoNames
     n_geo = 0
@@ -254,10 +307,12 @@ def build_documents(osm_path, places_path=None, admin1_path=None, *, bbox=None, 
         del admin1
         heap.release()
 
+    step("geonames")
     # the administrative hierarchy of every document; countries from it, else the nearest GeoNames place
     parent = np.concatenate([parent, np.full(len(ds) - len(parent), -1, np.int64)])
     ds.admin, ds.units = build_hierarchy(ds, boundaries, labels, n_osm, parent=parent, ways=way_table)
     del boundaries
+    step("hierarchy")
     units = ds.units
     cu = ds.admin[:n_osm, COUNTRY]
     for i in np.flatnonzero(cu >= 0).tolist():
@@ -315,9 +370,11 @@ def build_documents(osm_path, places_path=None, admin1_path=None, *, bbox=None, 
         pc_lon += extra_pc[1][:, 0].tolist()
         pc_row += near.tolist()
     del extra_pc
+    step("countries")
     assign_postcodes(ds, ds.admin, units, n_osm, samples=(pc_code, pc_lat, pc_lon, pc_row), parent=parent,
                      ways=way_table, shapes=shapes)
     del pc_code, pc_lat, pc_lon, pc_row, parent, way_table, shapes
+    step("postcodes")
     info["admin_units"] = len(units)
     outside = (ds.admin[:, :POSTCODE] < 0).all(axis=1).tolist()
     for i in range(len(ds)):
@@ -334,9 +391,11 @@ def build_documents(osm_path, places_path=None, admin1_path=None, *, bbox=None, 
             address = {"road": address.get("road"), "_town": town, **address}
         ds.display_name[i] = make_display(name, address, skip=ds.place_class[i] if ds.index[i] == "pois" else None)
 
+    step("display_names")
     ds.canonical = canonical_groups(ds)
+    step("canonical")
     info.update({"osm_documents": n_osm, "osm_points": n_points, "geonames_documents": n_geo,
-                 "merged_groups": int((ds.canonical != np.arange(len(ds))).sum())})
+                 "merged_groups": int((ds.canonical != np.arange(len(ds))).sum()), "steps": step.rows})
     return ds, info
 
 
@@ -442,7 +501,6 @@ def canonical_groups(ds: DocSet) -> np.ndarray:
     lat = np.radians(np.array(ds.lat)[rows])
     lon = np.radians(np.array(ds.lon)[rows])
     xyz = 6371.0 * np.column_stack([np.cos(lat) * np.cos(lon), np.cos(lat) * np.sin(lon), np.sin(lat)])
-    tree = cKDTree(xyz)
     keys = [{normalise(x) for x in [ds.name[i], ds.name_en[i]] if x} for i in rows]
     parent = np.arange(len(rows))
 
@@ -455,15 +513,24 @@ def canonical_groups(ds: DocSet) -> np.ndarray:
     def limit(i):
         return MERGE_KM.get(ds.place_class[i] or "", MERGE_KM_DEFAULT)
 
+    # the rows of each normalised name: only rows sharing a name are partners, so a relation (which looks
+    # 300 km around) examines its namesakes, not every place of a large extract
+    by_key: dict[str, list[int]] = {}
+    for k, ks in enumerate(keys):
+        for key in ks:
+            by_key.setdefault(key, []).append(k)
     # only OSM documents look for partners: GeoNames rows never merge with each other
     for a in np.flatnonzero(np.array([ds.source[i] == "osm" for i in rows])):
         ia = rows[a]
-        for b in tree.query_ball_point(xyz[a], r=max(limit(ia), max(MERGE_KM.values()) if ds.kind[ia] == "r" else 15.0)):
+        r = max(limit(ia), max(MERGE_KM.values()) if ds.kind[ia] == "r" else 15.0)
+        cand = sorted({b for key in keys[a] for b in by_key[key]})
+        if not cand:
+            continue
+        near = np.asarray(cand)[np.linalg.norm(xyz[cand] - xyz[a], axis=1) <= r]  # (a k-d tree's ball of r)
+        for b in near.tolist():
             ib = rows[b]
             if b == a or (ds.source[ib] == "osm" and ds.kind[ia] != "r" and ds.kind[ib] != "r"):
                 continue  # two OSM nodes/ways are two places
-            if not keys[a] & keys[b]:
-                continue
             if np.linalg.norm(xyz[a] - xyz[b]) > max(limit(ia), limit(ib)):
                 continue
             ra, rb = find(a), find(b)

@@ -22,7 +22,7 @@ import shapely
 
 from geoengine.bundler.locations import LOCATION_INDEX
 from geoengine.osmtags import tag_dict
-from geoengine.search.docset import DocSet
+from geoengine.search.docset import DocSet, TextColumn
 from geoengine.search.parents import rank30
 
 PLACE_IMPORTANCE = {
@@ -35,6 +35,7 @@ LOCALITY_PLACES = ("city", "town", "village", "hamlet", "suburb", "municipality"
 POI_KEYS = ("amenity", "shop", "tourism", "leisure", "historic", "office", "craft", "healthcare",
             "sport", "emergency", "club", "aerialway", "aeroway", "man_made", "natural", "waterway",
             "public_transport", "railway", "building", "landuse")
+POI_KEY_SET = frozenset(POI_KEYS)
 # keys that make a POI only with one of these values (otherwise they are too generic)
 POI_VALUES = {
     "public_transport": {"station"},
@@ -62,6 +63,13 @@ DETAIL_TAGS = ("opening_hours", "phone", "contact:phone", "mobile", "contact:mob
                "fuel:diesel", "fuel:octane_95", "healthcare", "dispensing", "emergency", "surface", "maxspeed", "lanes",
                "oneway", "ref", "start_date", "heritage")
 NAME_KEYS_EXTRA = ("alt_name", "old_name", "short_name", "official_name", "loc_name", "int_name", "reg_name")
+NAME_KEY_SET = frozenset(("name", *NAME_KEYS_EXTRA))
+NAME_PREFIXES = ("name:", *(e + ":" for e in NAME_KEYS_EXTRA))  # name:xx, alt_name:xx, ...
+
+
+def is_name_key(k: str) -> bool:
+    """name, name:xx, alt_name, alt_name:xx, ... (one set lookup and one startswith of a tuple)."""
+    return k in NAME_KEY_SET or k.startswith(NAME_PREFIXES)
 
 
 @dataclass(slots=True)
@@ -84,8 +92,7 @@ class OsmDoc:
 
 def detail_of(tags: dict) -> dict:
     """Names (name, name:xx, alt_name, ...), address parts (addr:*) and the useful tags of an object."""
-    names = {k: v for k, v in tags.items() if k == "name" or k.startswith("name:") or k in NAME_KEYS_EXTRA
-             or any(k.startswith(e + ":") for e in NAME_KEYS_EXTRA)}
+    names = {k: v for k, v in tags.items() if is_name_key(k)}
     address = {k[5:]: v for k, v in tags.items() if k.startswith("addr:")}
     keep = {k: tags[k] for k in DETAIL_TAGS if k in tags}
     return {"names": names, "address": address, "tags": keep}
@@ -135,7 +142,7 @@ def country_hint(tags: dict) -> str | None:
 def name_variants(tags: dict) -> list[str]:
     out = []
     for k, v in tags.items():
-        if k == "name" or k.startswith("name:") or k in NAME_KEYS_EXTRA or any(k.startswith(e + ":") for e in NAME_KEYS_EXTRA):
+        if is_name_key(k):
             for part in v.split(";"):
                 part = part.strip()
                 if part and part not in out:
@@ -208,8 +215,40 @@ def osm_tag(tags: dict, index: str, place_class: str | None, category: str | Non
   # a node or way without any of these is no document
 
 
+# json.dumps with these options builds an encoder a call; one encoder writes the same text
+_ENCODER = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"), default=str)
+
+
 def _json(d: dict) -> str:
-    return json.dumps(d, ensure_ascii=False, separators=(",", ":"), default=str)
+    return _ENCODER.encode(d)
+
+
+def mean_xy(arr: np.ndarray) -> np.ndarray:
+    """arr.mean(axis=0) of a (k, 2) array, the same sum and division without np.mean's Python overhead."""
+    return np.add.reduce(arr, 0) / len(arr)
+
+
+def mean_1d(col: np.ndarray) -> float:
+    """float(col.mean()) of a 1-d array (a strided column), the same pairwise sum and division."""
+    return float(np.add.reduce(col)) / len(col)
+
+
+_WKB = osmium.geom.WKBFactory()
+_ALL_NODES = osmium.geom.use_nodes.ALL
+
+
+def way_xy(w) -> np.ndarray:
+    """(k, 2) float64 lon/lat of a way's nodes that have a location, in way order, repeated nodes kept:
+    libosmium writes them as a WKB linestring (little-endian header of 9 bytes, then the coordinates), about
+    3x cheaper than reading each node from Python; a way with a node without location (a clipped extract) or
+    of one node (no linestring) is read node by node."""
+    try:
+        wkb = bytes.fromhex(_WKB.create_linestring(w, use_nodes=_ALL_NODES))
+    except Exception:  # osmium.InvalidLocationError, a geometry error of fewer than two nodes
+        wkb = b""
+    if wkb[:5] == b"\x01\x02\x00\x00\x00":
+        return np.frombuffer(wkb, np.float64, offset=9).reshape(-1, 2)
+    return np.asarray([(nd.lon, nd.lat) for nd in w.nodes if nd.location.valid()], np.float64).reshape(-1, 2)
 
 
 class _Handler:
@@ -245,6 +284,7 @@ class _Handler:
         # the bounding box of every way document (Nominatim measures from an object's envelope)
         self.box_row = array("q")
         self.box = array("d")
+        self.idle_tags: dict[tuple[str, str], bool] = {}  # single tags that make nothing (_idle)
 
     def _doc(self, tags: dict, osm_type: str, osm_id: int) -> dict | None:
         """The fields of the document of a named object or address but its location; None when it is neither."""
@@ -317,12 +357,15 @@ class _Handler:
             self.labels[r.id] = best[0]
 
     def node(self, n):
-        if not n.tags or not n.location.valid():
+        loc = n.location
+        if not n.tags or not loc.valid():
             return
         tags = tag_dict(n.tags)
-        row = self._emit(tags, "n", n.id, n.location.lat, n.location.lon)
+        if len(tags) == 1 and self._idle(tags):
+            return
+        row = self._emit(tags, "n", n.id, loc.lat, loc.lon)
         if row < 0 and own_postcode(tags):
-            self._postcode_sample(own_postcode(tags), n.location.lon, n.location.lat)
+            self._postcode_sample(own_postcode(tags), loc.lon, loc.lat)
         if row >= 0 and "addr:housenumber" in tags:
             self.addr_node_id.append(n.id)
             self.addr_node_row.append(row)
@@ -331,12 +374,25 @@ class _Handler:
         """Every way (before the document filter): the geometry of a member of a boundary relation, tagged
         or not (untagged members are common: Deatsville's outer ring)."""
         if w.id in self.boundary_members:
-            pts = [(nd.lon, nd.lat) for nd in w.nodes if nd.location.valid()]
-            if len(pts) == len(w.nodes) and len(pts) >= 2:
-                self.member_xy[w.id] = np.asarray(pts, dtype=np.float64)
+            xy = way_xy(w)
+            if len(xy) == len(w.nodes) and len(xy) >= 2:
+                self.member_xy[w.id] = xy
+
+    def _idle(self, tags: dict) -> bool:
+        """Whether a node or way of this one tag makes nothing (building=yes, natural=tree: most of what passes
+        the key filter): no document, interpolation or postcode. Decided once per tag."""
+        (key, val), = tags.items()
+        idle = self.idle_tags.get((key, val))
+        if idle is None:
+            idle = key != "addr:interpolation" and self._doc(tags, "n", 0) is None and not own_postcode(tags)
+            if key in POI_KEY_SET:  # values of few kinds (not a name)
+                self.idle_tags[(key, val)] = idle
+        return idle
 
     def way(self, w):
         tags = tag_dict(w.tags)
+        if len(tags) == 1 and self._idle(tags):
+            return
         if "addr:interpolation" in tags:
             nodes = [(nd.ref, nd.lon, nd.lat) for nd in w.nodes if nd.location.valid()]
             if len(nodes) >= 2:
@@ -349,27 +405,27 @@ class _Handler:
         if not street and doc is None:
             code = own_postcode(tags) if tags.get("boundary") != "postal_code" else None
             if code:  # no document, but a postcode: its centre
-                pts = [(nd.lon, nd.lat) for nd in w.nodes if nd.location.valid()]
-                if pts:
-                    arr = np.asarray(pts[:-1] if len(pts) > 2 and w.is_closed() else pts)
-                    self._postcode_sample(code, *(float(v) for v in arr.mean(axis=0)))
+                pts = way_xy(w)
+                if len(pts):
+                    arr = pts[:-1] if len(pts) > 2 and w.is_closed() else pts
+                    self._postcode_sample(code, *(float(v) for v in mean_xy(arr)))
             return  # (most buildings) no document: its node locations are never read
-        pts = [(nd.lon, nd.lat) for nd in w.nodes if nd.location.valid()]
-        if not pts:
+        arr = way_xy(w)
+        if not len(arr):
             return
-        arr = np.asarray(pts, dtype=np.float64)
         if street:
             self.streets.add(w.id, tags, hw, arr)
             return
-        lon, lat = arr[:-1].mean(axis=0) if len(arr) > 2 and w.is_closed() else arr.mean(axis=0)
+        closed = w.is_closed()
+        lon, lat = mean_xy(arr[:-1]) if len(arr) > 2 and closed else mean_xy(arr)
         row = self.docs.add(**doc, lat=float(lat), lon=float(lon))
+        box = (*np.minimum.reduce(arr, 0).tolist(), *np.maximum.reduce(arr, 0).tolist())  # arr.min(axis=0), ...
         self.box_row.append(row)
-        self.box.extend((*arr.min(axis=0).tolist(), *arr.max(axis=0).tolist()))
+        self.box.extend(box)
         if tags.get("boundary") == "administrative":
             self.boundary_way_row[w.id] = row
         if not rank30(doc["osm_tag"]):
-            self._shape(row, w.is_closed() and len(arr) > 3, (*arr.min(axis=0), *arr.max(axis=0)),
-                        float(np.hypot(*np.diff(arr, axis=0).T).sum()))
+            self._shape(row, closed and len(arr) > 3, box, float(np.hypot(*np.diff(arr, axis=0).T).sum()))
 
     def area(self, a):
         t = a.tags
@@ -381,7 +437,7 @@ class _Handler:
         elif ("name" not in t and "addr:housenumber" not in t and not any(k in t for k in POI_KEYS)
                 and t.get("boundary") != "postal_code"):
             return
-        tags = dict(t)
+        tags = tag_dict(t)
         try:
             geom = shapely.from_wkb(self.wkb.create_multipolygon(a))
         except Exception:  # broken or incomplete multipolygon in a clipped extract
@@ -515,7 +571,7 @@ class StreetWays:
         self.name_en: list[str | None] = []
         self.names: list[list[str] | None] = []  # the name variants; None when they are [name]
         self.category: list[str] = []  # the highway value
-        self.detail: list[str] = []  # JSON of names, address, tags
+        self.detail = TextColumn()  # JSON of names, address, tags
         self.postcode: list[str | None] = []  # Nominatim's postcode tags: addr:postcode, ..., tiger:zip_left
 
     def __len__(self) -> int:
@@ -525,8 +581,8 @@ class StreetWays:
         name = tags.get("name") or tags["ref"]
         variants = name_variants(tags) or [name]
         self.id.append(way_id)
-        self.lat.append(float(arr[:, 1].mean()))
-        self.lon.append(float(arr[:, 0].mean()))
+        self.lat.append(mean_1d(arr[:, 1]))
+        self.lon.append(mean_1d(arr[:, 0]))
         self.importance.append(STREET_IMPORTANCE.get(hw, 0.18) + _wiki_bonus(tags))
         self.xy.frombytes(arr.tobytes())
         self.ends.append(len(self.xy) // 2)
