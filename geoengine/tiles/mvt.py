@@ -25,6 +25,7 @@ tests/tiles/test_mvt.py checks the bytes equal mapbox-vector-tile's for every ti
 from __future__ import annotations
 
 import struct
+from array import array
 
 import numba
 import numpy as np
@@ -237,11 +238,24 @@ def _fallback_geometry(shape) -> tuple[list[int], object]:
     return GeometryEncoder(True, EXTENT).encode(shape), shape
 
 
-def geometries(geoms: np.ndarray, dims: np.ndarray) -> tuple[list[bytes | None], list[int]]:
-    """Each geometry's packed command bytes (None when nothing is left to draw) and its MVT type."""
+@numba.njit(cache=True, nogil=True)
+def _scatter(dst, off, src, src_off, rows):
+    """Copy geometry j of `src` (bytes src[src_off[j]:src_off[j+1]]) to its place off[rows[j]] in `dst`."""
+    for j in range(len(rows)):
+        a, b = src_off[j], src_off[j + 1]
+        d = off[rows[j]]
+        for k in range(b - a):
+            dst[d + k] = src[a + k]
+
+
+def geometry_buffer(geoms: np.ndarray, dims: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Every geometry's packed command bytes in one buffer: (bytes, offsets [n + 1], MVT types [n]);
+    geometry i is bytes[off[i]:off[i + 1]], and its type is 0 when nothing is left to draw."""
     n = len(geoms)
-    out: list[bytes | None] = [None] * n
-    types = [0] * n
+    types = np.zeros(n, dtype=np.int64)
+    length = np.zeros(n, dtype=np.int64)
+    parts = []  # (rows, bytes, offsets) per dimension
+    fallback: dict[int, bytes] = {}
     for dim in (0, 1, 2):
         rows = np.flatnonzero(dims == dim)
         if len(rows) == 0:
@@ -250,12 +264,13 @@ def geometries(geoms: np.ndarray, dims: np.ndarray) -> tuple[list[bytes | None],
         if dim == 2:
             rounded = shapely.transform(sub, np.round)
             valid = shapely.is_valid(rounded)
-            for r in rows[~valid]:  # mapbox-vector-tile's path, as it would take it
+            for r in rows[~valid].tolist():  # mapbox-vector-tile's path, as it would take it
                 cmds, shape = _fallback_geometry(geoms[r])
                 if cmds:
-                    out[r] = _varints(np.asarray(cmds, dtype=np.uint32), np.array([0, len(cmds)]))[0].tobytes()
+                    fallback[r] = _varints(np.asarray(cmds, dtype=np.uint32), np.array([0, len(cmds)]))[0].tobytes()
                     types[r] = 3 if shape.geom_type in ("Polygon", "MultiPolygon") else \
                         2 if shape.geom_type in ("LineString", "MultiLineString") else 1
+                    length[r] = len(fallback[r])
             rows, sub = rows[valid], rounded[valid]
             if len(rows) == 0:
                 continue
@@ -268,14 +283,26 @@ def geometries(geoms: np.ndarray, dims: np.ndarray) -> tuple[list[bytes | None],
         else:
             cmds, off = _polygons(coords, *offs)
         data, boff = _varints(cmds, off)
-        raw = data.tobytes()
-        t = _TYPE[dim]
-        for j, r in enumerate(rows.tolist()):
-            a, b = boff[j], boff[j + 1]
-            if b > a:
-                out[r] = raw[a:b]
-                types[r] = t
-    return out, types
+        lens = np.diff(boff)
+        length[rows] = lens
+        types[rows[lens > 0]] = _TYPE[dim]
+        parts.append((rows, data, boff))
+    off = np.zeros(n + 1, dtype=np.int64)
+    np.cumsum(length, out=off[1:])
+    buf = np.empty(int(off[-1]), dtype=np.uint8)
+    for rows, data, boff in parts:
+        _scatter(buf, off, data, boff, rows)
+    for r, b in fallback.items():
+        buf[off[r]:off[r + 1]] = np.frombuffer(b, dtype=np.uint8)
+    return buf, off, types
+
+
+def geometries(geoms: np.ndarray, dims: np.ndarray) -> tuple[list[bytes | None], list[int]]:
+    """Each geometry's packed command bytes (None when nothing is left to draw) and its MVT type."""
+    buf, off, types = geometry_buffer(geoms, dims)
+    raw = buf.tobytes()
+    return [raw[a:b] if t else None for a, b, t in zip(off[:-1].tolist(), off[1:].tolist(), types.tolist(),
+                                                         strict=True)], types.tolist()
 
 
 def _value(v) -> bytes:
@@ -288,72 +315,208 @@ def _value(v) -> bytes:
     return b"\x19" + struct.pack("<d", v)
 
 
-_KEY_FIELDS: dict[str, bytes] = {}  # a key's encoded field, made once per process
-_VALUE_FIELDS: dict[tuple, bytes] = {}  # (type, value) -> its encoded field, up to _VALUE_CACHE entries
-_VALUE_CACHE = 1 << 16
+class TagTable:
+    """The properties of a set of features, read once: each feature's tags (in its dict's order, the
+    entries mapbox-vector-tile skips left out) as ids into tables of encoded keys and values, so a tile
+    that draws the feature frames them in a kernel instead of reading the dict again (a feature is drawn
+    in several tiles, one per zoom at least).
+
+    A value has two ids: its class (a layer's value table has one entry per class: equal values, e.g. 1
+    and 1.0, are one entry, booleans apart from numbers, as mapbox-vector-tile's dict lookups make them)
+    and its bytes (the entry is encoded as the first value of its class that the layer meets)."""
+
+    def __init__(self, props: list[dict]):
+        keys: dict[str, int] = {}
+        classes: dict = {}
+        classes_bool: dict = {}
+        encoded: dict[tuple, int] = {}
+        self.key_bytes: list[bytes] = []
+        self.value_bytes: list[bytes] = []
+        off = array("q", [0])
+        kid, cid, bid = array("q"), array("q"), array("q")
+        n_classes = 0
+        strings: dict[str, tuple[int, int]] = {}  # a string value: its class and its bytes, one lookup
+        key_bytes, value_bytes = self.key_bytes, self.value_bytes
+        k_add, c_add, b_add, o_add = kid.append, cid.append, bid.append, off.append
+        for p in props:
+            for k, v in p.items():
+                tv = type(v)
+                if tv is str:
+                    cb = strings.get(v)
+                    if cb is None:
+                        ci = classes.get(v)  # a str equals no number: a new class
+                        if ci is None:
+                            ci = classes[v] = n_classes
+                            n_classes += 1
+                        cb = strings[v] = (ci, len(value_bytes))
+                        value_bytes.append(_field(4, _field(1, v.encode("utf-8"))))
+                    ci, bi = cb
+                else:
+                    if tv is not int and tv is not bool and tv is not float and (
+                            not isinstance(v, (str, bool, int, float))):
+                        continue
+                    table = classes_bool if isinstance(v, bool) else classes
+                    ci = table.get(v)
+                    if ci is None:
+                        ci = table[v] = n_classes
+                        n_classes += 1
+                    vkey = (tv, v)  # 1 and 1.0 are one class but encode differently
+                    bi = encoded.get(vkey)
+                    if bi is None:
+                        bi = encoded[vkey] = len(value_bytes)
+                        value_bytes.append(_field(4, _value(v)))
+                ki = keys.get(k)
+                if ki is None:
+                    if type(k) is not str and not isinstance(k, str):
+                        continue
+                    ki = keys[k] = len(keys)
+                    key_bytes.append(_field(3, k.encode("utf-8")))
+                k_add(ki)
+                c_add(ci)
+                b_add(bi)
+            o_add(len(kid))
+        self.off = np.frombuffer(off, dtype=np.int64)
+        self.key = np.frombuffer(kid, dtype=np.int64) if len(kid) else np.zeros(0, dtype=np.int64)
+        self.cls = np.frombuffer(cid, dtype=np.int64) if len(cid) else np.zeros(0, dtype=np.int64)
+        self.enc = np.frombuffer(bid, dtype=np.int64) if len(bid) else np.zeros(0, dtype=np.int64)
+        self.n_classes = n_classes
+
+
+@numba.njit(cache=True, nogil=True)
+def _put_varint(out, pos, v):
+    while v >= 0x80:
+        out[pos] = np.uint8((v & 0x7F) | 0x80)
+        v >>= 7
+        pos += 1
+    out[pos] = np.uint8(v)
+    return pos + 1
+
+
+@numba.njit(cache=True, nogil=True)
+def _varint_len(v):
+    n = 1
+    while v >= 0x80:
+        v >>= 7
+        n += 1
+    return n
+
+
+@numba.njit(cache=True, nogil=True)
+def _frame(starts, feat, types, gbuf, goff, toff, tkey, tcls, tenc, n_keys, n_classes):
+    """The features of a tile's layers, framed: per layer (starts[l]..starts[l + 1] of the features, in
+    order) the bytes of its feature messages, the key ids and the value bytes ids of its tables in
+    order of first use. `feat[i]` is feature i's row in the tag table, `types[i]` its MVT type (0: not
+    drawn, nothing of it is written), its geometry gbuf[goff[i]:goff[i + 1]]."""
+    n = len(feat)
+    size = 64
+    for i in range(n):
+        f = feat[i]
+        size += (goff[i + 1] - goff[i]) + 10 * (toff[f + 1] - toff[f]) + 32
+    out = np.empty(size, dtype=np.uint8)
+    feat_end = np.zeros(len(starts), dtype=np.int64)  # per layer: end of its features' bytes
+    keys_out = np.empty(len(tkey) + 1, dtype=np.int64)
+    vals_out = np.empty(len(tkey) + 1, dtype=np.int64)
+    keys_end = np.zeros(len(starts), dtype=np.int64)
+    vals_end = np.zeros(len(starts), dtype=np.int64)
+    key_local = np.full(n_keys, -1, dtype=np.int64)
+    cls_local = np.full(n_classes, -1, dtype=np.int64)
+    cls_seen = np.empty(len(tkey) + 1, dtype=np.int64)
+    tags = np.empty(20 * (len(tkey) + 1), dtype=np.uint8)
+    pos = 0
+    nk_all = 0
+    nv_all = 0
+    for layer in range(len(starts) - 1):
+        k0 = nk_all
+        v0 = nv_all
+        for i in range(starts[layer], starts[layer + 1]):
+            if types[i] == 0:
+                continue
+            f = feat[i]
+            tl = 0
+            for t in range(toff[f], toff[f + 1]):
+                ki = tkey[t]
+                if key_local[ki] < 0:
+                    key_local[ki] = nk_all - k0
+                    keys_out[nk_all] = ki
+                    nk_all += 1
+                ci = tcls[t]
+                if cls_local[ci] < 0:
+                    cls_local[ci] = nv_all - v0
+                    vals_out[nv_all] = tenc[t]
+                    cls_seen[nv_all] = ci
+                    nv_all += 1
+                tl = _put_varint(tags, tl, key_local[ki])
+                tl = _put_varint(tags, tl, cls_local[ci])
+            glen = goff[i + 1] - goff[i]
+            body = 2 + 1 + _varint_len(glen) + glen
+            if tl > 0:
+                body += 1 + _varint_len(tl) + tl
+            out[pos] = 0x12
+            pos = _put_varint(out, pos + 1, body)
+            if tl > 0:
+                out[pos] = 0x12
+                pos = _put_varint(out, pos + 1, tl)
+                for k in range(tl):
+                    out[pos + k] = tags[k]
+                pos += tl
+            out[pos] = 0x18
+            out[pos + 1] = np.uint8(types[i])
+            out[pos + 2] = 0x22
+            pos = _put_varint(out, pos + 3, glen)
+            g0 = goff[i]
+            for k in range(glen):
+                out[pos + k] = gbuf[g0 + k]
+            pos += glen
+        feat_end[layer + 1] = pos
+        keys_end[layer + 1] = nk_all
+        vals_end[layer + 1] = nv_all
+        for j in range(k0, nk_all):  # the next layer has its own tables
+            key_local[keys_out[j]] = -1
+        for j in range(v0, nv_all):
+            cls_local[cls_seen[j]] = -1
+    return out[:pos], feat_end, keys_out[:nk_all], keys_end, vals_out[:nv_all], vals_end
+
+
+def encode_tile(names: list[str], starts: np.ndarray, geoms: np.ndarray, dims: np.ndarray, feat: np.ndarray,
+                table: TagTable) -> bytes:
+    """The tile's bytes: layer l (named names[l]) holds geometries starts[l]..starts[l + 1] (with their
+    shapely dimensions), whose properties are rows `feat` of `table`; what `mapbox_vector_tile.encode`
+    makes of the same layers with extent 4096, y down and make-valid."""
+    gbuf, goff, types = geometry_buffer(geoms, dims)
+    data, feat_end, keys, keys_end, vals, vals_end = _frame(
+        np.asarray(starts, dtype=np.int64), np.asarray(feat, dtype=np.int64), types, gbuf, goff, table.off,
+        table.key, table.cls, table.enc, max(len(table.key_bytes), 1), max(table.n_classes, 1))
+    raw = data.tobytes()
+    fe, ke, ve = feat_end.tolist(), keys_end.tolist(), vals_end.tolist()
+    keys_l, vals_l = keys.tolist(), vals.tolist()
+    kb, vb = table.key_bytes, table.value_bytes
+    out = []
+    for li, name in enumerate(names):
+        layer = b"".join([_field(1, name.encode("utf-8")), raw[fe[li]:fe[li + 1]],
+                          *[kb[k] for k in keys_l[ke[li]:ke[li + 1]]], *[vb[v] for v in vals_l[ve[li]:ve[li + 1]]],
+                          _LAYER_TAIL])
+        out.append(_field(3, layer))
+    return b"".join(out)
+
+
+_LAYER_TAIL = b"\x28" + _varint(EXTENT) + b"\x78\x02"  # extent, version 2
 
 
 def encode_layers(layers: list[tuple[str, list, list[int], list[dict]]]) -> bytes:
     """The tile's bytes for `layers` = [(name, geometries, their shapely dimensions, properties)], in order
     (what `mapbox_vector_tile.encode` makes of the same layers with extent 4096, y down and make-valid)."""
-    all_geoms = np.empty(sum(len(g) for _, g, _, _ in layers), dtype=object)
-    all_dims = np.empty(len(all_geoms), dtype=np.int64)
-    at = 0
-    for _, geoms, dims, _ in layers:
-        all_geoms[at:at + len(geoms)] = geoms
-        all_dims[at:at + len(geoms)] = dims
-        at += len(geoms)
-    enc, types = geometries(all_geoms, all_dims)
-    out = []
-    at = 0
-    small = _SMALL
-    key_field, value_field = _KEY_FIELDS, _VALUE_FIELDS
-    for name, geoms, _, props in layers:
-        keys: dict[str, int] = {}
-        values: dict = {}
-        values_bool: dict = {}
-        key_bytes: list[bytes] = []
-        value_bytes: list[bytes] = []
-        feats: list[bytes] = []
-        for i, p in enumerate(props, start=at):
-            g = enc[i]
-            if g is None:
-                continue
-            tags = []
-            for k, v in p.items():
-                tv = type(v)
-                if tv is not str and tv is not int and tv is not bool and tv is not float and (
-                        not isinstance(v, (str, bool, int, float))):
-                    continue
-                if type(k) is not str and not isinstance(k, str):
-                    continue
-                ki = keys.get(k)
-                if ki is None:
-                    ki = keys[k] = len(keys)
-                    kb = key_field.get(k)
-                    if kb is None:
-                        kb = key_field[k] = _field(3, k.encode("utf-8"))
-                    key_bytes.append(kb)
-                table = values_bool if isinstance(v, bool) else values
-                vi = table.get(v)
-                if vi is None:
-                    vi = table[v] = len(values) + len(values_bool)
-                    vkey = (tv, v)  # 1 and 1.0 are one table entry but encode differently
-                    vb = value_field.get(vkey)
-                    if vb is None:
-                        vb = _field(4, _value(v))
-                        if len(value_field) < _VALUE_CACHE:
-                            value_field[vkey] = vb
-                    value_bytes.append(vb)
-                tags.append(small[ki] if ki < 16384 else _varint(ki))
-                tags.append(small[vi] if vi < 16384 else _varint(vi))
-            body = (_field(2, b"".join(tags)) if tags else b"") + b"\x18" + small[types[i]] + _field(4, g)
-            feats.append(_field(2, body))
-        at += len(geoms)
-        layer = _field(1, name.encode("utf-8")) + b"".join(feats) + b"".join(key_bytes) + b"".join(value_bytes) \
-            + b"\x28" + _varint(EXTENT) + b"\x78\x02"
-        out.append(_field(3, layer))
-    return b"".join(out)
+    n = sum(len(g) for _, g, _, _ in layers)
+    geoms = np.empty(n, dtype=object)
+    dims = np.empty(n, dtype=np.int64)
+    starts = [0]
+    props: list[dict] = []
+    for _, g, d, p in layers:
+        a = starts[-1]
+        geoms[a:a + len(g)] = g
+        dims[a:a + len(g)] = d
+        starts.append(a + len(g))
+        props.extend(p)
+    return encode_tile([name for name, *_ in layers], np.array(starts), geoms, dims, np.arange(n), TagTable(props))
 
 
 def warm() -> None:
@@ -364,4 +527,4 @@ def warm() -> None:
              shapely.MultiPoint([(1, 1), (2, 2)])]
     arr = np.empty(len(geoms), dtype=object)
     arr[:] = geoms
-    geometries(arr, np.array([0, 1, 2, 0]))  # every kernel (points, lines, polygons, varints)
+    encode_layers([("w", arr, [0, 1, 2, 0], [{"a": 1}, {"b": True}, {}, {"a": "x"}])])  # every kernel

@@ -42,17 +42,22 @@ def test_every_tile_of_a_real_extract_is_byte_identical(rel, bbox, monkeypatch):
     osm = data_file(rel)
     bbox = bbox or tuple(scan_pbf(osm)["bbox"])
     seen = {"tiles": 0, "features": 0, "differ": []}
-    encode = mvt.encode_layers
+    encode = mvt.encode_tile
 
-    def both(layers):
-        new = encode(layers)
+    def both(names, starts, geoms, dims, feat, table):
+        new = encode(names, starts, geoms, dims, feat, table)
+        if "props" not in tiler._STATE:
+            return new  # mvt.warm, before the cut
+        props = tiler._STATE["props"]  # cut in this process (processes=1)
+        layers = [(name, list(geoms[a:b]), list(dims[a:b]), [props[f] for f in feat[a:b].tolist()])
+                  for name, a, b in zip(names, starts[:-1].tolist(), starts[1:].tolist(), strict=True)]
         seen["tiles"] += 1
-        seen["features"] += sum(len(g) for _, g, _, _ in layers)
+        seen["features"] += len(geoms)
         if new != reference(layers):
-            seen["differ"].append([name for name, *_ in layers])
+            seen["differ"].append(list(names))
         return new
 
-    monkeypatch.setattr(tiler.mvt, "encode_layers", both)
+    monkeypatch.setattr(tiler.mvt, "encode_tile", both)
     with tempfile.TemporaryDirectory() as tmp:
         spool, parts = collect_spooled(osm, bbox, Path(tmp) / "spool", processes=1)
         n = sum(1 for _ in cut_spooled(spool, parts, bbox, processes=1))
@@ -80,6 +85,20 @@ def test_edge_cases_match_the_library():
         layer("pois", [shapely.Point(12.5, 13.5), pts, shapely.Point(-1.4, 2.6)],
               [{"name": "é ü ß", "elevation": 2912, "big": 2 ** 40}, {"kind": "x", "bad": None, 3: "k"},
                {"f": float("1e-300")}]),
+    ]
+    assert mvt.encode_layers(layers) == reference(layers)
+
+
+def test_value_tables_per_layer_match_the_library():
+    """Each layer has its own key and value tables, in order of first use; equal numbers (1, 1.0) are one
+    entry encoded as the first met, booleans apart; a feature that draws nothing adds no entry."""
+    sq = shapely.box(0, 0, 10, 10)
+    gone = shapely.LineString([(5.1, 5.1), (5.2, 5.3)])  # no step after rounding: not drawn
+    layers = [
+        layer("a", [gone, sq, sq, sq, sq, sq], [{"z": "only here"}, {"n": 1.0, "k": "v"}, {"n": 1}, {"n": True},
+                                                 {"m": 1, "k": 1.0}, {"k": "v", "n": False}]),
+        layer("b", [sq, sq, gone], [{"n": 1}, {"n": 1.0, "m": True}, {"q": 2}]),
+        layer("c", [gone], [{"n": 1}]),
     ]
     assert mvt.encode_layers(layers) == reference(layers)
 
