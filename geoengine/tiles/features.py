@@ -233,8 +233,11 @@ class _PointsAndLines(_Collector):
                lambda: osmium.filter.KeyFilter(*_WAY_KEYS).enable_for(osmium.osm.WAY))
     keyed = True
 
+    def __init__(self, sink, boundary_ways: dict[int, int]):
+        super().__init__(sink, boundary_ways)
+        self._seen_boundary: set[int] = set()  # boundary relations' member ways the first pass met
+
     def collect(self, osm_path) -> None:
-        self._seen_boundary: set[int] = set()
         lh = osmium.NodeLocationsForWays(osmium.index.create_map(LOCATION_INDEX))
         lh.ignore_errors()
         with osmium.io.Reader(str(osm_path), osmium.osm.NODE | osmium.osm.WAY) as rd:
