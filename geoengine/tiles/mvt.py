@@ -239,59 +239,158 @@ def _fallback_geometry(shape) -> tuple[list[int], object]:
 
 
 @numba.njit(cache=True, nogil=True)
-def _scatter(dst, off, src, src_off, rows):
-    """Copy geometry j of `src` (bytes src[src_off[j]:src_off[j+1]]) to its place off[rows[j]] in `dst`."""
+def _scatter(dst, off, src, src_off, rows, keep):
+    """Copy geometry j of `src` (bytes src[src_off[j]:src_off[j+1]]) to its place off[rows[j]] in `dst`,
+    where keep[j]."""
     for j in range(len(rows)):
+        if not keep[j]:
+            continue
         a, b = src_off[j], src_off[j + 1]
         d = off[rows[j]]
         for k in range(b - a):
             dst[d + k] = src[a + k]
 
 
+SIMPLE_MAX = 64  # vertices: a longer ring is checked by GEOS (the test below is quadratic)
+
+
+@numba.njit(cache=True, nogil=True)
+def _cross(ax, ay, bx, by, cx, cy):
+    return (bx - ax) * (cy - ay) - (by - ay) * (cx - ax)
+
+
+@numba.njit(cache=True, nogil=True)
+def _on_segment(ax, ay, bx, by, px, py):
+    """p, collinear with a-b, lies within the segment's box (closed)."""
+    return min(ax, bx) <= px <= max(ax, bx) and min(ay, by) <= py <= max(ay, by)
+
+
+@numba.njit(cache=True, nogil=True)
+def _touch(ax, ay, bx, by, cx, cy, dx, dy):
+    """Closed segments a-b and c-d share at least one point (exact: integer coordinates)."""
+    d1 = _cross(cx, cy, dx, dy, ax, ay)
+    d2 = _cross(cx, cy, dx, dy, bx, by)
+    d3 = _cross(ax, ay, bx, by, cx, cy)
+    d4 = _cross(ax, ay, bx, by, dx, dy)
+    if ((d1 > 0 and d2 < 0) or (d1 < 0 and d2 > 0)) and ((d3 > 0 and d4 < 0) or (d3 < 0 and d4 > 0)):
+        return True
+    if d1 == 0 and _on_segment(cx, cy, dx, dy, ax, ay):
+        return True
+    if d2 == 0 and _on_segment(cx, cy, dx, dy, bx, by):
+        return True
+    if d3 == 0 and _on_segment(ax, ay, bx, by, cx, cy):
+        return True
+    if d4 == 0 and _on_segment(ax, ay, bx, by, dx, dy):
+        return True
+    return False
+
+
+@numba.njit(cache=True, nogil=True)
+def _surely_valid(coords, ring_off, poly_off, geom_off):
+    """Per polygon (rounded integer coordinates, as `_ragged` gives them): True when it is certainly
+    valid, as GEOS would find: one part, no hole, a closed ring of at least three distinct vertices
+    (repeated ones skipped) and at most SIMPLE_MAX, where no two segments meet except neighbours at
+    their common vertex, without folding back along each other. False means "ask GEOS"."""
+    g_n = len(geom_off) - 1
+    out = np.zeros(g_n, dtype=np.bool_)
+    vx = np.empty(SIMPLE_MAX + 1, dtype=np.int64)
+    vy = np.empty(SIMPLE_MAX + 1, dtype=np.int64)
+    for g in range(g_n):
+        if geom_off[g + 1] - geom_off[g] != 1:
+            continue
+        p = geom_off[g]
+        if poly_off[p + 1] - poly_off[p] != 1:
+            continue
+        r = poly_off[p]
+        s, e = ring_off[r], ring_off[r + 1]
+        if e - s < 4 or e - s > SIMPLE_MAX + 1:
+            continue
+        if coords[s, 0] != coords[e - 1, 0] or coords[s, 1] != coords[e - 1, 1]:
+            continue
+        m = 0
+        for k in range(s, e - 1):  # distinct consecutive vertices, the closing one left out
+            x = np.int64(coords[k, 0])
+            y = np.int64(coords[k, 1])
+            if m > 0 and x == vx[m - 1] and y == vy[m - 1]:
+                continue
+            vx[m] = x
+            vy[m] = y
+            m += 1
+        while m > 1 and vx[m - 1] == vx[0] and vy[m - 1] == vy[0]:
+            m -= 1
+        if m < 3:
+            continue
+        ok = True
+        for i in range(m):
+            if not ok:
+                break
+            i1 = (i + 1) % m
+            ax, ay, bx, by = vx[i], vy[i], vx[i1], vy[i1]
+            # the next segment shares b: it must not fold back along this one
+            i2 = (i1 + 1) % m
+            cx, cy = vx[i2], vy[i2]
+            if _cross(bx, by, ax, ay, cx, cy) == 0 and (ax - bx) * (cx - bx) + (ay - by) * (cy - by) > 0:
+                ok = False
+                break
+            for j in range(i + 2, m):
+                j1 = (j + 1) % m
+                if j1 == i:
+                    continue  # the previous segment: checked as a neighbour
+                if _touch(ax, ay, bx, by, vx[j], vy[j], vx[j1], vy[j1]):
+                    ok = False
+                    break
+        out[g] = ok
+    return out
+
+
 def geometry_buffer(geoms: np.ndarray, dims: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Every geometry's packed command bytes in one buffer: (bytes, offsets [n + 1], MVT types [n]);
-    geometry i is bytes[off[i]:off[i + 1]], and its type is 0 when nothing is left to draw."""
+    geometry i is bytes[off[i]:off[i + 1]], and its type is 0 when nothing is left to draw.
+
+    Polygons are encoded from their coordinates rounded to the grid; one that is not certainly valid
+    once rounded (`_surely_valid`: most small single-ring polygons are decided there) is checked by
+    GEOS, and an invalid one takes mapbox-vector-tile's own path (`_fallback_geometry`)."""
     n = len(geoms)
     types = np.zeros(n, dtype=np.int64)
     length = np.zeros(n, dtype=np.int64)
-    parts = []  # (rows, bytes, offsets) per dimension
+    parts = []  # (rows, bytes, offsets, keep) per dimension
     fallback: dict[int, bytes] = {}
     for dim in (0, 1, 2):
         rows = np.flatnonzero(dims == dim)
         if len(rows) == 0:
             continue
         sub = geoms[rows]
-        if dim == 2:
-            rounded = shapely.transform(sub, np.round)
-            valid = shapely.is_valid(rounded)
-            for r in rows[~valid].tolist():  # mapbox-vector-tile's path, as it would take it
+        coords, offs = _ragged(sub, dim)
+        coords = np.ascontiguousarray(coords, dtype=np.float64)
+        keep = np.ones(len(rows), dtype=np.bool_)
+        if dim == 0:
+            cmds, off = _points(coords, *offs)
+        elif dim == 1:
+            cmds, off = _lines(coords, *offs)
+        else:
+            coords = np.rint(coords)  # numpy's round half to even, as Python's round
+            doubt = np.flatnonzero(~_surely_valid(coords, *offs))
+            if len(doubt):
+                keep[doubt] = shapely.is_valid(shapely.transform(sub[doubt], np.round))
+            for r in rows[~keep].tolist():  # mapbox-vector-tile's path, as it would take it
                 cmds, shape = _fallback_geometry(geoms[r])
                 if cmds:
                     fallback[r] = _varints(np.asarray(cmds, dtype=np.uint32), np.array([0, len(cmds)]))[0].tobytes()
                     types[r] = 3 if shape.geom_type in ("Polygon", "MultiPolygon") else \
                         2 if shape.geom_type in ("LineString", "MultiLineString") else 1
                     length[r] = len(fallback[r])
-            rows, sub = rows[valid], rounded[valid]
-            if len(rows) == 0:
-                continue
-        coords, offs = _ragged(sub, dim)
-        coords = np.ascontiguousarray(coords, dtype=np.float64)
-        if dim == 0:
-            cmds, off = _points(coords, *offs)
-        elif dim == 1:
-            cmds, off = _lines(coords, *offs)
-        else:
             cmds, off = _polygons(coords, *offs)
         data, boff = _varints(cmds, off)
         lens = np.diff(boff)
-        length[rows] = lens
-        types[rows[lens > 0]] = _TYPE[dim]
-        parts.append((rows, data, boff))
+        good = keep & (lens > 0)
+        length[rows[good]] = lens[good]
+        types[rows[good]] = _TYPE[dim]
+        parts.append((rows, data, boff, keep))
     off = np.zeros(n + 1, dtype=np.int64)
     np.cumsum(length, out=off[1:])
     buf = np.empty(int(off[-1]), dtype=np.uint8)
-    for rows, data, boff in parts:
-        _scatter(buf, off, data, boff, rows)
+    for rows, data, boff, keep in parts:
+        _scatter(buf, off, data, boff, rows, keep)
     for r, b in fallback.items():
         buf[off[r]:off[r + 1]] = np.frombuffer(b, dtype=np.uint8)
     return buf, off, types
