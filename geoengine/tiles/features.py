@@ -9,8 +9,8 @@ emitted as boundary lines.
 Features are collected in two streams, each one pass over the extract: points and lines, then areas
 (`STREAMS`; `geoengine.tiles.spool` runs them in two processes). Callbacks only classify tags and take
 osmium's WKB, made in C++; geometries are parsed, projected and checked in vectorised batches. Nodes
-without a key the schema reads (schema.NODE_KEYS) never reach Python; ways without a line key are skipped
-before their tags are read.
+without a key the schema reads (schema.NODE_KEYS) and ways without a line key never reach Python (osmium's
+KeyFilter); members of boundary relations without one are read in a second, ways-only pass.
 """
 
 from __future__ import annotations

@@ -7,17 +7,20 @@ time. Here a tile's features are taken as shapely arrays and encoded per geometr
 each:
 
 - coordinates come out of `shapely.to_ragged_array` (one GEOS call per dimension);
-- polygons are rounded to the integer grid first (numpy's round half to even, as Python's `round`) and
-  checked valid in one vectorised `shapely.is_valid`. A valid polygon is oriented as `shapely.orient`
-  with sign 1 would (exterior counter-clockwise in tile units, y down; holes the other way) inside the
-  kernel, by the sign of each ring's area. An invalid one (rare: 65 of 15,000 on Liechtenstein) goes
-  through mapbox-vector-tile's own winding and make-valid path, feature by feature, so its bytes are that
-  library's too;
+- polygons are rounded to the integer grid first (numpy's round half to even, as Python's `round`). A
+  Numba test, exact on the integer grid, accepts the single-ring polygons that are certainly valid
+  (`_surely_valid`); only the others go to GEOS's `is_valid`. A valid polygon is oriented as
+  `shapely.orient` with sign 1 would (exterior counter-clockwise in tile units, y down; holes the other
+  way) inside the kernel, by the sign of each ring's area. An invalid one (rare: 65 of 15,000 on
+  Liechtenstein) goes through mapbox-vector-tile's own winding and make-valid path, feature by feature,
+  so its bytes are that library's too;
 - the command stream (MoveTo, LineTo, ClosePath; zig-zag deltas; zero-length steps dropped; a part with
   no step skipped and the cursor kept) and its varints are written by Numba kernels;
 - the protobuf messages (layer: name, features, keys, values, extent, version; feature: tags, type,
-  geometry) are framed by hand in field order, with keys and values deduplicated per layer exactly as
-  mapbox-vector-tile does (booleans apart from numbers; 1 and 1.0 are one value).
+  geometry) are framed in a Numba kernel in field order, with keys and values deduplicated per layer
+  exactly as mapbox-vector-tile does (booleans apart from numbers; 1 and 1.0 are one value). A
+  feature's properties are read once per set of features (`TagTable`: ids of encoded keys and values),
+  not once per tile that draws it.
 
 tests/tiles/test_mvt.py checks the bytes equal mapbox-vector-tile's for every tile of real extracts.
 """
