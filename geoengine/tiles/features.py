@@ -9,8 +9,8 @@ emitted as boundary lines.
 Features are collected in two streams, each one pass over the extract: points and lines, then areas
 (`STREAMS`; `geoengine.tiles.spool` runs them in two processes). Callbacks only classify tags and take
 osmium's WKB, made in C++; geometries are parsed, projected and checked in vectorised batches. Nodes
-without a key the schema reads (schema.NODE_KEYS) and ways without a line key never reach Python (osmium's
-KeyFilter); members of boundary relations without one are read in a second, ways-only pass.
+without a key the schema reads (schema.NODE_KEYS) never reach Python; ways without a line key are skipped
+before their tags are read.
 """
 
 from __future__ import annotations
@@ -49,7 +49,6 @@ class FeatureSet:
     skipped_ways: int = 0
     partial_ways: int = 0
     coastlines: list = field(default_factory=list)  # natural=coastline lines (land on their left)
-    keys: list = field(default_factory=list)  # order keys of the features of the stream being collected
 
     def add(self, geom, feat: schema.Feature, tags) -> None:
         self.geoms.append(geom)
@@ -57,24 +56,11 @@ class FeatureSet:
         self.min_zoom.append(feat.min_zoom)
         self.props.append(schema.properties(feat, tags))
 
-    def add_many(self, geoms, layers, min_zooms, props, keys=None) -> None:
-        """Append features; `keys` (per feature, optional) order a stream's features (`sort_from`)."""
+    def add_many(self, geoms, layers, min_zooms, props) -> None:
         self.geoms.extend(geoms.tolist() if isinstance(geoms, np.ndarray) else geoms)
         self.layer.extend(layers)
         self.min_zoom.extend(min_zooms)
         self.props.extend(props)
-        if keys is not None:
-            self.keys.extend(keys)
-
-    def sort_from(self, start: int) -> None:
-        """Order the features from `start` on by the keys they were added with (a keyed stream's)."""
-        if not self.keys:
-            return
-        order = np.argsort(np.asarray(self.keys, dtype=np.int64), kind="stable").tolist()
-        for name in ("geoms", "layer", "min_zoom", "props"):
-            col = getattr(self, name)
-            col[start:] = [col[start + i] for i in order]
-        self.keys = []
 
     def __len__(self) -> int:
         return len(self.geoms)
@@ -124,7 +110,6 @@ def _merc_coords(lonlat: np.ndarray) -> np.ndarray:
 LAYER_INDEX = {name: i for i, name in enumerate(schema.LAYERS)}
 FLUSH = 4096  # objects per vectorised batch
 _WAY_KEYS = (*schema.LINE_KEYS, "natural")  # natural=coastline
-WAY_KEY = 1 << 39  # order keys: a keyed stream's nodes count up from 0, its ways are WAY_KEY + id
 
 
 class _Collector(osmium.SimpleHandler):
@@ -140,15 +125,11 @@ class _Collector(osmium.SimpleHandler):
         self.boundary_ways = boundary_ways
         self.factory = osmium.geom.WKBFactory()
         self._src: list = []  # per object: hex WKB (lon/lat) from osmium, or a shapely geometry (lon/lat)
-        self._meta: list = []  # per object: ([(layer, min_zoom, props)], poi (layer, min_zoom, props) | None, coast,
-        # order key | None)
-        self._next_key = 0  # the keys of objects pushed without one (keyed streams only)
+        self._meta: list = []  # per object: ([(layer, min_zoom, props)], poi (layer, min_zoom, props) | None, coast)
 
-    keyed = False  # features carry order keys (add_many's `keys`): objects pushed with a key go where it says
-
-    def _push(self, src, feats, poi=None, coast: bool = False, key: int | None = None) -> None:
+    def _push(self, src, feats, poi=None, coast: bool = False) -> None:
         self._src.append(src)
-        self._meta.append((feats, poi, coast, key))
+        self._meta.append((feats, poi, coast))
         if len(self._src) >= FLUSH:
             self.flush()
 
@@ -179,9 +160,9 @@ class _Collector(osmium.SimpleHandler):
         src, meta = self._src, self._meta
         self._src, self._meta = [], []
         geoms = self._fix(self._geometries(src), meta)
-        out_g, out_l, out_z, out_p, out_k = [], [], [], [], []
+        out_g, out_l, out_z, out_p = [], [], [], []
         pois = _points_on_surface(geoms, meta)
-        for i, (feats, poi, coast, key) in enumerate(meta):
+        for i, (feats, poi, coast) in enumerate(meta):
             g = geoms[i]
             if g is None:
                 continue
@@ -192,11 +173,6 @@ class _Collector(osmium.SimpleHandler):
                 out_l.append(layer)
                 out_z.append(mz)
                 out_p.append(props)
-                if key is None:
-                    out_k.append(self._next_key)
-                    self._next_key += 1
-                else:
-                    out_k.append(key)
             if poi is not None:
                 out_g.append(pois[i])
                 out_l.append(poi[0])
@@ -205,7 +181,7 @@ class _Collector(osmium.SimpleHandler):
         if out_g:
             arr = np.empty(len(out_g), dtype=object)
             arr[:] = out_g
-            self.sink.add_many(arr, out_l, out_z, out_p, keys=out_k if self.keyed else None)
+            self.sink.add_many(arr, out_l, out_z, out_p)
 
 
 def _entry(feat: schema.Feature, tags) -> tuple[int, int, dict]:
@@ -226,27 +202,8 @@ class _PointsAndLines(_Collector):
 
     # only nodes with a key that schema.node_features reads (a place, a POI key, a house number) reach
     # Python, filtered in C++ (untagged nodes, most of an extract, and e.g. crossings or street lamps);
-    # the others still give ways their locations. Likewise only ways with a line key (or `natural`, for
-    # coastlines); members of boundary relations without one come in a second, ways-only pass over the
-    # ids the first did not see (none in most extracts), placed in the file's order by their keys.
-    filters = (lambda: osmium.filter.KeyFilter(*schema.NODE_KEYS).enable_for(osmium.osm.NODE),
-               lambda: osmium.filter.KeyFilter(*_WAY_KEYS).enable_for(osmium.osm.WAY))
-    keyed = True
-
-    def __init__(self, sink, boundary_ways: dict[int, int]):
-        super().__init__(sink, boundary_ways)
-        self._seen_boundary: set[int] = set()  # boundary relations' member ways the first pass met
-
-    def collect(self, osm_path) -> None:
-        lh = osmium.NodeLocationsForWays(osmium.index.create_map(LOCATION_INDEX))
-        lh.ignore_errors()
-        with osmium.io.Reader(str(osm_path), osmium.osm.NODE | osmium.osm.WAY) as rd:
-            osmium.apply(rd, lh, *[f() for f in self.filters], self)
-        missing = [i for i in self.boundary_ways if i not in self._seen_boundary]
-        if missing:
-            with osmium.io.Reader(str(osm_path), osmium.osm.WAY) as rd:
-                osmium.apply(rd, osmium.filter.IdFilter(missing).enable_for(osmium.osm.WAY), lh, self)
-        self.flush()
+    # the others still give ways their locations
+    filters = (lambda: osmium.filter.KeyFilter(*schema.NODE_KEYS).enable_for(osmium.osm.NODE),)
 
     def node(self, n):
         if not n.tags:
@@ -257,10 +214,11 @@ class _PointsAndLines(_Collector):
             self._push(self.factory.create_point(n), [_entry(f, tags) for f in feats])
 
     def way(self, w):
-        wid = w.id
-        level = self.boundary_ways.get(wid)
-        if level is not None:
-            self._seen_boundary.add(wid)
+        level = self.boundary_ways.get(w.id)
+        if level is None:
+            wt = w.tags
+            if not any(k in wt for k in _WAY_KEYS):  # no line, no coastline: the tags are not read
+                return
         tags = tag_dict(w.tags)
         coast = tags.get("natural") == "coastline"
         feat = schema.line_feature(tags)
@@ -278,8 +236,7 @@ class _PointsAndLines(_Collector):
                 return
         if feat is not None and feat.layer == "boundaries":
             tags = {}  # boundary member ways carry the names of roads/rivers, not of the boundary
-        # a way after every node (an extract lists nodes first), ways by id (the order of a sorted file)
-        self._push(src, [_entry(feat, tags)] if feat is not None else [], coast=coast, key=WAY_KEY + wid)
+        self._push(src, [_entry(feat, tags)] if feat is not None else [], coast=coast)
 
     def _runs(self, w):
         """Runs of two or more consecutive located nodes, as a (multi)line in lon/lat."""
@@ -409,9 +366,7 @@ def collect(osm_path, bbox=None) -> FeatureSet:
         box = shapely.box(float(x0), float(y0), float(x1), float(y1))
         fs.add(box, schema.Feature("earth", "earth", 0), {})
     for stream in STREAMS:
-        start = len(fs)
         stream(fs, way_level).collect(osm_path)
-        fs.sort_from(start)
     if box is not None:
         clip_to_box(fs, box)
     if box is not None and fs.coastlines:

@@ -88,7 +88,7 @@ class Spool:
         self.grow = WORLD / (1 << pz) * T.BUFFER / T.EXTENT  # the largest buffer of any zoom >= pz
         self.low_pixel = WORLD / (1 << (pz - 1)) / 256.0
         self.stream = stream
-        self.first_seq = self.next_seq = first_seq
+        self.next_seq = first_seq
         self.files: dict[tuple[int, int], object] = {}
         self.written: set[tuple[int, int]] = set()
         self.counts_by_layer = [0] * len(schema.LAYERS)
@@ -116,11 +116,9 @@ class Spool:
         layer, min_zoom, props = _entry(feat, tags)
         self.add_many(geoms, [layer], [min_zoom], [props])
 
-    def add_many(self, geoms: np.ndarray, layers, min_zooms, props, keys=None) -> None:
+    def add_many(self, geoms: np.ndarray, layers, min_zooms, props) -> None:
         """Spool features (object array of Mercator geometries, layer indices, min zooms, properties)
-        in order: the geometry work is vectorised, then each record is written to its partitions. With
-        `keys` (a keyed collection stream's order keys) a feature's place in the order is the stream's
-        first sequence number plus its key instead of the next number."""
+        in order: the geometry work is vectorised, then each record is written to its partitions."""
         layers = np.asarray(layers, dtype=np.int64)
         min_zooms = np.asarray(min_zooms, dtype=np.int64)
         if self.clip_box is not None:
@@ -137,8 +135,6 @@ class Spool:
             if not keep.all():
                 idx = np.flatnonzero(keep)
                 geoms, layers, min_zooms, props = geoms[idx], layers[idx], min_zooms[idx], [props[i] for i in idx]
-                if keys is not None:
-                    keys = [keys[i] for i in idx]
         n = len(geoms)
         if n == 0:
             return
@@ -149,11 +145,8 @@ class Spool:
         spans = _tile_spans(b, self.pz, self.grow, self.prange)
         mz = np.minimum(min_zooms, self.maxzoom)
         not_earth = layers != _EARTH
-        if keys is None:
-            seqs = np.arange(self.next_seq, self.next_seq + n, dtype=np.int64)
-            self.next_seq += n
-        else:
-            seqs = self.first_seq + np.asarray(keys, dtype=np.int64)
+        seqs = np.arange(self.next_seq, self.next_seq + n, dtype=np.int64)
+        self.next_seq += n
         self.n += n
         counts = np.bincount(layers, minlength=len(schema.LAYERS))
         self.counts_by_layer = [int(c) + int(d) for c, d in zip(self.counts_by_layer, counts.tolist(), strict=True)]
