@@ -482,6 +482,10 @@ class TagTable:
         self.cls = np.frombuffer(cid, dtype=np.int64) if len(cid) else np.zeros(0, dtype=np.int64)
         self.enc = np.frombuffer(bid, dtype=np.int64) if len(bid) else np.zeros(0, dtype=np.int64)
         self.n_classes = n_classes
+        # per layer, a key's and a value class's index in the layer's tables (-1: not met yet); the
+        # framing kernel resets the entries it set, so they are allocated once, not per tile
+        self.key_local = np.full(max(len(keys), 1), -1, dtype=np.int64)
+        self.cls_local = np.full(max(n_classes, 1), -1, dtype=np.int64)
 
 
 @numba.njit(cache=True, nogil=True)
@@ -504,26 +508,30 @@ def _varint_len(v):
 
 
 @numba.njit(cache=True, nogil=True)
-def _frame(starts, feat, types, gbuf, goff, toff, tkey, tcls, tenc, n_keys, n_classes):
+def _frame(starts, feat, types, gbuf, goff, toff, tkey, tcls, tenc, key_local, cls_local):
     """The features of a tile's layers, framed: per layer (starts[l]..starts[l + 1] of the features, in
     order) the bytes of its feature messages, the key ids and the value bytes ids of its tables in
     order of first use. `feat[i]` is feature i's row in the tag table, `types[i]` its MVT type (0: not
-    drawn, nothing of it is written), its geometry gbuf[goff[i]:goff[i + 1]]."""
+    drawn, nothing of it is written), its geometry gbuf[goff[i]:goff[i + 1]]. `key_local` and
+    `cls_local` (the table's scratch, all -1) are left as they were found."""
     n = len(feat)
     size = 64
+    n_tags = 1
+    most = 1
     for i in range(n):
         f = feat[i]
-        size += (goff[i + 1] - goff[i]) + 10 * (toff[f + 1] - toff[f]) + 32
+        t = toff[f + 1] - toff[f]
+        n_tags += t
+        most = max(most, t)
+        size += (goff[i + 1] - goff[i]) + 10 * t + 32
     out = np.empty(size, dtype=np.uint8)
     feat_end = np.zeros(len(starts), dtype=np.int64)  # per layer: end of its features' bytes
-    keys_out = np.empty(len(tkey) + 1, dtype=np.int64)
-    vals_out = np.empty(len(tkey) + 1, dtype=np.int64)
+    keys_out = np.empty(n_tags, dtype=np.int64)
+    vals_out = np.empty(n_tags, dtype=np.int64)
     keys_end = np.zeros(len(starts), dtype=np.int64)
     vals_end = np.zeros(len(starts), dtype=np.int64)
-    key_local = np.full(n_keys, -1, dtype=np.int64)
-    cls_local = np.full(n_classes, -1, dtype=np.int64)
-    cls_seen = np.empty(len(tkey) + 1, dtype=np.int64)
-    tags = np.empty(20 * (len(tkey) + 1), dtype=np.uint8)
+    cls_seen = np.empty(n_tags, dtype=np.int64)
+    tags = np.empty(20 * most, dtype=np.uint8)
     pos = 0
     nk_all = 0
     nv_all = 0
@@ -587,7 +595,7 @@ def encode_tile(names: list[str], starts: np.ndarray, geoms: np.ndarray, dims: n
     gbuf, goff, types = geometry_buffer(geoms, dims)
     data, feat_end, keys, keys_end, vals, vals_end = _frame(
         np.asarray(starts, dtype=np.int64), np.asarray(feat, dtype=np.int64), types, gbuf, goff, table.off,
-        table.key, table.cls, table.enc, max(len(table.key_bytes), 1), max(table.n_classes, 1))
+        table.key, table.cls, table.enc, table.key_local, table.cls_local)
     raw = data.tobytes()
     fe, ke, ve = feat_end.tolist(), keys_end.tolist(), vals_end.tolist()
     keys_l, vals_l = keys.tolist(), vals.tolist()
