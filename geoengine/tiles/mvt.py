@@ -7,17 +7,20 @@ time. Here a tile's features are taken as shapely arrays and encoded per geometr
 each:
 
 - coordinates come out of `shapely.to_ragged_array` (one GEOS call per dimension);
-- polygons are rounded to the integer grid first (numpy's round half to even, as Python's `round`) and
-  checked valid in one vectorised `shapely.is_valid`. A valid polygon is oriented as `shapely.orient`
-  with sign 1 would (exterior counter-clockwise in tile units, y down; holes the other way) inside the
-  kernel, by the sign of each ring's area. An invalid one (rare: 65 of 15,000 on Liechtenstein) goes
-  through mapbox-vector-tile's own winding and make-valid path, feature by feature, so its bytes are that
-  library's too;
+- polygons are rounded to the integer grid first (numpy's round half to even, as Python's `round`). A
+  Numba test, exact on the integer grid, accepts the single-ring polygons that are certainly valid
+  (`_surely_valid`); only the others go to GEOS's `is_valid`. A valid polygon is oriented as
+  `shapely.orient` with sign 1 would (exterior counter-clockwise in tile units, y down; holes the other
+  way) inside the kernel, by the sign of each ring's area. An invalid one (rare: 65 of 15,000 on
+  Liechtenstein) goes through mapbox-vector-tile's own winding and make-valid path, feature by feature,
+  so its bytes are that library's too;
 - the command stream (MoveTo, LineTo, ClosePath; zig-zag deltas; zero-length steps dropped; a part with
   no step skipped and the cursor kept) and its varints are written by Numba kernels;
 - the protobuf messages (layer: name, features, keys, values, extent, version; feature: tags, type,
-  geometry) are framed by hand in field order, with keys and values deduplicated per layer exactly as
-  mapbox-vector-tile does (booleans apart from numbers; 1 and 1.0 are one value).
+  geometry) are framed in a Numba kernel in field order, with keys and values deduplicated per layer
+  exactly as mapbox-vector-tile does (booleans apart from numbers; 1 and 1.0 are one value). A
+  feature's properties are read once per set of features (`TagTable`: ids of encoded keys and values),
+  not once per tile that draws it.
 
 tests/tiles/test_mvt.py checks the bytes equal mapbox-vector-tile's for every tile of real extracts.
 """
@@ -25,6 +28,7 @@ tests/tiles/test_mvt.py checks the bytes equal mapbox-vector-tile's for every ti
 from __future__ import annotations
 
 import struct
+from array import array
 
 import numba
 import numpy as np
@@ -237,45 +241,170 @@ def _fallback_geometry(shape) -> tuple[list[int], object]:
     return GeometryEncoder(True, EXTENT).encode(shape), shape
 
 
-def geometries(geoms: np.ndarray, dims: np.ndarray) -> tuple[list[bytes | None], list[int]]:
-    """Each geometry's packed command bytes (None when nothing is left to draw) and its MVT type."""
+@numba.njit(cache=True, nogil=True)
+def _scatter(dst, off, src, src_off, rows, keep):
+    """Copy geometry j of `src` (bytes src[src_off[j]:src_off[j+1]]) to its place off[rows[j]] in `dst`,
+    where keep[j]."""
+    for j in range(len(rows)):
+        if not keep[j]:
+            continue
+        a, b = src_off[j], src_off[j + 1]
+        d = off[rows[j]]
+        for k in range(b - a):
+            dst[d + k] = src[a + k]
+
+
+SIMPLE_MAX = 64  # vertices: a longer ring is checked by GEOS (the test below is quadratic)
+
+
+@numba.njit(cache=True, nogil=True)
+def _cross(ax, ay, bx, by, cx, cy):
+    return (bx - ax) * (cy - ay) - (by - ay) * (cx - ax)
+
+
+@numba.njit(cache=True, nogil=True)
+def _on_segment(ax, ay, bx, by, px, py):
+    """p, collinear with a-b, lies within the segment's box (closed)."""
+    return min(ax, bx) <= px <= max(ax, bx) and min(ay, by) <= py <= max(ay, by)
+
+
+@numba.njit(cache=True, nogil=True)
+def _touch(ax, ay, bx, by, cx, cy, dx, dy):
+    """Closed segments a-b and c-d share at least one point (exact: integer coordinates)."""
+    d1 = _cross(cx, cy, dx, dy, ax, ay)
+    d2 = _cross(cx, cy, dx, dy, bx, by)
+    d3 = _cross(ax, ay, bx, by, cx, cy)
+    d4 = _cross(ax, ay, bx, by, dx, dy)
+    if ((d1 > 0 and d2 < 0) or (d1 < 0 and d2 > 0)) and ((d3 > 0 and d4 < 0) or (d3 < 0 and d4 > 0)):
+        return True
+    if d1 == 0 and _on_segment(cx, cy, dx, dy, ax, ay):
+        return True
+    if d2 == 0 and _on_segment(cx, cy, dx, dy, bx, by):
+        return True
+    if d3 == 0 and _on_segment(ax, ay, bx, by, cx, cy):
+        return True
+    if d4 == 0 and _on_segment(ax, ay, bx, by, dx, dy):
+        return True
+    return False
+
+
+@numba.njit(cache=True, nogil=True)
+def _surely_valid(coords, ring_off, poly_off, geom_off):
+    """Per polygon (rounded integer coordinates, as `_ragged` gives them): True when it is certainly
+    valid, as GEOS would find: one part, no hole, a closed ring of at least three distinct vertices
+    (repeated ones skipped) and at most SIMPLE_MAX, where no two segments meet except neighbours at
+    their common vertex, without folding back along each other. False means "ask GEOS"."""
+    g_n = len(geom_off) - 1
+    out = np.zeros(g_n, dtype=np.bool_)
+    vx = np.empty(SIMPLE_MAX + 1, dtype=np.int64)
+    vy = np.empty(SIMPLE_MAX + 1, dtype=np.int64)
+    for g in range(g_n):
+        if geom_off[g + 1] - geom_off[g] != 1:
+            continue
+        p = geom_off[g]
+        if poly_off[p + 1] - poly_off[p] != 1:
+            continue
+        r = poly_off[p]
+        s, e = ring_off[r], ring_off[r + 1]
+        if e - s < 4 or e - s > SIMPLE_MAX + 1:
+            continue
+        if coords[s, 0] != coords[e - 1, 0] or coords[s, 1] != coords[e - 1, 1]:
+            continue
+        m = 0
+        for k in range(s, e - 1):  # distinct consecutive vertices, the closing one left out
+            x = np.int64(coords[k, 0])
+            y = np.int64(coords[k, 1])
+            if m > 0 and x == vx[m - 1] and y == vy[m - 1]:
+                continue
+            vx[m] = x
+            vy[m] = y
+            m += 1
+        while m > 1 and vx[m - 1] == vx[0] and vy[m - 1] == vy[0]:
+            m -= 1
+        if m < 3:
+            continue
+        ok = True
+        for i in range(m):
+            if not ok:
+                break
+            i1 = (i + 1) % m
+            ax, ay, bx, by = vx[i], vy[i], vx[i1], vy[i1]
+            # the next segment shares b: it must not fold back along this one
+            i2 = (i1 + 1) % m
+            cx, cy = vx[i2], vy[i2]
+            if _cross(bx, by, ax, ay, cx, cy) == 0 and (ax - bx) * (cx - bx) + (ay - by) * (cy - by) > 0:
+                ok = False
+                break
+            for j in range(i + 2, m):
+                j1 = (j + 1) % m
+                if j1 == i:
+                    continue  # the previous segment: checked as a neighbour
+                if _touch(ax, ay, bx, by, vx[j], vy[j], vx[j1], vy[j1]):
+                    ok = False
+                    break
+        out[g] = ok
+    return out
+
+
+def geometry_buffer(geoms: np.ndarray, dims: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Every geometry's packed command bytes in one buffer: (bytes, offsets [n + 1], MVT types [n]);
+    geometry i is bytes[off[i]:off[i + 1]], and its type is 0 when nothing is left to draw.
+
+    Polygons are encoded from their coordinates rounded to the grid; one that is not certainly valid
+    once rounded (`_surely_valid`: most small single-ring polygons are decided there) is checked by
+    GEOS, and an invalid one takes mapbox-vector-tile's own path (`_fallback_geometry`)."""
     n = len(geoms)
-    out: list[bytes | None] = [None] * n
-    types = [0] * n
+    types = np.zeros(n, dtype=np.int64)
+    length = np.zeros(n, dtype=np.int64)
+    parts = []  # (rows, bytes, offsets, keep) per dimension
+    fallback: dict[int, bytes] = {}
     for dim in (0, 1, 2):
         rows = np.flatnonzero(dims == dim)
         if len(rows) == 0:
             continue
         sub = geoms[rows]
-        if dim == 2:
-            rounded = shapely.transform(sub, np.round)
-            valid = shapely.is_valid(rounded)
-            for r in rows[~valid]:  # mapbox-vector-tile's path, as it would take it
-                cmds, shape = _fallback_geometry(geoms[r])
-                if cmds:
-                    out[r] = _varints(np.asarray(cmds, dtype=np.uint32), np.array([0, len(cmds)]))[0].tobytes()
-                    types[r] = 3 if shape.geom_type in ("Polygon", "MultiPolygon") else \
-                        2 if shape.geom_type in ("LineString", "MultiLineString") else 1
-            rows, sub = rows[valid], rounded[valid]
-            if len(rows) == 0:
-                continue
         coords, offs = _ragged(sub, dim)
         coords = np.ascontiguousarray(coords, dtype=np.float64)
+        keep = np.ones(len(rows), dtype=np.bool_)
         if dim == 0:
             cmds, off = _points(coords, *offs)
         elif dim == 1:
             cmds, off = _lines(coords, *offs)
         else:
+            coords = np.rint(coords)  # numpy's round half to even, as Python's round
+            doubt = np.flatnonzero(~_surely_valid(coords, *offs))
+            if len(doubt):
+                keep[doubt] = shapely.is_valid(shapely.transform(sub[doubt], np.round))
+            for r in rows[~keep].tolist():  # mapbox-vector-tile's path, as it would take it
+                cmds, shape = _fallback_geometry(geoms[r])
+                if cmds:
+                    fallback[r] = _varints(np.asarray(cmds, dtype=np.uint32), np.array([0, len(cmds)]))[0].tobytes()
+                    types[r] = 3 if shape.geom_type in ("Polygon", "MultiPolygon") else \
+                        2 if shape.geom_type in ("LineString", "MultiLineString") else 1
+                    length[r] = len(fallback[r])
             cmds, off = _polygons(coords, *offs)
         data, boff = _varints(cmds, off)
-        raw = data.tobytes()
-        t = _TYPE[dim]
-        for j, r in enumerate(rows.tolist()):
-            a, b = boff[j], boff[j + 1]
-            if b > a:
-                out[r] = raw[a:b]
-                types[r] = t
-    return out, types
+        lens = np.diff(boff)
+        good = keep & (lens > 0)
+        length[rows[good]] = lens[good]
+        types[rows[good]] = _TYPE[dim]
+        parts.append((rows, data, boff, keep))
+    off = np.zeros(n + 1, dtype=np.int64)
+    np.cumsum(length, out=off[1:])
+    buf = np.empty(int(off[-1]), dtype=np.uint8)
+    for rows, data, boff, keep in parts:
+        _scatter(buf, off, data, boff, rows, keep)
+    for r, b in fallback.items():
+        buf[off[r]:off[r + 1]] = np.frombuffer(b, dtype=np.uint8)
+    return buf, off, types
+
+
+def geometries(geoms: np.ndarray, dims: np.ndarray) -> tuple[list[bytes | None], list[int]]:
+    """Each geometry's packed command bytes (None when nothing is left to draw) and its MVT type."""
+    buf, off, types = geometry_buffer(geoms, dims)
+    raw = buf.tobytes()
+    return [raw[a:b] if t else None for a, b, t in zip(off[:-1].tolist(), off[1:].tolist(), types.tolist(),
+                                                         strict=True)], types.tolist()
 
 
 def _value(v) -> bytes:
@@ -288,72 +417,216 @@ def _value(v) -> bytes:
     return b"\x19" + struct.pack("<d", v)
 
 
-_KEY_FIELDS: dict[str, bytes] = {}  # a key's encoded field, made once per process
-_VALUE_FIELDS: dict[tuple, bytes] = {}  # (type, value) -> its encoded field, up to _VALUE_CACHE entries
-_VALUE_CACHE = 1 << 16
+class TagTable:
+    """The properties of a set of features, read once: each feature's tags (in its dict's order, the
+    entries mapbox-vector-tile skips left out) as ids into tables of encoded keys and values, so a tile
+    that draws the feature frames them in a kernel instead of reading the dict again (a feature is drawn
+    in several tiles, one per zoom at least).
+
+    A value has two ids: its class (a layer's value table has one entry per class: equal values, e.g. 1
+    and 1.0, are one entry, booleans apart from numbers, as mapbox-vector-tile's dict lookups make them)
+    and its bytes (the entry is encoded as the first value of its class that the layer meets)."""
+
+    def __init__(self, props: list[dict]):
+        keys: dict[str, int] = {}
+        classes: dict = {}
+        classes_bool: dict = {}
+        encoded: dict[tuple, int] = {}
+        self.key_bytes: list[bytes] = []
+        self.value_bytes: list[bytes] = []
+        off = array("q", [0])
+        kid, cid, bid = array("q"), array("q"), array("q")
+        n_classes = 0
+        strings: dict[str, tuple[int, int]] = {}  # a string value: its class and its bytes, one lookup
+        key_bytes, value_bytes = self.key_bytes, self.value_bytes
+        k_add, c_add, b_add, o_add = kid.append, cid.append, bid.append, off.append
+        for p in props:
+            for k, v in p.items():
+                tv = type(v)
+                if tv is str:
+                    cb = strings.get(v)
+                    if cb is None:
+                        ci = classes.get(v)  # a str equals no number: a new class
+                        if ci is None:
+                            ci = classes[v] = n_classes
+                            n_classes += 1
+                        cb = strings[v] = (ci, len(value_bytes))
+                        value_bytes.append(_field(4, _field(1, v.encode("utf-8"))))
+                    ci, bi = cb
+                else:
+                    if tv is not int and tv is not bool and tv is not float and (
+                            not isinstance(v, (str, bool, int, float))):
+                        continue
+                    table = classes_bool if isinstance(v, bool) else classes
+                    ci = table.get(v)
+                    if ci is None:
+                        ci = table[v] = n_classes
+                        n_classes += 1
+                    vkey = (tv, v)  # 1 and 1.0 are one class but encode differently
+                    bi = encoded.get(vkey)
+                    if bi is None:
+                        bi = encoded[vkey] = len(value_bytes)
+                        value_bytes.append(_field(4, _value(v)))
+                ki = keys.get(k)
+                if ki is None:
+                    if type(k) is not str and not isinstance(k, str):
+                        continue
+                    ki = keys[k] = len(keys)
+                    key_bytes.append(_field(3, k.encode("utf-8")))
+                k_add(ki)
+                c_add(ci)
+                b_add(bi)
+            o_add(len(kid))
+        self.off = np.frombuffer(off, dtype=np.int64)
+        self.key = np.frombuffer(kid, dtype=np.int64) if len(kid) else np.zeros(0, dtype=np.int64)
+        self.cls = np.frombuffer(cid, dtype=np.int64) if len(cid) else np.zeros(0, dtype=np.int64)
+        self.enc = np.frombuffer(bid, dtype=np.int64) if len(bid) else np.zeros(0, dtype=np.int64)
+        self.n_classes = n_classes
+        # per layer, a key's and a value class's index in the layer's tables (-1: not met yet); the
+        # framing kernel resets the entries it set, so they are allocated once, not per tile
+        self.key_local = np.full(max(len(keys), 1), -1, dtype=np.int64)
+        self.cls_local = np.full(max(n_classes, 1), -1, dtype=np.int64)
+
+
+@numba.njit(cache=True, nogil=True)
+def _put_varint(out, pos, v):
+    while v >= 0x80:
+        out[pos] = np.uint8((v & 0x7F) | 0x80)
+        v >>= 7
+        pos += 1
+    out[pos] = np.uint8(v)
+    return pos + 1
+
+
+@numba.njit(cache=True, nogil=True)
+def _varint_len(v):
+    n = 1
+    while v >= 0x80:
+        v >>= 7
+        n += 1
+    return n
+
+
+@numba.njit(cache=True, nogil=True)
+def _frame(starts, feat, types, gbuf, goff, toff, tkey, tcls, tenc, key_local, cls_local):
+    """The features of a tile's layers, framed: per layer (starts[l]..starts[l + 1] of the features, in
+    order) the bytes of its feature messages, the key ids and the value bytes ids of its tables in
+    order of first use. `feat[i]` is feature i's row in the tag table, `types[i]` its MVT type (0: not
+    drawn, nothing of it is written), its geometry gbuf[goff[i]:goff[i + 1]]. `key_local` and
+    `cls_local` (the table's scratch, all -1) are left as they were found."""
+    n = len(feat)
+    size = 64
+    n_tags = 1
+    most = 1
+    for i in range(n):
+        f = feat[i]
+        t = toff[f + 1] - toff[f]
+        n_tags += t
+        most = max(most, t)
+        size += (goff[i + 1] - goff[i]) + 10 * t + 32
+    out = np.empty(size, dtype=np.uint8)
+    feat_end = np.zeros(len(starts), dtype=np.int64)  # per layer: end of its features' bytes
+    keys_out = np.empty(n_tags, dtype=np.int64)
+    vals_out = np.empty(n_tags, dtype=np.int64)
+    keys_end = np.zeros(len(starts), dtype=np.int64)
+    vals_end = np.zeros(len(starts), dtype=np.int64)
+    cls_seen = np.empty(n_tags, dtype=np.int64)
+    tags = np.empty(20 * most, dtype=np.uint8)
+    pos = 0
+    nk_all = 0
+    nv_all = 0
+    for layer in range(len(starts) - 1):
+        k0 = nk_all
+        v0 = nv_all
+        for i in range(starts[layer], starts[layer + 1]):
+            if types[i] == 0:
+                continue
+            f = feat[i]
+            tl = 0
+            for t in range(toff[f], toff[f + 1]):
+                ki = tkey[t]
+                if key_local[ki] < 0:
+                    key_local[ki] = nk_all - k0
+                    keys_out[nk_all] = ki
+                    nk_all += 1
+                ci = tcls[t]
+                if cls_local[ci] < 0:
+                    cls_local[ci] = nv_all - v0
+                    vals_out[nv_all] = tenc[t]
+                    cls_seen[nv_all] = ci
+                    nv_all += 1
+                tl = _put_varint(tags, tl, key_local[ki])
+                tl = _put_varint(tags, tl, cls_local[ci])
+            glen = goff[i + 1] - goff[i]
+            body = 2 + 1 + _varint_len(glen) + glen
+            if tl > 0:
+                body += 1 + _varint_len(tl) + tl
+            out[pos] = 0x12
+            pos = _put_varint(out, pos + 1, body)
+            if tl > 0:
+                out[pos] = 0x12
+                pos = _put_varint(out, pos + 1, tl)
+                for k in range(tl):
+                    out[pos + k] = tags[k]
+                pos += tl
+            out[pos] = 0x18
+            out[pos + 1] = np.uint8(types[i])
+            out[pos + 2] = 0x22
+            pos = _put_varint(out, pos + 3, glen)
+            g0 = goff[i]
+            for k in range(glen):
+                out[pos + k] = gbuf[g0 + k]
+            pos += glen
+        feat_end[layer + 1] = pos
+        keys_end[layer + 1] = nk_all
+        vals_end[layer + 1] = nv_all
+        for j in range(k0, nk_all):  # the next layer has its own tables
+            key_local[keys_out[j]] = -1
+        for j in range(v0, nv_all):
+            cls_local[cls_seen[j]] = -1
+    return out[:pos], feat_end, keys_out[:nk_all], keys_end, vals_out[:nv_all], vals_end
+
+
+def encode_tile(names: list[str], starts: np.ndarray, geoms: np.ndarray, dims: np.ndarray, feat: np.ndarray,
+                table: TagTable) -> bytes:
+    """The tile's bytes: layer l (named names[l]) holds geometries starts[l]..starts[l + 1] (with their
+    shapely dimensions), whose properties are rows `feat` of `table`; what `mapbox_vector_tile.encode`
+    makes of the same layers with extent 4096, y down and make-valid."""
+    gbuf, goff, types = geometry_buffer(geoms, dims)
+    data, feat_end, keys, keys_end, vals, vals_end = _frame(
+        np.asarray(starts, dtype=np.int64), np.asarray(feat, dtype=np.int64), types, gbuf, goff, table.off,
+        table.key, table.cls, table.enc, table.key_local, table.cls_local)
+    raw = data.tobytes()
+    fe, ke, ve = feat_end.tolist(), keys_end.tolist(), vals_end.tolist()
+    keys_l, vals_l = keys.tolist(), vals.tolist()
+    kb, vb = table.key_bytes, table.value_bytes
+    out = []
+    for li, name in enumerate(names):
+        layer = b"".join([_field(1, name.encode("utf-8")), raw[fe[li]:fe[li + 1]],
+                          *[kb[k] for k in keys_l[ke[li]:ke[li + 1]]], *[vb[v] for v in vals_l[ve[li]:ve[li + 1]]],
+                          _LAYER_TAIL])
+        out.append(_field(3, layer))
+    return b"".join(out)
+
+
+_LAYER_TAIL = b"\x28" + _varint(EXTENT) + b"\x78\x02"  # extent, version 2
 
 
 def encode_layers(layers: list[tuple[str, list, list[int], list[dict]]]) -> bytes:
     """The tile's bytes for `layers` = [(name, geometries, their shapely dimensions, properties)], in order
     (what `mapbox_vector_tile.encode` makes of the same layers with extent 4096, y down and make-valid)."""
-    all_geoms = np.empty(sum(len(g) for _, g, _, _ in layers), dtype=object)
-    all_dims = np.empty(len(all_geoms), dtype=np.int64)
-    at = 0
-    for _, geoms, dims, _ in layers:
-        all_geoms[at:at + len(geoms)] = geoms
-        all_dims[at:at + len(geoms)] = dims
-        at += len(geoms)
-    enc, types = geometries(all_geoms, all_dims)
-    out = []
-    at = 0
-    small = _SMALL
-    key_field, value_field = _KEY_FIELDS, _VALUE_FIELDS
-    for name, geoms, _, props in layers:
-        keys: dict[str, int] = {}
-        values: dict = {}
-        values_bool: dict = {}
-        key_bytes: list[bytes] = []
-        value_bytes: list[bytes] = []
-        feats: list[bytes] = []
-        for i, p in enumerate(props, start=at):
-            g = enc[i]
-            if g is None:
-                continue
-            tags = []
-            for k, v in p.items():
-                tv = type(v)
-                if tv is not str and tv is not int and tv is not bool and tv is not float and (
-                        not isinstance(v, (str, bool, int, float))):
-                    continue
-                if type(k) is not str and not isinstance(k, str):
-                    continue
-                ki = keys.get(k)
-                if ki is None:
-                    ki = keys[k] = len(keys)
-                    kb = key_field.get(k)
-                    if kb is None:
-                        kb = key_field[k] = _field(3, k.encode("utf-8"))
-                    key_bytes.append(kb)
-                table = values_bool if isinstance(v, bool) else values
-                vi = table.get(v)
-                if vi is None:
-                    vi = table[v] = len(values) + len(values_bool)
-                    vkey = (tv, v)  # 1 and 1.0 are one table entry but encode differently
-                    vb = value_field.get(vkey)
-                    if vb is None:
-                        vb = _field(4, _value(v))
-                        if len(value_field) < _VALUE_CACHE:
-                            value_field[vkey] = vb
-                    value_bytes.append(vb)
-                tags.append(small[ki] if ki < 16384 else _varint(ki))
-                tags.append(small[vi] if vi < 16384 else _varint(vi))
-            body = (_field(2, b"".join(tags)) if tags else b"") + b"\x18" + small[types[i]] + _field(4, g)
-            feats.append(_field(2, body))
-        at += len(geoms)
-        layer = _field(1, name.encode("utf-8")) + b"".join(feats) + b"".join(key_bytes) + b"".join(value_bytes) \
-            + b"\x28" + _varint(EXTENT) + b"\x78\x02"
-        out.append(_field(3, layer))
-    return b"".join(out)
+    n = sum(len(g) for _, g, _, _ in layers)
+    geoms = np.empty(n, dtype=object)
+    dims = np.empty(n, dtype=np.int64)
+    starts = [0]
+    props: list[dict] = []
+    for _, g, d, p in layers:
+        a = starts[-1]
+        geoms[a:a + len(g)] = g
+        dims[a:a + len(g)] = d
+        starts.append(a + len(g))
+        props.extend(p)
+    return encode_tile([name for name, *_ in layers], np.array(starts), geoms, dims, np.arange(n), TagTable(props))
 
 
 def warm() -> None:
@@ -364,4 +637,4 @@ def warm() -> None:
              shapely.MultiPoint([(1, 1), (2, 2)])]
     arr = np.empty(len(geoms), dtype=object)
     arr[:] = geoms
-    geometries(arr, np.array([0, 1, 2, 0]))  # every kernel (points, lines, polygons, varints)
+    encode_layers([("w", arr, [0, 1, 2, 0], [{"a": 1}, {"b": True}, {}, {"a": "x"}])])  # every kernel

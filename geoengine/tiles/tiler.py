@@ -70,6 +70,7 @@ def _prepare(fs: FeatureSet, maxzoom: int) -> dict:
         # below it, simplification changes nothing (the smallest tolerance asked is maxzoom's)
         "simplify_floor": simplify.floors(geoms, dims, stop=WORLD / (1 << maxzoom) / EXTENT * 0.5),
         "props": fs.props,
+        "tags": mvt.TagTable(fs.props),  # each feature's properties read once, framed per tile in a kernel
         "tree": shapely.STRtree(geoms),
         "maxzoom": maxzoom,
     }
@@ -158,12 +159,9 @@ def _encode_batch(task) -> list[tuple[int, int, int, bytes]]:
         lay = st["layer"][fis]
         order = np.argsort(lay, kind="stable")
         fis, clipped, want, lay = fis[order], clipped[order], want[order], lay[order]
-        cuts = np.flatnonzero(np.diff(lay)) + 1
-        starts = [0, *cuts.tolist()]
-        ends = [*cuts.tolist(), len(lay)]
-        props = st["props"]
-        data = mvt.encode_layers([(schema.LAYERS[int(lay[a])], clipped[a:b], want[a:b], [props[fi] for fi in fis[a:b].tolist()])
-                                  for a, b in zip(starts, ends, strict=True)])
+        starts = np.concatenate([[0], np.flatnonzero(np.diff(lay)) + 1, [len(lay)]])
+        names = [schema.LAYERS[i] for i in lay[starts[:-1]].tolist()]
+        data = mvt.encode_tile(names, starts, clipped, want, fis, st["tags"])
         out.append((z, x, y, gzip.compress(data, compresslevel=6, mtime=0)))
     return out
 
