@@ -76,6 +76,7 @@ def read_osm(path: str | Path) -> dict:
     cols = {key: array(code) for key, code in _ATTR_COLUMNS}
     limits = array("f")
     refs, xs, ys, way_of_point = array("q"), array("i"), array("i"), array("i")
+    refs_append, xs_append, ys_append = refs.append, xs.append, ys.append
     barriers: dict[int, int] = {}
     borders: set[int] = set()
     signals: set[int] = set()
@@ -100,11 +101,13 @@ def read_osm(path: str | Path) -> dict:
             for key, col in cols.items():
                 col.append(attr[key])
             limits.extend([inf if v is None else v for v in attr["limits"]])
-            nodes = obj.nodes
-            k = len(nodes)
-            refs.extend([n.ref for n in nodes])
-            xs.extend([n.x for n in nodes])
-            ys.extend([n.y for n in nodes])
+            k = 0
+            for n in obj.nodes:  # one NodeRef per node (each costs a C++ call), read once
+                loc = n.location
+                refs_append(n.ref)
+                xs_append(loc.x)
+                ys_append(loc.y)
+                k += 1
             way_of_point.extend(repeat(wi, k))
         elif obj.is_node():
             tags = obj.tags
