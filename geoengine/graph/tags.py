@@ -43,6 +43,11 @@ ACCESS_KEYS = {
     TAXI: ("taxi", "psv", "motorcar", "motor_vehicle", "vehicle", "access"),
 }
 GENERIC_KEYS = ("access", "vehicle")
+#: every key `mode_access` may read (plain and directional): a way with none of them takes its class default
+_ACCESS_TAG_KEYS = frozenset(k + s for keys in ACCESS_KEYS.values() for k in keys for s in ("", ":forward", ":backward"))
+_ACCESS_BITS = 0
+for _bit in ACCESS_KEYS:
+    _ACCESS_BITS |= _bit
 CONSTRUCTION_OPEN = (None, "no", "minor", "widening")
 ALLOW = {"yes", "designated", "permissive", "official", "public", "true", "1", "discouraged", "permit"}
 DESTINATION = {"destination", "delivery", "customers"}
@@ -237,6 +242,13 @@ def mode_access(tags: dict, default_mask: int, suffix: str = "") -> tuple[int, i
 
     `suffix` reads directional keys (':forward' / ':backward') first; the plain keys still apply.
     """
+    if _ACCESS_TAG_KEYS.isdisjoint(tags):  # most ways: no access key, so every mode takes the default
+        return default_mask & _ACCESS_BITS, 0
+    return _mode_access_keys(tags, default_mask, suffix)
+
+
+def _mode_access_keys(tags: dict, default_mask: int, suffix: str) -> tuple[int, int]:
+    """`mode_access` read key by key (what its shortcut for a way without access keys must equal)."""
     allowed = 0
     dest = 0
     for bit, keys in ACCESS_KEYS.items():
