@@ -172,6 +172,17 @@ def _points(coords, geom_off):
 
 
 @numba.njit(cache=True, nogil=True)
+def _put_varint(out, pos, v):
+    """Varint `v` written into `out` at `pos`; the position after it."""
+    while v >= 0x80:
+        out[pos] = np.uint8((v & 0x7F) | 0x80)
+        v >>= 7
+        pos += 1
+    out[pos] = np.uint8(v)
+    return pos + 1
+
+
+@numba.njit(cache=True, nogil=True)
 def _varints(cmds, off):
     """Each geometry's commands as packed varints: bytes and per-geometry byte offsets."""
     out = np.empty(5 * len(cmds) + 1, dtype=np.uint8)
@@ -179,13 +190,7 @@ def _varints(cmds, off):
     pos = 0
     for g in range(len(off) - 1):
         for i in range(off[g], off[g + 1]):
-            v = np.uint64(cmds[i])
-            while v >= 0x80:
-                out[pos] = np.uint8((v & 0x7F) | 0x80)
-                v >>= 7
-                pos += 1
-            out[pos] = np.uint8(v)
-            pos += 1
+            pos = _put_varint(out, pos, np.uint64(cmds[i]))
         boff[g + 1] = pos
     return out[:pos], boff
 
@@ -486,16 +491,6 @@ class TagTable:
         # framing kernel resets the entries it set, so they are allocated once, not per tile
         self.key_local = np.full(max(len(keys), 1), -1, dtype=np.int64)
         self.cls_local = np.full(max(n_classes, 1), -1, dtype=np.int64)
-
-
-@numba.njit(cache=True, nogil=True)
-def _put_varint(out, pos, v):
-    while v >= 0x80:
-        out[pos] = np.uint8((v & 0x7F) | 0x80)
-        v >>= 7
-        pos += 1
-    out[pos] = np.uint8(v)
-    return pos + 1
 
 
 @numba.njit(cache=True, nogil=True)
