@@ -89,40 +89,23 @@ def _merge_streets(streets: StreetWays, loc_tree, lat0: float) -> list[tuple[Osm
         centre = mean_xy(verts)
         k = int(np.argmin(((verts - centre) ** 2).sum(axis=1)))
         best = max(ways, key=streets.importance.__getitem__)
-        if len(ways) == 1:  # the way's own detail text and its highway and id (what the loop below writes)
-            text = streets.detail[first]
-            detail = None
-        else:
-            detail: dict = {"names": {}, "address": {}, "tags": {}}
-            for w in ways:
-                wd = json.loads(streets.detail[w])
-                for part in ("names", "address", "tags"):
-                    for key, val in wd.get(part, {}).items():
-                        detail[part].setdefault(key, val)
-            detail["osm_ways"] = [streets.id[w] for w in ways]
-            detail["tags"]["highway"] = streets.category[best]
+        detail: dict = {"names": {}, "address": {}, "tags": {}}
+        for w in ways:
+            wd = json.loads(streets.detail[w])
+            for part in ("names", "address", "tags"):
+                for key, val in wd.get(part, {}).items():
+                    detail[part].setdefault(key, val)
+        detail["osm_ways"] = [streets.id[w] for w in ways]
+        detail["tags"]["highway"] = streets.category[best]
         doc = OsmDoc(
             id=f"osm:street:{streets.id[first]}", index="streets", doc_type="place", name=streets.name[first],
             name_en=next((streets.name_en[w] for w in ways if streets.name_en[w]), None), names=names,
             place_class="street", category=streets.category[best], importance=streets.importance[best],
             lat=float(verts[k, 1]), lon=float(verts[k, 0]), osm_type="w",
-            detail=_json(detail) if detail is not None else _one_way_detail(text, streets.category[best], streets.id[first]),
+            detail=_json(detail),
         )
         out.append((doc, ranges, loc, ways))
     return out
-
-
-def _one_way_detail(text: str, highway: str, way_id: int) -> str:
-    """The detail JSON of a street of one way from the way's own (`osm.detail_of`: names, address, tags, in
-    that order, tags last and without `highway`): its tags plus highway, then osm_ways; the text the merge of
-    several ways writes, without parsing and writing it again."""
-    if not text.endswith("}}") or '"highway":' in text[text.rfind('"tags":'):]:
-        d = json.loads(text)
-        d["osm_ways"] = [way_id]
-        d["tags"]["highway"] = highway
-        return _json(d)
-    sep = "" if text.endswith('"tags":{}}') else ","
-    return f'{text[:-2]}{sep}"highway":{_json(highway)}}},"osm_ways":[{int(way_id)}]}}'
 
 
 NEAR_COUNTRY_K = 16  # GeoNames places examined for the country of a document outside every country boundary
