@@ -102,16 +102,16 @@ def cmd_update(args) -> int:
     return 0
 
 
-def _warm_bundle(path, settings, log) -> None:
+def _warm_bundle(path, settings, log, force: bool = False) -> None:
     """Fill the compile cache for this bundle's request paths (geoengine.analysis.warm)."""
     import time
 
-    from geoengine.analysis.warm import warm
+    from geoengine.analysis.warm import warm_bundle
     from geoengine.engine import Engine
 
     t0 = time.perf_counter()
-    warm(Engine.open(path, settings=settings))
-    log(f"[warm] {path}: compiled kernels cached in {time.perf_counter() - t0:.1f}s")
+    if warm_bundle(Engine.open(path, settings=settings), log=log, force=force) is not None:
+        log(f"[warm] {path}: compiled kernels cached in {time.perf_counter() - t0:.1f}s")
 
 
 def cmd_warm(args) -> int:
@@ -134,7 +134,7 @@ def cmd_warm(args) -> int:
         return 0
     for b in bundles:
         Bundle.open(b)  # fail fast with the manifest check's message
-        _warm_bundle(b, settings, progress.log)
+        _warm_bundle(b, settings, progress.log, force=args.force)
     return 0
 
 
@@ -442,6 +442,8 @@ def make_parser() -> argparse.ArgumentParser:
                        "arguments: every bundle under $GEOENGINE_BUNDLES.")
     w.add_argument("bundles", nargs="*", metavar="DIR", help="bundle folders (default: all published bundles)")
     w.add_argument("--no-kit", action="store_true", help="do not build the compile kit (bundles' request paths only)")
+    w.add_argument("--force", action="store_true", help="run every bundle's request paths even when a bundle with the "
+                   "same array types was warmed with this code before (whose kernels the cache then holds)")
     w.add_argument("--quiet", action="store_true", help="no progress output")
     w.set_defaults(func=cmd_warm)
 
