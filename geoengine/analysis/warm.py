@@ -72,7 +72,11 @@ def types_key(path: Path) -> str:
             items.add((rel, dtype.str, len(shape), fortran))
         else:
             items.add((str(Path(rel).parent), p.suffix))
-    doc: dict = {"files": sorted(items, key=repr), "code": source_hash(), "numba": numba.__version__,
+    # Numba keys its cache index by each source file's modification time and size, so a fresh checkout of
+    # the same code recompiles: so does this key change
+    package = Path(__file__).resolve().parents[1]
+    stamps = sorted((str(p.relative_to(package)), p.stat().st_mtime_ns, p.stat().st_size) for p in package.rglob("*.py"))
+    doc: dict = {"files": sorted(items, key=repr), "code": source_hash(), "sources": stamps, "numba": numba.__version__,
                  "numpy": np.__version__, "python": sys.version}
     graph_json = path / "graph" / "graph.json"
     if graph_json.exists():
