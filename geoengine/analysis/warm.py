@@ -49,7 +49,8 @@ def types_key(path: Path) -> str:
     """What decides which compiled kernels a bundle's request paths meet: every array's type (file, dtype,
     dimensions, order; a name's digits counted as one, as search's prefixN files), the other files' kinds,
     which graph counts are not zero (turn restrictions, barriers: paths only data with them takes), the
-    DEM's file kinds, and the code and compiler versions. Two bundles with the same key meet the same
+    DEM's file kinds, the code (with its files' times and sizes, as Numba's cache index keys it) and the
+    compiler versions. Two bundles with the same key meet the same
     kernels with the same types, so a cache warmed for one is warm for the other (`stamp_path`)."""
     import hashlib
     import re
