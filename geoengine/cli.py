@@ -106,7 +106,7 @@ def _warm_bundle(path, settings, log, force: bool = False) -> None:
     """Fill the compile cache for this bundle's request paths (geoengine.analysis.warm)."""
     import time
 
-    from geoengine.analysis.warm import warm_bundle
+    from geoengine.bundler.warmkit import warm_bundle
     from geoengine.engine import Engine
 
     t0 = time.perf_counter()

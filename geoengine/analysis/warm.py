@@ -45,72 +45,6 @@ GROUPS = (
 )
 
 
-def types_key(path: Path) -> str:
-    """What decides which compiled kernels a bundle's request paths meet: every array's type (file, dtype,
-    dimensions, order; a name's digits counted as one, as search's prefixN files), the other files' kinds,
-    which graph counts are not zero (turn restrictions, barriers: paths only data with them takes), the
-    DEM's file kinds, the code (with its files' times and sizes, as Numba's cache index keys it) and the
-    compiler versions. Two bundles with the same key meet the same
-    kernels with the same types, so a cache warmed for one is warm for the other (`stamp_path`)."""
-    import hashlib
-    import re
-
-    import numba
-
-    from geoengine.bundler.warmkit import source_hash
-
-    path = Path(path)
-    items: set[tuple] = set()
-    for p in path.rglob("*"):
-        if not p.is_file() or p.name == "manifest.json":
-            continue
-        rel = re.sub(r"\d+", "N", str(p.relative_to(path).parent / p.name))
-        if p.suffix == ".npy":
-            with open(p, "rb") as fh:
-                major, _minor = np.lib.format.read_magic(fh)
-                read = np.lib.format.read_array_header_1_0 if major == 1 else np.lib.format.read_array_header_2_0
-                shape, fortran, dtype = read(fh)
-            items.add((rel, dtype.str, len(shape), fortran))
-        else:
-            items.add((str(Path(rel).parent), p.suffix))
-    # Numba keys its cache index by each source file's modification time and size, so a fresh checkout of
-    # the same code recompiles: so does this key change
-    package = Path(__file__).resolve().parents[1]
-    stamps = sorted((str(p.relative_to(package)), p.stat().st_mtime_ns, p.stat().st_size) for p in package.rglob("*.py"))
-    doc: dict = {"files": sorted(items, key=repr), "code": source_hash(), "sources": stamps, "numba": numba.__version__,
-                 "numpy": np.__version__, "python": sys.version}
-    graph_json = path / "graph" / "graph.json"
-    if graph_json.exists():
-        doc["nonzero"] = sorted(k for k, v in json.loads(graph_json.read_text()).get("counts", {}).items() if v)
-    dem_json = path / "elevation" / "index.json"
-    if dem_json.exists():
-        doc["dem"] = sorted({"".join(Path(t.get("source", "")).suffixes) for t in json.loads(dem_json.read_text()).get("tiles", [])})
-    return hashlib.sha256(json.dumps(doc, sort_keys=True).encode()).hexdigest()[:24]
-
-
-def stamp_path(path: Path) -> Path:
-    """The file in the compile cache that says a bundle of `path`'s types was warmed with this code."""
-    from geoengine.bundler.warmkit import cache_dir
-
-    return cache_dir() / f"bundle-types-{types_key(path)}.done"
-
-
-def warm_bundle(engine, log=None, force: bool = False) -> dict[str, float] | None:
-    """`warm`, unless a bundle with the same types was warmed with this code before (the cache already
-    holds every kernel this one's request paths meet): then None, in the time it takes to read the
-    arrays' headers. `force` warms all the same. A finished warm writes the stamp."""
-    stamp = stamp_path(engine.bundle.path)
-    if stamp.exists() and not force:
-        if log:
-            log(f"[warm] the compile cache already holds this bundle's kernels (same array types as a bundle "
-                f"warmed before, {stamp.name}); nothing to compile")
-        return None
-    steps = warm(engine, log=log)
-    stamp.parent.mkdir(parents=True, exist_ok=True)
-    stamp.write_text(f"{time.time():.0f}\n")
-    return steps
-
-
 def warm(engine, log=None) -> dict[str, float]:
     """Run each request path once on a small bundle cut out of `engine`'s; returns seconds per step."""
     steps: dict[str, float] = {}
@@ -204,12 +138,12 @@ class _Paths:
                 self.engine.route(locations=self.locs, costing=costing)
             except NoRoute:
                 pass
-        if self.locs:  # the OSRM dialect's own kernels (overview=simplified, steps)
+        if self.locs:  # the OSRM dialect's own kernels (overview=simplified, steps, nodes)
             from geoengine.dialects import osrm
 
             coords = ";".join(f"{p['lon']},{p['lat']}" for p in self.locs)
             try:
-                osrm.run("route", self.engine, "v1", "driving", coords, {"steps": "true"})
+                osrm.run("route", self.engine, "v1", "driving", coords, {"steps": "true", "annotations": "true"})
             except osrm.OsrmError:
                 pass
         warm_kernels()  # build_maneuvers, the narrative's own entry for library callers

@@ -13,6 +13,9 @@ not map data and nothing is ever answered from it: it only gives the kernels the
   process at once (`start_in_background`), so the compile runs on the other core while the source and graph
   stages read the user's extract, and says so with how long it takes once.
 
+- `warm_bundle` warms a bundle's request paths (geoengine.analysis.warm) unless a bundle with the same
+  array types was warmed with the same code before (`types_key`, `bundle-types-<key>.done`).
+
 A stamp file in the cache folder (`kit-<version>-<source hash>.done`) records a finished kit for the
 installed code; any change to the package's source makes a new stamp, as Numba's own cache would recompile.
 """
@@ -20,6 +23,7 @@ installed code; any change to the package's source makes a new stamp, as Numba's
 from __future__ import annotations
 
 import hashlib
+import json
 import os
 import subprocess
 import sys
@@ -63,6 +67,69 @@ def stamp_path() -> Path:
 
 def is_warm() -> bool:
     return stamp_path().exists()
+
+
+def types_key(path: Path) -> str:
+    """What decides which compiled kernels a bundle's request paths meet: every array's type (file, dtype,
+    dimensions, order; a name's digits counted as one, as search's prefixN files), the other files' kinds,
+    which graph counts are not zero (turn restrictions, barriers: paths only data with them takes), the
+    DEM's file kinds, the code (with its files' times and sizes, as Numba's cache index keys it) and the
+    compiler versions. Two bundles with the same key meet the same
+    kernels with the same types, so a cache warmed for one is warm for the other (`bundle_stamp_path`)."""
+    import re
+
+    import numba
+
+    path = Path(path)
+    items: set[tuple] = set()
+    for p in path.rglob("*"):
+        if not p.is_file() or p.name == "manifest.json":
+            continue
+        rel = re.sub(r"\d+", "N", str(p.relative_to(path).parent / p.name))
+        if p.suffix == ".npy":
+            with open(p, "rb") as fh:
+                major, _minor = np.lib.format.read_magic(fh)
+                read = np.lib.format.read_array_header_1_0 if major == 1 else np.lib.format.read_array_header_2_0
+                shape, fortran, dtype = read(fh)
+            items.add((rel, dtype.str, len(shape), fortran))
+        else:
+            items.add((str(Path(rel).parent), p.suffix))
+    # Numba keys its cache index by each source file's modification time and size, so a fresh checkout of
+    # the same code recompiles: so does this key change
+    package = Path(__file__).resolve().parents[1]
+    stamps = sorted((str(p.relative_to(package)), p.stat().st_mtime_ns, p.stat().st_size) for p in package.rglob("*.py"))
+    doc: dict = {"files": sorted(items, key=repr), "code": source_hash(), "sources": stamps, "numba": numba.__version__,
+                 "numpy": np.__version__, "python": sys.version}
+    graph_json = path / "graph" / "graph.json"
+    if graph_json.exists():
+        doc["nonzero"] = sorted(k for k, v in json.loads(graph_json.read_text()).get("counts", {}).items() if v)
+    dem_json = path / "elevation" / "index.json"
+    if dem_json.exists():
+        doc["dem"] = sorted({"".join(Path(t.get("source", "")).suffixes) for t in json.loads(dem_json.read_text()).get("tiles", [])})
+    return hashlib.sha256(json.dumps(doc, sort_keys=True).encode()).hexdigest()[:24]
+
+
+def bundle_stamp_path(path: Path) -> Path:
+    """The file in the compile cache that says a bundle of `path`'s types was warmed with this code."""
+    return cache_dir() / f"bundle-types-{types_key(path)}.done"
+
+
+def warm_bundle(engine, log=None, force: bool = False) -> dict[str, float] | None:
+    """`warm`, unless a bundle with the same types was warmed with this code before (the cache already
+    holds every kernel this one's request paths meet): then None, in the time it takes to read the
+    arrays' headers. `force` warms all the same. A finished warm writes the stamp."""
+    stamp = bundle_stamp_path(engine.bundle.path)
+    if stamp.exists() and not force:
+        if log:
+            log(f"[warm] the compile cache already holds this bundle's kernels (same array types as a bundle "
+                f"warmed before, {stamp.name}); nothing to compile")
+        return None
+    from geoengine.analysis.warm import warm
+
+    steps = warm(engine, log=log)
+    stamp.parent.mkdir(parents=True, exist_ok=True)
+    stamp.write_text(f"{time.time():.0f}\n")
+    return steps
 
 
 def write_extract(path: Path) -> Path:

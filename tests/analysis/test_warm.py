@@ -133,14 +133,15 @@ def test_a_fresh_process_compiles_nothing_after_warm(andorra, tmp_path):
 
 
 def test_a_bundle_of_warmed_types_is_not_warmed_again(andorra, tmp_path, monkeypatch):
-    from geoengine.analysis import warm as warm_mod
+    from geoengine.analysis import warm as analysis_warm
     from geoengine.bundler import warmkit
+    from geoengine.bundler import warmkit as warm_mod
     from geoengine.bundler.pipeline import link_tree
 
     monkeypatch.setattr(warmkit, "cache_dir", lambda: tmp_path / "cache")  # where the stamps go
     logs: list[str] = []
     steps = warm_mod.warm_bundle(andorra, log=logs.append)
-    assert steps is not None and "route" in steps and warm_mod.stamp_path(andorra.bundle.path).exists()
+    assert steps is not None and "route" in steps and warm_mod.bundle_stamp_path(andorra.bundle.path).exists()
     assert warm_mod.warm_bundle(andorra, log=logs.append) is None  # the cache holds these types' kernels
     assert "nothing to compile" in logs[-1]
     # another folder with the same files has the same types; a changed dtype or a missing stage does not
@@ -159,5 +160,5 @@ def test_a_bundle_of_warmed_types_is_not_warmed_again(andorra, tmp_path, monkeyp
     shutil.rmtree(copy / "elevation")
     assert warm_mod.types_key(copy) != warm_mod.types_key(andorra.bundle.path)
     calls = []
-    monkeypatch.setattr(warm_mod, "warm", lambda engine, log=None: calls.append(engine) or {})
+    monkeypatch.setattr(analysis_warm, "warm", lambda engine, log=None: calls.append(engine) or {})
     assert warm_mod.warm_bundle(andorra, force=True) == {} and calls == [andorra]  # --force warms all the same
