@@ -253,7 +253,7 @@ def parse_query(service: str, query: Mapping[str, str], n: int) -> dict[str, Any
     if service in ("route", "match", "trip", "table"):
         ann = query.get("annotations", "false" if service != "table" else "duration")
         if ann in ("true", "false") and service != "table":
-            ann_list = list(ANNOTATIONS[:4]) if ann == "true" else []
+            ann_list = list(ANNOTATIONS) if ann == "true" else []
         else:
             ann_list = [a for a in ann.split(",") if a]
             allowed = ("duration", "distance") if service == "table" else ANNOTATIONS

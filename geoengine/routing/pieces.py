@@ -199,3 +199,65 @@ def path_prefix_costs(offsets, targets, weights, edge_cost, path):
                 w = weights[q]
         c[k] = c[k - 1] + w
     return c
+
+
+@numba.njit(cache=True, nogil=True)
+def shape_osm_ids(edges, first, last, begin, end, lon, lat, so, slon, slat, sid):
+    """The OSM node id of every point of a path's shape (`pieces_geometry`'s lon, lat, begin, end), as
+    OSRM's `nodes` annotation gives them: a shape point its own node; a snapped end point, which lies on
+    a road segment, the node that segment starts from (at a route's start) or ends at (at its end), so
+    that each pair of consecutive ids is the OSM segment the shape's segment lies on. `first` / `last`:
+    whether the edge is its piece's first / last (cut at the snapped positions by `_cut`, whose output
+    is the cut segment's start, the shape points after it, and a point on the last cut segment)."""
+    out = np.zeros(lon.shape[0], np.int64)
+    for i in range(edges.shape[0]):
+        e = edges[i]
+        k = e >> 1
+        a, b = so[k], so[k + 1]
+        c = b - a
+        cnt = end[i] - begin[i] + 1
+        off = 0
+        if first[i] and last[i]:  # cut at both ends: find the segment the start point lies on
+            if cnt >= 3:  # the second point is a shape point, copied exactly
+                for j in range(1, c):
+                    p = b - 1 - j if e & 1 else a + j
+                    if slon[p] == lon[begin[i] + 1] and slat[p] == lat[begin[i] + 1]:
+                        off = j - 1
+                        break
+            else:  # both points on one segment: the one nearest the start point
+                best = np.inf
+                x, y = lon[begin[i]], lat[begin[i]]
+                for j in range(c - 1):
+                    p = b - 1 - j if e & 1 else a + j
+                    q = b - 2 - j if e & 1 else a + j + 1
+                    dx, dy = slon[q] - slon[p], slat[q] - slat[p]
+                    ll = dx * dx + dy * dy
+                    t = 0.0 if ll <= 0 else min(max(((x - slon[p]) * dx + (y - slat[p]) * dy) / ll, 0.0), 1.0)
+                    d = (slon[p] + t * dx - x) ** 2 + (slat[p] + t * dy - y) ** 2
+                    if d < best:
+                        best = d
+                        off = j
+        elif first[i]:  # cut at the start only: the edge's last `cnt` points
+            off = max(c - cnt, 0)
+        for q in range(cnt):
+            j = min(off + q, c - 1)
+            out[begin[i] + q] = sid[b - 1 - j if e & 1 else a + j]
+    return out
+
+
+def leg_osm_ids(graph, leg) -> np.ndarray | None:
+    """`shape_osm_ids` of a typed route leg (geoengine.services.route.RouteLeg: shape, edges, ranges
+    and pieces); None when the graph has no shape point ids (bundles built before they were kept)."""
+    sid = getattr(graph, "shape_osm_id", None)
+    if sid is None or leg.shape_begin is None or len(leg.edges) == 0:
+        return None
+    sizes = np.array([len(p.edges) for p in leg.pieces] if leg.pieces else [len(leg.edges)], dtype=np.int64)
+    starts = np.concatenate([[0], np.cumsum(sizes)[:-1]])
+    first = np.zeros(len(leg.edges), dtype=np.bool_)
+    last = np.zeros(len(leg.edges), dtype=np.bool_)
+    first[starts] = True
+    last[starts + sizes - 1] = True
+    c = np.ascontiguousarray
+    return shape_osm_ids(c(leg.edges, np.int64), first, last, c(leg.shape_begin, np.int64), c(leg.shape_end, np.int64),
+                         c(leg.lon, np.float64), c(leg.lat, np.float64), graph.shape_offsets, graph.shape_lon,
+                         graph.shape_lat, sid)

@@ -19,6 +19,7 @@ import numpy as np
 from geoengine.errors import GeoengineError
 from geoengine.geo import encode_polyline, haversine_m, simplify_line
 from geoengine.narrative.junctions import arms_table, met
+from geoengine.routing.pieces import leg_osm_ids
 
 
 def _geometry(coords: np.ndarray, fmt: str):
@@ -200,9 +201,12 @@ def _segment_seconds(leg, seg_m: np.ndarray) -> np.ndarray:
     return t * (leg.time_s / total) if total > 0 else np.zeros(n)
 
 
-def _annotation(leg, which: list[str]) -> dict:
+def _annotation(leg, which: list[str], graph=None) -> dict:
     """Per-segment annotations of a leg's shape: distances from the coordinates; durations from the
-    time of the edge each segment lies on (`_segment_seconds`); speed = distance / duration."""
+    time of the edge each segment lies on (`_segment_seconds`); speed = distance / duration; `nodes`:
+    the OSM node id of every shape point (`geoengine.routing.pieces.leg_osm_ids`), so each pair of
+    consecutive ids is the OSM segment of one annotation (what OSRM's segment speed files are keyed
+    by). `metadata` names the one data source, as OSRM's does when `datasources` is asked."""
     lon, lat = leg.lon, leg.lat
     d = haversine_m(lat[:-1], lon[:-1], lat[1:], lon[1:]) if len(lon) > 1 else np.zeros(0)
     t = _segment_seconds(leg, d)
@@ -217,6 +221,12 @@ def _annotation(leg, which: list[str]) -> dict:
         out["speed"] = np.round(np.divide(d, t, out=np.zeros_like(d), where=t > 0), 1).tolist()
     if "datasources" in which:
         out["datasources"] = [0] * len(d)
+    if "nodes" in which and graph is not None:
+        ids = leg_osm_ids(graph, leg)
+        if ids is not None:
+            out["nodes"] = ids.tolist()
+    if "datasources" in which:
+        out["metadata"] = {"datasource_names": ["profile"]}
     return out
 
 
@@ -264,7 +274,7 @@ def route_object(route, q: dict, mode: str, legs=None, graph=None) -> dict:
                                "weight": round(leg.time_s, 1), "summary": _summary(steps),
                                "steps": steps if q.get("steps") else []}
         if q.get("annotations"):
-            out["annotation"] = _annotation(leg, q["annotations"])
+            out["annotation"] = _annotation(leg, q["annotations"], graph)
         out_legs.append(out)
     time_s = float(sum(leg.time_s for leg in legs))
     result: dict[str, Any] = {

@@ -404,3 +404,64 @@ def test_junction_kernel_equals_a_numpy_reading_on_the_real_graph(andorra):
         np.array([0, 4]), np.array([0, 1, 2, 3]), bs, np.ones(4, bool), True, np.zeros(4, np.int32), np.array([1]),
         np.array([2]), np.array([-1]), np.array([-1]), False)
     assert bear.tolist() == sorted((np.round(bs).astype(np.int64) % 360).tolist()) == [0, 0, 2, 2]
+
+
+@pytest.fixture(scope="module")
+def andorra_ways():
+    """(consecutive node pairs of every way, node locations) read from the extract with pyosmium."""
+    import osmium
+
+    from tests.conftest import data_file
+
+    pairs, locs = set(), {}
+    for obj in osmium.FileProcessor(str(data_file("andorra/andorra.osm.pbf"))).with_locations():
+        if obj.is_way():
+            refs = [(n.ref, n.lon, n.lat) for n in obj.nodes if n.location.valid()]
+            for (u, *lu), (v, *lv) in zip(refs[:-1], refs[1:], strict=False):
+                pairs.add((u, v))
+                pairs.add((v, u))
+                locs[u], locs[v] = tuple(lu), tuple(lv)
+    return pairs, locs
+
+
+def _off_segment_m(p, a, b) -> float:
+    """Metres from point p to segment ab (lon, lat; local equirectangular)."""
+    k = np.cos(np.radians(a[1]))
+    px, py, ax, ay, bx, by = p[0] * k, p[1], a[0] * k, a[1], b[0] * k, b[1]
+    dx, dy = bx - ax, by - ay
+    t = 0.0 if dx == dy == 0 else min(max(((px - ax) * dx + (py - ay) * dy) / (dx * dx + dy * dy), 0.0), 1.0)
+    return float(np.hypot(ax + t * dx - px, ay + t * dy - py) * 111_195.0)
+
+
+@pytest.mark.parametrize("pts", [(A, B), (D, C), ((1.5200, 42.5328), (1.5090, 42.5469)), ((1.5297, 42.5104), (1.4958, 42.4916))])
+def test_route_nodes_annotation_names_the_osm_segment_of_every_geometry_segment(client, andorra_ways, pts):
+    """`annotations=nodes` (and `true`) gives, as OSRM does, one OSM node id per coordinate of the leg's
+    geometry: each consecutive pair is a segment of an OSM way, and the geometry's segment lies on it
+    (the snapped ends too: the first id is the start of the segment the origin snapped onto)."""
+    pairs, locs = andorra_ways
+    body = ok(client.get(f"/route/v1/driving/{coords(*pts)}", params={"annotations": "true", "overview": "full",
+                                                                       "geometries": "geojson"}))
+    route = body["routes"][0]
+    ann = route["legs"][0]["annotation"]
+    line = route["geometry"]["coordinates"]
+    nodes = ann["nodes"]
+    assert len(nodes) == len(line) == len(ann["distance"]) + 1
+    assert {"duration", "distance", "speed", "weight", "datasources", "metadata"} <= set(ann)
+    assert ann["metadata"]["datasource_names"] and len(ann["datasources"]) == len(ann["distance"])
+    for k, (u, v) in enumerate(zip(nodes[:-1], nodes[1:], strict=True)):
+        assert (u, v) in pairs or (u == v and line[k] == line[k + 1]), (k, u, v)
+        for p in (line[k], line[k + 1]):
+            assert _off_segment_m(p, locs[u], locs[v]) < 0.5, (k, u, v, p)
+    only = ok(client.get(f"/route/v1/driving/{coords(*pts)}", params={"annotations": "nodes"}))
+    assert only["routes"][0]["legs"][0]["annotation"] == {"nodes": nodes}
+
+
+def test_route_nodes_annotation_per_leg(client, andorra_ways):
+    pairs, _ = andorra_ways
+    body = ok(client.get(f"/route/v1/driving/{coords(A, B, C)}", params={"annotations": "nodes,distance"}))
+    legs = body["routes"][0]["legs"]
+    assert len(legs) == 2
+    for leg in legs:
+        nodes = leg["annotation"]["nodes"]
+        assert len(nodes) == len(leg["annotation"]["distance"]) + 1
+        assert all(u == v or (u, v) in pairs for u, v in zip(nodes[:-1], nodes[1:], strict=True))
