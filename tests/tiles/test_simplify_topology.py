@@ -80,7 +80,8 @@ def _star(cx, cy, radii, angle0=0.0):
 
 @st.composite
 def _geometry(draw):
-    kind = draw(st.sampled_from(["line", "grid_line", "closed_line", "polygon", "holes", "multipolygon",
+    kind = draw(st.sampled_from(["line", "grid_line", "closed_line", "polygon", "holes", "holes_near_shell",
+                                 "multipolygon",
                                  "multiline"]))
     rng = np.random.default_rng(draw(st.integers(0, 2**32 - 1)))
     n = draw(st.integers(2, 60))
@@ -98,11 +99,15 @@ def _geometry(draw):
     shell = _star(0, 0, rng.uniform(50, 100, size=max(n, 3)))
     if kind == "polygon":
         return shapely.Polygon(shell)
-    if kind == "holes":
+    if kind in ("holes", "holes_near_shell"):
         holes = []
         for _ in range(draw(st.integers(1, 3))):
             c = rng.uniform(-25, 25, size=2)
-            holes.append(_star(c[0], c[1], rng.uniform(5, 20, size=draw(st.integers(3, 20))))[::-1])
+            if kind == "holes_near_shell":  # in the shell's bumps: flattening them may jump the hole
+                a = rng.uniform(0, 2 * np.pi)
+                c = np.array([np.cos(a), np.sin(a)]) * rng.uniform(40, 55)
+            holes.append(_star(c[0], c[1], rng.uniform(1, 20 if kind == "holes" else 4,
+                                                        size=draw(st.integers(3, 20))))[::-1])
         return shapely.Polygon(shell, holes)
     polys = [shapely.Polygon(_star(i * 150 + rng.uniform(-30, 30), 0, rng.uniform(40, 100, size=draw(
         st.integers(3, 40))))) for i in range(draw(st.integers(1, 3)))]
@@ -125,6 +130,18 @@ def test_the_checks_refuse_what_geos_would_refuse():
     geos = shapely.simplify(poly, 2.0, preserve_topology=True)
     assert shapely.get_num_coordinates(geos) == shapely.get_num_coordinates(poly)  # GEOS refused
     assert not done[0] or res[0].equals_exact(geos, 0)
+    # a hole inside the bump, touching nothing: flattening the bump would leave it outside the shell (only
+    # GEOS's jump check refuses it)
+    bump = shapely.Polygon([(0, 0), (5, 3), (10, 0), (10, -10), (0, -10), (0, 0)],
+                           [[(5, 1), (5.1, 1.2), (5.2, 1), (5, 1)]])
+    jumped = shapely.LineString([(0, 0), (10, 0)])
+    geos = shapely.simplify(bump, 4.0, preserve_topology=True)
+    assert shapely.covers(geos, bump.interiors[0]) and not shapely.covers(geos.exterior, jumped)
+    res, done = simplify.preserve_topology(np.array([bump], dtype=object), 4.0)
+    assert not done[0] or res[0].equals_exact(geos, 0)
+    lines = shapely.MultiLineString([[(0, 0), (5, 3), (10, 0)], [(5, 1), (5.2, 1.1)]])
+    res, done = simplify.preserve_topology(np.array([lines], dtype=object), 4.0)
+    assert not done[0] or res[0].equals_exact(shapely.simplify(lines, 4.0, preserve_topology=True), 0)
     # two lines of one geometry: flattening the first would cross the second
     ml = shapely.MultiLineString([[(0, 0), (5, 1), (10, 0)], [(5, 0.5), (5, 3)]])
     res, done = simplify.preserve_topology(np.array([ml], dtype=object), 2.0)
