@@ -281,6 +281,95 @@ def _in_box(px, py, x0, y0, x1, y1):
     return x0 <= px <= x1 and y0 <= py <= y1
 
 
+SORTED = 32  # input segments of a geometry past which they are sorted for the overlap scan
+
+
+@numba.njit(cache=True, nogil=True)
+def _harmless(coords, comp_off, c0, nc, rs_i, rs_j, rs_off, dropped, ns, n_in, sx0, sx1, sy0, sy1, s_a, s_b,
+              s_comp, s_lo, s_out, cand, cand_comp):
+    """Every output segment that replaced more than one input segment (entries n_in..ns) certainly meets
+    no input segment outside what it replaced and no other output segment but at a shared end, and no
+    other line's component point lies in the box of what it replaced."""
+    for q in range(ns):
+        ax, ay = coords[s_a[q], 0], coords[s_a[q], 1]
+        bx, by = coords[s_b[q], 0], coords[s_b[q], 1]
+        sx0[q] = min(ax, bx)
+        sx1[q] = max(ax, bx)
+        sy0[q] = min(ay, by)
+        sy1[q] = max(ay, by)
+    width = 0.0  # of the widest input segment
+    for q in range(n_in):
+        if sx1[q] - sx0[q] > width:
+            width = sx1[q] - sx0[q]
+    sort = n_in > SORTED
+    if sort:
+        order = np.argsort(sx0[:n_in])
+        xs = sx0[:n_in][order]
+    else:
+        order = np.empty(0, dtype=np.int64)
+        xs = sx0[:0]
+    ncand = 0
+    if nc > 1:
+        for ci in range(nc):
+            s = comp_off[c0 + ci]
+            cand[ncand, 0], cand[ncand, 1] = coords[s, 0], coords[s, 1]
+            cand_comp[ncand] = ci
+            cand[ncand + 1, 0], cand[ncand + 1, 1] = coords[s + 1, 0], coords[s + 1, 1]
+            cand_comp[ncand + 1] = ci
+            ncand += 2
+            if dropped[ci]:
+                v = s + rs_i[rs_off[ci + 1] - 1]
+                cand[ncand, 0], cand[ncand, 1] = coords[v, 0], coords[v, 1]
+                cand_comp[ncand] = ci
+                ncand += 1
+    for q in range(n_in, ns):
+        ci = s_comp[q]
+        s = comp_off[c0 + ci]
+        ax, ay = coords[s_a[q], 0], coords[s_a[q], 1]
+        bx, by = coords[s_b[q], 0], coords[s_b[q], 1]
+        # the input segments it replaces (not tested), and the box of what it replaces
+        bx0, by0, bx1, by1 = np.inf, np.inf, -np.inf, -np.inf
+        if s_out[q] >= 0:
+            t = s_out[q]
+            lo1, hi1, lo2, hi2 = rs_i[t], rs_j[t], 0, 0
+            for v in range(s + lo1, s + hi1 + 1):
+                bx0, by0 = min(bx0, coords[v, 0]), min(by0, coords[v, 1])
+                bx1, by1 = max(bx1, coords[v, 0]), max(by1, coords[v, 1])
+        else:  # the joining segment: GEOS boxes the first and last result segments
+            t0, t1 = rs_off[ci], rs_off[ci + 1] - 1
+            lo1, hi1, lo2, hi2 = rs_i[t0], rs_j[t0], rs_i[t1], rs_j[t1]
+            for v in (s + lo1, s + hi1, s + lo2, s + hi2):
+                bx0, by0 = min(bx0, coords[v, 0]), min(by0, coords[v, 1])
+                bx1, by1 = max(bx1, coords[v, 0]), max(by1, coords[v, 1])
+        for u in range(ncand):
+            if cand_comp[u] != ci and _in_box(cand[u, 0], cand[u, 1], bx0, by0, bx1, by1):
+                return False
+        fx0, fx1 = sx0[q], sx1[q]
+        fy0, fy1 = sy0[q], sy1[q]
+        if sort:
+            # (a margin over the roundings of the width and of the subtraction)
+            lo = np.searchsorted(xs, fx0 - width * 1.001 - abs(fx0) * 1e-12, side="left")
+            hi = np.searchsorted(xs, fx1, side="right")
+        else:
+            lo, hi = 0, n_in
+        for w in range(lo, hi + ns - n_in):  # the input segments in the window, then every output segment
+            if w < hi:
+                o = order[w] if sort else w
+            else:
+                o = n_in + w - hi
+            if o == q or sx1[o] < fx0 or sx0[o] > fx1 or sy1[o] < fy0 or sy0[o] > fy1:
+                continue
+            if s_comp[o] == ci:
+                if s_lo[o] >= 0 and (lo1 <= s_lo[o] < hi1 or (s_out[q] == -2 and lo2 <= s_lo[o] < hi2)):
+                    continue  # replaced by this segment (GEOS excludes it or has removed it)
+                if s_out[q] == -2 and (s_out[o] == rs_off[ci] or s_out[o] == rs_off[ci + 1] - 1):
+                    continue  # the replaced first/last result segments (they meet it at an end)
+            if not _apart(ax, ay, bx, by, coords[s_a[o], 0], coords[s_a[o], 1], coords[s_b[o], 0],
+                          coords[s_b[o], 1]):
+                return False
+    return True
+
+
 @numba.njit(cache=True, nogil=True)
 def _preserve_topology(coords, comp_off, comp_ring, geom_comp, tol, out_idx, out_n):
     """Per geometry (components geom_comp[g]..geom_comp[g+1]): True when its GEOS result is proven and
@@ -342,7 +431,7 @@ def _preserve_topology(coords, comp_off, comp_ring, geom_comp, tol, out_idx, out
         if not good:
             continue
         rs_off[nc] = r
-        # the segments to test against
+        # the segments to test against: the input's (sorted by their left end when many), then the output's
         ns = 0
         for ci in range(nc):
             c = c0 + ci
@@ -354,6 +443,10 @@ def _preserve_topology(coords, comp_off, comp_ring, geom_comp, tol, out_idx, out
                 s_lo[ns] = q
                 s_out[ns] = -1
                 ns += 1
+        n_in = ns
+        for ci in range(nc):
+            c = c0 + ci
+            s = comp_off[c]
             for t in range(rs_off[ci], rs_off[ci + 1]):
                 if rs_j[t] > rs_i[t] + 1:
                     s_a[ns] = s + rs_i[t]
@@ -369,83 +462,9 @@ def _preserve_topology(coords, comp_off, comp_ring, geom_comp, tol, out_idx, out
                 s_lo[ns] = -1
                 s_out[ns] = -2
                 ns += 1
-        for q in range(ns):
-            ax, ay = coords[s_a[q], 0], coords[s_a[q], 1]
-            bx, by = coords[s_b[q], 0], coords[s_b[q], 1]
-            sx0[q] = min(ax, bx)
-            sx1[q] = max(ax, bx)
-            sy0[q] = min(ay, by)
-            sy1[q] = max(ay, by)
-        order = np.argsort(sx0[:ns])
-        xs = sx0[:ns][order]
-        width = 0.0
-        for q in range(ns):
-            if sx1[q] - sx0[q] > width:
-                width = sx1[q] - sx0[q]
-        ncand = 0
-        if nc > 1:
-            for ci in range(nc):
-                c = c0 + ci
-                s = comp_off[c]
-                cand[ncand, 0], cand[ncand, 1] = coords[s, 0], coords[s, 1]
-                cand_comp[ncand] = ci
-                cand[ncand + 1, 0], cand[ncand + 1, 1] = coords[s + 1, 0], coords[s + 1, 1]
-                cand_comp[ncand + 1] = ci
-                ncand += 2
-                if dropped[ci]:
-                    v = s + rs_i[rs_off[ci + 1] - 1]
-                    cand[ncand, 0], cand[ncand, 1] = coords[v, 0], coords[v, 1]
-                    cand_comp[ncand] = ci
-                    ncand += 1
-        # every output segment that replaced more than one input segment must be proven harmless
-        for q in range(ns):
-            if s_out[q] == -1:
-                continue
-            ci = s_comp[q]
-            s = comp_off[c0 + ci]
-            ax, ay = coords[s_a[q], 0], coords[s_a[q], 1]
-            bx, by = coords[s_b[q], 0], coords[s_b[q], 1]
-            # the input segments it replaces (not tested), and the section's box
-            if s_out[q] >= 0:
-                t = s_out[q]
-                lo1, hi1, lo2, hi2 = rs_i[t], rs_j[t], 0, 0
-            else:  # the joining segment: the first and last result segments' sections
-                t0, t1 = rs_off[ci], rs_off[ci + 1] - 1
-                lo1, hi1, lo2, hi2 = rs_i[t0], rs_j[t0], rs_i[t1], rs_j[t1]
-            bx0, by0, bx1, by1 = np.inf, np.inf, -np.inf, -np.inf
-            if s_out[q] >= 0:
-                for v in range(s + lo1, s + hi1 + 1):
-                    bx0, by0 = min(bx0, coords[v, 0]), min(by0, coords[v, 1])
-                    bx1, by1 = max(bx1, coords[v, 0]), max(by1, coords[v, 1])
-            else:  # GEOS boxes the two replaced result segments
-                for v in (s + lo1, s + hi1, s + lo2, s + hi2):
-                    bx0, by0 = min(bx0, coords[v, 0]), min(by0, coords[v, 1])
-                    bx1, by1 = max(bx1, coords[v, 0]), max(by1, coords[v, 1])
-            for u in range(ncand):
-                if cand_comp[u] != ci and _in_box(cand[u, 0], cand[u, 1], bx0, by0, bx1, by1):
-                    good = False
-                    break
-            if not good:
-                break
-            fx0, fx1 = min(ax, bx), max(ax, bx)
-            fy0, fy1 = min(ay, by), max(ay, by)
-            lo = np.searchsorted(xs, fx0 - width, side="left")
-            hi = np.searchsorted(xs, fx1, side="right")
-            for w in range(lo, hi):
-                o = order[w]
-                if o == q or sx1[o] < fx0 or sy1[o] < fy0 or sy0[o] > fy1:
-                    continue
-                if s_comp[o] == ci:
-                    if s_lo[o] >= 0 and (lo1 <= s_lo[o] < hi1 or (s_out[q] == -2 and lo2 <= s_lo[o] < hi2)):
-                        continue  # replaced by this segment (GEOS excludes or has removed it)
-                    if s_out[q] == -2 and (s_out[o] == rs_off[ci] or s_out[o] == rs_off[ci + 1] - 1):
-                        continue  # the replaced first/last result segments (they meet it at an end)
-                if not _apart(ax, ay, bx, by, coords[s_a[o], 0], coords[s_a[o], 1], coords[s_b[o], 0],
-                              coords[s_b[o], 1]):
-                    good = False
-                    break
-            if not good:
-                break
+        if ns > n_in:  # something was flattened: prove it harmless
+            good = _harmless(coords, comp_off, c0, nc, rs_i, rs_j, rs_off, dropped, ns, n_in, sx0, sx1, sy0, sy1,
+                             s_a, s_b, s_comp, s_lo, s_out, cand, cand_comp)
         if not good:
             continue
         ok[g] = True
