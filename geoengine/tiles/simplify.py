@@ -282,6 +282,7 @@ def _in_box(px, py, x0, y0, x1, y1):
 
 
 SORTED = 32  # input segments of a geometry past which they are sorted for the overlap scan
+CHECKS = 64  # candidate pairs per segment the proof may cost; past it the geometry goes to GEOS
 
 
 @numba.njit(cache=True, nogil=True)
@@ -302,8 +303,9 @@ def _harmless(coords, comp_off, c0, nc, rs_i, rs_j, rs_off, dropped, ns, n_in, s
         if sx1[q] - sx0[q] > width:
             width = sx1[q] - sx0[q]
     sort = n_in > SORTED
+    budget = CHECKS * ns + 4096  # candidate pairs the proof may look at
     if sort:
-        order = np.argsort(sx0[:n_in])
+        order = np.argsort(sx0[:n_in], kind="mergesort")  # (numba's quicksort degrades on sorted runs)
         xs = sx0[:n_in][order]
     else:
         order = np.empty(0, dtype=np.int64)
@@ -352,6 +354,9 @@ def _harmless(coords, comp_off, c0, nc, rs_i, rs_j, rs_off, dropped, ns, n_in, s
             hi = np.searchsorted(xs, fx1, side="right")
         else:
             lo, hi = 0, n_in
+        budget -= hi - lo + ns - n_in
+        if budget < 0:
+            return False  # too many candidates (a long segment widens the window): GEOS's index decides
         for w in range(lo, hi + ns - n_in):  # the input segments in the window, then every output segment
             if w < hi:
                 o = order[w] if sort else w
