@@ -77,7 +77,8 @@ def _alive(pid: int) -> bool:
 class Shares:
     """This worker's slot in the shares file, and the others' counts."""
 
-    def __init__(self, path: str | Path):
+    def __init__(self, path: str | Path, pid: int | None = None):
+        self.pid = os.getpid() if pid is None else pid
         fd = os.open(path, os.O_RDWR)
         try:
             self._map = mmap.mmap(fd, 8 * _WORDS * SLOTS)
@@ -94,7 +95,7 @@ class Shares:
         self.declined_since = 0.0
 
     def _claim(self) -> int:
-        w, pid = self.words, os.getpid()
+        w, pid = self.words, self.pid
         for s in range(SLOTS):
             other = w[s * _WORDS]
             if other == 0 or other == pid or not _alive(other):
@@ -140,7 +141,7 @@ class Shares:
     def release(self) -> None:
         """Free the slot (the worker stops serving)."""
         w = self.words
-        if w[self.slot * _WORDS] == os.getpid():
+        if w[self.slot * _WORDS] == self.pid:
             w[self.slot * _WORDS + 1] = 0
             w[self.slot * _WORDS] = 0
 
