@@ -239,9 +239,8 @@ def cmd_serve(args) -> int:
     print(f"serving {bundle} on http://{args.host}:{args.port} with {workers} worker process"
           f"{'es' if workers > 1 else ''} (gateway host '{settings.gateway_host}')", file=sys.stderr, flush=True)
     if workers > 1:
-        from geoengine.tiles.shared import create_state_file
-
         from geoengine.server import balance
+        from geoengine.tiles.shared import create_state_file
 
         state = create_state_file(Path(settings.home) / "run" / f"serve-{os.getpid()}.workers")
         os.environ["GEOENGINE_WORKER_STATE"] = str(state)
