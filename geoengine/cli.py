@@ -239,25 +239,31 @@ def cmd_serve(args) -> int:
     print(f"serving {bundle} on http://{args.host}:{args.port} with {workers} worker process"
           f"{'es' if workers > 1 else ''} (gateway host '{settings.gateway_host}')", file=sys.stderr, flush=True)
     if workers > 1:
+        from geoengine.server import balance
         from geoengine.tiles.shared import create_state_file
 
         state = create_state_file(Path(settings.home) / "run" / f"serve-{os.getpid()}.workers")
         os.environ["GEOENGINE_WORKER_STATE"] = str(state)
+        # even shares of connections between the workers (server/balance.py)
+        shares = balance.create_shares_file(Path(settings.home) / "run" / f"serve-{os.getpid()}.balance")
+        os.environ[balance.ENV] = str(shares)
         try:
             uvicorn.run("geoengine.server.app:app_from_env", factory=True, host=args.host, port=args.port,
                         workers=workers, log_level=settings.log_level, access_log=not args.no_access_log,
-                        http=CorkedHttpToolsProtocol,
+                        http=CorkedHttpToolsProtocol, loop="geoengine.server.balance:new_event_loop",
                         # a worker opens and warms the bundle before it is ready (seconds, more under load):
                         # with uvicorn's 5 s default, SIGHUP's restart gave up and kept the old workers
                         timeout_worker_healthcheck=WORKER_READY_TIMEOUT_S,
                         proxy_headers=False)  # forwarded headers: geoengine.server.proxy, trusted peers only
         finally:
             state.unlink(missing_ok=True)
+            shares.unlink(missing_ok=True)
     else:
         from geoengine.server.app import app_from_env
         from geoengine.server.lifecycle import install_sighup
 
         os.environ.pop("GEOENGINE_WORKER_STATE", None)
+        os.environ.pop("GEOENGINE_SERVE_SHARES", None)
         app = app_from_env()
         install_sighup(app)  # reload a newly published bundle without a failed request
         uvicorn.run(app, host=args.host, port=args.port, log_level=settings.log_level,

@@ -38,13 +38,14 @@ _JSON_TYPES = (b"application/json", *_READ_AS_JSON)
 
 class Heads:
     """What admission (and the tile endpoint's fast path: accept, inm) reads of a request's headers: the
-    last value of each, as the layers read them."""
+    last value of each, as the layers read them. `headers`: raw (name, value) pairs, or a dict of them
+    (the protocol's raw path: one value a name)."""
 
     __slots__ = ("key", "host", "origin", "length", "ctype", "accept", "inm", "chunked", "forwarded", "cookie",
                  "site")
 
     def __init__(self, headers):
-        d = dict(headers)
+        d = headers if type(headers) is dict else dict(headers)
         get = d.get
         self.key, self.host, self.origin = get(b"x-gateway-key"), get(b"x-gateway-host"), get(b"origin")
         self.length, self.ctype = get(b"content-length"), get(b"content-type")

@@ -107,6 +107,8 @@ class Dispatcher:
         """The answer to a GET or HEAD without a body, or None for the application to give."""
         if path.startswith("/tiles/") and path.count("/") == 5:
             return self._tile(path, headers)
+        if type(headers) is dict:  # the protocol's raw path: one value a name, in order
+            headers = list(headers.items())
         cands = list(endpoints.candidates(method, path))
         if not cands or self._admit(path, headers) is None:
             return None
@@ -133,7 +135,7 @@ class Dispatcher:
         fast = None if inm is not None else self._plain_tile(parts, accept)
         if fast is not None:
             return fast
-        return self._inline("GET", path, b"", None, headers)
+        return self._inline("GET", path, b"", None, list(headers.items()) if type(headers) is dict else headers)
 
     def _plain_tile(self, parts: list[str], accept) -> Answer | None:
         source, zs, xs, ys = parts

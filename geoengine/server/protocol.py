@@ -75,25 +75,28 @@ class _CorkedTransport:
 # The raw path (`CorkedHttpToolsProtocol._raw`): one whole GET or HEAD in one chunk, read without the
 # parser's callbacks when it is plainly well formed; anything else goes to httptools as always. Which
 # paths the front door answers is the endpoint table's to say (server/endpoints.py), not this module's.
+# One regular expression checks the whole chunk: the request line (a target of visible ASCII, HTTP/1.1),
+# headers whose names are tokens and whose values are visible ASCII, spaces and tabs (no control byte,
+# no byte over 0x7e, no bare CR or LF, no folded line), the blank line, and nothing after it.
 _RAW_METHODS = (b"GET /", b"HEAD /")
-_CTL = re.compile(rb"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\xff]")
-_HEADERS = re.compile(rb"(?:\r\n[!#$%&'*+\-.^_`|~0-9A-Za-z]+:[^\r\n]*)*")
-_PAIR = re.compile(rb"\r\n([!#$%&'*+\-.^_`|~0-9A-Za-z]+):([^\r\n]*)")  # one header of a head _HEADERS accepts
+_TOKEN = rb"[!#$%&'*+\-.^_`|~0-9A-Za-z]+"
+_REQUEST = re.compile(rb"(GET|HEAD) (/[!-~]*) HTTP/1\.1((?:\r\n" + _TOKEN + rb":[\t -~]*)*)\r\n\r\n")
 # headers that change the framing or the connection: the chunk goes to the parser
 _RAW_VETO = frozenset((b"connection", b"upgrade", b"content-length", b"transfer-encoding", b"expect", b"te",
                        b"trailer", b"keep-alive", b"proxy-connection"))
 
 
-def _scan(head: bytes) -> list[tuple[bytes, bytes]] | None:
-    """The (lower-cased name, value) pairs of a raw head that _HEADERS accepted; None when a header
-    vetoes the raw path."""
-    pairs = []
-    for name, value in _PAIR.findall(head):
-        name = name.lower()
-        if name in _RAW_VETO:
-            return None
-        pairs.append((name, value.strip(b" \t")))
-    return pairs
+def _scan(head: bytes) -> dict[bytes, bytes] | None:
+    """The headers of a raw head that _REQUEST accepted, {lower-cased name: value} in their order; None
+    when a header vetoes the raw path or a name comes twice (the parser's pairs keep both)."""
+    lines = head.split(b"\r\n")  # "" then "Name: value" per header (_REQUEST checked each)
+    headers = {}
+    for line in lines[1:]:
+        name, _, value = line.partition(b":")
+        headers[name.lower()] = value.strip(b" \t")
+    if len(headers) != len(lines) - 1 or not _RAW_VETO.isdisjoint(headers):
+        return None
+    return headers
 
 
 # -- the access log -----------------------------------------------------------------------------------
@@ -170,6 +173,7 @@ class CorkedHttpToolsProtocol(HttpToolsProtocol):
     _fd_body: list[bytes] | None = None
     _idle = True  # the parser is between messages (no request partly read)
     _access: _AccessLog | None = None  # the access log written without `logging` (None: through it)
+    _addr: str | None = None  # the client's "host:port" in the access log
 
     def connection_made(self, transport) -> None:  # type: ignore[override]
         super().connection_made(_CorkedTransport(transport, self.loop))
@@ -185,29 +189,20 @@ class CorkedHttpToolsProtocol(HttpToolsProtocol):
     def _raw(self, data: bytes) -> bool:
         """Answer a chunk that is exactly one plain GET (or HEAD) request at the front door, without
         the parser; False (nothing consumed, nothing written) hands the chunk to the parser."""
-        end = data.find(b"\r\n\r\n")
-        if end != len(data) - 4:
-            return False  # pipelined, or a body
-        if not self._quiet():
+        m = _REQUEST.fullmatch(data)
+        if m is None or not self._quiet():
+            return False  # pipelined, a body, bytes the parser must judge; or uvicorn's state
+        method, target, head = m.groups()
+        if b"#" in target:
             return False
-        if _CTL.search(data) is not None:
-            return False  # bytes the parser must judge
-        eol = data.find(b"\r\n")
-        method, _, rest = data[:eol].partition(b" ")
-        target, _, version = rest.partition(b" ")
-        if version != b"HTTP/1.1" or b"#" in target:
-            return False
-        head = data[eol:end]  # "\r\nName: value" per header
-        if _HEADERS.fullmatch(head) is None:
-            return False  # a bare CR or LF, a name that is not a token, a folded line
-        pairs = _scan(head)
-        if pairs is None:
+        headers = _scan(head)
+        if headers is None:
             return False
         path, _, query = target.partition(b"?")
         if b"%" in path:
             return False  # an escaped path is the router's to decode (a query string is decoded as the app does)
         try:
-            return self._get(method, path.decode("ascii"), query, pairs)
+            return self._get(method, path.decode("ascii"), query, headers)
         except Exception:  # never let the front door cost a request: the application answers it
             log.debug("front door declined after an error", exc_info=True)
             return False
@@ -263,14 +258,16 @@ class CorkedHttpToolsProtocol(HttpToolsProtocol):
 
     def _log(self, method: str, path: str, query: bytes, status: int) -> None:
         """The request's access-log line, as uvicorn writes it (its client address, quoted path, query)."""
-        client = self.client
+        addr = self._addr
+        if addr is None:  # the connection's client, once
+            client = self.client
+            addr = self._addr = f"{client[0]}:{client[1]:d}" if client else ""
         target = path if _QUOTED.fullmatch(path) else quote(path)
         if query:
             target = f"{target}?{query.decode('ascii')}"
-        addr = f"{client[0]}:{client[1]:d}" if client else ""
         log = self._access if self.access_logger.isEnabledFor(logging.INFO) else None
         if log is None or not log.write(
-                f'INFO:     {addr} - "{method} {target} HTTP/1.1" {_PHRASES.get(status, f"{status} ")}\n'):
+                f'INFO:     {addr} - "{method} {target} HTTP/1.1" {_PHRASES.get(status) or f"{status} "}\n'):
             self.access_logger.info('%s - "%s %s HTTP/%s" %d', addr, method, target, "1.1", status)
 
     def _response(self, status_line: bytes, head: bytes, body: bytes, is_head: bool) -> bytes:

@@ -75,3 +75,35 @@ def test_protocol_answers_a_request_with_one_write():
         proto.connection_lost(None)
 
     asyncio.run(main())
+
+
+def test_the_raw_path_reads_only_plainly_well_formed_single_requests():
+    """`_REQUEST` and `_scan` (the raw path's check and read): a well-formed GET's headers come out
+    lower-cased and stripped, in order; control bytes, bytes over 0x7e, a bare CR or LF, a tab or a
+    space in the target, a second request behind the first, a header given twice and a framing header
+    are left to the parser."""
+    from geoengine.server.protocol import _REQUEST, _scan
+
+    ok = b"GET /tiles/a/1/0/0?x=1 HTTP/1.1\r\nHost: h\r\nAccept-Encoding:gzip \t\r\nX-A:\r\nCookie: gs=a.b.c\r\n\r\n"
+    m = _REQUEST.fullmatch(ok)
+    assert m is not None and m.group(1) == b"GET" and m.group(2) == b"/tiles/a/1/0/0?x=1"
+    assert _scan(m.group(3)) == {b"host": b"h", b"accept-encoding": b"gzip", b"x-a": b"", b"cookie": b"gs=a.b.c"}
+    assert list(_scan(m.group(3))) == [b"host", b"accept-encoding", b"x-a", b"cookie"]
+    assert _REQUEST.fullmatch(b"HEAD / HTTP/1.1\r\n\r\n").group(3) == b""
+    for bad in (
+        b"GET /a HTTP/1.1\r\nX: caf\xc3\xa9\r\n\r\n",  # a byte over 0x7e
+        b"GET /a HTTP/1.1\r\nX: a\x00b\r\n\r\n",  # a control byte
+        b"GET /a HTTP/1.1\r\nX: a\nY: b\r\n\r\n",  # a bare LF
+        b"GET /a HTTP/1.1\r\nX: a\rb\r\n\r\n",  # a bare CR
+        b"GET /a\tb HTTP/1.1\r\nX: a\r\n\r\n",  # a tab in the target
+        b"GET /a b HTTP/1.1\r\n\r\n",  # a space in the target
+        b"GET /a HTTP/1.0\r\n\r\n",
+        b"GET /a HTTP/1.1\r\n folded\r\n\r\n",  # a folded line
+        b"GET /a HTTP/1.1\r\nBad Header: x\r\n\r\n",  # a name that is not a token
+        b"GET /a HTTP/1.1\r\n\r\nGET /b HTTP/1.1\r\n\r\n",  # pipelined
+        b"GET /a HTTP/1.1\r\nX: a\r\n",  # not complete
+    ):
+        assert _REQUEST.fullmatch(bad) is None, bad
+    for head in (b"\r\nAccept: a\r\nAccept: b", b"\r\nContent-Length: 0", b"\r\nConnection: close",
+                 b"\r\nTransfer-Encoding: chunked"):
+        assert _scan(head) is None, head
