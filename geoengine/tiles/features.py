@@ -98,6 +98,21 @@ def boundary_way_levels(osm_path) -> dict[int, int]:
     return rel.way_level
 
 
+def read_tags(obj) -> dict[str, str]:
+    """An osmium object's tags as a dict: osmtags.tag_dict without pyosmium's Python TagList and
+    iterator wrappers (two Python calls a tag fewer), when the object exposes its C++ accessors."""
+    d = getattr(obj, "_pyosmium_data", None)
+    if d is None:
+        return tag_dict(obj.tags)
+    it = d.tags_begin()
+    nxt = d.tags_next
+    out = {}
+    for _ in range(d.tags_size()):
+        k, v = nxt(it)
+        out[k] = v
+    return out
+
+
 def _ring(nodes) -> np.ndarray:
     return np.array([(n.lon, n.lat) for n in nodes], dtype=np.float64)
 
@@ -200,26 +215,34 @@ class _PointsAndLines(_Collector):
 
     needs_boundaries = True
 
-    # only nodes with a key that schema.node_features reads (a place, a POI key, a house number) reach
-    # Python, filtered in C++ (untagged nodes, most of an extract, and e.g. crossings or street lamps);
-    # the others still give ways their locations
-    filters = (lambda: osmium.filter.KeyFilter(*schema.NODE_KEYS).enable_for(osmium.osm.NODE),)
+    # Filtered in C++: only nodes with a key that schema.node_features reads (a place, a POI key, a house
+    # number) reach Python (not untagged nodes, most of an extract, nor e.g. crossings or street lamps;
+    # the others still give ways their locations), and only ways with a key of _WAY_KEYS (not two in
+    # three ways of an extract: buildings, areas, multipolygon rings). The ways dropped reach
+    # `_BoundaryMembers`, which only looks their id up among the boundary relations' member ways; both
+    # are called in file order.
+    filters = (lambda: osmium.filter.KeyFilter(*schema.NODE_KEYS).enable_for(osmium.osm.NODE),
+               lambda: osmium.filter.KeyFilter(*_WAY_KEYS).enable_for(osmium.osm.WAY))
+
+    def collect(self, osm_path) -> None:
+        fp = osmium.FileProcessor(str(osm_path), osmium.osm.NODE | osmium.osm.WAY).with_locations(LOCATION_INDEX)
+        for f in self.filters:
+            fp.with_filter(f())
+        fp.with_filter(self).handler_for_filtered(_BoundaryMembers(self))
+        for _ in fp:  # the callbacks do the work
+            pass
+        self.flush()
 
     def node(self, n):
-        if not n.tags:
-            return
-        tags = tag_dict(n.tags)
+        tags = read_tags(n)
         feats = schema.node_features(tags)
         if feats:
             self._push(self.factory.create_point(n), [_entry(f, tags) for f in feats])
 
-    def way(self, w):
-        level = self.boundary_ways.get(w.id)
+    def way(self, w, level=None):
         if level is None:
-            wt = w.tags
-            if not any(k in wt for k in _WAY_KEYS):  # no line, no coastline: the tags are not read
-                return
-        tags = tag_dict(w.tags)
+            level = self.boundary_ways.get(w.id)
+        tags = read_tags(w)
         coast = tags.get("natural") == "coastline"
         feat = schema.line_feature(tags)
         if feat is None and level is not None:
@@ -262,12 +285,25 @@ class _PointsAndLines(_Collector):
         return lines[0] if len(lines) == 1 else shapely.multilinestrings(lines)
 
 
+class _BoundaryMembers:
+    """The handler for ways without a key of _WAY_KEYS: boundary relations' member ways are lines."""
+
+    def __init__(self, collector: _PointsAndLines):
+        self.levels = collector.boundary_ways
+        self.collector = collector
+
+    def way(self, w):
+        level = self.levels.get(w.id)
+        if level is not None:
+            self.collector.way(w, level)
+
+
 class _Areas(_Collector):
     """Closed ways and multipolygon relations as polygons (osmium's area assembly), and named areas'
     POIs at a point on their surface."""
 
     def area(self, a):
-        tags = tag_dict(a.tags)
+        tags = read_tags(a)
         feats = schema.area_features(tags)
         poi = schema.poi_feature(tags, is_area=True) if tags.get("name") else None
         if not feats and poi is None:
