@@ -17,6 +17,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+import numba
 import numpy as np
 import osmium
 import shapely
@@ -56,7 +57,7 @@ class FeatureSet:
         self.min_zoom.append(feat.min_zoom)
         self.props.append(schema.properties(feat, tags))
 
-    def add_many(self, geoms, layers, min_zooms, props) -> None:
+    def add_many(self, geoms, layers, min_zooms, props, wkbs=None) -> None:
         self.geoms.extend(geoms.tolist() if isinstance(geoms, np.ndarray) else geoms)
         self.layer.extend(layers)
         self.min_zoom.extend(min_zooms)
@@ -122,6 +123,88 @@ def _merc_coords(lonlat: np.ndarray) -> np.ndarray:
     return np.column_stack([x, y])
 
 
+@numba.njit(cache=True, nogil=True)
+def _u32(buf, p):
+    return np.int64(buf[p]) | (np.int64(buf[p + 1]) << 8) | (np.int64(buf[p + 2]) << 16) | (np.int64(buf[p + 3]) << 24)
+
+
+@numba.njit(cache=True, nogil=True)
+def _wkb_simple(buf, p, out, n):
+    """Coordinate pairs of one point, linestring or polygon at byte p: (the byte after it, pairs so far),
+    p = -1 when it is none of them or not little-endian."""
+    if buf[p] != 1:
+        return -1, n
+    t = _u32(buf, p + 1)
+    p += 5
+    if t == 1:
+        out[n] = p
+        return p + 16, n + 1
+    rings = 1
+    if t == 3:
+        rings = _u32(buf, p)
+        p += 4
+    elif t != 2:
+        return -1, n
+    for _ in range(rings):
+        m = _u32(buf, p)
+        p += 4
+        for _ in range(m):
+            out[n] = p
+            n += 1
+            p += 16
+    return p, n
+
+
+@numba.njit(cache=True, nogil=True)
+def _wkb_pairs(buf, starts):
+    """The byte offset of every coordinate pair of the 2D little-endian WKB geometries starting at
+    `starts` (their ends are the next start, the last ends the buffer); -1 in the first slot when a
+    geometry is not one that osmium writes (point, linestring, polygon, and their multi forms)."""
+    out = np.empty(len(buf) // 16 + 1, np.int64)
+    n = 0
+    for k in range(len(starts)):
+        p = starts[k]
+        end = starts[k + 1] if k + 1 < len(starts) else len(buf)
+        if buf[p] != 1:
+            out[0] = -1
+            return out[:1]
+        t = _u32(buf, p + 1)
+        if t == 4 or t == 5 or t == 6:
+            parts = _u32(buf, p + 5)
+            p += 9
+            for _ in range(parts):
+                p, n = _wkb_simple(buf, p, out, n)
+                if p < 0:
+                    break
+        else:
+            p, n = _wkb_simple(buf, p, out, n)
+        if p != end:
+            out[0] = -1
+            return out[:1]
+    return out[:n]
+
+
+def _merc_wkbs(wkbs: list[bytes]) -> list[bytes] | None:
+    """osmium's WKB in lon/lat -> the same WKB in Mercator metres, projected as `_merc_coords` projects
+    (so the geometries are those shapely.transform makes, and to_wkb of them gives these bytes back);
+    None when a geometry is not of a kind osmium writes."""
+    if not wkbs:
+        return []
+    lens = np.fromiter(map(len, wkbs), dtype=np.int64, count=len(wkbs))
+    starts = np.zeros(len(wkbs), dtype=np.int64)
+    np.cumsum(lens[:-1], out=starts[1:])
+    buf = np.frombuffer(b"".join(wkbs), dtype=np.uint8).copy()
+    pos = _wkb_pairs(buf, starts)
+    if len(pos) and pos[0] < 0:
+        return None
+    idx = pos[:, None] + np.arange(16, dtype=np.int64)
+    lonlat = buf[idx].view(np.float64)  # [pairs, 2]
+    buf[idx] = np.ascontiguousarray(_merc_coords(lonlat)).view(np.uint8).reshape(-1, 16)
+    data = buf.tobytes()
+    ends = (starts + lens).tolist()
+    return [data[a:b] for a, b in zip(starts.tolist(), ends, strict=True)]
+
+
 LAYER_INDEX = {name: i for i, name in enumerate(schema.LAYERS)}
 FLUSH = 4096  # objects per vectorised batch
 _WAY_KEYS = (*schema.LINE_KEYS, "natural")  # natural=coastline
@@ -155,18 +238,28 @@ class _Collector(osmium.SimpleHandler):
         self.apply_file(str(osm_path), locations=True, idx=LOCATION_INDEX, filters=[f() for f in self.filters])
         self.flush()
 
-    def _geometries(self, src: list) -> np.ndarray:
+    def _geometries(self, src: list) -> tuple[np.ndarray, list]:
+        """Mercator geometries of a batch, and their WKB where it is known (None elsewhere): osmium's
+        WKB is projected as bytes (`_merc_wkbs`) and parsed once, so the spool need not write it again."""
         geoms = np.empty(len(src), dtype=object)
+        wkbs: list = [None] * len(src)
         is_hex = np.fromiter((isinstance(g, str) for g in src), dtype=bool, count=len(src))
-        hexes = np.flatnonzero(is_hex)
-        if len(hexes):
-            # GEOS's hex reader is about 8x slower than its binary one; bytes.fromhex costs little
-            geoms[hexes] = shapely.from_wkb([bytes.fromhex(src[i]) for i in hexes.tolist()])
-        for i in np.flatnonzero(~is_hex).tolist():
-            geoms[i] = src[i]
-        return shapely.transform(geoms, _merc_coords)
+        hexes = np.flatnonzero(is_hex).tolist()
+        # GEOS's hex reader is about 8x slower than its binary one; bytes.fromhex costs little
+        raw = [bytes.fromhex(src[i]) for i in hexes]
+        merc = _merc_wkbs(raw)
+        if merc is None:  # not expected from osmium: parsed and projected by shapely
+            geoms[hexes] = shapely.transform(shapely.from_wkb(raw), _merc_coords)
+        elif hexes:
+            geoms[hexes] = shapely.from_wkb(merc)
+            for i, b in zip(hexes, merc, strict=True):
+                wkbs[i] = b
+        other = np.flatnonzero(~is_hex)
+        if len(other):
+            geoms[other] = shapely.transform(np.array([src[i] for i in other.tolist()], dtype=object), _merc_coords)
+        return geoms, wkbs
 
-    def _fix(self, geoms: np.ndarray, meta: list) -> np.ndarray:
+    def _fix(self, geoms: np.ndarray, wkbs: list, meta: list) -> np.ndarray:
         return geoms
 
     def flush(self) -> None:
@@ -174,8 +267,9 @@ class _Collector(osmium.SimpleHandler):
             return
         src, meta = self._src, self._meta
         self._src, self._meta = [], []
-        geoms = self._fix(self._geometries(src), meta)
-        out_g, out_l, out_z, out_p = [], [], [], []
+        geoms, wkbs = self._geometries(src)
+        geoms = self._fix(geoms, wkbs, meta)
+        out_g, out_l, out_z, out_p, out_w = [], [], [], [], []
         pois = _points_on_surface(geoms, meta)
         for i, (feats, poi, coast) in enumerate(meta):
             g = geoms[i]
@@ -183,20 +277,23 @@ class _Collector(osmium.SimpleHandler):
                 continue
             if coast:
                 self.sink.coastlines.extend(shapely.get_parts(g).tolist())
+            w = wkbs[i]
             for layer, mz, props in feats:
                 out_g.append(g)
                 out_l.append(layer)
                 out_z.append(mz)
                 out_p.append(props)
+                out_w.append(w)
             if poi is not None:
                 out_g.append(pois[i])
                 out_l.append(poi[0])
                 out_z.append(poi[1])
                 out_p.append(poi[2])
+                out_w.append(None)
         if out_g:
             arr = np.empty(len(out_g), dtype=object)
             arr[:] = out_g
-            self.sink.add_many(arr, out_l, out_z, out_p)
+            self.sink.add_many(arr, out_l, out_z, out_p, out_w)
 
 
 def _entry(feat: schema.Feature, tags) -> tuple[int, int, dict]:
@@ -316,15 +413,20 @@ class _Areas(_Collector):
                 return
         self._push(src, [_entry(f, tags) for f in feats], None if poi is None else _entry(poi, tags))
 
-    def _fix(self, geoms: np.ndarray, meta: list) -> np.ndarray:
+    def _fix(self, geoms: np.ndarray, wkbs: list, meta: list) -> np.ndarray:
         # one polygon stays a Polygon; an invalid one (rings touching after projection) is made valid
         single = np.flatnonzero((shapely.get_type_id(geoms) == 6) & (shapely.get_num_geometries(geoms) == 1))
         if len(single):
             geoms[single] = shapely.get_geometry(geoms[single], 0)
+            for i in single.tolist():
+                w = wkbs[i]
+                if w is not None:
+                    wkbs[i] = w[9:]  # the polygon inside: after the multipolygon's order, type and count
         for i in np.flatnonzero(~shapely.is_valid(geoms)).tolist():
             g = shapely.make_valid(geoms[i])
             g = shapely.union_all([p for p in shapely.get_parts(g) if p.geom_type in ("Polygon", "MultiPolygon")])
             geoms[i] = None if g.is_empty else g
+            wkbs[i] = None
         return geoms
 
 
