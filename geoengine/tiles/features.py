@@ -205,6 +205,11 @@ def _merc_wkbs(wkbs: list[bytes]) -> list[bytes] | None:
     return [data[a:b] for a, b in zip(starts.tolist(), ends, strict=True)]
 
 
+def warm() -> None:
+    """Load `_wkb_pairs` (Numba's cache) once, before the collection forks its second stream."""
+    _merc_wkbs([bytes.fromhex("0101000000" + "00" * 16)])
+
+
 LAYER_INDEX = {name: i for i, name in enumerate(schema.LAYERS)}
 FLUSH = 4096  # objects per vectorised batch
 _WAY_KEYS = (*schema.LINE_KEYS, "natural")  # natural=coastline
