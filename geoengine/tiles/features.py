@@ -17,7 +17,6 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-import numba
 import numpy as np
 import osmium
 import shapely
@@ -123,91 +122,47 @@ def _merc_coords(lonlat: np.ndarray) -> np.ndarray:
     return np.column_stack([x, y])
 
 
-@numba.njit(cache=True, nogil=True)
-def _u32(buf, p):
-    return np.int64(buf[p]) | (np.int64(buf[p + 1]) << 8) | (np.int64(buf[p + 2]) << 16) | (np.int64(buf[p + 3]) << 24)
+def _u32(buf: np.ndarray, at: np.ndarray) -> np.ndarray:
+    """Little-endian uint32 fields at byte offsets `at` of a uint8 buffer."""
+    b = buf[at[:, None] + np.arange(4)].astype(np.int64)
+    return b[:, 0] | (b[:, 1] << 8) | (b[:, 2] << 16) | (b[:, 3] << 24)
 
 
-@numba.njit(cache=True, nogil=True)
-def _wkb_simple(buf, p, out, n):
-    """Coordinate pairs of one point, linestring or polygon at byte p: (the byte after it, pairs so far),
-    p = -1 when it is none of them or not little-endian."""
-    if buf[p] != 1:
-        return -1, n
-    t = _u32(buf, p + 1)
-    p += 5
-    if t == 1:
-        out[n] = p
-        return p + 16, n + 1
-    rings = 1
-    if t == 3:
-        rings = _u32(buf, p)
-        p += 4
-    elif t != 2:
-        return -1, n
-    for _ in range(rings):
-        m = _u32(buf, p)
-        p += 4
-        for _ in range(m):
-            out[n] = p
-            n += 1
-            p += 16
-    return p, n
-
-
-@numba.njit(cache=True, nogil=True)
-def _wkb_pairs(buf, starts):
-    """The byte offset of every coordinate pair of the 2D little-endian WKB geometries starting at
-    `starts` (their ends are the next start, the last ends the buffer); -1 in the first slot when a
-    geometry is not one that osmium writes (point, linestring, polygon, and their multi forms)."""
-    out = np.empty(len(buf) // 16 + 1, np.int64)
-    n = 0
-    for k in range(len(starts)):
-        p = starts[k]
-        end = starts[k + 1] if k + 1 < len(starts) else len(buf)
-        if buf[p] != 1:
-            out[0] = -1
-            return out[:1]
-        t = _u32(buf, p + 1)
-        if t == 4 or t == 5 or t == 6:
-            parts = _u32(buf, p + 5)
-            p += 9
-            for _ in range(parts):
-                p, n = _wkb_simple(buf, p, out, n)
-                if p < 0:
-                    break
-        else:
-            p, n = _wkb_simple(buf, p, out, n)
-        if p != end:
-            out[0] = -1
-            return out[:1]
-    return out[:n]
-
-
-def _merc_wkbs(wkbs: list[bytes]) -> list[bytes] | None:
-    """osmium's WKB in lon/lat -> the same WKB in Mercator metres, projected as `_merc_coords` projects
-    (so the geometries are those shapely.transform makes, and to_wkb of them gives these bytes back);
-    None when a geometry is not of a kind osmium writes."""
-    if not wkbs:
+def _merc_wkbs(wkbs: list[bytes]) -> list[bytes]:
+    """osmium's WKB in lon/lat -> the same WKB in Mercator metres, projected as `_merc_coords` projects,
+    so these are the bytes shapely.to_wkb writes of what shapely.transform makes. What osmium writes
+    most (points, lines, areas of one polygon with one ring) is projected in place as bytes in one numpy
+    pass; anything else goes through shapely."""
+    n = len(wkbs)
+    if n == 0:
         return []
-    lens = np.fromiter(map(len, wkbs), dtype=np.int64, count=len(wkbs))
-    starts = np.zeros(len(wkbs), dtype=np.int64)
+    lens = np.fromiter(map(len, wkbs), dtype=np.int64, count=n)
+    starts = np.zeros(n, dtype=np.int64)
     np.cumsum(lens[:-1], out=starts[1:])
-    buf = np.frombuffer(b"".join(wkbs), dtype=np.uint8).copy()
-    pos = _wkb_pairs(buf, starts)
-    if len(pos) and pos[0] < 0:
-        return None
-    idx = pos[:, None] + np.arange(16, dtype=np.int64)
-    lonlat = buf[idx].view(np.float64)  # [pairs, 2]
-    buf[idx] = np.ascontiguousarray(_merc_coords(lonlat)).view(np.uint8).reshape(-1, 16)
+    buf = np.frombuffer(b"".join(wkbs) + bytes(32), dtype=np.uint8).copy()  # padded: headers read past short ones
+    order, kind, count = buf[starts], _u32(buf, starts + 1), _u32(buf, starts + 5)
+    # (multi)polygon of 1 polygon: order, type 6, 1 | order, type 3, 1 ring | points, then the points
+    ring = (kind == 6) & (count == 1) & (buf[starts + 9] == 1) & (_u32(buf, starts + 10) == 3) & \
+        (_u32(buf, starts + 14) == 1)
+    off = np.where(kind == 1, 5, np.where(kind == 2, 9, 22))
+    pairs = np.where(kind == 1, 1, np.where(kind == 2, count, _u32(buf, starts + 18)))
+    simple = (order == 1) & ((kind == 1) | (kind == 2) | ring) & (lens == off + 16 * pairs)
+    # the bytes of every pair of those, in order: a mask from +1 at each run's start, -1 after its end
+    first = (starts + off)[simple]
+    edge = np.zeros(len(buf) + 1, dtype=np.int8)
+    edge[first] = 1
+    edge[first + 16 * pairs[simple]] = -1  # the next geometry's first byte: never a run's first
+    coords = np.cumsum(edge[:-1], dtype=np.int8).view(bool)
+    lonlat = buf[coords].view(np.float64).reshape(-1, 2)
+    buf[coords] = np.ascontiguousarray(_merc_coords(lonlat)).view(np.uint8).ravel()
     data = buf.tobytes()
-    ends = (starts + lens).tolist()
-    return [data[a:b] for a, b in zip(starts.tolist(), ends, strict=True)]
-
-
-def warm() -> None:
-    """Load `_wkb_pairs` (Numba's cache) once, before the collection forks its second stream."""
-    _merc_wkbs([bytes.fromhex("0101000000" + "00" * 16)])
+    out = [data[a:a + m] for a, m in zip(starts.tolist(), lens.tolist(), strict=True)]
+    rest = np.flatnonzero(~simple).tolist()
+    if rest:
+        geoms = shapely.transform(shapely.from_wkb([wkbs[i] for i in rest]), _merc_coords)
+        for i, w in zip(rest, shapely.to_wkb(geoms).tolist(), strict=True):
+            out[i] = w
+    return out
 
 
 LAYER_INDEX = {name: i for i, name in enumerate(schema.LAYERS)}
@@ -251,11 +206,8 @@ class _Collector(osmium.SimpleHandler):
         is_hex = np.fromiter((isinstance(g, str) for g in src), dtype=bool, count=len(src))
         hexes = np.flatnonzero(is_hex).tolist()
         # GEOS's hex reader is about 8x slower than its binary one; bytes.fromhex costs little
-        raw = [bytes.fromhex(src[i]) for i in hexes]
-        merc = _merc_wkbs(raw)
-        if merc is None:  # not expected from osmium: parsed and projected by shapely
-            geoms[hexes] = shapely.transform(shapely.from_wkb(raw), _merc_coords)
-        elif hexes:
+        merc = _merc_wkbs([bytes.fromhex(src[i]) for i in hexes])
+        if hexes:
             geoms[hexes] = shapely.from_wkb(merc)
             for i, b in zip(hexes, merc, strict=True):
                 wkbs[i] = b

@@ -33,7 +33,7 @@ import numpy as np
 import shapely
 
 from geoengine.bundler.isolate import die_with
-from geoengine.tiles import features, mvt, schema, simplify
+from geoengine.tiles import mvt, schema, simplify
 from geoengine.tiles import tiler as T
 from geoengine.tiles.features import STREAMS, WORLD, _entry, boundary_way_levels
 
@@ -473,7 +473,6 @@ def _collect_spooled(osm_path, bbox, folder: Path, *, maxzoom: int = T.MAXZOOM, 
     args = (osm_path, bbox, folder, maxzoom, partition_zoom, box)
     processes = processes or min(os.cpu_count() or 1, len(STREAMS))
     child = None
-    features.warm()  # the WKB kernel, loaded once and inherited by the forked stream
     if processes > 1:
         state_path = folder / "s0.state"
         child = mp.get_context("fork").Process(target=_stream_child, args=(0, state_path, os.getpid(), *args),
