@@ -139,7 +139,9 @@ def _merc_wkbs(wkbs: list[bytes]) -> list[bytes]:
     lens = np.fromiter(map(len, wkbs), dtype=np.int64, count=n)
     starts = np.zeros(n, dtype=np.int64)
     np.cumsum(lens[:-1], out=starts[1:])
-    buf = np.frombuffer(b"".join(wkbs) + bytes(32), dtype=np.uint8).copy()  # padded: headers read past short ones
+    joined = bytearray().join(wkbs)
+    joined.extend(bytes(32))  # padding: the header fields are read past the end of short geometries
+    buf = np.frombuffer(joined, dtype=np.uint8)  # writable, no copy
     order, kind, count = buf[starts], _u32(buf, starts + 1), _u32(buf, starts + 5)
     # (multi)polygon of 1 polygon: order, type 6, 1 | order, type 3, 1 ring | points, then the points
     ring = (kind == 6) & (count == 1) & (buf[starts + 9] == 1) & (_u32(buf, starts + 10) == 3) & \
