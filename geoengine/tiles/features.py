@@ -8,9 +8,10 @@ emitted as boundary lines.
 
 Features are collected in two streams, each one pass over the extract: points and lines, then areas
 (`STREAMS`; `geoengine.tiles.spool` runs them in two processes). Callbacks only classify tags and take
-osmium's WKB, made in C++; geometries are parsed, projected and checked in vectorised batches. Nodes
-without a key the schema reads (schema.NODE_KEYS) never reach Python; ways without a line key are skipped
-before their tags are read.
+osmium's WKB, made in C++; the WKB is projected as bytes and parsed and checked in vectorised batches.
+Nodes without a key the schema reads (schema.NODE_KEYS) and ways without a line key never reach the
+callbacks (osmium's KeyFilter, in C++); of the ways dropped, boundary relations' members come back
+through a handler that only looks their id up.
 """
 
 from __future__ import annotations
