@@ -32,6 +32,7 @@ from typing import NamedTuple
 import numpy as np
 import shapely
 
+from geoengine.bundler import heap
 from geoengine.bundler.isolate import die_with
 from geoengine.tiles import mvt, schema, simplify
 from geoengine.tiles import tiler as T
@@ -504,4 +505,7 @@ def _collect_spooled(osm_path, bbox, folder: Path, *, maxzoom: int = T.MAXZOOM, 
             spool.replace_earth(land)
             spool.next_seq = (len(STREAMS) + 1) * SEQ_STRIDE  # after every stream, as in features.collect
             spool.add(sea, schema.Feature("water", "ocean", 0, "ocean"), {})
+    # the batches' temporaries stay on glibc's heap once freed; the cut's workers fork from this process
+    # and would carry them
+    heap.release()
     return spool, spool.close()
