@@ -8,9 +8,10 @@ emitted as boundary lines.
 
 Features are collected in two streams, each one pass over the extract: points and lines, then areas
 (`STREAMS`; `geoengine.tiles.spool` runs them in two processes). Callbacks only classify tags and take
-osmium's WKB, made in C++; geometries are parsed, projected and checked in vectorised batches. Nodes
-without a key the schema reads (schema.NODE_KEYS) never reach Python; ways without a line key are skipped
-before their tags are read.
+osmium's WKB, made in C++; the WKB is projected as bytes and parsed and checked in vectorised batches.
+Nodes without a key the schema reads (schema.NODE_KEYS) and ways without a line key never reach the
+callbacks (osmium's KeyFilter, in C++); of the ways dropped, boundary relations' members come back
+through a handler that only looks their id up.
 """
 
 from __future__ import annotations
@@ -56,7 +57,7 @@ class FeatureSet:
         self.min_zoom.append(feat.min_zoom)
         self.props.append(schema.properties(feat, tags))
 
-    def add_many(self, geoms, layers, min_zooms, props) -> None:
+    def add_many(self, geoms, layers, min_zooms, props, wkbs=None) -> None:
         self.geoms.extend(geoms.tolist() if isinstance(geoms, np.ndarray) else geoms)
         self.layer.extend(layers)
         self.min_zoom.extend(min_zooms)
@@ -98,6 +99,21 @@ def boundary_way_levels(osm_path) -> dict[int, int]:
     return rel.way_level
 
 
+def read_tags(obj) -> dict[str, str]:
+    """An osmium object's tags as a dict: osmtags.tag_dict without pyosmium's Python TagList and
+    iterator wrappers (two Python calls a tag fewer), when the object exposes its C++ accessors."""
+    d = getattr(obj, "_pyosmium_data", None)
+    if d is None:
+        return tag_dict(obj.tags)
+    it = d.tags_begin()
+    nxt = d.tags_next
+    out = {}
+    for _ in range(d.tags_size()):
+        k, v = nxt(it)
+        out[k] = v
+    return out
+
+
 def _ring(nodes) -> np.ndarray:
     return np.array([(n.lon, n.lat) for n in nodes], dtype=np.float64)
 
@@ -105,6 +121,51 @@ def _ring(nodes) -> np.ndarray:
 def _merc_coords(lonlat: np.ndarray) -> np.ndarray:
     x, y = lonlat_to_merc(lonlat[:, 0], lonlat[:, 1])
     return np.column_stack([x, y])
+
+
+def _u32(buf: np.ndarray, at: np.ndarray) -> np.ndarray:
+    """Little-endian uint32 fields at byte offsets `at` of a uint8 buffer."""
+    b = buf[at[:, None] + np.arange(4)].astype(np.int64)
+    return b[:, 0] | (b[:, 1] << 8) | (b[:, 2] << 16) | (b[:, 3] << 24)
+
+
+def _merc_wkbs(wkbs: list[bytes]) -> list[bytes]:
+    """osmium's WKB in lon/lat -> the same WKB in Mercator metres, projected as `_merc_coords` projects,
+    so these are the bytes shapely.to_wkb writes of what shapely.transform makes. What osmium writes
+    most (points, lines, areas of one polygon with one ring) is projected in place as bytes in one numpy
+    pass; anything else goes through shapely."""
+    n = len(wkbs)
+    if n == 0:
+        return []
+    lens = np.fromiter(map(len, wkbs), dtype=np.int64, count=n)
+    starts = np.zeros(n, dtype=np.int64)
+    np.cumsum(lens[:-1], out=starts[1:])
+    joined = bytearray().join(wkbs)
+    joined.extend(bytes(32))  # padding: the header fields are read past the end of short geometries
+    buf = np.frombuffer(joined, dtype=np.uint8)  # writable, no copy
+    order, kind, count = buf[starts], _u32(buf, starts + 1), _u32(buf, starts + 5)
+    # (multi)polygon of 1 polygon: order, type 6, 1 | order, type 3, 1 ring | points, then the points
+    ring = (kind == 6) & (count == 1) & (buf[starts + 9] == 1) & (_u32(buf, starts + 10) == 3) & \
+        (_u32(buf, starts + 14) == 1)
+    off = np.where(kind == 1, 5, np.where(kind == 2, 9, 22))
+    pairs = np.where(kind == 1, 1, np.where(kind == 2, count, _u32(buf, starts + 18)))
+    simple = (order == 1) & ((kind == 1) | (kind == 2) | ring) & (lens == off + 16 * pairs)
+    # the bytes of every pair of those, in order: a mask from +1 at each run's start, -1 after its end
+    first = (starts + off)[simple]
+    edge = np.zeros(len(buf) + 1, dtype=np.int8)
+    edge[first] = 1
+    edge[first + 16 * pairs[simple]] = -1  # the next geometry's first byte: never a run's first
+    coords = np.cumsum(edge[:-1], dtype=np.int8).view(bool)
+    lonlat = buf[coords].view(np.float64).reshape(-1, 2)
+    buf[coords] = np.ascontiguousarray(_merc_coords(lonlat)).view(np.uint8).ravel()
+    data = buf.tobytes()
+    out = [data[a:a + m] for a, m in zip(starts.tolist(), lens.tolist(), strict=True)]
+    rest = np.flatnonzero(~simple).tolist()
+    if rest:
+        geoms = shapely.transform(shapely.from_wkb([wkbs[i] for i in rest]), _merc_coords)
+        for i, w in zip(rest, shapely.to_wkb(geoms).tolist(), strict=True):
+            out[i] = w
+    return out
 
 
 LAYER_INDEX = {name: i for i, name in enumerate(schema.LAYERS)}
@@ -140,18 +201,25 @@ class _Collector(osmium.SimpleHandler):
         self.apply_file(str(osm_path), locations=True, idx=LOCATION_INDEX, filters=[f() for f in self.filters])
         self.flush()
 
-    def _geometries(self, src: list) -> np.ndarray:
+    def _geometries(self, src: list) -> tuple[np.ndarray, list]:
+        """Mercator geometries of a batch, and their WKB where it is known (None elsewhere): osmium's
+        WKB is projected as bytes (`_merc_wkbs`) and parsed once, so the spool need not write it again."""
         geoms = np.empty(len(src), dtype=object)
+        wkbs: list = [None] * len(src)
         is_hex = np.fromiter((isinstance(g, str) for g in src), dtype=bool, count=len(src))
-        hexes = np.flatnonzero(is_hex)
-        if len(hexes):
-            # GEOS's hex reader is about 8x slower than its binary one; bytes.fromhex costs little
-            geoms[hexes] = shapely.from_wkb([bytes.fromhex(src[i]) for i in hexes.tolist()])
-        for i in np.flatnonzero(~is_hex).tolist():
-            geoms[i] = src[i]
-        return shapely.transform(geoms, _merc_coords)
+        hexes = np.flatnonzero(is_hex).tolist()
+        # GEOS's hex reader is about 8x slower than its binary one; bytes.fromhex costs little
+        merc = _merc_wkbs([bytes.fromhex(src[i]) for i in hexes])
+        if hexes:
+            geoms[hexes] = shapely.from_wkb(merc)
+            for i, b in zip(hexes, merc, strict=True):
+                wkbs[i] = b
+        other = np.flatnonzero(~is_hex)
+        if len(other):
+            geoms[other] = shapely.transform(np.array([src[i] for i in other.tolist()], dtype=object), _merc_coords)
+        return geoms, wkbs
 
-    def _fix(self, geoms: np.ndarray, meta: list) -> np.ndarray:
+    def _fix(self, geoms: np.ndarray, wkbs: list, meta: list) -> np.ndarray:
         return geoms
 
     def flush(self) -> None:
@@ -159,8 +227,9 @@ class _Collector(osmium.SimpleHandler):
             return
         src, meta = self._src, self._meta
         self._src, self._meta = [], []
-        geoms = self._fix(self._geometries(src), meta)
-        out_g, out_l, out_z, out_p = [], [], [], []
+        geoms, wkbs = self._geometries(src)
+        geoms = self._fix(geoms, wkbs, meta)
+        out_g, out_l, out_z, out_p, out_w = [], [], [], [], []
         pois = _points_on_surface(geoms, meta)
         for i, (feats, poi, coast) in enumerate(meta):
             g = geoms[i]
@@ -168,20 +237,23 @@ class _Collector(osmium.SimpleHandler):
                 continue
             if coast:
                 self.sink.coastlines.extend(shapely.get_parts(g).tolist())
+            w = wkbs[i]
             for layer, mz, props in feats:
                 out_g.append(g)
                 out_l.append(layer)
                 out_z.append(mz)
                 out_p.append(props)
+                out_w.append(w)
             if poi is not None:
                 out_g.append(pois[i])
                 out_l.append(poi[0])
                 out_z.append(poi[1])
                 out_p.append(poi[2])
+                out_w.append(None)
         if out_g:
             arr = np.empty(len(out_g), dtype=object)
             arr[:] = out_g
-            self.sink.add_many(arr, out_l, out_z, out_p)
+            self.sink.add_many(arr, out_l, out_z, out_p, out_w)
 
 
 def _entry(feat: schema.Feature, tags) -> tuple[int, int, dict]:
@@ -200,26 +272,34 @@ class _PointsAndLines(_Collector):
 
     needs_boundaries = True
 
-    # only nodes with a key that schema.node_features reads (a place, a POI key, a house number) reach
-    # Python, filtered in C++ (untagged nodes, most of an extract, and e.g. crossings or street lamps);
-    # the others still give ways their locations
-    filters = (lambda: osmium.filter.KeyFilter(*schema.NODE_KEYS).enable_for(osmium.osm.NODE),)
+    # Filtered in C++: only nodes with a key that schema.node_features reads (a place, a POI key, a house
+    # number) reach Python (not untagged nodes, most of an extract, nor e.g. crossings or street lamps;
+    # the others still give ways their locations), and only ways with a key of _WAY_KEYS (not two in
+    # three ways of an extract: buildings, areas, multipolygon rings). The ways dropped reach
+    # `_BoundaryMembers`, which only looks their id up among the boundary relations' member ways; both
+    # are called in file order.
+    filters = (lambda: osmium.filter.KeyFilter(*schema.NODE_KEYS).enable_for(osmium.osm.NODE),
+               lambda: osmium.filter.KeyFilter(*_WAY_KEYS).enable_for(osmium.osm.WAY))
+
+    def collect(self, osm_path) -> None:
+        fp = osmium.FileProcessor(str(osm_path), osmium.osm.NODE | osmium.osm.WAY).with_locations(LOCATION_INDEX)
+        for f in self.filters:
+            fp.with_filter(f())
+        fp.with_filter(self).handler_for_filtered(_BoundaryMembers(self))
+        for _ in fp:  # the callbacks do the work
+            pass
+        self.flush()
 
     def node(self, n):
-        if not n.tags:
-            return
-        tags = tag_dict(n.tags)
+        tags = read_tags(n)
         feats = schema.node_features(tags)
         if feats:
             self._push(self.factory.create_point(n), [_entry(f, tags) for f in feats])
 
-    def way(self, w):
-        level = self.boundary_ways.get(w.id)
+    def way(self, w, level=None):
         if level is None:
-            wt = w.tags
-            if not any(k in wt for k in _WAY_KEYS):  # no line, no coastline: the tags are not read
-                return
-        tags = tag_dict(w.tags)
+            level = self.boundary_ways.get(w.id)
+        tags = read_tags(w)
         coast = tags.get("natural") == "coastline"
         feat = schema.line_feature(tags)
         if feat is None and level is not None:
@@ -262,12 +342,25 @@ class _PointsAndLines(_Collector):
         return lines[0] if len(lines) == 1 else shapely.multilinestrings(lines)
 
 
+class _BoundaryMembers:
+    """The handler for ways without a key of _WAY_KEYS: boundary relations' member ways are lines."""
+
+    def __init__(self, collector: _PointsAndLines):
+        self.levels = collector.boundary_ways
+        self.collector = collector
+
+    def way(self, w):
+        level = self.levels.get(w.id)
+        if level is not None:
+            self.collector.way(w, level)
+
+
 class _Areas(_Collector):
     """Closed ways and multipolygon relations as polygons (osmium's area assembly), and named areas'
     POIs at a point on their surface."""
 
     def area(self, a):
-        tags = tag_dict(a.tags)
+        tags = read_tags(a)
         feats = schema.area_features(tags)
         poi = schema.poi_feature(tags, is_area=True) if tags.get("name") else None
         if not feats and poi is None:
@@ -280,15 +373,20 @@ class _Areas(_Collector):
                 return
         self._push(src, [_entry(f, tags) for f in feats], None if poi is None else _entry(poi, tags))
 
-    def _fix(self, geoms: np.ndarray, meta: list) -> np.ndarray:
+    def _fix(self, geoms: np.ndarray, wkbs: list, meta: list) -> np.ndarray:
         # one polygon stays a Polygon; an invalid one (rings touching after projection) is made valid
         single = np.flatnonzero((shapely.get_type_id(geoms) == 6) & (shapely.get_num_geometries(geoms) == 1))
         if len(single):
             geoms[single] = shapely.get_geometry(geoms[single], 0)
+            for i in single.tolist():
+                w = wkbs[i]
+                if w is not None:
+                    wkbs[i] = w[9:]  # the polygon inside: after the multipolygon's order, type and count
         for i in np.flatnonzero(~shapely.is_valid(geoms)).tolist():
             g = shapely.make_valid(geoms[i])
             g = shapely.union_all([p for p in shapely.get_parts(g) if p.geom_type in ("Polygon", "MultiPolygon")])
             geoms[i] = None if g.is_empty else g
+            wkbs[i] = None
         return geoms
 
 

@@ -84,11 +84,15 @@ def _names(tags) -> dict:
     return out
 
 
+_NAME_KEYSET = frozenset(NAME_KEYS)
+
+
 def properties(f: Feature, tags) -> dict:
     props = {"kind": f.kind, "min_zoom": f.min_zoom}
     if f.kind_detail is not None:
         props["kind_detail"] = f.kind_detail
-    props.update(_names(tags))
+    if not _NAME_KEYSET.isdisjoint(tags):  # most features have no name: one pass over their few keys
+        props.update(_names(tags))
     for k, v in f.extra:
         if v is not None:
             props[k] = v

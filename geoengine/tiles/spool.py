@@ -32,6 +32,7 @@ from typing import NamedTuple
 import numpy as np
 import shapely
 
+from geoengine.bundler import heap
 from geoengine.bundler.isolate import die_with
 from geoengine.tiles import mvt, schema, simplify
 from geoengine.tiles import tiler as T
@@ -116,9 +117,12 @@ class Spool:
         layer, min_zoom, props = _entry(feat, tags)
         self.add_many(geoms, [layer], [min_zoom], [props])
 
-    def add_many(self, geoms: np.ndarray, layers, min_zooms, props) -> None:
+    def add_many(self, geoms: np.ndarray, layers, min_zooms, props, wkbs: list | None = None) -> None:
         """Spool features (object array of Mercator geometries, layer indices, min zooms, properties)
-        in order: the geometry work is vectorised, then each record is written to its partitions."""
+        in order: the geometry work is vectorised, then each record is written to its partitions.
+        `wkbs` may give a geometry's WKB (what shapely.to_wkb would write; None where not known)."""
+        if wkbs is None:
+            wkbs = [None] * len(geoms)
         layers = np.asarray(layers, dtype=np.int64)
         min_zooms = np.asarray(min_zooms, dtype=np.int64)
         if self.clip_box is not None:
@@ -130,18 +134,27 @@ class Spool:
             for i in np.flatnonzero(~keep).tolist():
                 g = _clip_one(geoms[i], self.clip_box)
                 if g is not None:
-                    geoms[i] = g
+                    if g is not geoms[i]:
+                        geoms[i] = g
+                        wkbs[i] = None
                     keep[i] = True
             if not keep.all():
                 idx = np.flatnonzero(keep)
-                geoms, layers, min_zooms, props = geoms[idx], layers[idx], min_zooms[idx], [props[i] for i in idx]
+                geoms, layers, min_zooms = geoms[idx], layers[idx], min_zooms[idx]
+                props, wkbs = [props[i] for i in idx], [wkbs[i] for i in idx]
         n = len(geoms)
         if n == 0:
             return
         b = shapely.bounds(geoms)
         dims = shapely.get_dimensions(geoms)
-        size = np.where(dims == 2, np.sqrt(shapely.area(geoms)), np.where(dims == 1, shapely.length(geoms), np.inf))
-        wkbs = shapely.to_wkb(geoms).tolist()
+        size = np.full(n, np.inf)
+        polys, lines = np.flatnonzero(dims == 2), np.flatnonzero(dims == 1)
+        size[polys] = np.sqrt(shapely.area(geoms[polys]))
+        size[lines] = shapely.length(geoms[lines])
+        missing = [i for i, w in enumerate(wkbs) if w is None]
+        if missing:
+            for i, w in zip(missing, shapely.to_wkb(geoms[missing]).tolist(), strict=True):
+                wkbs[i] = w
         spans = _tile_spans(b, self.pz, self.grow, self.prange)
         mz = np.minimum(min_zooms, self.maxzoom)
         not_earth = layers != _EARTH
@@ -492,4 +505,7 @@ def _collect_spooled(osm_path, bbox, folder: Path, *, maxzoom: int = T.MAXZOOM, 
             spool.replace_earth(land)
             spool.next_seq = (len(STREAMS) + 1) * SEQ_STRIDE  # after every stream, as in features.collect
             spool.add(sea, schema.Feature("water", "ocean", 0, "ocean"), {})
+    # the batches' temporaries stay on glibc's heap once freed; the cut's workers fork from this process
+    # and would carry them
+    heap.release()
     return spool, spool.close()
