@@ -425,9 +425,9 @@ class _Handler:
             self.addr_node_row.append(row)
 
     def member_way(self, w):
-        """A member way of a boundary relation the area assembler left out (read_osm's last pass): its
-        geometry, tagged or not (untagged members are common: Deatsville's outer ring)."""
-        if w.id in self.boundary_members:
+        """Every way (before the document filter): the geometry of a member of a boundary relation, tagged
+        or not (untagged members are common: Deatsville's outer ring)."""
+        if w._pyosmium_data.id() in self.boundary_members:
             xy = way_xy(w)
             if len(xy) == len(w.nodes) and len(xy) >= 2:
                 self.member_xy[w.id] = xy
@@ -656,7 +656,9 @@ class StreetWays:
         self.names.append(None if variants == [name] else variants)
         self.category.append(_intern(hw))
         self.detail.append(_json({"names": names, "address": address, "tags": keep}))
-        self.postcode.append(next((tags[k] for k in POSTCODE_TAGS if tags.get(k)), None))
+        # the first of POSTCODE_TAGS with a value
+        self.postcode.append(tags.get("postal_code") or tags.get("postcode") or tags.get("addr:postcode")
+                             or tags.get("tiger:zip_left") or tags.get("tiger:zip_right") or None)
 
     def variants(self, k: int) -> list[str]:
         return self.names[k] or [self.name[k]]
@@ -718,14 +720,10 @@ def read_osm(path) -> tuple[DocSet, StreetWays, list[Boundary], _Handler]:
     main = _Callbacks(node=h.node, way=h.way, area=h.area)
     with _reader(str(path), osmium.osm.OBJECT, pool) as rd:
         # every node gives ways their locations; only nodes and ways with a document key reach Python
-        osmium.apply(rd, lh, area.second_pass_handler(main),
+        # (the member ways of boundaries before the filter: untagged ones are common. osmium's IdFilter would
+        # pass only those, but its dense id set takes 512 kB per 4 million ids it spans: GBs at 16 copies)
+        osmium.apply(rd, lh, area.second_pass_handler(main), *([_Callbacks(way=h.member_way)] if h.boundary_members else []),
                      osmium.filter.KeyFilter(*DOC_KEYS).enable_for(osmium.osm.NODE | osmium.osm.WAY), main)
-    # the member ways of the boundaries the assembler left out, in a pass over the ways alone (the node
-    # locations are in the index): in the pass above every way of the extract reached Python for them
-    need = {ref for rid, (_, members) in h.boundary_rels.items() if rid not in h.assembled for ref, _ in members}
-    if need:
-        with _reader(str(path), osmium.osm.WAY, pool) as rd:
-            osmium.apply(rd, osmium.filter.IdFilter(need).enable_for(osmium.osm.WAY), lh, _Callbacks(way=h.member_way))
     del lh
     h.unassembled = h.unassembled_boundaries()
     return h.docs, h.streets, h.boundaries, h
