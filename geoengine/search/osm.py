@@ -252,6 +252,13 @@ def _json(d) -> str:
     return "".join(_C_ENCODER(d, 0))
 
 
+def _only_tag(d, likely: str) -> tuple[str, str]:
+    """(key, value) of the one tag of pyosmium's C++ object `d`: one lookup when its key is `likely`, else
+    the tag iterator (whose Tag is a Python namedtuple made a call)."""
+    v = d.tags_get_value_by_key(likely, None)
+    return (likely, v) if v is not None else tuple(d.tags_next(d.tags_begin()))
+
+
 def _tags_of(obj) -> dict[str, str]:
     """dict(obj.tags) of a pyosmium object, read from its C++ object (`_pyosmium_data`, pyosmium 4): the
     Python TagList and TagIterator wrappers around it cost two Python calls a tag; else geoengine's tag_dict."""
@@ -410,7 +417,7 @@ class _Handler:
         if not loc.valid():
             return
         if size == 1:
-            tag = d.tags_next(d.tags_begin())  # (a tuple)
+            tag = _only_tag(d, "natural")  # (natural=tree: most of the nodes of one tag)
             idle = self.idle_tags.get(tag)
             if idle or idle is None and self._idle({tag[0]: tag[1]}):
                 return
@@ -446,7 +453,7 @@ class _Handler:
     def way(self, w):
         d = w._pyosmium_data
         if d.tags_size() == 1:
-            tag = d.tags_next(d.tags_begin())
+            tag = _only_tag(d, "building")  # (building=yes: most of the ways of one tag)
             idle = self.idle_tags.get(tag)
             if idle or idle is None and self._idle({tag[0]: tag[1]}):
                 return
