@@ -24,6 +24,7 @@ from geoengine.search.text import normalise
 
 NEAREST_STREET_KM = 0.1 * 111.2
 NAMED_STREET_KM = 20.0  # an addr:street is linked to the nearest street of that name within this distance
+NAMED_CHUNK = 512  # rows of one addr:street measured against its streets at once
 DENSIFY_KM = 0.05  # street segments get extra points every 50 m for the nearest-street search
 MAX_NUMBERS = 1000  # numbers one interpolation section may make (broken data)
 INTEGER = re.compile(r"^\d{1,6}$")
@@ -159,21 +160,33 @@ def resolve_streets(ds, rows: np.ndarray, lat0: float, tree, point_seg) -> dict[
     lat = np.asarray(ds.lat)
     lon = np.asarray(ds.lon)
     need = []
+    named: dict[str, list[int]] = {}  # normalised addr:street -> the rows naming it (a street of that name exists)
+    keys: dict[str, str] = {}  # addr:street -> normalised
     for i in rows.tolist():
         s = ds.street[i]
         if s:
             counts["addr_street"] += 1
-            cands = by_name.get(normalise(s))
-            if cands:
-                d = np.hypot((lat[cands] - lat[i]) * KM_PER_DEG, (lon[cands] - lon[i]) * KM_PER_DEG * np.cos(np.radians(lat0)))
-                j = int(np.argmin(d))
-                if d[j] <= NAMED_STREET_KM:
-                    ds.street_row[i] = cands[j]
-                    counts["addr_street_linked"] += 1
+            key = keys.get(s)
+            if key is None:
+                key = keys[s] = normalise(s)
+            if key in by_name:
+                named.setdefault(key, []).append(i)
         elif ds.addr_place[i]:
             counts["addr_place"] += 1
         else:
             need.append(i)
+    cos0 = np.cos(np.radians(lat0))
+    for key, mine in named.items():  # the nearest street of the name, the rows of one name at a time
+        cands = np.asarray(by_name[key], np.int64)
+        for a in range(0, len(mine), NAMED_CHUNK):
+            part = np.asarray(mine[a:a + NAMED_CHUNK], np.int64)
+            d = np.hypot((lat[cands][None, :] - lat[part][:, None]) * KM_PER_DEG,
+                         (lon[cands][None, :] - lon[part][:, None]) * KM_PER_DEG * cos0)
+            j = np.argmin(d, axis=1)
+            ok = d[np.arange(len(part)), j] <= NAMED_STREET_KM
+            for i, c in zip(part[ok].tolist(), cands[j[ok]].tolist(), strict=True):
+                ds.street_row[i] = c
+            counts["addr_street_linked"] += int(ok.sum())
     if need and tree is not None:
         dist, idx = tree.query(_xy(lat[need], lon[need], lat0), distance_upper_bound=NEAREST_STREET_KM)
         for i, d, k in zip(need, dist.tolist(), idx.tolist(), strict=True):

@@ -55,6 +55,9 @@ def _split_values(v: str) -> list[str]:
     return [p.strip() for p in v.split(";") if p.strip()]
 
 
+KNOWN_TAG_SETS = 100_000  # the distinct tag sets TagMatcher keeps the answer of
+
+
 class TagMatcher:
     """Categories (preset ids) of an object's tags, for presets whose own key is in `keys`."""
 
@@ -69,8 +72,24 @@ class TagMatcher:
             rest = tuple((k, v) for k, v in c["tags"].items() if k != key)
             self.by_tag.setdefault(first, []).append((pid, rest))
         self.keys = {k for k, _ in self.by_tag}
+        # every key a match reads (the presets' own keys and their further tags'): the answer is a function
+        # of these tags alone, so it is kept per distinct set of them (objects repeat a few thousand of them)
+        self.read_keys = frozenset(self.keys | {k for lst in self.by_tag.values() for _, rest in lst for k, _ in rest})
+        self._known: dict[tuple, tuple[str, ...]] = {}
 
     def __call__(self, tags: dict) -> list[str]:
+        read = self.read_keys.intersection(tags)
+        if not read:
+            return []
+        key = tuple(sorted((k, tags[k]) for k in read))
+        hit = self._known.get(key)
+        if hit is None:
+            hit = tuple(self._match(tags))
+            if len(self._known) < KNOWN_TAG_SETS:
+                self._known[key] = hit
+        return list(hit)
+
+    def _match(self, tags: dict) -> list[str]:
         out: list[str] = []
         for key in self.keys.intersection(tags):
             for val in _split_values(tags[key]):

@@ -90,12 +90,40 @@ class OsmDoc:
     detail: str = "{}"  # JSON of names, address, tags for /search/detail
 
 
+DETAIL_ORDER = {k: i for i, k in enumerate(DETAIL_TAGS)}
+
+
 def detail_of(tags: dict) -> dict:
     """Names (name, name:xx, alt_name, ...), address parts (addr:*) and the useful tags of an object."""
-    names = {k: v for k, v in tags.items() if is_name_key(k)}
-    address = {k[5:]: v for k, v in tags.items() if k.startswith("addr:")}
-    keep = {k: tags[k] for k in DETAIL_TAGS if k in tags}
+    names, address, keep = _scan(tags)
     return {"names": names, "address": address, "tags": keep}
+
+
+def _scan(tags: dict) -> tuple[dict, dict, dict]:
+    """(names, address parts, kept tags) of `detail_of` in one pass over the tags: names and address parts
+    in the tags' order, kept tags in DETAIL_TAGS' order."""
+    names, address, keep = {}, {}, []
+    for k, v in tags.items():
+        if k in NAME_KEY_SET or k.startswith(NAME_PREFIXES):
+            names[k] = v
+        elif k.startswith("addr:"):
+            address[k[5:]] = v
+        elif k in DETAIL_ORDER:
+            keep.append(k)
+    if len(keep) > 1:
+        keep.sort(key=DETAIL_ORDER.__getitem__)
+    return names, address, {k: tags[k] for k in keep}
+
+
+def _variants(names: dict) -> list[str]:
+    """`name_variants` of the names `_scan` found (every `;`-separated part once, in order)."""
+    out: list[str] = []
+    for v in names.values():
+        for part in v.split(";") if ";" in v else (v,):
+            part = part.strip()
+            if part and part not in out:
+                out.append(part)
+    return out
 
 
 _MATCHER = None
@@ -140,14 +168,7 @@ def country_hint(tags: dict) -> str | None:
 
 
 def name_variants(tags: dict) -> list[str]:
-    out = []
-    for k, v in tags.items():
-        if is_name_key(k):
-            for part in v.split(";"):
-                part = part.strip()
-                if part and part not in out:
-                    out.append(part)
-    return out
+    return _variants({k: v for k, v in tags.items() if is_name_key(k)})
 
 
 def _wiki_bonus(tags: dict) -> float:
@@ -168,7 +189,10 @@ def classify(tags: dict) -> tuple[str, str, str | None, str | None, float] | Non
     if place and place in PLACE_IMPORTANCE:
         imp = PLACE_IMPORTANCE[place] + _wiki_bonus(tags) + _population_bonus(tags)
         return "places", "place", place, None, min(imp, 1.0)
-    for key in POI_KEYS:
+    present = POI_KEY_SET.intersection(tags)
+    if not present:
+        return None
+    for key in POI_KEYS if len(present) > 1 else present:  # (in POI_KEYS' order)
         val = tags.get(key)
         if not val or val in ("no", "yes") and key not in ("historic", "tourism", "office", "craft", "club", "shop"):
             continue
@@ -215,12 +239,39 @@ def osm_tag(tags: dict, index: str, place_class: str | None, category: str | Non
   # a node or way without any of these is no document
 
 
-# json.dumps with these options builds an encoder a call; one encoder writes the same text
+# json.dumps with these options builds an encoder a call; one encoder writes the same text. Its `encode`
+# makes a C encoder a call again: the C encoder it makes (no circular-reference markers) is made once here
 _ENCODER = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"), default=str)
+_C_ENCODER = (json.encoder.c_make_encoder(None, str, json.encoder.encode_basestring, None, ":", ",", False, False, True)
+              if json.encoder.c_make_encoder is not None else None)
 
 
-def _json(d: dict) -> str:
-    return _ENCODER.encode(d)
+def _json(d) -> str:
+    if _C_ENCODER is None or isinstance(d, str):
+        return _ENCODER.encode(d)
+    return "".join(_C_ENCODER(d, 0))
+
+
+def _only_tag(d, likely: str) -> tuple[str, str]:
+    """(key, value) of the one tag of pyosmium's C++ object `d`: one lookup when its key is `likely`, else
+    the tag iterator (whose Tag is a Python namedtuple made a call)."""
+    v = d.tags_get_value_by_key(likely, None)
+    return (likely, v) if v is not None else tuple(d.tags_next(d.tags_begin()))
+
+
+def _tags_of(obj) -> dict[str, str]:
+    """dict(obj.tags) of a pyosmium object, read from its C++ object (`_pyosmium_data`, pyosmium 4): the
+    Python TagList and TagIterator wrappers around it cost two Python calls a tag; else geoengine's tag_dict."""
+    try:
+        d = obj._pyosmium_data
+    except AttributeError:
+        return tag_dict(obj.tags)
+    nxt, it = d.tags_next, d.tags_begin()
+    out = {}
+    for _ in range(d.tags_size()):
+        k, v = nxt(it)
+        out[k] = v
+    return out
 
 
 def mean_xy(arr: np.ndarray) -> np.ndarray:
@@ -289,10 +340,11 @@ class _Handler:
     def _doc(self, tags: dict, osm_type: str, osm_id: int) -> dict | None:
         """The fields of the document of a named object or address but its location; None when it is neither."""
         cls = classify(tags)
-        variants = name_variants(tags) if cls is not None else []
-        # no `name` but name:xx / alt_name: the first of those is the name (an "unnamed" river tagged name:ca)
-        name = tags.get("name") or (variants[0] if variants and cls is not None and cls[0] == "pois" else None)
         if cls is not None:
+            names, address, keep = _scan(tags)
+            variants = _variants(names)
+            # no `name` but name:xx / alt_name: the first of those is the name (an "unnamed" river tagged name:ca)
+            name = tags.get("name") or (variants[0] if variants and cls[0] == "pois" else None)
             index, doc_type, place_class, category, imp = cls
             cats = categories_of(tags) if index == "pois" else []
             # an unnamed POI is a document when it has a search category (found by category + street/locality)
@@ -302,7 +354,7 @@ class _Handler:
                     index=index, doc_type=doc_type, name=name, name_en=tags.get("name:en"),
                     names=variants, place_class=place_class, category=_intern(category),
                     importance=imp if name else imp - 0.05, source="osm", kind=osm_type,
-                    categories=cats, detail=_json(detail_of(tags)),
+                    categories=cats, detail=_json({"names": names, "address": address, "tags": keep}),
                     osm_tag=_intern(osm_tag(tags, index, place_class, category, osm_type)), **address_fields(tags),
                 )
         hn = tags.get("addr:housenumber")
@@ -357,23 +409,32 @@ class _Handler:
             self.labels[r.id] = best[0]
 
     def node(self, n):
-        loc = n.location
-        if not n.tags or not loc.valid():
+        d = n._pyosmium_data  # the C++ object (pyosmium 4): its tags without the Python wrappers
+        size = d.tags_size()
+        if not size:
             return
-        tags = tag_dict(n.tags)
-        if len(tags) == 1 and self._idle(tags):
+        loc = d.location()
+        if not loc.valid():
             return
-        row = self._emit(tags, "n", n.id, loc.lat, loc.lon)
+        if size == 1:
+            tag = _only_tag(d, "natural")  # (natural=tree: most of the nodes of one tag)
+            idle = self.idle_tags.get(tag)
+            if idle or idle is None and self._idle({tag[0]: tag[1]}):
+                return
+            tags = {tag[0]: tag[1]}
+        else:
+            tags = _tags_of(n)
+        row = self._emit(tags, "n", d.id(), loc.lat, loc.lon)
         if row < 0 and own_postcode(tags):
             self._postcode_sample(own_postcode(tags), loc.lon, loc.lat)
         if row >= 0 and "addr:housenumber" in tags:
-            self.addr_node_id.append(n.id)
+            self.addr_node_id.append(d.id())
             self.addr_node_row.append(row)
 
     def member_way(self, w):
         """Every way (before the document filter): the geometry of a member of a boundary relation, tagged
         or not (untagged members are common: Deatsville's outer ring)."""
-        if w.id in self.boundary_members:
+        if w._pyosmium_data.id() in self.boundary_members:
             xy = way_xy(w)
             if len(xy) == len(w.nodes) and len(xy) >= 2:
                 self.member_xy[w.id] = xy
@@ -390,9 +451,15 @@ class _Handler:
         return idle
 
     def way(self, w):
-        tags = tag_dict(w.tags)
-        if len(tags) == 1 and self._idle(tags):
-            return
+        d = w._pyosmium_data
+        if d.tags_size() == 1:
+            tag = _only_tag(d, "building")  # (building=yes: most of the ways of one tag)
+            idle = self.idle_tags.get(tag)
+            if idle or idle is None and self._idle({tag[0]: tag[1]}):
+                return
+            tags = {tag[0]: tag[1]}
+        else:
+            tags = _tags_of(w)
         if "addr:interpolation" in tags:
             nodes = [(nd.ref, nd.lon, nd.lat) for nd in w.nodes if nd.location.valid()]
             if len(nodes) >= 2:
@@ -401,33 +468,37 @@ class _Handler:
         hw = tags.get("highway")
         # a road with only a `ref` (CG-2 in Andorra) is a named street too: Nominatim names roads by their ref
         street = hw in STREET_HIGHWAYS and ("name" in tags or "ref" in tags) and "place" not in tags
-        doc = None if street else self._doc(tags, "w", w.id)
+        wid = d.id()
+        doc = None if street else self._doc(tags, "w", wid)
         if not street and doc is None:
             code = own_postcode(tags) if tags.get("boundary") != "postal_code" else None
             if code:  # no document, but a postcode: its centre
                 pts = way_xy(w)
                 if len(pts):
-                    arr = pts[:-1] if len(pts) > 2 and w.is_closed() else pts
+                    arr = pts[:-1] if len(pts) > 2 and d.is_closed() else pts
                     self._postcode_sample(code, *(float(v) for v in mean_xy(arr)))
             return  # (most buildings) no document: its node locations are never read
         arr = way_xy(w)
         if not len(arr):
             return
         if street:
-            self.streets.add(w.id, tags, hw, arr)
+            self.streets.add(wid, tags, hw, arr)
             return
-        closed = w.is_closed()
+        closed = d.is_closed()
         lon, lat = mean_xy(arr[:-1]) if len(arr) > 2 and closed else mean_xy(arr)
         row = self.docs.add(**doc, lat=float(lat), lon=float(lon))
         box = (*np.minimum.reduce(arr, 0).tolist(), *np.maximum.reduce(arr, 0).tolist())  # arr.min(axis=0), ...
         self.box_row.append(row)
         self.box.extend(box)
         if tags.get("boundary") == "administrative":
-            self.boundary_way_row[w.id] = row
+            self.boundary_way_row[wid] = row
         if not rank30(doc["osm_tag"]):
             self._shape(row, closed and len(arr) > 3, box, float(np.hypot(*np.diff(arr, axis=0).T).sum()))
 
     def area(self, a):
+        d = a._pyosmium_data
+        if d.from_way() and d.tags_get_value_by_key("boundary", None) != "administrative":
+            return  # (a closed way: a building, most of the areas)
         t = a.tags
         if a.from_way():
             # a closed way tagged as an administrative boundary (Nominatim and osm2pgsql read it as one)
@@ -579,7 +650,8 @@ class StreetWays:
 
     def add(self, way_id: int, tags: dict, hw: str, arr: np.ndarray) -> None:
         name = tags.get("name") or tags["ref"]
-        variants = name_variants(tags) or [name]
+        names, address, keep = _scan(tags)
+        variants = _variants(names) or [name]
         self.id.append(way_id)
         self.lat.append(mean_1d(arr[:, 1]))
         self.lon.append(mean_1d(arr[:, 0]))
@@ -590,8 +662,10 @@ class StreetWays:
         self.name_en.append(tags.get("name:en"))
         self.names.append(None if variants == [name] else variants)
         self.category.append(_intern(hw))
-        self.detail.append(_json(detail_of(tags)))
-        self.postcode.append(next((tags[k] for k in POSTCODE_TAGS if tags.get(k)), None))
+        self.detail.append(_json({"names": names, "address": address, "tags": keep}))
+        # the first of POSTCODE_TAGS with a value
+        self.postcode.append(tags.get("postal_code") or tags.get("postcode") or tags.get("addr:postcode")
+                             or tags.get("tiger:zip_left") or tags.get("tiger:zip_right") or None)
 
     def variants(self, k: int) -> list[str]:
         return self.names[k] or [self.name[k]]
@@ -653,7 +727,10 @@ def read_osm(path) -> tuple[DocSet, StreetWays, list[Boundary], _Handler]:
     main = _Callbacks(node=h.node, way=h.way, area=h.area)
     with _reader(str(path), osmium.osm.OBJECT, pool) as rd:
         # every node gives ways their locations; only nodes and ways with a document key reach Python
+        # (the member ways of boundaries before the filter: untagged ones are common. osmium's IdFilter would
+        # pass only those, but its dense id set takes 512 kB per 4 million ids it spans: GBs at 16 copies)
         osmium.apply(rd, lh, area.second_pass_handler(main), *([_Callbacks(way=h.member_way)] if h.boundary_members else []),
                      osmium.filter.KeyFilter(*DOC_KEYS).enable_for(osmium.osm.NODE | osmium.osm.WAY), main)
+    del lh
     h.unassembled = h.unassembled_boundaries()
     return h.docs, h.streets, h.boundaries, h
