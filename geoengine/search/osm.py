@@ -416,14 +416,9 @@ class _Handler:
         loc = d.location()
         if not loc.valid():
             return
-        if size == 1:
-            tag = _only_tag(d, "natural")  # (natural=tree: most of the nodes of one tag)
-            idle = self.idle_tags.get(tag)
-            if idle or idle is None and self._idle({tag[0]: tag[1]}):
-                return
-            tags = {tag[0]: tag[1]}
-        else:
-            tags = _tags_of(n)
+        tags = self._busy_tag(d, "natural") if size == 1 else _tags_of(n)  # (natural=tree: most nodes of one tag)
+        if tags is None:
+            return
         row = self._emit(tags, "n", d.id(), loc.lat, loc.lon)
         if row < 0 and own_postcode(tags):
             self._postcode_sample(own_postcode(tags), loc.lon, loc.lat)
@@ -439,6 +434,15 @@ class _Handler:
             if len(xy) == len(w.nodes) and len(xy) >= 2:
                 self.member_xy[w.id] = xy
 
+    def _busy_tag(self, d, likely: str) -> dict | None:
+        """The one tag of C++ object `d` as a dict (its key tried as `likely` first), or None when that tag
+        makes nothing (`_idle`)."""
+        tag = _only_tag(d, likely)
+        idle = self.idle_tags.get(tag)
+        if idle or idle is None and self._idle({tag[0]: tag[1]}):
+            return None
+        return {tag[0]: tag[1]}
+
     def _idle(self, tags: dict) -> bool:
         """Whether a node or way of this one tag makes nothing (building=yes, natural=tree: most of what passes
         the key filter): no document, interpolation or postcode. Decided once per tag."""
@@ -452,14 +456,9 @@ class _Handler:
 
     def way(self, w):
         d = w._pyosmium_data
-        if d.tags_size() == 1:
-            tag = _only_tag(d, "building")  # (building=yes: most of the ways of one tag)
-            idle = self.idle_tags.get(tag)
-            if idle or idle is None and self._idle({tag[0]: tag[1]}):
-                return
-            tags = {tag[0]: tag[1]}
-        else:
-            tags = _tags_of(w)
+        tags = self._busy_tag(d, "building") if d.tags_size() == 1 else _tags_of(w)  # (building=yes: most ways of one tag)
+        if tags is None:
+            return
         if "addr:interpolation" in tags:
             nodes = [(nd.ref, nd.lon, nd.lat) for nd in w.nodes if nd.location.valid()]
             if len(nodes) >= 2:

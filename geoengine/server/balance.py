@@ -36,6 +36,8 @@ import socket
 import time
 from pathlib import Path
 
+from geoengine.procs import alive
+
 log = logging.getLogger("geoengine.server")
 
 ENV = "GEOENGINE_SERVE_SHARES"
@@ -54,24 +56,6 @@ def create_shares_file(path: str | Path) -> Path:
     tmp.write_bytes(bytes(8 * _WORDS * SLOTS))
     os.replace(tmp, path)
     return path
-
-
-def _alive(pid: int) -> bool:
-    """Whether the process runs (a zombie, dead but not yet reaped by the supervisor, does not)."""
-    try:
-        with open(f"/proc/{pid}/stat", "rb") as f:
-            return f.read().rsplit(b") ", 1)[1][:1] != b"Z"
-    except FileNotFoundError:
-        return False
-    except OSError:
-        pass
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
 
 
 class Shares:
@@ -98,7 +82,7 @@ class Shares:
         w, pid = self.words, self.pid
         for s in range(SLOTS):
             other = w[s * _WORDS]
-            if other == 0 or other == pid or not _alive(other):
+            if other == 0 or other == pid or not alive(other):
                 w[s * _WORDS + 1] = w[s * _WORDS + 2] = 0
                 w[s * _WORDS] = pid
                 return s
@@ -134,7 +118,7 @@ class Shares:
         w = self.words
         for s in range(SLOTS):
             pid = w[s * _WORDS]
-            if pid and s != self.slot and not _alive(pid):
+            if pid and s != self.slot and not alive(pid):
                 w[s * _WORDS + 1] = w[s * _WORDS + 2] = 0
                 w[s * _WORDS] = 0
 

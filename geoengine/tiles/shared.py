@@ -31,6 +31,8 @@ from pathlib import Path
 
 import numpy as np
 
+from geoengine.procs import alive
+
 MAGIC = 0x67656F7469  # "geoti"
 VERSION = 1
 MAX_WORKERS = 256
@@ -53,18 +55,6 @@ def create_state_file(path: str | Path) -> Path:
     tmp.write_bytes(words.tobytes())
     os.replace(tmp, path)
     return path
-
-
-def _alive(pid: int) -> bool:
-    if pid <= 0:
-        return False
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
 
 
 class SharedCacheState:
@@ -101,7 +91,7 @@ class SharedCacheState:
         with self.locked():
             for slot in range(MAX_WORKERS):
                 pid = int(self.pid[slot])
-                if pid == me or not _alive(pid):
+                if pid == me or not alive(pid):
                     self.pid[slot] = me
                     self.seen[slot, :] = self.gen
                     self.count[slot, :] = 0
@@ -134,7 +124,7 @@ class SharedCacheState:
                 if slot == self.slot:
                     continue
                 pid = int(self.pid[slot])
-                if pid and int(self.seen[slot, i]) == g and _alive(pid):
+                if pid and int(self.seen[slot, i]) == g and alive(pid):
                     others += int(self.count[slot, i])
             current = int(self.seen[self.slot, i]) == g
             self.gen[i] = g + 1

@@ -122,21 +122,26 @@ def floors(geoms: np.ndarray, dims: np.ndarray, stop: float = 0.0) -> np.ndarray
     if len(sel) == 0:
         return out
     parts, pidx = shapely.get_parts(geoms[sel], return_index=True)
-    poly = shapely.get_type_id(parts) == 3
-    comps = [parts[~poly]]
-    owners = [pidx[~poly]]
-    if poly.any():
-        rings, ridx = shapely.get_rings(parts[poly], return_index=True)
-        comps.append(rings)
-        owners.append(pidx[poly][ridx])
-    comps_a = np.concatenate(comps)
-    owner = np.concatenate(owners).astype(np.int64)
+    comps_a, owner, _n_lines = _components(parts, pidx)
+    owner = owner.astype(np.int64)
     counts = shapely.get_num_coordinates(comps_a)
     comp_off = np.zeros(len(comps_a) + 1, dtype=np.int64)
     np.cumsum(counts, out=comp_off[1:])
     coords = np.ascontiguousarray(shapely.get_coordinates(comps_a), dtype=np.float64)
     out[sel] = _floors(coords, comp_off, owner, len(sel), float(stop))
     return out
+
+
+def _components(parts: np.ndarray, ids: np.ndarray) -> tuple[np.ndarray, np.ndarray, int]:
+    """The lines among `parts` as they are, then the polygons' rings (shell, then holes), with the id
+    (`ids`) of the part each comes from, and how many lines lead."""
+    poly = shapely.get_type_id(parts) == 3
+    comps, owners = [parts[~poly]], [ids[~poly]]
+    if poly.any():
+        rings, ridx = shapely.get_rings(parts[poly], return_index=True)
+        comps.append(rings)
+        owners.append(ids[poly][ridx])
+    return np.concatenate(comps), np.concatenate(owners), int((~poly).sum())
 
 
 def unchanged(floor: np.ndarray, tol: float) -> np.ndarray:
@@ -512,21 +517,13 @@ def preserve_topology(geoms: np.ndarray, tol: float) -> tuple[np.ndarray, np.nda
         return out, done
     g = geoms[sel]
     parts, pidx = shapely.get_parts(g, return_index=True)
-    poly = shapely.get_type_id(parts) == 3
-    pnum = np.arange(len(parts))
+    comps_a, comp_part, n_lines = _components(parts, np.arange(len(parts)))
     # components in GEOS's order: per geometry, per part, the shell then the holes
-    comps = [parts[~poly]]
-    cpart = [pnum[~poly]]
-    if poly.any():
-        rings, ridx = shapely.get_rings(parts[poly], return_index=True)
-        comps.append(rings)
-        cpart.append(pnum[poly][ridx])
-    comp_part = np.concatenate(cpart)
     order = np.argsort(comp_part, kind="stable")
-    comps_a = np.concatenate(comps)[order]
+    comp_ring = (np.arange(len(comps_a)) >= n_lines)[order]
+    comps_a = comps_a[order]
     comp_part = comp_part[order]
     comp_geom = pidx[comp_part]
-    comp_ring = np.concatenate([np.zeros((~poly).sum(), dtype=bool), np.ones(len(comps_a) - (~poly).sum(), dtype=bool)])[order]
     counts = shapely.get_num_coordinates(comps_a)
     comp_off = np.zeros(len(comps_a) + 1, dtype=np.int64)
     np.cumsum(counts, out=comp_off[1:])
