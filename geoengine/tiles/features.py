@@ -272,6 +272,10 @@ class _PointsAndLines(_Collector):
 
     needs_boundaries = True
 
+    def __init__(self, sink, boundary_ways: dict[int, int]):
+        super().__init__(sink, boundary_ways)
+        self._idle_tags: set[tuple[str, str]] = set()  # one-tag nodes' (key, value) that make no feature
+
     # Filtered in C++: only nodes with a key that schema.node_features reads (a place, a POI key, a house
     # number) reach Python (not untagged nodes, most of an extract, nor e.g. crossings or street lamps;
     # the others still give ways their locations), and only ways with a key of _WAY_KEYS (not two in
@@ -290,15 +294,33 @@ class _PointsAndLines(_Collector):
             pass
         self.flush()
 
+    _IDLE_CAP = 65536  # one-tag (key, value) pairs remembered as idle: free-text values must not grow it
+
     def node(self, n):
-        tags = read_tags(n)
-        feats = schema.node_features(tags)
+        d = getattr(n, "_pyosmium_data", None)
+        if d is not None and d.tags_size() == 1:
+            # Most nodes past the key filter have one tag and no feature (natural=tree): whether a tag
+            # makes nothing is decided once (schema.node_features reads only the tags), then each such
+            # node costs a C++ lookup and a set test, without a dict or the schema's walk.
+            v = d.tags_get_value_by_key("natural", None)
+            tag = ("natural", v) if v is not None else tuple(d.tags_next(d.tags_begin()))
+            if tag in self._idle_tags:
+                return
+            tags = {tag[0]: tag[1]}
+            feats = schema.node_features(tags)
+            if not feats:
+                if len(self._idle_tags) < self._IDLE_CAP:
+                    self._idle_tags.add(tag)
+                return
+        else:
+            tags = read_tags(n)
+            feats = schema.node_features(tags)
         if feats:
             self._push(self.factory.create_point(n), [_entry(f, tags) for f in feats])
 
     def way(self, w, level=None):
         if level is None:
-            level = self.boundary_ways.get(w.id)
+            level = self.boundary_ways.get(w._pyosmium_data.id())  # (w.id: a Python property around it)
         tags = read_tags(w)
         coast = tags.get("natural") == "coastline"
         feat = schema.line_feature(tags)
@@ -350,7 +372,7 @@ class _BoundaryMembers:
         self.collector = collector
 
     def way(self, w):
-        level = self.levels.get(w.id)
+        level = self.levels.get(w._pyosmium_data.id())  # two in three ways of an extract: no wrapper call
         if level is not None:
             self.collector.way(w, level)
 

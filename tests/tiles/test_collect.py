@@ -31,6 +31,17 @@ class _EveryWay(F._PointsAndLines):
         super().way(w, level)
 
 
+class _EveryNodeTagRead(F._PointsAndLines):
+    """The points-and-lines stream reading every node's tags into a dict and asking the schema (the
+    collector before one-tag nodes' idleness was decided once per tag)."""
+
+    def node(self, n):
+        tags = F.read_tags(n)
+        feats = F.schema.node_features(tags)
+        if feats:
+            self._push(self.factory.create_point(n), [F._entry(f, tags) for f in feats])
+
+
 def _rows(fs: F.FeatureSet) -> list:
     return list(zip(shapely.to_wkb(np.array(fs.geoms, dtype=object)).tolist(), fs.layer, fs.min_zoom, fs.props,
                     strict=True))
@@ -122,3 +133,33 @@ def test_wkb_projection_of_other_geometries_goes_through_shapely():
     want = shapely.to_wkb(shapely.transform(shapely.from_wkb(raw), F._merc_coords)).tolist()
     assert F._merc_wkbs(raw) == want
     assert F._merc_wkbs([]) == []
+
+
+@pytest.mark.parametrize("rel", EXTRACTS)
+def test_one_tag_idle_nodes_give_the_features_of_reading_every_node(rel):
+    path = data_file(rel)
+    levels = F.boundary_way_levels(path)
+    fast, plain = F.FeatureSet(), F.FeatureSet()
+    collector = F._PointsAndLines(fast, levels)
+    collector.collect(path)
+    _EveryNodeTagRead(plain, levels).collect(path)
+    assert sum(1 for lay in plain.layer if lay == F.LAYER_INDEX["pois"]) > 10
+    assert _rows(fast) == _rows(plain)
+    # the shortcut was taken (natural=tree, the common one-tag node that makes nothing) and only for tags
+    # the schema turns into nothing
+    assert collector._idle_tags
+    if "monaco" not in rel:
+        assert ("natural", "tree") in collector._idle_tags
+    assert all(not F.schema.node_features({k: v}) for k, v in collector._idle_tags)
+
+
+def test_idle_tags_stay_bounded(monkeypatch):
+    """One-tag values are free text (a shop's kind, a house number): the remembered set has a cap."""
+    path = data_file("liechtenstein/nominatim-apidb-test-data.osm.pbf")
+    monkeypatch.setattr(F._PointsAndLines, "_IDLE_CAP", 1)
+    fast, plain = F.FeatureSet(), F.FeatureSet()
+    collector = F._PointsAndLines(fast, {})
+    collector.collect(path)
+    _EveryNodeTagRead(plain, {}).collect(path)
+    assert len(collector._idle_tags) == 1
+    assert _rows(fast) == _rows(plain)
