@@ -351,9 +351,23 @@ def _surely_valid(coords, ring_off, poly_off, geom_off):
     return out
 
 
-def geometry_buffer(geoms: np.ndarray, dims: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+def _to_tile(coords: np.ndarray, frame) -> np.ndarray:
+    """Coordinates [n, 2] moved into a tile's frame = (x0, y1, k): ((x - x0) * k, (y1 - y) * k), y down."""
+    x0, y1, k = frame
+    return np.column_stack([(coords[:, 0] - x0) * k, (y1 - coords[:, 1]) * k])
+
+
+def to_tile(geoms: np.ndarray, frame) -> np.ndarray:
+    """Geometries moved into a tile's frame (`_to_tile`), as new geometries."""
+    return shapely.transform(geoms, lambda c: _to_tile(c, frame))
+
+
+def geometry_buffer(geoms: np.ndarray, dims: np.ndarray, frame=None) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Every geometry's packed command bytes in one buffer: (bytes, offsets [n + 1], MVT types [n]);
-    geometry i is bytes[off[i]:off[i + 1]], and its type is 0 when nothing is left to draw.
+    geometry i is bytes[off[i]:off[i + 1]], and its type is 0 when nothing is left to draw. With a
+    `frame` (x0, y1, k), the geometries are in Mercator and their coordinates are moved into the tile's
+    frame here (`_to_tile`, the same arithmetic as `to_tile`), without making tile-frame geometries
+    but for the few polygons that GEOS or mapbox-vector-tile's path must see.
 
     Polygons are encoded from their coordinates rounded to the grid; one that is not certainly valid
     once rounded (`_surely_valid`: most small single-ring polygons are decided there) is checked by
@@ -369,7 +383,7 @@ def geometry_buffer(geoms: np.ndarray, dims: np.ndarray) -> tuple[np.ndarray, np
             continue
         sub = geoms[rows]
         coords, offs = _ragged(sub, dim)
-        coords = np.ascontiguousarray(coords, dtype=np.float64)
+        coords = np.ascontiguousarray(coords if frame is None else _to_tile(coords, frame), dtype=np.float64)
         keep = np.ones(len(rows), dtype=np.bool_)
         if dim == 0:
             cmds, off = _points(coords, *offs)
@@ -379,9 +393,10 @@ def geometry_buffer(geoms: np.ndarray, dims: np.ndarray) -> tuple[np.ndarray, np
             coords = np.rint(coords)  # numpy's round half to even, as Python's round
             doubt = np.flatnonzero(~_surely_valid(coords, *offs))
             if len(doubt):
-                keep[doubt] = shapely.is_valid(shapely.transform(sub[doubt], np.round))
+                tiled = sub[doubt] if frame is None else to_tile(sub[doubt], frame)
+                keep[doubt] = shapely.is_valid(shapely.transform(tiled, np.round))
             for r in rows[~keep].tolist():  # mapbox-vector-tile's path, as it would take it
-                cmds, shape = _fallback_geometry(geoms[r])
+                cmds, shape = _fallback_geometry(geoms[r] if frame is None else to_tile(geoms[r:r + 1], frame)[0])
                 if cmds:
                     fallback[r] = _varints(np.asarray(cmds, dtype=np.uint32), np.array([0, len(cmds)]))[0].tobytes()
                     types[r] = 3 if shape.geom_type in ("Polygon", "MultiPolygon") else \
@@ -583,11 +598,12 @@ def _frame(starts, feat, types, gbuf, goff, toff, tkey, tcls, tenc, key_local, c
 
 
 def encode_tile(names: list[str], starts: np.ndarray, geoms: np.ndarray, dims: np.ndarray, feat: np.ndarray,
-                table: TagTable) -> bytes:
+                table: TagTable, frame=None) -> bytes:
     """The tile's bytes: layer l (named names[l]) holds geometries starts[l]..starts[l + 1] (with their
     shapely dimensions), whose properties are rows `feat` of `table`; what `mapbox_vector_tile.encode`
-    makes of the same layers with extent 4096, y down and make-valid."""
-    gbuf, goff, types = geometry_buffer(geoms, dims)
+    makes of the same layers with extent 4096, y down and make-valid. With a `frame`, the geometries are
+    in Mercator and are moved into the tile's frame while encoding (`geometry_buffer`)."""
+    gbuf, goff, types = geometry_buffer(geoms, dims, frame)
     data, feat_end, keys, keys_end, vals, vals_end = _frame(
         np.asarray(starts, dtype=np.int64), np.asarray(feat, dtype=np.int64), types, gbuf, goff, table.off,
         table.key, table.cls, table.enc, table.key_local, table.cls_local)

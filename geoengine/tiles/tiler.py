@@ -140,17 +140,20 @@ def _encode_batch(task) -> list[tuple[int, int, int, bytes]]:
             continue
         sel = np.sort(sel)
         clipped = shapely.clip_by_rect(simp[sel], minx - buf, miny - buf, maxx + buf, maxy + buf)
-        k = EXTENT / size
-        clipped = shapely.transform(clipped, lambda c, x0=minx, y1=maxy, k=k: np.column_stack(
-            [(c[:, 0] - x0) * k, (y1 - c[:, 1]) * k]))
+        frame = (minx, maxy, EXTENT / size)
         keep = ~shapely.is_empty(clipped)
         sel, clipped = sel[keep], clipped[keep]
         fis = idx[sel]
         want = st["dims"][fis]
         # a clipped geometry that is not a collection is kept when it has the original's dimension (a
-        # sliver clipped to a line is not); only collections go through _polygonal, one by one
+        # sliver clipped to a line is not); only collections go through _polygonal, one by one, in the
+        # tile's frame (a union there is not the union in Mercator moved), and then the whole tile is
+        # moved into its frame first; otherwise the encoder moves the coordinates (no new geometries)
         collection = shapely.get_type_id(clipped) == 7
         keep = collection | (shapely.get_dimensions(clipped) == want)
+        if collection.any():
+            clipped = mvt.to_tile(clipped, frame)
+            frame = None
         for j in np.flatnonzero(collection).tolist():
             g = _polygonal(clipped[j], int(want[j]))
             if g is None:
@@ -166,7 +169,7 @@ def _encode_batch(task) -> list[tuple[int, int, int, bytes]]:
         fis, clipped, want, lay = fis[order], clipped[order], want[order], lay[order]
         starts = np.concatenate([[0], np.flatnonzero(np.diff(lay)) + 1, [len(lay)]])
         names = [schema.LAYERS[i] for i in lay[starts[:-1]].tolist()]
-        data = mvt.encode_tile(names, starts, clipped, want, fis, st["tags"])
+        data = mvt.encode_tile(names, starts, clipped, want, fis, st["tags"], frame)
         out.append((z, x, y, gzip.compress(data, compresslevel=6, mtime=0)))
     return out
 

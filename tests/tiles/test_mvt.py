@@ -44,10 +44,12 @@ def test_every_tile_of_a_real_extract_is_byte_identical(rel, bbox, monkeypatch):
     seen = {"tiles": 0, "features": 0, "differ": []}
     encode = mvt.encode_tile
 
-    def both(names, starts, geoms, dims, feat, table):
-        new = encode(names, starts, geoms, dims, feat, table)
+    def both(names, starts, geoms, dims, feat, table, frame=None):
+        new = encode(names, starts, geoms, dims, feat, table, frame)
         if "props" not in tiler._STATE:
             return new  # mvt.warm, before the cut
+        if frame is not None:  # Mercator geometries, moved into the tile's frame by the encoder
+            geoms = mvt.to_tile(geoms, frame)
         props = tiler._STATE["props"]  # cut in this process (processes=1)
         layers = [(name, list(geoms[a:b]), list(dims[a:b]), [props[f] for f in feat[a:b].tolist()])
                   for name, a, b in zip(names, starts[:-1].tolist(), starts[1:].tolist(), strict=True)]
@@ -87,6 +89,36 @@ def test_edge_cases_match_the_library():
                {"f": float("1e-300")}]),
     ]
     assert mvt.encode_layers(layers) == reference(layers)
+
+
+def test_a_tile_frame_moved_in_the_encoder_matches_moved_geometries():
+    """encode_tile with a frame (Mercator geometries, moved into the tile while encoding) makes the bytes of
+    the geometries moved first (mvt.to_tile, the arithmetic the cut used before), which are the library's:
+    polygons certainly valid, checked by GEOS, and invalid (make-valid path), lines and points."""
+    minx, miny, maxx, maxy = tiler.tile_bounds(14, 8600, 5750)
+    k = mvt.EXTENT / (maxx - minx)
+    frame = (minx, maxy, k)
+    merc = lambda g: shapely.transform(g, lambda c: np.column_stack([minx + c[:, 0] / k, maxy - c[:, 1] / k]))  # noqa: E731
+    tile = [shapely.Polygon([(0, 0), (10, 10), (10, 0), (0, 10), (0, 0)]),  # bowtie: invalid
+            shapely.Polygon([(0, 0), (0, 100), (100, 100), (100, 0)], [[(10, 10), (20, 10), (20, 20), (10, 20)]]),
+            shapely.MultiPolygon([shapely.box(0, 0, 10, 10), shapely.box(10.4, 0, 20, 10)]),  # touch when rounded
+            shapely.Polygon([(-64, -64), (4160, -64), (4160, 4160), (-64, 4160)]),
+            shapely.Polygon([(3.3 * i, 7.7 * (i % 3)) for i in range(80)]),  # > SIMPLE_MAX vertices: GEOS decides
+            shapely.LineString([(0, 0), (0.3, 0.2), (40.5, 41.5), (-70, 3000)]),
+            shapely.MultiPoint([(1, 1), (1, 1), (4095.5, -63.5)]), shapely.Point(12.5, 13.5)]
+    geoms = np.empty(len(tile), dtype=object)
+    geoms[:] = [merc(g) for g in tile]
+    dims = shapely.get_dimensions(geoms)
+    moved = shapely.transform(geoms, lambda c: np.column_stack([(c[:, 0] - minx) * k, (maxy - c[:, 1]) * k]))  # y down
+    assert shapely.equals_exact(moved, mvt.to_tile(geoms, frame), tolerance=0).all()
+    starts = np.array([0, 5, 6, len(tile)])
+    props = [{"i": i} for i in range(len(tile))]
+    args = (["water", "roads", "pois"], starts)
+    framed = mvt.encode_tile(*args, geoms, dims, np.arange(len(tile)), mvt.TagTable(props), frame)
+    assert framed == mvt.encode_tile(*args, moved, dims, np.arange(len(tile)), mvt.TagTable(props))
+    assert framed == reference([layer(n, moved[a:b], props[a:b]) for n, a, b in
+                                zip(args[0], starts[:-1].tolist(), starts[1:].tolist(), strict=True)])
+    assert not np.array_equal(shapely.get_coordinates(moved), np.rint(shapely.get_coordinates(moved)))  # moved, not integers
 
 
 def test_value_tables_per_layer_match_the_library():
