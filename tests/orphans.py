@@ -10,13 +10,7 @@ import sys
 import time
 from pathlib import Path
 
-
-def _alive(pid: int) -> bool:
-    try:
-        state = Path(f"/proc/{pid}/status").read_text()
-    except FileNotFoundError:
-        return False
-    return "\nState:\tZ" not in state  # a zombie is dead, waiting to be reaped
+from geoengine.procs import alive as _alive  # a zombie is dead, waiting to be reaped
 
 
 def assert_child_dies_with_parent(script: str, pidfile: Path, env: dict | None = None, what: str = "the child") -> None:

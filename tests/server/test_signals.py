@@ -15,6 +15,7 @@ import httpx
 import pytest
 
 from geoengine.gateway import KeyStore
+from geoengine.procs import alive as _alive  # a zombie is gone
 from tests.serving import free_port, start_serve, wait_up
 
 from .test_faults import HOST, A, B
@@ -24,14 +25,6 @@ _STARTED = re.compile(r"Started server process \[(\d+)\]")
 
 def _worker_pids(logpath) -> list[int]:
     return [int(p) for p in _STARTED.findall(logpath.read_text())]
-
-
-def _alive(pid: int) -> bool:
-    try:
-        with open(f"/proc/{pid}/stat") as f:
-            return f.read().split(") ", 1)[1][0] != "Z"  # a zombie is gone
-    except OSError:
-        return False
 
 
 @pytest.mark.e2e
