@@ -4,7 +4,7 @@ points), then `documents.build_documents` (streets, GeoNames, display names, can
 from __future__ import annotations
 
 from array import array
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 
 import numpy as np
 
@@ -125,3 +125,113 @@ class DocSet:
         self.osm_tag.append(osm_tag)
         self.street_row.append(-1)
         return len(self.id) - 1
+
+
+def _concat_text(a: TextColumn, b: TextColumn) -> None:
+    """Append the values of `b` to `a` (their bytes as they are, the starts moved)."""
+    shift = len(a.buf)
+    a.buf += b.buf
+    start = np.frombuffer(b.start, np.int64)
+    stop = np.frombuffer(b.stop, np.int64)
+    a.start.frombytes(np.where(start >= 0, start + shift, -1).tobytes())
+    a.stop.frombytes(np.where(start >= 0, stop + shift, -1).tobytes())
+
+
+def extend_docs(ds: DocSet, other: DocSet) -> None:
+    """Append the documents of `other` (without hierarchy, canonical ids or polylines yet) to `ds`."""
+    for f in fields(DocSet):
+        mine, theirs = getattr(ds, f.name), getattr(other, f.name)
+        if isinstance(mine, TextColumn):
+            _concat_text(mine, theirs)
+        elif isinstance(mine, (list, array)):
+            mine.extend(theirs)
+
+
+# the columns of few distinct values: one string object per value when unpacked (as the reader interns them)
+_FEW = frozenset(("index", "doc_type", "place_class", "category", "source", "kind", "osm_tag", "categories",
+                  "display_name", "country"))
+_NESTED = frozenset(("names", "categories"))  # lists of lists of strings
+
+
+def _pack_strings(values: list, out: dict, key: str) -> None:
+    """Strings (or None) as one UTF-8 text and each one's length in characters (-1: None)."""
+    out[key + ".len"] = np.fromiter((-1 if v is None else len(v) for v in values), np.int64, len(values))
+    out[key + ".text"] = "".join([v for v in values if v]).encode("utf-8", "surrogatepass")
+
+
+def _unpack_strings(packed: dict, key: str, few: bool) -> list:
+    lens = packed[key + ".len"]
+    text = packed[key + ".text"].decode("utf-8", "surrogatepass")
+    ends = np.cumsum(np.maximum(lens, 0)).tolist()
+    out = []
+    seen: dict[str, str] = {}
+    start = 0
+    for n, end in zip(lens.tolist(), ends, strict=True):
+        if n < 0:
+            out.append(None)
+        else:
+            v = text[start:end]
+            out.append(seen.setdefault(v, v) if few else v)
+        start = end
+    return out
+
+
+def pack_columns(obj, names: list[str], out: dict | None = None, prefix: str = "") -> dict:
+    """The columns `names` of `obj` (a DocSet, osm.StreetWays) as bytes and numpy arrays, to hand a forked
+    process's documents to its parent without a Python object per value: array("q"/"d") columns as their
+    bytes, TextColumns as their buffer and offsets, string columns as one text and lengths, lists of lists
+    (names, categories) as their values flattened and each row's count (-1: None), flags as bytes."""
+    out = {} if out is None else out
+    for name in names:
+        col, key = getattr(obj, name), prefix + name
+        if isinstance(col, array):
+            out[key + ".array"] = (col.typecode, col.tobytes())
+        elif isinstance(col, TextColumn):
+            out[key + ".textcol"] = (bytes(col.buf), col.start.tobytes(), col.stop.tobytes())
+        elif name in _NESTED:
+            out[key + ".count"] = np.fromiter((-1 if v is None else len(v) for v in col), np.int64, len(col))
+            _pack_strings([x for v in col if v for x in v], out, key)
+        elif name == "region":
+            out[key + ".bool"] = np.asarray(col, bool)
+        else:
+            _pack_strings(col, out, key)
+    return out
+
+
+def unpack_columns(obj, names: list[str], packed: dict, prefix: str = ""):
+    """Set the columns `names` of `obj` from `pack_columns`' output; returns `obj`."""
+    for name in names:
+        key = prefix + name
+        if key + ".array" in packed:
+            code, raw = packed[key + ".array"]
+            col = array(code)
+            col.frombytes(raw)
+        elif key + ".textcol" in packed:
+            col = TextColumn()
+            buf, start, stop = packed[key + ".textcol"]
+            col.buf = bytearray(buf)
+            col.start.frombytes(start)
+            col.stop.frombytes(stop)
+        elif key + ".count" in packed:
+            flat = _unpack_strings(packed, key, name in _FEW)
+            counts = packed[key + ".count"].tolist()
+            col, at = [], 0
+            for n in counts:  # categories: () when empty, as DocSet.add keeps them; names: the list
+                if n < 0:
+                    col.append(None)
+                elif n == 0:
+                    col.append(() if name == "categories" else [])
+                else:
+                    col.append(flat[at:at + n])
+                    at += n
+        elif key + ".bool" in packed:
+            col = packed[key + ".bool"].tolist()
+        else:
+            col = _unpack_strings(packed, key, name in _FEW)
+        setattr(obj, name, col)
+    return obj
+
+
+def row_columns() -> list[str]:
+    """The DocSet columns the OSM reader fills (one value a document)."""
+    return [f.name for f in fields(DocSet) if f.name not in ("admin", "units", "canonical", "seg", "seg_doc")]

@@ -306,7 +306,10 @@ class _Handler:
     """The documents of an extract. A way's node locations are read only when it makes a document; a
     document's detail is kept as its JSON text (a dict per document costs several times its text)."""
 
-    def __init__(self):
+    def __init__(self, part: str | None = None):
+        # None: the whole extract; "nodes": the node documents and the named street ways (the forked reader of
+        # read_osm); "rest": every other way, the areas and relations (read_osm's own process)
+        self.part = part
         self.docs = DocSet()  # the documents of nodes, ways and relations (not streets), in file order
         self.streets = StreetWays()
         self.boundaries: list[Boundary] = []
@@ -460,6 +463,8 @@ class _Handler:
         if tags is None:
             return
         if "addr:interpolation" in tags:
+            if self.part == "nodes":
+                return
             nodes = [(nd.ref, nd.lon, nd.lat) for nd in w.nodes if nd.location.valid()]
             if len(nodes) >= 2:
                 self.interpolations.add(w.id, tags, nodes)
@@ -467,6 +472,8 @@ class _Handler:
         hw = tags.get("highway")
         # a road with only a `ref` (CG-2 in Andorra) is a named street too: Nominatim names roads by their ref
         street = hw in STREET_HIGHWAYS and ("name" in tags or "ref" in tags) and "place" not in tags
+        if self.part is not None and street != (self.part == "nodes"):
+            return  # (the other process's way)
         wid = d.id()
         doc = None if street else self._doc(tags, "w", wid)
         if not street and doc is None:
@@ -711,25 +718,158 @@ def _reader(path: str, entities, pool) -> osmium.io.Reader:
                 os.environ.pop(k, None)
 
 
-def read_osm(path) -> tuple[DocSet, StreetWays, list[Boundary], _Handler]:
+STREET_COLUMNS = ["id", "lat", "lon", "importance", "ends", "xy", "name", "name_en", "names", "category", "detail",
+                  "postcode"]
+
+
+def read_processes() -> int:
+    """How many processes read the extract: 2 (the node documents and named street ways in a forked child,
+    the rest in this process) when there is a second core, else 1; GEOENGINE_SEARCH_READ_PROCESSES=1 keeps
+    one."""
+    env = os.environ.get("GEOENGINE_SEARCH_READ_PROCESSES", "").strip()
+    if env:
+        try:
+            return max(1, min(2, int(env)))
+        except ValueError:
+            raise ValueError(f"GEOENGINE_SEARCH_READ_PROCESSES is '{env}'; use 1 or 2") from None
+    return 2 if (os.cpu_count() or 1) > 1 and hasattr(os, "fork") else 1
+
+
+def read_osm(path, processes: int | None = None) -> tuple[DocSet, StreetWays, list[Boundary], _Handler]:
     """(documents but streets, named street ways, administrative and postal boundaries, the reader with the
-    interpolation ways, boundary labels and address nodes) of an OSM file."""
-    h = _Handler()
-    area = osmium.area.AreaManager()
+    interpolation ways, boundary labels and address nodes) of an OSM file.
+
+    With two `processes` (default: `read_processes()`), after the relations are read a forked child reads
+    the node documents, the named street ways and the geometries of the boundaries' member ways while this
+    process reads the other ways and the areas, each with its own node-location index. The child's columns
+    come back as bytes and arrays (docset.pack_columns), and its documents go first: a file's nodes come
+    before its ways, so the documents keep the one-process order and every byte of the index."""
+    h = _Handler(None if (processes or read_processes()) < 2 else "rest")
     pool = osmium.io.ThreadPool()
+    area = osmium.area.AreaManager()
     with _reader(str(path), osmium.osm.RELATION, pool) as rd:
         # every multipolygon, even those that make no document: the assembler hands out the finished areas
         # when a member way comes, so tracking fewer relations would change the order of the documents
         osmium.apply(rd, area.first_pass_handler(), _Callbacks(relation=h.relation))
+    if h.part is None:
+        _main_pass(path, h, area, pool)
+        h.unassembled = h.unassembled_boundaries()
+        return h.docs, h.streets, h.boundaries, h
+    import multiprocessing as mp
+    import pickle
+    import tempfile
+
+    fd, state = tempfile.mkstemp(prefix="geoengine-search-read-", suffix=".state")
+    os.close(fd)
+    child = mp.get_context("fork").Process(target=_read_child, args=(str(path), state, os.getpid(), h.boundary_members),
+                                           daemon=True)
+    child.start()
+    try:
+        try:
+            _main_pass(path, h, area, pool)
+        except BaseException:
+            child.kill()
+            raise
+        finally:
+            del area
+            child.join()
+        if child.exitcode != 0:
+            detail = ""
+            try:
+                with open(state, "rb") as fh:
+                    got = pickle.load(fh)
+                detail = f": {got[1]}" if isinstance(got, tuple) and got[:1] == ("error",) else ""
+            except Exception:  # noqa: BLE001 - nothing written (killed, out of memory): the exit code says it
+                pass
+            raise RuntimeError(f"reading the node documents and street ways of {path} failed in the forked reader "
+                               f"(pid {child.pid}, exit code {child.exitcode}){detail}")
+        with open(state, "rb") as fh:
+            packed = pickle.load(fh)
+    finally:
+        os.unlink(state)
+    return _merge_parts(h, packed)
+
+
+def _main_pass(path, h: _Handler, area, pool) -> None:
+    """The nodes and ways of `path` (after the relations' pass), as `h.part` says: the whole file (None), the
+    node documents, named street ways and boundary member ways ("nodes"), or the other ways and the areas
+    ("rest"). Every node gives ways their locations (osmium's index); only nodes and ways with a document key
+    reach Python, and the boundary member ways before the filter (untagged ones are common. osmium's
+    IdFilter would pass only those, but its dense id set takes 512 kB per 4 million ids it spans: GBs at 16
+    copies)."""
     lh = osmium.NodeLocationsForWays(osmium.index.create_map(LOCATION_INDEX))
     lh.ignore_errors()
-    main = _Callbacks(node=h.node, way=h.way, area=h.area)
+    members = [_Callbacks(way=h.member_way)] if h.boundary_members and h.part != "rest" else []
+    if h.part == "nodes":
+        with _reader(str(path), osmium.osm.NODE | osmium.osm.WAY, pool) as rd:
+            # nodes of a document key; ways with a highway and a name or ref (the street ways)
+            osmium.apply(rd, lh, *members, osmium.filter.KeyFilter(*DOC_KEYS).enable_for(osmium.osm.NODE),
+                         osmium.filter.KeyFilter("highway").enable_for(osmium.osm.WAY),
+                         osmium.filter.KeyFilter("name", "ref").enable_for(osmium.osm.WAY),
+                         _Callbacks(node=h.node, way=h.way))
+        return
+    main = _Callbacks(way=h.way, area=h.area) if h.part == "rest" else _Callbacks(node=h.node, way=h.way, area=h.area)
     with _reader(str(path), osmium.osm.OBJECT, pool) as rd:
-        # every node gives ways their locations; only nodes and ways with a document key reach Python
-        # (the member ways of boundaries before the filter: untagged ones are common. osmium's IdFilter would
-        # pass only those, but its dense id set takes 512 kB per 4 million ids it spans: GBs at 16 copies)
-        osmium.apply(rd, lh, area.second_pass_handler(main), *([_Callbacks(way=h.member_way)] if h.boundary_members else []),
+        osmium.apply(rd, lh, area.second_pass_handler(main), *members,
                      osmium.filter.KeyFilter(*DOC_KEYS).enable_for(osmium.osm.NODE | osmium.osm.WAY), main)
-    del lh
+
+
+
+def _read_child(path: str, state: str, parent: int, boundary_members: set[int]) -> None:  # pragma: no cover - forked
+    """The node documents, named street ways and boundary member ways of `path` (read_osm's child), left in
+    `state` as bytes and arrays, or ("error", message): the parent raises it."""
+    import pickle
+
+    from geoengine.bundler.isolate import die_with
+    from geoengine.search.docset import pack_columns, row_columns
+
+    die_with(parent)
+    try:
+        h = _Handler("nodes")
+        h.boundary_members = boundary_members
+        _main_pass(path, h, None, osmium.io.ThreadPool())
+        out = pack_columns(h.docs, row_columns())
+        pack_columns(h.streets, STREET_COLUMNS, out, "street.")
+        pack_columns(h, ["addr_node_id", "addr_node_row", "pc_xy", "pc_code"], out, "h.")
+        ids = np.fromiter(h.member_xy, np.int64, len(h.member_xy))
+        xy = [h.member_xy[k] for k in ids.tolist()]
+        out["member"] = (ids, np.cumsum([0] + [len(a) for a in xy]),
+                         np.concatenate(xy) if xy else np.zeros((0, 2)))
+        code = 0
+    except BaseException as exc:  # noqa: BLE001 - handed to the parent as a message
+        out, code = ("error", f"{type(exc).__name__}: {exc}"), 1
+    try:
+        with open(state, "wb") as fh:
+            pickle.dump(out, fh, protocol=pickle.HIGHEST_PROTOCOL)
+    except BaseException:  # noqa: BLE001 - e.g. the disk is full: the exit code tells the parent
+        os._exit(2)
+    os._exit(code)
+
+
+def _merge_parts(h: _Handler, packed: dict) -> tuple[DocSet, StreetWays, list[Boundary], _Handler]:
+    """The child's node documents, then this process's (their rows moved past the child's), then the
+    boundaries the area assembler left out (from the child's member ways)."""
+    from geoengine.search.docset import extend_docs, row_columns, unpack_columns
+
+    docs = unpack_columns(DocSet(), row_columns(), packed)
+    n = len(docs)
+    extend_docs(docs, h.docs)
+    h.docs = docs
+    h.streets = unpack_columns(StreetWays(), STREET_COLUMNS, packed, "street.")
+    mine = (h.pc_xy, h.pc_code)
+    unpack_columns(h, ["addr_node_id", "addr_node_row", "pc_xy", "pc_code"], packed, "h.")
+    h.pc_xy.extend(mine[0])
+    h.pc_code.extend(mine[1])
+    for col in (h.box_row, h.shape_row):
+        moved = np.frombuffer(col, np.int64) + n
+        del col[:]
+        col.frombytes(moved.tobytes())
+    for b in h.boundaries:
+        if b.row >= 0:
+            b.row += n
+    h.boundary_way_row = {k: v + n for k, v in h.boundary_way_row.items()}
+    ids, ends, xy = packed["member"]
+    h.member_xy = {k: xy[ends[i]:ends[i + 1]] for i, k in enumerate(ids.tolist())}
+    h.part = None
     h.unassembled = h.unassembled_boundaries()
     return h.docs, h.streets, h.boundaries, h
