@@ -1,6 +1,7 @@
 """The search build stage alone (documents + index) on one extract, in a forked child: wall, CPU of the
-child (all its threads), the child's peak RSS (wait4) and the parent's RSS at the fork (what the child
-starts with), and per sub-step of build_documents (then `write_index`) its wall, CPU and the child's RSS
+child (all its threads), the child's peak RSS (wait4: its largest process, the child or the reader it forks), the highest sum of
+the child's and its own children's RSS sampled every 20 ms (peak_tree_mb), the parent's RSS at the fork (what
+the child starts with), and per sub-step of build_documents (then `write_index`) its wall, CPU and the child's RSS
 after it. Compare two trees by running it with PYTHONPATH pointing at each, on the same machine state:
 
     PYTHONPATH=<tree> python benchmarks/search_stage_bench.py EXTRACT.osm.pbf [GEONAMES.txt.gz ADMIN1.json]
@@ -23,11 +24,26 @@ import time
 from pathlib import Path
 
 
-def rss_mb() -> float:
-    for line in open("/proc/self/status"):
-        if line.startswith("VmRSS"):
-            return int(line.split()[1]) / 1024
+def rss_mb(pid: str = "self") -> float:
+    try:
+        for line in open(f"/proc/{pid}/status"):
+            if line.startswith("VmRSS"):
+                return int(line.split()[1]) / 1024
+    except OSError:  # (a child that just ended)
+        pass
     return 0.0
+
+
+def tree_mb() -> float:
+    """RSS of this process and its children (the search read's forked reader): what the machine holds."""
+    total = rss_mb()
+    for task in os.listdir("/proc/self/task"):
+        try:
+            kids = open(f"/proc/self/task/{task}/children").read().split()
+        except OSError:
+            continue
+        total += sum(rss_mb(k) for k in kids)
+    return total
 
 
 def main() -> None:
@@ -53,11 +69,13 @@ def main() -> None:
         out = Path(tempfile.mkdtemp())
         c0 = time.process_time()
         samples: list[tuple[float, float]] = []  # (time, RSS MB) every 20 ms: the peak of each step
+        tree: list[float] = [0.0]  # the highest RSS of this process and its children together
         done = threading.Event()
 
         def poll():
             while not done.wait(0.02):
                 samples.append((time.perf_counter(), rss_mb()))
+                tree[0] = max(tree[0], tree_mb())
 
         threading.Thread(target=poll, daemon=True).start()
         t1 = time.perf_counter()
@@ -72,15 +90,19 @@ def main() -> None:
             begin, end = end, end + st["wall_s"]
             st["peak_mb"] = round(max([r for t, r in samples if begin <= t <= end] + [st["rss_mb"]]), 1)
         Path(result).write_text(json.dumps({"documents": len(ds), "cpu_s": round(time.process_time() - c0, 2),
-                                            "documents_wall_s": round(t2 - t1, 2), "steps": steps}))
+                                            "documents_wall_s": round(t2 - t1, 2), "steps": steps,
+                                            "peak_tree_mb": round(tree[0], 1)}))
         os._exit(0)
     _, status, ru = os.wait4(pid, 0)
     wall = time.perf_counter() - t0
     child = json.loads(Path(result).read_text())
     os.unlink(result)
-    print(json.dumps({"pbf": a.pbf, "status": status, "wall_s": round(wall, 2), "cpu_s": child["cpu_s"],
+    # cpu_s: the child's and its reaped children's (wait4), cpu_child_s: the child's own
+    print(json.dumps({"pbf": a.pbf, "status": status, "wall_s": round(wall, 2),
+                      "cpu_s": round(ru.ru_utime + ru.ru_stime, 2), "cpu_child_s": child["cpu_s"],
                       "peak_rss_mb": round(ru.ru_maxrss / 1024, 1), "start_rss_mb": round(start, 1),
-                      "peak_above_start_mb": round(ru.ru_maxrss / 1024 - start, 1), "documents": child["documents"],
+                      "peak_above_start_mb": round(ru.ru_maxrss / 1024 - start, 1),
+                      "peak_tree_mb": child["peak_tree_mb"], "documents": child["documents"],
                       "load": os.getloadavg()}))
     for st in child["steps"]:
         print(f"  {st['step']:<18} wall {st['wall_s']:7.2f} s  cpu {st['cpu_s']:7.2f} s  rss after {st['rss_mb']:7.1f} MB"
