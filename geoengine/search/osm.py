@@ -459,6 +459,8 @@ class _Handler:
 
     def way(self, w):
         d = w._pyosmium_data
+        if self.part == "rest" and self._street_way(d):
+            return  # (the forked reader's: read_osm)
         tags = self._busy_tag(d, "building") if d.tags_size() == 1 else _tags_of(w)  # (building=yes: most ways of one tag)
         if tags is None:
             return
@@ -500,6 +502,13 @@ class _Handler:
             self.boundary_way_row[wid] = row
         if not rank30(doc["osm_tag"]):
             self._shape(row, closed and len(arr) > 3, box, float(np.hypot(*np.diff(arr, axis=0).T).sum()))
+
+    @staticmethod
+    def _street_way(d) -> bool:
+        """Whether C++ way `d` is a named street way (the test of `way`, on its tags without a dict)."""
+        get = d.tags_get_value_by_key
+        return (get("highway", None) in STREET_HIGHWAYS and (get("name", None) is not None or get("ref", None) is not None)
+                and get("place", None) is None and get("addr:interpolation", None) is None)
 
     def area(self, a):
         d = a._pyosmium_data
@@ -745,14 +754,15 @@ def read_osm(path, processes: int | None = None) -> tuple[DocSet, StreetWays, li
     come back as bytes and arrays (docset.pack_columns), and its documents go first: a file's nodes come
     before its ways, so the documents keep the one-process order and every byte of the index."""
     h = _Handler(None if (processes or read_processes()) < 2 else "rest")
-    pool = osmium.io.ThreadPool()
     area = osmium.area.AreaManager()
+    pool = osmium.io.ThreadPool()
     with _reader(str(path), osmium.osm.RELATION, pool) as rd:
         # every multipolygon, even those that make no document: the assembler hands out the finished areas
         # when a member way comes, so tracking fewer relations would change the order of the documents
         osmium.apply(rd, area.first_pass_handler(), _Callbacks(relation=h.relation))
+    del pool, rd  # (its threads end: none runs when the reader forks)
     if h.part is None:
-        _main_pass(path, h, area, pool)
+        _main_pass(path, h, area, osmium.io.ThreadPool())
         h.unassembled = h.unassembled_boundaries()
         return h.docs, h.streets, h.boundaries, h
     import multiprocessing as mp
@@ -766,7 +776,7 @@ def read_osm(path, processes: int | None = None) -> tuple[DocSet, StreetWays, li
     child.start()
     try:
         try:
-            _main_pass(path, h, area, pool)
+            _main_pass(path, h, area, osmium.io.ThreadPool())
         except BaseException:
             child.kill()
             raise
