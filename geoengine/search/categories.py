@@ -116,13 +116,15 @@ def preset_terms(pid: str, c: dict) -> tuple[set[str], set[str]]:
 
 
 def build_terms(pids, vocab: dict | None = None) -> dict[str, list[list[str]]]:
-    """{normalised phrase: [preset ids naming it, preset ids listing it as a term]} for presets `pids`."""
+    """{normalised phrase: [preset ids naming it, preset ids listing it as a term]} for presets `pids`, in
+    an order that does not depend on the interpreter's string hashing (the bundle's `categories.json` is the
+    same bytes from build to build)."""
     cats = (vocab or vocabulary())["categories"]
     out: dict[str, list[list[str]]] = {}
     for pid in sorted(pids):
         names, terms = preset_terms(pid, cats[pid])
         for level, phrases in ((0, names), (1, terms)):
-            for ph in phrases:
+            for ph in sorted(phrases):
                 if len(ph.split()) <= MAX_TERM_WORDS and _long_enough(ph):
                     out.setdefault(ph, [[], []])[level].append(pid)
     return out

@@ -59,6 +59,25 @@ def test_committed_vocabulary_is_what_the_generator_makes(tmp_path):
     assert gen.generate(pkg) == (root / "data" / "search" / "categories.json").read_text(encoding="utf-8")
 
 
+def test_category_phrases_are_the_same_bytes_whatever_the_hash_seed():
+    """The bundle's categories.json holds build_terms' dict: its order must not follow the interpreter's
+    string hashing (set order), or two builds of the same extract differ and an update's output hash
+    cannot tell that nothing changed."""
+    import os
+    import subprocess
+    import sys
+
+    code = ("import json,sys; from geoengine.search.categories import build_terms, vocabulary; "
+            "ids = sorted(vocabulary()['categories'])[:400]; "
+            "sys.stdout.write(json.dumps(build_terms(ids), ensure_ascii=False))")
+    outs = set()
+    for seed in ("1", "2", "3"):
+        env = dict(os.environ, PYTHONHASHSEED=seed)
+        outs.add(subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True,
+                                check=True).stdout)
+    assert len(outs) == 1 and len(next(iter(outs))) > 1000
+
+
 def test_tags_map_to_the_most_specific_presets_first():
     match = TagMatcher(POI_KEYS)
     assert match({"amenity": "pharmacy", "healthcare": "pharmacy"})[0] == "amenity/pharmacy"
