@@ -404,12 +404,6 @@ def to_tile(geoms: np.ndarray, frame) -> np.ndarray:
     return shapely.transform(geoms, lambda c: _to_tile(c, frame))
 
 
-def _in_frames(geoms: np.ndarray, x0: np.ndarray, y1: np.ndarray, k: float) -> np.ndarray:
-    """Geometries moved each into its own tile's frame (x0[i], y1[i], k): `to_tile`, one call."""
-    n = shapely.get_num_coordinates(geoms)
-    return shapely.transform(geoms, lambda c: _to_tile(c, (np.repeat(x0, n), np.repeat(y1, n), k)))
-
-
 def _geom_coord_off(offs: tuple, dim: int) -> np.ndarray:
     """Per geometry, the offsets of its coordinates in `_ragged`'s coordinate array."""
     if dim == 0:
@@ -459,8 +453,13 @@ def geometry_buffer(geoms: np.ndarray, dims: np.ndarray, frame=None) -> tuple[np
             coords = np.rint(coords)  # numpy's round half to even, as Python's round
             doubt = np.flatnonzero(~_surely_valid(coords, *offs))
             if len(doubt):
-                tiled = sub[doubt] if frame is None else _in_frames(sub[doubt], fx0[rows[doubt]], fy1[rows[doubt]], k)
-                keep[doubt] = shapely.is_valid(shapely.transform(tiled, np.round))
+                # the polygons as GEOS sees them rounded in the tile's frame, made once from the rounded
+                # coordinates in hand (what transform(to_tile(g), np.round) gives: np.round is np.rint)
+                gco = _geom_coord_off(offs, 2)
+                lens = gco[doubt + 1] - gco[doubt]
+                at = np.repeat(gco[doubt] - np.concatenate([[0], np.cumsum(lens)[:-1]]), lens) + np.arange(lens.sum())
+                rounded = coords[at]
+                keep[doubt] = shapely.is_valid(shapely.transform(sub[doubt], lambda _c, r=rounded: r))
             for r in rows[~keep].tolist():  # mapbox-vector-tile's path, as it would take it
                 cmds, shape = _fallback_geometry(geoms[r] if frame is None else
                                                  to_tile(geoms[r:r + 1], (fx0[r], fy1[r], k))[0])
