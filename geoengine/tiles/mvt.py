@@ -3,10 +3,11 @@
 mapbox-vector-tile 2.2 (what the tiles stage used) encodes a feature in Python: every coordinate is
 rounded, zig-zagged and appended one at a time, every polygon is rebuilt and re-oriented through shapely
 objects, and the layer goes through protobuf's message objects; that was 85 % of the tile stage's cutting
-time. Here a tile's features are taken as shapely arrays and encoded per geometry dimension in one call
-each:
+time. Here a tile's features (or a whole batch of tiles', each geometry in its own tile's frame) are
+taken as shapely arrays and encoded per geometry dimension in one call each:
 
-- coordinates come out of `shapely.to_ragged_array` (one GEOS call per dimension);
+- coordinates come out of one `shapely.get_coordinates` over the geometries themselves (`_ragged`; only
+  multi-geometries and polygons with holes are taken apart, to count their parts' coordinates);
 - polygons are rounded to the integer grid first (numpy's round half to even, as Python's `round`). A
   Numba test, exact on the integer grid, accepts the single-ring polygons that are certainly valid
   (`_surely_valid`); only the others go to GEOS's `is_valid`. A valid polygon is oriented as

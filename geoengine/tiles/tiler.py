@@ -3,9 +3,11 @@
 Per zoom: features whose `min_zoom` (capped at the maximum zoom, so z14 tiles carry everything for
 overzoom) is above the zoom are dropped, and so are polygons and lines smaller than about one screen
 pixel (importance by size); the rest are simplified with a tolerance of a fraction of a pixel of that
-zoom, clipped to the tile with a buffer, moved to tile coordinates (extent 4096, y down) and encoded
-with geoengine.tiles.mvt (mapbox-vector-tile's bytes, encoded over arrays). Work is split into batches of tiles handed to a fork-based process pool; the
-features are inherited by the workers, not pickled.
+zoom, clipped to the tile with a buffer (a feature strictly inside the buffered tile is kept as it is:
+GEOS's clip returns it unchanged), moved to tile coordinates (extent 4096, y down) and encoded with
+geoengine.tiles.mvt (mapbox-vector-tile's bytes, encoded over arrays, a batch's tiles in one call).
+Work is split into batches of tiles handed to a fork-based process pool; the features are inherited by
+the workers, not pickled.
 """
 
 from __future__ import annotations
