@@ -3,10 +3,11 @@
 mapbox-vector-tile 2.2 (what the tiles stage used) encodes a feature in Python: every coordinate is
 rounded, zig-zagged and appended one at a time, every polygon is rebuilt and re-oriented through shapely
 objects, and the layer goes through protobuf's message objects; that was 85 % of the tile stage's cutting
-time. Here a tile's features are taken as shapely arrays and encoded per geometry dimension in one call
-each:
+time. Here a tile's features (or a whole batch of tiles', each geometry in its own tile's frame) are
+taken as shapely arrays and encoded per geometry dimension in one call each:
 
-- coordinates come out of `shapely.to_ragged_array` (one GEOS call per dimension);
+- coordinates come out of one `shapely.get_coordinates` over the geometries themselves (`_ragged`; only
+  multi-geometries and polygons with holes are taken apart, to count their parts' coordinates);
 - polygons are rounded to the integer grid first (numpy's round half to even, as Python's `round`). A
   Numba test, exact on the integer grid, accepts the single-ring polygons that are certainly valid
   (`_surely_valid`); only the others go to GEOS's `is_valid`. A valid polygon is oriented as
@@ -218,22 +219,64 @@ def _field(num: int, payload: bytes) -> bytes:
     return _SMALL[(num << 3) | 2] + (_SMALL[n] if n < 16384 else _varint_slow(n)) + payload
 
 
-def _ragged(geoms: np.ndarray, dim: int):
-    """Coordinates and offsets of one dimension's geometries, each taken as its multi type."""
-    def offsets(counts):
-        off = np.zeros(len(counts) + 1, dtype=np.int64)
-        np.cumsum(counts, out=off[1:])
-        return off
+def _offsets(counts) -> np.ndarray:
+    off = np.zeros(len(counts) + 1, dtype=np.int64)
+    np.cumsum(counts, out=off[1:])
+    return off
 
+
+def _ragged(geoms: np.ndarray, dim: int):
+    """Coordinates and offsets of one dimension's geometries, each taken as its multi type: for lines
+    (coords, (line offsets, part offsets)), for polygons (coords, (ring offsets, ring-per-part offsets,
+    part offsets)). The coordinates come from one `get_coordinates` over the geometries themselves (in
+    GEOS's order: part by part, the shell then the holes); only the multi-geometries and the polygons
+    with holes are taken apart (`get_parts`, `get_rings`, which copy every part) to count their parts'
+    coordinates. The same arrays as `_ragged_parts`, which takes every geometry apart."""
     if dim == 0:
-        return shapely.get_coordinates(geoms), (offsets(shapely.get_num_coordinates(geoms)),)
-    parts = shapely.get_parts(geoms)
-    part_off = offsets(shapely.get_num_geometries(geoms))
+        return shapely.get_coordinates(geoms), (_offsets(shapely.get_num_coordinates(geoms)),)
+    n_coords = shapely.get_num_coordinates(geoms)
+    tid = shapely.get_type_id(geoms)
+    simple = tid == (1 if dim == 1 else 3)
+    if dim == 2 and simple.any():
+        simple[simple] = shapely.get_num_interior_rings(geoms[simple]) == 0
+    if (n_coords[simple] == 0).any():  # an empty geometry (never drawn; not worth a special case)
+        return _ragged_parts(geoms, dim)
+    coords = shapely.get_coordinates(geoms)
+    if simple.all():
+        one = np.arange(len(geoms) + 1, dtype=np.int64)
+        return coords, (_offsets(n_coords), one) if dim == 1 else (_offsets(n_coords), one, one)
+    other = ~simple
+    n_parts = np.ones(len(geoms), dtype=np.int64)
+    n_parts[other] = shapely.get_num_geometries(geoms[other])
+    part_off = _offsets(n_parts)
+    parts = shapely.get_parts(geoms[other])
+    slot_other = np.repeat(other, n_parts)  # the part slots of the geometries taken apart
     if dim == 1:
-        return shapely.get_coordinates(parts), (offsets(shapely.get_num_coordinates(parts)), part_off)
+        counts = np.empty(int(part_off[-1]), dtype=np.int64)
+        counts[~slot_other] = n_coords[simple]
+        counts[slot_other] = shapely.get_num_coordinates(parts)
+        return coords, (_offsets(counts), part_off)
+    n_rings = np.ones(int(part_off[-1]), dtype=np.int64)
+    n_rings[slot_other] = shapely.get_num_interior_rings(parts) + 1
+    ring_off = _offsets(n_rings)
+    counts = np.empty(int(ring_off[-1]), dtype=np.int64)
+    ring_other = np.repeat(slot_other, n_rings)
+    counts[~ring_other] = n_coords[simple]
+    counts[ring_other] = shapely.get_num_coordinates(shapely.get_rings(parts))
+    return coords, (_offsets(counts), ring_off, part_off)
+
+
+def _ragged_parts(geoms: np.ndarray, dim: int):
+    """`_ragged` by taking every geometry apart into parts and rings (the reference it is tested against)."""
+    if dim == 0:
+        return shapely.get_coordinates(geoms), (_offsets(shapely.get_num_coordinates(geoms)),)
+    parts = shapely.get_parts(geoms)
+    part_off = _offsets(shapely.get_num_geometries(geoms))
+    if dim == 1:
+        return shapely.get_coordinates(parts), (_offsets(shapely.get_num_coordinates(parts)), part_off)
     rings = shapely.get_rings(parts)
-    ring_off = offsets(shapely.get_num_interior_rings(parts) + 1)
-    return shapely.get_coordinates(rings), (offsets(shapely.get_num_coordinates(rings)), ring_off, part_off)
+    ring_off = _offsets(shapely.get_num_interior_rings(parts) + 1)
+    return shapely.get_coordinates(rings), (_offsets(shapely.get_num_coordinates(rings)), ring_off, part_off)
 
 
 def _fallback_geometry(shape) -> tuple[list[int], object]:
@@ -362,12 +405,23 @@ def to_tile(geoms: np.ndarray, frame) -> np.ndarray:
     return shapely.transform(geoms, lambda c: _to_tile(c, frame))
 
 
+def _geom_coord_off(offs: tuple, dim: int) -> np.ndarray:
+    """Per geometry, the offsets of its coordinates in `_ragged`'s coordinate array."""
+    if dim == 0:
+        return offs[0]
+    if dim == 1:
+        return offs[0][offs[1]]
+    return offs[0][offs[1][offs[2]]]
+
+
 def geometry_buffer(geoms: np.ndarray, dims: np.ndarray, frame=None) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Every geometry's packed command bytes in one buffer: (bytes, offsets [n + 1], MVT types [n]);
     geometry i is bytes[off[i]:off[i + 1]], and its type is 0 when nothing is left to draw. With a
     `frame` (x0, y1, k), the geometries are in Mercator and their coordinates are moved into the tile's
     frame here (`_to_tile`, the same arithmetic as `to_tile`), without making tile-frame geometries
-    but for the few polygons that GEOS or mapbox-vector-tile's path must see.
+    but for the few polygons that GEOS or mapbox-vector-tile's path must see. x0 and y1 may be arrays
+    (one per geometry): the geometries of several tiles, each in its own tile's frame, are encoded in
+    one call (the tiler encodes a batch of tiles so).
 
     Polygons are encoded from their coordinates rounded to the grid; one that is not certainly valid
     once rounded (`_surely_valid`: most small single-ring polygons are decided there) is checked by
@@ -377,13 +431,20 @@ def geometry_buffer(geoms: np.ndarray, dims: np.ndarray, frame=None) -> tuple[np
     length = np.zeros(n, dtype=np.int64)
     parts = []  # (rows, bytes, offsets, keep) per dimension
     fallback: dict[int, bytes] = {}
+    if frame is not None:
+        fx0, fy1, k = frame
+        fx0 = np.broadcast_to(np.asarray(fx0, dtype=np.float64), (n,))
+        fy1 = np.broadcast_to(np.asarray(fy1, dtype=np.float64), (n,))
     for dim in (0, 1, 2):
         rows = np.flatnonzero(dims == dim)
         if len(rows) == 0:
             continue
         sub = geoms[rows]
         coords, offs = _ragged(sub, dim)
-        coords = np.ascontiguousarray(coords if frame is None else _to_tile(coords, frame), dtype=np.float64)
+        if frame is not None:
+            per = np.diff(_geom_coord_off(offs, dim))
+            coords = _to_tile(coords, (np.repeat(fx0[rows], per), np.repeat(fy1[rows], per), k))
+        coords = np.ascontiguousarray(coords, dtype=np.float64)
         keep = np.ones(len(rows), dtype=np.bool_)
         if dim == 0:
             cmds, off = _points(coords, *offs)
@@ -393,10 +454,16 @@ def geometry_buffer(geoms: np.ndarray, dims: np.ndarray, frame=None) -> tuple[np
             coords = np.rint(coords)  # numpy's round half to even, as Python's round
             doubt = np.flatnonzero(~_surely_valid(coords, *offs))
             if len(doubt):
-                tiled = sub[doubt] if frame is None else to_tile(sub[doubt], frame)
-                keep[doubt] = shapely.is_valid(shapely.transform(tiled, np.round))
+                # the polygons as GEOS sees them rounded in the tile's frame, made once from the rounded
+                # coordinates in hand (what transform(to_tile(g), np.round) gives: np.round is np.rint)
+                gco = _geom_coord_off(offs, 2)
+                lens = gco[doubt + 1] - gco[doubt]
+                at = np.repeat(gco[doubt] - np.concatenate([[0], np.cumsum(lens)[:-1]]), lens) + np.arange(lens.sum())
+                rounded = coords[at]
+                keep[doubt] = shapely.is_valid(shapely.transform(sub[doubt], lambda _c, r=rounded: r))
             for r in rows[~keep].tolist():  # mapbox-vector-tile's path, as it would take it
-                cmds, shape = _fallback_geometry(geoms[r] if frame is None else to_tile(geoms[r:r + 1], frame)[0])
+                cmds, shape = _fallback_geometry(geoms[r] if frame is None else
+                                                 to_tile(geoms[r:r + 1], (fx0[r], fy1[r], k))[0])
                 if cmds:
                     fallback[r] = _varints(np.asarray(cmds, dtype=np.uint32), np.array([0, len(cmds)]))[0].tobytes()
                     types[r] = 3 if shape.geom_type in ("Polygon", "MultiPolygon") else \
@@ -604,6 +671,13 @@ def encode_tile(names: list[str], starts: np.ndarray, geoms: np.ndarray, dims: n
     makes of the same layers with extent 4096, y down and make-valid. With a `frame`, the geometries are
     in Mercator and are moved into the tile's frame while encoding (`geometry_buffer`)."""
     gbuf, goff, types = geometry_buffer(geoms, dims, frame)
+    return frame_tile(names, starts, feat, types, gbuf, goff, table)
+
+
+def frame_tile(names: list[str], starts: np.ndarray, feat: np.ndarray, types: np.ndarray, gbuf: np.ndarray,
+               goff: np.ndarray, table: TagTable) -> bytes:
+    """`encode_tile` from its geometries' encoded bytes (`geometry_buffer`: geometry i of the tile is
+    gbuf[goff[i]:goff[i + 1]], of MVT type types[i]; `goff` may be a slice of a buffer of several tiles)."""
     data, feat_end, keys, keys_end, vals, vals_end = _frame(
         np.asarray(starts, dtype=np.int64), np.asarray(feat, dtype=np.int64), types, gbuf, goff, table.off,
         table.key, table.cls, table.enc, table.key_local, table.cls_local)

@@ -22,6 +22,8 @@ import numba
 import numpy as np
 import shapely
 
+from geoengine.tiles import mvt
+
 MARGIN = 1e-9  # relative: a tolerance within this of a floor goes to GEOS
 WORK = 64  # distances per vertex a line or ring may cost (a full Douglas-Peucker tree is O(n log n) on
 # real shapes but O(n^2) on some): past it, the floor is 0 and GEOS simplifies the feature
@@ -121,13 +123,34 @@ def floors(geoms: np.ndarray, dims: np.ndarray, stop: float = 0.0) -> np.ndarray
     sel = np.flatnonzero(dims >= 1)
     if len(sel) == 0:
         return out
-    parts, pidx = shapely.get_parts(geoms[sel], return_index=True)
-    comps_a, owner, _n_lines = _components(parts, pidx)
-    owner = owner.astype(np.int64)
-    counts = shapely.get_num_coordinates(comps_a)
-    comp_off = np.zeros(len(comps_a) + 1, dtype=np.int64)
+    g = geoms[sel]
+    tid = shapely.get_type_id(g)
+    if ((tid != 1) & (tid != 2) & (tid != 3) & (tid != 5) & (tid != 6)).any():
+        parts, pidx = shapely.get_parts(g, return_index=True)
+        comps_a, owner, _n_lines = _components(parts, pidx)
+        owner = owner.astype(np.int64)
+        counts = shapely.get_num_coordinates(comps_a)
+        coords = shapely.get_coordinates(comps_a)
+    else:
+        # the same components in the same order without taking the geometries apart: the lines of the
+        # linear geometries, then the rings of the polygons (mvt._ragged)
+        coords_l, owners, counts_l = [], [], []
+        for dim in (1, 2):
+            rows = np.flatnonzero((tid == 1) | (tid == 2) | (tid == 5) if dim == 1 else (tid == 3) | (tid == 6))
+            if len(rows) == 0:
+                continue
+            c, offs = mvt._ragged(g[rows], dim)
+            part_geom = np.repeat(rows, np.diff(offs[-1]))
+            comp_geom = part_geom if dim == 1 else np.repeat(part_geom, np.diff(offs[1]))
+            coords_l.append(c)
+            owners.append(comp_geom)
+            counts_l.append(np.diff(offs[0]))
+        coords = np.concatenate(coords_l)
+        owner = np.concatenate(owners).astype(np.int64)
+        counts = np.concatenate(counts_l)
+    comp_off = np.zeros(len(counts) + 1, dtype=np.int64)
     np.cumsum(counts, out=comp_off[1:])
-    coords = np.ascontiguousarray(shapely.get_coordinates(comps_a), dtype=np.float64)
+    coords = np.ascontiguousarray(coords, dtype=np.float64)
     out[sel] = _floors(coords, comp_off, owner, len(sel), float(stop))
     return out
 
@@ -501,6 +524,58 @@ def _preserve_topology(coords, comp_off, comp_ring, geom_comp, tol, out_idx, out
     return ok
 
 
+def _ordered_components(g: np.ndarray, tid: np.ndarray):
+    """The lines and rings of geometries `g` (lines, polygons and their multi-geometries; `tid` their
+    type ids) in GEOS's order (per geometry, per part, the shell then the holes): coordinates, each
+    component's coordinate count, whether it is a ring, its part's index and its geometry's. One
+    `get_coordinates` over the geometries themselves; only multi-geometries and polygons with holes are
+    taken apart to count their components (`_ordered_components_parts` takes all apart)."""
+    n_coords = shapely.get_num_coordinates(g)
+    simple = (tid == 1) | (tid == 3)
+    poly = np.flatnonzero(tid == 3)
+    if len(poly):
+        simple[poly] = shapely.get_num_interior_rings(g[poly]) == 0
+    if (n_coords[simple] == 0).any():
+        return _ordered_components_parts(g)
+    coords = shapely.get_coordinates(g)
+    other = np.flatnonzero(~simple)
+    if len(other) == 0:
+        idx = np.arange(len(g))
+        return coords, n_coords, tid == 3, idx, idx
+    n_parts = np.ones(len(g), dtype=np.int64)
+    n_parts[other] = shapely.get_num_geometries(g[other])
+    parts = shapely.get_parts(g[other])
+    slot_other = np.repeat(~simple, n_parts)
+    part_geom = np.repeat(np.arange(len(g)), n_parts)
+    part_poly = np.repeat(tid == 3, n_parts)  # a simple geometry's one part
+    ptid = shapely.get_type_id(parts)
+    part_poly[slot_other] = ptid == 3
+    n_comps = np.ones(len(part_geom), dtype=np.int64)
+    n_comps[slot_other] = np.where(ptid == 3, shapely.get_num_interior_rings(parts) + 1, 1)
+    comp_part = np.repeat(np.arange(len(part_geom)), n_comps)
+    comp_other = slot_other[comp_part]
+    counts = np.empty(len(comp_part), dtype=np.int64)
+    counts[~comp_other] = n_coords[simple]
+    comps = np.empty(int(n_comps[slot_other].sum()), dtype=object)
+    is_poly = np.repeat(ptid == 3, n_comps[slot_other])
+    comps[~is_poly] = parts[ptid != 3]
+    comps[is_poly] = shapely.get_rings(parts[ptid == 3])
+    counts[comp_other] = shapely.get_num_coordinates(comps)
+    return coords, counts, part_poly[comp_part], comp_part, part_geom[comp_part]
+
+
+def _ordered_components_parts(g: np.ndarray):
+    """`_ordered_components` by taking every geometry apart (the reference it is tested against)."""
+    parts, pidx = shapely.get_parts(g, return_index=True)
+    comps_a, comp_part, n_lines = _components(parts, np.arange(len(parts)))
+    order = np.argsort(comp_part, kind="stable")
+    comp_ring = (np.arange(len(comps_a)) >= n_lines)[order]
+    comps_a = comps_a[order]
+    comp_part = comp_part[order]
+    return (shapely.get_coordinates(comps_a), shapely.get_num_coordinates(comps_a), comp_ring, comp_part,
+            pidx[comp_part])
+
+
 def preserve_topology(geoms: np.ndarray, tol: float) -> tuple[np.ndarray, np.ndarray]:
     """`shapely.simplify(geoms, tol, preserve_topology=True)` where it is proven (see above): returns the
     simplified geometries (object array, None where not proven) and the mask of those proven. Lines,
@@ -516,22 +591,14 @@ def preserve_topology(geoms: np.ndarray, tol: float) -> tuple[np.ndarray, np.nda
     if len(sel) == 0:
         return out, done
     g = geoms[sel]
-    parts, pidx = shapely.get_parts(g, return_index=True)
-    comps_a, comp_part, n_lines = _components(parts, np.arange(len(parts)))
-    # components in GEOS's order: per geometry, per part, the shell then the holes
-    order = np.argsort(comp_part, kind="stable")
-    comp_ring = (np.arange(len(comps_a)) >= n_lines)[order]
-    comps_a = comps_a[order]
-    comp_part = comp_part[order]
-    comp_geom = pidx[comp_part]
-    counts = shapely.get_num_coordinates(comps_a)
-    comp_off = np.zeros(len(comps_a) + 1, dtype=np.int64)
+    coords, counts, comp_ring, comp_part, comp_geom = _ordered_components(g, tid[sel])
+    comp_off = np.zeros(len(counts) + 1, dtype=np.int64)
     np.cumsum(counts, out=comp_off[1:])
     geom_comp = np.zeros(len(g) + 1, dtype=np.int64)
     np.cumsum(np.bincount(comp_geom, minlength=len(g)), out=geom_comp[1:])
-    coords = np.ascontiguousarray(shapely.get_coordinates(comps_a), dtype=np.float64)
+    coords = np.ascontiguousarray(coords, dtype=np.float64)
     out_idx = np.empty(len(coords), dtype=np.int64)
-    out_n = np.zeros(len(comps_a), dtype=np.int64)
+    out_n = np.zeros(len(counts), dtype=np.int64)
     ok = _preserve_topology(coords, comp_off, comp_ring, geom_comp, float(tol), out_idx, out_n)
     if not ok.any():
         return out, done

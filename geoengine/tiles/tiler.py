@@ -3,9 +3,11 @@
 Per zoom: features whose `min_zoom` (capped at the maximum zoom, so z14 tiles carry everything for
 overzoom) is above the zoom are dropped, and so are polygons and lines smaller than about one screen
 pixel (importance by size); the rest are simplified with a tolerance of a fraction of a pixel of that
-zoom, clipped to the tile with a buffer, moved to tile coordinates (extent 4096, y down) and encoded
-with geoengine.tiles.mvt (mapbox-vector-tile's bytes, encoded over arrays). Work is split into batches of tiles handed to a fork-based process pool; the
-features are inherited by the workers, not pickled.
+zoom, clipped to the tile with a buffer (a feature strictly inside the buffered tile is kept as it is:
+GEOS's clip returns it unchanged), moved to tile coordinates (extent 4096, y down) and encoded with
+geoengine.tiles.mvt (mapbox-vector-tile's bytes, encoded over arrays, a batch's tiles in one call).
+Work is split into batches of tiles handed to a fork-based process pool; the features are inherited by
+the workers, not pickled.
 """
 
 from __future__ import annotations
@@ -71,9 +73,15 @@ def _prepare(fs: FeatureSet, maxzoom: int) -> dict:
         "simplify_floor": simplify.floors(geoms, dims, stop=WORLD / (1 << maxzoom) / EXTENT * 0.5),
         "props": fs.props,
         "tags": mvt.TagTable(fs.props),  # each feature's properties read once, framed per tile in a kernel
-        "tree": shapely.STRtree(geoms),
+        "bounds": shapely.bounds(geoms),  # NaN for an empty geometry: no box test selects it
         "maxzoom": maxzoom,
     }
+
+
+def _touching(bounds: np.ndarray, x0: float, y0: float, x1: float, y1: float) -> np.ndarray:
+    """Rows of `bounds` [n, 4] whose box meets the box x0, y0, x1, y1 (edges included), in order: what
+    an STRtree query with that box gives, sorted (an empty geometry's NaN bounds meet nothing)."""
+    return np.flatnonzero((bounds[:, 0] <= x1) & (bounds[:, 2] >= x0) & (bounds[:, 1] <= y1) & (bounds[:, 3] >= y0))
 
 
 def _polygonal(g, dim: int):
@@ -99,8 +107,7 @@ def _encode_batch(task) -> list[tuple[int, int, int, bytes]]:
     ys = [t[1] for t in tiles]
     bx0, _, _, by1 = tile_bounds(z, min(xs), min(ys))
     _, by0, bx1, _ = tile_bounds(z, max(xs), max(ys))
-    idx = st["tree"].query(shapely.box(bx0 - buf, by0 - buf, bx1 + buf, by1 + buf))
-    idx = np.sort(idx)
+    idx = _touching(st["bounds"], bx0 - buf, by0 - buf, bx1 + buf, by1 + buf)
     keep = st["min_zoom"][idx] <= z
     if z > LANDCOVER_MAXZOOM:
         keep &= st["layer"][idx] != _LANDCOVER
@@ -116,12 +123,14 @@ def _encode_batch(task) -> list[tuple[int, int, int, bytes]]:
     if st.get("simplified_zoom") != z:
         st["simplified_zoom"] = z
         st["simplified"] = np.empty(len(st["geoms"]), dtype=object)
+        st["simplified_bounds"] = np.empty((len(st["geoms"]), 4))
         st["simplified_done"] = np.zeros(len(st["geoms"]), dtype=bool)
     todo = idx[~st["simplified_done"][idx]]
     if len(todo):
         # most features at high zooms come back from GEOS unchanged: those are known without asking it
         same = simplify.unchanged(st["simplify_floor"][todo], tol)
         st["simplified"][todo[same]] = st["geoms"][todo[same]]
+        st["simplified_bounds"][todo[same]] = st["bounds"][todo[same]]
         todo_geos = todo[~same]
         if len(todo_geos):
             # GEOS's result computed in a kernel where its topology checks provably refuse nothing
@@ -130,30 +139,49 @@ def _encode_batch(task) -> list[tuple[int, int, int, bytes]]:
             todo_geos = todo_geos[~proven]
         if len(todo_geos):
             st["simplified"][todo_geos] = shapely.simplify(st["geoms"][todo_geos], tol, preserve_topology=True)
+        changed = todo[~same]
+        if len(changed):
+            st["simplified_bounds"][changed] = shapely.bounds(st["simplified"][changed])
         st["simplified_done"][todo] = True
     simp = st["simplified"][idx]
-    tree = shapely.STRtree(simp)
+    sb = st["simplified_bounds"][idx]
+    simple = shapely.get_type_id(simp) != 7  # (a feature is never a collection; cheap to make sure)
+    simp_dims = shapely.get_dimensions(simp)
+    k = EXTENT / size
+    made = []  # per tile with features, in order: (x, y, bytes) or (x, y, None) until the batch is encoded
+    batch = []  # the tiles encoded together: (fis, clipped, want, lay, tile minx, tile maxy)
     for x, y in tiles:
         minx, miny, maxx, maxy = tile_bounds(z, x, y)
-        sel = tree.query(shapely.box(minx - buf, miny - buf, maxx + buf, maxy + buf))
+        rx0, ry0, rx1, ry1 = minx - buf, miny - buf, maxx + buf, maxy + buf
+        sel = _touching(sb, rx0, ry0, rx1, ry1)
         if len(sel) == 0:
             continue
-        sel = np.sort(sel)
-        clipped = shapely.clip_by_rect(simp[sel], minx - buf, miny - buf, maxx + buf, maxy + buf)
-        frame = (minx, maxy, EXTENT / size)
-        keep = ~shapely.is_empty(clipped)
-        sel, clipped = sel[keep], clipped[keep]
+        # a geometry strictly inside the clipping box is what GEOS's clip_by_rect would return (a copy,
+        # vertex for vertex: tests/tiles/test_tiler.py): only the others are clipped
+        b = sb[sel]
+        inside = (b[:, 0] > rx0) & (b[:, 1] > ry0) & (b[:, 2] < rx1) & (b[:, 3] < ry1) & simple[sel]
+        clipped = simp[sel]
+        want = st["dims"][idx[sel]]
+        keep = np.ones(len(sel), dtype=bool)
+        collection = np.zeros(len(sel), dtype=bool)
+        cut = np.flatnonzero(~inside)
+        if len(cut):
+            c = shapely.clip_by_rect(clipped[cut], rx0, ry0, rx1, ry1)
+            clipped[cut] = c
+            # a clipped geometry that is not a collection is kept when it has the original's dimension
+            # (a sliver clipped to a line is not); only collections go through _polygonal
+            coll = shapely.get_type_id(c) == 7
+            collection[cut] = coll
+            keep[cut] = ~shapely.is_empty(c) & (coll | (shapely.get_dimensions(c) == want[cut]))
+        keep[inside] = simp_dims[sel[inside]] == want[inside]
         fis = idx[sel]
-        want = st["dims"][fis]
-        # a clipped geometry that is not a collection is kept when it has the original's dimension (a
-        # sliver clipped to a line is not); only collections go through _polygonal, one by one, in the
-        # tile's frame (a union there is not the union in Mercator moved), and then the whole tile is
-        # moved into its frame first; otherwise the encoder moves the coordinates (no new geometries)
-        collection = shapely.get_type_id(clipped) == 7
-        keep = collection | (shapely.get_dimensions(clipped) == want)
-        if collection.any():
-            clipped = mvt.to_tile(clipped, frame)
-            frame = None
+        # collections go through _polygonal one by one, in the tile's frame (a union there is not the
+        # union in Mercator moved), and then the whole tile is moved into its frame and encoded alone;
+        # otherwise the encoder moves the coordinates (no new geometries), for the batch's tiles at once
+        collection &= keep
+        alone = bool(collection.any())
+        if alone:
+            clipped = mvt.to_tile(clipped, (minx, maxy, k))
         for j in np.flatnonzero(collection).tolist():
             g = _polygonal(clipped[j], int(want[j]))
             if g is None:
@@ -167,11 +195,31 @@ def _encode_batch(task) -> list[tuple[int, int, int, bytes]]:
         lay = st["layer"][fis]
         order = np.argsort(lay, kind="stable")
         fis, clipped, want, lay = fis[order], clipped[order], want[order], lay[order]
-        starts = np.concatenate([[0], np.flatnonzero(np.diff(lay)) + 1, [len(lay)]])
-        names = [schema.LAYERS[i] for i in lay[starts[:-1]].tolist()]
-        data = mvt.encode_tile(names, starts, clipped, want, fis, st["tags"], frame)
-        out.append((z, x, y, gzip.compress(data, compresslevel=6, mtime=0)))
-    return out
+        if alone:
+            made.append((x, y, mvt.encode_tile(*_layers(lay), clipped, want, fis, st["tags"])))
+        else:
+            made.append((x, y, None))
+            batch.append((fis, clipped, want, lay, minx, maxy))
+    if batch:
+        counts = np.array([len(t[0]) for t in batch])
+        gbuf, goff, types = mvt.geometry_buffer(
+            np.concatenate([t[1] for t in batch]), np.concatenate([t[2] for t in batch]),
+            (np.repeat([t[4] for t in batch], counts), np.repeat([t[5] for t in batch], counts), k))
+        first = np.concatenate([[0], np.cumsum(counts)]).tolist()
+        pending = iter(range(len(batch)))
+        for i, (x, y, data) in enumerate(made):
+            if data is None:
+                j = next(pending)
+                fis, _, _, lay, _, _ = batch[j]
+                a, b = first[j], first[j + 1]
+                made[i] = (x, y, mvt.frame_tile(*_layers(lay), fis, types[a:b], gbuf, goff[a:b + 1], st["tags"]))
+    return [(z, x, y, gzip.compress(data, compresslevel=6, mtime=0)) for x, y, data in made]
+
+
+def _layers(lay: np.ndarray) -> tuple[list[str], np.ndarray]:
+    """The names of a tile's layers and where each starts among its features (sorted by layer)."""
+    starts = np.concatenate([[0], np.flatnonzero(np.diff(lay)) + 1, [len(lay)]])
+    return [schema.LAYERS[i] for i in lay[starts[:-1]].tolist()], starts
 
 
 def _feature_tiles(bounds: np.ndarray, z: int, rng) -> np.ndarray:

@@ -42,14 +42,27 @@ def test_every_tile_of_a_real_extract_is_byte_identical(rel, bbox, monkeypatch):
     osm = data_file(rel)
     bbox = bbox or tuple(scan_pbf(osm)["bbox"])
     seen = {"tiles": 0, "features": 0, "differ": []}
-    encode = mvt.encode_tile
+    geometry_buffer, frame_tile = mvt.geometry_buffer, mvt.frame_tile
+    last = {}
 
-    def both(names, starts, geoms, dims, feat, table, frame=None):
-        new = encode(names, starts, geoms, dims, feat, table, frame)
+    def record(geoms, dims, frame=None):  # a tile's geometries, or a whole batch's (the tiler's way)
+        gbuf, goff, types = geometry_buffer(geoms, dims, frame)
+        last.update(geoms=geoms, dims=dims, frame=frame, goff=goff)
+        return gbuf, goff, types
+
+    def both(names, starts, feat, types, gbuf, goff, table):
+        new = frame_tile(names, starts, feat, types, gbuf, goff, table)
         if "props" not in tiler._STATE:
             return new  # mvt.warm, before the cut
+        # this tile's geometries among the last geometry_buffer call's (goff is a slice of its offsets)
+        i0 = (goff.ctypes.data - last["goff"].ctypes.data) // goff.itemsize
+        geoms = last["geoms"][i0:i0 + len(feat)]
+        dims = last["dims"][i0:i0 + len(feat)]
+        frame = last["frame"]
         if frame is not None:  # Mercator geometries, moved into the tile's frame by the encoder
-            geoms = mvt.to_tile(geoms, frame)
+            x0, y1, k = frame
+            geoms = mvt.to_tile(geoms, (np.broadcast_to(x0, (len(last["geoms"]),))[i0],
+                                        np.broadcast_to(y1, (len(last["geoms"]),))[i0], k))
         props = tiler._STATE["props"]  # cut in this process (processes=1)
         layers = [(name, list(geoms[a:b]), list(dims[a:b]), [props[f] for f in feat[a:b].tolist()])
                   for name, a, b in zip(names, starts[:-1].tolist(), starts[1:].tolist(), strict=True)]
@@ -59,7 +72,8 @@ def test_every_tile_of_a_real_extract_is_byte_identical(rel, bbox, monkeypatch):
             seen["differ"].append(list(names))
         return new
 
-    monkeypatch.setattr(tiler.mvt, "encode_tile", both)
+    monkeypatch.setattr(mvt, "geometry_buffer", record)
+    monkeypatch.setattr(mvt, "frame_tile", both)
     with tempfile.TemporaryDirectory() as tmp:
         spool, parts = collect_spooled(osm, bbox, Path(tmp) / "spool", processes=1)
         n = sum(1 for _ in cut_spooled(spool, parts, bbox, processes=1))
