@@ -163,3 +163,116 @@ def test_idle_tags_stay_bounded(monkeypatch):
     _EveryNodeTagRead(plain, {}).collect(path)
     assert len(collector._idle_tags) == 1
     assert _rows(fast) == _rows(plain)
+
+
+class _EveryAreaClassified(F._Areas):
+    """The areas stream reading every area's tags into a dict and asking the schema (the collector
+    before areas' entries were remembered by tag set)."""
+
+    def area(self, a):
+        tags = F.read_tags(a)
+        feats = F.schema.area_features(tags)
+        poi = F.schema.poi_feature(tags, is_area=True) if tags.get("name") else None
+        if not feats and poi is None:
+            return
+        try:
+            src = self.factory.create_multipolygon(a)
+        except (osmium.InvalidLocationError, RuntimeError):
+            src = F._area_polygons(a)
+            if src is None:
+                return
+        self._push(src, [F._entry(f, tags) for f in feats], None if poi is None else F._entry(poi, tags))
+
+
+def _area_tags(path) -> list[dict]:
+    out = []
+
+    class Tags(osmium.SimpleHandler):
+        def area(self, a):
+            out.append(F.read_tags(a))
+
+    Tags().apply_file(str(path), locations=True, idx=LOCATION_INDEX)
+    return out
+
+
+def _classified(tags: dict):
+    poi = F.schema.poi_feature(tags, is_area=True) if tags.get("name") else None
+    return F.schema.area_features(tags), poi, [F.schema.properties(f, tags) for f in F.schema.area_features(tags)], \
+        None if poi is None else F.schema.properties(poi, tags)
+
+
+@pytest.mark.parametrize("rel", EXTRACTS + ["liechtenstein/valhalla-liechtenstein-latest.osm.pbf"])
+def test_area_features_read_only_area_keys(rel):
+    """What the areas cache keys on: an area's features and properties from its tags with a key of
+    schema.AREA_KEYS are those from all its tags."""
+    tags = _area_tags(data_file(rel))
+    assert len(tags) > 300
+    n_extra = 0
+    for t in tags:
+        kept = {k: v for k, v in t.items() if k in F.schema.AREA_KEYS}
+        n_extra += len(kept) < len(t)
+        assert _classified(kept) == _classified(t), t
+    assert n_extra > 30  # areas with keys the schema does not read occur
+
+
+class _Reads(dict):
+    """A tag dict that records the keys looked up in it."""
+
+    def __init__(self, *a):
+        super().__init__(*a)
+        self.read: set[str] = set()
+
+    def get(self, key, default=None):
+        self.read.add(key)
+        return super().get(key, default)
+
+    def __getitem__(self, key):
+        self.read.add(key)
+        return super().__getitem__(key)
+
+    def __contains__(self, key):
+        self.read.add(key)
+        return super().__contains__(key)
+
+
+def test_the_schema_looks_up_only_area_keys():
+    """The keys the areas' classification looks up, on every area of the test extracts and on tag sets
+    that take its deeper branches, are all in schema.AREA_KEYS (the only other reads are the
+    `isdisjoint` tests against sets of AREA_KEYS)."""
+    tag_sets = [t for rel in EXTRACTS for t in _area_tags(data_file(rel))]
+    tag_sets += [{"name": "X", "natural": "peak", "ele": "1200"}, {"building": "yes", "building:levels": "3"},
+                 {"building:part": "yes", "height": "9"}, {"natural": "water", "water": "lake", "name": "L"},
+                 {"highway": "pedestrian", "area": "yes", "name": "P"}, {"shop": "bakery", "name": "B"},
+                 {"railway": "station", "name": "S", "building": "train_station"}]
+    read: set[str] = set()
+    for t in tag_sets:
+        rec = _Reads(t)
+        _classified(rec)
+        read |= rec.read
+    assert read <= F.schema.AREA_KEYS, read - F.schema.AREA_KEYS
+    assert {"name", "building", "height", "ele", "water", "area"} <= read
+
+
+@pytest.mark.parametrize("rel", EXTRACTS)
+def test_remembered_area_kinds_give_the_features_of_classifying_every_area(rel):
+    path = data_file(rel)
+    fast, plain = F.FeatureSet(), F.FeatureSet()
+    collector = F._Areas(fast, {})
+    collector.collect(path)
+    _EveryAreaClassified(plain, {}).collect(path)
+    assert sum(1 for lay in plain.layer if lay == F.LAYER_INDEX["buildings"]) > 100
+    assert _rows(fast) == _rows(plain)
+    assert len(collector._kinds) > 10
+    # the shortcut was taken: far fewer tag sets remembered than areas with a feature
+    assert len(collector._kinds) * 5 < len(plain)
+
+
+def test_area_kinds_stay_bounded(monkeypatch):
+    path = data_file("liechtenstein/nominatim-apidb-test-data.osm.pbf")
+    monkeypatch.setattr(F._Areas, "_KINDS_CAP", 3)
+    fast, plain = F.FeatureSet(), F.FeatureSet()
+    collector = F._Areas(fast, {})
+    collector.collect(path)
+    _EveryAreaClassified(plain, {}).collect(path)
+    assert len(collector._kinds) == 3
+    assert _rows(fast) == _rows(plain)
