@@ -286,12 +286,19 @@ class _PointsAndLines(_Collector):
                lambda: osmium.filter.KeyFilter(*_WAY_KEYS).enable_for(osmium.osm.WAY))
 
     def collect(self, osm_path) -> None:
-        fp = osmium.FileProcessor(str(osm_path), osmium.osm.NODE | osmium.osm.WAY).with_locations(LOCATION_INDEX)
-        for f in self.filters:
-            fp.with_filter(f())
-        fp.with_filter(self).handler_for_filtered(_BoundaryMembers(self))
-        for _ in fp:  # the callbacks do the work
-            pass
+        # The way filter stands in front of the node-location handler, so the ways it drops (two in three)
+        # get no location lookups; the few of them that boundary relations hold take their locations from
+        # the index in Python (`_BoundaryMembers`). Nodes pass it untouched, and the node filter stands
+        # behind the handler, which must store every node's location.
+        nodes, ways = (f() for f in self.filters)
+        store = osmium.index.create_map(LOCATION_INDEX)
+        lh = osmium.NodeLocationsForWays(store)
+        lh.ignore_errors()
+        with osmium.io.Reader(str(osm_path), osmium.osm.NODE | osmium.osm.WAY) as reader:
+            it = osmium.OsmFileIterator(reader, ways, lh, nodes, self)
+            it.set_filtered_handler(_BoundaryMembers(self, store))
+            for _ in it:  # the callbacks do the work
+                pass
         self.flush()
 
     _IDLE_CAP = 65536  # one-tag (key, value) pairs remembered as idle: free-text values must not grow it
@@ -318,7 +325,8 @@ class _PointsAndLines(_Collector):
         if feats:
             self._push(self.factory.create_point(n), [_entry(f, tags) for f in feats])
 
-    def way(self, w, level=None):
+    def way(self, w, level=None, store=None):
+        """A way's line; `store` (a node-location index) when the way's nodes carry no locations."""
         if level is None:
             level = self.boundary_ways.get(w._pyosmium_data.id())  # (w.id: a Python property around it)
         tags = read_tags(w)
@@ -330,22 +338,22 @@ class _PointsAndLines(_Collector):
             feat = schema.boundary_feature(tags, min(level, schema.admin_level(tags) or level))
         if feat is None and not coast:
             return
+        locs = None if store is None else [_location(store, n.ref) for n in w.nodes]
         try:
-            src = self.factory.create_linestring(w)
+            src = self.factory.create_linestring(w) if locs is None else _linestring(locs)
         except (osmium.InvalidLocationError, RuntimeError):
-            src = self._runs(w)  # nodes without a location (a clipped extract), or fewer than 2 points
+            src = self._runs(w, locs)  # nodes without a location (a clipped extract), or fewer than 2 points
             if src is None:
                 return
         if feat is not None and feat.layer == "boundaries":
             tags = {}  # boundary member ways carry the names of roads/rivers, not of the boundary
         self._push(src, [_entry(feat, tags)] if feat is not None else [], coast=coast)
 
-    def _runs(self, w):
+    def _runs(self, w, locs=None):
         """Runs of two or more consecutive located nodes, as a (multi)line in lon/lat."""
         runs, cur = [], []
         missing = False
-        for n in w.nodes:
-            loc = n.location
+        for loc in (n.location for n in w.nodes) if locs is None else locs:
             if loc.valid():
                 cur.append((loc.lon, loc.lat))
             else:
@@ -364,17 +372,44 @@ class _PointsAndLines(_Collector):
         return lines[0] if len(lines) == 1 else shapely.multilinestrings(lines)
 
 
-class _BoundaryMembers:
-    """The handler for ways without a key of _WAY_KEYS: boundary relations' member ways are lines."""
+def _location(store, ref: int) -> osmium.osm.Location:
+    """A node's location from the index, or an invalid one (as osmium leaves a node it has not seen)."""
+    try:
+        return store.get(ref)
+    except KeyError:
+        return osmium.osm.Location()
 
-    def __init__(self, collector: _PointsAndLines):
+
+def _linestring(locs: list) -> shapely.LineString:
+    """What osmium's create_linestring makes of a way whose nodes have these locations (lon/lat): repeated
+    consecutive locations once; InvalidLocationError at a node without a location after the first
+    kept one (osmium compares each location with the last one kept, which starts invalid, so leading
+    nodes without a location are passed over); RuntimeError for fewer than 2 points."""
+    pts, last = [], osmium.osm.Location()
+    for loc in locs:
+        if loc != last:
+            last = loc
+            if not loc.valid():
+                raise osmium.InvalidLocationError("invalid location")
+            pts.append((loc.lon, loc.lat))
+    if len(pts) < 2:
+        raise RuntimeError("need at least two points for linestring")
+    return shapely.linestrings(np.asarray(pts, dtype=np.float64))
+
+
+class _BoundaryMembers:
+    """The handler for ways without a key of _WAY_KEYS: boundary relations' member ways are lines, their
+    nodes' locations read from the index (the way filter stands in front of osmium's location handler)."""
+
+    def __init__(self, collector: _PointsAndLines, store):
         self.levels = collector.boundary_ways
         self.collector = collector
+        self.store = store
 
     def way(self, w):
         level = self.levels.get(w._pyosmium_data.id())  # two in three ways of an extract: no wrapper call
         if level is not None:
-            self.collector.way(w, level)
+            self.collector.way(w, level, self.store)
 
 
 class _Areas(_Collector):

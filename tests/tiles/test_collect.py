@@ -276,3 +276,55 @@ def test_area_kinds_stay_bounded(monkeypatch):
     _EveryAreaClassified(plain, {}).collect(path)
     assert len(collector._kinds) == 3
     assert _rows(fast) == _rows(plain)
+
+
+# nodes without a location (n98, n99: not in the file), repeated nodes, too few points
+_ODD_WAYS = """n1 v1 x9.5 y47.1
+n2 v1 x9.51 y47.11
+n3 v1 x9.52 y47.1
+w1 v1 Nn1,n2
+w2 v1 Nn99,n1,n2
+w3 v1 Nn1,n99,n2
+w4 v1 Nn1,n1
+w5 v1 Nn98,n99
+w6 v1 Nn1,n2,n99
+w7 v1 Nn1,n1,n2,n2,n3,n1
+w8 v1 Nn99,n1
+w9 v1 Nn1
+w10 v1 Nn99,n98,n1,n2
+"""
+
+
+@pytest.mark.parametrize("rel", ["andorra/andorra.osm.pbf", "monaco/monaco.osm.gz", "odd-ways.opl"])
+def test_lines_from_the_location_index_equal_osmiums(rel, tmp_path):
+    """Boundary members that the way filter drops take their nodes' locations from the index in Python
+    (`features._location`, `features._linestring`): on every way of real extracts and of a small file of
+    odd ways (nodes missing first, inside and last, repeated nodes, too few points), the same line as
+    osmium's create_linestring, or the same error."""
+    path = data_file(rel) if "/" in rel else tmp_path / rel
+    if "/" not in rel:
+        path.write_text(_ODD_WAYS)
+    fp = osmium.FileProcessor(str(path), osmium.osm.NODE | osmium.osm.WAY).with_locations(LOCATION_INDEX)
+    store = fp.node_location_storage
+    factory = osmium.geom.WKBFactory()
+    outcomes = {"line": 0, "InvalidLocationError": 0, "RuntimeError": 0}
+    for obj in fp:
+        if not isinstance(obj, osmium.osm.Way):
+            continue
+        locs = [F._location(store, n.ref) for n in obj.nodes]
+        assert locs == [n.location for n in obj.nodes]
+        try:
+            want = bytes.fromhex(factory.create_linestring(obj))
+        except (osmium.InvalidLocationError, RuntimeError) as exc:
+            kind = "InvalidLocationError" if isinstance(exc, osmium.InvalidLocationError) else "RuntimeError"
+            with pytest.raises(osmium.InvalidLocationError if kind == "InvalidLocationError" else RuntimeError) as got:
+                F._linestring(locs)
+            assert not (kind == "RuntimeError" and isinstance(got.value, osmium.InvalidLocationError))
+            outcomes[kind] += 1
+            continue
+        assert shapely.to_wkb(F._linestring(locs)) == want
+        outcomes["line"] += 1
+    if "/" in rel:
+        assert outcomes["line"] > 1000, outcomes
+    else:
+        assert outcomes == {"line": 4, "InvalidLocationError": 2, "RuntimeError": 4}, outcomes
