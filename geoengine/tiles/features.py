@@ -209,7 +209,7 @@ class _Collector(osmium.SimpleHandler):
         is_hex = np.fromiter((isinstance(g, str) for g in src), dtype=bool, count=len(src))
         hexes = np.flatnonzero(is_hex).tolist()
         # GEOS's hex reader is about 8x slower than its binary one; bytes.fromhex costs little
-        merc = _merc_wkbs([bytes.fromhex(src[i]) for i in hexes])
+        merc = self._unwrap(_merc_wkbs([bytes.fromhex(src[i]) for i in hexes]))
         if hexes:
             geoms[hexes] = shapely.from_wkb(merc)
             for i, b in zip(hexes, merc, strict=True):
@@ -218,6 +218,9 @@ class _Collector(osmium.SimpleHandler):
         if len(other):
             geoms[other] = shapely.transform(np.array([src[i] for i in other.tolist()], dtype=object), _merc_coords)
         return geoms, wkbs
+
+    def _unwrap(self, wkbs: list[bytes]) -> list[bytes]:
+        return wkbs
 
     def _fix(self, geoms: np.ndarray, wkbs: list, meta: list) -> np.ndarray:
         return geoms
@@ -459,15 +462,18 @@ class _Areas(_Collector):
             self._kinds[key] = hit
         return hit
 
+    def _unwrap(self, wkbs: list[bytes]) -> list[bytes]:
+        """A multipolygon of one polygon (most areas) becomes that polygon, as bytes before it is parsed:
+        the polygon's WKB follows the multipolygon's order, type and count (osmium writes little-endian)."""
+        return [w[9:] if w[:9] == _ONE_POLYGON else w for w in wkbs]
+
     def _fix(self, geoms: np.ndarray, wkbs: list, meta: list) -> np.ndarray:
-        # one polygon stays a Polygon; an invalid one (rings touching after projection) is made valid
-        single = np.flatnonzero((shapely.get_type_id(geoms) == 6) & (shapely.get_num_geometries(geoms) == 1))
+        # one polygon stays a Polygon (osmium's WKB: unwrapped as bytes; others: here); an invalid one
+        # (rings touching after projection) is made valid
+        other = np.flatnonzero(np.fromiter((w is None for w in wkbs), dtype=bool, count=len(wkbs)))
+        single = other[(shapely.get_type_id(geoms[other]) == 6) & (shapely.get_num_geometries(geoms[other]) == 1)]
         if len(single):
             geoms[single] = shapely.get_geometry(geoms[single], 0)
-            for i in single.tolist():
-                w = wkbs[i]
-                if w is not None:
-                    wkbs[i] = w[9:]  # the polygon inside: after the multipolygon's order, type and count
         for i in np.flatnonzero(~shapely.is_valid(geoms)).tolist():
             g = shapely.make_valid(geoms[i])
             g = shapely.union_all([p for p in shapely.get_parts(g) if p.geom_type in ("Polygon", "MultiPolygon")])
@@ -490,6 +496,7 @@ def _area_polygons(a):
     return polys[0] if len(polys) == 1 else shapely.MultiPolygon(polys)
 
 
+_ONE_POLYGON = bytes([1, 6, 0, 0, 0, 1, 0, 0, 0])  # little-endian, multipolygon, 1 polygon
 STREAMS = (_PointsAndLines, _Areas)  # collection order: every point and line, then every area
 
 
