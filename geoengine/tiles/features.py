@@ -18,7 +18,6 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-import numba
 import numpy as np
 import osmium
 import shapely
@@ -475,8 +474,7 @@ class _Areas(_Collector):
         single = other[(shapely.get_type_id(geoms[other]) == 6) & (shapely.get_num_geometries(geoms[other]) == 1)]
         if len(single):
             geoms[single] = shapely.get_geometry(geoms[single], 0)
-        doubt = np.flatnonzero(~surely_valid(geoms))  # most areas are proven valid without GEOS
-        for i in doubt[~shapely.is_valid(geoms[doubt])].tolist():
+        for i in np.flatnonzero(~shapely.is_valid(geoms)).tolist():
             g = shapely.make_valid(geoms[i])
             g = shapely.union_all([p for p in shapely.get_parts(g) if p.geom_type in ("Polygon", "MultiPolygon")])
             geoms[i] = None if g.is_empty else g
@@ -496,95 +494,6 @@ def _area_polygons(a):
     if not polys:
         return None
     return polys[0] if len(polys) == 1 else shapely.MultiPolygon(polys)
-
-
-_ORIENT_BOUND = 1e-15  # > Shewchuk's ccwerrboundA (3 + 16 eps) eps = 3.33e-16: below it a sign is not proven
-_SIMPLE_MAX = 64  # segments of a ring the kernel below proves simple (pairs: quadratic); longer go to GEOS
-
-
-@numba.njit(cache=True, nogil=True, inline="always")
-def _side(ax, ay, bx, by, cx, cy) -> int:
-    """The sign of the orientation of (a, b, c) when floating point proves it (Shewchuk's static filter,
-    with a wider bound), else 0."""
-    left = (bx - ax) * (cy - ay)
-    right = (by - ay) * (cx - ax)
-    det = left - right
-    bound = _ORIENT_BOUND * (abs(left) + abs(right))
-    if det > bound:
-        return 1
-    if det < -bound:
-        return -1
-    return 0
-
-
-@numba.njit(cache=True, nogil=True)
-def _rings_surely_simple(xy: np.ndarray, starts: np.ndarray) -> np.ndarray:
-    """For each closed ring xy[starts[i]:starts[i + 1]]: True when it is proven a simple ring, which makes a
-    polygon of that one ring valid for GEOS: finite coordinates, closed, at least 4 points, no two
-    consecutive points equal, every two consecutive segments turning (their only common point is their
-    shared vertex) and every two other segments apart (boxes apart, or one segment's ends strictly on one
-    side of the other's line), each sign proven in floating point. False proves nothing (GEOS decides)."""
-    out = np.zeros(len(starts) - 1, dtype=np.bool_)
-    for r in range(len(starts) - 1):
-        a, b = starts[r], starts[r + 1]
-        m = b - a - 1  # segments
-        if m < 3 or m > _SIMPLE_MAX:
-            continue
-        if xy[a, 0] != xy[b - 1, 0] or xy[a, 1] != xy[b - 1, 1]:
-            continue
-        ok = True
-        for i in range(a, b):
-            if not (np.isfinite(xy[i, 0]) and np.isfinite(xy[i, 1])):
-                ok = False
-        for k in range(m):
-            i = a + k
-            j = a + (k + 1) % m  # the next segment's start; after the last segment, the first's
-            if xy[i, 0] == xy[i + 1, 0] and xy[i, 1] == xy[i + 1, 1]:
-                ok = False
-            elif _side(xy[i, 0], xy[i, 1], xy[i + 1, 0], xy[i + 1, 1], xy[j + 1, 0], xy[j + 1, 1]) == 0:
-                ok = False  # consecutive segments that may be collinear (a spike, or a straight vertex)
-        for k in range(m):
-            if not ok:
-                break
-            p = a + k
-            px0, py0, px1, py1 = xy[p, 0], xy[p, 1], xy[p + 1, 0], xy[p + 1, 1]
-            for kk in range(k + 2, m):
-                if k == 0 and kk == m - 1:
-                    continue  # the last segment is next to the first
-                q = a + kk
-                qx0, qy0, qx1, qy1 = xy[q, 0], xy[q, 1], xy[q + 1, 0], xy[q + 1, 1]
-                if max(px0, px1) < min(qx0, qx1) or max(qx0, qx1) < min(px0, px1) or \
-                        max(py0, py1) < min(qy0, qy1) or max(qy0, qy1) < min(py0, py1):
-                    continue
-                s1 = _side(px0, py0, px1, py1, qx0, qy0)
-                s2 = _side(px0, py0, px1, py1, qx1, qy1)
-                if s1 != 0 and s1 == s2:
-                    continue
-                s3 = _side(qx0, qy0, qx1, qy1, px0, py0)
-                s4 = _side(qx0, qy0, qx1, qy1, px1, py1)
-                if s3 != 0 and s3 == s4:
-                    continue
-                ok = False
-                break
-        out[r] = ok
-    return out
-
-
-def surely_valid(geoms: np.ndarray) -> np.ndarray:
-    """True for the polygons proven valid without GEOS (one ring of up to _SIMPLE_MAX segments that
-    `_rings_surely_simple` proves simple: most buildings); False proves nothing."""
-    out = np.zeros(len(geoms), dtype=bool)
-    sel = np.flatnonzero((shapely.get_type_id(geoms) == 3) & (shapely.get_num_interior_rings(geoms) == 0))
-    if len(sel) == 0:
-        return out
-    counts = shapely.get_num_coordinates(geoms[sel])
-    short = counts <= _SIMPLE_MAX + 1
-    sel, counts = sel[short], counts[short]
-    starts = np.zeros(len(sel) + 1, dtype=np.int64)
-    np.cumsum(counts, out=starts[1:])
-    xy = shapely.get_coordinates(geoms[sel])
-    out[sel] = _rings_surely_simple(np.ascontiguousarray(xy, dtype=np.float64), starts)
-    return out
 
 
 _ONE_POLYGON = bytes([1, 6, 0, 0, 0, 1, 0, 0, 0])  # little-endian, multipolygon, 1 polygon
