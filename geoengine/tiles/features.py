@@ -278,6 +278,7 @@ class _PointsAndLines(_Collector):
     def __init__(self, sink, boundary_ways: dict[int, int]):
         super().__init__(sink, boundary_ways)
         self._idle_tags: set[tuple[str, str]] = set()  # one-tag nodes' (key, value) that make no feature
+        self._kinds: dict[tuple, tuple] = {}  # ways: see _classify
 
     # Filtered in C++: only nodes with a key that schema.node_features reads (a place, a POI key, a house
     # number) reach Python (not untagged nodes, most of an extract, nor e.g. crossings or street lamps;
@@ -333,13 +334,12 @@ class _PointsAndLines(_Collector):
         if level is None:
             level = self.boundary_ways.get(w._pyosmium_data.id())  # (w.id: a Python property around it)
         tags = read_tags(w)
-        coast = tags.get("natural") == "coastline"
-        feat = schema.line_feature(tags)
-        if feat is None and level is not None:
-            feat = schema.boundary_feature(tags, level)
-        elif feat is not None and feat.layer == "boundaries" and level is not None:
-            feat = schema.boundary_feature(tags, min(level, schema.admin_level(tags) or level))
-        if feat is None and not coast:
+        key = (level, *[kv for kv in tags.items() if kv[0] in schema.WAY_READ_KEYS])
+        hit = self._kinds.get(key)
+        if hit is None:
+            hit = self._classify(tags, level, key)
+        entries, coast = hit
+        if not entries and not coast:
             return
         locs = None if store is None else [_location(store, n.ref) for n in w.nodes]
         try:
@@ -348,9 +348,26 @@ class _PointsAndLines(_Collector):
             src = self._runs(w, locs)  # nodes without a location (a clipped extract), or fewer than 2 points
             if src is None:
                 return
-        if feat is not None and feat.layer == "boundaries":
-            tags = {}  # boundary member ways carry the names of roads/rivers, not of the boundary
-        self._push(src, [_entry(feat, tags)] if feat is not None else [], coast=coast)
+        self._push(src, entries, coast=coast)
+
+    _KINDS_CAP = 16384  # tag sets remembered (named ways' are not; refs, free text must not grow it)
+
+    def _classify(self, tags: dict, level: int | None, key: tuple) -> tuple[list, bool]:
+        """A way's entries (its line feature's, or none) and whether it is a coastline, remembered under
+        `key` (its boundary level and its tags with a key of schema.WAY_READ_KEYS): roads repeat a few
+        tag sets, so the schema's walk and the properties dict are made once per set and shared."""
+        coast = tags.get("natural") == "coastline"
+        feat = schema.line_feature(tags)
+        if feat is None and level is not None:
+            feat = schema.boundary_feature(tags, level)
+        elif feat is not None and feat.layer == "boundaries" and level is not None:
+            feat = schema.boundary_feature(tags, min(level, schema.admin_level(tags) or level))
+        # boundary member ways carry the names of roads/rivers, not of the boundary
+        entries = [] if feat is None else [_entry(feat, {} if feat.layer == "boundaries" else tags)]
+        hit = (entries, coast)
+        if not tags.get("name") and len(self._kinds) < self._KINDS_CAP:  # a name: few ways share it
+            self._kinds[key] = hit
+        return hit
 
     def _runs(self, w, locs=None):
         """Runs of two or more consecutive located nodes, as a (multi)line in lon/lat."""

@@ -360,3 +360,71 @@ def test_lines_from_the_location_index_equal_osmiums(rel, tmp_path):
         assert outcomes["line"] > 1000, outcomes
     else:
         assert outcomes == {"line": 4, "InvalidLocationError": 2, "RuntimeError": 4}, outcomes
+
+
+class _EveryWayClassified(F._PointsAndLines):
+    """The points-and-lines stream asking the schema for every way (the collector before ways' entries
+    were remembered by tag set)."""
+
+    def way(self, w, level=None, store=None):
+        if level is None:
+            level = self.boundary_ways.get(w.id)
+        tags = F.read_tags(w)
+        coast = tags.get("natural") == "coastline"
+        feat = F.schema.line_feature(tags)
+        if feat is None and level is not None:
+            feat = F.schema.boundary_feature(tags, level)
+        elif feat is not None and feat.layer == "boundaries" and level is not None:
+            feat = F.schema.boundary_feature(tags, min(level, F.schema.admin_level(tags) or level))
+        if feat is None and not coast:
+            return
+        locs = None if store is None else [F._location(store, n.ref) for n in w.nodes]
+        try:
+            src = self.factory.create_linestring(w) if locs is None else F._linestring(locs)
+        except (osmium.InvalidLocationError, RuntimeError):
+            src = self._runs(w, locs)
+            if src is None:
+                return
+        if feat is not None and feat.layer == "boundaries":
+            tags = {}
+        self._push(src, [F._entry(feat, tags)] if feat is not None else [], coast=coast)
+
+
+@pytest.mark.parametrize("rel", EXTRACTS)
+def test_remembered_way_kinds_give_the_features_of_classifying_every_way(rel):
+    path = data_file(rel)
+    levels = F.boundary_way_levels(path)
+    fast, plain = F.FeatureSet(), F.FeatureSet()
+    collector = F._PointsAndLines(fast, levels)
+    collector.collect(path)
+    _EveryWayClassified(plain, levels).collect(path)
+    assert sum(1 for lay in plain.layer if lay == F.LAYER_INDEX["roads"]) > 100
+    assert _rows(fast) == _rows(plain)
+    assert shapely.to_wkb(np.array(fast.coastlines, dtype=object)).tolist() == \
+        shapely.to_wkb(np.array(plain.coastlines, dtype=object)).tolist()
+    assert 10 < len(collector._kinds) < len(plain) / 2  # the shortcut was taken
+
+
+def test_the_schema_looks_up_only_way_read_keys():
+    """The keys a way's classification looks up (line_feature, boundary levels, properties), on every way
+    of the test extracts at no level and at a boundary level, are all in schema.WAY_READ_KEYS."""
+    tag_sets = []
+
+    class Tags(osmium.SimpleHandler):
+        def way(self, w):
+            tag_sets.append(F.read_tags(w))
+
+    for rel in EXTRACTS:
+        Tags().apply_file(str(data_file(rel)))
+    tag_sets += [{"boundary": "administrative", "admin_level": "4", "name": "R"},
+                 {"highway": "primary_link", "tunnel": "yes", "bridge": "no", "oneway": "yes", "ref": "A1"},
+                 {"railway": "rail", "service": "siding"}, {"natural": "coastline"}]
+    read: set[str] = set()
+    for t in tag_sets:
+        for level in (None, 2, 8):
+            rec = _Reads(t)
+            collector = F._PointsAndLines(F.FeatureSet(), {})
+            collector._classify(rec, level, ())
+            read |= rec.read
+    assert read <= F.schema.WAY_READ_KEYS, read - F.schema.WAY_READ_KEYS
+    assert {"highway", "tunnel", "ref", "admin_level", "natural", "name", "service"} <= read
