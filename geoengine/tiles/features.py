@@ -209,7 +209,7 @@ class _Collector(osmium.SimpleHandler):
         is_hex = np.fromiter((isinstance(g, str) for g in src), dtype=bool, count=len(src))
         hexes = np.flatnonzero(is_hex).tolist()
         # GEOS's hex reader is about 8x slower than its binary one; bytes.fromhex costs little
-        merc = _merc_wkbs([bytes.fromhex(src[i]) for i in hexes])
+        merc = self._unwrap(_merc_wkbs([bytes.fromhex(src[i]) for i in hexes]))
         if hexes:
             geoms[hexes] = shapely.from_wkb(merc)
             for i, b in zip(hexes, merc, strict=True):
@@ -218,6 +218,9 @@ class _Collector(osmium.SimpleHandler):
         if len(other):
             geoms[other] = shapely.transform(np.array([src[i] for i in other.tolist()], dtype=object), _merc_coords)
         return geoms, wkbs
+
+    def _unwrap(self, wkbs: list[bytes]) -> list[bytes]:
+        return wkbs
 
     def _fix(self, geoms: np.ndarray, wkbs: list, meta: list) -> np.ndarray:
         return geoms
@@ -275,6 +278,7 @@ class _PointsAndLines(_Collector):
     def __init__(self, sink, boundary_ways: dict[int, int]):
         super().__init__(sink, boundary_ways)
         self._idle_tags: set[tuple[str, str]] = set()  # one-tag nodes' (key, value) that make no feature
+        self._kinds: dict[tuple, tuple] = {}  # ways: see _classify
 
     # Filtered in C++: only nodes with a key that schema.node_features reads (a place, a POI key, a house
     # number) reach Python (not untagged nodes, most of an extract, nor e.g. crossings or street lamps;
@@ -286,12 +290,19 @@ class _PointsAndLines(_Collector):
                lambda: osmium.filter.KeyFilter(*_WAY_KEYS).enable_for(osmium.osm.WAY))
 
     def collect(self, osm_path) -> None:
-        fp = osmium.FileProcessor(str(osm_path), osmium.osm.NODE | osmium.osm.WAY).with_locations(LOCATION_INDEX)
-        for f in self.filters:
-            fp.with_filter(f())
-        fp.with_filter(self).handler_for_filtered(_BoundaryMembers(self))
-        for _ in fp:  # the callbacks do the work
-            pass
+        # The way filter stands in front of the node-location handler, so the ways it drops (two in three)
+        # get no location lookups; the few of them that boundary relations hold take their locations from
+        # the index in Python (`_BoundaryMembers`). Nodes pass it untouched, and the node filter stands
+        # behind the handler, which must store every node's location.
+        nodes, ways = (f() for f in self.filters)
+        store = osmium.index.create_map(LOCATION_INDEX)
+        lh = osmium.NodeLocationsForWays(store)
+        lh.ignore_errors()
+        with osmium.io.Reader(str(osm_path), osmium.osm.NODE | osmium.osm.WAY) as reader:
+            it = osmium.OsmFileIterator(reader, ways, lh, nodes, self)
+            it.set_filtered_handler(_BoundaryMembers(self, store))
+            for _ in it:  # the callbacks do the work
+                pass
         self.flush()
 
     _IDLE_CAP = 65536  # one-tag (key, value) pairs remembered as idle: free-text values must not grow it
@@ -318,34 +329,51 @@ class _PointsAndLines(_Collector):
         if feats:
             self._push(self.factory.create_point(n), [_entry(f, tags) for f in feats])
 
-    def way(self, w, level=None):
+    def way(self, w, level=None, store=None):
+        """A way's line; `store` (a node-location index) when the way's nodes carry no locations."""
         if level is None:
             level = self.boundary_ways.get(w._pyosmium_data.id())  # (w.id: a Python property around it)
         tags = read_tags(w)
+        key = (level, *[kv for kv in tags.items() if kv[0] in schema.WAY_READ_KEYS])
+        hit = self._kinds.get(key)
+        if hit is None:
+            hit = self._classify(tags, level, key)
+        entries, coast = hit
+        if not entries and not coast:
+            return
+        locs = None if store is None else [_location(store, n.ref) for n in w.nodes]
+        try:
+            src = self.factory.create_linestring(w) if locs is None else _linestring(locs)
+        except (osmium.InvalidLocationError, RuntimeError):
+            src = self._runs(w, locs)  # nodes without a location (a clipped extract), or fewer than 2 points
+            if src is None:
+                return
+        self._push(src, entries, coast=coast)
+
+    _KINDS_CAP = 16384  # tag sets remembered (named ways' are not; refs, free text must not grow it)
+
+    def _classify(self, tags: dict, level: int | None, key: tuple) -> tuple[list, bool]:
+        """A way's entries (its line feature's, or none) and whether it is a coastline, remembered under
+        `key` (its boundary level and its tags with a key of schema.WAY_READ_KEYS): roads repeat a few
+        tag sets, so the schema's walk and the properties dict are made once per set and shared."""
         coast = tags.get("natural") == "coastline"
         feat = schema.line_feature(tags)
         if feat is None and level is not None:
             feat = schema.boundary_feature(tags, level)
         elif feat is not None and feat.layer == "boundaries" and level is not None:
             feat = schema.boundary_feature(tags, min(level, schema.admin_level(tags) or level))
-        if feat is None and not coast:
-            return
-        try:
-            src = self.factory.create_linestring(w)
-        except (osmium.InvalidLocationError, RuntimeError):
-            src = self._runs(w)  # nodes without a location (a clipped extract), or fewer than 2 points
-            if src is None:
-                return
-        if feat is not None and feat.layer == "boundaries":
-            tags = {}  # boundary member ways carry the names of roads/rivers, not of the boundary
-        self._push(src, [_entry(feat, tags)] if feat is not None else [], coast=coast)
+        # boundary member ways carry the names of roads/rivers, not of the boundary
+        entries = [] if feat is None else [_entry(feat, {} if feat.layer == "boundaries" else tags)]
+        hit = (entries, coast)
+        if not tags.get("name") and len(self._kinds) < self._KINDS_CAP:  # a name: few ways share it
+            self._kinds[key] = hit
+        return hit
 
-    def _runs(self, w):
+    def _runs(self, w, locs=None):
         """Runs of two or more consecutive located nodes, as a (multi)line in lon/lat."""
         runs, cur = [], []
         missing = False
-        for n in w.nodes:
-            loc = n.location
+        for loc in (n.location for n in w.nodes) if locs is None else locs:
             if loc.valid():
                 cur.append((loc.lon, loc.lat))
             else:
@@ -364,27 +392,74 @@ class _PointsAndLines(_Collector):
         return lines[0] if len(lines) == 1 else shapely.multilinestrings(lines)
 
 
-class _BoundaryMembers:
-    """The handler for ways without a key of _WAY_KEYS: boundary relations' member ways are lines."""
+def _location(store, ref: int) -> osmium.osm.Location:
+    """A node's location from the index, or an invalid one (as osmium leaves a node it has not seen)."""
+    try:
+        return store.get(ref)
+    except KeyError:
+        return osmium.osm.Location()
 
-    def __init__(self, collector: _PointsAndLines):
+
+def _linestring(locs: list) -> shapely.LineString:
+    """What osmium's create_linestring makes of a way whose nodes have these locations (lon/lat): repeated
+    consecutive locations once; InvalidLocationError at a node without a location after the first
+    kept one (osmium compares each location with the last one kept, which starts invalid, so leading
+    nodes without a location are passed over); RuntimeError for fewer than 2 points."""
+    pts, last = [], osmium.osm.Location()
+    for loc in locs:
+        if loc != last:
+            last = loc
+            if not loc.valid():
+                raise osmium.InvalidLocationError("invalid location")
+            pts.append((loc.lon, loc.lat))
+    if len(pts) < 2:
+        raise RuntimeError("need at least two points for linestring")
+    return shapely.linestrings(np.asarray(pts, dtype=np.float64))
+
+
+class _BoundaryMembers:
+    """The handler for ways without a key of _WAY_KEYS: boundary relations' member ways are lines, their
+    nodes' locations read from the index (the way filter stands in front of osmium's location handler)."""
+
+    def __init__(self, collector: _PointsAndLines, store):
         self.levels = collector.boundary_ways
         self.collector = collector
+        self.store = store
 
     def way(self, w):
         level = self.levels.get(w._pyosmium_data.id())  # two in three ways of an extract: no wrapper call
         if level is not None:
-            self.collector.way(w, level)
+            self.collector.way(w, level, self.store)
 
 
 class _Areas(_Collector):
     """Closed ways and multipolygon relations as polygons (osmium's area assembly), and named areas'
     POIs at a point on their surface."""
 
+    _KINDS_CAP = 16384  # tag sets remembered (named areas' are not; heights, free text must not grow it)
+
+    def __init__(self, sink, boundary_ways: dict[int, int]):
+        super().__init__(sink, boundary_ways)
+        # an area's tags with a key of schema.AREA_KEYS (or its one tag) -> its entries (layer, min zoom,
+        # properties) and its POI's: most areas repeat a few tag sets (building=yes: 8 in 10 areas of
+        # Liechtenstein have one tag), so the schema's walk, the Feature tuples and the properties dicts
+        # are made once per tag set; the dicts are then shared, so a spool batch pickles each once
+        self._kinds: dict[tuple, tuple] = {}
+
     def area(self, a):
-        tags = read_tags(a)
-        feats = schema.area_features(tags)
-        poi = schema.poi_feature(tags, is_area=True) if tags.get("name") else None
+        d = getattr(a, "_pyosmium_data", None)
+        if d is not None and d.tags_size() == 1:
+            key = d.tags_next(d.tags_begin())  # (key, value): no dict
+            hit = self._kinds.get(key)
+            if hit is None:
+                hit = self._classify({key[0]: key[1]}, key)
+        else:
+            tags = read_tags(a)
+            key = tuple([kv for kv in tags.items() if kv[0] in schema.AREA_KEYS])
+            hit = self._kinds.get(key)
+            if hit is None:
+                hit = self._classify(tags, key)
+        feats, poi = hit
         if not feats and poi is None:
             return
         try:
@@ -393,17 +468,29 @@ class _Areas(_Collector):
             src = _area_polygons(a)
             if src is None:
                 return
-        self._push(src, [_entry(f, tags) for f in feats], None if poi is None else _entry(poi, tags))
+        self._push(src, feats, poi)
+
+    def _classify(self, tags: dict, key: tuple) -> tuple[list, tuple | None]:
+        """An area's entries and its POI's entry (or None) from its tags, remembered under `key`."""
+        name = tags.get("name")
+        poi = schema.poi_feature(tags, is_area=True) if name else None
+        hit = ([_entry(f, tags) for f in schema.area_features(tags)], None if poi is None else _entry(poi, tags))
+        if not name and len(self._kinds) < self._KINDS_CAP:  # a name is nearly always one area's
+            self._kinds[key] = hit
+        return hit
+
+    def _unwrap(self, wkbs: list[bytes]) -> list[bytes]:
+        """A multipolygon of one polygon (most areas) becomes that polygon, as bytes before it is parsed:
+        the polygon's WKB follows the multipolygon's order, type and count (osmium writes little-endian)."""
+        return [w[9:] if w[:9] == _ONE_POLYGON else w for w in wkbs]
 
     def _fix(self, geoms: np.ndarray, wkbs: list, meta: list) -> np.ndarray:
-        # one polygon stays a Polygon; an invalid one (rings touching after projection) is made valid
-        single = np.flatnonzero((shapely.get_type_id(geoms) == 6) & (shapely.get_num_geometries(geoms) == 1))
+        # one polygon stays a Polygon (osmium's WKB: unwrapped as bytes; others: here); an invalid one
+        # (rings touching after projection) is made valid
+        other = np.flatnonzero(np.fromiter((w is None for w in wkbs), dtype=bool, count=len(wkbs)))
+        single = other[(shapely.get_type_id(geoms[other]) == 6) & (shapely.get_num_geometries(geoms[other]) == 1)]
         if len(single):
             geoms[single] = shapely.get_geometry(geoms[single], 0)
-            for i in single.tolist():
-                w = wkbs[i]
-                if w is not None:
-                    wkbs[i] = w[9:]  # the polygon inside: after the multipolygon's order, type and count
         for i in np.flatnonzero(~shapely.is_valid(geoms)).tolist():
             g = shapely.make_valid(geoms[i])
             g = shapely.union_all([p for p in shapely.get_parts(g) if p.geom_type in ("Polygon", "MultiPolygon")])
@@ -426,6 +513,7 @@ def _area_polygons(a):
     return polys[0] if len(polys) == 1 else shapely.MultiPolygon(polys)
 
 
+_ONE_POLYGON = bytes([1, 6, 0, 0, 0, 1, 0, 0, 0])  # little-endian, multipolygon, 1 polygon
 STREAMS = (_PointsAndLines, _Areas)  # collection order: every point and line, then every area
 
 

@@ -368,6 +368,18 @@ def poi_feature(tags, is_area: bool = False) -> Feature | None:
 
 NODE_KEYS = ("place", *_POI_KEYS, "addr:housenumber")  # a node without any of them has no feature
 
+# Every key that line_feature, boundary_feature, admin_level and properties read, and `natural` (coastlines):
+# a way's line feature and its properties depend only on its tags with these keys and its boundary level
+# (features._PointsAndLines caches them by those; tests/tiles/test_collect.py checks it).
+WAY_READ_KEYS = frozenset((*LINE_KEYS, "area", "tunnel", "bridge", "oneway", "ref", "service", "admin_level",
+                           "natural", *NAME_KEYS))
+
+# Every key that area_features, poi_feature(is_area=True) and properties read: an area's features and
+# their properties depend only on its tags with these keys (features._Areas caches them by those tags;
+# tests/tiles/test_collect.py checks this on every area of the test extracts).
+AREA_KEYS = frozenset((*(k for k, _ in _WATER_AREA), "water", "building", "building:part", "height",
+                       "building:levels", *_LANDUSE_KEYS, "area", *_POI_KEYS, "ele", *NAME_KEYS))
+
 
 def node_features(tags) -> list[Feature]:
     out = []
