@@ -1,7 +1,7 @@
 """Faults and reloads of a serving bundle.
 
 - `BundleWatch` fingerprints every file of the bundle the engine opened (inode, size, mtime) and checks
-  them once a second in a daemon thread. A file removed or changed in place (corruption, a partial
+  them once a second, on the worker's event loop (in a daemon thread when the app is made before its loop). A file removed or changed in place (corruption, a partial
   copy) marks its stage broken; admission (server/admission.py) then answers 503 on the endpoints that need that stage
   (routing needs graph + routing, search needs search, tiles need tiles, elevation needs elevation)
   while every other group keeps working. Memory-mapped data is never read after its file changed.
