@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import logging
 
 from fastapi import FastAPI
@@ -143,6 +144,10 @@ def app_from_env() -> FastAPI:
     engine = Engine.open(settings.bundle, settings=settings)
     engine.warm()
     app = create_app(engine, settings)
-    app.state.reloader.start()
+    try:  # uvicorn's workers call this factory on their running event loop: the bundle watch runs on it
+        loop = asyncio.get_running_loop()
+    except RuntimeError:  # `geoengine serve` with one worker makes the app before the loop
+        loop = None
+    app.state.reloader.start(loop)
     freeze_long_lived()  # everything made so far lives as long as the worker (or until a reload)
     return app

@@ -104,37 +104,70 @@ def _scan(head: bytes) -> dict[bytes, bytes] | None:
 # record per request (LogRecord, findCaller, AccessFormatter's copies of the record, StreamHandler's
 # write and flush): about a sixth of a worker's time on tiles (py-spy, tiles_session_bench). While the
 # access logger is uvicorn's default (one StreamHandler whose formatter writes exactly that line: checked
-# on a probe record), the front door writes the same line to the same stream itself and flushes the
-# stream once per event-loop turn; any other configuration gets the `logging` call, as uvicorn makes it.
+# on a probe record), the front door makes the same line itself and hands it to the handler's stream.
+#
+# That stream is buffered here (`_AccessLog` takes the handler's stream's place): a line is kept until
+# the end of the event-loop turn, and the turn's lines go out with one write. Written to the stream one
+# by one they were one `write` system call a request whenever the stream does not buffer (stdout under
+# PYTHONUNBUFFERED=1, or a pipe to a log collector that flushes per line): counted on a worker under
+# the session tiles, two writes a request, the response and its line. Lines that `logging` writes (the
+# application's answers) go through the same buffer, whose `flush` (called by the handler after each
+# record) writes everything pending first: the order of the lines is kept. Nothing waits past the turn,
+# and the pending lines are written when a connection closes or the server shuts down (and by
+# `logging.shutdown` at exit, which flushes every handler), so SIGTERM, SIGHUP's worker replacement and
+# an exception that ends the process lose no line.
 _PHRASES = {s.value: f"{s.value} {s.phrase}" for s in http.HTTPStatus}
 _QUOTED = re.compile(r"[A-Za-z0-9_.\-~/]*")  # a path urllib.parse.quote leaves as it is
 _PROBE = ("192.0.2.1:1", "GET", "/p?q", "1.1", 200)
 
 
 class _AccessLog:
-    """The stream of the access logger's default handler, flushed once per event-loop turn."""
+    """The stream of the access logger's default handler, in its place: lines are kept until the end of
+    the event-loop turn (or the handler's next flush) and written with one `write`."""
 
-    __slots__ = ("handler", "loop", "pending")
+    __slots__ = ("handler", "stream", "lines", "pending", "__weakref__")
 
-    def __init__(self, handler: logging.StreamHandler, loop):
-        self.handler, self.loop, self.pending = handler, loop, False
+    def __init__(self, handler: logging.StreamHandler):
+        self.handler, self.stream, self.lines, self.pending = handler, handler.stream, [], None
+        with handler.lock:
+            handler.stream = self
 
-    def write(self, line: str) -> bool:
-        """Whether the line was written (else `logging` writes it, and reports the stream's error)."""
+    def add(self, line: str, loop) -> bool:
+        """Keep a line of the front door's until the end of this loop turn; False when this buffer is no
+        longer the handler's stream (`logging` writes the line then)."""
         handler = self.handler
-        try:
-            with handler.lock:
-                handler.stream.write(line)
-        except Exception:
+        if handler.stream is not self:
             return False
-        if not self.pending:
-            self.pending = True
-            self.loop.call_soon(self.flush)
+        with handler.lock:
+            self.lines.append(line)
+        if self.pending is not loop:  # one flush per turn (a flush on another loop does not count)
+            self.pending = loop
+            loop.call_soon(self.flush)
         return True
 
+    def write(self, text: str) -> int:  # StreamHandler.emit (under the handler's lock), then flush
+        self.lines.append(text)
+        return len(text)
+
     def flush(self) -> None:
-        self.pending = False
-        self.handler.flush()
+        """Write every kept line with one write, then flush the stream."""
+        handler = self.handler
+        with handler.lock:
+            self.pending = None
+            lines = self.lines
+            if not lines:
+                return
+            self.lines = []
+            try:
+                self.stream.write(lines[0] if len(lines) == 1 else "".join(lines))
+                self.stream.flush()
+            except Exception:  # as logging does with a stream that refuses: report; later lines use logging
+                if handler.stream is self:
+                    handler.stream = self.stream
+                handler.handleError(logging.makeLogRecord({"msg": "access log: %d lines lost", "args": (len(lines),)}))
+
+    def __getattr__(self, name):  # the stream's other attributes (name, encoding, ...)
+        return getattr(self.stream, name)
 
 
 _ACCESS_LOGS: dict[tuple, _AccessLog | None] = {}
@@ -142,10 +175,10 @@ _ACCESS_LOGS: dict[tuple, _AccessLog | None] = {}
 
 def _access_log(logger: logging.Logger, loop) -> _AccessLog | None:
     """The access log the front door writes itself, or None when `logging` must write the line (checked
-    when a connection opens, again when the logger's handlers, filters or formatter changed)."""
+    when a connection opens, again when the logger's handlers, filters, formatter or stream changed)."""
     handlers = tuple(logger.handlers)
-    key = (loop, logger.propagate, *logger.filters, *((h, h.formatter, h.level, h.terminator, *h.filters)
-                                                       for h in handlers))
+    key = (loop, logger.propagate, *logger.filters,
+           *((h, h.formatter, h.level, h.terminator, getattr(h, "stream", None), *h.filters) for h in handlers))
     if key not in _ACCESS_LOGS:
         _ACCESS_LOGS.clear()
         plain, h = None, handlers[0] if len(handlers) == 1 else None
@@ -154,7 +187,7 @@ def _access_log(logger: logging.Logger, loop) -> _AccessLog | None:
             probe = logger.makeRecord(logger.name, logging.INFO, "", 0, '%s - "%s %s HTTP/%s" %d', _PROBE,
                                       None)
             if h.format(probe) == 'INFO:     192.0.2.1:1 - "GET /p?q HTTP/1.1" 200 OK':
-                plain = _AccessLog(h, loop)
+                plain = h.stream if type(h.stream) is _AccessLog else _AccessLog(h)
         _ACCESS_LOGS[key] = plain
     return _ACCESS_LOGS[key]
 
@@ -266,8 +299,8 @@ class CorkedHttpToolsProtocol(HttpToolsProtocol):
         if query:
             target = f"{target}?{query.decode('ascii')}"
         log = self._access if self.access_logger.isEnabledFor(logging.INFO) else None
-        if log is None or not log.write(
-                f'INFO:     {addr} - "{method} {target} HTTP/1.1" {_PHRASES.get(status) or f"{status} "}\n'):
+        if log is None or not log.add(
+                f'INFO:     {addr} - "{method} {target} HTTP/1.1" {_PHRASES.get(status) or f"{status} "}\n', self.loop):
             self.access_logger.info('%s - "%s %s HTTP/%s" %d', addr, method, target, "1.1", status)
 
     def _response(self, status_line: bytes, head: bytes, body: bytes, is_head: bool) -> bytes:

@@ -93,12 +93,12 @@ class RateLimiter:
         window = int(now // 60)
         with self._lock:
             w = self._windows.get(sid)
-            if w is None or w[0] != window:
+            if w is None or w[0] != window:  # a session's window (re)starts: it goes to the end
                 w = [window, 0]
                 self._windows[sid] = w
-            self._windows.move_to_end(sid)
-            while len(self._windows) > self.max_sessions:
-                self._windows.popitem(last=False)
+                self._windows.move_to_end(sid)  # (once a minute per session, not per request)
+                while len(self._windows) > self.max_sessions:  # the oldest windows first
+                    self._windows.popitem(last=False)
             if w[1] >= self.per_minute:
                 return max(1, int((window + 1) * 60 - now) + 1)
             w[1] += 1
