@@ -491,12 +491,18 @@ class _Areas(_Collector):
         single = other[(shapely.get_type_id(geoms[other]) == 6) & (shapely.get_num_geometries(geoms[other]) == 1)]
         if len(single):
             geoms[single] = shapely.get_geometry(geoms[single], 0)
-        for i in np.flatnonzero(~shapely.is_valid(geoms)).tolist():
-            g = shapely.make_valid(geoms[i])
-            g = shapely.union_all([p for p in shapely.get_parts(g) if p.geom_type in ("Polygon", "MultiPolygon")])
-            geoms[i] = None if g.is_empty else g
-            wkbs[i] = None
-        return geoms
+        return make_areas_valid(geoms, wkbs)
+
+
+def make_areas_valid(geoms: np.ndarray, wkbs: list) -> np.ndarray:
+    """`geoms` with each invalid area made valid in place (its polygonal parts; None when nothing is left),
+    and its WKB in `wkbs` set to None (to be written again from the new geometry)."""
+    for i in np.flatnonzero(~shapely.is_valid(geoms)).tolist():
+        g = shapely.make_valid(geoms[i])
+        g = shapely.union_all([p for p in shapely.get_parts(g) if p.geom_type in ("Polygon", "MultiPolygon")])
+        geoms[i] = None if g.is_empty else g
+        wkbs[i] = None
+    return geoms
 
 
 def _area_polygons(a):

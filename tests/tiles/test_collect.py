@@ -207,12 +207,7 @@ class _EveryAreaClassified(F._Areas):
         for i in single.tolist():
             if wkbs[i] is not None:
                 wkbs[i] = None  # written again from the polygon
-        for i in np.flatnonzero(~shapely.is_valid(geoms)).tolist():
-            g = shapely.make_valid(geoms[i])
-            g = shapely.union_all([p for p in shapely.get_parts(g) if p.geom_type in ("Polygon", "MultiPolygon")])
-            geoms[i] = None if g.is_empty else g
-            wkbs[i] = None
-        return geoms
+        return F.make_areas_valid(geoms, wkbs)  # (the step after taking one-polygon areas apart: shared)
 
 
 def _area_tags(path) -> list[dict]:
