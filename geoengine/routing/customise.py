@@ -129,11 +129,15 @@ class MetricCache:
             if key not in self._items:
                 return
             size = int(self._sizeof(self._items[key]))
-            self.bytes += size - self._sizes[key]
-            self._sizes[key] = size
-            while self.bytes > self.max_bytes and self._items:
+            was = self._sizes[key]
+            # evict first, then count: `bytes` (read without the lock) never shows more than the budget
+            while self.bytes - was + size > self.max_bytes:
                 old, _ = self._items.popitem(last=False)
                 self.bytes -= self._sizes.pop(old)
+                if old == key:  # the value itself was the oldest: gone, its bytes with it
+                    return
+            self.bytes += size - was
+            self._sizes[key] = size
 
     def get(self, key, make):
         while True:
@@ -159,12 +163,13 @@ class MetricCache:
             size = int(self._sizeof(value))
             with self._lock:
                 if size <= self.max_bytes:
+                    # evict first, then count: `bytes` (read without the lock) never shows more than the budget
+                    while self.bytes + size > self.max_bytes:
+                        old, _ = self._items.popitem(last=False)
+                        self.bytes -= self._sizes.pop(old)
                     self._items[key] = value
                     self._sizes[key] = size
                     self.bytes += size
-                    while self.bytes > self.max_bytes:
-                        old, _ = self._items.popitem(last=False)
-                        self.bytes -= self._sizes.pop(old)
             return value
         finally:
             with self._lock:

@@ -293,6 +293,42 @@ def test_metric_cache_counts_a_replaced_hierarchy_again():
     assert cache.bytes == 90
 
 
+def test_metric_cache_never_shows_more_than_its_budget_while_it_evicts():
+    """`bytes` is read without the lock (by the concurrency test's watcher, by metrics): at every step of
+    an eviction, in `get` and in `refresh`, it stays within the budget (it once counted the new value
+    before evicting, and a reader between the two saw four hierarchies' bytes against a budget of 3.5)."""
+    from collections import OrderedDict
+
+    from geoengine.routing.customise import MetricCache
+
+    seen: list[int] = []
+
+    class Watched(OrderedDict):
+        def popitem(self, last=True):
+            seen.append(cache.bytes)
+            return super().popitem(last=last)
+
+        def __setitem__(self, k, v):
+            seen.append(cache.bytes)
+            super().__setitem__(k, v)
+
+    sizes = dict(a=40, b=40, c=40, d=40)
+    cache = MetricCache(100, sizeof=lambda v: sizes[v])
+    cache._items = Watched()
+    for k in "abcd":  # the third and fourth evict
+        assert cache.get(k, lambda k=k: k) == k
+        seen.append(cache.bytes)
+    assert len(cache) == 2 and cache.bytes == 80
+    sizes["d"] = 95  # grows past the budget: c goes, then d fits alone
+    cache.refresh("d")
+    seen.append(cache.bytes)
+    assert cache.bytes == 95 and len(cache) == 1
+    sizes["d"] = 120  # larger than the whole budget: d itself goes
+    cache.refresh("d")
+    assert cache.bytes == 0 and len(cache) == 0
+    assert seen and max(seen) <= 100
+
+
 def test_warm_customises_the_car_perfectly_at_once(andorra):
     """At start-up nobody waits: the car's default profile gets the perfect customisation directly."""
     router = Router(andorra.graph, andorra.router.snapper, andorra.router.ch_dir)
