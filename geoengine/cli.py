@@ -96,7 +96,8 @@ def cmd_update(args) -> int:
         return 0
     progress.log(f"published {args.bundle}: data of {result['data_timestamp']}"
                  + (f", replication sequence {result['replication_sequence']}" if result["replication_sequence"] else "")
-                 + f"; stages rebuilt in full: {', '.join(result['stages_rebuilt']) or 'none'}; reused: "
+                 + f"; stages rebuilt in full: {', '.join(result['stages_rebuilt']) or 'none'}; patched: "
+                 + f"{', '.join(result['stages_patched']) or 'none'}; reused: "
                  + f"{', '.join(result['stages_reused']) or 'none'} ({result['seconds']:.1f}s)")
     print(Path(args.bundle).absolute())
     return 0

@@ -180,3 +180,59 @@ def test_cli_build_and_info(tmp_path, monkeypatch, capsys):
     assert "stage    source" in capsys.readouterr().out
     assert main(["info", str(tmp_path / "none")]) == 1
     assert "does not exist" in capsys.readouterr().err
+
+
+def _counting_stage(name, calls, patch_answer):
+    """A stage whose output is the osm input's size; its `patch` answers with `patch_answer` (None:
+    declines), writing a marker first so a declined patch's leftovers must be cleared."""
+
+    def run(ctx):
+        calls.append("run")
+        size = ctx.inputs.osm.stat().st_size
+        (ctx.stage_dir(name) / "size.txt").write_text(str(size))
+        return StageResult(outputs=[f"{name}/size.txt"], counts={"bytes": size})
+
+    def patch(ctx, p):
+        calls.append(("patch", p.old_dir(name).name, p.old_entry(name).get("counts", {}).get("bytes")))
+        (ctx.stage_dir(name) / "leftover").write_text("x")
+        if patch_answer is None:
+            return None
+        (ctx.stage_dir(name) / "size.txt").write_text("patched")
+        return StageResult(outputs=[f"{name}/size.txt"], counts={"bytes": patch_answer})
+
+    return Stage(name=name, run=run, patch=patch)
+
+
+@pytest.mark.parametrize("answer", [None, 7])
+def test_an_update_tries_a_stage_patch_before_a_full_run(tmp_path, tmp_settings, monkeypatch, answer):
+    from geoengine.bundler.pipeline import PatchInputs
+
+    monkeypatch.setitem(STAGE_VERSIONS, "extra", 1)
+    out = tmp_path / "b"
+    calls: list = []
+    first = andorra_inputs(tmp_settings)
+    build(first, out, tmp_settings, stages=[_counting_stage("extra", calls, answer)])
+    assert calls == ["run"]
+    old = Bundle.open(out)
+    other = BuildInputs(osm=SHARED_DATA / "monaco" / "monaco.osm.gz", region="andorra")
+    patch = PatchInputs(old=old, old_extract=first.osm, new_extract=other.osm, files=(), changes=None)
+    report: dict = {}
+    calls.clear()
+    build(other, out, tmp_settings, stages=[_counting_stage("extra", calls, answer)], reuse=old, patch=patch,
+          report=report)
+    entry = Bundle.open(out).stages["extra"]
+    old_bytes = first.osm.stat().st_size
+    if answer is None:  # declined: the full run, on a clean folder
+        assert calls == [("patch", "extra", old_bytes), "run"]
+        assert report["stages_rebuilt"] == ["extra"] and report["stages_patched"] == []
+        assert entry["counts"] == {"bytes": other.osm.stat().st_size} and "patched_from" not in entry
+        assert not (out / "extra" / "leftover").exists()
+    else:
+        assert calls == [("patch", "extra", old_bytes)]
+        assert report["stages_patched"] == ["extra"] and report["stages_rebuilt"] == []
+        assert entry["counts"] == {"bytes": 7} and entry["patched_from"] == old.path.name
+        assert (out / "extra" / "size.txt").read_text() == "patched"
+    # without change files a stage with a patch method runs in full, as before
+    calls.clear()
+    build(first, out, tmp_settings, stages=[_counting_stage("extra", calls, answer)], reuse=Bundle.open(out))
+    assert calls == ["run"]

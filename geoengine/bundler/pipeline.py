@@ -82,6 +82,26 @@ class BuildContext:
 
 
 @dataclass(frozen=True)
+class PatchInputs:
+    """What a stage's `patch` gets besides the build context: the bundle being updated (`old`), the
+    stage's folder and manifest entry there, the extract before and after, the change files applied,
+    and what they hold (`changes`: geoengine.bundler.update.Changes; per type "n", "w", "r" the ids
+    changed (`low`/`high`: lowest and highest version in the files, 1 = created) and `deleted`)."""
+
+    old: Bundle
+    old_extract: Path
+    new_extract: Path
+    files: tuple[Path, ...]
+    changes: object
+
+    def old_dir(self, stage: str) -> Path:
+        return self.old.path / stage
+
+    def old_entry(self, stage: str) -> dict:
+        return self.old.stages.get(stage, {})
+
+
+@dataclass(frozen=True)
 class Stage:
     """A named build step. `isolated`: run it in a forked child process (geoengine.bundler.isolate), so
     the memory it leaves behind (heap fragments, loaded kernels, caches) goes with it; the built-in
@@ -97,6 +117,11 @@ class Stage:
     # a stage that reads less names it: "input:ROLE" (the files of that role), "stage:NAME" (that
     # stage's output files, by content hash), "bbox" (the source stage's bbox).
     needs: tuple[str, ...] | None = None
+    # A partial rebuild for `geoengine update`: called instead of `run` when the stage's inputs changed
+    # and the update has a bundle to patch; it writes the stage's full output (reusing what it can of
+    # `patch.old_dir`) and returns its result, or None to fall back to `run` (the change is too large,
+    # or not of a kind it can patch). Its output must equal what `run` would write on the new inputs.
+    patch: Callable[[BuildContext, PatchInputs], StageResult | None] | None = None
 
     @property
     def version(self) -> int:
@@ -234,11 +259,14 @@ def build(
     reuse: Bundle | None = None,
     manifest_extra: dict | None = None,
     keep_replaced: bool = False,
+    patch: PatchInputs | None = None,
 ) -> Path:
     """Run every applicable stage into a work folder and publish it at `out`. Returns `out`.
 
     With `reuse` (a published bundle), a stage whose inputs have the same content hash as that
     bundle's stage (`stage_key`) is not run: its files are hard-linked from there (`geoengine update`).
+    With `patch` too (an update: the change files and the extracts), a stage whose inputs changed and
+    that has a `patch` method tries it first (a partial rebuild), and runs in full when it returns None.
     `manifest_extra` adds top-level keys to the manifest; `keep_replaced`: see `publish`.
 
     Every step (hashing the inputs, each stage, the manifest, publication, removing the replaced
@@ -289,7 +317,7 @@ def build(
             _write_json_atomic(state_path, state)
         ctx = BuildContext(out=work, inputs=inputs, settings=settings, progress=progress, results=state["stages"])
         hashed = {need.partition(":")[2] for s in stages for need in (s.needs or ()) if need.startswith("stage:")}
-        reused, rebuilt = [], []
+        reused, rebuilt, patched = [], [], []
         for stage in stages:
             if stage.name in state["stages"]:
                 progress.log(f"[{stage.name}] already built, skipped")
@@ -312,22 +340,41 @@ def build(
                 reused.append(stage.name)
                 progress.log(f"[{stage.name}] inputs unchanged (content hash): reused from {reuse.path.name}")
                 continue
-            if reuse is not None:
-                rebuilt.append(stage.name)
-                progress.log(f"[{stage.name}] inputs changed: rebuilt in full")
             progress.task(stage.name)
             child = None
+            how = "built"
             with StepMeter() as m:
                 try:
-                    if stage.isolated and fork_safe():
-                        (result, shown, own), child = run_forked(_run_in_child, stage, ctx)
-                        progress.restore(shown)
-                    else:
-                        result = stage.run(ctx)
+                    result = None
+                    if reuse is not None and patch is not None and stage.patch is not None:
+                        if stage.isolated and fork_safe():
+                            (result, shown, own), child = run_forked(_patch_in_child, stage, ctx, patch)
+                            progress.restore(shown)
+                        else:
+                            result = stage.patch(ctx, patch)
+                        if result is not None:
+                            how = "patched"
+                        else:  # the stage declined: its folder starts again empty for the full run
+                            child = None
+                            if stage_path.exists():
+                                shutil.rmtree(stage_path)
+                            progress.log(f"[{stage.name}] cannot be patched for these changes")
+                    if result is None:
+                        if reuse is not None:
+                            progress.log(f"[{stage.name}] inputs changed: rebuilt in full")
+                        if stage.isolated and fork_safe():
+                            (result, shown, own), child = run_forked(_run_in_child, stage, ctx)
+                            progress.restore(shown)
+                        else:
+                            result = stage.run(ctx)
                 except (BuildError, InvalidRequest):
                     raise
                 except Exception as exc:
                     raise BuildError(f"stage '{stage.name}' failed: {type(exc).__name__}: {exc}") from exc
+            if reuse is not None:
+                (patched if how == "patched" else rebuilt).append(stage.name)
+                if how == "patched":
+                    progress.log(f"[{stage.name}] inputs changed: patched from {reuse.path.name}")
             heap.release()  # what the stage freed goes back to the system before the next stage
             cost = m.record()
             if child is not None:  # the stage's own process (and its workers): its peak is the step's
@@ -349,6 +396,7 @@ def build(
                 "seconds": secs,
                 "cost": cost,
                 "input_key": key,
+                **({"patched_from": reuse.path.name} if how == "patched" else {}),
             }
             if stage.name in hashed:  # a later stage reads it by content (early cut-off of an update)
                 state["stages"][stage.name]["output_sha256"] = tree_sha256(stage_path)
@@ -388,6 +436,7 @@ def build(
             report["build_seconds"] = round(total, 3)
             if reuse is not None:
                 report["stages_reused"], report["stages_rebuilt"] = reused, rebuilt
+                report["stages_patched"] = patched
         named = ", ".join(f"{k} {v['seconds']:.1f}" for k, v in steps.items() if k != "remove_replaced_version")
         progress.log(f"built {out} in {total:.1f}s: {named}")
         return published
@@ -399,6 +448,14 @@ def _run_in_child(stage: Stage, ctx: BuildContext) -> tuple[StageResult, dict, d
     reset_peak()
     rss0 = rss_mb()
     result = stage.run(ctx)
+    return result, ctx.progress.shown(), {"rss_start_mb": rss0, "peak_mb": max(peak_mb(), rss0)}
+
+
+def _patch_in_child(stage: Stage, ctx: BuildContext, patch: PatchInputs) -> tuple[StageResult | None, dict, dict]:
+    """`_run_in_child` for a stage's `patch`."""
+    reset_peak()
+    rss0 = rss_mb()
+    result = stage.patch(ctx, patch)
     return result, ctx.progress.shown(), {"rss_start_mb": rss0, "peak_mb": max(peak_mb(), rss0)}
 
 

@@ -284,7 +284,7 @@ def update(
     and publish the result there. Returns what was done: `published` (bool), `reason` when nothing
     was, the changes' counts, the data's timestamp and sequence, and the stages reused and rebuilt."""
     from geoengine.bundler.measure import StepMeter
-    from geoengine.bundler.pipeline import BuildInputs, build
+    from geoengine.bundler.pipeline import BuildInputs, PatchInputs, build
     from geoengine.bundler.source import EXTRACT
 
     progress = progress or NullProgress()
@@ -385,8 +385,10 @@ def update(
                                      for k, v in record["objects"].items()))
             inputs.osm = new_extract
             build_report: dict = {"steps": steps}
+            patch = PatchInputs(old=old, old_extract=extract, new_extract=new_extract, files=tuple(files),
+                                changes=changes)
             build(inputs, out, settings, progress=progress, report=build_report, reuse=old,
-                  manifest_extra={"update": record}, keep_replaced=True)
+                  manifest_extra={"update": record}, keep_replaced=True, patch=patch)
         finally:
             shutil.rmtree(scratch, ignore_errors=True)
     new = Bundle.open(out)
@@ -399,6 +401,7 @@ def update(
         "objects": record["objects"],
         "stages_reused": build_report.get("stages_reused", []),
         "stages_rebuilt": build_report.get("stages_rebuilt", []),
+        "stages_patched": build_report.get("stages_patched", []),
         "seconds": round(time.time() - started, 3),
     }
     if report is not None:
