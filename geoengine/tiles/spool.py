@@ -300,6 +300,9 @@ def _cut_partition(key: tuple[int, int]) -> list[tuple[int, int, int, bytes]]:
     recs = _load(job["folder"], key) + list(job["shared"])
     geoms = shapely.from_wkb(np.fromiter((r[1] for r in recs), dtype=object, count=len(recs)))  # one call
     recs = [(s, g, lay, mz, p) for (s, _w, lay, mz, p), g in zip(recs, geoms.tolist(), strict=True)]
+    only = job.get("only")
+    if only is not None:  # a patch: only these tiles, from the features that can reach them
+        recs = _reaching(recs, only, key, pz, job["maxzoom"])
     T._STATE = _state_of(recs, job["maxzoom"])
     st = T._STATE
     keep = st["layer"] != _EARTH
@@ -312,7 +315,11 @@ def _cut_partition(key: tuple[int, int]) -> list[tuple[int, int, int, bytes]]:
         rng = (max(px * k, brng[0]), max(py * k, brng[1]), min(px * k + k - 1, brng[2]), min(py * k + k - 1, brng[3]))
         if rng[0] > rng[2] or rng[1] > rng[3]:
             continue
-        if job["full_grid"].get(z):  # the whole-set cut makes every tile of the box at this zoom
+        if only is not None:  # the tiles to cut again (the caller took them from the whole cut's plan)
+            ids = only.get(z, np.empty(0, dtype=np.int64))
+            xs, ys = ids >> 32, ids & 0xFFFFFFFF
+            ids = ids[(xs >= rng[0]) & (xs <= rng[2]) & (ys >= rng[1]) & (ys <= rng[3])]
+        elif job["full_grid"].get(z):  # the whole-set cut makes every tile of the box at this zoom
             xs, ys = np.meshgrid(np.arange(rng[0], rng[2] + 1, dtype=np.int64),
                                  np.arange(rng[1], rng[3] + 1, dtype=np.int64))
             ids = np.sort(((xs << 32) | ys).ravel())
@@ -323,6 +330,40 @@ def _cut_partition(key: tuple[int, int]) -> list[tuple[int, int, int, bytes]]:
             out.extend(T._encode_batch((z, tiles[i:i + T.BATCH])))
     T._STATE = {}
     return out
+
+
+def _reaching(recs: list[tuple], only: dict, key: tuple[int, int], pz: int, maxzoom: int) -> list[tuple]:
+    """The records (seq, geom, ...) whose bounds meet one of the tiles `only` (per zoom, ids x << 32 | y)
+    of partition `key` grown by its zoom's clipping buffer: every feature a cut of those tiles can use
+    (a tile's features are those whose simplified bounds, within their bounds, meet the grown tile)."""
+    if not recs:
+        return recs
+    b = shapely.bounds(np.fromiter((r[1] for r in recs), dtype=object, count=len(recs)))
+    hit = np.zeros(len(recs), dtype=bool)
+    for z in range(pz, maxzoom + 1):
+        ids = only.get(z)
+        if ids is None or len(ids) == 0:
+            continue
+        k = 1 << (z - pz)
+        x0, y0 = key[0] * k, key[1] * k
+        xs, ys = (ids >> 32) - x0, (ids & 0xFFFFFFFF) - y0
+        sel = (xs >= 0) & (xs < k) & (ys >= 0) & (ys < k)
+        if not sel.any():
+            continue
+        grid = np.zeros((k + 1, k + 1), dtype=np.int64)  # summed-area table of the tiles to cut
+        grid[ys[sel] + 1, xs[sel] + 1] = 1
+        grid = grid.cumsum(0).cumsum(1)
+        size = WORLD / (1 << z)
+        grow = size * T.BUFFER / T.EXTENT
+        spans = _tile_spans(b, z, grow, (x0, y0, x0 + k - 1, y0 + k - 1)) - np.array([x0, y0, x0, y0])
+        # bounds wholly outside the partition were clamped onto its edge: they meet none of its tiles
+        half = WORLD / 2
+        inside = ((b[:, 2] + grow + half) / size >= x0) & ((b[:, 0] - grow + half) / size < x0 + k) & \
+            ((half - b[:, 1] + grow) / size >= y0) & ((half - b[:, 3] - grow) / size < y0 + k)
+        sx0, sy0, sx1, sy1 = spans.T
+        n = grid[sy1 + 1, sx1 + 1] - grid[sy0, sx1 + 1] - grid[sy1 + 1, sx0] + grid[sy0, sx0]
+        hit |= inside & (n > 0)
+    return [r for r, h in zip(recs, hit.tolist(), strict=True) if h]
 
 
 def _largest_first(folder: Path, partitions: list[tuple[int, int]]) -> list[tuple[int, int]]:
@@ -372,17 +413,42 @@ def plan_cut(spool: Spool, partitions: list[tuple[int, int]], bbox) -> CutPlan:
     return CutPlan(low_tasks, partitions, full_grid)
 
 
+def restrict_plan(plan: CutPlan, only: dict, pz: int) -> CutPlan:
+    """The plan of a cut of the tiles `only` (per zoom, sorted ids x << 32 | y, among those `plan`
+    visits): the low tasks with those tiles alone (batches of tiler.BATCH per zoom; a tile's bytes do
+    not depend on its batch), and the partitions holding one of them."""
+    low: dict[int, list] = {}
+    for z, tiles in plan.low_tasks:
+        ids = only.get(z)
+        if ids is None or len(ids) == 0:
+            continue
+        t = np.asarray([(x << 32) | y for x, y in tiles], dtype=np.int64)
+        low.setdefault(z, []).extend(t[np.isin(t, ids)].tolist())
+    tasks = []
+    for z in sorted(low, reverse=True):
+        tiles = [(i >> 32, i & 0xFFFFFFFF) for i in sorted(low[z])]
+        tasks.extend((z, tiles[i:i + T.BATCH]) for i in range(0, len(tiles), T.BATCH))
+    keys = set()
+    for z, ids in only.items():
+        if z < pz or len(ids) == 0:
+            continue
+        s = z - pz
+        keys.update(zip(((ids >> 32) >> s).tolist(), ((ids & 0xFFFFFFFF) >> s).tolist(), strict=True))
+    return CutPlan(tasks, sorted(k for k in plan.partitions if k in keys), plan.full_grid)
+
+
 def cut_spooled(spool: Spool, partitions: list[tuple[int, int]], bbox, *, processes: int | None = None,
-                on_step=None, plan: CutPlan | None = None):
+                on_step=None, plan: CutPlan | None = None, only: dict | None = None):
     """Yield (z, x, y, gzip bytes) of every tile: low zooms from memory, then partition by partition.
     `on_step(1)` after each of the plan's low tasks and partitions (`plan_cut`, made here when not given).
-    The garbage collector is off meanwhile (`gc_paused`)."""
+    The garbage collector is off meanwhile (`gc_paused`). `only` (a patch, per zoom the sorted ids
+    x << 32 | y of tiles the plan visits): cut those tiles alone (`restrict_plan` first)."""
     with gc_paused():
-        yield from _cut_spooled(spool, partitions, bbox, processes=processes, on_step=on_step, plan=plan)
+        yield from _cut_spooled(spool, partitions, bbox, processes=processes, on_step=on_step, plan=plan, only=only)
 
 
 def _cut_spooled(spool: Spool, partitions: list[tuple[int, int]], bbox, *, processes: int | None = None,
-                 on_step=None, plan: CutPlan | None = None):
+                 on_step=None, plan: CutPlan | None = None, only: dict | None = None):
     global _JOB
     maxzoom = spool.maxzoom
     processes = processes or min(os.cpu_count() or 1, 8)
@@ -393,7 +459,7 @@ def _cut_spooled(spool: Spool, partitions: list[tuple[int, int]], bbox, *, proce
     # low zooms: the in-memory set, tasks from the bounds of every low-min-zoom feature
     T._STATE = _state_of(list(spool.low), maxzoom)
     _JOB = {"folder": spool.folder, "shared": spool.shared, "maxzoom": maxzoom, "bbox": bbox, "pz": spool.pz,
-            "full_grid": full_grid}
+            "full_grid": full_grid, "only": only}
     try:
         if processes <= 1:
             for t in low_tasks:

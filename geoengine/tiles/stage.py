@@ -5,8 +5,12 @@ from __future__ import annotations
 
 import json
 import shutil
+import sqlite3
 import time
 
+import numpy as np
+
+from geoengine.bundle import STAGE_VERSIONS
 from geoengine.bundler.pipeline import BuildContext, Stage, StageResult
 from geoengine.tiles import schema
 from geoengine.tiles.mbtiles import MBTilesWriter
@@ -55,9 +59,21 @@ def run(ctx: BuildContext) -> StageResult:
     for z, x, y, data in cut_spooled(fs, partitions, bbox, on_step=on_step, plan=plan):
         writer.add(z, x, y, data)
     shutil.rmtree(spool_dir, ignore_errors=True)
+    tiles, nbytes = writer.count, writer.bytes
+    writer.close(_metadata(ctx, sid, bbox))
+    counts = _counts(fs, tiles)
+    return StageResult(
+        outputs=[f"tiles/{sid}.mbtiles"],
+        counts=counts,
+        info={"source": sid, "bytes": nbytes, "minzoom": MINZOOM, "maxzoom": MAXZOOM, "partitions": len(plan.partitions),
+              "collect_seconds": round(t_collect, 3), "cut_seconds": round(time.time() - t0 - t_collect, 3)},
+    )
+
+
+def _metadata(ctx: BuildContext, sid: str, bbox) -> dict:
     center = _catalog_center(ctx.inputs.region, bbox) or ((bbox[0] + bbox[2]) / 2, (bbox[1] + bbox[3]) / 2, 12)
     name = _catalog_title(ctx.inputs.region) or sid.replace("_", " ").title()
-    metadata = {
+    return {
         "name": f"{name} basemap",
         "description": f"OpenStreetMap basemap of {name} in the Protomaps basemap layer schema",
         "attribution": ATTRIBUTION,
@@ -73,18 +89,14 @@ def run(ctx: BuildContext) -> StageResult:
         "generator": "geoengine tiles stage",
         "json": json.dumps({"vector_layers": vector_layers()}),
     }
-    tiles, nbytes = writer.count, writer.bytes
-    writer.close(metadata)
+
+
+def _counts(fs, tiles: int) -> dict:
     counts = {"tiles": tiles, "features": len(fs), **{f"features_{k}": v for k, v in fs.counts().items()}}
     if fs.partial_ways or fs.skipped_ways:
         counts["ways_with_missing_nodes"] = fs.partial_ways
         counts["ways_skipped"] = fs.skipped_ways
-    return StageResult(
-        outputs=[f"tiles/{sid}.mbtiles"],
-        counts=counts,
-        info={"source": sid, "bytes": nbytes, "minzoom": MINZOOM, "maxzoom": MAXZOOM, "partitions": len(plan.partitions),
-              "collect_seconds": round(t_collect, 3), "cut_seconds": round(time.time() - t0 - t_collect, 3)},
-    )
+    return counts
 
 
 def _region(name: str | None):
@@ -111,5 +123,157 @@ def _catalog_title(name: str | None) -> str | None:
     region = _region(name)
     return getattr(region, "title", None)
 
+# A patch re-cuts at most this share of the tiles a full cut visits; above it the stage runs in full
+# (measured at 16 copies of Liechtenstein: docs/updates.md).
+PATCH_MAX_SHARE = 0.5
 
-STAGE = Stage(name="tiles", run=run, describe="vector tiles z0-14 (Protomaps basemap schema) in an MBTiles archive", isolated=True)
+
+def _stored(path) -> dict[int, np.ndarray]:
+    """Per zoom, the sorted ids (x << 32 | y) of the tiles an MBTiles archive holds."""
+    with sqlite3.connect(f"file:{path}?mode=ro", uri=True) as db:
+        rows = np.asarray(db.execute("SELECT zoom_level, tile_column, tile_row FROM tiles").fetchall(),
+                          dtype=np.int64).reshape(-1, 3)
+    out = {}
+    for z in range(MINZOOM, MAXZOOM + 1):
+        r = rows[rows[:, 0] == z]
+        out[z] = np.sort((r[:, 1] << 32) | ((1 << z) - 1 - r[:, 2]))
+    return out
+
+
+def _why_not(ctx: BuildContext, p, sid: str, old_path) -> str | None:
+    """Why the old archive cannot be patched (None: it can)."""
+    from geoengine import __version__
+
+    entry = p.old_entry("tiles")
+    if not entry:
+        return "the old bundle has no tiles"
+    if entry.get("version") != STAGE_VERSIONS["tiles"]:
+        return f"the old tiles are of stage version {entry.get('version')}"
+    if p.old.manifest.get("geoengine_version") != __version__:
+        return f"the old bundle was built by geoengine {p.old.manifest.get('geoengine_version')}"
+    if entry.get("outputs") != [f"tiles/{sid}.mbtiles"] or not old_path.exists():
+        return "the old bundle's archive has another name"
+    if p.changes is None:
+        return "no change list"
+    with sqlite3.connect(f"file:{old_path}?mode=ro", uri=True) as db:
+        meta = dict(db.execute("SELECT name, value FROM metadata").fetchall())
+    want = _metadata(ctx, sid, ctx.bbox)
+    for k in ("bounds", "minzoom", "maxzoom", "generator", "format", "compression"):
+        if meta.get(k) != want[k]:
+            return f"the old archive's {k} differs ({meta.get(k)} against {want[k]})"
+    return None
+
+
+def patch(ctx: BuildContext, p) -> StageResult | None:
+    """`geoengine update`'s partial rebuild (Stage.patch): collect the new extract's features as `run`
+    does, cut again only the tiles the change touches (geoengine.tiles.patch: the old and new bounds of
+    every changed object and of every object made of one, grown by each zoom's clipping buffer) and the
+    tiles the new cut visits that the old archive lacks, and copy every other tile's bytes from the old
+    archive in SQLite. None (the stage then runs in full) when the old tiles were made by another stage
+    version, geoengine or box, when a coastline changed, or when more than PATCH_MAX_SHARE of the tiles
+    would be cut again."""
+    from geoengine.tiles import patch as P
+    from geoengine.tiles.spool import restrict_plan
+
+    bbox = ctx.bbox
+    if bbox is None:
+        return None
+    t0 = time.time()
+    sid = source_id(ctx)
+    old_path = p.old_dir("tiles") / f"{sid}.mbtiles"
+    why = _why_not(ctx, p, sid, old_path)
+    if why is not None:
+        ctx.progress.log(f"[tiles] not patched: {why}")
+        return None
+    aff = P.affected(p.old_extract, p.new_extract, p.changes)
+    if aff.coastline:
+        ctx.progress.log("[tiles] not patched: a coastline changed (land and sea are split again)")
+        return None
+    touched = P.touched_tiles(aff.boxes, bbox)
+    stored = _stored(old_path)
+    n_old = sum(len(v) for v in stored.values())
+    n_hit = sum(int(np.isin(stored[z], touched[z]).sum()) for z in stored)
+    t_find = time.time() - t0
+    if n_old and n_hit > PATCH_MAX_SHARE * n_old:
+        ctx.progress.log(f"[tiles] not patched: the change touches {n_hit:,} of the {n_old:,} tiles")
+        return None
+    out = ctx.stage_dir("tiles")
+    spool_dir = out / "spool"
+    fs, partitions = collect_spooled(ctx.inputs.osm, bbox, spool_dir)
+    t_collect = time.time() - t0 - t_find
+    plan = plan_cut(fs, partitions, bbox)
+    planned = P.planned_tiles(fs, plan, bbox)
+    recut = {}
+    for z, ids in planned.items():
+        t = touched.get(z, np.empty(0, dtype=np.int64))
+        recut[z] = ids[np.isin(ids, t) | ~np.isin(ids, stored[z])]
+    n_planned = sum(len(v) for v in planned.values())
+    n_recut = sum(len(v) for v in recut.values())
+    if n_recut > PATCH_MAX_SHARE * n_planned:
+        shutil.rmtree(spool_dir, ignore_errors=True)
+        ctx.progress.log(f"[tiles] not patched: {n_recut:,} of the {n_planned:,} tiles would be cut again")
+        return None
+    ctx.progress.log(f"[tiles] {len(fs):,} features collected in {t_collect:.1f}s; the change touches "
+                     f"{sum(aff.objects.values()):,} objects: {n_recut:,} of {n_planned:,} tiles to cut again")
+    small = restrict_plan(plan, recut, fs.pz)
+    path = out / f"{sid}.mbtiles"
+    writer = MBTilesWriter(path)
+    ctx.progress.task("tiles", total=len(small.low_tasks) + len(small.partitions))
+    done = [0]
+
+    def on_step(k):
+        done[0] += k
+        ctx.progress.update(done[0], "of tile batches and partitions")
+
+    made = 0
+    for z, x, y, data in cut_spooled(fs, small.partitions, bbox, on_step=on_step, plan=small, only=recut):
+        writer.add(z, x, y, data)
+        made += 1
+    shutil.rmtree(spool_dir, ignore_errors=True)
+    t_cut = time.time() - t0 - t_find - t_collect
+    copied, copied_bytes = _copy_tiles(writer, old_path, stored, planned, recut)
+    tiles, nbytes = writer.count, writer.bytes
+    writer.close(_metadata(ctx, sid, bbox))
+    return StageResult(
+        outputs=[f"tiles/{sid}.mbtiles"],
+        counts=_counts(fs, tiles),
+        info={"source": sid, "bytes": nbytes, "minzoom": MINZOOM, "maxzoom": MAXZOOM,
+              "partitions": len(small.partitions),
+              "patch": {"objects": aff.objects, "boxes": len(aff.boxes), "tiles_planned": n_planned,
+                        "tiles_recut": n_recut, "tiles_made": made, "tiles_copied": copied,
+                        "find_seconds": round(t_find, 3)},
+              "collect_seconds": round(t_collect, 3), "cut_seconds": round(t_cut, 3),
+              "copy_seconds": round(time.time() - t0 - t_find - t_collect - t_cut, 3)},
+    )
+
+
+def _copy_tiles(writer: MBTilesWriter, old_path, stored: dict, planned: dict, recut: dict) -> tuple[int, int]:
+    """Copy into the writer's archive, in SQLite, every tile of the old archive that the new cut visits
+    and that was not cut again. Returns the tiles and bytes copied."""
+    db = writer.db
+    db.commit()  # (ATTACH cannot run inside the writer's open transaction)
+    db.execute("CREATE TEMP TABLE skip (z INTEGER, c INTEGER, r INTEGER, PRIMARY KEY (z, c, r)) WITHOUT ROWID")
+    rows = []
+    for z, ids in stored.items():
+        drop = ids[np.isin(ids, recut.get(z, ())) | ~np.isin(ids, planned.get(z, ()))]
+        xs, ys = drop >> 32, drop & 0xFFFFFFFF
+        rows.append(np.column_stack([np.full(len(drop), z, dtype=np.int64), xs, (1 << z) - 1 - ys]))
+    skip = np.concatenate(rows) if rows else np.zeros((0, 3), dtype=np.int64)
+    db.executemany("INSERT INTO skip VALUES (?, ?, ?)", skip.tolist())
+    db.execute("ATTACH DATABASE ? AS old", (str(old_path),))
+    before = db.execute("SELECT COUNT(*), COALESCE(SUM(LENGTH(tile_data)), 0) FROM tiles").fetchone()
+    db.execute("INSERT INTO main.tiles SELECT t.zoom_level, t.tile_column, t.tile_row, t.tile_data FROM old.tiles t "
+               "WHERE NOT EXISTS (SELECT 1 FROM temp.skip s WHERE s.z = t.zoom_level AND s.c = t.tile_column "
+               "AND s.r = t.tile_row)")
+    after = db.execute("SELECT COUNT(*), COALESCE(SUM(LENGTH(tile_data)), 0) FROM tiles").fetchone()
+    db.commit()
+    db.execute("DETACH DATABASE old")
+    db.execute("DROP TABLE temp.skip")
+    copied, nbytes = after[0] - before[0], after[1] - before[1]
+    writer.count += copied
+    writer.bytes += nbytes
+    return copied, nbytes
+
+
+STAGE = Stage(name="tiles", run=run, describe="vector tiles z0-14 (Protomaps basemap schema) in an MBTiles archive",
+              isolated=True, patch=patch)

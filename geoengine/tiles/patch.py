@@ -1,0 +1,226 @@
+"""The tile stage's partial rebuild for `geoengine update` (`stage.patch`): which tiles an OSM change
+touches, at every zoom.
+
+A tile's bytes depend only on the features whose (simplified) bounds meet the tile grown by the clipping
+buffer, in collection order. A feature comes from one OSM object (a node's point, a way's line or area,
+a multipolygon's area, a named area's POI), and its bounds lie within the bounds of the locations of the
+nodes that object is made of (clipping and simplification only remove vertices; a point on the surface
+lies inside). So the tiles whose features can differ between the old and the new extract are those that
+the old or new node bounds of the objects below meet, grown by each zoom's buffer:
+
+- every changed node (created, moved, retagged or deleted);
+- every changed way, and every way with a changed node (its line or area moves);
+- every relation that makes an area (its tags, less `type`, give an area feature or a named POI) and
+  that changed or has a changed member (its area is assembled from all its member ways);
+- every changed administrative boundary relation (its member ways' boundary lines take their level from
+  it), over all its members.
+
+An unchanged object keeps its features (the classification reads only the object's own tags, and a way's
+boundary level only its boundary relations, listed above). What is not per object is declined by the
+caller: the extract's box (the `earth` polygon and the tile grid) and coastlines (they split land and sea).
+
+The objects are found with pyosmium's IdTracker over each extract (ways and relations that reference the
+changed ids, in C++), then their members and nodes are read through id filters: only the affected
+objects reach Python.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import osmium
+
+from geoengine.arrays import unique
+from geoengine.tiles import schema
+from geoengine.tiles import tiler as T
+from geoengine.tiles.features import WORLD, lonlat_to_merc
+
+
+class Affected:
+    """Lon/lat boxes (minlon, minlat, maxlon, maxlat) of what a change touches in one or both extracts,
+    and why a patch may not be possible (`coastline`: a coastline way changed or moved)."""
+
+    def __init__(self):
+        self.boxes: list[tuple[float, float, float, float]] = []
+        self.coastline = False
+        self.objects = {"n": 0, "w": 0, "r": 0}
+
+    def extend(self, other: Affected) -> None:
+        self.boxes.extend(other.boxes)
+        self.coastline |= other.coastline
+        for k, v in other.objects.items():
+            self.objects[k] += v
+
+
+def _area_relation(tags: dict) -> bool:
+    """Does a relation with these tags make an area feature (or a named area's POI)?"""
+    tags = {k: v for k, v in tags.items() if k != "type"}
+    if schema.area_features(tags):
+        return True
+    return bool(tags.get("name")) and schema.poi_feature(tags, is_area=True) is not None
+
+
+def _admin_relation(tags: dict) -> bool:
+    return tags.get("boundary") == "administrative" and schema.admin_level(tags) is not None
+
+
+def affected_in(extract, changes) -> Affected:
+    """The boxes of the objects of `extract` a change touches (see the module's doc)."""
+    out = Affected()
+    ch = {t: set(changes.low[t]) | set(changes.deleted[t]) for t in ("n", "w", "r")}
+    tracker = osmium.IdTracker()
+    for i in ch["n"]:
+        tracker.add_node(i)
+    for i in ch["w"]:
+        tracker.add_way(i)
+    for i in ch["r"]:
+        tracker.add_relation(i)
+    # the ways holding a changed node, the relations holding a changed node or way (or one of those ways)
+    tracker.complete_forward_references(str(extract), relation_depth=0)
+    ways: dict[int, list[int]] = {}
+    rel_ways: list[int] = []
+    rel_nodes: list[int] = []
+    rel_members: list[tuple[list[int], list[int]]] = []
+    fp = osmium.FileProcessor(str(extract), osmium.osm.WAY | osmium.osm.RELATION).with_filter(tracker.id_filter())
+    for o in fp:
+        if o.is_way():
+            ways[o.id] = [n.ref for n in o.nodes]
+            if o.tags.get("natural") == "coastline":
+                out.coastline = True
+        else:
+            tags = dict(o.tags)
+            if _area_relation(tags) or (o.id in ch["r"] and _admin_relation(tags)):
+                mw = [m.ref for m in o.members if m.type == "w"]
+                mn = [m.ref for m in o.members if m.type == "n"]
+                rel_members.append((mw, mn))
+                rel_ways.extend(mw)
+                rel_nodes.extend(mn)
+            out.objects["r"] += 1
+    out.objects["w"] = len(ways)
+    extra = set(rel_ways) - set(ways)
+    if extra:  # the other member ways of those relations: their node lists
+        t2 = osmium.IdTracker()
+        for i in extra:
+            t2.add_way(i)
+        for o in osmium.FileProcessor(str(extract), osmium.osm.WAY).with_filter(t2.id_filter()):
+            ways[o.id] = [n.ref for n in o.nodes]
+            if o.tags.get("natural") == "coastline":
+                out.coastline = True
+    # the locations of every node of those ways, and of the changed and member nodes
+    t3 = osmium.IdTracker()
+    for refs in ways.values():
+        for r in refs:
+            t3.add_node(r)
+    for i in ch["n"]:
+        t3.add_node(i)
+    for i in rel_nodes:
+        t3.add_node(i)
+    loc: dict[int, tuple[float, float]] = {}
+    for o in osmium.FileProcessor(str(extract), osmium.osm.NODE).with_filter(t3.id_filter()):
+        if o.location.valid():
+            loc[o.id] = (o.location.lon, o.location.lat)
+
+    def box(refs) -> tuple | None:
+        pts = [loc[r] for r in refs if r in loc]
+        if not pts:
+            return None
+        a = np.asarray(pts, dtype=np.float64)
+        return (float(a[:, 0].min()), float(a[:, 1].min()), float(a[:, 0].max()), float(a[:, 1].max()))
+
+    for i in ch["n"]:
+        if i in loc:
+            x, y = loc[i]
+            out.boxes.append((x, y, x, y))
+            out.objects["n"] += 1
+    way_box = {}
+    for i, refs in ways.items():
+        way_box[i] = box(refs)
+    for i in list(ways):
+        if i in extra:
+            continue  # only as a relation's member
+        if way_box[i] is not None:
+            out.boxes.append(way_box[i])
+    for mw, mn in rel_members:
+        parts = [way_box[w] for w in mw if way_box.get(w) is not None]
+        b = box(mn)
+        if b is not None:
+            parts.append(b)
+        if parts:
+            a = np.asarray(parts, dtype=np.float64)
+            out.boxes.append((float(a[:, 0].min()), float(a[:, 1].min()), float(a[:, 2].max()), float(a[:, 3].max())))
+    return out
+
+
+def affected(old_extract, new_extract, changes) -> Affected:
+    """The boxes of what a change touches in the old extract and in the new one."""
+    out = affected_in(old_extract, changes)
+    out.extend(affected_in(new_extract, changes))
+    return out
+
+
+def touched_tiles(boxes, bbox, minzoom: int = T.MINZOOM, maxzoom: int = T.MAXZOOM) -> dict[int, np.ndarray]:
+    """Per zoom, the sorted tile ids (x << 32 | y) within the extract's box `bbox` that the lon/lat `boxes`
+    meet once grown by that zoom's clipping buffer (and a centimetre, for the rounding of the projection):
+    every tile whose features a feature inside one of the boxes can reach."""
+    out = {}
+    b = np.asarray(boxes, dtype=np.float64).reshape(-1, 4)
+    x0, y0 = lonlat_to_merc(b[:, 0], b[:, 1])
+    x1, y1 = lonlat_to_merc(b[:, 2], b[:, 3])
+    merc = np.column_stack([x0, y0, x1, y1])
+    for z in range(minzoom, maxzoom + 1):
+        size = WORLD / (1 << z)
+        grow = size * T.BUFFER / T.EXTENT + 0.01 + size * 1e-9
+        g = merc + np.array([-grow, -grow, grow, grow])
+        out[z] = spans_ids(g, z, T.tile_range(bbox, z))
+    return out
+
+
+def spans_ids(bounds: np.ndarray, z: int, rng) -> np.ndarray:
+    """tiler._feature_tiles without its cap on a feature's tile count: every tile of `rng` the boxes meet."""
+    if len(bounds) == 0:
+        return np.empty(0, dtype=np.int64)
+    x0, y0, x1, y1 = rng
+    size = WORLD / (1 << z)
+    half = WORLD / 2
+    fx0 = np.clip(np.floor((bounds[:, 0] + half) / size), x0, x1).astype(np.int64)
+    fx1 = np.clip(np.floor((bounds[:, 2] + half) / size), x0, x1).astype(np.int64)
+    fy0 = np.clip(np.floor((half - bounds[:, 3]) / size), y0, y1).astype(np.int64)
+    fy1 = np.clip(np.floor((half - bounds[:, 1]) / size), y0, y1).astype(np.int64)
+    # boxes wholly outside the range were clamped onto its edge: drop them
+    inside = ((bounds[:, 2] + half) / size >= x0) & ((bounds[:, 0] + half) / size < x1 + 1) & \
+        ((half - bounds[:, 1]) / size >= y0) & ((half - bounds[:, 3]) / size < y1 + 1)
+    fx0, fx1, fy0, fy1 = fx0[inside], fx1[inside], fy0[inside], fy1[inside]
+    w, h = fx1 - fx0 + 1, fy1 - fy0 + 1
+    n = w * h
+    if len(n) == 0:
+        return np.empty(0, dtype=np.int64)
+    idx = np.repeat(np.arange(len(n)), n)
+    offs = np.arange(int(n.sum()), dtype=np.int64) - np.repeat(np.cumsum(n) - n, n)
+    xs = fx0[idx] + offs % w[idx]
+    ys = fy0[idx] + offs // w[idx]
+    return unique((xs << 32) | ys)
+
+
+def planned_tiles(spool, plan, bbox) -> dict[int, np.ndarray]:
+    """Per zoom, the sorted ids of every tile a full cut of `spool` visits (`spool.plan_cut`'s low tasks;
+    above them, what `_cut_partition` visits: every tile of the box where the plan makes a full grid,
+    else the tiles the non-earth features' bounds meet, as tiler.tasks_for). A tile visited may still
+    come out empty (then no row is written)."""
+    out: dict[int, list] = {}
+    for z, tiles in plan.low_tasks:
+        out.setdefault(z, []).extend((x << 32) | y for x, y in tiles)
+    res = {z: np.unique(np.asarray(v, dtype=np.int64)) for z, v in out.items()}
+    ab = np.frombuffer(spool.all_bounds, dtype=np.float64).reshape(-1, 5) if len(spool.all_bounds) \
+        else np.zeros((0, 5))
+    for z in range(T.MINZOOM, spool.maxzoom + 1):
+        if z < spool.pz:
+            res.setdefault(z, np.empty(0, dtype=np.int64))
+            continue
+        rng = T.tile_range(bbox, z)
+        if plan.full_grid.get(z):
+            xs, ys = np.meshgrid(np.arange(rng[0], rng[2] + 1, dtype=np.int64),
+                                 np.arange(rng[1], rng[3] + 1, dtype=np.int64))
+            res[z] = np.sort(((xs << 32) | ys).ravel())
+        else:
+            sel = ab[np.minimum(ab[:, 4], spool.maxzoom) <= z, :4]
+            res[z] = T._feature_tiles(sel, z, rng)
+    return res

@@ -1,0 +1,195 @@
+"""The tile stage's patch (geoengine/tiles/stage.py `patch`, geoengine/tiles/patch.py): an update cuts
+again only the tiles a change touches and copies the others from the old archive, and every tile of the
+result (all zooms) is byte for byte the tile a full build of the new extract makes: on the Liechtenstein
+change of tests/update/edits.py, and on a second change (a multipolygon's inner member deleted, a node
+shared by an area and another way moved). It declines, and the stage runs in full, when the change
+touches too large a share of the tiles or the old tiles were made by another stage version."""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import os
+import sqlite3
+from pathlib import Path
+
+import osmium
+import pytest
+
+from geoengine.bundle import Bundle
+from geoengine.bundler.pipeline import BuildInputs, PatchInputs, build
+from geoengine.bundler.update import read_changes, update
+from geoengine.progress import NullProgress
+from geoengine.tiles import stage as tile_stage
+
+from .conftest import linked_copy, publish_copy
+
+WHEN2 = dt.datetime(2015, 7, 29, 10, 0, 0, tzinfo=dt.UTC)
+
+
+def _tiles(bundle: Path) -> dict[tuple, bytes]:
+    (path,) = (bundle / "tiles").glob("*.mbtiles")
+    with sqlite3.connect(f"file:{path}?mode=ro", uri=True) as db:
+        return {(z, x, y): bytes(d) for z, x, y, d in
+                db.execute("SELECT zoom_level, tile_column, tile_row, tile_data FROM tiles")}
+
+
+def _metadata(bundle: Path) -> dict:
+    (path,) = (bundle / "tiles").glob("*.mbtiles")
+    with sqlite3.connect(f"file:{path}?mode=ro", uri=True) as db:
+        return dict(db.execute("SELECT name, value FROM metadata").fetchall())
+
+
+def _assert_same_archive(updated: Path, full: Path, old: Path) -> int:
+    """Every tile of the updated archive is the full build's, bytes included (gzip with mtime 0, so equal
+    bytes are equal features); the metadata too. Returns how many tiles the change altered."""
+    upd, want, before = _tiles(updated), _tiles(full), _tiles(old)
+    assert set(upd) == set(want), (sorted(set(upd) ^ set(want))[:10])
+    bad = [k for k in want if upd[k] != want[k]]
+    assert not bad, f"{len(bad)} tiles differ from the full build's, e.g. {bad[:5]}"
+    assert _metadata(updated) == _metadata(full)
+    assert set(range(2, 15)) <= {z for z, _, _ in want}  # (Liechtenstein has no tile at z0-1)
+    return sum(1 for k in want if before.get(k) != want[k])
+
+
+def _update_and_full(old_bundle, new_extract, osc, settings, root: Path, **kw) -> dict:
+    out = publish_copy(old_bundle, root)
+    result = update(out, settings, diffs=[osc], progress=NullProgress(), **kw)
+    full = build(BuildInputs(osm=new_extract), root / "full" / "li", settings, progress=NullProgress())
+    return {"out": out, "full": full, "result": result, "entry": Bundle.open(out).stages["tiles"]}
+
+
+def test_the_patched_archive_equals_the_full_builds_on_the_liechtenstein_change(old_bundle, edits, upd_settings,
+                                                                               tmp_path):
+    r = _update_and_full(old_bundle, edits["new"], edits["osc"], upd_settings, tmp_path)
+    assert "tiles" in r["result"]["stages_patched"] and "tiles" not in r["result"]["stages_rebuilt"]
+    changed = _assert_same_archive(r["out"], r["full"], old_bundle)
+    assert changed > 0
+    info = r["entry"]["info"]["patch"]
+    # a handful of tiles per zoom, not the archive: the rest were copied
+    assert 0 < info["tiles_recut"] < info["tiles_planned"] / 4, info
+    assert info["tiles_copied"] > 0 and info["tiles_made"] + info["tiles_copied"] == r["entry"]["counts"]["tiles"]
+    assert r["entry"]["counts"] == Bundle.open(r["full"]).stages["tiles"]["counts"]
+
+
+def make_second_change(src: Path, out_dir: Path) -> dict:
+    """A second change to `src`, made with pyosmium object by object: a multipolygon relation loses an
+    inner member (the relation gets a new version without it and the way is deleted), and a node that an
+    area's way shares with another way moves ~25 m. Writes `new/<name>` and `change.osc.gz`."""
+    way_refs: dict[int, list[int]] = {}
+    use: dict[int, int] = {}
+    closed_area: set[int] = set()
+    relations = []
+    member_of: dict[int, int] = {}
+    for o in osmium.FileProcessor(str(src), osmium.osm.WAY | osmium.osm.RELATION):
+        if o.is_way():
+            refs = [n.ref for n in o.nodes]
+            way_refs[o.id] = refs
+            for r in refs:
+                use[r] = use.get(r, 0) + 1
+            if len(refs) > 3 and refs[0] == refs[-1] and (o.tags.get("landuse") or o.tags.get("natural")):
+                closed_area.add(o.id)
+        else:
+            for m in o.members:
+                if m.type == "w":
+                    member_of[m.ref] = member_of.get(m.ref, 0) + 1
+            if o.tags.get("type") == "multipolygon":
+                relations.append((o.id, [(m.type, m.ref, m.role) for m in o.members]))
+    rel_id, inner = next((rid, next(m[1] for m in ms if m[2] == "inner" and m[0] == "w" and member_of.get(m[1]) == 1
+                                    and m[1] in way_refs))
+                         for rid, ms in sorted(relations)
+                         if sum(1 for m in ms if m[2] == "inner" and m[0] == "w" and member_of.get(m[1]) == 1
+                                and m[1] in way_refs) >= 1)
+    shared = next(r for w in sorted(closed_area) for r in way_refs[w][1:-1] if use.get(r, 0) >= 2)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    new_dir = out_dir / "new"
+    new_dir.mkdir(exist_ok=True)
+    new_path, osc_path = new_dir / src.name, out_dir / "change.osc.gz"
+    for p in (new_path, osc_path):
+        p.unlink(missing_ok=True)
+    h = osmium.io.Header()
+    reader = osmium.io.Reader(str(src), osmium.osm.osm_entity_bits.NOTHING)
+    h.add_box(reader.header().box())
+    reader.close()
+    h.set("osmosis_replication_timestamp", WHEN2.strftime("%Y-%m-%dT%H:%M:%SZ"))
+
+    def bumped(o, **kw):
+        return o.replace(version=o.version + 1, timestamp=WHEN2, changeset=2, uid=1, user="geoengine-test", **kw)
+
+    full = osmium.SimpleWriter(str(new_path), header=h)
+    change = osmium.SimpleWriter(str(osc_path))
+    moved = None
+    try:
+        for o in osmium.FileProcessor(str(src)):
+            if o.is_node() and o.id == shared:
+                moved = (o.location.lon, o.location.lat)
+                n = bumped(o, location=(o.location.lon + 0.0003, o.location.lat + 0.0001))
+                full.add_node(n)
+                change.add_node(n)
+            elif o.is_way() and o.id == inner:
+                change.add_way(bumped(o, visible=False, nodes=[], tags={}))
+            elif o.is_relation() and o.id == rel_id:
+                r = bumped(o, members=[(m.type, m.ref, m.role) for m in o.members if not (m.type == "w" and m.ref == inner)])
+                full.add_relation(r)
+                change.add_relation(r)
+            elif o.is_node():
+                full.add_node(o)
+            elif o.is_way():
+                full.add_way(o)
+            else:
+                full.add_relation(o)
+    finally:
+        full.close()
+        change.close()
+    return {"new": new_path, "osc": osc_path, "relation": rel_id, "inner": inner, "shared_node": shared,
+            "moved_from": moved}
+
+
+def test_the_patched_archive_equals_the_full_builds_on_a_deleted_member_and_a_moved_shared_node(
+        old_bundle, edits, upd_settings, tmp_path):
+    second = make_second_change(edits["old"], tmp_path / "second")
+    r = _update_and_full(old_bundle, second["new"], second["osc"], upd_settings, tmp_path)
+    assert "tiles" in r["result"]["stages_patched"]
+    assert r["result"]["objects"]["relations"]["changed"] == 1 and r["result"]["objects"]["ways"]["deleted"] == 1
+    assert _assert_same_archive(r["out"], r["full"], old_bundle) > 0
+    info = r["entry"]["info"]["patch"]
+    assert 0 < info["tiles_recut"] < info["tiles_planned"] / 2, info
+
+
+def test_the_patch_declines_a_change_that_touches_too_many_tiles(old_bundle, edits, upd_settings, tmp_path,
+                                                                 monkeypatch):
+    # (the stage's patch runs in a forked child: the child inherits the lowered share)
+    monkeypatch.setattr(tile_stage, "PATCH_MAX_SHARE", 0.0)
+    r = _update_and_full(old_bundle, edits["new"], edits["osc"], upd_settings, tmp_path)
+    assert "tiles" in r["result"]["stages_rebuilt"] and "tiles" not in r["result"]["stages_patched"]
+    assert "patch" not in r["entry"]["info"]
+    _assert_same_archive(r["out"], r["full"], old_bundle)
+
+
+def test_the_patch_declines_tiles_of_another_geoengine(old_bundle, edits, upd_settings, tmp_path):
+    """Called directly: the old bundle was built by another geoengine (whose cut may differ; a bundle of
+    another tile stage version does not open at all), so `patch` returns None before reading anything
+    (the pipeline then runs the stage in full)."""
+    old = linked_copy(old_bundle, tmp_path / "old")
+    manifest = old / "manifest.json"
+    doc = json.loads(manifest.read_text())
+    doc["geoengine_version"] = "0.0.1"
+    manifest.unlink()  # a hard link to the session's bundle: replaced, not written through
+    manifest.write_text(json.dumps(doc))
+    bundle = Bundle.open(old)
+    p = PatchInputs(old=bundle, old_extract=edits["old"], new_extract=edits["new"], files=(edits["osc"],),
+                    changes=read_changes([edits["osc"]]))
+    from geoengine.bundler.pipeline import BuildContext
+
+    work = tmp_path / "work"
+    work.mkdir()
+    ctx = BuildContext(out=work, inputs=BuildInputs(osm=edits["new"]), settings=upd_settings, progress=NullProgress(),
+                       results={"source": bundle.stages["source"]})
+    assert tile_stage.patch(ctx, p) is None
+    assert not (work / "tiles" / "spool").exists()
+    # and with the right version it would patch (the same call on the unedited manifest)
+    ok = PatchInputs(old=Bundle.open(old_bundle), old_extract=edits["old"], new_extract=edits["new"],
+                     files=(edits["osc"],), changes=read_changes([edits["osc"]]))
+    assert tile_stage._why_not(ctx, ok, tile_stage.source_id(ctx),
+                               Path(os.path.realpath(old_bundle)) / "tiles" /
+                               f"{tile_stage.source_id(ctx)}.mbtiles") is None
