@@ -68,6 +68,64 @@ def make_change(pbf: Path, out: Path, fraction: float) -> dict:
     return {"ways_total": n_ways, "ways_changed": len(ways), "nodes_moved": moved, "bytes": out.stat().st_size}
 
 
+LOCAL_CENTRE = (9.5209, 47.1410)  # Vaduz, in the first copy (copies keep the original's coordinates)
+
+
+def make_local_change(pbf: Path, out: Path, count: int, centre=LOCAL_CENTRE) -> dict:
+    """The edit of `make_change` (a changed tag, the first node moved ~5 m) on the `count` ways whose
+    first node lies nearest `centre`: a change of the same size confined to a few km, as a real minutely
+    or hourly diff is (--local)."""
+    import math
+
+    import numpy as np
+    import osmium
+
+    when = dt.datetime(2030, 1, 1, tzinfo=dt.UTC)
+    ids, first, xy = [], [], []
+    for w in osmium.FileProcessor(str(pbf), osmium.osm.WAY).with_locations():
+        if len(w.nodes) >= 2 and w.nodes[0].location.valid():
+            ids.append(w.id)
+            first.append(w.nodes[0].ref)
+            xy.append((w.nodes[0].location.lon, w.nodes[0].location.lat))
+    a = np.asarray(xy, dtype=np.float64)
+    d = np.hypot((a[:, 0] - centre[0]) * math.cos(math.radians(centre[1])), a[:, 1] - centre[1])
+    pick = np.argsort(d, kind="stable")[:count]
+    chosen = {ids[i] for i in pick.tolist()}
+    first_nodes = {first[i] for i in pick.tolist()}
+    radius_km = float(d[pick].max()) * 111.2 if len(pick) else 0.0
+    ways = {}
+    for w in osmium.FileProcessor(str(pbf), osmium.osm.WAY).with_filter(osmium.filter.IdFilter(chosen)):
+        tags = dict(w.tags)
+        if "name" in tags:
+            tags["name"] = tags["name"] + " (neu)"
+        else:
+            tags["note"] = "geoengine update benchmark"
+        ways[w.id] = w.replace(version=w.version + 1, timestamp=when, tags=tags, nodes=[n.ref for n in w.nodes])
+    out.unlink(missing_ok=True)
+    writer = osmium.SimpleWriter(str(out))
+    moved = 0
+    try:
+        nodes = osmium.FileProcessor(str(pbf), osmium.osm.NODE).with_filter(osmium.filter.IdFilter(first_nodes))
+        for n in nodes:
+            loc = n.location
+            writer.add_node(n.replace(version=n.version + 1, timestamp=when,
+                                      location=(loc.lon + 0.00005, loc.lat + 0.00004)))
+            moved += 1
+        for wid in sorted(ways):
+            writer.add_way(ways[wid])
+    finally:
+        writer.close()
+    return {"ways_total": len(ids), "ways_changed": len(ways), "nodes_moved": moved, "bytes": out.stat().st_size,
+            "local": {"centre": list(centre), "radius_km": round(radius_km, 2)}}
+
+
+def tiles_patch_info(bundle: Path) -> dict:
+    """The tile stage's manifest entry after the update: patched or rebuilt, and how many tiles were cut."""
+    entry = json.loads((bundle / "manifest.json").read_text())["stages"].get("tiles", {})
+    return {"patched_from": entry.get("patched_from"), "tiles": entry.get("counts", {}).get("tiles"),
+            **entry.get("info", {}).get("patch", {})}
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--copies", type=int, default=16)
@@ -75,6 +133,8 @@ def main(argv=None) -> int:
     ap.add_argument("--cache", type=Path, default=Path("/work/scale-cache"))
     ap.add_argument("--keep", type=Path, help="work in DIR and keep it (default: a temporary folder)")
     ap.add_argument("--json", type=Path, help="write the results as JSON")
+    ap.add_argument("--local", action="store_true",
+                    help="the same count of ways, nearest one copy's centre (make_local_change), not spread")
     ap.add_argument("--no-warmup", action="store_true", help="skip the small build that fills the compile cache")
     a = ap.parse_args(argv)
     pbf = extract_for(a.copies, a.cache)
@@ -98,6 +158,8 @@ def main(argv=None) -> int:
         print(f"full build: {build['seconds']:.1f} s wall, {build['cpu_seconds']:.1f} s CPU", flush=True)
         t = time.perf_counter()
         change = make_change(pbf, work / "change.osc.gz", a.fraction)
+        if a.local:  # the same count of ways, confined to a few km
+            change = make_local_change(pbf, work / "change.osc.gz", change["ways_changed"])
         change["seconds_to_make"] = round(time.perf_counter() - t, 1)
         print(f"change: {change['ways_changed']:,} of {change['ways_total']:,} ways, {change['nodes_moved']:,} nodes "
               f"moved, {change['bytes'] / 1024:.0f} KB", flush=True)
@@ -106,6 +168,7 @@ def main(argv=None) -> int:
         rep = json.loads((work / "update.json").read_text())
         upd["steps"] = rep["steps"]
         upd["stages_reused"], upd["stages_rebuilt"] = rep.get("stages_reused"), rep.get("stages_rebuilt")
+        upd["stages_patched"], upd["tiles_patch"] = rep.get("stages_patched"), tiles_patch_info(bundle)
         print(f"update: {upd['seconds']:.1f} s wall, {upd['cpu_seconds']:.1f} s CPU", flush=True)
     finally:
         if not a.keep:
@@ -129,7 +192,8 @@ def main(argv=None) -> int:
           f"{upd['seconds']:11.1f} {upd['cpu_seconds']:10.1f}")
     print(f"\nupdate / build: wall {results['ratio_wall']:.2f}, CPU {results['ratio_cpu']:.2f} (target <= 0.25); "
           f"reused: {', '.join(upd['stages_reused'] or []) or 'none'}; rebuilt in full: "
-          f"{', '.join(upd['stages_rebuilt'] or []) or 'none'}")
+          f"{', '.join(upd['stages_rebuilt'] or []) or 'none'}; patched: {', '.join(upd['stages_patched'] or []) or 'none'}")
+    print(f"tiles: {json.dumps(upd['tiles_patch'])}")
     if a.json:
         a.json.write_text(json.dumps(results, indent=2))
     return 0

@@ -100,7 +100,12 @@ def make_second_change(src: Path, out_dir: Path) -> dict:
                          for rid, ms in sorted(relations)
                          if sum(1 for m in ms if m[2] == "inner" and m[0] == "w" and member_of.get(m[1]) == 1
                                 and m[1] in way_refs) >= 1)
-    shared = next(r for w in sorted(closed_area) for r in way_refs[w][1:-1] if use.get(r, 0) >= 2)
+    # the moved node: on an outer member way of another multipolygon (its whole area must be cut again),
+    # shared with a second way where there is one
+    outers = [m[1] for rid, ms in sorted(relations) if rid != rel_id for m in ms
+              if m[0] == "w" and m[2] == "outer" and m[1] in way_refs and len(way_refs[m[1]]) > 3]
+    shared = next((r for w in outers for r in way_refs[w][1:-1] if use.get(r, 0) >= 2),
+                  next(r for w in sorted(closed_area) for r in way_refs[w][1:-1] if use.get(r, 0) >= 2))
     out_dir.mkdir(parents=True, exist_ok=True)
     new_dir = out_dir / "new"
     new_dir.mkdir(exist_ok=True)
@@ -193,3 +198,58 @@ def test_the_patch_declines_tiles_of_another_geoengine(old_bundle, edits, upd_se
     assert tile_stage._why_not(ctx, ok, tile_stage.source_id(ctx),
                                Path(os.path.realpath(old_bundle)) / "tiles" /
                                f"{tile_stage.source_id(ctx)}.mbtiles") is None
+
+
+def _expected_boxes(extract: Path, changes) -> list[tuple]:
+    """What the change touches in `extract`, by a plain scan of the whole (small) file: the changed
+    nodes, every way that changed or holds a changed node, every multipolygon relation with area
+    features that changed or holds one of those, over all its members."""
+    from geoengine.tiles import schema
+
+    ch = {t: set(changes.low[t]) | set(changes.deleted[t]) for t in ("n", "w", "r")}
+    _expected_boxes.relations = 0
+    loc, ways, rels = {}, {}, []
+    for o in osmium.FileProcessor(str(extract)):
+        if o.is_node():
+            loc[o.id] = (o.location.lon, o.location.lat)
+        elif o.is_way():
+            ways[o.id] = [n.ref for n in o.nodes]
+        else:
+            tags = {k: v for k, v in dict(o.tags).items() if k != "type"}
+            if o.tags.get("type") == "multipolygon" and schema.area_features(tags):
+                rels.append((o.id, [m.ref for m in o.members if m.type == "w"]))
+
+    def box(refs):
+        pts = [loc[r] for r in refs if r in loc]
+        xs, ys = [p[0] for p in pts], [p[1] for p in pts]
+        return (min(xs), min(ys), max(xs), max(ys))
+
+    out = [(*loc[i], *loc[i]) for i in ch["n"] if i in loc]
+    hit = {w for w, refs in ways.items() if w in ch["w"] or any(r in ch["n"] for r in refs)}
+    out += [box(ways[w]) for w in hit]
+    for rid, members in rels:
+        if rid in ch["r"] or any(w in hit for w in members):
+            out.append(box([r for w in members if w in ways for r in ways[w]]))
+            _expected_boxes.relations += 1
+    return out
+
+
+@pytest.mark.parametrize("which", ["edits", "second"])
+def test_the_touched_boxes_cover_every_object_made_of_a_changed_one(edits, tmp_path, which):
+    from geoengine.tiles import patch as P
+
+    if which == "edits":
+        old, new, osc = edits["old"], edits["new"], edits["osc"]
+    else:
+        second = make_second_change(edits["old"], tmp_path / "second")
+        old, new, osc = edits["old"], second["new"], second["osc"]
+    changes = read_changes([osc])
+    for extract in (old, new):
+        got = P.affected_in(extract, changes).boxes
+        want = _expected_boxes(extract, changes)
+        assert len(want) > 2
+        for b in want:
+            assert any(g[0] <= b[0] + 1e-9 and g[1] <= b[1] + 1e-9 and g[2] >= b[2] - 1e-9 and g[3] >= b[3] - 1e-9
+                       for g in got), (extract, b)
+        if which == "second":  # the moved node's multipolygon and the one that lost a member: their areas
+            assert _expected_boxes.relations >= 2
