@@ -82,7 +82,8 @@ def make_local_change(pbf: Path, out: Path, count: int, centre=LOCAL_CENTRE) -> 
 
     when = dt.datetime(2030, 1, 1, tzinfo=dt.UTC)
     ids, first, xy = [], [], []
-    for w in osmium.FileProcessor(str(pbf), osmium.osm.WAY).with_locations():
+    ways = osmium.FileProcessor(str(pbf), osmium.osm.NODE | osmium.osm.WAY).with_locations()
+    for w in ways.with_filter(osmium.filter.EntityFilter(osmium.osm.WAY)):
         if len(w.nodes) >= 2 and w.nodes[0].location.valid():
             ids.append(w.id)
             first.append(w.nodes[0].ref)

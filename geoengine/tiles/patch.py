@@ -105,6 +105,8 @@ def affected_in(extract, changes) -> Affected:
             ways[o.id] = [n.ref for n in o.nodes]
             if o.tags.get("natural") == "coastline":
                 out.coastline = True
+    # (an id set holds a 512 KB bitmap per 4 M ids it meets: freed before the next one is made)
+    del tracker, fp
     # the locations of every node of those ways, and of the changed and member nodes
     t3 = osmium.IdTracker()
     for refs in ways.values():
@@ -118,6 +120,7 @@ def affected_in(extract, changes) -> Affected:
     for o in osmium.FileProcessor(str(extract), osmium.osm.NODE).with_filter(t3.id_filter()):
         if o.location.valid():
             loc[o.id] = (o.location.lon, o.location.lat)
+    del t3
 
     def box(refs) -> tuple | None:
         pts = [loc[r] for r in refs if r in loc]
@@ -200,27 +203,63 @@ def spans_ids(bounds: np.ndarray, z: int, rng) -> np.ndarray:
     return unique((xs << 32) | ys)
 
 
-def planned_tiles(spool, plan, bbox) -> dict[int, np.ndarray]:
-    """Per zoom, the sorted ids of every tile a full cut of `spool` visits (`spool.plan_cut`'s low tasks;
-    above them, what `_cut_partition` visits: every tile of the box where the plan makes a full grid,
-    else the tiles the non-earth features' bounds meet, as tiler.tasks_for). A tile visited may still
-    come out empty (then no row is written)."""
-    out: dict[int, list] = {}
+def planned_tiles(spool, plan, bbox) -> tuple[dict[int, np.ndarray], dict[int, np.ndarray]]:
+    """Per zoom, the sorted ids of every tile a full cut of `spool` visits, and of the tiles the features
+    meet (tiler.tasks_for: the features shown at that zoom, earth aside; every tile of the box is visited
+    where those are at least 1/FULL_GRID_FACTOR of them): `spool.plan_cut`'s low tasks below the
+    partition zoom, what `_cut_partition` visits above. A tile visited may come out empty (no row)."""
+    low: dict[int, list] = {}
     for z, tiles in plan.low_tasks:
-        out.setdefault(z, []).extend((x << 32) | y for x, y in tiles)
-    res = {z: np.unique(np.asarray(v, dtype=np.int64)) for z, v in out.items()}
+        low.setdefault(z, []).extend((x << 32) | y for x, y in tiles)
+    planned, met = {}, {}
+    lb = np.asarray(spool.low_bounds, dtype=np.float64).reshape(-1, 5)
     ab = np.frombuffer(spool.all_bounds, dtype=np.float64).reshape(-1, 5) if len(spool.all_bounds) \
         else np.zeros((0, 5))
     for z in range(T.MINZOOM, spool.maxzoom + 1):
-        if z < spool.pz:
-            res.setdefault(z, np.empty(0, dtype=np.int64))
-            continue
         rng = T.tile_range(bbox, z)
+        if z < spool.pz:
+            met[z] = T._feature_tiles(lb[np.minimum(lb[:, 4], spool.pz - 1) <= z, :4], z, rng)
+            planned[z] = np.unique(np.asarray(low.get(z, []), dtype=np.int64))
+            continue
+        met[z] = T._feature_tiles(ab[np.minimum(ab[:, 4], spool.maxzoom) <= z, :4], z, rng)
         if plan.full_grid.get(z):
             xs, ys = np.meshgrid(np.arange(rng[0], rng[2] + 1, dtype=np.int64),
                                  np.arange(rng[1], rng[3] + 1, dtype=np.int64))
-            res[z] = np.sort(((xs << 32) | ys).ravel())
+            planned[z] = np.sort(((xs << 32) | ys).ravel())
         else:
-            sel = ab[np.minimum(ab[:, 4], spool.maxzoom) <= z, :4]
-            res[z] = T._feature_tiles(sel, z, rng)
-    return res
+            planned[z] = met[z]
+    return planned, met
+
+
+def grid_may_have_grown(planned: dict, met: dict, stored: dict, touched: dict, bbox) -> int | None:
+    """A zoom at which the new cut visits every tile of the box (FULL_GRID_FACTOR), the old cut may have
+    visited only the tiles features met, and some untouched tile the new cut visits is not in the old
+    archive (it may hold land now; None: no such zoom). Away from the touched tiles the features meet the
+    same tiles in both extracts, so the old count of tiles met lies between the new count less the
+    touched ones met and that plus every touched tile. (Where the old cut visited every tile and the new
+    one does not, the tiles it no longer visits are simply not copied.)"""
+    for z, ids in met.items():
+        rng = T.tile_range(bbox, z)
+        box = (rng[2] - rng[0] + 1) * (rng[3] - rng[1] + 1)
+        if box > T.FULL_GRID_FACTOR * len(ids):
+            continue  # the new cut visits the tiles features meet: those of the old cut, away from the change
+        t = touched.get(z, np.empty(0, dtype=np.int64))
+        lo = len(ids) - int(np.isin(ids, t).sum())
+        if box <= T.FULL_GRID_FACTOR * lo:
+            continue  # the old cut visited every tile too
+        p = planned[z]
+        if (~np.isin(p, t) & ~np.isin(p, stored.get(z, ()))).any():
+            return z
+    return None
+
+
+def partitions_of(tiles: dict[int, np.ndarray], pz: int) -> set[tuple[int, int]]:
+    """The partitions (tiles of zoom `pz`) holding the tiles `tiles` (per zoom, ids x << 32 | y) of
+    zoom pz and above."""
+    keys: set[tuple[int, int]] = set()
+    for z, ids in tiles.items():
+        if z < pz or len(ids) == 0:
+            continue
+        s = z - pz
+        keys.update(zip(((ids >> 32) >> s).tolist(), ((ids & 0xFFFFFFFF) >> s).tolist(), strict=True))
+    return keys

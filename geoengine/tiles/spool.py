@@ -40,6 +40,7 @@ from geoengine.tiles.features import STREAMS, WORLD, _entry, boundary_way_levels
 
 PARTITION_ZOOM = 10
 MAX_PARTITIONS = 16
+MAX_GRID = 1 << 22  # cells of `reaching`'s table of tiles at one zoom (32 MB)
 _EARTH = schema.LAYERS.index("earth")
 
 
@@ -110,6 +111,8 @@ class Spool:
         return {name: self.counts_by_layer[i] for i, name in enumerate(schema.LAYERS)}
 
     clip_box = None  # while set, features are clipped to it as features.clip_to_box does
+    keep = None  # a set of partitions: only their files are written (a patch cuts only those)
+    reach = None  # per zoom, tile ids: only features that can reach one of them are kept for the cut
 
     def add(self, geom, feat: schema.Feature, tags) -> None:
         geoms = np.empty(1, dtype=object)
@@ -165,7 +168,12 @@ class Spool:
         self.counts_by_layer = [int(c) + int(d) for c, d in zip(self.counts_by_layer, counts.tolist(), strict=True)]
         self.all_bounds.frombytes(np.column_stack([b, min_zooms.astype(np.float64)])[not_earth].tobytes())
         low = mz < self.pz
-        for i in np.flatnonzero(low & (size >= self.low_pixel)).tolist():
+        drawn = low & (size >= self.low_pixel)
+        hit = None
+        if self.reach is not None:  # a patch: what no tile to cut can use is neither held nor written
+            hit = reaching(b, {z: v for z, v in self.reach.items() if z >= self.pz}) | ~not_earth
+            drawn &= reaching(b, {z: v for z, v in self.reach.items() if z < self.pz}) | ~not_earth
+        for i in np.flatnonzero(drawn).tolist():
             self.low.append((int(seqs[i]), geoms[i], int(layers[i]), int(min_zooms[i]), props[i]))
         sel = low & not_earth
         self.low_bounds.extend(zip(*b[sel].T.tolist(), min_zooms[sel].tolist(), strict=True))
@@ -173,12 +181,13 @@ class Spool:
         shared = (area > MAX_PARTITIONS) | ~not_earth
         seq_l, layer_l, mz_l, span_l = seqs.tolist(), layers.tolist(), min_zooms.tolist(), spans.tolist()
         for i in np.flatnonzero(shared).tolist():
-            self.shared.append((seq_l[i], wkbs[i], layer_l[i], mz_l[i], props[i]))
+            if hit is None or hit[i]:
+                self.shared.append((seq_l[i], wkbs[i], layer_l[i], mz_l[i], props[i]))
             if layer_l[i] != _EARTH:  # its partitions have tiles even when no other feature is there
                 self.shared_spans.append(tuple(span_l[i]))
         # one pickled list of records per partition and batch (not one pickle per record)
         by_part: dict[tuple[int, int], list] = {}
-        for i in np.flatnonzero(~shared).tolist():
+        for i in np.flatnonzero(~shared if hit is None else ~shared & hit).tolist():
             rec = (seq_l[i], wkbs[i], layer_l[i], mz_l[i], props[i])
             x0, y0, x1, y1 = span_l[i]
             for x in range(x0, x1 + 1):
@@ -189,7 +198,10 @@ class Spool:
                     else:
                         recs.append(rec)
         files = self.files
+        keep = self.keep
         for key, recs in by_part.items():
+            if keep is not None and key not in keep:
+                continue
             fh = files.get(key)
             if fh is None:
                 fh = files[key] = open(self.folder / f"{key[0]}-{key[1]}.{self.stream}.features", "ab")
@@ -338,32 +350,47 @@ def _reaching(recs: list[tuple], only: dict, key: tuple[int, int], pz: int, maxz
     (a tile's features are those whose simplified bounds, within their bounds, meet the grown tile)."""
     if not recs:
         return recs
-    b = shapely.bounds(np.fromiter((r[1] for r in recs), dtype=object, count=len(recs)))
-    hit = np.zeros(len(recs), dtype=bool)
+    mine = {}
     for z in range(pz, maxzoom + 1):
         ids = only.get(z)
         if ids is None or len(ids) == 0:
             continue
-        k = 1 << (z - pz)
-        x0, y0 = key[0] * k, key[1] * k
-        xs, ys = (ids >> 32) - x0, (ids & 0xFFFFFFFF) - y0
-        sel = (xs >= 0) & (xs < k) & (ys >= 0) & (ys < k)
-        if not sel.any():
+        s = z - pz
+        mine[z] = ids[((ids >> 32) >> s == key[0]) & ((ids & 0xFFFFFFFF) >> s == key[1])]
+    b = shapely.bounds(np.fromiter((r[1] for r in recs), dtype=object, count=len(recs)))
+    hit = reaching(b, mine)
+    return [r for r, h in zip(recs, hit.tolist(), strict=True) if h]
+
+
+def reaching(b: np.ndarray, only: dict) -> np.ndarray:
+    """Which Mercator bounds `b` [n, 4] meet one of the tiles `only` (per zoom, ids x << 32 | y), each
+    grown by its zoom's clipping buffer (edges included): a summed-area table of the tiles per zoom,
+    over their extent, and one lookup per bounds' tile span."""
+    hit = np.zeros(len(b), dtype=bool)
+    half = WORLD / 2
+    for z, ids in only.items():
+        if ids is None or len(ids) == 0 or len(b) == 0:
             continue
-        grid = np.zeros((k + 1, k + 1), dtype=np.int64)  # summed-area table of the tiles to cut
-        grid[ys[sel] + 1, xs[sel] + 1] = 1
+        xs, ys = ids >> 32, ids & 0xFFFFFFFF
+        x0, y0, x1, y1 = int(xs.min()), int(ys.min()), int(xs.max()), int(ys.max())
+        while (x1 - x0 + 2) * (y1 - y0 + 2) > MAX_GRID:
+            # the parent tiles instead (a parent holds its children, and its buffer is twice theirs):
+            # more bounds may meet them, none fewer
+            z, xs, ys = z - 1, xs >> 1, ys >> 1
+            x0, y0, x1, y1 = x0 >> 1, y0 >> 1, x1 >> 1, y1 >> 1
+        grid = np.zeros((y1 - y0 + 2, x1 - x0 + 2), dtype=np.int64)
+        grid[ys - y0 + 1, xs - x0 + 1] = 1
         grid = grid.cumsum(0).cumsum(1)
         size = WORLD / (1 << z)
         grow = size * T.BUFFER / T.EXTENT
-        spans = _tile_spans(b, z, grow, (x0, y0, x0 + k - 1, y0 + k - 1)) - np.array([x0, y0, x0, y0])
-        # bounds wholly outside the partition were clamped onto its edge: they meet none of its tiles
-        half = WORLD / 2
-        inside = ((b[:, 2] + grow + half) / size >= x0) & ((b[:, 0] - grow + half) / size < x0 + k) & \
-            ((half - b[:, 1] + grow) / size >= y0) & ((half - b[:, 3] - grow) / size < y0 + k)
+        spans = _tile_spans(b, z, grow, (x0, y0, x1, y1)) - np.array([x0, y0, x0, y0])
+        # bounds wholly outside the extent were clamped onto its edge: they meet none of its tiles
+        inside = ((b[:, 2] + grow + half) / size >= x0) & ((b[:, 0] - grow + half) / size < x1 + 1) & \
+            ((half - b[:, 1] + grow) / size >= y0) & ((half - b[:, 3] - grow) / size < y1 + 1)
         sx0, sy0, sx1, sy1 = spans.T
         n = grid[sy1 + 1, sx1 + 1] - grid[sy0, sx1 + 1] - grid[sy1 + 1, sx0] + grid[sy0, sx0]
         hit |= inside & (n > 0)
-    return [r for r, h in zip(recs, hit.tolist(), strict=True) if h]
+    return hit
 
 
 def _largest_first(folder: Path, partitions: list[tuple[int, int]]) -> list[tuple[int, int]]:
@@ -413,6 +440,16 @@ def plan_cut(spool: Spool, partitions: list[tuple[int, int]], bbox) -> CutPlan:
     return CutPlan(low_tasks, partitions, full_grid)
 
 
+def _partitions_of(tiles: dict, pz: int) -> set[tuple[int, int]]:
+    keys: set[tuple[int, int]] = set()
+    for z, ids in tiles.items():
+        if z < pz or len(ids) == 0:
+            continue
+        s = z - pz
+        keys.update(zip(((ids >> 32) >> s).tolist(), ((ids & 0xFFFFFFFF) >> s).tolist(), strict=True))
+    return keys
+
+
 def restrict_plan(plan: CutPlan, only: dict, pz: int) -> CutPlan:
     """The plan of a cut of the tiles `only` (per zoom, sorted ids x << 32 | y, among those `plan`
     visits): the low tasks with those tiles alone (batches of tiler.BATCH per zoom; a tile's bytes do
@@ -428,13 +465,7 @@ def restrict_plan(plan: CutPlan, only: dict, pz: int) -> CutPlan:
     for z in sorted(low, reverse=True):
         tiles = [(i >> 32, i & 0xFFFFFFFF) for i in sorted(low[z])]
         tasks.extend((z, tiles[i:i + T.BATCH]) for i in range(0, len(tiles), T.BATCH))
-    keys = set()
-    for z, ids in only.items():
-        if z < pz or len(ids) == 0:
-            continue
-        s = z - pz
-        keys.update(zip(((ids >> 32) >> s).tolist(), ((ids & 0xFFFFFFFF) >> s).tolist(), strict=True))
-    return CutPlan(tasks, sorted(k for k in plan.partitions if k in keys), plan.full_grid)
+    return CutPlan(tasks, sorted(_partitions_of(only, pz)), plan.full_grid)
 
 
 def cut_spooled(spool: Spool, partitions: list[tuple[int, int]], bbox, *, processes: int | None = None,
@@ -457,7 +488,12 @@ def _cut_spooled(spool: Spool, partitions: list[tuple[int, int]], bbox, *, proce
     mvt.warm()  # the kernels are loaded once here and inherited by every forked worker
     simplify.warm()
     # low zooms: the in-memory set, tasks from the bounds of every low-min-zoom feature
-    T._STATE = _state_of(list(spool.low), maxzoom)
+    low = list(spool.low)
+    if only is not None:  # a patch: only the low-zoom features that reach a tile to cut
+        b = shapely.bounds(np.fromiter((r[1] for r in low), dtype=object, count=len(low)))
+        hit = reaching(b, {z: ids for z, ids in only.items() if z < spool.pz})
+        low = [r for r, h in zip(low, hit.tolist(), strict=True) if h]
+    T._STATE = _state_of(low, maxzoom)
     _JOB = {"folder": spool.folder, "shared": spool.shared, "maxzoom": maxzoom, "bbox": bbox, "pz": spool.pz,
             "full_grid": full_grid, "only": only}
     try:
@@ -485,7 +521,7 @@ def _cut_spooled(spool: Spool, partitions: list[tuple[int, int]], bbox, *, proce
 
 
 def _collect_stream(k: int, osm_path, bbox, folder: Path, maxzoom: int, partition_zoom: int, box,
-                    way_level: dict | None = None) -> Spool:
+                    keep: set | None = None, way_level: dict | None = None) -> Spool:
     """Collect stream k into its own spool. The points-and-lines stream reads the boundary relations
     first (their member ways are boundary lines) when `way_level` is not given; the areas stream does
     not need them, so it starts at once while the other process reads them."""
@@ -493,6 +529,9 @@ def _collect_stream(k: int, osm_path, bbox, folder: Path, maxzoom: int, partitio
         way_level = boundary_way_levels(osm_path)
     spool = Spool(folder, bbox, maxzoom, partition_zoom, stream=f"s{k}", first_seq=(k + 1) * SEQ_STRIDE)
     spool.clip_box = box
+    if keep is not None:
+        spool.reach = keep
+        spool.keep = _partitions_of(keep, spool.pz)
     STREAMS[k](spool, way_level).collect(osm_path)
     spool.clip_box = None
     spool.finish()
@@ -515,15 +554,18 @@ def _stream_child(k: int, state_path: Path, parent: int, *args) -> None:  # prag
 
 
 def collect_spooled(osm_path, bbox, folder: Path, *, maxzoom: int = T.MAXZOOM, partition_zoom: int = PARTITION_ZOOM,
-                    processes: int | None = None) -> tuple[Spool, list[tuple[int, int]]]:
-    """features.collect, spooled (`_collect_spooled`), with the garbage collector off (`gc_paused`)."""
+                    processes: int | None = None, keep: set | None = None) -> tuple[Spool, list[tuple[int, int]]]:
+    """features.collect, spooled (`_collect_spooled`), with the garbage collector off (`gc_paused`).
+    `keep` (a patch: per zoom, the ids x << 32 | y of the tiles to cut): only the features that can reach
+    one of them are written or held (every feature is still counted, and its bounds kept, so the plan of
+    the whole cut is the same)."""
     with gc_paused():
         return _collect_spooled(osm_path, bbox, folder, maxzoom=maxzoom, partition_zoom=partition_zoom,
-                                processes=processes)
+                                processes=processes, keep=keep)
 
 
 def _collect_spooled(osm_path, bbox, folder: Path, *, maxzoom: int = T.MAXZOOM, partition_zoom: int = PARTITION_ZOOM,
-                     processes: int | None = None) -> tuple[Spool, list[tuple[int, int]]]:
+                     processes: int | None = None, keep: set | None = None) -> tuple[Spool, list[tuple[int, int]]]:
     """features.collect, spooled: the same features in the same order, written by partition. The
     collection streams (points and lines; areas) each read the extract, the first in a forked process
     when there is a second core."""
@@ -537,7 +579,7 @@ def _collect_spooled(osm_path, bbox, folder: Path, *, maxzoom: int = T.MAXZOOM, 
     spool.clip_box = box
     spool.add(box, schema.Feature("earth", "earth", 0), {})
     spool.clip_box = None
-    args = (osm_path, bbox, folder, maxzoom, partition_zoom, box)
+    args = (osm_path, bbox, folder, maxzoom, partition_zoom, box, keep)
     processes = processes or min(os.cpu_count() or 1, len(STREAMS))
     child = None
     if processes > 1:

@@ -15,7 +15,7 @@ from geoengine.bundler.pipeline import BuildContext, Stage, StageResult
 from geoengine.tiles import schema
 from geoengine.tiles.mbtiles import MBTilesWriter
 from geoengine.tiles.spool import collect_spooled, cut_spooled, plan_cut
-from geoengine.tiles.tiler import MAXZOOM, MINZOOM
+from geoengine.tiles.tiler import MAXZOOM, MINZOOM, tile_range
 
 ATTRIBUTION = "© OpenStreetMap contributors"
 
@@ -128,6 +128,13 @@ def _catalog_title(name: str | None) -> str | None:
 PATCH_MAX_SHARE = 0.5
 
 
+def _cpu() -> float:
+    import resource
+
+    a, b = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
+    return a.ru_utime + a.ru_stime + b.ru_utime + b.ru_stime
+
+
 def _stored(path) -> dict[int, np.ndarray]:
     """Per zoom, the sorted ids (x << 32 | y) of the tiles an MBTiles archive holds."""
     with sqlite3.connect(f"file:{path}?mode=ro", uri=True) as db:
@@ -179,6 +186,7 @@ def patch(ctx: BuildContext, p) -> StageResult | None:
     if bbox is None:
         return None
     t0 = time.time()
+    cpu = [_cpu()]
     sid = source_id(ctx)
     old_path = p.old_dir("tiles") / f"{sid}.mbtiles"
     why = _why_not(ctx, p, sid, old_path)
@@ -194,24 +202,35 @@ def patch(ctx: BuildContext, p) -> StageResult | None:
     n_old = sum(len(v) for v in stored.values())
     n_hit = sum(int(np.isin(stored[z], touched[z]).sum()) for z in stored)
     t_find = time.time() - t0
+    cpu.append(_cpu())
     if n_old and n_hit > PATCH_MAX_SHARE * n_old:
         ctx.progress.log(f"[tiles] not patched: the change touches {n_hit:,} of the {n_old:,} tiles")
         return None
     out = ctx.stage_dir("tiles")
     spool_dir = out / "spool"
-    fs, partitions = collect_spooled(ctx.inputs.osm, bbox, spool_dir)
+    # only the features that can reach a touched tile are written to disk or held (every feature is
+    # still collected: the counts, and where tiles exist, are decided over all of them)
+    fs, partitions = collect_spooled(ctx.inputs.osm, bbox, spool_dir, keep=touched)
     t_collect = time.time() - t0 - t_find
+    cpu.append(_cpu())
     plan = plan_cut(fs, partitions, bbox)
-    planned = P.planned_tiles(fs, plan, bbox)
-    recut = {}
-    for z, ids in planned.items():
-        t = touched.get(z, np.empty(0, dtype=np.int64))
-        recut[z] = ids[np.isin(ids, t) | ~np.isin(ids, stored[z])]
+    planned, met = P.planned_tiles(fs, plan, bbox)
+    recut = {z: ids[np.isin(ids, touched.get(z, ()))] for z, ids in planned.items()}
     n_planned = sum(len(v) for v in planned.values())
     n_recut = sum(len(v) for v in recut.values())
+    why = None
     if n_recut > PATCH_MAX_SHARE * n_planned:
+        why = f"{n_recut:,} of the {n_planned:,} tiles would be cut again"
+    else:
+        # Away from the change a zoom's tiles are those of the old cut unless the zoom switched to every
+        # tile of the box (FULL_GRID_FACTOR) from the tiles features meet: decline where it may have
+        # and some untouched tile the new cut visits is not in the old archive.
+        z = P.grid_may_have_grown(planned, met, stored, touched, bbox)
+        if z is not None:
+            why = f"the tiles of zoom {z} may have become every tile of the box"
+    if why is not None:
         shutil.rmtree(spool_dir, ignore_errors=True)
-        ctx.progress.log(f"[tiles] not patched: {n_recut:,} of the {n_planned:,} tiles would be cut again")
+        ctx.progress.log(f"[tiles] not patched: {why}")
         return None
     ctx.progress.log(f"[tiles] {len(fs):,} features collected in {t_collect:.1f}s; the change touches "
                      f"{sum(aff.objects.values()):,} objects: {n_recut:,} of {n_planned:,} tiles to cut again")
@@ -231,9 +250,11 @@ def patch(ctx: BuildContext, p) -> StageResult | None:
         made += 1
     shutil.rmtree(spool_dir, ignore_errors=True)
     t_cut = time.time() - t0 - t_find - t_collect
+    cpu.append(_cpu())
     copied, copied_bytes = _copy_tiles(writer, old_path, stored, planned, recut)
     tiles, nbytes = writer.count, writer.bytes
     writer.close(_metadata(ctx, sid, bbox))
+    cpu.append(_cpu())
     return StageResult(
         outputs=[f"tiles/{sid}.mbtiles"],
         counts=_counts(fs, tiles),
@@ -241,7 +262,10 @@ def patch(ctx: BuildContext, p) -> StageResult | None:
               "partitions": len(small.partitions),
               "patch": {"objects": aff.objects, "boxes": len(aff.boxes), "tiles_planned": n_planned,
                         "tiles_recut": n_recut, "tiles_made": made, "tiles_copied": copied,
-                        "find_seconds": round(t_find, 3)},
+                        "find_seconds": round(t_find, 3),
+                        # CPU (this process and its workers) of finding the tiles, collecting, cutting, copying
+                        "cpu_seconds": dict(zip(("find", "collect", "cut", "copy"),
+                                                (round(b - a, 3) for a, b in zip(cpu, cpu[1:]))))},
               "collect_seconds": round(t_collect, 3), "cut_seconds": round(t_cut, 3),
               "copy_seconds": round(time.time() - t0 - t_find - t_collect - t_cut, 3)},
     )
