@@ -41,14 +41,35 @@ class Affected:
 
     def __init__(self):
         self.boxes: list[tuple[float, float, float, float]] = []
+        self.features: list[dict] = []  # (with a bbox) the features of the objects, per extract
         self.coastline = False
         self.objects = {"n": 0, "w": 0, "r": 0}
 
     def extend(self, other: Affected) -> None:
         self.boxes.extend(other.boxes)
+        self.features.extend(other.features)
         self.coastline |= other.coastline
         for k, v in other.objects.items():
             self.objects[k] += v
+
+
+class TooManyIds(Exception):
+    """The ids would need more memory in osmium's id sets than ID_SET_BUDGET_MB."""
+
+
+# osmium's id sets (IdTracker, IdFilter) are dense: a 512 KB bitmap for every block of 4,194,304 ids
+# that holds one of the ids. Ids spread over the whole id space (a diff that modifies old objects
+# everywhere; the replicated benchmark extracts, whose copies' ids are billions apart) would take
+# gigabytes: such a change is declined (the stage then runs in full).
+ID_SET_BUDGET_MB = 512
+_CHUNK_BITS = 22
+
+
+def _check_id_set(ids) -> None:
+    blocks = len({int(i) >> _CHUNK_BITS for i in ids})
+    if blocks * 0.5 > ID_SET_BUDGET_MB:
+        raise TooManyIds(f"the change's ids spread over {blocks:,} blocks of osmium's id sets "
+                         f"({blocks * 0.5:,.0f} MB, more than {ID_SET_BUDGET_MB} MB)")
 
 
 def _area_relation(tags: dict) -> bool:
@@ -63,10 +84,14 @@ def _admin_relation(tags: dict) -> bool:
     return tags.get("boundary") == "administrative" and schema.admin_level(tags) is not None
 
 
-def affected_in(extract, changes) -> Affected:
-    """The boxes of the objects of `extract` a change touches (see the module's doc)."""
+def affected_in(extract, changes, bbox=None, scratch=None) -> Affected:
+    """What a change touches in `extract` (see the module's doc): the objects' boxes, and with `bbox`
+    and a `scratch` folder their features too (`Affected.features`), collected from a small extract of
+    those objects and what they are made of (the boundary relations that hold their ways included)."""
     out = Affected()
     ch = {t: set(changes.low[t]) | set(changes.deleted[t]) for t in ("n", "w", "r")}
+    for t in ("n", "w", "r"):
+        _check_id_set(ch[t])
     tracker = osmium.IdTracker()
     for i in ch["n"]:
         tracker.add_node(i)
@@ -80,6 +105,7 @@ def affected_in(extract, changes) -> Affected:
     rel_ways: list[int] = []
     rel_nodes: list[int] = []
     rel_members: list[tuple[list[int], list[int]]] = []
+    rel_ids: list[int] = []  # the relations of the small extract: areas, and boundaries (their ways' levels)
     fp = osmium.FileProcessor(str(extract), osmium.osm.WAY | osmium.osm.RELATION).with_filter(tracker.id_filter())
     for o in fp:
         if o.is_way():
@@ -88,12 +114,16 @@ def affected_in(extract, changes) -> Affected:
                 out.coastline = True
         else:
             tags = dict(o.tags)
-            if _area_relation(tags) or (o.id in ch["r"] and _admin_relation(tags)):
+            admin = _admin_relation(tags)
+            if _area_relation(tags) or (o.id in ch["r"] and admin):
                 mw = [m.ref for m in o.members if m.type == "w"]
                 mn = [m.ref for m in o.members if m.type == "n"]
                 rel_members.append((mw, mn))
                 rel_ways.extend(mw)
                 rel_nodes.extend(mn)
+                rel_ids.append(o.id)
+            elif admin:
+                rel_ids.append(o.id)
             out.objects["r"] += 1
     out.objects["w"] = len(ways)
     extra = set(rel_ways) - set(ways)
@@ -105,9 +135,12 @@ def affected_in(extract, changes) -> Affected:
             ways[o.id] = [n.ref for n in o.nodes]
             if o.tags.get("natural") == "coastline":
                 out.coastline = True
+        del t2
     # (an id set holds a 512 KB bitmap per 4 M ids it meets: freed before the next one is made)
     del tracker, fp
     # the locations of every node of those ways, and of the changed and member nodes
+    _check_id_set([r for refs in ways.values() for r in refs] + list(ch["n"]) + rel_nodes)
+    _check_id_set(list(ways) + list(ch["w"]))
     t3 = osmium.IdTracker()
     for refs in ways.values():
         for r in refs:
@@ -120,6 +153,14 @@ def affected_in(extract, changes) -> Affected:
     for o in osmium.FileProcessor(str(extract), osmium.osm.NODE).with_filter(t3.id_filter()):
         if o.location.valid():
             loc[o.id] = (o.location.lon, o.location.lat)
+    if bbox is not None and scratch is not None:
+        for i in ways:
+            t3.add_way(i)
+        for i in rel_ids:
+            t3.add_relation(i)
+        feats = _features_of(extract, t3, bbox, scratch)
+        out.coastline |= feats.pop("coastline")
+        out.features.append(feats)
     del t3
 
     def box(refs) -> tuple | None:
@@ -153,10 +194,66 @@ def affected_in(extract, changes) -> Affected:
     return out
 
 
-def affected(old_extract, new_extract, changes) -> Affected:
-    """The boxes of what a change touches in the old extract and in the new one."""
-    out = affected_in(old_extract, changes)
-    out.extend(affected_in(new_extract, changes))
+def _features_of(extract, tracker, bbox, scratch) -> dict:
+    """The features (Mercator bounds, min zoom, layer, size as the cut measures it) that the collection
+    makes of the objects `tracker` holds, read from a small extract of them (features.collect: the
+    same classification, geometry, clipping to the box)."""
+    import shapely
+
+    from geoengine.tiles.features import collect
+
+    scratch.mkdir(parents=True, exist_ok=True)
+    sub = scratch / f"affected-{len(list(scratch.iterdir()))}.osm.pbf"
+    with osmium.SimpleWriter(str(sub)) as w:
+        for o in osmium.FileProcessor(str(extract)).with_filter(tracker.id_filter()):
+            w.add(o)
+    fs = collect(sub, bbox)
+    sub.unlink()
+    layer = np.asarray(fs.layer, dtype=np.int16)
+    keep = layer != schema.LAYERS.index("earth")
+    geoms = np.asarray(fs.geoms, dtype=object)[keep]
+    dims = shapely.get_dimensions(geoms)
+    size = np.where(dims == 2, np.sqrt(shapely.area(geoms)), np.where(dims == 1, shapely.length(geoms), np.inf))
+    return {"bounds": shapely.bounds(geoms), "min_zoom": np.asarray(fs.min_zoom, dtype=np.int64)[keep],
+            "layer": layer[keep], "size": size, "coastline": bool(fs.coastlines)}
+
+
+def touched_by_features(features: list[dict], bbox, minzoom: int = T.MINZOOM,
+                        maxzoom: int = T.MAXZOOM) -> dict[int, np.ndarray]:
+    """Per zoom, the tiles whose bytes or existence the features of the changed objects (old and new)
+    can alter: the tiles their bounds meet once grown by the zoom's clipping buffer, of the features the
+    cut draws at that zoom (min zoom, landcover up to its zoom, at least a pixel below the maximum zoom:
+    tiler._encode_batch's filter); and the tiles the bounds of every feature shown from that zoom meet
+    (they decide which tiles the cut visits: tiler.tasks_for)."""
+    b = np.concatenate([f["bounds"] for f in features]) if features else np.zeros((0, 4))
+    mz = np.minimum(np.concatenate([f["min_zoom"] for f in features]), maxzoom) if features else np.zeros(0)
+    lay = np.concatenate([f["layer"] for f in features]) if features else np.zeros(0)
+    size = np.concatenate([f["size"] for f in features]) if features else np.zeros(0)
+    b = b[~np.isnan(b).any(axis=1)] if len(b) else b  # (an empty geometry meets nothing)
+    ok = ~np.isnan(np.concatenate([f["bounds"] for f in features])).any(axis=1) if features else np.zeros(0, bool)
+    mz, lay, size = mz[ok], lay[ok], size[ok]
+    out = {}
+    for z in range(minzoom, maxzoom + 1):
+        rng = T.tile_range(bbox, z)
+        tile = WORLD / (1 << z)
+        shown = mz <= z
+        drawn = shown.copy()
+        if z > T.LANDCOVER_MAXZOOM:
+            drawn &= lay != T._LANDCOVER
+        if z < maxzoom:
+            drawn &= size >= tile / 256.0 * (1 - 1e-9)
+        grow = tile * T.BUFFER / T.EXTENT + 0.01 + tile * 1e-9
+        ids = [spans_ids(b[drawn] + np.array([-grow, -grow, grow, grow]), z, rng)]
+        eps = 0.01 + tile * 1e-9
+        ids.append(spans_ids(b[shown] + np.array([-eps, -eps, eps, eps]), z, rng))
+        out[z] = unique(np.concatenate(ids))
+    return out
+
+
+def affected(old_extract, new_extract, changes, bbox=None, scratch=None) -> Affected:
+    """What a change touches in the old extract and in the new one."""
+    out = affected_in(old_extract, changes, bbox, scratch)
+    out.extend(affected_in(new_extract, changes, bbox, scratch))
     return out
 
 

@@ -125,7 +125,7 @@ def _catalog_title(name: str | None) -> str | None:
 
 # A patch re-cuts at most this share of the tiles a full cut visits; above it the stage runs in full
 # (measured at 16 copies of Liechtenstein: docs/updates.md).
-PATCH_MAX_SHARE = 0.5
+PATCH_MAX_SHARE = 0.25
 
 
 def _cpu() -> float:
@@ -193,11 +193,15 @@ def patch(ctx: BuildContext, p) -> StageResult | None:
     if why is not None:
         ctx.progress.log(f"[tiles] not patched: {why}")
         return None
-    aff = P.affected(p.old_extract, p.new_extract, p.changes)
+    try:
+        aff = P.affected(p.old_extract, p.new_extract, p.changes, bbox, ctx.stage_dir("tiles") / "affected")
+    except P.TooManyIds as exc:
+        ctx.progress.log(f"[tiles] not patched: {exc}")
+        return None
     if aff.coastline:
         ctx.progress.log("[tiles] not patched: a coastline changed (land and sea are split again)")
         return None
-    touched = P.touched_tiles(aff.boxes, bbox)
+    touched = P.touched_by_features(aff.features, bbox)
     stored = _stored(old_path)
     n_old = sum(len(v) for v in stored.values())
     n_hit = sum(int(np.isin(stored[z], touched[z]).sum()) for z in stored)
