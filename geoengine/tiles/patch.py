@@ -42,6 +42,7 @@ class Affected:
     def __init__(self):
         self.boxes: list[tuple[float, float, float, float]] = []
         self.features: list[dict] = []  # (with a bbox) the features of the objects, per extract
+        self.holders: dict = {"w": [], "r": []}  # the ways and relations read (see affected_in)
         self.coastline = False
         self.objects = {"n": 0, "w": 0, "r": 0}
 
@@ -84,10 +85,14 @@ def _admin_relation(tags: dict) -> bool:
     return tags.get("boundary") == "administrative" and schema.admin_level(tags) is not None
 
 
-def affected_in(extract, changes, bbox=None, scratch=None) -> Affected:
+def affected_in(extract, changes, bbox=None, scratch=None, holders: dict | None = None) -> Affected:
     """What a change touches in `extract` (see the module's doc): the objects' boxes, and with `bbox`
     and a `scratch` folder their features too (`Affected.features`), collected from a small extract of
-    those objects and what they are made of (the boundary relations that hold their ways included)."""
+    those objects and what they are made of (the boundary relations that hold their ways included).
+
+    `holders` (the old extract's `Affected.holders`, for the new extract): the ways and relations that
+    held a changed object before. In the new extract an object holds a changed one only if it held it
+    before or changed itself, so the forward references need not be searched again."""
     out = Affected()
     ch = {t: set(changes.low[t]) | set(changes.deleted[t]) for t in ("n", "w", "r")}
     for t in ("n", "w", "r"):
@@ -95,12 +100,14 @@ def affected_in(extract, changes, bbox=None, scratch=None) -> Affected:
     tracker = osmium.IdTracker()
     for i in ch["n"]:
         tracker.add_node(i)
-    for i in ch["w"]:
+    for i in ch["w"] | set(holders["w"] if holders else ()):
         tracker.add_way(i)
-    for i in ch["r"]:
+    for i in ch["r"] | set(holders["r"] if holders else ()):
         tracker.add_relation(i)
-    # the ways holding a changed node, the relations holding a changed node or way (or one of those ways)
-    tracker.complete_forward_references(str(extract), relation_depth=0)
+    if holders is None:
+        # the ways holding a changed node, the relations holding a changed node or way (or one of those)
+        tracker.complete_forward_references(str(extract), relation_depth=0)
+    out.holders = {"w": [], "r": []}
     ways: dict[int, list[int]] = {}
     rel_ways: list[int] = []
     rel_nodes: list[int] = []
@@ -108,6 +115,7 @@ def affected_in(extract, changes, bbox=None, scratch=None) -> Affected:
     rel_ids: list[int] = []  # the relations of the small extract: areas, and boundaries (their ways' levels)
     fp = osmium.FileProcessor(str(extract), osmium.osm.WAY | osmium.osm.RELATION).with_filter(tracker.id_filter())
     for o in fp:
+        out.holders[o.type_str()].append(o.id)
         if o.is_way():
             ways[o.id] = [n.ref for n in o.nodes]
             if o.tags.get("natural") == "coastline":
@@ -150,17 +158,20 @@ def affected_in(extract, changes, bbox=None, scratch=None) -> Affected:
     for i in rel_nodes:
         t3.add_node(i)
     loc: dict[int, tuple[float, float]] = {}
-    for o in osmium.FileProcessor(str(extract), osmium.osm.NODE).with_filter(t3.id_filter()):
-        if o.location.valid():
-            loc[o.id] = (o.location.lon, o.location.lat)
     if bbox is not None and scratch is not None:
+        # one pass writes the small extract (these nodes, ways and relations); the locations and the
+        # features are read from it
         for i in ways:
             t3.add_way(i)
         for i in rel_ids:
             t3.add_relation(i)
-        feats = _features_of(extract, t3, bbox, scratch)
+        feats = _features_of(extract, t3, bbox, scratch, loc)
         out.coastline |= feats.pop("coastline")
         out.features.append(feats)
+    else:
+        for o in osmium.FileProcessor(str(extract), osmium.osm.NODE).with_filter(t3.id_filter()):
+            if o.location.valid():
+                loc[o.id] = (o.location.lon, o.location.lat)
     del t3
 
     def box(refs) -> tuple | None:
@@ -194,7 +205,7 @@ def affected_in(extract, changes, bbox=None, scratch=None) -> Affected:
     return out
 
 
-def _features_of(extract, tracker, bbox, scratch) -> dict:
+def _features_of(extract, tracker, bbox, scratch, loc: dict) -> dict:
     """The features (Mercator bounds, min zoom, layer, size as the cut measures it) that the collection
     makes of the objects `tracker` holds, read from a small extract of them (features.collect: the
     same classification, geometry, clipping to the box)."""
@@ -207,6 +218,9 @@ def _features_of(extract, tracker, bbox, scratch) -> dict:
     with osmium.SimpleWriter(str(sub)) as w:
         for o in osmium.FileProcessor(str(extract)).with_filter(tracker.id_filter()):
             w.add(o)
+    for o in osmium.FileProcessor(str(sub), osmium.osm.NODE):  # (and the nodes' locations, in `loc`)
+        if o.location.valid():
+            loc[o.id] = (o.location.lon, o.location.lat)
     fs = collect(sub, bbox)
     sub.unlink()
     layer = np.asarray(fs.layer, dtype=np.int16)
@@ -253,7 +267,7 @@ def touched_by_features(features: list[dict], bbox, minzoom: int = T.MINZOOM,
 def affected(old_extract, new_extract, changes, bbox=None, scratch=None) -> Affected:
     """What a change touches in the old extract and in the new one."""
     out = affected_in(old_extract, changes, bbox, scratch)
-    out.extend(affected_in(new_extract, changes, bbox, scratch))
+    out.extend(affected_in(new_extract, changes, bbox, scratch, holders=out.holders))
     return out
 
 

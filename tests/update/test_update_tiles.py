@@ -25,6 +25,7 @@ from geoengine.tiles import stage as tile_stage
 from .conftest import linked_copy, publish_copy
 
 WHEN2 = dt.datetime(2015, 7, 29, 10, 0, 0, tzinfo=dt.UTC)
+BOX = (9.47, 47.04, 9.64, 47.28)  # around Liechtenstein (lon/lat)
 
 
 def _tiles(bundle: Path) -> dict[tuple, bytes]:
@@ -244,8 +245,13 @@ def test_the_touched_boxes_cover_every_object_made_of_a_changed_one(edits, tmp_p
         second = make_second_change(edits["old"], tmp_path / "second")
         old, new, osc = edits["old"], second["new"], second["osc"]
     changes = read_changes([osc])
-    for extract in (old, new):
-        got = P.affected_in(extract, changes).boxes
+    before = P.affected_in(old, changes)
+    # the new extract as the patch reads it: the objects that held a changed one before (no second search
+    # of the forward references), and with the features collected
+    after = P.affected_in(new, changes, holders=before.holders)
+    assert after.boxes == P.affected_in(new, changes, bbox=BOX, scratch=tmp_path / "scratch", holders=before.holders).boxes
+    for extract, found in ((old, before), (new, after)):
+        got = found.boxes
         want = _expected_boxes(extract, changes)
         assert len(want) > 2
         for b in want:
