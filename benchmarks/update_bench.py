@@ -193,7 +193,8 @@ def main(argv=None) -> int:
           f"{upd['seconds']:11.1f} {upd['cpu_seconds']:10.1f}")
     print(f"\nupdate / build: wall {results['ratio_wall']:.2f}, CPU {results['ratio_cpu']:.2f} (target <= 0.25); "
           f"reused: {', '.join(upd['stages_reused'] or []) or 'none'}; rebuilt in full: "
-          f"{', '.join(upd['stages_rebuilt'] or []) or 'none'}; patched: {', '.join(upd['stages_patched'] or []) or 'none'}")
+          f"{', '.join(upd['stages_rebuilt'] or []) or 'none'}; patched: "
+          f"{', '.join(upd['stages_patched'] or []) or 'none'}")
     print(f"tiles: {json.dumps(upd['tiles_patch'])}")
     if a.json:
         a.json.write_text(json.dumps(results, indent=2))

@@ -2,11 +2,9 @@
 touches, at every zoom.
 
 A tile's bytes depend only on the features whose (simplified) bounds meet the tile grown by the clipping
-buffer, in collection order. A feature comes from one OSM object (a node's point, a way's line or area,
-a multipolygon's area, a named area's POI), and its bounds lie within the bounds of the locations of the
-nodes that object is made of (clipping and simplification only remove vertices; a point on the surface
-lies inside). So the tiles whose features can differ between the old and the new extract are those that
-the old or new node bounds of the objects below meet, grown by each zoom's buffer:
+buffer, in collection order, and where tiles exist only on the features' bounds. A feature comes from one
+OSM object (a node's point, a way's line or area, a multipolygon's area, a named area's POI), so only the
+features of these objects can differ between the old and the new extract:
 
 - every changed node (created, moved, retagged or deleted);
 - every changed way, and every way with a changed node (its line or area moves);
@@ -20,8 +18,10 @@ boundary level only its boundary relations, listed above). What is not per objec
 caller: the extract's box (the `earth` polygon and the tile grid) and coastlines (they split land and sea).
 
 The objects are found with pyosmium's IdTracker over each extract (ways and relations that reference the
-changed ids, in C++), then their members and nodes are read through id filters: only the affected
-objects reach Python.
+changed ids, in C++), then read through id filters (only they reach Python); a small extract of them and
+of what they are made of is collected as the stage collects (`features.collect`), in the old extract and
+in the new one, and `touched_by_features` turns those features into tiles per zoom. Their bounds (the
+boxes of the objects' node locations, `Affected.boxes`) are kept for the tests.
 """
 
 from __future__ import annotations
@@ -32,7 +32,7 @@ import osmium
 from geoengine.arrays import unique
 from geoengine.tiles import schema
 from geoengine.tiles import tiler as T
-from geoengine.tiles.features import WORLD, lonlat_to_merc
+from geoengine.tiles.features import WORLD
 
 
 class Affected:
@@ -271,23 +271,6 @@ def affected(old_extract, new_extract, changes, bbox=None, scratch=None) -> Affe
     return out
 
 
-def touched_tiles(boxes, bbox, minzoom: int = T.MINZOOM, maxzoom: int = T.MAXZOOM) -> dict[int, np.ndarray]:
-    """Per zoom, the sorted tile ids (x << 32 | y) within the extract's box `bbox` that the lon/lat `boxes`
-    meet once grown by that zoom's clipping buffer (and a centimetre, for the rounding of the projection):
-    every tile whose features a feature inside one of the boxes can reach."""
-    out = {}
-    b = np.asarray(boxes, dtype=np.float64).reshape(-1, 4)
-    x0, y0 = lonlat_to_merc(b[:, 0], b[:, 1])
-    x1, y1 = lonlat_to_merc(b[:, 2], b[:, 3])
-    merc = np.column_stack([x0, y0, x1, y1])
-    for z in range(minzoom, maxzoom + 1):
-        size = WORLD / (1 << z)
-        grow = size * T.BUFFER / T.EXTENT + 0.01 + size * 1e-9
-        g = merc + np.array([-grow, -grow, grow, grow])
-        out[z] = spans_ids(g, z, T.tile_range(bbox, z))
-    return out
-
-
 def spans_ids(bounds: np.ndarray, z: int, rng) -> np.ndarray:
     """tiler._feature_tiles without its cap on a feature's tile count: every tile of `rng` the boxes meet."""
     if len(bounds) == 0:
@@ -363,14 +346,3 @@ def grid_may_have_grown(planned: dict, met: dict, stored: dict, touched: dict, b
             return z
     return None
 
-
-def partitions_of(tiles: dict[int, np.ndarray], pz: int) -> set[tuple[int, int]]:
-    """The partitions (tiles of zoom `pz`) holding the tiles `tiles` (per zoom, ids x << 32 | y) of
-    zoom pz and above."""
-    keys: set[tuple[int, int]] = set()
-    for z, ids in tiles.items():
-        if z < pz or len(ids) == 0:
-            continue
-        s = z - pz
-        keys.update(zip(((ids >> 32) >> s).tolist(), ((ids & 0xFFFFFFFF) >> s).tolist(), strict=True))
-    return keys

@@ -15,7 +15,7 @@ from geoengine.bundler.pipeline import BuildContext, Stage, StageResult
 from geoengine.tiles import schema
 from geoengine.tiles.mbtiles import MBTilesWriter
 from geoengine.tiles.spool import collect_spooled, cut_spooled, plan_cut
-from geoengine.tiles.tiler import MAXZOOM, MINZOOM, tile_range
+from geoengine.tiles.tiler import MAXZOOM, MINZOOM
 
 ATTRIBUTION = "© OpenStreetMap contributors"
 
