@@ -27,10 +27,8 @@ CHECK_SLICE = 1 << 20  # possible turns per slice of a costing's check
 
 
 def run(ctx: BuildContext) -> StageResult:
-    from geoengine.bundler import heap
     from geoengine.graph import Graph
-    from geoengine.routing.cch import CCHTopology
-    from geoengine.routing.customise import build_topology, possible_turns
+    from geoengine.routing.customise import build_topology
 
     graph = Graph.open(ctx.out / "graph")
     from geoengine.elevation.grades import attach_grades
@@ -40,8 +38,45 @@ def run(ctx: BuildContext) -> StageResult:
     t0 = time.perf_counter()
     # written to disk array by array as it is built, and returned memory-mapped from there
     topo = build_topology(graph, out / CCH_DIR)
+    return _finish(ctx, graph, topo, dict(topo.info, seconds=round(time.perf_counter() - t0, 3)))
+
+
+def patch(ctx: BuildContext, p) -> StageResult | None:
+    """`geoengine update`: the topology carried over from the old bundle's (`routing.patch`: linked when
+    the possible turns are unchanged, contracted again under the old order when a few vertices changed),
+    then the same checks as `run`. None (a full run) when the change is large or the old files are of
+    another version."""
+    from geoengine.graph import Graph
+    from geoengine.routing.patch import patch_topology
+
+    old_entry = p.old_entry("routing")
+    if not old_entry or old_entry.get("version") != STAGE.version:
+        return None
+    try:
+        old_graph = Graph.open(p.old_dir("graph"))
+    except Exception:  # an old graph this code cannot read: a full run
+        return None
+    graph = Graph.open(ctx.out / "graph")
+    from geoengine.elevation.grades import attach_grades
+
+    attach_grades(graph, ctx.out)
+    out = ctx.stage_dir("routing")
+    done = patch_topology(old_graph, graph, p.old_dir("routing") / CCH_DIR, out / CCH_DIR)
+    del old_graph
+    if done is None:
+        return None
+    topo, tinfo = done
+    return _finish(ctx, graph, topo, tinfo)
+
+
+def _finish(ctx: BuildContext, graph, topo, topo_info: dict) -> StageResult:
+    """The stage's checks on a topology written to `routing/cch`, and its result."""
+    from geoengine.bundler import heap
+    from geoengine.routing.cch import CCHTopology
+    from geoengine.routing.customise import possible_turns
+
     outputs = [f"routing/{CCH_DIR}/{n}" for n in CCHTopology.files()]
-    info: dict = {"topology": dict(topo.info, seconds=round(time.perf_counter() - t0, 3))}
+    info: dict = {"topology": topo_info}
     counts = {"vertices": int(graph.n_edges), "cch_edges": topo.edges}
     ctx.progress.update(1, f"CCH topology ({info['topology']['seconds']:.1f}s, {topo.edges} edges)")
     # every possible turn must join two vertices the topology connects (what the router's set_base
@@ -94,6 +129,6 @@ def costing_weights(graph, prof, arcs_per_slice: int = CHECK_SLICE):
         yield tgt, w
 
 
-STAGE = Stage(name="routing", run=run,
+STAGE = Stage(name="routing", run=run, patch=patch,
               describe="customisable contraction hierarchy: one order and topology for every costing", isolated=True,
               needs=("stage:graph", "stage:elevation"))
