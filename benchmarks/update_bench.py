@@ -68,6 +68,16 @@ def make_change(pbf: Path, out: Path, fraction: float) -> dict:
     return {"ways_total": n_ways, "ways_changed": len(ways), "nodes_moved": moved, "bytes": out.stat().st_size}
 
 
+def routing_patch_info(bundle: Path) -> str | None:
+    """What the routing stage's patch did in the update (its manifest's topology note), if it patched."""
+    try:
+        entry = json.loads((bundle / "manifest.json").read_text())["stages"]["routing"]
+    except (OSError, KeyError, ValueError):
+        return None
+    topo = entry.get("info", {}).get("topology", {})
+    return f"{topo['patch']} ({topo.get('seconds')} s)" if "patch" in topo else None
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--copies", type=int, default=16)
@@ -106,6 +116,8 @@ def main(argv=None) -> int:
         rep = json.loads((work / "update.json").read_text())
         upd["steps"] = rep["steps"]
         upd["stages_reused"], upd["stages_rebuilt"] = rep.get("stages_reused"), rep.get("stages_rebuilt")
+        upd["stages_patched"] = rep.get("stages_patched")
+        upd["routing_patch"] = routing_patch_info(bundle)
         print(f"update: {upd['seconds']:.1f} s wall, {upd['cpu_seconds']:.1f} s CPU", flush=True)
     finally:
         if not a.keep:
@@ -129,7 +141,9 @@ def main(argv=None) -> int:
           f"{upd['seconds']:11.1f} {upd['cpu_seconds']:10.1f}")
     print(f"\nupdate / build: wall {results['ratio_wall']:.2f}, CPU {results['ratio_cpu']:.2f} (target <= 0.25); "
           f"reused: {', '.join(upd['stages_reused'] or []) or 'none'}; rebuilt in full: "
-          f"{', '.join(upd['stages_rebuilt'] or []) or 'none'}")
+          f"{', '.join(upd['stages_rebuilt'] or []) or 'none'}; patched: {', '.join(upd['stages_patched'] or []) or 'none'}")
+    if upd.get("routing_patch"):
+        print(f"routing patch: {upd['routing_patch']}")
     if a.json:
         a.json.write_text(json.dumps(results, indent=2))
     return 0
