@@ -18,7 +18,8 @@ weight. So, given the old bundle's `routing/cch` and graph and the new graph:
 - **declined** (None: the stage runs in full): the old files are of another stage version or topology
   format, or missing; or more than `MAX_CHANGED` of the vertices (new and removed, each against its
   own graph) changed: a larger change would spend more of the old order's quality than the nested
-  dissection costs.
+  dissection costs. And (routing/stage.py) when the carried order's supergraph has more than
+  `MAX_GROWTH` times the edges of the last order made by nested dissection (updates add up).
 
 Since moved nodes change the edge middles the nested dissection projects, a full build of the new
 extract orders differently from a patch: the `routing/cch` arrays differ, the routes do not (every
@@ -37,6 +38,9 @@ from pathlib import Path
 import numpy as np
 
 MAX_CHANGED = 0.02  # share of vertices new or removed above which the patch declines (full rerun)
+# supergraph edges of a carried order, against those of the last nested dissection (recorded as
+# `nd_edges` in the stage's info through patches), above which the stage declines (routing/stage.py)
+MAX_GROWTH = 1.10
 
 
 def _topology_ok(old_cch: Path) -> bool:

@@ -44,10 +44,11 @@ def run(ctx: BuildContext) -> StageResult:
 def patch(ctx: BuildContext, p) -> StageResult | None:
     """`geoengine update`: the topology carried over from the old bundle's (`routing.patch`: linked when
     the possible turns are unchanged, contracted again under the old order when a few vertices changed),
-    then the same checks as `run`. None (a full run) when the change is large or the old files are of
-    another version."""
+    then the same checks as `run`. None (a full run) when the change is large, the old files are of
+    another version, or the carried order's supergraph outgrew the last nested dissection's by more
+    than `routing.patch.MAX_GROWTH`."""
     from geoengine.graph import Graph
-    from geoengine.routing.patch import patch_topology
+    from geoengine.routing.patch import MAX_GROWTH, patch_topology
 
     old_entry = p.old_entry("routing")
     if not old_entry or old_entry.get("version") != STAGE.version:
@@ -66,6 +67,14 @@ def patch(ctx: BuildContext, p) -> StageResult | None:
     if done is None:
         return None
     topo, tinfo = done
+    # the supergraph size of the last order made by nested dissection, carried through patches: an
+    # order carried over update after update that has grown the supergraph by more than MAX_GROWTH
+    # over it is made again (a full run)
+    old_topo = old_entry.get("info", {}).get("topology", {})
+    base = int(old_topo.get("nd_edges") or old_entry.get("counts", {}).get("cch_edges") or 0)
+    if base and topo.edges > MAX_GROWTH * base:
+        return None
+    tinfo["nd_edges"] = base or topo.edges
     return _finish(ctx, graph, topo, tinfo)
 
 

@@ -8,7 +8,8 @@
 - For both, every costing below customised on the patched topology gives Dijkstra's costs (scipy's
   csgraph on the same turn graph) for 8 x 100 random pairs, and the engine's routes agree with the
   plain Dijkstra router's.
-- A change above `MAX_CHANGED`, and an old topology of another format, are declined: a full run.
+- A change above `MAX_CHANGED`, a carried order whose supergraph outgrew the last nested dissection's
+  by more than `MAX_GROWTH`, and an old topology of another format are declined: a full run.
 """
 
 from __future__ import annotations
@@ -168,6 +169,7 @@ def test_a_new_and_a_deleted_road_carry_the_old_order_over(changed, edits):
     # and the carried order is about as good as the old one (supergraph size)
     old_edges = changed["old"].stages["routing"]["counts"]["cch_edges"]
     assert entry["counts"]["cch_edges"] <= 1.05 * old_edges
+    assert entry["info"]["topology"]["nd_edges"] == old_edges  # the nested dissection's, carried on
 
 
 @pytest.mark.parametrize("costing", COSTINGS)
@@ -184,8 +186,11 @@ def test_the_new_road_is_routed_over(changed, edits, upd_settings):
     assert e.route_many([a], [b], "pedestrian").distance_m[0] < old.route_many([a], [b], "pedestrian").distance_m[0]
 
 
-def test_a_large_change_is_declined_and_rebuilt_in_full(old_bundle, upd_settings, edits, tmp_path, monkeypatch):
-    monkeypatch.setattr(routing_patch, "MAX_CHANGED", 0.0)  # the forked stage inherits it
+@pytest.mark.parametrize("knob", ["MAX_CHANGED", "MAX_GROWTH"])
+def test_a_large_change_is_declined_and_rebuilt_in_full(old_bundle, upd_settings, edits, tmp_path, monkeypatch,
+                                                        knob):
+    """Too many vertices changed, or the carried order's supergraph grown too much: a full run."""
+    monkeypatch.setattr(routing_patch, knob, {"MAX_CHANGED": 0.0, "MAX_GROWTH": 0.5}[knob])  # inherited by the fork
     out = publish_copy(old_bundle, tmp_path)
     res = update(out, upd_settings, diffs=[edits["osc"]], progress=NullProgress())
     assert res["published"] and "routing" in res["stages_rebuilt"] and "routing" not in res["stages_patched"], res
