@@ -11,6 +11,10 @@ doubled the stage's peak memory (0.72 -> 2.1 GB at 64 copies of Liechtenstein) a
 of its time. For the same reason the topology is written array by array as it is built, and the
 costings' weights are checked a slice of the turn graph at a time (docs/routing-algorithms.md, "Build
 memory": the stage's own peak at 64 copies went from 629 to 303 MB).
+
+In `geoengine update` the stage is patched (`patch`, `geoengine.routing.patch`): the old bundle's order
+is kept (its topology linked when the possible turns are unchanged, its supergraph contracted again
+under the carried order when a few road edges changed), then the same checks run.
 """
 
 from __future__ import annotations
