@@ -284,7 +284,7 @@ def route_object(route, q: dict, mode: str, legs=None, graph=None) -> dict:
         "weight_name": "duration",
         "legs": out_legs,
     }
-    if legs:
+    if legs and q["overview"] != "false":  # no geometry asked for: none made
         lon = np.concatenate([leg.lon if i == 0 else leg.lon[1:] for i, leg in enumerate(legs)])
         lat = np.concatenate([leg.lat if i == 0 else leg.lat[1:] for i, leg in enumerate(legs)])
         geometry = _overview(np.column_stack([lon, lat]), q)
