@@ -174,7 +174,9 @@ def costing_of(profile: str) -> str:
 
 
 _BOOLEAN = frozenset(name for name, words in CHOICES.items() if set(words) == {"true", "false"})
-_CHOSEN = {service: tuple(options & CHOICES.keys()) for service, options in OPTIONS.items()}  # parse_query's
+# parse_query's choice options per service, checked in CHOICES' order (not a set's: which of several bad
+# options is reported must not depend on the interpreter's hash seed)
+_CHOSEN = {service: tuple(name for name in CHOICES if name in options) for service, options in OPTIONS.items()}
 
 
 def _choice(query: Mapping[str, str], name: str):
