@@ -11,7 +11,10 @@ ways applied in at most 25 % of a full build's time, at 16 copies of Liechtenste
 3. A change file made with pyosmium: every 1/fraction-th way of the extract (all ways, roads or not)
    gets a new version with a changed tag, and its first node moves ~5 m, as an edit does.
 4. `geoengine update BUNDLE --diff change.osc.gz --report`, measured the same way.
-5. The ratios update / build (wall and CPU), per step, and which stages were reused or rebuilt.
+5. The ratios update / build (wall and CPU), per step, and which stages were reused, patched or rebuilt.
+6. With `--topology K`, a second update of the updated bundle that changes the road graph's topology
+   (`make_topology_change`: about K roads deleted, K added), measured the same way: the routing
+   stage's patch then carries its order over instead of linking it (docs/updates.md).
 
 The machine is shared: CPU seconds are the figure to compare; wall depends on the load.
 """
@@ -127,6 +130,80 @@ def tiles_patch_info(bundle: Path) -> dict:
             **entry.get("info", {}).get("patch", {})}
 
 
+def make_topology_change(pbf: Path, out: Path, k: int) -> dict:
+    """A change of the road graph's topology (the routing patch's second case): about `k` residential or
+    unclassified ways (4+ nodes, in no relation, spread over the extract) deleted, and `k` new
+    residential roads each joining the first nodes of two such roads 100-500 m apart through a new node."""
+    import osmium
+
+    when = dt.datetime(2030, 2, 1, tzinfo=dt.UTC)
+    ways, in_rel, max_way = {}, set(), 0
+    for o in osmium.FileProcessor(str(pbf), osmium.osm.WAY | osmium.osm.RELATION):
+        if o.is_way():
+            max_way = max(max_way, o.id)
+            if o.tags.get("highway") in ("residential", "unclassified"):
+                ways[o.id] = [n.ref for n in o.nodes]
+        else:
+            in_rel.update(m.ref for m in o.members if m.type == "w")
+    order = sorted(ways)
+    deleted = set([w for w in order[::max(1, len(order) // k)] if len(ways[w]) >= 4 and w not in in_rel][:k])
+    firsts = {ways[w][0] for w in order}
+    loc, max_node = {}, 0
+    for n in osmium.FileProcessor(str(pbf), osmium.osm.NODE):
+        max_node = max(max_node, n.id)
+        if n.id in firsts:
+            loc[n.id] = (n.location.lon, n.location.lat)
+    cands = [w for w in order if w not in deleted]
+    pairs = []
+    for i in range(0, len(cands), max(1, len(cands) // (3 * k))):
+        (xa, ya) = loc[ways[cands[i]][0]]
+        for wb in cands[i + 1:i + 400]:
+            xb, yb = loc[ways[wb][0]]
+            if 0.001 ** 2 < ((xa - xb) * 0.68) ** 2 + (ya - yb) ** 2 < 0.005 ** 2:
+                pairs.append((ways[cands[i]][0], ways[wb][0]))
+                break
+        if len(pairs) >= k:
+            break
+    gone = [o.replace(version=o.version + 1, timestamp=when, visible=False, nodes=[], tags={})
+            for o in osmium.FileProcessor(str(pbf), osmium.osm.WAY) if o.id in deleted]
+    meta = {"version": 1, "timestamp": when, "changeset": 1, "uid": 1, "user": "update-bench"}
+    out.unlink(missing_ok=True)
+    writer = osmium.SimpleWriter(str(out))
+    try:
+        for i, (a, b) in enumerate(pairs):
+            (xa, ya), (xb, yb) = loc[a], loc[b]
+            writer.add_node(osmium.osm.mutable.Node(id=max_node + 1 + i, tags={}, **meta,
+                                                    location=((xa + xb) / 2 + 0.0002, (ya + yb) / 2 + 0.0002)))
+        for i, (a, b) in enumerate(pairs):
+            writer.add_way(osmium.osm.mutable.Way(id=max_way + 1 + i, nodes=[a, max_node + 1 + i, b],
+                                                  tags={"highway": "residential"}, **meta))
+        for o in gone:
+            writer.add_way(o)
+    finally:
+        writer.close()
+    return {"ways_deleted": len(gone), "roads_added": len(pairs), "bytes": out.stat().st_size}
+
+
+def routing_patch_info(bundle: Path) -> str | None:
+    """What the routing stage's patch did in the update (its manifest's topology note), if it patched."""
+    try:
+        entry = json.loads((bundle / "manifest.json").read_text())["stages"]["routing"]
+    except (OSError, KeyError, ValueError):
+        return None
+    topo = entry.get("info", {}).get("topology", {})
+    return f"{topo['patch']} ({topo.get('seconds')} s)" if "patch" in topo else None
+
+
+def topology_update(k: int, bundle: Path, work: Path, env: dict) -> dict:
+    """`geoengine update` of the updated bundle with `make_topology_change` of its extract, measured."""
+    change = make_topology_change(bundle / "source" / "extract.osm.pbf", work / "topology.osc.gz", k)
+    res = run_measured([sys.executable, "-m", "geoengine", "update", str(bundle), "--diff", str(work / "topology.osc.gz"),
+                        "--report", str(work / "topology.json")], env=env, log=work / "topology.log")
+    res["steps"] = json.loads((work / "topology.json").read_text())["steps"]
+    res["change"], res["routing_patch"] = change, routing_patch_info(bundle)
+    return res
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--copies", type=int, default=16)
@@ -137,6 +214,8 @@ def main(argv=None) -> int:
     ap.add_argument("--local", action="store_true",
                     help="the same count of ways, nearest one copy's centre (make_local_change), not spread")
     ap.add_argument("--no-warmup", action="store_true", help="skip the small build that fills the compile cache")
+    ap.add_argument("--topology", type=int, default=0, metavar="K",
+                    help="then a second update: about K roads deleted and K added (a topology change)")
     a = ap.parse_args(argv)
     pbf = extract_for(a.copies, a.cache)
     work = a.keep or Path(tempfile.mkdtemp(prefix="update-bench-"))
@@ -169,8 +248,11 @@ def main(argv=None) -> int:
         rep = json.loads((work / "update.json").read_text())
         upd["steps"] = rep["steps"]
         upd["stages_reused"], upd["stages_rebuilt"] = rep.get("stages_reused"), rep.get("stages_rebuilt")
-        upd["stages_patched"], upd["tiles_patch"] = rep.get("stages_patched"), tiles_patch_info(bundle)
+        upd["stages_patched"] = rep.get("stages_patched")
+        upd["routing_patch"] = routing_patch_info(bundle)
+        upd["tiles_patch"] = tiles_patch_info(bundle)
         print(f"update: {upd['seconds']:.1f} s wall, {upd['cpu_seconds']:.1f} s CPU", flush=True)
+        topo = topology_update(a.topology, bundle, work, env) if a.topology else None
     finally:
         if not a.keep:
             shutil.rmtree(work, ignore_errors=True)
@@ -178,7 +260,7 @@ def main(argv=None) -> int:
         "machine": {"cpus": os.cpu_count(), "platform": platform.platform(), "load_before": load0,
                     "load_after": os.getloadavg()},
         "copies": a.copies, "extract_mb": round(pbf.stat().st_size / 2**20, 1), "change": change,
-        "build": build, "update": upd,
+        "build": build, "update": upd, "topology_update": topo,
         "ratio_wall": round(upd["seconds"] / build["seconds"], 3),
         "ratio_cpu": round(upd["cpu_seconds"] / build["cpu_seconds"], 3),
     }
@@ -193,9 +275,15 @@ def main(argv=None) -> int:
           f"{upd['seconds']:11.1f} {upd['cpu_seconds']:10.1f}")
     print(f"\nupdate / build: wall {results['ratio_wall']:.2f}, CPU {results['ratio_cpu']:.2f} (target <= 0.25); "
           f"reused: {', '.join(upd['stages_reused'] or []) or 'none'}; rebuilt in full: "
-          f"{', '.join(upd['stages_rebuilt'] or []) or 'none'}; patched: "
-          f"{', '.join(upd['stages_patched'] or []) or 'none'}")
+          f"{', '.join(upd['stages_rebuilt'] or []) or 'none'}; patched: {', '.join(upd['stages_patched'] or []) or 'none'}")
     print(f"tiles: {json.dumps(upd['tiles_patch'])}")
+    if upd.get("routing_patch"):
+        print(f"routing patch: {upd['routing_patch']}")
+    if topo:
+        r = topo["steps"].get("routing", {})
+        print(f"topology update ({topo['change']['roads_added']} roads added, {topo['change']['ways_deleted']} "
+              f"deleted): {topo['seconds']:.1f} s wall, {topo['cpu_seconds']:.1f} s CPU; routing step "
+              f"{r.get('seconds', 0):.1f} s wall, {r.get('cpu_seconds', 0):.1f} s CPU; {topo['routing_patch'] or 'routing in full'}")
     if a.json:
         a.json.write_text(json.dumps(results, indent=2))
     return 0

@@ -125,6 +125,12 @@ def parse_coordinates(text: str) -> np.ndarray:
     """`lon,lat;lon,lat...`, `polyline(...)` (precision 5) or `polyline6(...)`, with an optional `.json`
     suffix -> float64 array [n, 2] of (lon, lat). As osrm-routed: a character outside its URL grammar (a
     space, `+`) is InvalidUrl, a malformed coordinate InvalidQuery."""
+    return np.array(coordinate_list(text), dtype=np.float64).reshape(-1, 2)
+
+
+def coordinate_list(text: str) -> list:
+    """`parse_coordinates` as a list of [lon, lat] float pairs, checked the same way (the route service
+    reads them as Python floats: no array made for two points)."""
     if not _URL_CHARS.fullmatch(text):
         raise OsrmError("InvalidUrl", "the coordinates hold a character outside OSRM's URL grammar")
     if text.endswith(".json"):
@@ -137,28 +143,25 @@ def parse_coordinates(text: str) -> np.ndarray:
                 lat, lon = decode_polyline(text[len(prefix):-1], precision, field="coordinates")
             except InvalidRequest as exc:
                 raise OsrmError("InvalidQuery", f"coordinates: {exc.detail}") from None
-            out = np.column_stack([lon, lat]).astype(np.float64)
+            out = np.column_stack([lon, lat]).astype(np.float64).tolist()
             break
     else:
-        pairs = text.split(";")
-        out = np.empty((len(pairs), 2))
-        for i, pair in enumerate(pairs):
+        out = []
+        decimal = _DECIMAL.fullmatch
+        for i, pair in enumerate(text.split(";")):
             parts = pair.split(",")
-            try:
-                if len(parts) != 2 or not all(map(_DECIMAL.fullmatch, parts)):
-                    raise ValueError
-                out[i] = float(parts[0]), float(parts[1])
-            except ValueError:
-                raise OsrmError("InvalidQuery", f"coordinate {i} ('{pair[:40]}') is not 'longitude,latitude'") from None
-    if len(out) == 0:
+            if len(parts) != 2 or not (decimal(parts[0]) and decimal(parts[1])):
+                raise OsrmError("InvalidQuery", f"coordinate {i} ('{pair[:40]}') is not 'longitude,latitude'")
+            out.append([float(parts[0]), float(parts[1])])
+    if not out:
         raise OsrmError("InvalidQuery", "no coordinates")
-    if not np.isfinite(out).all():
+    isfinite = math.isfinite
+    if not all(isfinite(lon) and isfinite(lat) for lon, lat in out):
         raise OsrmError("InvalidValue", "coordinates must be finite numbers")
-    bad = np.flatnonzero((np.abs(out[:, 0]) > 180) | (np.abs(out[:, 1]) > 90))
-    if bad.size:
-        i = int(bad[0])
-        raise OsrmError("InvalidValue", f"coordinate {i} ({out[i, 0]:g},{out[i, 1]:g}) is outside "
-                        "longitude -180..180 / latitude -90..90")
+    for i, (lon, lat) in enumerate(out):
+        if abs(lon) > 180 or abs(lat) > 90:
+            raise OsrmError("InvalidValue", f"coordinate {i} ({lon:g},{lat:g}) is outside "
+                            "longitude -180..180 / latitude -90..90")
     return out
 
 
@@ -170,13 +173,19 @@ def costing_of(profile: str) -> str:
                         f"foot, bike and the costings {', '.join(COSTINGS)}") from None
 
 
+_BOOLEAN = frozenset(name for name, words in CHOICES.items() if set(words) == {"true", "false"})
+# parse_query's choice options per service, checked in CHOICES' order (not a set's: which of several bad
+# options is reported must not depend on the interpreter's hash seed)
+_CHOSEN = {service: tuple(name for name in CHOICES if name in options) for service, options in OPTIONS.items()}
+
+
 def _choice(query: Mapping[str, str], name: str):
     """The option's word (its default when absent; a boolean for true/false options), or InvalidOptions."""
     words = CHOICES[name]
     value = query.get(name, words[0])
     if value not in words:
         raise OsrmError("InvalidOptions", f"{name} must be {', '.join(words[:-1])} or {words[-1]}, got '{value[:40]}'")
-    return value == "true" if set(words) == {"true", "false"} else value
+    return value == "true" if name in _BOOLEAN else value
 
 
 def _per_location(name: str, value: str, n: int) -> list[str]:
@@ -203,7 +212,7 @@ def _indices(name: str, value: str, n: int) -> list[int] | None:
 
 def parse_query(service: str, query: Mapping[str, str], n: int) -> dict[str, Any]:
     """Validate the query options of `service` for `n` coordinates; returns them parsed."""
-    unknown = sorted(set(query) - OPTIONS[service])
+    unknown = None if OPTIONS[service].issuperset(query) else sorted(set(query) - OPTIONS[service])
     if unknown:
         raise OsrmError("InvalidQuery", f"unknown option '{unknown[0]}' for the {service} service; options: "
                         f"{', '.join(sorted(OPTIONS[service]))}")
@@ -244,7 +253,7 @@ def parse_query(service: str, query: Mapping[str, str], n: int) -> dict[str, Any
             q["side"][i] = "same" if a == "curb" else "opposite"
     if "hints" in query:
         _per_location("hints", query["hints"], n)  # accepted (and ignored) when well-formed
-    for name in OPTIONS[service] & CHOICES.keys():
+    for name in _CHOSEN[service]:
         q[name] = _choice(query, name)
     q["exclude"] = [x for x in query.get("exclude", "").split(",") if x]
     for x in q["exclude"]:
@@ -365,22 +374,24 @@ def _body(costing: str, q: dict, **parts) -> dict:
     return body
 
 
-def _route_body(coords: np.ndarray, costing: str, q: dict, kinds: list[str]) -> dict:
-    return _body(costing, q, locations=[_location(lo, la, q, i, kinds[i]) for i, (lo, la) in enumerate(coords.tolist())])
+def _route_body(coords: list, costing: str, q: dict, kinds: list[str]) -> dict:
+    """`coords`: [lon, lat] pairs (coordinate_list, or an array's tolist())."""
+    return _body(costing, q, locations=[_location(lo, la, q, i, kinds[i]) for i, (lo, la) in enumerate(coords)])
 
 
 # ------------------------------------------------------------------------------------------------------
 # services
 # ------------------------------------------------------------------------------------------------------
-def _request(service: str, profile: str, coordinates: str, query: Mapping[str, str]):
-    """(coordinates, costing, parsed query) of a request, checked in OSRM's order."""
-    coords = parse_coordinates(coordinates)
+def _request(service: str, profile: str, coordinates: str, query: Mapping[str, str], parse=parse_coordinates):
+    """(coordinates, costing, parsed query) of a request, checked in OSRM's order; the coordinates as
+    `parse` gives them (an array, or coordinate_list's pairs)."""
+    coords = parse(coordinates)
     _check_size(service, len(coords))
     return coords, costing_of(profile), parse_query(service, query, len(coords))
 
 
 def route(engine, profile: str, coordinates: str, query: Mapping[str, str]) -> dict:
-    coords, costing, q = _request("route", profile, coordinates, query)
+    coords, costing, q = _request("route", profile, coordinates, query, coordinate_list)
     n = len(coords)
     via = "break_through" if q["continue_straight"] == "true" else "break"
     kinds = ["break"] + [via] * (n - 2) + ["break"]
@@ -479,7 +490,7 @@ def trip(engine, profile: str, coordinates: str, query: Mapping[str, str]) -> di
     pts = np.vstack([coords, coords[:1]]) if q["roundtrip"] else coords
     wrap = {**q, "radius": q["radius"] + q["radius"][:1], "heading": q["heading"] + q["heading"][:1],
             "side": q["side"] + q["side"][:1]}
-    body = _route_body(pts, costing, wrap, ["break"] * len(pts))
+    body = _route_body(pts.tolist(), costing, wrap, ["break"] * len(pts))
     if n == 2 and not q["roundtrip"]:  # nothing to order
         best, order = engine.compute_route(body).best, [0, 1]
     else:

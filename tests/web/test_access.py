@@ -179,6 +179,17 @@ def test_signer_and_limiter_units():
     assert lim.hit("a", 150.0) == 31 and lim.hit("b", 150.0) == 0 and lim.hit("a", 180.5) == 0
 
 
+def test_rate_limiter_at_max_sessions_forgets_the_oldest_window_first():
+    lim = RateLimiter(1, max_sessions=2)
+    assert lim.hit("a", 60.0) == 0 and lim.hit("b", 90.0) == 0  # both in minute 1
+    assert lim.hit("a", 125.0) == 0  # a's window restarts in minute 2: a is now the newest
+    assert lim.hit("c", 130.0) == 0  # a third session: b (minute 1) is forgotten, not a
+    assert list(lim._windows) == ["a", "c"]
+    assert lim.hit("a", 131.0) > 0 and lim.hit("c", 131.0) > 0  # their counts were kept
+    assert lim.hit("a", 131.0) > 0 and list(lim._windows) == ["a", "c"]  # a refusal reorders nothing
+    assert lim.hit("b", 132.0) == 0 and list(lim._windows) == ["c", "b"]  # b starts afresh; a goes
+
+
 # -- CORS ----------------------------------------------------------------------------------------------
 def test_preflight_from_an_allowed_origin_needs_no_key(app):
     r = client(app).options("/search", headers={"Origin": ALLOWED, "Access-Control-Request-Method": "GET",
