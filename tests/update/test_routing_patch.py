@@ -127,7 +127,7 @@ def _engine_routes_equal_plain_dijkstra(out: Path, upd_settings, rng, costing: s
 
 def test_moved_nodes_link_the_old_order_and_supergraph(moved):
     res, out = moved["result"], moved["out"]
-    assert res["stages_patched"] == ["routing"] and "routing" not in res["stages_rebuilt"], res
+    assert "routing" in res["stages_patched"] and "routing" not in res["stages_rebuilt"], res  # (tiles too)
     entry = Bundle.open(out).stages["routing"]
     assert entry["info"]["topology"]["patch"].startswith("same topology")
     # the topology files are the old bundle's (hard links): neither ordered nor contracted again
@@ -148,7 +148,7 @@ def test_moved_nodes_routes_equal_dijkstra(moved, upd_settings, costing):
 
 def test_a_new_and_a_deleted_road_carry_the_old_order_over(changed, edits):
     res, out = changed["result"], changed["out"]
-    assert res["stages_patched"] == ["routing"] and "routing" not in res["stages_rebuilt"], res
+    assert "routing" in res["stages_patched"] and "routing" not in res["stages_rebuilt"], res  # (tiles too)
     entry = Bundle.open(out).stages["routing"]
     assert entry["info"]["topology"]["patch"].startswith("order carried over")
     old_g, new_g = Graph.open(changed["old"].path / "graph"), Graph.open(out / "graph")
