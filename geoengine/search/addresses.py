@@ -20,7 +20,7 @@ import re
 import numpy as np
 from scipy.spatial import cKDTree
 
-from geoengine.search.streetgrid import StreetGrid, build_grid
+from geoengine.search.streetpoints import StreetPoints, build_points
 from geoengine.search.text import normalise
 
 NEAREST_STREET_KM = 0.1 * 111.2
@@ -129,16 +129,16 @@ def expand_interpolations(ds, ways, addr_node_id, addr_node_row) -> int:
     return added
 
 
-def street_points(ds, lat0: float) -> tuple[StreetGrid | None, np.ndarray]:
-    """The street segments' vertices and points every DENSIFY_KM along them (km plane around lat0) in a grid
-    for nearest-point queries (`streetgrid.StreetGrid`, `query` as a k-d tree's; equal distances: the lower
-    segment first), and the segment of each point in the grid's order (int32; its street document is
-    `ds.seg_doc[segment]`)."""
+def street_points(ds, lat0: float) -> tuple[StreetPoints | None, np.ndarray]:
+    """The street segments' vertices and points every DENSIFY_KM along them (km plane around lat0) for
+    nearest-point queries (`streetpoints.StreetPoints`, `query` as a k-d tree's; equal distances: the lower
+    segment first), and the segment of each point (int32; its street document is `ds.seg_doc[segment]`: not
+    kept per point, the points are the stage's largest array at its peak)."""
     seg, _ = ds.segments()
     if not len(seg):
         return None, np.zeros(0, np.int32)
-    grid = build_grid(seg, lat0, KM_PER_DEG, DENSIFY_KM)
-    return grid, grid.seg
+    points = build_points(seg, lat0, KM_PER_DEG, DENSIFY_KM)
+    return points, points.seg
 
 
 def resolve_streets(ds, rows: np.ndarray, lat0: float, tree, point_seg) -> dict[str, int]:

@@ -22,7 +22,7 @@ geometry), and the object takes from it:
   area of the place chosen above. Only where no boundary of that level contains the object's own point:
   boundary keys stay the boundaries around the point.
 
-Everything here is arrays and grid or k-d tree queries over the street ways and the documents (linear in the
+Everything here is arrays and k-d tree queries over the street ways and the documents (linear in the
 input); nothing of it is kept in the index.
 """
 
@@ -40,7 +40,7 @@ CELLS_PER_ROW = 8000  # cells per row of latitude (360 / 0.05 = 7,200, and 180 /
 NEAREST_POINTS = 32  # street points whose segments are measured exactly for the nearest street way
 PAIR_CHUNK = 65_536  # (way, candidate, segment) triples per vectorised step (about 12 arrays of this
 # length live at once: the chunk bounds the stage's peak, not its work)
-NEAREST_CHUNK = 2_048  # objects per grid query of the nearest street (x NEAREST_POINTS segments each)
+NEAREST_CHUNK = 2_048  # objects per query of the nearest street (x NEAREST_POINTS segments each)
 
 # address-levels.json: the classes Nominatim ranks below 28 (not rank 30: no parent street); key -> values,
 # None for every value of the key, and the values of such a key that are rank 30 nonetheless
@@ -94,7 +94,7 @@ def parent_ways(ds, rows: np.ndarray, by_tag: np.ndarray, ways: StreetWayTable, 
                 lat0: float, boxes=None) -> np.ndarray:
     """The parent street way (row of `ways`, -1: none) of every document, Nominatim's rule for those of
     `rows` that it ranks 30 (module doc). `by_tag[r]`: the document's own addr:street names its street;
-    `tree`/`point_seg`: the street points' grid (km plane around latitude `lat0`,
+    `tree`/`point_seg`: the street points' search (streetpoints.StreetPoints, km plane around latitude `lat0`,
     addresses.street_points) and the segment of each point; `boxes` (rows, (k, 4) boxes): the bounding boxes of
     the way documents (a way's street of its name is the one nearest to its box, as Nominatim measures from
     an object's envelope)."""
