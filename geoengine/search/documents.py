@@ -39,7 +39,7 @@ from geoengine.search.admin import (
 from geoengine.search.docset import DocSet
 from geoengine.search.osm import OsmDoc, StreetWays, mean_xy, read_osm
 from geoengine.search.osm import _json as _json_osm
-from geoengine.search.parents import StreetWayTable, parent_ways
+from geoengine.search.parents import StreetWayTable, named_parent_ways, nearest_parent_ways
 from geoengine.search.text import normalise
 
 KM_PER_DEG_LAT = 110.574
@@ -256,17 +256,25 @@ def build_documents(osm_path, places_path=None, admin1_path=None, *, bbox=None, 
     boxes = (np.frombuffer(reader.box_row, np.int64).copy(), np.frombuffer(reader.box, np.float64).reshape(-1, 4).copy())
     extra_pc = (reader.pc_code, np.frombuffer(reader.pc_xy, np.float64).reshape(-1, 2).copy())
     del reader
+    heap.release()
     step("interpolations")
     n_osm = len(ds)
-    tree, point_seg = street_points(ds, lat0)
     rows = np.asarray([i for i in range(n_osm) if ds.index[i] in ("addresses", "pois")], np.int64)
     by_tag = np.asarray([bool(s) for s in ds.street], bool)  # addr:street of the object itself
+    # the parent street ways (parents.py): by addr:street name first, before the street points exist (the
+    # two steps' temporaries are not held at once), then the nearest street for the rest
+    parent = named_parent_ways(ds, rows, by_tag, way_table, boxes)
+    del boxes
+    heap.release()
+    step("named_parent_ways")
+    tree, point_seg = street_points(ds, lat0)
     for k, v in resolve_streets(ds, rows, lat0, tree, point_seg).items():
         info[f"street_from_{k}"] = v
     step("resolve_streets")
-    parent = parent_ways(ds, rows, by_tag, way_table, tree, point_seg, lat0, boxes)
+    nearest_parent_ways(ds, rows, by_tag, parent, way_table, tree, point_seg, lat0)
     info["parent_street_ways"] = int((parent >= 0).sum())
-    del tree, point_seg, by_tag, boxes
+    del tree, point_seg, by_tag
+    heap.release()  # the street points and their tree
     step("parent_ways")
     info["streets_from_addresses"] = address_streets(ds, rows, lat0)
     n_osm = len(ds)

@@ -93,16 +93,23 @@ class StreetWayTable:
 def parent_ways(ds, rows: np.ndarray, by_tag: np.ndarray, ways: StreetWayTable, tree, point_seg,
                 lat0: float, boxes=None) -> np.ndarray:
     """The parent street way (row of `ways`, -1: none) of every document, Nominatim's rule for those of
-    `rows` that it ranks 30 (module doc). `by_tag[r]`: the document's own addr:street names its street;
-    `tree`/`point_seg`: the street points' search (streetpoints.StreetPoints, km plane around latitude `lat0`,
-    addresses.street_points) and the segment of each point; `boxes` (rows, (k, 4) boxes): the bounding boxes of
-    the way documents (a way's street of its name is the one nearest to its box, as Nominatim measures from
-    an object's envelope)."""
-    from geoengine.search.addresses import _xy
+    `rows` that it ranks 30 (module doc): `named_parent_ways`, then `nearest_parent_ways` for the rest.
+    `by_tag[r]`: the document's own addr:street names its street; `tree`/`point_seg`: the street points'
+    search (streetpoints.StreetPoints, km plane around latitude `lat0`, addresses.street_points) and the
+    segment of each point; `boxes` (rows, (k, 4) boxes): the bounding boxes of the way documents (a way's
+    street of its name is the one nearest to its box, as Nominatim measures from an object's envelope)."""
+    parent = named_parent_ways(ds, rows, by_tag, ways, boxes)
+    nearest_parent_ways(ds, rows, by_tag, parent, ways, tree, point_seg, lat0)
+    return parent
 
+
+def named_parent_ways(ds, rows: np.ndarray, by_tag: np.ndarray, ways: StreetWayTable, boxes=None) -> np.ndarray:
+    """The first half of `parent_ways`: the nearest way of its addr:street name (-1: none). Needs no street
+    points, so the build runs it before their tree exists (its temporaries and the tree's are not held at
+    once)."""
     n = len(ds)
     parent = np.full(n, -1, np.int64)
-    if not len(ways) or tree is None or not len(rows):
+    if not len(ways) or not len(rows):
         return parent
     rows = np.asarray([r for r in rows.tolist() if rank30(ds.osm_tag[r])], np.int64)
     if not len(rows):
@@ -162,7 +169,23 @@ def parent_ways(ds, rows: np.ndarray, by_tag: np.ndarray, ways: StreetWayTable, 
         pick = o[first]
         good = np.isfinite(d2[pick])
         parent[pair_doc[pick][good]] = pair_way[pick][good]
-    # else (not an addr:place address): the nearest street way within 0.1 degree
+    return parent
+
+
+def nearest_parent_ways(ds, rows: np.ndarray, by_tag: np.ndarray, parent: np.ndarray, ways: StreetWayTable, tree,
+                        point_seg, lat0: float) -> np.ndarray:
+    """The second half of `parent_ways`: for the rank-30 documents of `rows` without a parent in `parent`
+    (not an addr:place address), the nearest street way within 0.1 degree; sets and returns `parent`."""
+    from geoengine.search.addresses import _xy
+
+    if not len(ways) or tree is None or not len(rows):
+        return parent
+    rows = np.asarray([r for r in rows.tolist() if rank30(ds.osm_tag[r])], np.int64)
+    if not len(rows):
+        return parent
+    lat = np.asarray(ds.lat, np.float64)
+    lon = np.asarray(ds.lon, np.float64)
+    # (not an addr:place address): the nearest street way within 0.1 degree
     place_only = np.asarray([bool(ds.addr_place[r]) and not by_tag[r] for r in rows.tolist()], bool)
     need = rows[(parent[rows] < 0) & ~place_only]
     if len(need):
