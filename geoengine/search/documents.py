@@ -338,6 +338,7 @@ def build_documents(osm_path, places_path=None, admin1_path=None, *, bbox=None, 
     parent = np.concatenate([parent, np.full(len(ds) - len(parent), -1, np.int64)])
     ds.admin, ds.units = build_hierarchy(ds, boundaries, labels, n_osm, parent=parent, ways=way_table)
     del boundaries
+    heap.release()  # the boundaries' geometries and the point-in-polygon steps' arrays
     step("hierarchy")
     units = ds.units
     cu = ds.admin[:n_osm, COUNTRY]
