@@ -40,6 +40,7 @@ CELLS_PER_ROW = 8000  # cells per row of latitude (360 / 0.05 = 7,200, and 180 /
 NEAREST_POINTS = 32  # street points whose segments are measured exactly for the nearest street way
 PAIR_CHUNK = 65_536  # (way, candidate, segment) triples per vectorised step (about 12 arrays of this
 # length live at once: the chunk bounds the stage's peak, not its work)
+BALL_CHUNK = 16_384  # ways per ball query of line_candidates
 NEAREST_CHUNK = 2_048  # objects per query of the nearest street (x NEAREST_POINTS segments each)
 
 # address-levels.json: the classes Nominatim ranks below 28 (not rank 30: no parent street); key -> values,
@@ -287,12 +288,22 @@ def line_candidates(ways: StreetWayTable, seg: np.ndarray, which: np.ndarray, pl
     tree = cKDTree(np.column_stack([plon * kx, plat * ky]))
     cx, cy = (x0 + x1) / 2 * kx, (y0 + y1) / 2 * ky
     reach = np.hypot((x1 - x0) / 2 * kx, (y1 - y0) / 2 * ky) + float(np.max(half_m)) * 1.5 + 1.0
-    found = tree.query_ball_point(np.column_stack([cx, cy]), r=reach)
-    lens = np.fromiter((len(f) for f in found), np.int64, len(found))
-    pair_w = np.repeat(which, lens)
-    pair_p = np.fromiter((p for f in found for p in f), np.int64, int(lens.sum()))
-    del found
     out_w, out_p, out_d = [], [], []
+    for c0 in range(0, len(which), BALL_CHUNK):  # (the lists of every way at once: ~30 MB at 64 copies)
+        found = tree.query_ball_point(np.column_stack([cx[c0:c0 + BALL_CHUNK], cy[c0:c0 + BALL_CHUNK]]),
+                                      r=reach[c0:c0 + BALL_CHUNK])
+        lens = np.fromiter((len(f) for f in found), np.int64, len(found))
+        pair_w = np.repeat(which[c0:c0 + BALL_CHUNK], lens)
+        pair_p = np.fromiter((p for f in found for p in f), np.int64, int(lens.sum()))
+        del found
+        _line_pairs(pair_w, pair_p, first, count, seg, plon, plat, half_m, ky, out_w, out_p, out_d)
+    if not out_w:
+        return empty
+    return np.concatenate(out_w), np.concatenate(out_p), np.concatenate(out_d)
+
+
+def _line_pairs(pair_w, pair_p, first, count, seg, plon, plat, half_m, ky, out_w, out_p, out_d) -> None:
+    """line_candidates' exact step for (way, point) pairs: appends those whose box the line crosses."""
     for a, b in _chunks(count[pair_w]):  # exact: the point's box against the way's segments
         pw, pp = pair_w[a:b], pair_p[a:b]
         rep, segi, at = _pairs_over_segments(pw, first, count)
@@ -307,25 +318,31 @@ def line_candidates(ways: StreetWayTable, seg: np.ndarray, which: np.ndarray, pl
         out_w.append(pw[cross])
         out_p.append(pp[cross])
         out_d.append(dmin[cross])
-    if not out_w:
-        return empty
-    return np.concatenate(out_w), np.concatenate(out_p), np.concatenate(out_d)
 
 
 def way_midpoints(ways: StreetWayTable, seg: np.ndarray, which: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """(lon, lat) halfway along the line of each way of `which` (Nominatim's centre of a line,
-    ST_LineInterpolatePoint(line, 0.5) in degrees)."""
+    ST_LineInterpolatePoint(line, 0.5) in degrees). About PAIR_CHUNK segments a step (all at once, the
+    segments' copies and lengths were about 80 MB at 64 copies of Liechtenstein); the running length is
+    carried from step to step, so every sum is the one-shot cumulative sum's, bit for bit."""
     first, count = ways.seg_ranges()
-    rep, segi, at = _pairs_over_segments(which, first, count)
-    s = seg[segi]
-    length = np.hypot(s[:, 2] - s[:, 0], s[:, 3] - s[:, 1])
-    cum = np.cumsum(length)
-    before = cum - length  # the length before each row's segment, from the first way's start
-    start = before[at]
-    total = np.add.reduceat(length, at)
-    target = start + total / 2
-    k = np.minimum(np.searchsorted(cum, target, "left"), len(cum) - 1)
-    k = np.clip(k, at, at + count[which] - 1)  # within the way's own rows
-    t = np.where(length[k] > 0, (target - before[k]) / np.where(length[k] > 0, length[k], 1.0), 0.0)
-    t = np.clip(t, 0.0, 1.0)
-    return s[k, 0] + t * (s[k, 2] - s[k, 0]), s[k, 1] + t * (s[k, 3] - s[k, 1])
+    out_x, out_y = np.empty(len(which)), np.empty(len(which))
+    carry = np.zeros(1)
+    for a, b in _chunks(count[which]):
+        w = which[a:b]
+        rep, segi, at = _pairs_over_segments(w, first, count)
+        s = seg[segi]
+        length = np.hypot(s[:, 2] - s[:, 0], s[:, 3] - s[:, 1])
+        cum = np.cumsum(np.concatenate([carry, length]))[1:]  # (a sequential sum, as over every way at once)
+        carry = cum[-1:]
+        before = cum - length  # the length before each row's segment, from the first way's start
+        start = before[at]
+        total = np.add.reduceat(length, at)
+        target = start + total / 2
+        k = np.minimum(np.searchsorted(cum, target, "left"), len(cum) - 1)
+        k = np.clip(k, at, at + count[w] - 1)  # within the way's own rows
+        t = np.where(length[k] > 0, (target - before[k]) / np.where(length[k] > 0, length[k], 1.0), 0.0)
+        t = np.clip(t, 0.0, 1.0)
+        out_x[a:b] = s[k, 0] + t * (s[k, 2] - s[k, 0])
+        out_y[a:b] = s[k, 1] + t * (s[k, 3] - s[k, 1])
+    return out_x, out_y
