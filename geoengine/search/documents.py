@@ -268,8 +268,10 @@ def build_documents(osm_path, places_path=None, admin1_path=None, *, bbox=None, 
     heap.release()
     step("named_parent_ways")
     tree, point_seg = street_points(ds, lat0)
+    heap.release()  # what making the points freed, under the tree's nodes (20 MB at 64 copies)
     for k, v in resolve_streets(ds, rows, lat0, tree, point_seg).items():
         info[f"street_from_{k}"] = v
+    heap.release()
     step("resolve_streets")
     nearest_parent_ways(ds, rows, by_tag, parent, way_table, tree, point_seg, lat0)
     info["parent_street_ways"] = int((parent >= 0).sum())
