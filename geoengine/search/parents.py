@@ -129,13 +129,19 @@ def named_parent_ways(ds, rows: np.ndarray, by_tag: np.ndarray, ways: StreetWayT
     cy1 = np.floor((wy1 + NAMED_ROAD_DEG + 90.0) / NAME_CELL_DEG).astype(np.int64)
     nx, ny = cx1 - cx0 + 1, cy1 - cy0 + 1
     ncell = nx * ny
-    wrep = np.repeat(np.arange(len(ways)), ncell)
-    k = np.arange(int(ncell.sum())) - np.repeat(np.cumsum(ncell) - ncell, ncell)
-    cells = (cy0[wrep] + k // nx[wrep]) * CELLS_PER_ROW + cx0[wrep] + k % nx[wrep]
-    wkey = way_key[wrep] * (CELLS_PER_ROW * CELLS_PER_ROW) + cells
+    cell_at = np.cumsum(ncell) - ncell
+    wkey = np.empty(int(ncell.sum()), np.int64)
+    for a in range(0, len(ways), PAIR_CHUNK):  # (each way's cells, PAIR_CHUNK ways a step: the one-shot
+        # arrays of every (way, cell) were about 70 MB at 64 copies of Liechtenstein)
+        wrep = np.repeat(np.arange(a, min(a + PAIR_CHUNK, len(ways))), ncell[a:a + PAIR_CHUNK])
+        k = np.arange(len(wrep)) - np.repeat(cell_at[a:a + PAIR_CHUNK] - cell_at[a], ncell[a:a + PAIR_CHUNK])
+        cells = (cy0[wrep] + k // nx[wrep]) * CELLS_PER_ROW + cx0[wrep] + k % nx[wrep]
+        wkey[cell_at[a]:cell_at[a] + len(wrep)] = way_key[wrep] * (CELLS_PER_ROW * CELLS_PER_ROW) + cells
+    del wrep, k, cells
     order = np.argsort(wkey, kind="stable")
     sorted_key = wkey[order]
-    order = wrep[order]
+    del wkey
+    order = np.repeat(np.arange(len(ways), dtype=np.int32), ncell)[order].astype(np.int64)
     doc_name = np.asarray([by_key.get(normalise(ds.street[r]), -1) if by_tag[r] else -1 for r in rows.tolist()],
                           np.int64)
     has = doc_name >= 0
