@@ -17,6 +17,7 @@ import logging
 import os
 import resource
 import time
+from array import array
 
 import numpy as np
 import shapely
@@ -213,7 +214,11 @@ def build_documents(osm_path, places_path=None, admin1_path=None, *, bbox=None, 
     ranges, owners = [], []
     street_town: dict[int, str] = {}  # street row -> the settlement it was grouped by
     pc_code, pc_lat, pc_lon, pc_row = [], [], [], []  # the street ways' postcodes, as postcode samples
-    way_id, way_key, way_lat, way_lon, way_pc = [], [], [], [], []  # per way, in the order of the polylines
+    # per way, in the order of the polylines (numbers in typed arrays, a normalised name one string per name:
+    # lists of Python numbers and a string per way were about 25 MB more at 64 copies)
+    way_id, way_lat, way_lon = array("q"), array("d"), array("d")
+    way_key, way_pc = [], []
+    keys: dict[str, str] = {}
     for doc, way_ranges, loc, ways in merged:
         row = ds.add(id=doc.id, index="streets", doc_type="place", name=doc.name, name_en=doc.name_en,
                      names=doc.names, place_class="street", category=doc.category, importance=doc.importance,
@@ -223,7 +228,11 @@ def build_documents(osm_path, places_path=None, admin1_path=None, *, bbox=None, 
         owners += [row] * len(way_ranges)
         for w in ways:
             way_id.append(streets.id[w])
-            way_key.append(normalise(streets.name[w]))
+            name = streets.name[w]
+            key = keys.get(name)
+            if key is None:
+                key = keys[name] = normalise(name)
+            way_key.append(key)
             way_lat.append(streets.lat[w])
             way_lon.append(streets.lon[w])
             way_pc.append(streets.postcode[w])
@@ -241,7 +250,7 @@ def build_documents(osm_path, places_path=None, admin1_path=None, *, bbox=None, 
     # the ways as Nominatim's parent streets (one way each: parents.py), their segments consecutive in ds.seg
     way_table = StreetWayTable(way_id, owners, way_key, way_lat, way_lon, way_pc,
                                np.repeat(np.arange(len(ranges)), np.maximum(ranges[:, 1] - ranges[:, 0] - 1, 1)))
-    del way_id, way_key, way_lat, way_lon, way_pc
+    del way_id, way_key, way_lat, way_lon, way_pc, keys
     del streets, ranges, owners  # the street ways' polylines are ds.seg now
     heap.release()
     step("street_documents")
