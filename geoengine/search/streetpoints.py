@@ -3,19 +3,19 @@
 The points: every street segment's first vertex and floor(length / DENSIFY_KM) points evenly between its
 ends, in the equirectangular km plane around `lat0` (`addresses.street_points`), computed a chunk of
 segments at a time with the same float64 operations as the one-shot numpy formula they replace (a test
-compares them bit for bit): that formula's temporaries (the repeated segment ends, the shares, the
-products) were about half of the 100 MB the step added at 64 copies of Liechtenstein.
+compares them bit for bit).
 
 The search: scipy's k-d tree built with `leafsize=128, balanced_tree=False, compact_nodes=False` (sliding
-midpoint splits, nodes not shrunk to their points' box): its nodes take about 1.6 MB at 16 copies of
-Liechtenstein (377,000 points) beside the points' own 10 MB, where the defaults (median splits, compact
-nodes, leaves of 16) held about 10 MB more; the queries cost about the same. Its answers are
-exact whatever the tree's shape, except in one thing the tree does not state: the order of **equal
-distances**. `StreetPoints.query` fixes it: equal distances are ordered by the point's segment (the lower
-index of `DocSet.seg` first), then by the point. Points of one segment are then all that can stay tied, and
-the callers read only the segment. A shared vertex of two streets (a junction) is two points at one place;
-which came first used to be the default tree's internal order, so answers at such ties changed once
-(2026-11-28: 11 documents' streets in Liechtenstein, 5 in Andorra, 40 in Nominatim's test extract).
+midpoint splits, nodes not shrunk to their points' box). At 16 copies of Liechtenstein (377,000 points)
+the points and the tree hold 11.9 MB after they are made, where the one-shot formula and the default tree
+(median splits, compact nodes, leaves of 16) held 25.0 MB (RSS, in a process of its own); the queries
+cost about the same. Its answers are exact whatever the tree's shape, except in one thing the tree does
+not state: the order of **equal distances**. `StreetPoints.query` fixes it: equal distances are ordered by
+the point's segment (the lower index of `DocSet.seg` first), then by the point. Points of one segment are
+then all that can stay tied, and the callers read only the segment. A shared vertex of two streets (a
+junction) is two points at one place; which came first used to be the default tree's internal order, so
+answers at such ties changed once (2026-11-28: the street of 11 documents of Liechtenstein, 5 of Andorra,
+40 of Nominatim's test extract; the default tree with this rule gives the same index bytes).
 
 (A uniform grid with the points sorted by cell was tried: as a Numba kernel it is as fast as the tree, but
 the search stage's process runs no other compiled kernel and loading Numba's code generator costs about
