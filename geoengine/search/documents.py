@@ -230,7 +230,9 @@ def build_documents(osm_path, places_path=None, admin1_path=None, *, bbox=None, 
     way_id, way_lat, way_lon = array("q"), array("d"), array("d")
     way_key, way_pc = [], []
     keys: dict[str, str] = {}
-    for doc, way_ranges, loc, ways in merged:
+    merged.reverse()
+    while merged:  # (each street's merge output freed once it is added: its detail text was held twice)
+        doc, way_ranges, loc, ways = merged.pop()
         row = ds.add(id=doc.id, index="streets", doc_type="place", name=doc.name, name_en=doc.name_en,
                      names=doc.names, place_class="street", category=doc.category, importance=doc.importance,
                      lat=doc.lat, lon=doc.lon, source="osm", kind="w", detail=doc.detail,
@@ -260,7 +262,7 @@ def build_documents(osm_path, places_path=None, admin1_path=None, *, bbox=None, 
     ds.set_polylines(streets.vertices(), ranges, np.asarray(owners, np.int64))
     # the ways as Nominatim's parent streets (one way each: parents.py), their segments consecutive in ds.seg
     way_table = StreetWayTable(way_id, owners, way_key, way_lat, way_lon, way_pc,
-                               np.repeat(np.arange(len(ranges)), np.maximum(ranges[:, 1] - ranges[:, 0] - 1, 1)))
+                               np.repeat(np.arange(len(ranges), dtype=np.int32), np.maximum(ranges[:, 1] - ranges[:, 0] - 1, 1)))
     del way_id, way_key, way_lat, way_lon, way_pc, keys
     del streets, ranges, owners  # the street ways' polylines are ds.seg now
     heap.release()

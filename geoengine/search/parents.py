@@ -79,7 +79,7 @@ class StreetWayTable:
         self.lat = np.asarray(lat, np.float64)
         self.lon = np.asarray(lon, np.float64)
         self.postcode = list(postcode)
-        self.seg_way = np.asarray(seg_way, np.int64)
+        self.seg_way = np.asarray(seg_way, np.int32)  # (one a street segment: 5 MB less at 64 copies)
 
     def __len__(self) -> int:
         return len(self.doc)
