@@ -63,9 +63,10 @@ def _xy(lat, lon, lat0: float) -> np.ndarray:
     return np.column_stack([lon * 111.320 * np.cos(np.radians(lat0)), lat * KM_PER_DEG_LAT])
 
 
-def _merge_streets(streets: StreetWays, loc_tree, lat0: float) -> list[tuple[OsmDoc, list[tuple[int, int]], int, list[int]]]:
-    """(document, vertex ranges of its ways, locality, its ways) of each street: the ways grouped by
-    normalised name and nearest locality of `loc_tree` within 15 km."""
+def _merge_streets(streets: StreetWays, loc_tree, lat0: float) -> list[tuple[OsmDoc, int, list[int]]]:
+    """(document, locality, its ways) of each street: the ways grouped by normalised name and nearest
+    locality of `loc_tree` within 15 km. (The ways' vertex ranges are `streets.ends[w], streets.ends[w + 1]`:
+    a tuple of two ints per way held until the segments were made was about 35 MB at 64 copies.)"""
     groups: dict[tuple[str, int], list[int]] = {}
     if not len(streets):
         return []
@@ -113,7 +114,7 @@ def _merge_streets(streets: StreetWays, loc_tree, lat0: float) -> list[tuple[Osm
             lat=lat, lon=lon, osm_type="w",
             detail=_json(detail),
         )
-        out.append((doc, ranges, loc, ways))
+        out.append((doc, loc, ways))
     return out
 
 
@@ -222,7 +223,7 @@ def build_documents(osm_path, places_path=None, admin1_path=None, *, bbox=None, 
     town_tree = cKDTree(_xy([ds.lat[i] for i in towns], [ds.lon[i] for i in towns], lat0)) if towns else None
     merged = _merge_streets(streets, town_tree, lat0)
     step("merge_streets")
-    ranges, owners = [], []
+    way_order, owners = array("q"), array("q")  # the street ways in the order of the polylines, their documents
     street_town: dict[int, str] = {}  # street row -> the settlement it was grouped by
     pc_code, pc_lat, pc_lon, pc_row = [], [], [], []  # the street ways' postcodes, as postcode samples
     # per way, in the order of the polylines (numbers in typed arrays, a normalised name one string per name:
@@ -232,13 +233,13 @@ def build_documents(osm_path, places_path=None, admin1_path=None, *, bbox=None, 
     keys: dict[str, str] = {}
     merged.reverse()
     while merged:  # (each street's merge output freed once it is added: its detail text was held twice)
-        doc, way_ranges, loc, ways = merged.pop()
+        doc, loc, ways = merged.pop()
         row = ds.add(id=doc.id, index="streets", doc_type="place", name=doc.name, name_en=doc.name_en,
                      names=doc.names, place_class="street", category=doc.category, importance=doc.importance,
                      lat=doc.lat, lon=doc.lon, source="osm", kind="w", detail=doc.detail,
                      osm_tag=f"highway={doc.category}")
-        ranges += way_ranges
-        owners += [row] * len(way_ranges)
+        way_order.extend(ways)
+        owners.extend([row] * len(ways))
         for w in ways:
             way_id.append(streets.id[w])
             name = streets.name[w]
@@ -258,8 +259,11 @@ def build_documents(osm_path, places_path=None, admin1_path=None, *, bbox=None, 
             street_town[row] = ds.name[towns[loc]]
     info["osm_ways_in_streets"] = len(streets)
     del merged
-    ranges = np.asarray(ranges, np.int64).reshape(-1, 2)
-    ds.set_polylines(streets.vertices(), ranges, np.asarray(owners, np.int64))
+    ends = np.frombuffer(streets.ends, np.int64)
+    way_order = np.frombuffer(way_order, np.int64) if len(way_order) else np.zeros(0, np.int64)
+    ranges = np.column_stack([ends[way_order], ends[way_order + 1]])
+    del way_order, ends
+    ds.set_polylines(streets.vertices(), ranges, np.frombuffer(owners, np.int64) if len(owners) else np.zeros(0, np.int64))
     # the ways as Nominatim's parent streets (one way each: parents.py), their segments consecutive in ds.seg
     way_table = StreetWayTable(way_id, owners, way_key, way_lat, way_lon, way_pc,
                                np.repeat(np.arange(len(ranges), dtype=np.int32), np.maximum(ranges[:, 1] - ranges[:, 0] - 1, 1)))
