@@ -196,16 +196,16 @@ def build_documents(osm_path, places_path=None, admin1_path=None, *, bbox=None, 
     near the extract's data (inside its bbox plus 0.1 degree, and within NEAR_DATA_DEG of an OSM document:
     an extract with far-apart parts does not take in the places between them) and the world's capitals, admin seats and places of at
     least `world_min_population`, "region" only those inside the bbox. `mmap_threshold`: glibc's mmap
-    threshold from the end of the OSM read on (None: the allocator's own, dynamic)."""
+    threshold for the stage (None: the allocator's own, dynamic)."""
+    if mmap_threshold:
+        # the steps make and free many arrays of a few MB: with glibc's dynamic threshold (up to 32 MB, and
+        # a forked stage process inherits the build process's) they came from the heap and their holes
+        # stayed resident (25-45 MB at 64 copies from the parent streets to the index). glibc keeps a set
+        # threshold for the rest of the process: the build runs this stage in a forked child
+        heap.mmap_threshold(mmap_threshold)
     step = _Steps()
     ds, streets, boundaries, reader = read_osm(osm_path)  # ds: the documents of OSM nodes, ways, relations
     heap.release()  # what the OSM reader's threads freed, under the steps after it (50-80 MB at 64 copies)
-    if mmap_threshold:
-        # the steps below make and free many arrays of a few MB: with glibc's dynamic threshold (up to 32 MB)
-        # they came from the heap and their holes stayed resident (25-45 MB at 64 copies from the parent
-        # streets to the index). Set after the read (its buffers come and go faster from the heap); glibc
-        # keeps a set threshold for the rest of the process: the build runs this stage in a forked child
-        heap.mmap_threshold(mmap_threshold)
     step("read_osm")
     info: dict = {}
     n_points = len(ds)
