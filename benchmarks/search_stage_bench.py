@@ -16,6 +16,7 @@ NUMBA_CACHE_DIR holds the compiled kernels (run it twice). The 64-copy extract:
 from __future__ import annotations
 
 import argparse
+import gc
 import json
 import os
 import tempfile
@@ -79,6 +80,7 @@ def main() -> None:
 
         threading.Thread(target=poll, daemon=True).start()
         t1 = time.perf_counter()
+        gc.freeze()  # as the build stage does (search/stage.py): what exists before it is not collected
         ds, info = build_documents(a.pbf, a.places, a.admin1)
         c2, t2 = time.process_time(), time.perf_counter()
         write_index(out, ds, release=True)  # as the build stage calls it

@@ -32,3 +32,11 @@ def release() -> None:
     libc = _libc()
     if libc is not None:
         libc.malloc_trim(0)
+
+
+def mmap_threshold(nbytes: int) -> None:
+    """Serve allocations of at least `nbytes` by mmap, so that they go back to the system when freed (glibc's
+    M_MMAP_THRESHOLD; it then stays fixed for the rest of the process: its dynamic rise to 32 MB ends)."""
+    libc = _libc()
+    if libc is not None and hasattr(libc, "mallopt"):
+        libc.mallopt(-3, int(nbytes))  # M_MMAP_THRESHOLD

@@ -20,6 +20,7 @@ import re
 import numpy as np
 from scipy.spatial import cKDTree
 
+from geoengine.search.streetpoints import StreetPoints, build_points
 from geoengine.search.text import normalise
 
 NEAREST_STREET_KM = 0.1 * 111.2
@@ -128,24 +129,16 @@ def expand_interpolations(ds, ways, addr_node_id, addr_node_row) -> int:
     return added
 
 
-def street_points(ds, lat0: float) -> tuple[cKDTree | None, np.ndarray]:
-    """A k-d tree over the street segments' vertices and points every DENSIFY_KM along them (km plane
-    around lat0), and the segment of each point (int32; its street document is `ds.seg_doc[segment]`:
-    not kept per point, the points are the stage's largest array at its peak)."""
+def street_points(ds, lat0: float) -> tuple[StreetPoints | None, np.ndarray]:
+    """The street segments' vertices and points every DENSIFY_KM along them (km plane around lat0) for
+    nearest-point queries (`streetpoints.StreetPoints`, `query` as a k-d tree's; equal distances: the lower
+    segment first), and the segment of each point (int32; its street document is `ds.seg_doc[segment]`: not
+    kept per point, the points are the stage's largest array at its peak)."""
     seg, _ = ds.segments()
     if not len(seg):
         return None, np.zeros(0, np.int32)
-    a = _xy(seg[:, 1], seg[:, 0], lat0)
-    b = _xy(seg[:, 3], seg[:, 2], lat0)
-    length = np.hypot(*(b - a).T)
-    extra = np.floor(length / DENSIFY_KM).astype(np.int64)
-    rep = np.repeat(np.arange(len(seg)), extra)
-    t = (np.arange(int(extra.sum())) - np.repeat(np.cumsum(extra) - extra, extra) + 1) / np.repeat(extra + 1, extra)
-    pts = np.concatenate([a, a[rep] + t[:, None] * (b[rep] - a[rep])])
-    del b, t
-    point_seg = np.concatenate([np.arange(len(seg), dtype=np.int32), rep.astype(np.int32)])
-    del rep, a
-    return cKDTree(pts), point_seg
+    points = build_points(seg, lat0, KM_PER_DEG, DENSIFY_KM)
+    return points, points.seg
 
 
 def resolve_streets(ds, rows: np.ndarray, lat0: float, tree, point_seg) -> dict[str, int]:

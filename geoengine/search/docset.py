@@ -8,6 +8,7 @@ from dataclasses import dataclass, field, fields
 
 import numpy as np
 
+SEG_CHUNK = 1 << 17  # segments made per step by DocSet.set_polylines
 
 class TextColumn:
     """Strings (or None) kept as one UTF-8 buffer and each value's start and end (`col[k]` decodes value k;
@@ -90,11 +91,19 @@ class DocSet:
         (an array per polyline cost more than its segments)."""
         k = ranges[:, 1] - ranges[:, 0]
         nseg = np.maximum(k - 1, 1)
-        first = np.repeat(ranges[:, 0] - np.cumsum(nseg) + nseg, nseg) + np.arange(int(nseg.sum()))
-        second = first + (np.repeat(k, nseg) > 1)
-        self.seg = np.empty((len(first), 4))
-        self.seg[:, :2] = xy[first]
-        self.seg[:, 2:] = xy[second]
+        ends = np.cumsum(nseg)
+        self.seg = np.empty((int(ends[-1]) if len(ends) else 0, 4))
+        a = 0
+        while a < len(k):  # about SEG_CHUNK segments a step (the index arrays and copies of all at once
+            # were 60 MB over the segments at 64 copies of Liechtenstein)
+            at = int(ends[a - 1]) if a else 0
+            b = max(int(np.searchsorted(ends, at + SEG_CHUNK, "right")), a + 1)
+            ns = nseg[a:b]
+            first = np.repeat(ranges[a:b, 0] - np.cumsum(ns) + ns, ns) + np.arange(int(ns.sum()))
+            second = first + (np.repeat(k[a:b], ns) > 1)
+            self.seg[at:at + len(first), :2] = xy[first]
+            self.seg[at:at + len(first), 2:] = xy[second]
+            a = b
         self.seg_doc = np.repeat(np.asarray(rows, np.int32), nseg)
 
     def add(self, *, id, index, doc_type, name, name_en, names, place_class, category, importance, lat, lon,

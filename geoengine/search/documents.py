@@ -17,6 +17,7 @@ import logging
 import os
 import resource
 import time
+from array import array
 
 import numpy as np
 import shapely
@@ -39,7 +40,7 @@ from geoengine.search.admin import (
 from geoengine.search.docset import DocSet
 from geoengine.search.osm import OsmDoc, StreetWays, mean_xy, read_osm
 from geoengine.search.osm import _json as _json_osm
-from geoengine.search.parents import StreetWayTable, parent_ways
+from geoengine.search.parents import StreetWayTable, named_parent_ways, nearest_parent_ways
 from geoengine.search.text import normalise
 
 KM_PER_DEG_LAT = 110.574
@@ -62,9 +63,10 @@ def _xy(lat, lon, lat0: float) -> np.ndarray:
     return np.column_stack([lon * 111.320 * np.cos(np.radians(lat0)), lat * KM_PER_DEG_LAT])
 
 
-def _merge_streets(streets: StreetWays, loc_tree, lat0: float) -> list[tuple[OsmDoc, list[tuple[int, int]], int, list[int]]]:
-    """(document, vertex ranges of its ways, locality, its ways) of each street: the ways grouped by
-    normalised name and nearest locality of `loc_tree` within 15 km."""
+def _merge_streets(streets: StreetWays, loc_tree, lat0: float) -> list[tuple[OsmDoc, int, list[int]]]:
+    """(document, locality, its ways) of each street: the ways grouped by normalised name and nearest
+    locality of `loc_tree` within 15 km. (The ways' vertex ranges are `streets.ends[w], streets.ends[w + 1]`:
+    a tuple of two ints per way held until the segments were made was about 35 MB at 64 copies.)"""
     groups: dict[tuple[str, int], list[int]] = {}
     if not len(streets):
         return []
@@ -112,7 +114,7 @@ def _merge_streets(streets: StreetWays, loc_tree, lat0: float) -> list[tuple[Osm
             lat=lat, lon=lon, osm_type="w",
             detail=_json(detail),
         )
-        out.append((doc, ranges, loc, ways))
+        out.append((doc, loc, ways))
     return out
 
 
@@ -155,6 +157,9 @@ def _near_cells(lon, lat, qlon, qlat, cell: float) -> np.ndarray:
     return near
 
 
+MMAP_THRESHOLD = 1 << 20  # bytes: larger blocks are mapped and unmapped, not kept on the heap (build_documents)
+
+
 def _cpu() -> float:
     """CPU seconds of this process and of its children ended so far (read_osm's forked reader)."""
     own, kids = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
@@ -185,11 +190,19 @@ class _Steps:
 
 
 def build_documents(osm_path, places_path=None, admin1_path=None, *, bbox=None, world: str = "important",
-                    world_min_population: int = 50_000, progress=None) -> tuple[DocSet, dict]:
+                    world_min_population: int = 50_000, progress=None,
+                    mmap_threshold: int | None = MMAP_THRESHOLD) -> tuple[DocSet, dict]:
     """Every document of a bundle. `world`: "all" keeps the whole GeoNames table, "important" the places
     near the extract's data (inside its bbox plus 0.1 degree, and within NEAR_DATA_DEG of an OSM document:
     an extract with far-apart parts does not take in the places between them) and the world's capitals, admin seats and places of at
-    least `world_min_population`, "region" only those inside the bbox."""
+    least `world_min_population`, "region" only those inside the bbox. `mmap_threshold`: glibc's mmap
+    threshold for the stage (None: the allocator's own, dynamic)."""
+    if mmap_threshold:
+        # the steps make and free many arrays of a few MB: with glibc's dynamic threshold (up to 32 MB, and
+        # a forked stage process inherits the build process's) they came from the heap and their holes
+        # stayed resident (25-45 MB at 64 copies from the parent streets to the index). glibc keeps a set
+        # threshold for the rest of the process: the build runs this stage in a forked child
+        heap.mmap_threshold(mmap_threshold)
     step = _Steps()
     ds, streets, boundaries, reader = read_osm(osm_path)  # ds: the documents of OSM nodes, ways, relations
     heap.release()  # what the OSM reader's threads freed, under the steps after it (50-80 MB at 64 copies)
@@ -210,20 +223,30 @@ def build_documents(osm_path, places_path=None, admin1_path=None, *, bbox=None, 
     town_tree = cKDTree(_xy([ds.lat[i] for i in towns], [ds.lon[i] for i in towns], lat0)) if towns else None
     merged = _merge_streets(streets, town_tree, lat0)
     step("merge_streets")
-    ranges, owners = [], []
+    way_order, owners = array("q"), array("q")  # the street ways in the order of the polylines, their documents
     street_town: dict[int, str] = {}  # street row -> the settlement it was grouped by
     pc_code, pc_lat, pc_lon, pc_row = [], [], [], []  # the street ways' postcodes, as postcode samples
-    way_id, way_key, way_lat, way_lon, way_pc = [], [], [], [], []  # per way, in the order of the polylines
-    for doc, way_ranges, loc, ways in merged:
+    # per way, in the order of the polylines (numbers in typed arrays, a normalised name one string per name:
+    # lists of Python numbers and a string per way were about 25 MB more at 64 copies)
+    way_id, way_lat, way_lon = array("q"), array("d"), array("d")
+    way_key, way_pc = [], []
+    keys: dict[str, str] = {}
+    merged.reverse()
+    while merged:  # (each street's merge output freed once it is added: its detail text was held twice)
+        doc, loc, ways = merged.pop()
         row = ds.add(id=doc.id, index="streets", doc_type="place", name=doc.name, name_en=doc.name_en,
                      names=doc.names, place_class="street", category=doc.category, importance=doc.importance,
                      lat=doc.lat, lon=doc.lon, source="osm", kind="w", detail=doc.detail,
                      osm_tag=f"highway={doc.category}")
-        ranges += way_ranges
-        owners += [row] * len(way_ranges)
+        way_order.extend(ways)
+        owners.extend([row] * len(ways))
         for w in ways:
             way_id.append(streets.id[w])
-            way_key.append(normalise(streets.name[w]))
+            name = streets.name[w]
+            key = keys.get(name)
+            if key is None:
+                key = keys[name] = normalise(name)
+            way_key.append(key)
             way_lat.append(streets.lat[w])
             way_lon.append(streets.lon[w])
             way_pc.append(streets.postcode[w])
@@ -236,12 +259,15 @@ def build_documents(osm_path, places_path=None, admin1_path=None, *, bbox=None, 
             street_town[row] = ds.name[towns[loc]]
     info["osm_ways_in_streets"] = len(streets)
     del merged
-    ranges = np.asarray(ranges, np.int64).reshape(-1, 2)
-    ds.set_polylines(streets.vertices(), ranges, np.asarray(owners, np.int64))
+    ends = np.frombuffer(streets.ends, np.int64)
+    way_order = np.frombuffer(way_order, np.int64) if len(way_order) else np.zeros(0, np.int64)
+    ranges = np.column_stack([ends[way_order], ends[way_order + 1]])
+    del way_order, ends
+    ds.set_polylines(streets.vertices(), ranges, np.frombuffer(owners, np.int64) if len(owners) else np.zeros(0, np.int64))
     # the ways as Nominatim's parent streets (one way each: parents.py), their segments consecutive in ds.seg
     way_table = StreetWayTable(way_id, owners, way_key, way_lat, way_lon, way_pc,
-                               np.repeat(np.arange(len(ranges)), np.maximum(ranges[:, 1] - ranges[:, 0] - 1, 1)))
-    del way_id, way_key, way_lat, way_lon, way_pc
+                               np.repeat(np.arange(len(ranges), dtype=np.int32), np.maximum(ranges[:, 1] - ranges[:, 0] - 1, 1)))
+    del way_id, way_key, way_lat, way_lon, way_pc, keys
     del streets, ranges, owners  # the street ways' polylines are ds.seg now
     heap.release()
     step("street_documents")
@@ -256,17 +282,27 @@ def build_documents(osm_path, places_path=None, admin1_path=None, *, bbox=None, 
     boxes = (np.frombuffer(reader.box_row, np.int64).copy(), np.frombuffer(reader.box, np.float64).reshape(-1, 4).copy())
     extra_pc = (reader.pc_code, np.frombuffer(reader.pc_xy, np.float64).reshape(-1, 2).copy())
     del reader
+    heap.release()
     step("interpolations")
     n_osm = len(ds)
-    tree, point_seg = street_points(ds, lat0)
     rows = np.asarray([i for i in range(n_osm) if ds.index[i] in ("addresses", "pois")], np.int64)
     by_tag = np.asarray([bool(s) for s in ds.street], bool)  # addr:street of the object itself
+    # the parent street ways (parents.py): by addr:street name first, before the street points exist (the
+    # two steps' temporaries are not held at once), then the nearest street for the rest
+    parent = named_parent_ways(ds, rows, by_tag, way_table, boxes)
+    del boxes
+    heap.release()
+    step("named_parent_ways")
+    tree, point_seg = street_points(ds, lat0)
+    heap.release()  # what making the points freed, under the tree's nodes (20 MB at 64 copies)
     for k, v in resolve_streets(ds, rows, lat0, tree, point_seg).items():
         info[f"street_from_{k}"] = v
+    heap.release()
     step("resolve_streets")
-    parent = parent_ways(ds, rows, by_tag, way_table, tree, point_seg, lat0, boxes)
+    nearest_parent_ways(ds, rows, by_tag, parent, way_table, tree, point_seg, lat0)
     info["parent_street_ways"] = int((parent >= 0).sum())
-    del tree, point_seg, by_tag, boxes
+    del tree, point_seg, by_tag
+    heap.release()  # the street points and their tree
     step("parent_ways")
     info["streets_from_addresses"] = address_streets(ds, rows, lat0)
     n_osm = len(ds)
@@ -330,6 +366,7 @@ def build_documents(osm_path, places_path=None, admin1_path=None, *, bbox=None, 
     parent = np.concatenate([parent, np.full(len(ds) - len(parent), -1, np.int64)])
     ds.admin, ds.units = build_hierarchy(ds, boundaries, labels, n_osm, parent=parent, ways=way_table)
     del boundaries
+    heap.release()  # the boundaries' geometries and the point-in-polygon steps' arrays
     step("hierarchy")
     units = ds.units
     cu = ds.admin[:n_osm, COUNTRY]

@@ -40,7 +40,8 @@ CELLS_PER_ROW = 8000  # cells per row of latitude (360 / 0.05 = 7,200, and 180 /
 NEAREST_POINTS = 32  # street points whose segments are measured exactly for the nearest street way
 PAIR_CHUNK = 65_536  # (way, candidate, segment) triples per vectorised step (about 12 arrays of this
 # length live at once: the chunk bounds the stage's peak, not its work)
-NEAREST_CHUNK = 2_048  # objects per k-d tree query of the nearest street (x NEAREST_POINTS segments each)
+BALL_CHUNK = 16_384  # ways per ball query of line_candidates
+NEAREST_CHUNK = 2_048  # objects per query of the nearest street (x NEAREST_POINTS segments each)
 
 # address-levels.json: the classes Nominatim ranks below 28 (not rank 30: no parent street); key -> values,
 # None for every value of the key, and the values of such a key that are rank 30 nonetheless
@@ -78,7 +79,7 @@ class StreetWayTable:
         self.lat = np.asarray(lat, np.float64)
         self.lon = np.asarray(lon, np.float64)
         self.postcode = list(postcode)
-        self.seg_way = np.asarray(seg_way, np.int64)
+        self.seg_way = np.asarray(seg_way, np.int32)  # (one a street segment: 5 MB less at 64 copies)
 
     def __len__(self) -> int:
         return len(self.doc)
@@ -93,16 +94,23 @@ class StreetWayTable:
 def parent_ways(ds, rows: np.ndarray, by_tag: np.ndarray, ways: StreetWayTable, tree, point_seg,
                 lat0: float, boxes=None) -> np.ndarray:
     """The parent street way (row of `ways`, -1: none) of every document, Nominatim's rule for those of
-    `rows` that it ranks 30 (module doc). `by_tag[r]`: the document's own addr:street names its street;
-    `tree`/`point_seg`: the street points' k-d tree (km plane around latitude `lat0`,
-    addresses.street_points) and the segment of each point; `boxes` (rows, (k, 4) boxes): the bounding boxes of
-    the way documents (a way's street of its name is the one nearest to its box, as Nominatim measures from
-    an object's envelope)."""
-    from geoengine.search.addresses import _xy
+    `rows` that it ranks 30 (module doc): `named_parent_ways`, then `nearest_parent_ways` for the rest.
+    `by_tag[r]`: the document's own addr:street names its street; `tree`/`point_seg`: the street points'
+    search (streetpoints.StreetPoints, km plane around latitude `lat0`, addresses.street_points) and the
+    segment of each point; `boxes` (rows, (k, 4) boxes): the bounding boxes of the way documents (a way's
+    street of its name is the one nearest to its box, as Nominatim measures from an object's envelope)."""
+    parent = named_parent_ways(ds, rows, by_tag, ways, boxes)
+    nearest_parent_ways(ds, rows, by_tag, parent, ways, tree, point_seg, lat0)
+    return parent
 
+
+def named_parent_ways(ds, rows: np.ndarray, by_tag: np.ndarray, ways: StreetWayTable, boxes=None) -> np.ndarray:
+    """The first half of `parent_ways`: the nearest way of its addr:street name (-1: none). Needs no street
+    points, so the build runs it before their tree exists (its temporaries and the tree's are not held at
+    once)."""
     n = len(ds)
     parent = np.full(n, -1, np.int64)
-    if not len(ways) or tree is None or not len(rows):
+    if not len(ways) or not len(rows):
         return parent
     rows = np.asarray([r for r in rows.tolist() if rank30(ds.osm_tag[r])], np.int64)
     if not len(rows):
@@ -121,13 +129,19 @@ def parent_ways(ds, rows: np.ndarray, by_tag: np.ndarray, ways: StreetWayTable, 
     cy1 = np.floor((wy1 + NAMED_ROAD_DEG + 90.0) / NAME_CELL_DEG).astype(np.int64)
     nx, ny = cx1 - cx0 + 1, cy1 - cy0 + 1
     ncell = nx * ny
-    wrep = np.repeat(np.arange(len(ways)), ncell)
-    k = np.arange(int(ncell.sum())) - np.repeat(np.cumsum(ncell) - ncell, ncell)
-    cells = (cy0[wrep] + k // nx[wrep]) * CELLS_PER_ROW + cx0[wrep] + k % nx[wrep]
-    wkey = way_key[wrep] * (CELLS_PER_ROW * CELLS_PER_ROW) + cells
+    cell_at = np.cumsum(ncell) - ncell
+    wkey = np.empty(int(ncell.sum()), np.int64)
+    for a in range(0, len(ways), PAIR_CHUNK):  # (each way's cells, PAIR_CHUNK ways a step: the one-shot
+        # arrays of every (way, cell) were about 70 MB at 64 copies of Liechtenstein)
+        wrep = np.repeat(np.arange(a, min(a + PAIR_CHUNK, len(ways))), ncell[a:a + PAIR_CHUNK])
+        k = np.arange(len(wrep)) - np.repeat(cell_at[a:a + PAIR_CHUNK] - cell_at[a], ncell[a:a + PAIR_CHUNK])
+        cells = (cy0[wrep] + k // nx[wrep]) * CELLS_PER_ROW + cx0[wrep] + k % nx[wrep]
+        wkey[cell_at[a]:cell_at[a] + len(wrep)] = way_key[wrep] * (CELLS_PER_ROW * CELLS_PER_ROW) + cells
+    del wrep, k, cells
     order = np.argsort(wkey, kind="stable")
     sorted_key = wkey[order]
-    order = wrep[order]
+    del wkey
+    order = np.repeat(np.arange(len(ways), dtype=np.int32), ncell)[order].astype(np.int64)
     doc_name = np.asarray([by_key.get(normalise(ds.street[r]), -1) if by_tag[r] else -1 for r in rows.tolist()],
                           np.int64)
     has = doc_name >= 0
@@ -162,7 +176,23 @@ def parent_ways(ds, rows: np.ndarray, by_tag: np.ndarray, ways: StreetWayTable, 
         pick = o[first]
         good = np.isfinite(d2[pick])
         parent[pair_doc[pick][good]] = pair_way[pick][good]
-    # else (not an addr:place address): the nearest street way within 0.1 degree
+    return parent
+
+
+def nearest_parent_ways(ds, rows: np.ndarray, by_tag: np.ndarray, parent: np.ndarray, ways: StreetWayTable, tree,
+                        point_seg, lat0: float) -> np.ndarray:
+    """The second half of `parent_ways`: for the rank-30 documents of `rows` without a parent in `parent`
+    (not an addr:place address), the nearest street way within 0.1 degree; sets and returns `parent`."""
+    from geoengine.search.addresses import _xy
+
+    if not len(ways) or tree is None or not len(rows):
+        return parent
+    rows = np.asarray([r for r in rows.tolist() if rank30(ds.osm_tag[r])], np.int64)
+    if not len(rows):
+        return parent
+    lat = np.asarray(ds.lat, np.float64)
+    lon = np.asarray(ds.lon, np.float64)
+    # (not an addr:place address): the nearest street way within 0.1 degree
     place_only = np.asarray([bool(ds.addr_place[r]) and not by_tag[r] for r in rows.tolist()], bool)
     need = rows[(parent[rows] < 0) & ~place_only]
     if len(need):
@@ -264,12 +294,22 @@ def line_candidates(ways: StreetWayTable, seg: np.ndarray, which: np.ndarray, pl
     tree = cKDTree(np.column_stack([plon * kx, plat * ky]))
     cx, cy = (x0 + x1) / 2 * kx, (y0 + y1) / 2 * ky
     reach = np.hypot((x1 - x0) / 2 * kx, (y1 - y0) / 2 * ky) + float(np.max(half_m)) * 1.5 + 1.0
-    found = tree.query_ball_point(np.column_stack([cx, cy]), r=reach)
-    lens = np.fromiter((len(f) for f in found), np.int64, len(found))
-    pair_w = np.repeat(which, lens)
-    pair_p = np.fromiter((p for f in found for p in f), np.int64, int(lens.sum()))
-    del found
     out_w, out_p, out_d = [], [], []
+    for c0 in range(0, len(which), BALL_CHUNK):  # (the lists of every way at once: ~30 MB at 64 copies)
+        found = tree.query_ball_point(np.column_stack([cx[c0:c0 + BALL_CHUNK], cy[c0:c0 + BALL_CHUNK]]),
+                                      r=reach[c0:c0 + BALL_CHUNK])
+        lens = np.fromiter((len(f) for f in found), np.int64, len(found))
+        pair_w = np.repeat(which[c0:c0 + BALL_CHUNK], lens)
+        pair_p = np.fromiter((p for f in found for p in f), np.int64, int(lens.sum()))
+        del found
+        _line_pairs(pair_w, pair_p, first, count, seg, plon, plat, half_m, ky, out_w, out_p, out_d)
+    if not out_w:
+        return empty
+    return np.concatenate(out_w), np.concatenate(out_p), np.concatenate(out_d)
+
+
+def _line_pairs(pair_w, pair_p, first, count, seg, plon, plat, half_m, ky, out_w, out_p, out_d) -> None:
+    """line_candidates' exact step for (way, point) pairs: appends those whose box the line crosses."""
     for a, b in _chunks(count[pair_w]):  # exact: the point's box against the way's segments
         pw, pp = pair_w[a:b], pair_p[a:b]
         rep, segi, at = _pairs_over_segments(pw, first, count)
@@ -284,25 +324,31 @@ def line_candidates(ways: StreetWayTable, seg: np.ndarray, which: np.ndarray, pl
         out_w.append(pw[cross])
         out_p.append(pp[cross])
         out_d.append(dmin[cross])
-    if not out_w:
-        return empty
-    return np.concatenate(out_w), np.concatenate(out_p), np.concatenate(out_d)
 
 
 def way_midpoints(ways: StreetWayTable, seg: np.ndarray, which: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """(lon, lat) halfway along the line of each way of `which` (Nominatim's centre of a line,
-    ST_LineInterpolatePoint(line, 0.5) in degrees)."""
+    ST_LineInterpolatePoint(line, 0.5) in degrees). About PAIR_CHUNK segments a step (all at once, the
+    segments' copies and lengths were about 80 MB at 64 copies of Liechtenstein); the running length is
+    carried from step to step, so every sum is the one-shot cumulative sum's, bit for bit."""
     first, count = ways.seg_ranges()
-    rep, segi, at = _pairs_over_segments(which, first, count)
-    s = seg[segi]
-    length = np.hypot(s[:, 2] - s[:, 0], s[:, 3] - s[:, 1])
-    cum = np.cumsum(length)
-    before = cum - length  # the length before each row's segment, from the first way's start
-    start = before[at]
-    total = np.add.reduceat(length, at)
-    target = start + total / 2
-    k = np.minimum(np.searchsorted(cum, target, "left"), len(cum) - 1)
-    k = np.clip(k, at, at + count[which] - 1)  # within the way's own rows
-    t = np.where(length[k] > 0, (target - before[k]) / np.where(length[k] > 0, length[k], 1.0), 0.0)
-    t = np.clip(t, 0.0, 1.0)
-    return s[k, 0] + t * (s[k, 2] - s[k, 0]), s[k, 1] + t * (s[k, 3] - s[k, 1])
+    out_x, out_y = np.empty(len(which)), np.empty(len(which))
+    carry = np.zeros(1)
+    for a, b in _chunks(count[which]):
+        w = which[a:b]
+        rep, segi, at = _pairs_over_segments(w, first, count)
+        s = seg[segi]
+        length = np.hypot(s[:, 2] - s[:, 0], s[:, 3] - s[:, 1])
+        cum = np.cumsum(np.concatenate([carry, length]))[1:]  # (a sequential sum, as over every way at once)
+        carry = cum[-1:]
+        before = cum - length  # the length before each row's segment, from the first way's start
+        start = before[at]
+        total = np.add.reduceat(length, at)
+        target = start + total / 2
+        k = np.minimum(np.searchsorted(cum, target, "left"), len(cum) - 1)
+        k = np.clip(k, at, at + count[w] - 1)  # within the way's own rows
+        t = np.where(length[k] > 0, (target - before[k]) / np.where(length[k] > 0, length[k], 1.0), 0.0)
+        t = np.clip(t, 0.0, 1.0)
+        out_x[a:b] = s[k, 0] + t * (s[k, 2] - s[k, 0])
+        out_y[a:b] = s[k, 1] + t * (s[k, 3] - s[k, 1])
+    return out_x, out_y
