@@ -36,24 +36,21 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from scale_bench import BASE_PBF, ROOT, extract_for, run_measured  # noqa: E402
 
 
-def make_change(pbf: Path, out: Path, fraction: float) -> dict:
-    """Every 1/fraction-th way: a new version with a changed tag, and its first node moved (~5 m)."""
+def edited_way(w, when):
+    """The benchmark's edit of a way: a new version with a changed tag (its name, else a note)."""
+    tags = dict(w.tags)
+    if "name" in tags:
+        tags["name"] = tags["name"] + " (neu)"
+    else:
+        tags["note"] = "geoengine update benchmark"
+    return w.replace(version=w.version + 1, timestamp=when, tags=tags, nodes=[n.ref for n in w.nodes])
+
+
+def write_change(pbf: Path, out: Path, ways: dict, first_nodes, when) -> int:
+    """Write the change: the nodes `first_nodes` moved ~5 m (a new version each), then `ways`; returns
+    how many nodes moved."""
     import osmium
 
-    step = max(1, round(1 / fraction))
-    when = dt.datetime(2030, 1, 1, tzinfo=dt.UTC)
-    ways, first_nodes = {}, {}
-    n_ways = 0
-    for w in osmium.FileProcessor(str(pbf), osmium.osm.WAY):
-        if n_ways % step == 0 and len(w.nodes) >= 2:
-            tags = dict(w.tags)
-            if "name" in tags:
-                tags["name"] = tags["name"] + " (neu)"
-            else:
-                tags["note"] = "geoengine update benchmark"
-            ways[w.id] = w.replace(version=w.version + 1, timestamp=when, tags=tags, nodes=[n.ref for n in w.nodes])
-            first_nodes[w.nodes[0].ref] = w.id
-        n_ways += 1
     out.unlink(missing_ok=True)
     writer = osmium.SimpleWriter(str(out))
     moved = 0
@@ -68,6 +65,23 @@ def make_change(pbf: Path, out: Path, fraction: float) -> dict:
             writer.add_way(ways[wid])
     finally:
         writer.close()
+    return moved
+
+
+def make_change(pbf: Path, out: Path, fraction: float) -> dict:
+    """Every 1/fraction-th way: a new version with a changed tag, and its first node moved (~5 m)."""
+    import osmium
+
+    step = max(1, round(1 / fraction))
+    when = dt.datetime(2030, 1, 1, tzinfo=dt.UTC)
+    ways, first_nodes = {}, {}
+    n_ways = 0
+    for w in osmium.FileProcessor(str(pbf), osmium.osm.WAY):
+        if n_ways % step == 0 and len(w.nodes) >= 2:
+            ways[w.id] = edited_way(w, when)
+            first_nodes[w.nodes[0].ref] = w.id
+        n_ways += 1
+    moved = write_change(pbf, out, ways, first_nodes, when)
     return {"ways_total": n_ways, "ways_changed": len(ways), "nodes_moved": moved, "bytes": out.stat().st_size}
 
 
@@ -99,26 +113,8 @@ def make_local_change(pbf: Path, out: Path, count: int, centre=LOCAL_CENTRE) -> 
     radius_km = float(d[pick].max()) * 111.2 if len(pick) else 0.0
     ways = {}
     for w in osmium.FileProcessor(str(pbf), osmium.osm.WAY).with_filter(osmium.filter.IdFilter(chosen)):
-        tags = dict(w.tags)
-        if "name" in tags:
-            tags["name"] = tags["name"] + " (neu)"
-        else:
-            tags["note"] = "geoengine update benchmark"
-        ways[w.id] = w.replace(version=w.version + 1, timestamp=when, tags=tags, nodes=[n.ref for n in w.nodes])
-    out.unlink(missing_ok=True)
-    writer = osmium.SimpleWriter(str(out))
-    moved = 0
-    try:
-        nodes = osmium.FileProcessor(str(pbf), osmium.osm.NODE).with_filter(osmium.filter.IdFilter(first_nodes))
-        for n in nodes:
-            loc = n.location
-            writer.add_node(n.replace(version=n.version + 1, timestamp=when,
-                                      location=(loc.lon + 0.00005, loc.lat + 0.00004)))
-            moved += 1
-        for wid in sorted(ways):
-            writer.add_way(ways[wid])
-    finally:
-        writer.close()
+        ways[w.id] = edited_way(w, when)
+    moved = write_change(pbf, out, ways, first_nodes, when)
     return {"ways_total": len(ids), "ways_changed": len(ways), "nodes_moved": moved, "bytes": out.stat().st_size,
             "local": {"centre": list(centre), "radius_km": round(radius_km, 2)}}
 

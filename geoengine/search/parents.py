@@ -104,19 +104,21 @@ def parent_ways(ds, rows: np.ndarray, by_tag: np.ndarray, ways: StreetWayTable, 
     return parent
 
 
+def _rank30_rows(ds, rows: np.ndarray) -> np.ndarray:
+    """The documents of `rows` that Nominatim ranks 30 (the ones that get a parent street)."""
+    return np.asarray([r for r in rows.tolist() if rank30(ds.osm_tag[r])], np.int64)
+
+
 def named_parent_ways(ds, rows: np.ndarray, by_tag: np.ndarray, ways: StreetWayTable, boxes=None) -> np.ndarray:
     """The first half of `parent_ways`: the nearest way of its addr:street name (-1: none). Needs no street
     points, so the build runs it before their tree exists (its temporaries and the tree's are not held at
     once)."""
     n = len(ds)
     parent = np.full(n, -1, np.int64)
-    if not len(ways) or not len(rows):
-        return parent
-    rows = np.asarray([r for r in rows.tolist() if rank30(ds.osm_tag[r])], np.int64)
+    rows = _rank30_rows(ds, rows) if len(ways) else rows[:0]
     if not len(rows):
         return parent
-    lat = np.asarray(ds.lat, np.float64)
-    lon = np.asarray(ds.lon, np.float64)
+    lat, lon = np.asarray(ds.lat, np.float64), np.asarray(ds.lon, np.float64)
     # addr:street: the nearest way of that name. Candidates by (name, grid cell): each way is listed in the
     # cells its box, grown by NAMED_ROAD_DEG, covers; an object looks up its own cell (local, not every way
     # of a common name in a large extract)
@@ -185,13 +187,10 @@ def nearest_parent_ways(ds, rows: np.ndarray, by_tag: np.ndarray, parent: np.nda
     (not an addr:place address), the nearest street way within 0.1 degree; sets and returns `parent`."""
     from geoengine.search.addresses import _xy
 
-    if not len(ways) or tree is None or not len(rows):
-        return parent
-    rows = np.asarray([r for r in rows.tolist() if rank30(ds.osm_tag[r])], np.int64)
+    rows = _rank30_rows(ds, rows) if len(ways) and tree is not None else rows[:0]
     if not len(rows):
         return parent
-    lat = np.asarray(ds.lat, np.float64)
-    lon = np.asarray(ds.lon, np.float64)
+    lat, lon = np.asarray(ds.lat, np.float64), np.asarray(ds.lon, np.float64)
     # (not an addr:place address): the nearest street way within 0.1 degree
     place_only = np.asarray([bool(ds.addr_place[r]) and not by_tag[r] for r in rows.tolist()], bool)
     need = rows[(parent[rows] < 0) & ~place_only]

@@ -273,28 +273,7 @@ def affected(old_extract, new_extract, changes, bbox=None, scratch=None) -> Affe
 
 def spans_ids(bounds: np.ndarray, z: int, rng) -> np.ndarray:
     """tiler._feature_tiles without its cap on a feature's tile count: every tile of `rng` the boxes meet."""
-    if len(bounds) == 0:
-        return np.empty(0, dtype=np.int64)
-    x0, y0, x1, y1 = rng
-    size = WORLD / (1 << z)
-    half = WORLD / 2
-    fx0 = np.clip(np.floor((bounds[:, 0] + half) / size), x0, x1).astype(np.int64)
-    fx1 = np.clip(np.floor((bounds[:, 2] + half) / size), x0, x1).astype(np.int64)
-    fy0 = np.clip(np.floor((half - bounds[:, 3]) / size), y0, y1).astype(np.int64)
-    fy1 = np.clip(np.floor((half - bounds[:, 1]) / size), y0, y1).astype(np.int64)
-    # boxes wholly outside the range were clamped onto its edge: drop them
-    inside = ((bounds[:, 2] + half) / size >= x0) & ((bounds[:, 0] + half) / size < x1 + 1) & \
-        ((half - bounds[:, 1]) / size >= y0) & ((half - bounds[:, 3]) / size < y1 + 1)
-    fx0, fx1, fy0, fy1 = fx0[inside], fx1[inside], fy0[inside], fy1[inside]
-    w, h = fx1 - fx0 + 1, fy1 - fy0 + 1
-    n = w * h
-    if len(n) == 0:
-        return np.empty(0, dtype=np.int64)
-    idx = np.repeat(np.arange(len(n)), n)
-    offs = np.arange(int(n.sum()), dtype=np.int64) - np.repeat(np.cumsum(n) - n, n)
-    xs = fx0[idx] + offs % w[idx]
-    ys = fy0[idx] + offs // w[idx]
-    return unique((xs << 32) | ys)
+    return T._feature_tiles(bounds, z, rng, cap=None, drop_outside=True)
 
 
 def planned_tiles(spool, plan, bbox) -> tuple[dict[int, np.ndarray], dict[int, np.ndarray]]:

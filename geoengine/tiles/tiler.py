@@ -222,8 +222,13 @@ def _layers(lay: np.ndarray) -> tuple[list[str], np.ndarray]:
     return [schema.LAYERS[i] for i in lay[starts[:-1]].tolist()], starts
 
 
-def _feature_tiles(bounds: np.ndarray, z: int, rng) -> np.ndarray:
-    """Tile ids (x << 32 | y) at zoom z touched by the bounding boxes of features, within `rng`."""
+def _feature_tiles(bounds: np.ndarray, z: int, rng, cap: int | None = MAX_TILES_PER_FEATURE,
+                   drop_outside: bool = False) -> np.ndarray:
+    """Tile ids (x << 32 | y) at zoom z touched by the bounding boxes of features, within `rng`. A box
+    over more than `cap` tiles makes none (None: no cap); a box wholly outside `rng` is clamped onto its
+    edge, or dropped with `drop_outside`."""
+    if len(bounds) == 0:
+        return np.empty(0, dtype=np.int64)
     x0, y0, x1, y1 = rng
     size = WORLD / (1 << z)
     half = WORLD / 2
@@ -231,10 +236,15 @@ def _feature_tiles(bounds: np.ndarray, z: int, rng) -> np.ndarray:
     fx1 = np.clip(np.floor((bounds[:, 2] + half) / size), x0, x1).astype(np.int64)
     fy0 = np.clip(np.floor((half - bounds[:, 3]) / size), y0, y1).astype(np.int64)
     fy1 = np.clip(np.floor((half - bounds[:, 1]) / size), y0, y1).astype(np.int64)
+    if drop_outside:
+        inside = ((bounds[:, 2] + half) / size >= x0) & ((bounds[:, 0] + half) / size < x1 + 1) & \
+            ((half - bounds[:, 1]) / size >= y0) & ((half - bounds[:, 3]) / size < y1 + 1)
+        fx0, fx1, fy0, fy1 = fx0[inside], fx1[inside], fy0[inside], fy1[inside]
     w, h = fx1 - fx0 + 1, fy1 - fy0 + 1
     n = w * h
-    keep = n <= MAX_TILES_PER_FEATURE  # a huge feature alone does not make tiles (it shows where others do)
-    fx0, fy0, w, n = fx0[keep], fy0[keep], w[keep], n[keep]
+    if cap is not None:
+        keep = n <= cap  # a huge feature alone does not make tiles (it shows where others do)
+        fx0, fy0, w, n = fx0[keep], fy0[keep], w[keep], n[keep]
     if len(n) == 0:
         return np.empty(0, dtype=np.int64)
     idx = np.repeat(np.arange(len(n)), n)
