@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import sqlite3
 from pathlib import Path
 
 import pytest
@@ -47,3 +48,11 @@ def publish_copy(src: Path, root: Path) -> Path:
     out = root / "bundles" / "li"
     out.parent.mkdir(parents=True, exist_ok=True)
     return publish(linked_copy(src, root / "copy"), out)
+
+
+def archive_tiles(bundle: Path) -> dict[tuple, bytes]:
+    """Every tile of a bundle's MBTiles archive: (zoom, column, row) -> its bytes."""
+    (path,) = (bundle / "tiles").glob("*.mbtiles")
+    with sqlite3.connect(f"file:{path}?mode=ro", uri=True) as db:
+        return {(z, x, y): bytes(d) for z, x, y, d in
+                db.execute("SELECT zoom_level, tile_column, tile_row, tile_data FROM tiles")}

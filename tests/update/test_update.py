@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import gzip
 import os
-import sqlite3
 from pathlib import Path
 
 import mapbox_vector_tile
@@ -22,6 +21,7 @@ from geoengine.bundler.pipeline import BuildInputs, build
 from geoengine.bundler.update import update
 from geoengine.progress import NullProgress
 
+from .conftest import archive_tiles as _tiles
 from .conftest import linked_copy, publish_copy
 from .edits import WHEN
 
@@ -143,13 +143,6 @@ def test_search_answers_for_every_changed_name_and_address_equal_the_full_builds
     assert renamed and renamed[0]["name"] == edits["renamed_to"]
     address = e["updated"].search(edits["address"], size=3)["results"]
     assert address and address[0]["id"] == f"osm:node:{edits['address_node']}"
-
-
-def _tiles(bundle: Path) -> dict[tuple, bytes]:
-    (path,) = (bundle / "tiles").glob("*.mbtiles")
-    with sqlite3.connect(f"file:{path}?mode=ro", uri=True) as db:
-        return {(z, x, y): bytes(d) for z, x, y, d in
-                db.execute("SELECT zoom_level, tile_column, tile_row, tile_data FROM tiles")}
 
 
 def _decoded(data: bytes) -> dict:

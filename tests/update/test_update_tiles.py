@@ -22,17 +22,11 @@ from geoengine.bundler.update import read_changes, update
 from geoengine.progress import NullProgress
 from geoengine.tiles import stage as tile_stage
 
+from .conftest import archive_tiles as _tiles
 from .conftest import linked_copy, publish_copy
 
 WHEN2 = dt.datetime(2015, 7, 29, 10, 0, 0, tzinfo=dt.UTC)
 BOX = (9.47, 47.04, 9.64, 47.28)  # around Liechtenstein (lon/lat)
-
-
-def _tiles(bundle: Path) -> dict[tuple, bytes]:
-    (path,) = (bundle / "tiles").glob("*.mbtiles")
-    with sqlite3.connect(f"file:{path}?mode=ro", uri=True) as db:
-        return {(z, x, y): bytes(d) for z, x, y, d in
-                db.execute("SELECT zoom_level, tile_column, tile_row, tile_data FROM tiles")}
 
 
 def _metadata(bundle: Path) -> dict:
