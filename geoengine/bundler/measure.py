@@ -23,6 +23,11 @@ def _rusage_cpu(who) -> float:
     return r.ru_utime + r.ru_stime
 
 
+def cpu_s() -> float:
+    """CPU seconds (user + system) of this process and of its children that were waited for."""
+    return _rusage_cpu(resource.RUSAGE_SELF) + _rusage_cpu(resource.RUSAGE_CHILDREN)
+
+
 def _maxrss_mb(who) -> float:
     kb = resource.getrusage(who).ru_maxrss
     return kb / (1 << 20) if sys.platform == "darwin" else kb / 1024  # bytes on macOS, KiB on Linux

@@ -177,10 +177,15 @@ def link_tree(src: Path, dst: Path) -> None:
         rel = Path(dirpath).relative_to(src)
         (dst / rel).mkdir(parents=True, exist_ok=True)
         for name in files:
-            try:
-                os.link(Path(dirpath) / name, dst / rel / name)
-            except OSError:
-                shutil.copy2(Path(dirpath) / name, dst / rel / name)
+            link_file(Path(dirpath) / name, dst / rel / name)
+
+
+def link_file(src: Path, dst: Path) -> None:
+    """`dst` as a hard link to `src`, or a copy across file systems."""
+    try:
+        os.link(src, dst)
+    except OSError:
+        shutil.copy2(src, dst)
 
 
 def _write_json_atomic(path: Path, doc: dict) -> None:

@@ -30,8 +30,6 @@ test_routing_patch.py compares patched hierarchies with Dijkstra).
 from __future__ import annotations
 
 import json
-import os
-import shutil
 import time
 from pathlib import Path
 
@@ -127,19 +125,13 @@ def carried_rank(old_rank, old_of_new, uoff, uadj, place: str = "neighbour") -> 
     return rank
 
 
-def _link_or_copy(src: Path, dst: Path) -> None:
-    try:
-        os.link(src, dst)
-    except OSError:
-        shutil.copy2(src, dst)
-
-
 def patch_topology(old_graph, new_graph, old_cch: Path, out_cch: Path, *, max_changed: float | None = None,
                    place: str = "neighbour"):
     """Write the new graph's CCH topology to `out_cch` from the old one in `old_cch` (see the module
     docstring). Returns (CCHTopology memory-mapped from `out_cch`, info) or None (declined: nothing
     written that the caller must keep). `max_changed`: default `MAX_CHANGED`."""
     from geoengine.bundler import heap
+    from geoengine.bundler.pipeline import link_file
     from geoengine.routing.cch import CCHTopology, supergraph
     from geoengine.routing.customise import possible_turns
     from geoengine.routing.order import undirected
@@ -152,7 +144,7 @@ def patch_topology(old_graph, new_graph, old_cch: Path, out_cch: Path, *, max_ch
     if same_turns(old_graph, new_graph):
         out_cch.mkdir(parents=True, exist_ok=True)
         for f in CCHTopology.files():
-            _link_or_copy(old_cch / f, out_cch / f)
+            link_file(old_cch / f, out_cch / f)
         topo = CCHTopology.load(out_cch, mmap=True)
         return topo, {"patch": "same topology: order and supergraph linked from the old bundle",
                       "seconds": round(time.perf_counter() - t0, 3)}

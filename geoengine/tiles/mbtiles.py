@@ -36,6 +36,27 @@ class MBTilesWriter:
         self.count += 1
         self.bytes += len(data)
 
+    def copy_from(self, old_path: Path, skip) -> tuple[int, int]:
+        """Copy, in SQLite, every tile of the archive at `old_path` but those of `skip` (rows of zoom,
+        column, TMS row) into this one; returns the tiles and bytes copied."""
+        db = self.db
+        db.commit()  # (ATTACH cannot run inside the writer's open transaction)
+        db.execute("CREATE TEMP TABLE skip (z INTEGER, c INTEGER, r INTEGER, PRIMARY KEY (z, c, r)) WITHOUT ROWID")
+        db.executemany("INSERT INTO skip VALUES (?, ?, ?)", skip)
+        db.execute("ATTACH DATABASE ? AS old", (str(old_path),))
+        before = db.execute("SELECT COUNT(*), COALESCE(SUM(LENGTH(tile_data)), 0) FROM tiles").fetchone()
+        db.execute("INSERT INTO main.tiles SELECT t.zoom_level, t.tile_column, t.tile_row, t.tile_data FROM old.tiles t "
+                   "WHERE NOT EXISTS (SELECT 1 FROM temp.skip s WHERE s.z = t.zoom_level AND s.c = t.tile_column "
+                   "AND s.r = t.tile_row)")
+        after = db.execute("SELECT COUNT(*), COALESCE(SUM(LENGTH(tile_data)), 0) FROM tiles").fetchone()
+        db.commit()
+        db.execute("DETACH DATABASE old")
+        db.execute("DROP TABLE temp.skip")
+        copied, nbytes = after[0] - before[0], after[1] - before[1]
+        self.count += copied
+        self.bytes += nbytes
+        return copied, nbytes
+
     def close(self, metadata: dict[str, str]) -> None:
         self.db.execute("CREATE UNIQUE INDEX tile_index ON tiles (zoom_level, tile_column, tile_row)")
         self.db.executemany("INSERT INTO metadata VALUES (?, ?)", [(k, str(v)) for k, v in metadata.items()])

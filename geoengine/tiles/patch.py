@@ -243,9 +243,8 @@ def touched_by_features(features: list[dict], bbox, minzoom: int = T.MINZOOM,
     mz = np.minimum(np.concatenate([f["min_zoom"] for f in features]), maxzoom) if features else np.zeros(0)
     lay = np.concatenate([f["layer"] for f in features]) if features else np.zeros(0)
     size = np.concatenate([f["size"] for f in features]) if features else np.zeros(0)
-    b = b[~np.isnan(b).any(axis=1)] if len(b) else b  # (an empty geometry meets nothing)
-    ok = ~np.isnan(np.concatenate([f["bounds"] for f in features])).any(axis=1) if features else np.zeros(0, bool)
-    mz, lay, size = mz[ok], lay[ok], size[ok]
+    ok = ~np.isnan(b).any(axis=1)  # (an empty geometry meets nothing)
+    b, mz, lay, size = b[ok], mz[ok], lay[ok], size[ok]
     out = {}
     for z in range(minzoom, maxzoom + 1):
         rng = T.tile_range(bbox, z)

@@ -11,6 +11,7 @@ import time
 import numpy as np
 
 from geoengine.bundle import STAGE_VERSIONS
+from geoengine.bundler.measure import cpu_s
 from geoengine.bundler.pipeline import BuildContext, Stage, StageResult
 from geoengine.tiles import schema
 from geoengine.tiles.mbtiles import MBTilesWriter
@@ -129,13 +130,6 @@ def _catalog_title(name: str | None) -> str | None:
 PATCH_MAX_SHARE = 0.10
 
 
-def _cpu() -> float:
-    import resource
-
-    a, b = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
-    return a.ru_utime + a.ru_stime + b.ru_utime + b.ru_stime
-
-
 def _stored(path) -> dict[int, np.ndarray]:
     """Per zoom, the sorted ids (x << 32 | y) of the tiles an MBTiles archive holds."""
     with sqlite3.connect(f"file:{path}?mode=ro", uri=True) as db:
@@ -187,7 +181,7 @@ def patch(ctx: BuildContext, p) -> StageResult | None:
     if bbox is None:
         return None
     t0 = time.time()
-    cpu = [_cpu()]
+    cpu = [cpu_s()]
     sid = source_id(ctx)
     old_path = p.old_dir("tiles") / f"{sid}.mbtiles"
     why = _why_not(ctx, p, sid, old_path)
@@ -207,7 +201,7 @@ def patch(ctx: BuildContext, p) -> StageResult | None:
     n_old = sum(len(v) for v in stored.values())
     n_hit = sum(int(np.isin(stored[z], touched[z]).sum()) for z in stored)
     t_find = time.time() - t0
-    cpu.append(_cpu())
+    cpu.append(cpu_s())
     if n_old and n_hit > PATCH_MAX_SHARE * n_old:
         ctx.progress.log(f"[tiles] not patched: the change touches {n_hit:,} of the {n_old:,} tiles")
         return None
@@ -217,7 +211,7 @@ def patch(ctx: BuildContext, p) -> StageResult | None:
     # still collected: the counts, and where tiles exist, are decided over all of them)
     fs, partitions = collect_spooled(ctx.inputs.osm, bbox, spool_dir, keep=touched)
     t_collect = time.time() - t0 - t_find
-    cpu.append(_cpu())
+    cpu.append(cpu_s())
     plan = plan_cut(fs, partitions, bbox)
     planned, met = P.planned_tiles(fs, plan, bbox)
     recut = {z: ids[np.isin(ids, touched.get(z, ()))] for z, ids in planned.items()}
@@ -255,11 +249,11 @@ def patch(ctx: BuildContext, p) -> StageResult | None:
         made += 1
     shutil.rmtree(spool_dir, ignore_errors=True)
     t_cut = time.time() - t0 - t_find - t_collect
-    cpu.append(_cpu())
+    cpu.append(cpu_s())
     copied, copied_bytes = _copy_tiles(writer, old_path, stored, planned, recut)
     tiles, nbytes = writer.count, writer.bytes
     writer.close(_metadata(ctx, sid, bbox))
-    cpu.append(_cpu())
+    cpu.append(cpu_s())
     return StageResult(
         outputs=[f"tiles/{sid}.mbtiles"],
         counts=_counts(fs, tiles),
@@ -277,31 +271,15 @@ def patch(ctx: BuildContext, p) -> StageResult | None:
 
 
 def _copy_tiles(writer: MBTilesWriter, old_path, stored: dict, planned: dict, recut: dict) -> tuple[int, int]:
-    """Copy into the writer's archive, in SQLite, every tile of the old archive that the new cut visits
-    and that was not cut again. Returns the tiles and bytes copied."""
-    db = writer.db
-    db.commit()  # (ATTACH cannot run inside the writer's open transaction)
-    db.execute("CREATE TEMP TABLE skip (z INTEGER, c INTEGER, r INTEGER, PRIMARY KEY (z, c, r)) WITHOUT ROWID")
+    """Copy into the writer's archive every tile of the old archive that the new cut visits and that was
+    not cut again. Returns the tiles and bytes copied."""
     rows = []
     for z, ids in stored.items():
         drop = ids[np.isin(ids, recut.get(z, ())) | ~np.isin(ids, planned.get(z, ()))]
         xs, ys = drop >> 32, drop & 0xFFFFFFFF
         rows.append(np.column_stack([np.full(len(drop), z, dtype=np.int64), xs, (1 << z) - 1 - ys]))
     skip = np.concatenate(rows) if rows else np.zeros((0, 3), dtype=np.int64)
-    db.executemany("INSERT INTO skip VALUES (?, ?, ?)", skip.tolist())
-    db.execute("ATTACH DATABASE ? AS old", (str(old_path),))
-    before = db.execute("SELECT COUNT(*), COALESCE(SUM(LENGTH(tile_data)), 0) FROM tiles").fetchone()
-    db.execute("INSERT INTO main.tiles SELECT t.zoom_level, t.tile_column, t.tile_row, t.tile_data FROM old.tiles t "
-               "WHERE NOT EXISTS (SELECT 1 FROM temp.skip s WHERE s.z = t.zoom_level AND s.c = t.tile_column "
-               "AND s.r = t.tile_row)")
-    after = db.execute("SELECT COUNT(*), COALESCE(SUM(LENGTH(tile_data)), 0) FROM tiles").fetchone()
-    db.commit()
-    db.execute("DETACH DATABASE old")
-    db.execute("DROP TABLE temp.skip")
-    copied, nbytes = after[0] - before[0], after[1] - before[1]
-    writer.count += copied
-    writer.bytes += nbytes
-    return copied, nbytes
+    return writer.copy_from(old_path, skip.tolist())
 
 
 STAGE = Stage(name="tiles", run=run, describe="vector tiles z0-14 (Protomaps basemap schema) in an MBTiles archive",
