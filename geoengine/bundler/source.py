@@ -13,7 +13,7 @@ import osmium
 from geoengine.bundler import middle
 from geoengine.bundler.middle import FOLDER as STORE
 from geoengine.bundler.pbfscan import scan_pbf
-from geoengine.bundler.pipeline import BuildContext, Stage, StageResult
+from geoengine.bundler.pipeline import BuildContext, Stage, StageResult, link_file
 
 
 class _Counter(osmium.SimpleHandler):
@@ -116,11 +116,12 @@ def run(ctx: BuildContext) -> StageResult:
     return _finish(ctx, out, describe_extract(ctx.inputs.osm, scan), pbf, stored)
 
 
-def _finish(ctx: BuildContext, out, desc: dict, pbf: bool, stored: list[str]) -> StageResult:
+def _finish(ctx: BuildContext, out, desc: dict, pbf: bool, stored: list[str], link: bool = False) -> StageResult:
     (out / "extract.json").write_text(json.dumps({"file": ctx.inputs.osm.name, **desc}, indent=2))
     outputs = ["source/extract.json"]
     if pbf:
-        shutil.copyfile(ctx.inputs.osm, out / EXTRACT)
+        # the update's own new extract is linked; a user's file is copied (it may be rewritten in place)
+        (link_file if link else shutil.copyfile)(ctx.inputs.osm, out / EXTRACT)
         outputs.append(f"source/{EXTRACT}")
     outputs += stored
     info = {"bbox": desc["bbox"], "bbox_from": desc["bbox_from"], "center": desc["center"], "file": ctx.inputs.osm.name}
@@ -139,7 +140,7 @@ def patch(ctx: BuildContext, p) -> StageResult | None:
     stored = [f"source/{STORE}/{f}" for f in middle.write(out / STORE, objects)]
     new = middle.Store(objects)
     scan = {"nodes": new.count("n"), "ways": new.count("w"), "relations": new.count("r"), "bbox": new.bbox()}
-    return _finish(ctx, out, describe_extract(ctx.inputs.osm, scan), True, stored)
+    return _finish(ctx, out, describe_extract(ctx.inputs.osm, scan), True, stored, link=True)
 
 
 STAGE = Stage(name="source", run=run, describe="describe the OSM extract: bbox, centre, object counts; keep a copy "
