@@ -108,11 +108,16 @@ EXTRACT = "extract.osm.pbf"
 
 def run(ctx: BuildContext) -> StageResult:
     pbf = ctx.inputs.osm.name.endswith(".pbf")  # an .osm/.osm.gz/.bz2 input is not kept (update needs a PBF)
-    scan = scan_pbf(ctx.inputs.osm, keep=True) if pbf else None
     out = ctx.stage_dir("source")
     stored = []
-    if scan is not None:
-        stored = [f"source/{STORE}/{f}" for f in middle.write(out / STORE, scan.pop("objects"))]
+    scan = None
+    if pbf:
+        writer = middle.StoreWriter(out / STORE)
+        scan = scan_pbf(ctx.inputs.osm, sink=writer)
+        if scan is not None:
+            stored = [f"source/{STORE}/{f}" for f in writer.close()]
+        else:  # not a PBF this scanner reads: osmium counts it, and the bundle has no store
+            shutil.rmtree(out / STORE)
     return _finish(ctx, out, describe_extract(ctx.inputs.osm, scan), pbf, stored)
 
 
