@@ -4,7 +4,7 @@ mode plays this part: it lets `geoengine update` check a change and find any nod
 pass over the extract.
 
 - The source stage writes it from the extract's blocks (geoengine.bundler.pbfscan, the same pass that
-  counts the objects), and patches it in an update (`patched`): the change's deleted objects go, its
+  counts the objects), and patches it in an update (`Store.write_patched`): the change's deleted objects go, its
   created and modified ones are written with their new version (and location), by sorted merges.
 - `geoengine update` reads the versions of the objects a change names from it (update.check_changes)
   and gives the stages' patches `PatchInputs.locations`: any node's location in the new extract, from
@@ -46,7 +46,7 @@ def _sorted(arrays: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
 
 def write(folder: Path, objects: dict[str, dict[str, np.ndarray]]) -> list[str]:
     """Write the store (per type the arrays of pbfscan.scan_pbf(keep=True)["objects"], or of
-    `Store.patched`) into `folder`, as StoreWriter does (the same bytes)."""
+    a test's) into `folder`, as StoreWriter does (the same bytes)."""
     writer = StoreWriter(folder)
     for t in TYPES:
         arrays = _sorted(objects[t])
@@ -158,28 +158,40 @@ class Store:
             return None
         return [int(x.min()) / 1e7, int(y.min()) / 1e7, int(x.max()) / 1e7, int(y.max()) / 1e7]
 
-    def patched(self, osc) -> dict[str, dict[str, np.ndarray]]:
-        """The store of the extract after the change `osc` (geoengine.bundler.osc.OscObjects): per type,
-        the changed ids removed and the objects that are not deleted inserted, in id order."""
-        out = {}
+    CHUNK = 1 << 22  # objects of the old store merged at a time (write_patched)
+
+    def write_patched(self, folder: Path, osc) -> list[str]:
+        """Write into `folder` the store of the extract after the change `osc`
+        (geoengine.bundler.osc.OscObjects): per type, the changed ids removed and the objects that are not
+        deleted inserted, in id order. The old store is merged a chunk at a time, so memory stays a
+        chunk's (the change's objects aside), not the store's (about 8 GB for Germany)."""
+        writer = StoreWriter(folder)
         for t in TYPES:
-            objs = osc.of(t)
             old = self.arrays[t]
-            changed = osc.ids(t)
-            pos, found = self.find(t, changed)
-            keep = np.ones(len(old["id"]), dtype=bool)
-            keep[pos[found]] = False
-            live = [o for o in objs.values() if not o.deleted and (t != "n" or o.x is not None)]
-            live.sort(key=lambda o: o.id)
+            objs = osc.of(t)
+            live = sorted((o for o in objs.values() if not o.deleted and (t != "n" or o.x is not None)),
+                          key=lambda o: o.id)
             new = {"id": np.fromiter((o.id for o in live), np.int64, len(live)),
                    "version": np.fromiter((o.version for o in live), np.int32, len(live))}
             if t == "n":
                 new["x"] = np.fromiter((o.x for o in live), np.int32, len(live))
                 new["y"] = np.fromiter((o.y for o in live), np.int32, len(live))
-            kept = {c: np.asarray(old[c])[keep] for c in _COLUMNS[t]}
-            at = np.searchsorted(kept["id"], new["id"])
-            out[t] = {c: np.insert(kept[c], at, new[c]) for c in _COLUMNS[t]}
-        return out
+            changed = osc.ids(t)
+            n = len(old["id"])
+            for a in range(0, max(n, 1), self.CHUNK):
+                b = min(a + self.CHUNK, n)
+                part = {c: np.asarray(old[c][a:b]) for c in _COLUMNS[t]}
+                ids = part["id"]
+                k = np.searchsorted(changed, ids)
+                hit = k < len(changed)
+                hit[hit] = changed[k[hit]] == ids[hit]
+                part = {c: v[~hit] for c, v in part.items()}
+                # the new objects whose ids fall in this chunk's range (the first and last chunks are open)
+                lo = 0 if a == 0 else int(np.searchsorted(new["id"], old["id"][a]))
+                hi = len(new["id"]) if b >= n else int(np.searchsorted(new["id"], old["id"][b]))
+                at = np.searchsorted(part["id"], new["id"][lo:hi])
+                writer.add(t, *(np.insert(part[c], at, new[c][lo:hi]) for c in _COLUMNS[t]))
+        return writer.close()
 
 
 def locations(store: Store, osc, ids) -> tuple[np.ndarray, np.ndarray, np.ndarray]:

@@ -140,10 +140,9 @@ def patch(ctx: BuildContext, p) -> StageResult | None:
     extract copied."""
     if p.store is None or p.osc is None or not ctx.inputs.osm.name.endswith(".pbf"):
         return None
-    objects = p.store.patched(p.osc)
     out = ctx.stage_dir("source")
-    stored = [f"source/{STORE}/{f}" for f in middle.write(out / STORE, objects)]
-    new = middle.Store(objects)
+    stored = [f"source/{STORE}/{f}" for f in p.store.write_patched(out / STORE, p.osc)]
+    new = middle.Store.open(out / STORE)
     scan = {"nodes": new.count("n"), "ways": new.count("w"), "relations": new.count("r"), "bbox": new.bbox()}
     return _finish(ctx, out, describe_extract(ctx.inputs.osm, scan), True, stored, link=True)
 
