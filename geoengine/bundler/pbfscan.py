@@ -63,16 +63,21 @@ def _degrees(offset: int, granularity: int, value: int) -> float:
     return fixed / 1e7
 
 
-def packed_sint64(data: bytes) -> np.ndarray:
-    """Decode a packed repeated sint64 field (vectorised)."""
+def packed_uvarint(data: bytes) -> np.ndarray:
+    """Decode a packed repeated (u)int32/64 field of non-negative values (vectorised; as uint64)."""
     b = np.frombuffer(data, dtype=np.uint8)
     if len(b) == 0:
-        return np.zeros(0, dtype=np.int64)
+        return np.zeros(0, dtype=np.uint64)
     ends = np.flatnonzero(b < 0x80)
     starts = np.r_[0, ends[:-1] + 1]
     k = np.arange(len(b)) - np.repeat(starts, ends - starts + 1)
     parts = (b & 0x7F).astype(np.uint64) << (7 * k).astype(np.uint64)
-    u = np.add.reduceat(parts, starts)
+    return np.add.reduceat(parts, starts)
+
+
+def packed_sint64(data: bytes) -> np.ndarray:
+    """Decode a packed repeated sint64 field (vectorised)."""
+    u = packed_uvarint(data)
     return (u >> np.uint64(1)).astype(np.int64) ^ -(u & np.uint64(1)).astype(np.int64)
 
 
@@ -109,18 +114,6 @@ def _blobs(path: Path):
             if data is None:
                 raise ValueError("empty blob")
             yield btype, data
-
-
-def packed_uvarint(data: bytes) -> np.ndarray:
-    """Decode a packed repeated (u)int32/64 field of non-negative values (vectorised)."""
-    b = np.frombuffer(data, dtype=np.uint8)
-    if len(b) == 0:
-        return np.zeros(0, dtype=np.int64)
-    ends = np.flatnonzero(b < 0x80)
-    starts = np.r_[0, ends[:-1] + 1]
-    k = np.arange(len(b)) - np.repeat(starts, ends - starts + 1)
-    parts = (b & 0x7F).astype(np.uint64) << (7 * k).astype(np.uint64)
-    return np.add.reduceat(parts, starts).astype(np.int64)
 
 
 def _fixed(offset: int, granularity: int, values: np.ndarray) -> np.ndarray:
