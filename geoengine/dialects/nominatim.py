@@ -23,15 +23,12 @@ of the bundle, and polygon output is the point where the bundle holds no polygon
 
 from __future__ import annotations
 
-import functools
 import math
 from collections.abc import Mapping
-from dataclasses import dataclass
 from typing import Any
 
 from geoengine import __version__
-from geoengine.dialects import DialectError
-from geoengine.errors import GeoengineError, InvalidRequest, NotFound
+from geoengine.dialects import DialectError, Reply, replies
 from geoengine.services.geocoding_docs import (
     GEOCODEJSON_RANKS,
     address_rank,
@@ -58,23 +55,11 @@ OSM_TYPE_LETTER = {"node": "N", "way": "W", "relation": "R"}
 OSM_TYPE_NAME = {"N": "node", "W": "way", "R": "relation"}
 
 
-
 class NominatimError(DialectError):
     """An answer in Nominatim's error shape: HTTP `status` with {"error": {"code", "message"}}."""
 
     def body(self) -> dict:
         return {"error": {"code": self.status, "message": self.message}}
-
-
-@dataclass(frozen=True, slots=True)
-class Reply:
-    status: int
-    doc: Any  # a JSON document (dict or list), or text for media type TEXT
-    media_type: str = JSON
-
-
-def error_reply(exc: NominatimError) -> Reply:
-    return Reply(exc.status, exc.body())
 
 
 # -- parameters, as Nominatim's ASGI adaptor reads them -------------------------------------------------
@@ -374,32 +359,8 @@ def render(places, fmt: str, opts: dict, single: bool = False):
     return {"type": "FeatureCollection", "geocoding": head, "features": [geocodejson_feature(p, opts) for p in places]}
 
 
-def _engine_error(exc: GeoengineError) -> NominatimError:
-    if isinstance(exc, InvalidRequest):
-        msg = "; ".join(e.message for e in exc.errors) if exc.errors else exc.detail
-        return NominatimError(msg or exc.detail, 400)
-    if isinstance(exc, NotFound):
-        return NominatimError(exc.detail, 404)
-    return NominatimError(exc.detail, exc.status)
-
-
-# -- endpoints -------------------------------------------------------------------------------------------
-def _replies(endpoint):
-    """An endpoint whose refusals, its own and the engine's (`_engine_error`), are Nominatim's error
-    replies."""
-    @functools.wraps(endpoint)
-    def replying(*args) -> Reply:
-        try:
-            return endpoint(*args)
-        except NominatimError as exc:
-            return error_reply(exc)
-        except GeoengineError as exc:
-            return error_reply(_engine_error(exc))
-
-    return replying
-
-
-@_replies
+# -- endpoints: each a Reply, its refusals Nominatim's error objects (JSON, `JSON`'s media type) --------
+@replies(NominatimError)
 def search(engine, params: Mapping[str, str], accept_language: str | None = None) -> Reply:
     """GET /search?format=...: free-form (`q`) or structured search."""
     p = Params(params, accept_language)
@@ -439,7 +400,7 @@ def search(engine, params: Mapping[str, str], accept_language: str | None = None
     return Reply(200, render(places, fmt, opts))
 
 
-@_replies
+@replies(NominatimError)
 def reverse(engine, params: Mapping[str, str], accept_language: str | None = None) -> Reply:
     """GET /reverse?lat=..&lon=..&format=...: the place at a point, at the detail `zoom` asks for."""
     p = Params(params, accept_language)
@@ -458,7 +419,7 @@ def reverse(engine, params: Mapping[str, str], accept_language: str | None = Non
     return Reply(200, render(places[:1], fmt, opts, single=True))
 
 
-@_replies
+@replies(NominatimError)
 def lookup(engine, params: Mapping[str, str], accept_language: str | None = None) -> Reply:
     """GET /lookup?osm_ids=N1,W2,R3&format=...: places by OSM id, in the order asked."""
     p = Params(params, accept_language)
@@ -476,7 +437,7 @@ def lookup(engine, params: Mapping[str, str], accept_language: str | None = None
     return Reply(200, render(places, fmt, opts))
 
 
-@_replies
+@replies(NominatimError)
 def details(engine, params: Mapping[str, str], accept_language: str | None = None) -> Reply:
     """GET /details?place_id=.. or ?osmtype=N&osmid=..: one place with its names, address and tags."""
     p = Params(params, accept_language)
@@ -523,15 +484,11 @@ def details(engine, params: Mapping[str, str], accept_language: str | None = Non
     return Reply(200, doc)
 
 
-def status(engine, params: Mapping[str, str]) -> Reply:
+@replies(NominatimError)
+def status(engine, params: Mapping[str, str], accept_language: str | None = None) -> Reply:
     """GET /status?format=text|json: "OK", or {status, message, data_updated, software_version,
     database_version}."""
-    p = Params(params)
-    try:
-        fmt = parse_format(p, "text", ("text", "json"))
-    except NominatimError as exc:
-        return error_reply(exc)
-    if fmt == "text":
+    if parse_format(Params(params), "text", ("text", "json")) == "text":
         return Reply(200, "OK", TEXT)
     info = engine.info()
     doc = {"status": 0, "message": "OK"}

@@ -6,8 +6,8 @@ the engine's answers are put in OSRM's response shapes (`code`, `routes`, `waypo
 Route (bearings, junction arms, annotations, street names). Errors are OSRM's: HTTP 400 with `{"code", "message"}` (see
 docs/osrm.md for the mapping of every field and docs/errors.md for the error shape).
 
-No HTTP here: `geoengine/server/routes/osrm.py` calls `run(service, engine, profile, coordinates,
-query)` and returns what it gives.
+No HTTP here: `geoengine/server/routes/osrm.py` calls `run(service, engine, version, profile,
+coordinates, query)` and sends the `Reply` it gives.
 """
 
 from __future__ import annotations
@@ -20,15 +20,8 @@ from typing import Any
 import numpy as np
 
 from geoengine.costing.schema import COSTINGS
-from geoengine.dialects import DialectError
-from geoengine.errors import (
-    GeoengineError,
-    InvalidRequest,
-    NoRoute,
-    NotFound,
-    Unprocessable,
-    Unsnappable,
-)
+from geoengine.dialects import DialectError, Reply, replies
+from geoengine.errors import GeoengineError, InvalidRequest, NotFound, Unprocessable, Unsnappable
 from geoengine.geo import decode_polyline, haversine_m
 from geoengine.services.models import PROFILE_COSTING
 from geoengine.services.osrm_steps import (
@@ -90,26 +83,24 @@ class OsrmError(DialectError):
     def body(self) -> dict:
         return {"code": self.code, "message": self.message}
 
+    @classmethod
+    def of(cls, exc: GeoengineError, service: str = "route", *_args) -> OsrmError:
+        """A domain error of the engine -> the OSRM code a client of that service expects."""
+        detail = exc.detail if getattr(exc, "detail", None) else str(exc)
+        if isinstance(exc, Unsnappable):
+            return cls("NoSegment", detail)
+        if isinstance(exc, Unprocessable):  # NoRoute among them
+            return cls(_NO_RESULT.get(service, "NoRoute"), detail)
+        if isinstance(exc, InvalidRequest):
+            return cls("InvalidValue", detail)
+        if isinstance(exc, NotFound):
+            return cls("InvalidUrl", detail)
+        # 5xx (Unavailable, BackendTimeout, ...): not the client's fault, keep the status
+        code = {503: "ServiceUnavailable", 504: "Timeout"}.get(exc.status, "InternalError")
+        return cls(code, detail, exc.status if exc.status >= 500 else 400)
+
 
 _NO_RESULT = {"route": "NoRoute", "table": "NoTable", "match": "NoMatch", "trip": "NoTrips", "nearest": "NoSegment"}
-
-
-def from_engine_error(exc: GeoengineError, service: str) -> OsrmError:
-    """A domain error of the engine -> the OSRM code a client of that service expects."""
-    detail = exc.detail if getattr(exc, "detail", None) else str(exc)
-    if isinstance(exc, Unsnappable):
-        return OsrmError("NoSegment", detail)
-    if isinstance(exc, NoRoute):
-        return OsrmError(_NO_RESULT[service], detail)
-    if isinstance(exc, Unprocessable):
-        return OsrmError(_NO_RESULT[service], detail)
-    if isinstance(exc, InvalidRequest):
-        return OsrmError("InvalidValue", detail)
-    if isinstance(exc, NotFound):
-        return OsrmError("InvalidUrl", detail)
-    # 5xx (Unavailable, BackendTimeout, ...): not the client's fault, keep the status
-    code = {503: "ServiceUnavailable", 504: "Timeout"}.get(exc.status, "InternalError")
-    return OsrmError(code, detail, exc.status if exc.status >= 500 else 400)
 
 
 # ------------------------------------------------------------------------------------------------------
@@ -536,15 +527,11 @@ def match(engine, profile: str, coordinates: str, query: Mapping[str, str]) -> d
 _SERVICES = {"route": route, "table": table, "match": match, "nearest": nearest, "trip": trip}
 
 
-def run(service: str, engine, version: str, profile: str, coordinates: str, query: Mapping[str, str]) -> dict:
-    """One OSRM request -> its response body. Raises OsrmError (engine errors are mapped)."""
+@replies(OsrmError)
+def run(service: str, engine, version: str, profile: str, coordinates: str, query: Mapping[str, str]) -> Reply:
+    """One OSRM request -> its Reply: the response body, or OSRM's {code, message} (engine errors mapped)."""
     if service not in _SERVICES:
         raise OsrmError("InvalidService", f"unknown service '{service}'; services: {', '.join(SERVICES)}")
     if version != "v1":
         raise OsrmError("InvalidVersion", f"unknown version '{version}'; this server speaks v1")
-    try:
-        return _SERVICES[service](engine, profile, coordinates, query)
-    except OsrmError:
-        raise
-    except GeoengineError as exc:
-        raise from_engine_error(exc, service) from None
+    return Reply(200, _SERVICES[service](engine, profile, coordinates, query))
