@@ -71,8 +71,7 @@ class Params:
         self.header_lang = accept_language
 
     def get(self, name: str, default: str | None = None) -> str | None:
-        v = self.raw.get(name)
-        return default if v is None else v
+        return self.raw.get(name, default)
 
     def get_int(self, name: str, default: int | None = None) -> int:
         return self._number(name, default, int)
@@ -160,8 +159,7 @@ def parse_countries(text: str | None) -> list[str] | None:
     codes = [c.lower() for c in text.split(",") if len(c) == 2]
     if not codes:
         return None
-    letters = [c for c in codes if c.isascii() and c.isalpha()]
-    return letters
+    return [c for c in codes if c.isascii() and c.isalpha()]
 
 
 def parse_excluded(text: str | None) -> list[str] | None:

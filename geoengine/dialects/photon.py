@@ -175,15 +175,12 @@ def feature(place) -> dict:
             props[key] = value
     if place.name and not (kind == "house" and place.name == props.get("housenumber")):
         props["name"] = place.name
-    own = {"street": kind == "street", "city": kind == "city", "district": kind == "district",
-           "county": kind == "county", "state": kind == "state", "country": kind == "country",
-           "locality": kind == "locality"}
     fields = (("street", a.get("road")), ("locality", a.get("neighbourhood") or a.get("quarter") or a.get("hamlet")),
               ("district", a.get("suburb") or a.get("city_district") or a.get("district")),
               ("city", a.get("city") or a.get("town") or a.get("village") or a.get("municipality")),
               ("county", a.get("county")), ("state", a.get("state")), ("country", a.get("country")))
     for key, value in fields:
-        if value and not (own[key] and value == place.name):
+        if value and not (kind == key and value == place.name):  # the place's own layer names it
             props[key] = value
     if a.get("postcode"):
         props["postcode"] = a["postcode"]
@@ -250,10 +247,6 @@ def reverse(engine, pairs: Iterable[tuple[str, str]], accept_language: str | Non
     if radius is not None and not radius > 0:
         raise PhotonError("Invalid value for 'radius' parameter.")
     p.boolean("distance_sort", True)
-    places = list(engine.reverse(lon=lon, lat=lat, zoom=18, lang=lang))
-    places = filtered_places(places, layers, tags)
-    if radius is not None:
-        from geoengine.geo import haversine_m
-
-        places = [pl for pl in places if float(haversine_m(lat, lon, pl.lat, pl.lon)) <= radius * 1000]
+    places = filtered_places(list(engine.reverse(lon=lon, lat=lat, zoom=18, lang=lang)), layers, tags,
+                             None if radius is None else (lat, lon, radius * 1000))
     return Reply(200, collection(places[:limit]))

@@ -153,8 +153,10 @@ def _body(model):
     return parse
 
 
-def _call(name: str):
-    """`engine.<name>(request)` as a run step."""
+def _call(name: str, keywords: bool = False):
+    """`engine.<name>(request)` as a run step (`keywords`: the request a dict of the call's keywords)."""
+    if keywords:
+        return lambda engine, kw: getattr(engine, name)(**kw)
     return lambda engine, req: getattr(engine, name)(req)
 
 
@@ -246,7 +248,7 @@ TABLE: tuple[Endpoint, ...] = (
              parse=_model(RouteRequest), inline=_cheap_route, quota="routing", model=RouteResponse, tag=_R,
              doc={"summary": "Turn-by-turn route between two or more locations", "responses": {422: {
                  "description": "A location cannot be snapped (the detail names its index) or no route exists"}}}),
-    Endpoint("POST /matrix", "/matrix", ("POST",), lambda engine, req: engine.matrix_request(req),
+    Endpoint("POST /matrix", "/matrix", ("POST",), _call("matrix_request"),
              route=_body(MatrixRequest), parse=_model(MatrixRequest), inline=_never, quota="routing", unauthorized=True,
              model=MatrixResponse, below_asgi=False, tag=_R,
              doc={"summary": "Many-to-many travel times and distances",
@@ -264,10 +266,10 @@ TABLE: tuple[Endpoint, ...] = (
              parse=lambda req: EL.plain_point(_query(req)), tag=EL.TAG, doc=EL.GET_DOC),
     Endpoint("POST /elevation", "/elevation", ("POST",), call=EL.profile_answer, route=_body(ElevationRequest),
              parse=_model(ElevationRequest), tag=EL.TAG, doc=EL.POST_DOC),
-    Endpoint("GET /search", "/search", ("GET",), SE.search, route=SE.search_params,
+    Endpoint("GET /search", "/search", ("GET",), _call("search", True), route=SE.search_params,
              parse=_search(SE.plain_search), cached=True, model=SE.SearchResponse, web="search", tag=_S,
              doc={"summary": "Autocomplete search of places and POIs", "responses": SE.ERRORS}),
-    Endpoint("GET /search/reverse", "/search/reverse", ("GET",), SE.reverse, route=SE.reverse_params,
+    Endpoint("GET /search/reverse", "/search/reverse", ("GET",), _call("reverse", True), route=SE.reverse_params,
              parse=_search(SE.plain_reverse), cached=True, model=SE.ReverseResponse, web="search", tag=_S,
              doc={"summary": "Nearest places and POIs to a coordinate", "responses": SE.ERRORS}),
     Endpoint("GET /search/detail", "/search/detail/{doc_id}", ("GET",), lambda engine, doc_id: engine.place(doc_id),

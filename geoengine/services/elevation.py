@@ -16,6 +16,9 @@ import numpy as np
 from pydantic import BaseModel, ConfigDict, Field, ValidatorFunctionWrapHandler, field_validator
 from typing_extensions import TypedDict
 
+from geoengine.errors import InvalidRequest
+from geoengine.services.valhalla_edges import resample
+
 _LAT = operator.itemgetter("lat")
 _LON = operator.itemgetter("lon")
 
@@ -106,6 +109,21 @@ class RangeHeightResponse(BaseModel):
         description="Per point `[cumulative_distance_m, elevation_m]`: great-circle distance from the first point "
         "(0.1 m) and height (0.1 m, null where there is none). `height` is not repeated (as in Valhalla)."
     )
+
+
+def resampled_profile(engine, step: float | None, **shape):
+    """The elevation profile of a shape (`lats` and `lons`, or `encoded_polyline` and `precision`),
+    resampled every `step` metres along it when `step` is given (Valhalla's /height `resample_distance`):
+    at most GEOENGINE_ELEVATION_MAX_POINTS points after resampling, any number before."""
+    max_points = engine.settings.elevation_max_points
+    prof = engine.elevation_profile(**shape, max_points=None if step else max_points)
+    if not step:
+        return prof
+    lats, lons = resample(prof.lats, prof.lons, float(step))
+    if len(lats) > max_points:
+        raise InvalidRequest.field("resample_distance", f"resampling gives {len(lats)} points; at most "
+                                   f"{max_points} are allowed per request")
+    return engine.elevation_profile(lats=lats, lons=lons, max_points=max_points)
 
 
 def point_document(engine, lat: float, lon: float) -> dict:
