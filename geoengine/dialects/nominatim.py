@@ -233,15 +233,7 @@ def _options(p: Params, geometry: tuple[str, ...], addressdetails: bool) -> dict
             "geometry": geometry}
 
 
-def _clamped_zoom(p: Params) -> int:
-    return max(0, min(18, p.get_int("zoom", 18)))
-
-
 # -- writing results -------------------------------------------------------------------------------
-def _osm_letter(place) -> str | None:
-    return OSM_TYPE_LETTER.get(place.osm_type) if place.osm_type else None
-
-
 def _point_geometry(place) -> dict:
     return {"type": "Point", "coordinates": [round(place.lon, 7), round(place.lat, 7)]}
 
@@ -253,7 +245,7 @@ def _geometry(place, wanted: bool) -> dict:
 
 def _osm_ident(place) -> dict:
     """osm_type and osm_id of a place with an OSM id (none for another source)."""
-    if _osm_letter(place) is None or place.osm_id is None:
+    if OSM_TYPE_LETTER.get(place.osm_type) is None or place.osm_id is None:
         return {}
     return {"osm_type": place.osm_type, "osm_id": place.osm_id}
 
@@ -263,7 +255,7 @@ def _geometry_fields(place, kinds: tuple[str, ...]) -> dict:
     lon, lat = f"{place.lon:.7f}", f"{place.lat:.7f}"
     for k in kinds:
         if k == "geojson":
-            out["geojson"] = getattr(place, "geometry", None) or _point_geometry(place)
+            out["geojson"] = _geometry(place, True)
         elif k == "text":
             out["geotext"] = f"POINT({lon} {lat})"
         elif k == "kml":
@@ -405,7 +397,7 @@ def reverse(engine, params: Mapping[str, str], accept_language: str | None = Non
     fmt = parse_format(p, "xml")
     lat, lon = p.get_float("lat"), p.get_float("lon")
     geometry = geometry_options(p, fmt)
-    zoom = _clamped_zoom(p)
+    zoom = max(0, min(18, p.get_int("zoom", 18)))
     layers = parse_layers(p.get("layer"))
     opts = _options(p, geometry, True)
     if -90 <= lat <= 90 and -180 <= lon <= 180:
