@@ -238,10 +238,11 @@ def test_an_update_tries_a_stage_patch_before_a_full_run(tmp_path, tmp_settings,
     assert calls == ["run"]
 
 
-def _timed_stages(log: Path, answer, slow_fails: bool = False):
-    """An isolated stage `slow` that reads every earlier stage (no `needs`) and takes a second, then
-    `quick`, which names what it reads (the osm input) and has a patch answering `answer` (None:
-    declines). Each writes "name what start end" lines to `log` (the stages run in forked processes)."""
+def _timed_stages(log, answer, slow_fails: bool = False, wait: bool = True):
+    """An isolated stage `slow` that reads every earlier stage (no `needs`) and waits up to 20 s for the
+    marker `quick`'s patch writes first, then `quick`, which names what it reads (the osm input) and has
+    a patch answering `answer` (None: declines). Each writes "name start end" lines to `log` (the stages
+    run in forked processes)."""
     import time as _t
 
     def note(what, t0):
@@ -250,8 +251,12 @@ def _timed_stages(log: Path, answer, slow_fails: bool = False):
 
     def slow(ctx):
         t0 = _t.time()
-        _t.sleep(1.0)
+        marker = log.with_name("quick-started")
+        while wait and not marker.exists() and _t.time() < t0 + 20:  # the early patch's marker
+            _t.sleep(0.05)
         note("slow-run", t0)
+        if marker.exists():
+            note("slow-saw-quick", t0)
         if slow_fails:
             raise RuntimeError("slow failed")
         (ctx.stage_dir("slow") / "x").write_text("x")
@@ -265,6 +270,7 @@ def _timed_stages(log: Path, answer, slow_fails: bool = False):
 
     def quick_patch(ctx, p):
         t0 = _t.time()
+        log.with_name("quick-started").write_text("x")
         ctx.progress.log("[quick] a line from the early patch")
         (ctx.stage_dir("quick") / "leftover").write_text("x")
         _t.sleep(0.3)
@@ -293,7 +299,7 @@ def test_an_update_patches_a_stage_early_beside_the_stages_before_it(tmp_path, t
     out = tmp_path / "b"
     log = tmp_path / "times.txt"
     first = andorra_inputs(tmp_settings)
-    build(first, out, tmp_settings, stages=_timed_stages(log, answer))
+    build(first, out, tmp_settings, stages=_timed_stages(log, answer, wait=False))
     log.unlink()
     old = Bundle.open(out)
     other = BuildInputs(osm=SHARED_DATA / "monaco" / "monaco.osm.gz", region="andorra")
@@ -302,8 +308,8 @@ def test_an_update_patches_a_stage_early_beside_the_stages_before_it(tmp_path, t
     stream = io.StringIO()
     build(other, out, tmp_settings, stages=_timed_stages(log, answer), reuse=old, patch=patch, report=report,
           progress=Progress(stream=stream))
-    times = {parts[0]: (float(parts[1]), float(parts[2])) for parts in (l.split() for l in log.read_text().splitlines())}
-    assert times["quick-patch"][0] < times["slow-run"][1]  # the patch started before the slow stage ended
+    times = {parts[0]: (float(parts[1]), float(parts[2])) for parts in (line.split() for line in log.read_text().splitlines())}
+    assert "slow-saw-quick" in times  # the patch started while the slow stage ran
     assert "[quick] a line from the early patch" in stream.getvalue()
     entry = Bundle.open(out).stages["quick"]
     if answer is None:
@@ -325,7 +331,7 @@ def test_a_failed_stage_stops_the_patches_started_early(tmp_path, tmp_settings, 
     out = tmp_path / "b"
     log = tmp_path / "times.txt"
     first = andorra_inputs(tmp_settings)
-    build(first, out, tmp_settings, stages=_timed_stages(log, 9))
+    build(first, out, tmp_settings, stages=_timed_stages(log, 9, wait=False))
     old = Bundle.open(out)
     before = os.path.realpath(out)
     other = BuildInputs(osm=SHARED_DATA / "monaco" / "monaco.osm.gz", region="andorra")

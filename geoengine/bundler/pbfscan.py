@@ -217,7 +217,9 @@ class Collector:
     def objects(self) -> dict[str, dict[str, np.ndarray]]:
         out = {}
         for t, parts in self.parts.items():
-            cat = lambda k, dt: np.concatenate([p[k] for p in parts]).astype(dt, copy=False) if parts else np.zeros(0, dt)  # noqa: E731
+            def cat(k, dt, parts=parts):
+                return np.concatenate([p[k] for p in parts]).astype(dt, copy=False) if parts else np.zeros(0, dt)
+
             out[t] = {"id": cat(0, np.int64), "version": cat(1, np.int32)}
             if t == "n":
                 out[t]["x"], out[t]["y"] = cat(2, np.int32), cat(3, np.int32)

@@ -300,17 +300,36 @@ def parse_costing_options(costing: str, raw: Any, *, field_name: str = "costing_
     return Options(costing, MappingProxyType(_resolve(costing, values)), frozenset(given))
 
 
+def options_object(costing: str, extra: dict | None = None, openapi: bool = False) -> dict:
+    """The JSON Schema object of a costing's options (unknown names refused), `extra` properties added.
+    `openapi`: an option without a default also takes null (as a request's model reads it)."""
+    props = dict(extra or {})
+    for o in TABLES[costing]:
+        s = o.schema()
+        props[o.name] = {"anyOf": [s, {"type": "null"}]} if openapi and o.default is None else s
+    return {"type": "object", "additionalProperties": False, "properties": props}
+
+
+def request_options_rule(costings, default: str, extra: dict | None = None) -> dict:
+    """The OpenAPI rule of a request's `costing_options`: null, the costing's options flat, or objects under
+    costing keys of which only the request's own costing is read (other costings' keys are ignored, as
+    Valhalla does); one branch per costing (an absent costing is `default`). anyOf, not if/then:
+    generators expand each if/then into two branches, and nine of them are 512 combinations."""
+
+    def options_of(c: str) -> dict:
+        flat = options_object(c, extra, openapi=True)
+        nested = {"type": "object", "minProperties": 1, "propertyNames": {"enum": list(COSTINGS)},
+                  "properties": {c: {"anyOf": [flat, {"type": "null"}]}}}
+        return {"anyOf": [{"type": "null"}, flat, nested]}
+
+    return {"anyOf": [{"properties": {"costing": {"const": c}, "costing_options": options_of(c)},
+                       **({} if c == default else {"required": ["costing"]})} for c in costings]}
+
+
 def costing_options_schema(costing: str) -> dict:
     """Body of GET /costing/options/{costing}: `costing`, `options` (a JSON-schema object whose
     `properties` map each option name to type, minimum, maximum, default, description) and `usage`."""
     check_costing(costing)
     table = TABLES[costing]
-    return {
-        "costing": costing,
-        "options": {
-            "type": "object",
-            "additionalProperties": False,
-            "properties": {o.name: o.schema() for o in table},
-        },
-        "usage": USAGE.format(costing=costing, first=table[0].name),
-    }
+    return {"costing": costing, "options": options_object(costing),
+            "usage": USAGE.format(costing=costing, first=table[0].name)}

@@ -17,10 +17,10 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from geoengine import __version__
 from geoengine.errors import FieldError, InvalidRequest
+from geoengine.services.elevation import resampled_profile
 from geoengine.services.matching import MapMatchRequest
 from geoengine.services.matrix import MatrixRequest
 from geoengine.services.models import Costing, IsochroneCosting, Lat, Location, Lon, costing_validator
-from geoengine.services.elevation import resampled_profile
 from geoengine.services.valhalla_edges import edge_attributes, expansion_document, locate_documents
 
 ACTIONS = ("route", "isochrone", "sources_to_targets", "optimized_route", "trace_route", "trace_attributes",

@@ -173,33 +173,26 @@ def tighten(schema: dict, settings) -> dict:
     comp("DirectionsRequest")["properties"]["language"]["pattern"] = LANGUAGE_PATTERN
 
     # -- date_time: {type 0..3, value 'YYYY-MM-DDTHH:MM' 1900..2199, required for types 1..3} --------------
-    date_time = {
-        "type": "object",
-        "required": ["type"],
-        "properties": {"type": {"type": "integer", "enum": [0, 1, 2, 3]}},
-        "if": {"properties": {"type": {"enum": [1, 2, 3]}}},  # type 0 (now) ignores value
-        "then": {"required": ["value"], "properties": {"value": {"type": "string", "pattern": _DATE_PATTERN}}},
-        "description": "{type: 0 current, 1 depart_at, 2 arrive_by, 3 invariant; value: local time "
-                       "'YYYY-MM-DDTHH:MM' between 1900-01-01T00:00 and 2199-12-31T23:59, required for types 1-3}",
-    }
+    from geoengine.services.route_options import date_time_schema
+
     for name in ("RouteRequest", "DirectionsRequest", "MatrixRequest", "SourcesToTargetsRequest",
                  "OptimisedRouteRequest", "IsochroneRequest"):
         props = comp(name)["properties"]
-        if "date_time" in props:
-            props["date_time"] = {"anyOf": [date_time, {"type": "null"}], "title": "Date Time"}
-    for name in ("MatrixRequest", "SourcesToTargetsRequest"):  # /matrix departs: no arrive_by
-        dt = comp(name)["properties"].get("date_time")
-        if dt:
-            dt["anyOf"][0] = {**date_time, "properties": {"type": {"type": "integer", "enum": [0, 1, 3]}}}
+        if "date_time" in props:  # /matrix departs: no arrive_by
+            types = (0, 1, 3) if name in ("MatrixRequest", "SourcesToTargetsRequest") else (0, 1, 2, 3)
+            props["date_time"] = {"anyOf": [date_time_schema(types), {"type": "null"}], "title": "Date Time"}
 
     # -- costing_options: the option names and bounds of the request's costing (flat, or under its key) ---
+    from geoengine.costing.schema import request_options_rule
+
     for name, c in comps.items():
         props = c.get("properties", {})
         if "costing_options" in props and "costing" in props and "enum" in props["costing"]:
             # /matrix also takes its departure as a costing option (where the spec puts it)
             extra = ({"date_time": props["date_time"]["anyOf"][0]}
                      if name in ("MatrixRequest", "SourcesToTargetsRequest") else {})
-            _costing_options_rules(c, extra)
+            rule = request_options_rule(props["costing"]["enum"], props["costing"].get("default", "auto"), extra)
+            c["allOf"] = [*c.get("allOf", []), rule]
 
     # -- expansion properties ---------------------------------------------------------------------------------
     from geoengine.dialects.valhalla import _PLURAL, EXPANSION_PROPERTIES
@@ -252,44 +245,7 @@ def _fix_constraint_names(node) -> None:
             _fix_constraint_names(v)
 
 
-def _option_set(costing: str, extra: dict) -> dict:
-    from geoengine.costing.schema import TABLES
-
-    props = dict(extra)
-    for o in TABLES[costing]:
-        s = o.schema()
-        props[o.name] = {"anyOf": [s, {"type": "null"}]} if o.default is None else s
-    return {"type": "object", "properties": props, "additionalProperties": False}
-
-
-def _costing_options_rules(component: dict, extra: dict) -> None:
-    """costing_options is null, the costing's options flat, or objects under costing keys of which only
-    the request's own costing is read (other costings' keys are ignored, as Valhalla does)."""
-    from geoengine.costing.schema import COSTINGS
-
-    props = component["properties"]
-    costings = props["costing"]["enum"]
-    default = props["costing"].get("default", "auto")
-
-    def options_of(c: str) -> dict:
-        flat = _option_set(c, extra)
-        nested = {"type": "object", "minProperties": 1, "propertyNames": {"enum": list(COSTINGS)},
-                  "properties": {c: {"anyOf": [flat, {"type": "null"}]}}}
-        return {"anyOf": [{"type": "null"}, flat, nested]}
-
-    # one branch per costing (an absent costing is the default one); anyOf, not if/then: generators
-    # expand each if/then into two branches, and nine of them are 512 combinations
-    branches = [{"properties": {"costing": {"const": c}, "costing_options": options_of(c)},
-                 **({} if c == default else {"required": ["costing"]})} for c in costings]
-    component["allOf"] = [*component.get("allOf", []), {"anyOf": branches}]
-
-
 _TYPES_PATTERN = r"^(place|poi)(,(place|poi))*$"
-_DAY = (r"(((0[13578]|1[02])-(0[1-9]|[12][0-9]|3[01]))|((0[469]|11)-(0[1-9]|[12][0-9]|30))"
-        r"|(02-(0[1-9]|1[0-9]|2[0-8])))")
-_DATE_PATTERN = rf"^(19[0-9][0-9]|2[01][0-9][0-9])-{_DAY}T([01][0-9]|2[0-3]):[0-5][0-9]$"
-
-
 def _tighten_params(path: str, method: str, params: list[dict]) -> None:
     by_name = {p["name"]: p for p in params}
     if path in ("/search", "/search/reverse") and "types" in by_name:

@@ -35,6 +35,26 @@ DATE_MAX = datetime(2199, 12, 31, 23, 59)
 MAX_WAITING_SECS = 7 * 86_400
 
 
+_DAY = (r"(((0[13578]|1[02])-(0[1-9]|[12][0-9]|3[01]))|((0[469]|11)-(0[1-9]|[12][0-9]|30))"
+        r"|(02-(0[1-9]|1[0-9]|2[0-8])))")
+#: FORMAT between DATE_MIN and DATE_MAX as a pattern (29 February aside: strptime's calendar decides it)
+DATE_PATTERN = rf"^(19[0-9][0-9]|2[01][0-9][0-9])-{_DAY}T([01][0-9]|2[0-3]):[0-5][0-9]$"
+
+
+def date_time_schema(types=tuple(DATE_TIME_TYPES)) -> dict:
+    """The JSON Schema of the date_time object parse_date_time reads (the OpenAPI document's); `types`:
+    the types the endpoint takes (/matrix departs: no arrive_by)."""
+    return {
+        "type": "object",
+        "required": ["type"],
+        "properties": {"type": {"type": "integer", "enum": list(types)}},
+        "if": {"properties": {"type": {"enum": [1, 2, 3]}}},  # type 0 (now) ignores value
+        "then": {"required": ["value"], "properties": {"value": {"type": "string", "pattern": DATE_PATTERN}}},
+        "description": "{type: 0 current, 1 depart_at, 2 arrive_by, 3 invariant; value: local time "
+                       "'YYYY-MM-DDTHH:MM' between 1900-01-01T00:00 and 2199-12-31T23:59, required for types 1-3}",
+    }
+
+
 def parse_date_time(date_time, now: datetime | None = None, field: str = "date_time") -> tuple[int, datetime]:
     """(type, datetime) from a date_time object; InvalidRequest naming the field when malformed."""
     if not isinstance(date_time, dict):

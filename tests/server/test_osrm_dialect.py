@@ -5,6 +5,7 @@ OSRM's error codes (HTTP 400, `{code, message}`, never a 500), the gateway's cou
 from __future__ import annotations
 
 import os
+
 import numpy as np
 import pytest
 
