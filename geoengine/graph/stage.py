@@ -26,14 +26,16 @@ def patch(ctx: BuildContext, p: PatchInputs) -> StageResult | None:
     def declined(why: str) -> None:
         ctx.progress.log(f"[graph] not patched: {why}")
 
-    osc, locations = getattr(p, "osc", None), getattr(p, "locations", None)
-    if osc is None or locations is None:
-        return declined("the update gives no parsed change or node locations")
+    if p.osc is None or p.store is None:
+        return declined("the old bundle keeps no object store (source/store: built before it), so no node locations")
     old_graph = p.old_dir("graph")
     if p.old_entry("graph").get("version") != STAGE.version or not old_graph_ok(old_graph):
         return declined("the old bundle's graph is of another version or format")
     t0 = time.perf_counter()
-    raw = patch_raw(old_graph, osc, locations)
+    try:
+        raw = patch_raw(old_graph, p.osc, p.locations)
+    except LookupError as exc:  # PatchInputs.locations without a store
+        return declined(str(exc))
     if isinstance(raw, str):
         return declined(raw)
     t1 = time.perf_counter()

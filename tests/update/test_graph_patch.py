@@ -13,8 +13,9 @@ way through a node the extract lacks; then a second change on top of the first (
 creates the missing node again. The new extract is the old one merged with the change in libosmium
 (update.apply_changes, as `geoengine update` makes it).
 
-The change's objects and the node locations come through the interface the update hands the stage
-(`PatchInputs.osc`, `PatchInputs.locations`); here a small stand-in reads them with pyosmium.
+The change's objects and the node locations are what the update hands the stage (`PatchInputs.osc`
+from update.read_changes; `PatchInputs.locations`: the old extract's object store, geoengine.bundler.
+middle, overlaid with the change).
 """
 
 from __future__ import annotations
@@ -27,7 +28,10 @@ import numpy as np
 import osmium
 import pytest
 
-from geoengine.bundler.update import apply_changes
+from geoengine.bundler import middle
+from geoengine.bundler.middle import Store
+from geoengine.bundler.pbfscan import scan_pbf
+from geoengine.bundler.update import apply_changes, read_changes
 from geoengine.graph.build import build_graph, graph_arrays
 from geoengine.graph.patch import patch_raw
 from geoengine.graph.raw import RAW_DIR, write_raw
@@ -39,50 +43,19 @@ from .edits import WHEN
 ROADS = ("residential", "unclassified", "tertiary", "secondary", "primary", "living_street", "service")
 
 
-# -- a stand-in for the update's parsed change and node store --------------------------------------
+# -- the update's parsed change and node locations, as `geoengine update` makes them ----------------
 
-def read_osc(files) -> SimpleNamespace:
-    """The change's objects as `PatchInputs.osc` gives them (newest version wins)."""
-    got = {"n": {}, "w": {}, "r": {}}
-    for path in files:
-        for o in osmium.FileProcessor(str(path)):
-            t = o.type_str()
-            prev = got[t].get(o.id)
-            if prev is not None and prev.version >= o.version:
-                continue
-            deleted = not o.visible
-            rec = SimpleNamespace(id=o.id, version=o.version, deleted=deleted,
-                                  tags={} if deleted else dict(o.tags))
-            if t == "n":
-                ok = not deleted and o.location.valid()
-                rec.lon, rec.lat = (o.location.lon, o.location.lat) if ok else (None, None)
-            elif t == "w":
-                rec.refs = [] if deleted else [n.ref for n in o.nodes]
-            else:
-                rec.members = [] if deleted else [(m.type, m.ref, m.role) for m in o.members]
-            got[t][o.id] = rec
-
-    def ids(t):
-        return lambda: np.array(sorted(got[t]), dtype=np.int64)
-
-    return SimpleNamespace(nodes=got["n"], ways=got["w"], relations=got["r"],
-                           node_ids=ids("n"), way_ids=ids("w"), relation_ids=ids("r"))
+def read_osc(files):
+    """`PatchInputs.osc` of the change files (update.read_changes)."""
+    return read_changes([Path(f) for f in files]).osc
 
 
-def locations_of(extract: Path):
-    """`PatchInputs.locations` over `extract` (one pass per call; the patch calls it once)."""
-    def locations(ids):
-        ids = np.asarray(ids, dtype=np.int64)
-        want = set(ids.tolist())
-        loc = {}
-        for n in osmium.FileProcessor(str(extract), osmium.osm.NODE).with_filter(osmium.filter.IdFilter(want)):
-            if n.location.valid():
-                loc[n.id] = (n.location.lon, n.location.lat)
-        found = np.array([i in loc for i in ids.tolist()], dtype=bool)
-        lon = np.array([loc.get(i, (np.nan, np.nan))[0] for i in ids.tolist()], dtype=np.float64)
-        lat = np.array([loc.get(i, (np.nan, np.nan))[1] for i in ids.tolist()], dtype=np.float64)
-        return lon, lat, found
-    return locations
+def locations_of(extract: Path, osc, folder: Path):
+    """`PatchInputs.locations` after `osc`: the object store of the extract before it (written into
+    `folder` as its source stage writes it) overlaid with the change."""
+    middle.write(folder, scan_pbf(extract, keep=True)["objects"])
+    store = Store.open(folder)
+    return lambda ids: middle.locations(store, osc, ids)
 
 
 # -- the real extract and changes of it --------------------------------------------------------------
@@ -245,8 +218,9 @@ def write_osc(path: Path, objs) -> Path:
     return path
 
 
-def _patched(old_graph: Path, files, new_extract: Path, out: Path) -> dict:
-    raw = patch_raw(old_graph, read_osc(files), locations_of(new_extract))
+def _patched(old_graph: Path, files, old_extract: Path, out: Path) -> dict:
+    osc = read_osc(files)
+    raw = patch_raw(old_graph, osc, locations_of(old_extract, osc, out.parent / "store"))
     assert not isinstance(raw, str), raw
     counts = raw.pop("counts")
     out.mkdir(parents=True)
@@ -271,7 +245,7 @@ def _case(tmp: Path, old_graph: Path, src: Path, files) -> tuple[Path, Path, dic
     new = tmp / "new.osm.pbf"
     apply_changes(src, files, new, {})
     build_graph(new, tmp / "full")
-    counts = _patched(old_graph, files, new, tmp / "patched")
+    counts = _patched(old_graph, files, src, tmp / "patched")
     return new, tmp / "full", counts
 
 
@@ -314,19 +288,21 @@ def test_the_traps_of_a_per_way_patch_and_a_second_change_on_top(old_graph, scan
     new2.parent.mkdir()
     apply_changes(new, [osc2], new2, {})
     build_graph(new2, tmp_path / "two" / "full")
-    _patched(tmp_path / "one" / "patched", [osc2], new2, tmp_path / "two" / "patched")
+    _patched(tmp_path / "one" / "patched", [osc2], new, tmp_path / "two" / "patched")
     assert_same(tmp_path / "two" / "patched", tmp_path / "two" / "full")
     assert Graph.open(tmp_path / "two" / "full").meta["counts"]["missing_node_refs"] == 1  # the absent node
 
 
 def test_declines_without_a_kept_read_or_for_a_change_too_large(old_graph, edits, scan, tmp_path):
     osc = read_osc([edits["osc"]])
+    where = locations_of(edits["old"], osc, tmp_path / "store")
     bare = tmp_path / "bare"
     shutil.copytree(old_graph, bare)
     shutil.rmtree(bare / RAW_DIR)
-    assert "keeps no read" in patch_raw(bare, osc, locations_of(edits["new"]))
+    assert "keeps no read" in patch_raw(bare, osc, where)
     (bare / RAW_DIR).mkdir()
     (bare / RAW_DIR / "raw.json").write_text('{"format": 0}')
-    assert "another format" in patch_raw(bare, osc, locations_of(edits["new"]))
-    many = SimpleNamespace(**{**vars(osc), "way_ids": lambda: np.arange(len(scan.ways), dtype=np.int64)})
-    assert "more than" in patch_raw(old_graph, many, locations_of(edits["new"]))
+    assert "another format" in patch_raw(bare, osc, where)
+    many = SimpleNamespace(nodes=osc.nodes, ways=osc.ways, relations=osc.relations, node_ids=osc.node_ids,
+                           relation_ids=osc.relation_ids, way_ids=lambda: np.arange(len(scan.ways), dtype=np.int64))
+    assert "more than" in patch_raw(old_graph, many, where)
