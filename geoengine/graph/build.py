@@ -116,9 +116,9 @@ def read_osm(path: str | Path) -> dict:
             if modes is not None:
                 barriers[obj.id] = modes
         elif obj.is_relation():
-            rec = restriction_record(obj.id, tag_dict(obj.tags), [(m.type, m.ref, m.role) for m in obj.members])
-            if rec is not None:
-                restrictions.append(rec)
+            rtags = tag_dict(obj.tags)
+            if rtags.get("type") == "restriction":  # the members of other relations are never read
+                restrictions.append(restriction_record(obj.id, rtags, [(m.type, m.ref, m.role) for m in obj.members]))
     fp = obj = None  # osmium's node-location index (16 bytes per node of the extract) goes before the arrays grow
     n_ways = len(way_ids)
     return {
