@@ -141,6 +141,10 @@ class Stage:
     # `patch.old_dir`) and returns its result, or None to fall back to `run` (the change is too large,
     # or not of a kind it can patch). Its output must equal what `run` would write on the new inputs.
     patch: Callable[[BuildContext, PatchInputs], StageResult | None] | None = None
+    # Subfolders of the stage's folder that hold records it keeps for its `patch` (what it read from the
+    # extract), not output another stage reads: left out of its `output_sha256`, so a rerun whose output
+    # is the same still lets the stages that name it be reused.
+    kept: tuple[str, ...] = ()
 
     @property
     def version(self) -> int:
@@ -178,10 +182,13 @@ def stage_key(stage: Stage, input_docs: list[dict], ctx: BuildContext) -> str:
     return hashlib.sha256(json.dumps(doc, sort_keys=True, default=str).encode()).hexdigest()
 
 
-def tree_sha256(root: Path) -> str:
-    """The content hash of every file under `root` (relative paths and bytes, in path order)."""
+def tree_sha256(root: Path, skip: tuple[str, ...] = ()) -> str:
+    """The content hash of every file under `root` (relative paths and bytes, in path order), but those
+    under the subfolders `skip` names."""
     h = hashlib.sha256()
     files = sorted(p for p in root.rglob("*") if p.is_file()) if root.exists() else []
+    if skip:
+        files = [p for p in files if p.relative_to(root).parts[0] not in skip]
     for p in files:
         h.update(str(p.relative_to(root)).encode() + b"\0")
         with open(p, "rb") as fh:
@@ -457,7 +464,7 @@ def build(
                     **({"patched_from": reuse.path.name} if how == "patched" else {}),
                 }
                 if stage.name in hashed:  # a later stage reads it by content (early cut-off of an update)
-                    state["stages"][stage.name]["output_sha256"] = tree_sha256(stage_path)
+                    state["stages"][stage.name]["output_sha256"] = tree_sha256(stage_path, stage.kept)
                 _write_json_atomic(state_path, state)
         finally:
             for job in early.values():  # a stage failed: the patches started early go too

@@ -58,10 +58,10 @@ def _restriction_modes(rtags: dict) -> tuple[str | None, int]:
     return value, modes
 
 
-_ATTR_COLUMNS = (("cls", "B"), ("flags", "L"), ("surface", "B"), ("sac", "B"), ("speed_fwd", "f"),
+ATTR_COLUMNS = (("cls", "B"), ("flags", "L"), ("surface", "B"), ("sac", "B"), ("speed_fwd", "f"),
                  ("speed_bwd", "f"), ("access_fwd", "l"), ("access_bwd", "l"), ("dest_fwd", "B"),
                  ("dest_bwd", "B"), ("duration_s", "d"), ("name", "l"), ("ref", "l"), ("car_lua", "B"))
-_UNDEFINED_COORD = 2147483647  # osmium's x/y of a node reference without a location
+UNDEFINED_COORD = 2147483647  # osmium's x/y of a node reference without a location
 
 
 def read_osm(path: str | Path) -> dict:
@@ -73,7 +73,7 @@ def read_osm(path: str | Path) -> dict:
     from osmium's own index (C++), so untagged nodes never reach Python."""
     strings = _Strings()
     way_ids = array("q")
-    cols = {key: array(code) for key, code in _ATTR_COLUMNS}
+    cols = {key: array(code) for key, code in ATTR_COLUMNS}
     limits = array("f")
     refs, xs, ys, way_of_point = array("q"), array("i"), array("i"), array("i")
     refs_append, xs_append, ys_append = refs.append, xs.append, ys.append
@@ -82,25 +82,21 @@ def read_osm(path: str | Path) -> dict:
     signals: set[int] = set()
     obstacles: dict[int, tuple[float, float]] = {}  # car.lua's obstacle seconds (along, against the way)
     restrictions = []
-    inf = float("inf")
     fp = osmium.FileProcessor(str(path)).with_locations(LOCATION_INDEX).with_filter(
-        osmium.filter.KeyFilter("highway", "route", "type", "barrier")
+        osmium.filter.KeyFilter(*READ_KEYS)
     )
     for obj in fp:
         if obj.is_way():
-            tags = tag_dict(obj.tags)
-            attr = T.classify_way(tags)
+            attr = way_record(tag_dict(obj.tags))
             if attr is None:
                 continue
-            attr["car_lua"] = T.in_car_lua_graph(tags)
             wi = len(way_ids)
             way_ids.append(obj.id)
             attr["name"] = strings.add(attr["name"])
             attr["ref"] = strings.add(attr["ref"])
-            attr["duration_s"] = attr["duration_s"] or 0.0
             for key, col in cols.items():
                 col.append(attr[key])
-            limits.extend([inf if v is None else v for v in attr["limits"]])
+            limits.extend(attr["limits"])
             k = 0
             for n in obj.nodes:  # one NodeRef per node (each costs a C++ call), read once
                 loc = n.location
@@ -110,34 +106,20 @@ def read_osm(path: str | Path) -> dict:
                 k += 1
             way_of_point.extend(repeat(wi, k))
         elif obj.is_node():
-            tags = obj.tags
-            if tags.get("highway") == "traffic_signals" or tags.get("crossing") == "traffic_signals":
+            signal, obs, border, modes = node_records(obj.tags)
+            if signal:
                 signals.add(obj.id)
-            obs = T.car_obstacle(tags)
             if obs is not None:
                 obstacles[obj.id] = obs
-            if "barrier" in tags:
-                if tags.get("barrier") == "border_control":
-                    borders.add(obj.id)
-                modes = T.barrier_modes(tag_dict(tags))
-                if modes is not None and modes != T.ALL_MODES:
-                    barriers[obj.id] = modes
+            if border:
+                borders.add(obj.id)
+            if modes is not None:
+                barriers[obj.id] = modes
         elif obj.is_relation():
             rtags = tag_dict(obj.tags)
-            if rtags.get("type") != "restriction":
-                continue
-            value, modes = _restriction_modes(rtags)
-            members = [(m.type, m.ref, m.role) for m in obj.members]
-            restrictions.append((obj.id, value, modes, members))
+            if rtags.get("type") == "restriction":  # the members of other relations are never read
+                restrictions.append(restriction_record(obj.id, rtags, [(m.type, m.ref, m.role) for m in obj.members]))
     fp = obj = None  # osmium's node-location index (16 bytes per node of the extract) goes before the arrays grow
-    x = np.frombuffer(xs, dtype=np.int32) if len(xs) else np.zeros(0, np.int32)
-    y = np.frombuffer(ys, dtype=np.int32) if len(ys) else np.zeros(0, np.int32)
-    missing = (x == _UNDEFINED_COORD) | (y == _UNDEFINED_COORD)
-    lon = x / 1e7
-    lat = y / 1e7
-    lon[missing] = np.nan
-    lat[missing] = np.nan
-    del xs, ys, x, y
     n_ways = len(way_ids)
     return {
         "strings": strings.items,
@@ -145,14 +127,76 @@ def read_osm(path: str | Path) -> dict:
         "way_cols": {key: _np(col, None) for key, col in cols.items()},
         "way_limits": _np(limits, np.float32).reshape(n_ways, len(T.LIMIT_NAMES)),
         "refs": _np(refs, np.int64),
-        "lon": lon,
-        "lat": lat,
+        "x": _np(xs, np.int32),
+        "y": _np(ys, np.int32),
         "way_of_point": _np(way_of_point, np.int64),
-        "barriers": barriers,
-        "borders": borders,
-        "signals": signals,
-        "obstacles": obstacles,
+        **node_sets(barriers, borders, signals, obstacles),
         "restrictions": restrictions,
+    }
+
+
+#: the keys a read keeps objects by (osmium.filter.KeyFilter): an object with none of them is not read
+READ_KEYS = ("highway", "route", "type", "barrier")
+
+
+def passes_filter(tags) -> bool:
+    """Whether the read's KeyFilter lets an object with `tags` through (one of READ_KEYS)."""
+    return any(k in tags for k in READ_KEYS)
+
+
+def way_record(tags: dict) -> dict | None:
+    """What the read keeps of a way with `tags` (a dict, the read's filter passed): its attribute
+    columns (`ATTR_COLUMNS`; name and ref as strings), limits (inf when untagged), or None when the
+    way is not routable."""
+    attr = T.classify_way(tags)
+    if attr is None:
+        return None
+    attr["car_lua"] = T.in_car_lua_graph(tags)
+    attr["duration_s"] = attr["duration_s"] or 0.0
+    attr["limits"] = [float("inf") if v is None else v for v in attr["limits"]]
+    return attr
+
+
+def node_records(tags) -> tuple[bool, tuple[float, float] | None, bool, int | None]:
+    """What the read keeps of a node with `tags` (a pyosmium TagList or a dict; the read's filter
+    passed): (a traffic signal, car.lua's obstacle seconds or None, a border control, the modes a
+    barrier lets through or None when it restricts none)."""
+    signal = tags.get("highway") == "traffic_signals" or tags.get("crossing") == "traffic_signals"
+    obs = T.car_obstacle(tags)
+    border = False
+    modes = None
+    if "barrier" in tags:
+        border = tags.get("barrier") == "border_control"
+        modes = T.barrier_modes(tags if isinstance(tags, dict) else tag_dict(tags))
+        if modes == T.ALL_MODES:
+            modes = None
+    return signal, obs, border, modes
+
+
+def restriction_record(rid: int, rtags: dict, members: list) -> tuple | None:
+    """What the read keeps of a relation (the read's filter passed): (id, restriction value, modes,
+    members) for a `type=restriction` relation, else None."""
+    if rtags.get("type") != "restriction":
+        return None
+    value, modes = _restriction_modes(rtags)
+    return (rid, value, modes, members)
+
+
+def node_sets(barriers: dict, borders, signals, obstacles: dict) -> dict:
+    """The read's node sets as arrays sorted by OSM id (`raw`'s barrier_ids/modes, border_ids,
+    signal_ids, obstacle_ids and obstacle_s float64[n, 2])."""
+    def ids_of(keys) -> np.ndarray:
+        return np.sort(np.fromiter(keys, dtype=np.int64, count=len(keys)))
+
+    b_ids = ids_of(barriers)
+    o_ids = ids_of(obstacles)
+    return {
+        "barrier_ids": b_ids,
+        "barrier_modes": np.array([barriers[i] for i in b_ids.tolist()], dtype=np.int64),
+        "border_ids": ids_of(borders),
+        "signal_ids": ids_of(signals),
+        "obstacle_ids": o_ids,
+        "obstacle_s": np.array([obstacles[i] for i in o_ids.tolist()], dtype=np.float64).reshape(-1, 2),
     }
 
 
@@ -166,15 +210,16 @@ def _np(buf: array, dtype) -> np.ndarray:
 PIECE_CHUNK_SEGMENTS = 1 << 15
 
 
-def _edge_obstacles(obstacles: dict, shape_osm_id, shape_offsets, seg_of_shape, S: int) -> np.ndarray:
-    """float32[2S]: the seconds of car.lua's obstacles (`tags.car_obstacle`) each directed edge passes:
-    on its shape after its start point (its interior points and its end node), each obstacle's
-    seconds for the edge's direction along the way (edge 2k) or against it (2k+1)."""
+def _edge_obstacles(ids, sec, shape_osm_id, shape_offsets, seg_of_shape, S: int) -> np.ndarray:
+    """float32[2S]: the seconds of car.lua's obstacles (`tags.car_obstacle`; node `ids`, seconds `sec`
+    float64[n, 2]) each directed edge passes: on its shape after its start point (its interior points
+    and its end node), each obstacle's seconds for the edge's direction along the way (edge 2k) or
+    against it (2k+1)."""
     out = np.zeros(2 * S, np.float32)
-    if not obstacles or S == 0:
+    if not len(ids) or S == 0:
         return out
-    ids = np.fromiter(obstacles.keys(), dtype=np.int64, count=len(obstacles))
-    sec = np.array(list(obstacles.values()), dtype=np.float64).reshape(-1, 2)
+    ids = np.asarray(ids, dtype=np.int64)
+    sec = np.asarray(sec, dtype=np.float64).reshape(-1, 2)
     order = np.argsort(ids)
     ids, sec = ids[order], sec[order]
     pos = np.minimum(np.searchsorted(ids, shape_osm_id), len(ids) - 1)
@@ -193,13 +238,34 @@ def _edge_obstacles(obstacles: dict, shape_osm_id, shape_offsets, seg_of_shape, 
 
 
 def build_graph(osm_path: str | Path, out_dir: str | Path) -> dict:
-    """Read `osm_path`, write the graph arrays into `out_dir`; return {"outputs", "counts", "info"}."""
+    """Read `osm_path`, write the graph arrays into `out_dir` and what the read kept into
+    `out_dir/raw` (geoengine.graph.raw: an update patches it instead of reading the extract again);
+    return {"outputs", "counts", "info"}."""
+    from geoengine.graph.raw import RAW_DIR, write_raw
+
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
     raw = read_osm(osm_path)
+    kept = [f"{RAW_DIR}/{name}" for name in write_raw(raw, out_dir / RAW_DIR)]
+    res = graph_arrays(raw, out_dir)
+    res["outputs"] += kept
+    return res
+
+
+def graph_arrays(raw: dict, out_dir: Path) -> dict:
+    """The array phase of the build: `raw` (what `read_osm` returns, or an update's patch of it) ->
+    the graph arrays, strings.bin and graph.json in `out_dir`; {"outputs", "counts", "info"}. It takes
+    the per-point arrays out of `raw` (so that each can be freed as soon as nothing needs it)."""
     # Per-point arrays are the stage's bulk (tens of bytes per way node): each is dropped as soon as
     # nothing further needs it, and `raw` gives up its references so that filtering frees the originals.
-    refs, lon, lat, wop = raw.pop("refs"), raw.pop("lon"), raw.pop("lat"), raw.pop("way_of_point")
+    refs, wop = raw.pop("refs"), raw.pop("way_of_point")
+    x, y = raw.pop("x"), raw.pop("y")
+    missing = (x == UNDEFINED_COORD) | (y == UNDEFINED_COORD)
+    lon = x / 1e7
+    lat = y / 1e7
+    lon[missing] = np.nan
+    lat[missing] = np.nan
+    del x, y, missing
     cols = raw["way_cols"]
     n_ways = len(raw["way_ids"])
     valid = ~np.isnan(lon)
@@ -248,10 +314,9 @@ def build_graph(osm_path: str | Path, out_dir: str | Path) -> dict:
     is_vertex = usable & (shared_pt | run_start | run_end)
     del run_start
     # Barrier nodes restrict the segment they lie on (see docs/graph.md).
-    barrier_ids = np.fromiter(raw["barriers"].keys(), dtype=np.int64, count=len(raw["barriers"]))
-    barrier_modes = np.fromiter(raw["barriers"].values(), dtype=np.int64, count=len(raw["barriers"]))
+    barrier_ids, barrier_modes = raw["barrier_ids"], raw["barrier_modes"]
     pt_barrier = member(refs, barrier_ids) & usable
-    border_ids = np.fromiter(raw["borders"], dtype=np.int64, count=len(raw["borders"]))
+    border_ids = raw["border_ids"]
     pt_border = member(refs, border_ids) & usable
 
     # Segments between consecutive points of a run.
@@ -335,7 +400,7 @@ def build_graph(osm_path: str | Path, out_dir: str | Path) -> dict:
     border_seg = unique(seg_of_shape[pt_border[shape_idx]])
     seg_flags[border_seg] |= T.F_BORDER
     # Traffic signals passed by each directed edge: on its shape after its start point.
-    signal_ids = np.fromiter(raw["signals"], dtype=np.int64, count=len(raw["signals"]))
+    signal_ids = raw["signal_ids"]
     del shared_pt, pt_barrier, pt_border, bar_pts
     sig_pt = member(refs, signal_ids)[shape_idx]
     is_first = np.zeros(len(shape_idx), dtype=bool)
@@ -344,7 +409,7 @@ def build_graph(osm_path: str | Path, out_dir: str | Path) -> dict:
     is_last[shape_offsets[1:] - 1] = True
     interior = np.bincount(seg_of_shape[sig_pt & ~is_first & ~is_last], minlength=S)
     shape_osm_id = refs[shape_idx]  # OSM node id of every shape point (segment speeds by node pair)
-    obstacle_s = _edge_obstacles(raw["obstacles"], shape_osm_id, shape_offsets, seg_of_shape, S)
+    obstacle_s = _edge_obstacles(raw["obstacle_ids"], raw["obstacle_s"], shape_osm_id, shape_offsets, seg_of_shape, S)
     del refs, shape_idx, seg_of_shape, is_first, is_last
     at_u = sig_pt[shape_offsets[:-1]].astype(np.int64)
     at_v = sig_pt[shape_offsets[1:] - 1].astype(np.int64)
@@ -436,7 +501,7 @@ def build_graph(osm_path: str | Path, out_dir: str | Path) -> dict:
         "barriers_at_junctions_ignored": n_barrier_at_junction,
         "border_segments": int(len(border_seg)),
         "traffic_signals": int(len(signal_ids)),
-        "car_obstacles": int(len(raw["obstacles"])),
+        "car_obstacles": int(len(raw["obstacle_ids"])),
     }
     meta = {
         "format": GRAPH_FORMAT,
