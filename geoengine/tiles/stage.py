@@ -13,6 +13,7 @@ import numpy as np
 from geoengine.bundle import STAGE_VERSIONS
 from geoengine.bundler.measure import cpu_s
 from geoengine.bundler.pipeline import BuildContext, Stage, StageResult
+from geoengine.tiles import kept as K
 from geoengine.tiles import schema
 from geoengine.tiles.mbtiles import MBTilesWriter
 from geoengine.tiles.spool import collect_spooled, cut_spooled, plan_cut
@@ -59,15 +60,23 @@ def run(ctx: BuildContext) -> StageResult:
 
     for z, x, y, data in cut_spooled(fs, partitions, bbox, on_step=on_step, plan=plan):
         writer.add(z, x, y, data)
-    shutil.rmtree(spool_dir, ignore_errors=True)
     tiles, nbytes = writer.count, writer.bytes
     writer.close(_metadata(ctx, sid, bbox))
     counts = _counts(fs, tiles)
+    t_cut = time.time() - t0 - t_collect
+    # the collection is kept for `geoengine update` (geoengine.tiles.kept): the partition files are moved,
+    # the index and the ways' node refs (a Numba pass over the PBF's way blocks) written
+    kept_bytes = None
+    ways = K.way_refs(ctx.inputs.osm)
+    if ways is not None:
+        kept_bytes = K.save(out / K.FOLDER, fs, spool_dir, ways)
+    shutil.rmtree(spool_dir, ignore_errors=True)
     return StageResult(
         outputs=[f"tiles/{sid}.mbtiles"],
         counts=counts,
         info={"source": sid, "bytes": nbytes, "minzoom": MINZOOM, "maxzoom": MAXZOOM, "partitions": len(plan.partitions),
-              "collect_seconds": round(t_collect, 3), "cut_seconds": round(time.time() - t0 - t_collect, 3)},
+              "collect_seconds": round(t_collect, 3), "cut_seconds": round(t_cut, 3),
+              "kept_bytes": kept_bytes, "keep_seconds": round(time.time() - t0 - t_collect - t_cut, 3)},
     )
 
 
