@@ -15,6 +15,7 @@ import zlib
 from pathlib import Path
 
 import numpy as np
+from numba import njit
 
 
 def _varint(buf: bytes, pos: int) -> tuple[int, int]:
@@ -110,15 +111,137 @@ def _blobs(path: Path):
             yield btype, data
 
 
-def scan_pbf(path: str | Path) -> dict | None:
+def packed_uvarint(data: bytes) -> np.ndarray:
+    """Decode a packed repeated (u)int32/64 field of non-negative values (vectorised)."""
+    b = np.frombuffer(data, dtype=np.uint8)
+    if len(b) == 0:
+        return np.zeros(0, dtype=np.int64)
+    ends = np.flatnonzero(b < 0x80)
+    starts = np.r_[0, ends[:-1] + 1]
+    k = np.arange(len(b)) - np.repeat(starts, ends - starts + 1)
+    parts = (b & 0x7F).astype(np.uint64) << (7 * k).astype(np.uint64)
+    return np.add.reduceat(parts, starts).astype(np.int64)
+
+
+def _fixed(offset: int, granularity: int, values: np.ndarray) -> np.ndarray:
+    """int32 fixed-point 1e-7 degrees as osmium stores them (nanodegrees truncated toward zero)."""
+    nano = offset + granularity * values
+    return (np.sign(nano) * (np.abs(nano) // 100)).astype(np.int32)
+
+
+@njit(cache=True, nogil=True)
+def _varint_at(buf, pos):
+    result = np.int64(0)
+    shift = 0
+    while True:
+        b = np.int64(buf[pos])
+        pos += 1
+        result |= (b & 0x7F) << shift
+        if b < 0x80:
+            return result, pos
+        shift += 7
+
+
+@njit(cache=True, nogil=True)
+def _skip_at(buf, pos, wire):
+    if wire == 0:
+        _, pos = _varint_at(buf, pos)
+    elif wire == 2:
+        ln, pos = _varint_at(buf, pos)
+        pos += ln
+    elif wire == 1:
+        pos += 8
+    elif wire == 5:
+        pos += 4
+    else:
+        return -1
+    return pos
+
+
+@njit(cache=True, nogil=True)
+def _group_objects(buf, g0, g1, field, ids, versions):
+    """The id (field 1) and Info's version (field 4, its field 1) of every length-delimited `field` (3:
+    Way, 4: Relation) of the PrimitiveGroup buf[g0:g1], into ids/versions; returns how many, or -1 on
+    a wire type protobuf does not have."""
+    n = 0
+    pos = g0
+    while pos < g1:
+        key, pos = _varint_at(buf, pos)
+        f = key >> 3
+        w = key & 7
+        if w != 2:
+            pos = _skip_at(buf, pos, w)
+            if pos < 0:
+                return -1
+            continue
+        ln, pos = _varint_at(buf, pos)
+        end = pos + ln
+        if f == field:
+            oid = np.int64(0)
+            ver = np.int64(0)
+            p = pos
+            while p < end:
+                k2, p = _varint_at(buf, p)
+                f2 = k2 >> 3
+                w2 = k2 & 7
+                if f2 == 1 and w2 == 0:
+                    oid, p = _varint_at(buf, p)
+                elif f2 == 4 and w2 == 2:
+                    ln2, p = _varint_at(buf, p)
+                    e2 = p + ln2
+                    q = p
+                    while q < e2:
+                        k3, q = _varint_at(buf, q)
+                        if (k3 >> 3) == 1 and (k3 & 7) == 0:
+                            ver, q = _varint_at(buf, q)
+                        else:
+                            q = _skip_at(buf, q, k3 & 7)
+                            if q < 0:
+                                return -1
+                    p = e2
+                else:
+                    p = _skip_at(buf, p, w2)
+                    if p < 0:
+                        return -1
+            ids[n] = oid
+            versions[n] = ver
+            n += 1
+        pos = end
+    return n
+
+
+class _Objects:
+    """Ids and versions of one object type, a block at a time."""
+
+    def __init__(self):
+        self.ids: list[np.ndarray] = []
+        self.versions: list[np.ndarray] = []
+        self.x: list[np.ndarray] = []
+        self.y: list[np.ndarray] = []
+
+    def count(self) -> int:
+        return sum(len(a) for a in self.ids)
+
+    def arrays(self, located: bool) -> dict[str, np.ndarray]:
+        cat = lambda parts, dt: np.concatenate(parts).astype(dt, copy=False) if parts else np.zeros(0, dt)  # noqa: E731
+        out = {"id": cat(self.ids, np.int64), "version": cat(self.versions, np.int32)}
+        if located:
+            out["x"], out["y"] = cat(self.x, np.int32), cat(self.y, np.int32)
+        return out
+
+
+def scan_pbf(path: str | Path, keep: bool = False) -> dict | None:
     """{"nodes", "ways", "relations", "bbox" (the nodes' [min_lon, min_lat, max_lon, max_lat] or None)}
-    of a PBF file, or None when the file is not a PBF this reader knows."""
+    of a PBF file, or None when the file is not a PBF this reader knows. With `keep`, also "objects":
+    per type ("n", "w", "r") the arrays "id" and "version" in file order, and for nodes "x" and "y"
+    (int32 1e-7 degrees, osmium's fixed point; osmium's undefined coordinate never occurs in a PBF)."""
     path = Path(path)
     try:
         with open(path, "rb") as fh:
             head = fh.read(4)
         if len(head) < 4 or struct.unpack(">I", head)[0] > 64 * 1024:
             return None
+        objs = {"n": _Objects(), "w": _Objects(), "r": _Objects()}
         nodes = ways = relations = 0
         lo = [np.inf, np.inf]
         hi = [-np.inf, -np.inf]
@@ -136,25 +259,69 @@ def scan_pbf(path: str | Path) -> dict | None:
                     lat_off = v
                 elif f == 20:
                     lon_off = v
+            buf = None
             for g0, g1 in groups:
+                if g0 == g1:
+                    continue
+                first = _varint(data, g0)[0] >> 3
+                if first in (3, 4):  # a group of ways or of relations (a group holds one kind)
+                    if buf is None:
+                        buf = np.frombuffer(data, dtype=np.uint8)
+                    cap = (g1 - g0) // 4 + 1
+                    ids, vers = np.empty(cap, np.int64), np.empty(cap, np.int64)
+                    n = _group_objects(buf, g0, g1, first, ids, vers)
+                    if n < 0:
+                        raise ValueError("unsupported protobuf wire type")
+                    if first == 3:
+                        ways += n
+                    else:
+                        relations += n
+                    if keep:
+                        o = objs["w" if first == 3 else "r"]
+                        o.ids.append(ids[:n].copy())
+                        o.versions.append(vers[:n].copy())
+                    continue
                 group = data[g0:g1]
                 lats, lons = [], []
                 for f, _w, v in _fields(group):
                     if f == 2:  # DenseNodes
                         dense = group[v[0]:v[1]]
+                        ids = ver = None
                         for ff, _ww, vv in _fields(dense):
                             if ff == 1:
-                                nodes += len(packed_sint64(dense[vv[0]:vv[1]]))
+                                ids = np.cumsum(packed_sint64(dense[vv[0]:vv[1]]))
+                                nodes += len(ids)
+                            elif ff == 5 and keep:  # DenseInfo: its version (field 1)
+                                info = dense[vv[0]:vv[1]]
+                                for f3, _w3, v3 in _fields(info):
+                                    if f3 == 1:
+                                        ver = packed_uvarint(info[v3[0]:v3[1]])
                             elif ff == 8:
                                 lats.append(np.cumsum(packed_sint64(dense[vv[0]:vv[1]])))
                             elif ff == 9:
                                 lons.append(np.cumsum(packed_sint64(dense[vv[0]:vv[1]])))
+                        if keep and ids is not None:
+                            o = objs["n"]
+                            o.ids.append(ids)
+                            o.versions.append(ver if ver is not None and len(ver) == len(ids) else np.zeros(len(ids), np.int64))
+                            o.x.append(_fixed(lon_off, gran, lons[-1]))
+                            o.y.append(_fixed(lat_off, gran, lats[-1]))
                     elif f == 1:  # a plain Node
                         nodes += 1
                         node = group[v[0]:v[1]]
                         vals = {ff: vv for ff, _ww, vv in _fields(node)}
                         lats.append(np.asarray([_zigzag(vals.get(8, 0))]))
                         lons.append(np.asarray([_zigzag(vals.get(9, 0))]))
+                        if keep:
+                            version = 0
+                            if 4 in vals:
+                                info = node[vals[4][0]:vals[4][1]]
+                                version = next((vv for ff, _ww, vv in _fields(info) if ff == 1), 0)
+                            o = objs["n"]
+                            o.ids.append(np.asarray([_zigzag(vals.get(1, 0))], np.int64))
+                            o.versions.append(np.asarray([version], np.int64))
+                            o.x.append(_fixed(lon_off, gran, lons[-1]))
+                            o.y.append(_fixed(lat_off, gran, lats[-1]))
                     elif f == 3:
                         ways += 1
                     elif f == 4:
@@ -167,4 +334,7 @@ def scan_pbf(path: str | Path) -> dict | None:
     except (ValueError, zlib.error, struct.error, IndexError, OSError):
         return None
     bbox = [lo[0], lo[1], hi[0], hi[1]] if nodes and np.isfinite(lo[0]) else None
-    return {"nodes": nodes, "ways": ways, "relations": relations, "bbox": bbox}
+    out = {"nodes": nodes, "ways": ways, "relations": relations, "bbox": bbox}
+    if keep:
+        out["objects"] = {t: o.arrays(t == "n") for t, o in objs.items()}
+    return out

@@ -86,13 +86,30 @@ class PatchInputs:
     """What a stage's `patch` gets besides the build context: the bundle being updated (`old`), the
     stage's folder and manifest entry there, the extract before and after, the change files applied,
     and what they hold (`changes`: geoengine.bundler.update.Changes; per type "n", "w", "r" the ids
-    changed (`low`/`high`: lowest and highest version in the files, 1 = created) and `deleted`)."""
+    changed (`low`/`high`: lowest and highest version in the files, 1 = created) and `deleted`).
+
+    `osc` (geoengine.bundler.osc.OscObjects): the changed objects themselves, newest version each, with
+    tags, locations, refs and members. `store`: the old bundle's object store (geoengine.bundler.middle;
+    None for a bundle built before it), behind `locations`."""
 
     old: Bundle
     old_extract: Path
     new_extract: Path
     files: tuple[Path, ...]
     changes: object
+    osc: object = None
+    store: object = None
+
+    def locations(self, ids) -> tuple:
+        """(lon, lat, found) of any nodes in the NEW extract (after the change): float64 arrays equal to
+        osmium's Location.lon/.lat (NaN where not found) and a bool array. No pass over the extract: the
+        old bundle's object store overlaid with the change's nodes. Raises LookupError when the old
+        bundle keeps no store (a patch then declines)."""
+        from geoengine.bundler.middle import locations
+
+        if self.store is None or self.osc is None:
+            raise LookupError(f"bundle {self.old.path.name} keeps no object store (source/store): built before it")
+        return locations(self.store, self.osc, ids)
 
     def old_dir(self, stage: str) -> Path:
         return self.old.path / stage

@@ -1,6 +1,7 @@
 """The `source` stage: describe the OSM extract (bbox, centre, object counts, the data's replication
 timestamp and sequence) for the manifest, and keep a copy of it in the bundle (`source/extract.osm.pbf`,
-what `geoengine update` applies change files to)."""
+what `geoengine update` applies change files to) with its object store (`source/store/`,
+geoengine.bundler.middle: what an update checks a change against and finds node locations in)."""
 
 from __future__ import annotations
 
@@ -9,6 +10,8 @@ import shutil
 
 import osmium
 
+from geoengine.bundler import middle
+from geoengine.bundler.middle import FOLDER as STORE
 from geoengine.bundler.pbfscan import scan_pbf
 from geoengine.bundler.pipeline import BuildContext, Stage, StageResult
 
@@ -41,9 +44,10 @@ class _Counter(osmium.SimpleHandler):
         self.relations += 1
 
 
-def _count(path) -> _Counter:
-    """Object counts and the nodes' bbox: from the PBF blocks (geoengine.bundler.pbfscan), else osmium."""
-    scan = scan_pbf(path)
+def _count(path, scan=None) -> _Counter:
+    """Object counts and the nodes' bbox: from the PBF blocks (geoengine.bundler.pbfscan, or its `scan`
+    of the file), else osmium."""
+    scan = scan or scan_pbf(path)
     counter = _Counter()
     if scan is None:
         counter.apply_file(str(path))
@@ -54,9 +58,10 @@ def _count(path) -> _Counter:
     return counter
 
 
-def describe_extract(path) -> dict:
-    """bbox [min_lon, min_lat, max_lon, max_lat] (the header's, else the nodes'), centre and counts."""
-    counter = _count(path)
+def describe_extract(path, scan: dict | None = None) -> dict:
+    """bbox [min_lon, min_lat, max_lon, max_lat] (the header's, else the nodes'), centre and counts.
+    `scan`: pbfscan.scan_pbf's figures of the file when the caller has them."""
+    counter = _count(path, scan)
     reader = osmium.io.Reader(str(path), osmium.osm.osm_entity_bits.NOTHING)
     try:
         header = reader.header()
@@ -102,17 +107,40 @@ EXTRACT = "extract.osm.pbf"
 
 
 def run(ctx: BuildContext) -> StageResult:
-    desc = describe_extract(ctx.inputs.osm)
+    pbf = ctx.inputs.osm.name.endswith(".pbf")  # an .osm/.osm.gz/.bz2 input is not kept (update needs a PBF)
+    scan = scan_pbf(ctx.inputs.osm, keep=True) if pbf else None
     out = ctx.stage_dir("source")
+    stored = []
+    if scan is not None:
+        stored = [f"source/{STORE}/{f}" for f in middle.write(out / STORE, scan.pop("objects"))]
+    return _finish(ctx, out, describe_extract(ctx.inputs.osm, scan), pbf, stored)
+
+
+def _finish(ctx: BuildContext, out, desc: dict, pbf: bool, stored: list[str]) -> StageResult:
     (out / "extract.json").write_text(json.dumps({"file": ctx.inputs.osm.name, **desc}, indent=2))
     outputs = ["source/extract.json"]
-    if ctx.inputs.osm.name.endswith(".pbf"):  # an .osm/.osm.gz/.bz2 input is not kept (update needs a PBF)
+    if pbf:
         shutil.copyfile(ctx.inputs.osm, out / EXTRACT)
         outputs.append(f"source/{EXTRACT}")
+    outputs += stored
     info = {"bbox": desc["bbox"], "bbox_from": desc["bbox_from"], "center": desc["center"], "file": ctx.inputs.osm.name}
     info.update({k: desc[k] for k in ("data_timestamp", "replication_sequence", "replication_url")})
     return StageResult(outputs=outputs, counts=desc["counts"], info=info)
 
 
-STAGE = Stage(name="source", run=run, describe="describe the OSM extract: bbox, centre, object counts; keep a copy",
-              isolated=True, needs=("input:osm",))
+def patch(ctx: BuildContext, p) -> StageResult | None:
+    """`geoengine update`'s partial rebuild: the object store patched with the change (no pass over the
+    new extract: its counts and, without a header box, its bbox come from the patched store), the new
+    extract copied."""
+    if p.store is None or p.osc is None or not ctx.inputs.osm.name.endswith(".pbf"):
+        return None
+    objects = p.store.patched(p.osc)
+    out = ctx.stage_dir("source")
+    stored = [f"source/{STORE}/{f}" for f in middle.write(out / STORE, objects)]
+    new = middle.Store(objects)
+    scan = {"nodes": new.count("n"), "ways": new.count("w"), "relations": new.count("r"), "bbox": new.bbox()}
+    return _finish(ctx, out, describe_extract(ctx.inputs.osm, scan), True, stored)
+
+
+STAGE = Stage(name="source", run=run, describe="describe the OSM extract: bbox, centre, object counts; keep a copy "
+              "and its object store", isolated=True, needs=("input:osm",), patch=patch)

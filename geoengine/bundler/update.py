@@ -35,6 +35,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from geoengine.bundle import Bundle
+from geoengine.bundler.osc import OscObjects
 from geoengine.errors import BuildError, BundleError
 from geoengine.progress import NullProgress, Progress
 
@@ -58,6 +59,7 @@ class Changes:
     high: dict[str, dict[int, int]] = field(default_factory=lambda: {"n": {}, "w": {}, "r": {}})
     deleted: dict[str, set[int]] = field(default_factory=lambda: {"n": set(), "w": set(), "r": set()})
     newest: dt.datetime | None = None
+    osc: OscObjects = field(default_factory=OscObjects)  # the objects themselves, newest version each
 
     def counts(self) -> dict[str, dict[str, int]]:
         out = {}
@@ -98,6 +100,7 @@ def read_changes(files: list[Path]) -> Changes:
                         changes.deleted[t].add(i)
                     else:
                         changes.deleted[t].discard(i)
+                changes.osc.add(obj)
                 ts = obj.timestamp
                 if ts is not None and ts.year > 1970 and (changes.newest is None or ts > changes.newest):
                     changes.newest = ts
@@ -107,8 +110,11 @@ def read_changes(files: list[Path]) -> Changes:
     return changes
 
 
-def existing_versions(extract: Path, changes: Changes) -> dict[str, dict[int, int]]:
-    """The version, in `extract`, of every object the changes name (a scan filtered in libosmium)."""
+def existing_versions(extract: Path, changes: Changes, store=None) -> dict[str, dict[int, int]]:
+    """The version, in `extract`, of every object the changes name: from the bundle's object store
+    (geoengine.bundler.middle) when it has one, else a scan filtered in libosmium."""
+    if store is not None:
+        return {t: store.versions(t, changes.osc.ids(t)) for t in "nwr"}
     import osmium
     from osmium.filter import IdFilter
 
@@ -285,6 +291,8 @@ def update(
     was, the changes' counts, the data's timestamp and sequence, and the stages reused and rebuilt."""
     from geoengine.bundler.measure import StepMeter
     from geoengine.bundler.pipeline import BuildInputs, PatchInputs, build
+    from geoengine.bundler.middle import FOLDER as STORE
+    from geoengine.bundler.middle import Store
     from geoengine.bundler.source import EXTRACT
 
     progress = progress or NullProgress()
@@ -297,6 +305,7 @@ def update(
     except BundleError as exc:
         raise UpdateError(f"cannot update: {exc.detail}") from None
     extract = old.path / "source" / EXTRACT
+    store = Store.open(old.path / "source" / STORE)
     if not extract.exists():
         raise UpdateError(f"bundle {out} keeps no OSM extract (source/{EXTRACT}): it was built by a geoengine "
                           "before updates, or from a file that is not a PBF; rebuild it once with `geoengine build`")
@@ -356,10 +365,11 @@ def update(
                 changes = read_changes(files)
                 if changes.empty:
                     raise UpdateError("the change files hold no changes")
-                applied = check_changes(changes, existing_versions(extract, changes), allow_unknown=allow_unknown,
+                applied = check_changes(changes, existing_versions(extract, changes, store), allow_unknown=allow_unknown,
                                         tolerate_applied=tolerate)
                 if applied:
                     files = [leave_out(files, applied, scratch / "changes.osc.gz")]
+                    changes.osc.drop(applied)
             steps["check"] = meter.record()
             record["objects"] = changes.counts()
             record["already_applied"] = len(applied)
@@ -386,7 +396,7 @@ def update(
             inputs.osm = new_extract
             build_report: dict = {"steps": steps}
             patch = PatchInputs(old=old, old_extract=extract, new_extract=new_extract, files=tuple(files),
-                                changes=changes)
+                                changes=changes, osc=changes.osc, store=store)
             build(inputs, out, settings, progress=progress, report=build_report, reuse=old,
                   manifest_extra={"update": record}, keep_replaced=True, patch=patch)
         finally:

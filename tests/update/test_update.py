@@ -59,11 +59,12 @@ def test_the_update_publishes_a_new_version_and_says_what_it_rebuilt(versions, e
     out = versions["out"]
     assert res["published"] and os.path.realpath(out) != versions["before"]
     assert Path(versions["before"]).exists()  # kept until the next publication, for servers still on it
-    # every stage read the changed extract: each is rebuilt in full or patched (routing: the old CCH
-    # order carried over, tests/update/test_routing_patch.py; tiles: only the tiles the change touches
-    # are cut again, tests/update/test_update_tiles.py), and the update says so
-    assert res["stages_rebuilt"] == ["source", "graph", "search"] and res["stages_reused"] == []
-    assert res["stages_patched"] == ["routing", "tiles"]
+    # every stage read the changed extract: each is rebuilt in full or patched (source: its object store
+    # patched, tests/update/test_store.py; routing: the old CCH order carried over,
+    # tests/update/test_routing_patch.py; tiles: only the tiles the change touches are cut again,
+    # tests/update/test_update_tiles.py), and the update says so
+    assert res["stages_rebuilt"] == ["graph", "search"] and res["stages_reused"] == []
+    assert res["stages_patched"] == ["source", "routing", "tiles"]
     assert res["objects"] == {"nodes": {"changed": 7, "created": 2, "deleted": 0},
                               "ways": {"changed": 3, "created": 1, "deleted": 1},
                               "relations": {"changed": 1, "created": 1, "deleted": 0}}
@@ -73,6 +74,12 @@ def test_the_update_publishes_a_new_version_and_says_what_it_rebuilt(versions, e
 def test_the_updated_extract_is_the_new_extract(versions, edits):
     updated = _objects(versions["out"] / "source" / "extract.osm.pbf")
     assert updated == _objects(edits["new"])
+    # the source stage, patched (its object store merged with the change), says what a full run says
+    # of the new extract, and keeps the same store
+    mine, full = (geoengine.bundle.Bundle.open(versions[k]).stages["source"] for k in ("out", "full"))
+    assert (mine["counts"], mine["info"]) == (full["counts"], full["info"])
+    for f in sorted((versions["full"] / "source" / "store").iterdir()):
+        assert f.read_bytes() == (versions["out"] / "source" / "store" / f.name).read_bytes(), f.name
     ids = {(r[0], r[1]) for r in updated}
     assert ("w", edits["deleted_way"]) not in ids and ("w", edits["new_way"]) in ids
     assert ("r", edits["restriction"]) in ids and ("n", edits["address_node"]) in ids
