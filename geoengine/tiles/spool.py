@@ -118,6 +118,7 @@ class Spool:
         return {name: self.counts_by_layer[i] for i, name in enumerate(schema.LAYERS)}
 
     clip_box = None  # while set, features are clipped to it as features.clip_to_box does
+    captured = None  # a list: (WKB, layer, min zoom, props) of each feature added, in order, instead of spooling
     keep = None  # a set of partitions: only their files are written (a patch cuts only those)
     reach = None  # per zoom, tile ids: only features that can reach one of them are kept for the cut
 
@@ -173,6 +174,9 @@ class Spool:
         seqs = np.arange(self.next_seq, self.next_seq + n, dtype=np.int64) * SEQ_GAP
         self.next_seq += n
         self.index.append(_index_rows(seqs, objs, layers, min_zooms, b, size))
+        if self.captured is not None:  # a patch's small extract: the records, nothing written
+            self.captured.extend(zip(wkbs, layers.tolist(), min_zooms.tolist(), props, strict=True))
+            return
         self.n += n
         counts = np.bincount(layers, minlength=len(schema.LAYERS))
         self.counts_by_layer = [int(c) + int(d) for c, d in zip(self.counts_by_layer, counts.tolist(), strict=True)]
@@ -546,7 +550,7 @@ def _cut_spooled(spool: Spool, partitions: list[tuple[int, int]], bbox, *, proce
 
 
 def _collect_stream(k: int, osm_path, bbox, folder: Path, maxzoom: int, partition_zoom: int, box,
-                    keep: set | None = None, way_level: dict | None = None) -> Spool:
+                    keep: set | None = None, way_level: dict | None = None, capture: bool = False) -> Spool:
     """Collect stream k into its own spool. The points-and-lines stream reads the boundary relations
     first (their member ways are boundary lines) when `way_level` is not given; the areas stream does
     not need them, so it starts at once while the other process reads them."""
@@ -556,6 +560,8 @@ def _collect_stream(k: int, osm_path, bbox, folder: Path, maxzoom: int, partitio
     spool = Spool(folder, bbox, maxzoom, partition_zoom, stream=f"s{k}", first_seq=(k + 1) * SEQ_STRIDE)
     if relations is not None:
         spool.relations = relations
+    if capture:  # (geoengine.tiles.slim: the features of a small extract, with their records)
+        spool.captured = []
     spool.clip_box = box
     if keep is not None:
         spool.reach = keep
