@@ -22,6 +22,7 @@ from geoengine.bundler.update import read_changes, update
 from geoengine.progress import NullProgress
 from geoengine.tiles import stage as tile_stage
 
+from .conftest import EXTRACT
 from .conftest import archive_tiles as _tiles
 from .conftest import linked_copy, publish_copy
 
@@ -256,3 +257,97 @@ def test_the_touched_boxes_cover_every_object_made_of_a_changed_one(edits, tmp_p
                        for g in got), (extract, b)
         if which == "second":  # the moved node's multipolygon and the one that lost a member: their areas
             assert _expected_boxes.relations >= 2
+
+
+def _named(bundle: Path, tmp_path: Path) -> Path:
+    """The bundle's kept extract under the original file's name (the archive's name and title come from it)."""
+    import shutil
+
+    dst = tmp_path / "named" / Path(EXTRACT).name
+    dst.parent.mkdir(parents=True, exist_ok=True)
+    dst.unlink(missing_ok=True)
+    shutil.copy(bundle / "source" / "extract.osm.pbf", dst)
+    return dst
+
+
+def _no_extracts(monkeypatch):
+    """The collection's patch gets extract paths that do not exist: it reads neither extract."""
+    import dataclasses
+
+    from geoengine.tiles import slim
+
+    real = slim.build
+
+    def build(bbox, p, old, work, **kw):
+        gone = Path("/nonexistent/extract.osm.pbf")
+        return real(bbox, dataclasses.replace(p, old_extract=gone, new_extract=gone), old, work, **kw)
+
+    monkeypatch.setattr(slim, "build", build)
+
+
+def test_the_spread_change_is_patched_from_the_kept_collection(old_bundle, upd_settings, tmp_path, monkeypatch):
+    """update_bench's spread change (every 50th way of the extract: a changed tag, its first node moved
+    ~5 m) on Liechtenstein, patched without reading either extract: every tile equals the full build's."""
+    import sys
+
+    sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "benchmarks"))
+    from update_bench import make_change
+
+    _no_extracts(monkeypatch)
+    monkeypatch.setattr(tile_stage, "PATCH_MAX_SHARE", 1.0)  # (a cost policy; here the patch must be exact)
+    osc = tmp_path / "spread.osc.gz"
+    made = make_change(Path(os.path.realpath(old_bundle)) / "source" / "extract.osm.pbf", osc, 0.02)
+    assert made["ways_changed"] > 100
+    out = publish_copy(old_bundle, tmp_path)
+    result = update(out, upd_settings, diffs=[osc], progress=NullProgress())
+    assert "tiles" in result["stages_patched"], result
+    full = build(BuildInputs(osm=_named(out, tmp_path)), tmp_path / "full" / "li", upd_settings, progress=NullProgress())
+    assert _assert_same_archive(out, full, old_bundle) > 0
+    entry = Bundle.open(out).stages["tiles"]
+    assert entry["counts"] == Bundle.open(full).stages["tiles"]["counts"]
+    assert entry["info"]["patch"]["objects"]["w"] >= made["ways_changed"]
+
+
+def test_a_second_update_patches_the_patched_collection(old_bundle, edits, upd_settings, tmp_path, monkeypatch):
+    """Two updates in a row (the Liechtenstein change, then the second change made on its result): the
+    second patches the collection the first one wrote, and the archive equals a full build's again; the
+    kept collection too, feature for feature (the index, less the seqs, which a patch places in the gaps)."""
+    import numpy as np
+
+    from geoengine.tiles import kept as K
+
+    _no_extracts(monkeypatch)
+    monkeypatch.setattr(tile_stage, "PATCH_MAX_SHARE", 1.0)
+    out = publish_copy(old_bundle, tmp_path)
+    first = update(out, upd_settings, diffs=[edits["osc"]], progress=NullProgress())
+    assert "tiles" in first["stages_patched"]
+    second = make_second_change(_named(out, tmp_path), tmp_path / "second")
+    result = update(out, upd_settings, diffs=[second["osc"]], progress=NullProgress())
+    assert "tiles" in result["stages_patched"], result
+    full = build(BuildInputs(osm=second["new"]), tmp_path / "full" / "li", upd_settings, progress=NullProgress())
+    _assert_same_archive(out, full, old_bundle)
+    a = np.load(out / "tiles" / K.FOLDER / "index.npy")
+    b = np.load(full / "tiles" / K.FOLDER / "index.npy")
+    assert len(a) == len(b)
+    assert (a["obj"] == b["obj"]).all() and (a["layer"] == b["layer"]).all()  # the same order
+    assert np.array_equal(a["bounds"], b["bounds"], equal_nan=True)
+    wa, wb = np.load(out / "tiles" / K.FOLDER / "ways.npz"), np.load(full / "tiles" / K.FOLDER / "ways.npz")
+    for k in ("ids", "offsets", "refs"):
+        assert np.array_equal(wa[k], wb[k]), k
+    assert sorted(wa["flags"].tolist()) == sorted(wb["flags"].tolist())
+
+
+def test_the_patch_declines_an_old_bundle_without_a_collection(old_bundle, edits, upd_settings, tmp_path):
+    """A bundle built before the collection was kept: the stage runs in full (and keeps one)."""
+    import shutil
+
+    src = linked_copy(old_bundle, tmp_path / "old")
+    shutil.rmtree(src / "tiles" / "collection")
+    out = tmp_path / "bundles" / "li"
+    out.parent.mkdir(parents=True)
+    from geoengine.bundler.pipeline import publish
+
+    publish(src, out)
+    result = update(out, upd_settings, diffs=[edits["osc"]], progress=NullProgress())
+    assert "tiles" in result["stages_rebuilt"]
+    assert (out / "tiles" / "collection" / "index.npy").exists()
