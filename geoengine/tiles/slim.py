@@ -25,7 +25,6 @@ The caller (`stage.patch`) then plans, cuts the touched tiles and copies the oth
 
 from __future__ import annotations
 
-import os
 import pickle
 from pathlib import Path
 from types import SimpleNamespace
@@ -34,6 +33,7 @@ import numpy as np
 import osmium
 import shapely
 
+from geoengine.bundler.pipeline import link_file
 from geoengine.tiles import kept as K
 from geoengine.tiles import schema
 from geoengine.tiles import spool as S
@@ -54,10 +54,6 @@ def _area_relation(tags: dict) -> bool:
 
 def _kept_relation(tags: dict) -> bool:
     return _area_relation(tags) or tags.get("boundary") == "administrative"
-
-
-def _level(tags: dict) -> int | None:
-    return schema.admin_level(tags) if tags.get("boundary") == "administrative" else None
 
 
 class Old:
@@ -148,7 +144,6 @@ def build(ctx_bbox, p, old: Old, work: Path, maxzoom: int = T.MAXZOOM, pz: int =
                 (w in osc.ways and osc.ways[w].tags.get("natural") == "coastline"):
             raise Decline("a coastline changed (land and sea are split again)")
     # 2. the small extract of their new state
-    present_old = old.wid
     created = [w for w, o in osc.ways.items() if not o.deleted]
     deleted = {w for w, o in osc.ways.items() if o.deleted}
 
@@ -278,7 +273,7 @@ def build(ctx_bbox, p, old: Old, work: Path, maxzoom: int = T.MAXZOOM, pz: int =
     for path in parts_old.glob("*.features"):
         x, y = path.name.split(".", 1)[0].split("-")
         if (int(x), int(y)) not in dirty:
-            os.link(path, parts_new / path.name)
+            link_file(path, parts_new / path.name)  # (a bundle's files are never changed in place)
     for key in dirty:
         recs = [r for r in S._load(parts_old, key) if r[0] not in dropped] + new_by_part.get(key, [])
         if recs:
