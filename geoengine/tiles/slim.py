@@ -92,10 +92,14 @@ class Old:
         return out
 
 
-def _completing_way(members, present) -> int:
-    """The last member way present in the extract (osmium completes the relation there), or -1."""
+def _completing_way(members, present) -> tuple[int, int]:
+    """The last member way present in the extract (osmium completes the relation there; -1: none) and its
+    last place among the relation's members (relations completing at one way come in that order)."""
     ws = [m[1] for m in members if m[0] == "w" and m[1] in present]
-    return max(ws) if ws else -1
+    if not ws:
+        return -1, 0
+    w = max(ws)
+    return w, max(i for i, m in enumerate(members) if m[0] == "w" and m[1] == w)
 
 
 def build(ctx_bbox, p, old: Old, work: Path, maxzoom: int = T.MAXZOOM, pz: int = S.PARTITION_ZOOM):
@@ -237,7 +241,8 @@ def build(ctx_bbox, p, old: Old, work: Path, maxzoom: int = T.MAXZOOM, pz: int =
         return _completing_way(members, present_all)
 
     rel_rows = np.unique(rest["obj"][(rest["obj"] & 3) == OBJ_RELATION] >> 2)
-    w_old = {int(r): completing(old.relations[int(r)][1]) if int(r) in old.relations else -1 for r in rel_rows.tolist()}
+    w_old = {int(r): completing(old.relations[int(r)][1]) if int(r) in old.relations else (-1, 0)
+             for r in rel_rows.tolist()}
     seq = _place(rest, new, w_old, {r: completing(rels_new[r][1]) for r in aff_r if r in rels_new})
     new["seq"] = seq
     # 4. the new collection
@@ -367,20 +372,23 @@ def _place(rest: np.ndarray, new: np.ndarray, w_old: dict, w_new: dict) -> np.nd
         if k == 0:  # nodes, then ways, by id
             kr = ((tr == OBJ_WAY).astype(np.int64) << 62) | ir
             kn = ((tn == OBJ_WAY).astype(np.int64) << 62) | idn
-        else:  # at the way osmium emits the area at; a relation's before that way's own
+        else:  # at the way osmium emits the area at; relations before that way's own, by member place, id
             def w_of(t, i, wmap):
-                return np.asarray([wmap.get(int(x), -1) if tt == OBJ_RELATION else int(x)
-                                   for tt, x in zip(t.tolist(), i.tolist(), strict=True)], dtype=np.int64)
-            wr, wn = w_of(tr, ir, w_old), w_of(tn, idn, w_new)
+                wp = [wmap.get(int(x), (-1, 0)) if tt == OBJ_RELATION else (int(x), 0)
+                      for tt, x in zip(t.tolist(), i.tolist(), strict=True)]
+                a = np.asarray(wp, dtype=np.int64).reshape(-1, 2)
+                own = t == OBJ_WAY
+                k2 = np.where(own, 0, (a[:, 1] << 40) | i)
+                return a[:, 0], np.column_stack([(a[:, 0] << 1) | own, k2])
+            wr, pr = w_of(tr, ir, w_old)
+            wn, pn = w_of(tn, idn, w_new)
             if (wn < 0).any() or (wr < 0).any():
                 raise Decline("a relation's area has no member way present")
-            kr = (wr << 1) | (tr == OBJ_WAY)
-            kn = (wn << 1) | (tn == OBJ_WAY)
-            # relations completing at one way: osmium's order of them is not kept
-            rn = tn == OBJ_RELATION
-            pairs = set(zip(wn[rn].tolist(), idn[rn].tolist(), strict=True))
-            if len({w for w, _ in pairs}) < len(pairs) or np.isin(wn[rn], wr[tr == OBJ_RELATION]).any():
-                raise Decline("two area relations complete at one way (osmium's order of them is not kept)")
+            if (ir >= 1 << 40).any() or (idn >= 1 << 40).any():
+                raise Decline("relation ids too large for the order key")
+            _, rank = np.unique(np.concatenate([pr, pn]), axis=0, return_inverse=True)
+            rank = rank.ravel()
+            kr, kn = rank[:len(pr)], rank[len(pr):]
         if len(kr) > 1 and (np.diff(kr) < 0).any():  # the kept keys must follow the seqs (the order rule)
             raise Decline("the kept features are not in the order the patch assumes")
         if len(mine) == 0:
