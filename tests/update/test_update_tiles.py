@@ -292,3 +292,63 @@ def test_the_patch_declines_an_old_bundle_without_a_collection(old_bundle, edits
     result = update(out, upd_settings, diffs=[edits["osc"]], progress=NullProgress())
     assert "tiles" in result["stages_rebuilt"]
     assert (out / "tiles" / "collection" / "index.npy").exists()
+
+
+def make_tie_change(src: Path, out_dir: Path) -> dict:
+    """A node moved (~20 m) on a way that two or more area relations with features share as their last
+    member way (osmium completes them there, in an order the patch must reproduce). Writes `new/<name>`
+    and `change.osc.gz`."""
+    from geoengine.tiles import schema
+
+    ways: dict[int, list[int]] = {}
+    rels = []
+    for o in osmium.FileProcessor(str(src), osmium.osm.WAY | osmium.osm.RELATION):
+        if o.is_way():
+            ways[o.id] = [n.ref for n in o.nodes]
+        elif o.tags.get("type") in ("multipolygon", "boundary"):
+            tags = {k: v for k, v in dict(o.tags).items() if k != "type"}
+            if schema.area_features(tags):  # (areas with features: their order shows in the tiles)
+                rels.append((o.id, [m.ref for m in o.members if m.type == "w"]))
+    at: dict[int, list[int]] = {}
+    for rid, ms in rels:
+        present = [w for w in ms if w in ways]
+        if present:
+            at.setdefault(max(present), []).append(rid)
+    way = next(w for w, rs in sorted(at.items()) if len(rs) >= 2 and len(ways[w]) >= 3)
+    node = ways[way][1]
+    out_dir.mkdir(parents=True, exist_ok=True)
+    (out_dir / "new").mkdir(exist_ok=True)
+    new_path, osc_path = out_dir / "new" / src.name, out_dir / "change.osc.gz"
+    h = osmium.io.Header()
+    reader = osmium.io.Reader(str(src), osmium.osm.osm_entity_bits.NOTHING)
+    h.add_box(reader.header().box())
+    reader.close()
+    full, change = osmium.SimpleWriter(str(new_path), header=h), osmium.SimpleWriter(str(osc_path))
+    try:
+        for o in osmium.FileProcessor(str(src)):
+            if o.is_node() and o.id == node:
+                n = o.replace(version=o.version + 1, timestamp=WHEN2, changeset=3, uid=1, user="geoengine-test",
+                              location=(o.location.lon + 0.0002, o.location.lat + 0.0001))
+                full.add_node(n)
+                change.add_node(n)
+            elif o.is_node():
+                full.add_node(o)
+            elif o.is_way():
+                full.add_way(o)
+            else:
+                full.add_relation(o)
+    finally:
+        full.close()
+        change.close()
+    return {"new": new_path, "osc": osc_path, "way": way, "relations": at[way]}
+
+
+def test_relations_completing_at_one_way_keep_osmium_order(old_bundle, edits, upd_settings, tmp_path, monkeypatch):
+    _no_extracts(monkeypatch)
+    monkeypatch.setattr(tile_stage, "PATCH_MAX_SHARE", 1.0)
+    tie = make_tie_change(edits["old"], tmp_path / "tie")
+    assert len(tie["relations"]) >= 2
+    r = _update_and_full(old_bundle, tie["new"], tie["osc"], upd_settings, tmp_path)
+    assert "tiles" in r["result"]["stages_patched"], r["result"]
+    assert r["entry"]["info"]["patch"]["objects"]["r"] >= 2
+    assert _assert_same_archive(r["out"], r["full"], old_bundle) > 0
