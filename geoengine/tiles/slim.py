@@ -343,7 +343,7 @@ def build(ctx_bbox, p, old: Old, work: Path, maxzoom: int = T.MAXZOOM, pz: int =
     spool = SimpleNamespace(
         folder=parts_new, shared=shared, low=[(s, g, lay, mz, pr) for (s, _w, lay, mz, pr), g in zip(low, list(geoms))],
         low_bounds=lowb, all_bounds=ab[not_earth].tobytes(), pz=pz, maxzoom=maxzoom, prange=prange,
-        n=len(index_new), counts=lambda: {name: int(counts[i]) for i, name in enumerate(schema.LAYERS)},
+        n=len(index_new), index=index_new, counts=lambda: {name: int(counts[i]) for i, name in enumerate(schema.LAYERS)},
         skipped_ways=meta["skipped_ways"], partial_ways=meta["partial_ways"])
     objects = {"n": len(ch_n), "w": len(aff_w_set), "r": len(aff_r)}
     return spool, [_feats(old_rows), _feats(new)], objects

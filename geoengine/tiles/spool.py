@@ -339,6 +339,10 @@ def _cut_partition(key: tuple[int, int]) -> list[tuple[int, int, int, bytes]]:
     px, py = key
     pz = job["pz"]
     recs = _load(job["folder"], key) + list(job["shared"])
+    if job.get("seqs") is not None:  # a patch: only the records that can reach a tile to cut, before parsing
+        s = np.fromiter((r[0] for r in recs), dtype=np.int64, count=len(recs))
+        hit = np.isin(s, job["seqs"])
+        recs = [r for r, h in zip(recs, hit.tolist(), strict=True) if h]
     geoms = shapely.from_wkb(np.fromiter((r[1] for r in recs), dtype=object, count=len(recs)))  # one call
     recs = [(s, g, lay, mz, p) for (s, _w, lay, mz, p), g in zip(recs, geoms.tolist(), strict=True)]
     only = job.get("only")
@@ -524,7 +528,7 @@ def _cut_spooled(spool: Spool, partitions: list[tuple[int, int]], bbox, *, proce
         low = [r for r, h in zip(low, hit.tolist(), strict=True) if h]
     T._STATE = _state_of(low, maxzoom)
     _JOB = {"folder": spool.folder, "shared": spool.shared, "maxzoom": maxzoom, "bbox": bbox, "pz": spool.pz,
-            "full_grid": full_grid, "only": only}
+            "full_grid": full_grid, "only": only, "seqs": getattr(spool, "reach_seqs", None)}
     try:
         if processes <= 1:
             for t in low_tasks:

@@ -16,7 +16,7 @@ from geoengine.bundler.pipeline import BuildContext, Stage, StageResult
 from geoengine.tiles import kept as K
 from geoengine.tiles import schema
 from geoengine.tiles.mbtiles import MBTilesWriter
-from geoengine.tiles.spool import collect_spooled, cut_spooled, plan_cut
+from geoengine.tiles.spool import collect_spooled, cut_spooled, plan_cut, reaching
 from geoengine.tiles.tiler import MAXZOOM, MINZOOM
 
 ATTRIBUTION = "© OpenStreetMap contributors"
@@ -241,6 +241,10 @@ def patch(ctx: BuildContext, p) -> StageResult | None:
                      f"({len(feats[0]['bounds']):,} features before, {len(feats[1]['bounds']):,} after): "
                      f"{n_recut:,} of {n_planned:,} tiles to cut again")
     small = restrict_plan(plan, recut, fs.pz)
+    # the partitions' records that can reach a tile to cut (by the index's bounds): only they are parsed
+    ix = fs.index
+    fs.reach_seqs = np.sort(ix["seq"][reaching(np.asarray(ix["bounds"]), {z: v for z, v in recut.items()
+                                                                           if z >= fs.pz})])
     path = out / f"{sid}.mbtiles"
     writer = MBTilesWriter(path)
     ctx.progress.task("tiles", total=len(small.low_tasks) + len(small.partitions))
