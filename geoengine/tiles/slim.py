@@ -65,8 +65,7 @@ class Old:
         if self.meta.get("format") != K.FORMAT:
             raise Decline(f"the old collection is of format {self.meta.get('format')}")
         self.index = np.load(folder / "index.npy", mmap_mode="r")
-        w = np.load(folder / "ways.npz")
-        self.wid, self.off, self.refs, self.flags = w["ids"], w["offsets"], w["refs"], w["flags"]
+        self.wid, self.off, self.refs, self.flags = K.load_ways(folder / "ways")
         self.tags = K.load_pickle(folder / "tags.pkl")
         self.relations = {r[0]: (r[1], r[2]) for r in K.load_pickle(folder / "relations.pkl")}
 
@@ -332,7 +331,7 @@ def build(ctx_bbox, p, old: Old, work: Path, maxzoom: int = T.MAXZOOM, pz: int =
     K._dump(work / "relations.pkl", [(r, t, m) for r, (t, m) in sorted(rels_new.items())])
     K._dump(work / "tags.pkl", tags)
     np.save(work / "index.npy", index_new)
-    np.savez(work / "ways.npz", ids=wid, offsets=off, refs=refs, flags=flags)
+    K.save_ways(work / "ways", wid, off, refs, flags)
     K._dump(work / "meta.pkl", meta)
     # what the cut needs
     not_earth = index_new["layer"] != _EARTH

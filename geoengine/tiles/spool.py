@@ -106,8 +106,12 @@ class Spool:
         self.partial_ways = 0
         self.way_flags = array("q")  # the ways counted in partial_ways (id << 1) and skipped_ways (id << 1 | 1)
         # per feature, in add order (what geoengine.tiles.kept keeps): seq, object code, layer, min zoom,
-        # Mercator bounds and size (sqrt of the area, the length, inf for points)
+        # Mercator bounds and size (sqrt of the area, the length, inf for points); written to
+        # `index_files` (one per stream, not held in memory: the cut's workers fork from this process),
+        # or held in `index` while `captured` is set
         self.index: list[np.ndarray] = []
+        self.index_files: list[Path] = []
+        self._ix = None
         self.kept_tags: dict = {}  # per stream: (way ids, tag set ids, tag sets) of its collector
         self.relations: list | None = None  # features.boundary_relations's (read by the first stream)
 
@@ -173,8 +177,15 @@ class Spool:
         not_earth = layers != _EARTH
         seqs = np.arange(self.next_seq, self.next_seq + n, dtype=np.int64) * SEQ_GAP
         self.next_seq += n
-        self.index.append(_index_rows(seqs, objs, layers, min_zooms, b, size))
-        if self.captured is not None:  # a patch's small extract: the records, nothing written
+        rows = _index_rows(seqs, objs, layers, min_zooms, b, size)
+        if self.captured is None:
+            if self._ix is None:
+                path = self.folder / f"index.{self.stream}.rows"
+                self._ix = open(path, "ab")
+                self.index_files.append(path)
+            self._ix.write(rows.tobytes())
+        else:
+            self.index.append(rows)  # a patch's small extract: the records, nothing written
             self.captured.extend(zip(wkbs, layers.tolist(), min_zooms.tolist(), props, strict=True))
             return
         self.n += n
@@ -229,6 +240,9 @@ class Spool:
 
     def finish(self) -> None:
         """Close this stream's partition files (the partitions they hold stay in `written`)."""
+        if self._ix is not None:
+            self._ix.close()
+            self._ix = None
         for key, fh in self.files.items():
             fh.close()
             self.written.add(key)
@@ -239,7 +253,7 @@ class Spool:
         self.n += other.n
         self.counts_by_layer = [a + b for a, b in zip(self.counts_by_layer, other.counts_by_layer, strict=True)]
         self.written |= other.written
-        for name in ("shared", "low", "low_bounds", "shared_spans", "coastlines", "index"):
+        for name in ("shared", "low", "low_bounds", "shared_spans", "coastlines", "index", "index_files"):
             getattr(self, name).extend(getattr(other, name))
         self.all_bounds.extend(other.all_bounds)
         self.skipped_ways += other.skipped_ways

@@ -66,10 +66,7 @@ def run(ctx: BuildContext) -> StageResult:
     t_cut = time.time() - t0 - t_collect
     # the collection is kept for `geoengine update` (geoengine.tiles.kept): the partition files are moved,
     # the index and the ways' node refs (a Numba pass over the PBF's way blocks) written
-    kept_bytes = None
-    ways = K.way_refs(ctx.inputs.osm)
-    if ways is not None:
-        kept_bytes = K.save(out / K.FOLDER, fs, spool_dir, ways)
+    kept_bytes = K.save(out / K.FOLDER, fs, spool_dir, ctx.inputs.osm)
     shutil.rmtree(spool_dir, ignore_errors=True)
     return StageResult(
         outputs=[f"tiles/{sid}.mbtiles"],
