@@ -131,8 +131,8 @@ def _catalog_title(name: str | None) -> str | None:
     return getattr(region, "title", None)
 
 # A patch re-cuts at most this share of the tiles a full cut visits; above it the stage runs in full
-# (measured at 16 copies of Liechtenstein: 175 tiles of 4,160 cut again took 0.9x a full run's CPU, 1,638 took 1.9x;
-# docs/updates.md).
+# (measured at 16 copies of Liechtenstein with the kept collection: 175 tiles of 4,160 cut again took 0.28x a
+# full run's CPU, 1,592 took 0.62-0.82x; docs/updates.md).
 PATCH_MAX_SHARE = 0.50
 
 
