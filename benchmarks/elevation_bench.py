@@ -203,7 +203,7 @@ def json_round_trip(engine, body: str) -> bytes:
     (the same work as pyvalhalla's Actor.height, which takes and returns JSON text)."""
     import pydantic_core
 
-    from geoengine.server.routes.elevation import ElevationRequest
+    from geoengine.services.elevation import ElevationRequest
 
     req = ElevationRequest.model_validate(pydantic_core.from_json(body))
     shape = req.shape

@@ -466,6 +466,15 @@ class Engine:
             bundle_name=str(self.bundle.path),
         )
 
+    def elevation_request(self, request=None, **fields) -> dict:
+        """The /elevation document of an `ElevationRequest` (or dict / keyword fields: `shape` or
+        `encoded_polyline`, `range`): `{"height": [...]}`, or `{"range_height": [[m, height], ...]}`;
+        NaN where the DEM has no height."""
+        from geoengine.services.elevation import ElevationRequest, profile_document
+        from geoengine.validation import validate
+
+        return profile_document(self, validate(ElevationRequest, request, **fields))
+
     # -- end of elevation ------------------------------------------------------------------------------
     # -- search (geoengine.search) ------------------------------------------------------------------
     @cached_property

@@ -7,6 +7,12 @@ from pydantic import BaseModel, ValidationError
 from geoengine.errors import FieldError, InvalidRequest, field_path
 
 
+def error_message(err: dict) -> str:
+    """A pydantic error's message as the API writes it (without pydantic's "Value error, " prefix)."""
+    msg = err.get("msg", "invalid value")
+    return msg[len("Value error, "):] if msg.startswith("Value error, ") else msg
+
+
 def validate(model: type[BaseModel], request=None, **fields):
     """`request` (a model instance or a dict) or keyword fields -> a validated model instance."""
     if isinstance(request, model):
@@ -18,8 +24,5 @@ def validate(model: type[BaseModel], request=None, **fields):
     except ValidationError as exc:
         errors = []
         for err in exc.errors():
-            msg = err.get("msg", "invalid value")
-            if msg.startswith("Value error, "):
-                msg = msg[len("Value error, "):]
-            errors.append(FieldError(field_path(err.get("loc", ())), msg))
+            errors.append(FieldError(field_path(err.get("loc", ())), error_message(err)))
         raise InvalidRequest(errors=errors) from None

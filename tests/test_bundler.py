@@ -236,3 +236,100 @@ def test_an_update_tries_a_stage_patch_before_a_full_run(tmp_path, tmp_settings,
     calls.clear()
     build(first, out, tmp_settings, stages=[_counting_stage("extra", calls, answer)], reuse=Bundle.open(out))
     assert calls == ["run"]
+
+
+def _timed_stages(log: Path, answer, slow_fails: bool = False):
+    """An isolated stage `slow` that reads every earlier stage (no `needs`) and takes a second, then
+    `quick`, which names what it reads (the osm input) and has a patch answering `answer` (None:
+    declines). Each writes "name what start end" lines to `log` (the stages run in forked processes)."""
+    import time as _t
+
+    def note(what, t0):
+        with open(log, "a") as fh:
+            fh.write(f"{what} {t0} {_t.time()}\n")
+
+    def slow(ctx):
+        t0 = _t.time()
+        _t.sleep(1.0)
+        note("slow-run", t0)
+        if slow_fails:
+            raise RuntimeError("slow failed")
+        (ctx.stage_dir("slow") / "x").write_text("x")
+        return StageResult(outputs=["slow/x"], counts={"n": 1})
+
+    def quick_run(ctx):
+        t0 = _t.time()
+        (ctx.stage_dir("quick") / "y").write_text("run")
+        note("quick-run", t0)
+        return StageResult(outputs=["quick/y"], counts={"n": 2})
+
+    def quick_patch(ctx, p):
+        t0 = _t.time()
+        ctx.progress.log("[quick] a line from the early patch")
+        (ctx.stage_dir("quick") / "leftover").write_text("x")
+        _t.sleep(0.3)
+        note("quick-patch", t0)
+        if answer is None:
+            return None
+        (ctx.stage_dir("quick") / "y").write_text("patched")
+        return StageResult(outputs=["quick/y"], counts={"n": answer})
+
+    return [Stage(name="slow", run=slow, isolated=True),
+            Stage(name="quick", run=quick_run, patch=quick_patch, isolated=True, needs=("input:osm",))]
+
+
+@pytest.mark.parametrize("answer", [None, 9])
+def test_an_update_patches_a_stage_early_beside_the_stages_before_it(tmp_path, tmp_settings, monkeypatch, answer):
+    """A stage whose needs are met is patched in its own process while an earlier stage it does not read
+    still runs; its log lines are shown when the build reaches it; a declined early patch runs in full
+    on a clean folder."""
+    import io
+
+    from geoengine.bundler.pipeline import PatchInputs
+    from geoengine.progress import Progress
+
+    for name in ("slow", "quick"):
+        monkeypatch.setitem(STAGE_VERSIONS, name, 1)
+    out = tmp_path / "b"
+    log = tmp_path / "times.txt"
+    first = andorra_inputs(tmp_settings)
+    build(first, out, tmp_settings, stages=_timed_stages(log, answer))
+    log.unlink()
+    old = Bundle.open(out)
+    other = BuildInputs(osm=SHARED_DATA / "monaco" / "monaco.osm.gz", region="andorra")
+    patch = PatchInputs(old=old, old_extract=first.osm, new_extract=other.osm, files=(), changes=None)
+    report: dict = {}
+    stream = io.StringIO()
+    build(other, out, tmp_settings, stages=_timed_stages(log, answer), reuse=old, patch=patch, report=report,
+          progress=Progress(stream=stream))
+    times = {parts[0]: (float(parts[1]), float(parts[2])) for parts in (l.split() for l in log.read_text().splitlines())}
+    assert times["quick-patch"][0] < times["slow-run"][1]  # the patch started before the slow stage ended
+    assert "[quick] a line from the early patch" in stream.getvalue()
+    entry = Bundle.open(out).stages["quick"]
+    if answer is None:
+        assert times["quick-run"][0] >= times["slow-run"][1]  # the full run, in its turn
+        assert report["stages_rebuilt"] == ["slow", "quick"] and report["stages_patched"] == []
+        assert (out / "quick" / "y").read_text() == "run" and not (out / "quick" / "leftover").exists()
+    else:
+        assert "quick-run" not in times
+        assert report["stages_patched"] == ["quick"] and entry["counts"] == {"n": 9}
+        assert entry["cost"]["early"] and entry["cost"]["waited_s"] <= entry["cost"]["seconds"]
+        assert (out / "quick" / "y").read_text() == "patched"
+
+
+def test_a_failed_stage_stops_the_patches_started_early(tmp_path, tmp_settings, monkeypatch):
+    from geoengine.bundler.pipeline import PatchInputs
+
+    for name in ("slow", "quick"):
+        monkeypatch.setitem(STAGE_VERSIONS, name, 1)
+    out = tmp_path / "b"
+    log = tmp_path / "times.txt"
+    first = andorra_inputs(tmp_settings)
+    build(first, out, tmp_settings, stages=_timed_stages(log, 9))
+    old = Bundle.open(out)
+    before = os.path.realpath(out)
+    other = BuildInputs(osm=SHARED_DATA / "monaco" / "monaco.osm.gz", region="andorra")
+    patch = PatchInputs(old=old, old_extract=first.osm, new_extract=other.osm, files=(), changes=None)
+    with pytest.raises(BuildError, match="slow failed"):
+        build(other, out, tmp_settings, stages=_timed_stages(log, 9, slow_fails=True), reuse=old, patch=patch)
+    assert os.path.realpath(out) == before  # nothing published

@@ -142,10 +142,7 @@ class _Paths:
             from geoengine.dialects import osrm
 
             coords = ";".join(f"{p['lon']},{p['lat']}" for p in self.locs)
-            try:
-                osrm.run("route", self.engine, "v1", "driving", coords, {"steps": "true", "annotations": "true"})
-            except osrm.OsrmError:
-                pass
+            osrm.run("route", self.engine, "v1", "driving", coords, {"steps": "true", "annotations": "true"})  # a Reply
         warm_kernels()  # build_maneuvers, the narrative's own entry for library callers
 
     def alternates(self):

@@ -65,6 +65,56 @@ def fork_safe() -> bool:
 
 def run_forked(fn: Callable, *args):
     """`fn(*args)` in a forked child; returns (its value, ChildUsage). Raises what it raised."""
+    return start_forked(fn, *args).wait()
+
+
+class Forked:
+    """A forked child running `fn(*args)` (start_forked); `wait` returns (its value, ChildUsage) or
+    raises what it raised; `kill` stops it."""
+
+    def __init__(self, pid: int, fd: int):
+        self.pid, self.fd = pid, fd
+
+    def kill(self) -> None:
+        try:
+            os.kill(self.pid, 9)
+            os.waitpid(self.pid, 0)
+        except (ProcessLookupError, ChildProcessError):
+            pass
+        try:
+            os.close(self.fd)
+        except OSError:
+            pass
+
+    def wait(self):
+        try:
+            with os.fdopen(self.fd, "rb") as fh:
+                data = fh.read()  # before waiting: a payload larger than the pipe's buffer would block the child
+            _, status, usage = os.wait4(self.pid, 0)
+        except BaseException:  # e.g. KeyboardInterrupt: the child goes too
+            try:
+                os.kill(self.pid, 9)
+                os.waitpid(self.pid, 0)
+            except (ProcessLookupError, ChildProcessError):
+                pass
+            raise
+        used = ChildUsage(peak_rss_mb=usage.ru_maxrss / 1024, cpu_seconds=usage.ru_utime + usage.ru_stime)
+        if not data:
+            if os.WIFSIGNALED(status):
+                raise ChildDied(f"the process was killed by signal {os.WTERMSIG(status)}"
+                                + (" (out of memory?)" if os.WTERMSIG(status) == 9 else ""))
+            raise ChildDied(f"the process exited with code {os.waitstatus_to_exitcode(status)} and no result")
+        payload = pickle.loads(data)
+        if payload[0] == "ok":
+            return payload[1], used
+        exc, text = payload[1], payload[2]
+        if text:
+            exc.add_note("in the forked child process:\n" + text.rstrip())
+        raise exc
+
+
+def start_forked(fn: Callable, *args) -> Forked:
+    """Start `fn(*args)` in a forked child and return at once (`Forked.wait` for its value)."""
     parent = os.getpid()
     r, w = os.pipe()
     for stream in (sys.stdout, sys.stderr):
@@ -96,27 +146,4 @@ def run_forked(fn: Callable, *args):
             code = 2
         os._exit(code)
     os.close(w)
-    try:
-        with os.fdopen(r, "rb") as fh:
-            data = fh.read()  # before waiting: a payload larger than the pipe's buffer would block the child
-        _, status, usage = os.wait4(pid, 0)
-    except BaseException:  # e.g. KeyboardInterrupt: the child goes too
-        try:
-            os.kill(pid, 9)
-            os.waitpid(pid, 0)
-        except (ProcessLookupError, ChildProcessError):
-            pass
-        raise
-    used = ChildUsage(peak_rss_mb=usage.ru_maxrss / 1024, cpu_seconds=usage.ru_utime + usage.ru_stime)
-    if not data:
-        if os.WIFSIGNALED(status):
-            raise ChildDied(f"the process was killed by signal {os.WTERMSIG(status)}"
-                            + (" (out of memory?)" if os.WTERMSIG(status) == 9 else ""))
-        raise ChildDied(f"the process exited with code {os.waitstatus_to_exitcode(status)} and no result")
-    payload = pickle.loads(data)
-    if payload[0] == "ok":
-        return payload[1], used
-    exc, text = payload[1], payload[2]
-    if text:
-        exc.add_note("in the forked child process:\n" + text.rstrip())
-    raise exc
+    return Forked(pid, r)

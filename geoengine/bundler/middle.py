@@ -4,14 +4,16 @@ mode plays this part: it lets `geoengine update` check a change and find any nod
 pass over the extract.
 
 - The source stage writes it from the extract's blocks (geoengine.bundler.pbfscan, the same pass that
-  counts the objects), and patches it in an update (`patched`): the change's deleted objects go, its
+  counts the objects), and patches it in an update (`Store.write_patched`): the change's deleted objects go, its
   created and modified ones are written with their new version (and location), by sorted merges.
 - `geoengine update` reads the versions of the objects a change names from it (update.check_changes)
   and gives the stages' patches `PatchInputs.locations`: any node's location in the new extract, from
   this store and the change.
 
 Size: 20 bytes per node (id, x, y, version) and 12 per way and relation: 46 MB for the 2.3 M nodes of
-16 copies of Liechtenstein; about 8 GB for Germany's 400 M nodes (its PBF is about 4 GB).
+16 copies of Liechtenstein; about 8 GB for Germany's 400 M nodes (its PBF is about 4 GB). The scan
+writes it a block at a time (StoreWriter): the source stage's peak stays the scan's (154 MB at 64
+copies), and its CPU grows by about a third (the versions' decoding and the writes).
 """
 
 from __future__ import annotations
@@ -43,15 +45,68 @@ def _sorted(arrays: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
 
 
 def write(folder: Path, objects: dict[str, dict[str, np.ndarray]]) -> list[str]:
-    """Write the store (per type the arrays of pbfscan.scan_pbf(keep=True)["objects"]) into `folder`."""
-    folder.mkdir(parents=True, exist_ok=True)
-    out = []
+    """Write the store (per type the arrays of pbfscan.scan_pbf(keep=True)["objects"], or of
+    a test's) into `folder`, as StoreWriter does (the same bytes)."""
+    writer = StoreWriter(folder)
     for t in TYPES:
         arrays = _sorted(objects[t])
-        for c in _COLUMNS[t]:
-            np.save(folder / f"{t}_{c}.npy", np.ascontiguousarray(arrays[c], dtype=_DTYPES[c]))
-            out.append(f"{t}_{c}.npy")
-    return out
+        writer.add(t, *(arrays[c] for c in _COLUMNS[t]))
+    return writer.close()
+
+
+class StoreWriter:
+    """A scan's objects (pbfscan.scan_pbf(sink=...): `add` a block at a time) written to the store in
+    `folder` as they come, so that memory stays one block's, not the extract's (at 64 copies of
+    Liechtenstein the store held in memory took the scan to a 598 MB peak, 295 MB so). Each column's
+    .npy gets its data appended after a header of fixed size, written at `close` once the count is
+    known. A type whose ids are not increasing (an extract osmium did not sort) is sorted in memory."""
+
+    HEADER = 128  # bytes: .npy format 1.0, its header padded with spaces (a multiple of 64)
+
+    def __init__(self, folder: Path):
+        self.folder = Path(folder)
+        self.folder.mkdir(parents=True, exist_ok=True)
+        self.files = {t: {c: open(self.folder / f"{t}_{c}.npy", "wb") for c in _COLUMNS[t]} for t in TYPES}
+        for cols in self.files.values():
+            for fh in cols.values():
+                fh.write(b"\0" * self.HEADER)
+        self.count = dict.fromkeys(TYPES, 0)
+        self.last = dict.fromkeys(TYPES, None)
+        self.ordered = dict.fromkeys(TYPES, True)
+
+    def add(self, t: str, ids, versions, x=None, y=None) -> None:
+        if not len(ids):
+            return
+        ids = np.asarray(ids, dtype=np.int64)
+        if (self.last[t] is not None and ids[0] <= self.last[t]) or (len(ids) > 1 and not (ids[1:] > ids[:-1]).all()):
+            self.ordered[t] = False
+        self.last[t] = int(ids[-1])
+        cols = {"id": ids, "version": versions, "x": x, "y": y}
+        for c, fh in self.files[t].items():
+            fh.write(np.ascontiguousarray(cols[c], dtype=_DTYPES[c]).tobytes())
+        self.count[t] += len(ids)
+
+    def _header(self, dtype, n: int) -> bytes:
+        text = repr({"descr": np.lib.format.dtype_to_descr(np.dtype(dtype)), "fortran_order": False, "shape": (n,)})
+        body = text.encode("latin1")
+        pad = self.HEADER - 10 - len(body) - 1
+        return b"\x93NUMPY\x01\x00" + (self.HEADER - 10).to_bytes(2, "little") + body + b" " * pad + b"\n"
+
+    def close(self) -> list[str]:
+        out = []
+        for t in TYPES:
+            n = self.count[t]
+            for c, fh in self.files[t].items():
+                fh.seek(0)
+                fh.write(self._header(_DTYPES[c], n))
+                fh.close()
+                out.append(f"{t}_{c}.npy")
+            if not self.ordered[t]:
+                arrays = _sorted({c: np.array(np.load(self.folder / f"{t}_{c}.npy", mmap_mode="r")) for c in _COLUMNS[t]})
+                for c in _COLUMNS[t]:
+                    np.save(self.folder / f"{t}_{c}.npy", arrays[c])
+                del arrays
+        return out
 
 
 class Store:
@@ -103,28 +158,40 @@ class Store:
             return None
         return [int(x.min()) / 1e7, int(y.min()) / 1e7, int(x.max()) / 1e7, int(y.max()) / 1e7]
 
-    def patched(self, osc) -> dict[str, dict[str, np.ndarray]]:
-        """The store of the extract after the change `osc` (geoengine.bundler.osc.OscObjects): per type,
-        the changed ids removed and the objects that are not deleted inserted, in id order."""
-        out = {}
+    CHUNK = 1 << 22  # objects of the old store merged at a time (write_patched)
+
+    def write_patched(self, folder: Path, osc) -> list[str]:
+        """Write into `folder` the store of the extract after the change `osc`
+        (geoengine.bundler.osc.OscObjects): per type, the changed ids removed and the objects that are not
+        deleted inserted, in id order. The old store is merged a chunk at a time, so memory stays a
+        chunk's (the change's objects aside), not the store's (about 8 GB for Germany)."""
+        writer = StoreWriter(folder)
         for t in TYPES:
-            objs = osc.of(t)
             old = self.arrays[t]
-            changed = osc.ids(t)
-            pos, found = self.find(t, changed)
-            keep = np.ones(len(old["id"]), dtype=bool)
-            keep[pos[found]] = False
-            live = [o for o in objs.values() if not o.deleted and (t != "n" or o.x is not None)]
-            live.sort(key=lambda o: o.id)
+            objs = osc.of(t)
+            live = sorted((o for o in objs.values() if not o.deleted and (t != "n" or o.x is not None)),
+                          key=lambda o: o.id)
             new = {"id": np.fromiter((o.id for o in live), np.int64, len(live)),
                    "version": np.fromiter((o.version for o in live), np.int32, len(live))}
             if t == "n":
                 new["x"] = np.fromiter((o.x for o in live), np.int32, len(live))
                 new["y"] = np.fromiter((o.y for o in live), np.int32, len(live))
-            kept = {c: np.asarray(old[c])[keep] for c in _COLUMNS[t]}
-            at = np.searchsorted(kept["id"], new["id"])
-            out[t] = {c: np.insert(kept[c], at, new[c]) for c in _COLUMNS[t]}
-        return out
+            changed = osc.ids(t)
+            n = len(old["id"])
+            for a in range(0, max(n, 1), self.CHUNK):
+                b = min(a + self.CHUNK, n)
+                part = {c: np.asarray(old[c][a:b]) for c in _COLUMNS[t]}
+                ids = part["id"]
+                k = np.searchsorted(changed, ids)
+                hit = k < len(changed)
+                hit[hit] = changed[k[hit]] == ids[hit]
+                part = {c: v[~hit] for c, v in part.items()}
+                # the new objects whose ids fall in this chunk's range (the first and last chunks are open)
+                lo = 0 if a == 0 else int(np.searchsorted(new["id"], old["id"][a]))
+                hi = len(new["id"]) if b >= n else int(np.searchsorted(new["id"], old["id"][b]))
+                at = np.searchsorted(part["id"], new["id"][lo:hi])
+                writer.add(t, *(np.insert(part[c], at, new[c][lo:hi]) for c in _COLUMNS[t]))
+        return writer.close()
 
 
 def locations(store: Store, osc, ids) -> tuple[np.ndarray, np.ndarray, np.ndarray]:

@@ -63,16 +63,21 @@ def _degrees(offset: int, granularity: int, value: int) -> float:
     return fixed / 1e7
 
 
-def packed_sint64(data: bytes) -> np.ndarray:
-    """Decode a packed repeated sint64 field (vectorised)."""
+def packed_uvarint(data: bytes) -> np.ndarray:
+    """Decode a packed repeated (u)int32/64 field of non-negative values (vectorised; as uint64)."""
     b = np.frombuffer(data, dtype=np.uint8)
     if len(b) == 0:
-        return np.zeros(0, dtype=np.int64)
+        return np.zeros(0, dtype=np.uint64)
     ends = np.flatnonzero(b < 0x80)
     starts = np.r_[0, ends[:-1] + 1]
     k = np.arange(len(b)) - np.repeat(starts, ends - starts + 1)
     parts = (b & 0x7F).astype(np.uint64) << (7 * k).astype(np.uint64)
-    u = np.add.reduceat(parts, starts)
+    return np.add.reduceat(parts, starts)
+
+
+def packed_sint64(data: bytes) -> np.ndarray:
+    """Decode a packed repeated sint64 field (vectorised)."""
+    u = packed_uvarint(data)
     return (u >> np.uint64(1)).astype(np.int64) ^ -(u & np.uint64(1)).astype(np.int64)
 
 
@@ -109,18 +114,6 @@ def _blobs(path: Path):
             if data is None:
                 raise ValueError("empty blob")
             yield btype, data
-
-
-def packed_uvarint(data: bytes) -> np.ndarray:
-    """Decode a packed repeated (u)int32/64 field of non-negative values (vectorised)."""
-    b = np.frombuffer(data, dtype=np.uint8)
-    if len(b) == 0:
-        return np.zeros(0, dtype=np.int64)
-    ends = np.flatnonzero(b < 0x80)
-    starts = np.r_[0, ends[:-1] + 1]
-    k = np.arange(len(b)) - np.repeat(starts, ends - starts + 1)
-    parts = (b & 0x7F).astype(np.uint64) << (7 * k).astype(np.uint64)
-    return np.add.reduceat(parts, starts).astype(np.int64)
 
 
 def _fixed(offset: int, granularity: int, values: np.ndarray) -> np.ndarray:
@@ -210,38 +203,40 @@ def _group_objects(buf, g0, g1, field, ids, versions):
     return n
 
 
-class _Objects:
-    """Ids and versions of one object type, a block at a time."""
+class Collector:
+    """The objects scan_pbf(keep=True) hands over, a block at a time (`add`), kept in memory: per type
+    ("n", "w", "r") the arrays "id" and "version" in file order, and for nodes "x" and "y"
+    (geoengine.bundler.middle.StoreWriter takes the same calls and writes them to disk instead)."""
 
     def __init__(self):
-        self.ids: list[np.ndarray] = []
-        self.versions: list[np.ndarray] = []
-        self.x: list[np.ndarray] = []
-        self.y: list[np.ndarray] = []
+        self.parts: dict[str, list[tuple]] = {"n": [], "w": [], "r": []}
 
-    def count(self) -> int:
-        return sum(len(a) for a in self.ids)
+    def add(self, t: str, ids, versions, x=None, y=None) -> None:
+        self.parts[t].append((ids, versions, x, y))
 
-    def arrays(self, located: bool) -> dict[str, np.ndarray]:
-        cat = lambda parts, dt: np.concatenate(parts).astype(dt, copy=False) if parts else np.zeros(0, dt)  # noqa: E731
-        out = {"id": cat(self.ids, np.int64), "version": cat(self.versions, np.int32)}
-        if located:
-            out["x"], out["y"] = cat(self.x, np.int32), cat(self.y, np.int32)
+    def objects(self) -> dict[str, dict[str, np.ndarray]]:
+        out = {}
+        for t, parts in self.parts.items():
+            cat = lambda k, dt: np.concatenate([p[k] for p in parts]).astype(dt, copy=False) if parts else np.zeros(0, dt)  # noqa: E731
+            out[t] = {"id": cat(0, np.int64), "version": cat(1, np.int32)}
+            if t == "n":
+                out[t]["x"], out[t]["y"] = cat(2, np.int32), cat(3, np.int32)
         return out
 
 
-def scan_pbf(path: str | Path, keep: bool = False) -> dict | None:
+def scan_pbf(path: str | Path, keep: bool = False, sink=None) -> dict | None:
     """{"nodes", "ways", "relations", "bbox" (the nodes' [min_lon, min_lat, max_lon, max_lat] or None)}
-    of a PBF file, or None when the file is not a PBF this reader knows. With `keep`, also "objects":
-    per type ("n", "w", "r") the arrays "id" and "version" in file order, and for nodes "x" and "y"
-    (int32 1e-7 degrees, osmium's fixed point; osmium's undefined coordinate never occurs in a PBF)."""
+    of a PBF file, or None when the file is not a PBF this reader knows. Every block's objects go to
+    `sink.add(type, ids, versions[, x, y])` when a sink is given (x, y: int32 1e-7 degrees, osmium's
+    fixed point); with `keep`, to a Collector whose arrays are returned as "objects"."""
     path = Path(path)
+    collector = Collector() if keep else None
+    sink = sink if sink is not None else collector
     try:
         with open(path, "rb") as fh:
             head = fh.read(4)
         if len(head) < 4 or struct.unpack(">I", head)[0] > 64 * 1024:
             return None
-        objs = {"n": _Objects(), "w": _Objects(), "r": _Objects()}
         nodes = ways = relations = 0
         lo = [np.inf, np.inf]
         hi = [-np.inf, -np.inf]
@@ -276,10 +271,8 @@ def scan_pbf(path: str | Path, keep: bool = False) -> dict | None:
                         ways += n
                     else:
                         relations += n
-                    if keep:
-                        o = objs["w" if first == 3 else "r"]
-                        o.ids.append(ids[:n].copy())
-                        o.versions.append(vers[:n].copy())
+                    if sink is not None:
+                        sink.add("w" if first == 3 else "r", ids[:n].copy(), vers[:n].copy())
                     continue
                 group = data[g0:g1]
                 lats, lons = [], []
@@ -291,7 +284,7 @@ def scan_pbf(path: str | Path, keep: bool = False) -> dict | None:
                             if ff == 1:
                                 ids = np.cumsum(packed_sint64(dense[vv[0]:vv[1]]))
                                 nodes += len(ids)
-                            elif ff == 5 and keep:  # DenseInfo: its version (field 1)
+                            elif ff == 5 and sink is not None:  # DenseInfo: its version (field 1)
                                 info = dense[vv[0]:vv[1]]
                                 for f3, _w3, v3 in _fields(info):
                                     if f3 == 1:
@@ -300,28 +293,22 @@ def scan_pbf(path: str | Path, keep: bool = False) -> dict | None:
                                 lats.append(np.cumsum(packed_sint64(dense[vv[0]:vv[1]])))
                             elif ff == 9:
                                 lons.append(np.cumsum(packed_sint64(dense[vv[0]:vv[1]])))
-                        if keep and ids is not None:
-                            o = objs["n"]
-                            o.ids.append(ids)
-                            o.versions.append(ver if ver is not None and len(ver) == len(ids) else np.zeros(len(ids), np.int64))
-                            o.x.append(_fixed(lon_off, gran, lons[-1]))
-                            o.y.append(_fixed(lat_off, gran, lats[-1]))
+                        if sink is not None and ids is not None:
+                            sink.add("n", ids, ver if ver is not None and len(ver) == len(ids) else np.zeros(len(ids), np.int64),
+                                     _fixed(lon_off, gran, lons[-1]), _fixed(lat_off, gran, lats[-1]))
                     elif f == 1:  # a plain Node
                         nodes += 1
                         node = group[v[0]:v[1]]
                         vals = {ff: vv for ff, _ww, vv in _fields(node)}
                         lats.append(np.asarray([_zigzag(vals.get(8, 0))]))
                         lons.append(np.asarray([_zigzag(vals.get(9, 0))]))
-                        if keep:
+                        if sink is not None:
                             version = 0
                             if 4 in vals:
                                 info = node[vals[4][0]:vals[4][1]]
                                 version = next((vv for ff, _ww, vv in _fields(info) if ff == 1), 0)
-                            o = objs["n"]
-                            o.ids.append(np.asarray([_zigzag(vals.get(1, 0))], np.int64))
-                            o.versions.append(np.asarray([version], np.int64))
-                            o.x.append(_fixed(lon_off, gran, lons[-1]))
-                            o.y.append(_fixed(lat_off, gran, lats[-1]))
+                            sink.add("n", np.asarray([_zigzag(vals.get(1, 0))], np.int64), np.asarray([version], np.int64),
+                                     _fixed(lon_off, gran, lons[-1]), _fixed(lat_off, gran, lats[-1]))
                     elif f == 3:
                         ways += 1
                     elif f == 4:
@@ -335,6 +322,6 @@ def scan_pbf(path: str | Path, keep: bool = False) -> dict | None:
         return None
     bbox = [lo[0], lo[1], hi[0], hi[1]] if nodes and np.isfinite(lo[0]) else None
     out = {"nodes": nodes, "ways": ways, "relations": relations, "bbox": bbox}
-    if keep:
-        out["objects"] = {t: o.arrays(t == "n") for t, o in objs.items()}
+    if collector is not None:
+        out["objects"] = collector.objects()
     return out

@@ -19,13 +19,13 @@ import secrets
 import shutil
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from geoengine import __version__
 from geoengine.bundle import FORMAT, FORMAT_VERSION, STAGE_VERSIONS, Bundle
 from geoengine.bundler import heap
-from geoengine.bundler.isolate import fork_safe, run_forked
+from geoengine.bundler.isolate import fork_safe, run_forked, start_forked
 from geoengine.bundler.measure import StepMeter, dir_bytes, peak_mb, reset_peak, rss_mb
 from geoengine.config import Settings
 from geoengine.errors import BuildError, InvalidRequest
@@ -132,7 +132,9 @@ class Stage:
     # What the stage's output depends on, for reuse by `geoengine update` (stage_key): None (the
     # default, always safe) is every input file, the region, the settings and every earlier stage;
     # a stage that reads less names it: "input:ROLE" (the files of that role), "stage:NAME" (that
-    # stage's output files, by content hash), "bbox" (the source stage's bbox).
+    # stage's output files, by content hash), "bbox" (the source stage's bbox), "region", "settings"
+    # (the build settings, BUILD_SETTINGS). In an update, a stage that names what it reads may be
+    # patched while earlier stages it does not read still run (`_ready`).
     needs: tuple[str, ...] | None = None
     # A partial rebuild for `geoengine update`: called instead of `run` when the stage's inputs changed
     # and the update has a bundle to patch; it writes the stage's full output (reusing what it can of
@@ -169,6 +171,8 @@ def stage_key(stage: Stage, input_docs: list[dict], ctx: BuildContext) -> str:
                 doc[need] = ctx.bbox
             elif need == "region":
                 doc[need] = ctx.inputs.region
+            elif need == "settings":
+                doc[need] = {k: getattr(ctx.settings, k, None) for k in BUILD_SETTINGS}
             else:
                 raise ValueError(f"stage {stage.name}: unknown need '{need}'")
     return hashlib.sha256(json.dumps(doc, sort_keys=True, default=str).encode()).hexdigest()
@@ -340,89 +344,124 @@ def build(
         ctx = BuildContext(out=work, inputs=inputs, settings=settings, progress=progress, results=state["stages"])
         hashed = {need.partition(":")[2] for s in stages for need in (s.needs or ()) if need.startswith("stage:")}
         reused, rebuilt, patched = [], [], []
-        for stage in stages:
-            if stage.name in state["stages"]:
-                progress.log(f"[{stage.name}] already built, skipped")
-                continue
-            if not stage.applies(ctx):
-                progress.log(f"[{stage.name}] not applicable to these inputs, skipped")
-                continue
-            stage_path = work / stage.name
-            if stage_path.exists():
-                shutil.rmtree(stage_path)
-            key = stage_key(stage, input_docs, ctx)
-            before = reuse.stages.get(stage.name) if reuse is not None else None
-            if before is not None and before.get("input_key") == key:
+        # an update's patches are small next to a full run: a stage whose needs are met is patched in its
+        # own process while the stages before it still run (at most EARLY_PATCHES at once)
+        early: dict[str, tuple] = {}
+        early_ok = reuse is not None and patch is not None and fork_safe()
+
+        def start_early(after: int) -> None:
+            for later in stages[after:]:
+                if len(early) >= EARLY_PATCHES:
+                    return
+                if (later.name in early or later.name in state["stages"] or later.patch is None
+                        or not later.isolated or not _ready(later, state["stages"]) or not later.applies(ctx)):
+                    continue
+                k = stage_key(later, input_docs, ctx)
+                prior = reuse.stages.get(later.name)
+                if prior is not None and prior.get("input_key") == k:
+                    continue  # reused, below
+                if (work / later.name).exists():
+                    shutil.rmtree(work / later.name)
+                early[later.name] = (start_forked(_patch_early, later, ctx, patch), k, time.perf_counter())
+
+        try:
+            for i, stage in enumerate(stages):
+                if early_ok:
+                    start_early(i + 1)
+                if stage.name in state["stages"]:
+                    progress.log(f"[{stage.name}] already built, skipped")
+                    continue
+                if not stage.applies(ctx):
+                    progress.log(f"[{stage.name}] not applicable to these inputs, skipped")
+                    continue
+                stage_path = work / stage.name
+                job = early.pop(stage.name, None)  # (its process, its key, when it started)
+                if job is None and stage_path.exists():
+                    shutil.rmtree(stage_path)
+                key = job[1] if job is not None else stage_key(stage, input_docs, ctx)
+                before = reuse.stages.get(stage.name) if reuse is not None else None
+                if before is not None and before.get("input_key") == key:
+                    with StepMeter() as m:
+                        link_tree(reuse.path / stage.name, stage_path)
+                    steps[stage.name] = cost = m.record()
+                    state["stages"][stage.name] = {**before, "seconds": cost["seconds"], "cost": cost,
+                                                   "reused_from": reuse.path.name}
+                    _write_json_atomic(state_path, state)
+                    reused.append(stage.name)
+                    progress.log(f"[{stage.name}] inputs unchanged (content hash): reused from {reuse.path.name}")
+                    continue
+                progress.task(stage.name)
+                child = None
+                how = "built"
                 with StepMeter() as m:
-                    link_tree(reuse.path / stage.name, stage_path)
-                steps[stage.name] = cost = m.record()
-                state["stages"][stage.name] = {**before, "seconds": cost["seconds"], "cost": cost,
-                                               "reused_from": reuse.path.name}
+                    try:
+                        result = None
+                        if reuse is not None and patch is not None and stage.patch is not None:
+                            if job is not None:
+                                (result, shown, own, lines), child = job[0].wait()
+                                for line in lines:
+                                    progress.log(line)
+                            elif stage.isolated and fork_safe():
+                                (result, shown, own), child = run_forked(_patch_in_child, stage, ctx, patch)
+                                progress.restore(shown)
+                            else:
+                                result = stage.patch(ctx, patch)
+                            if result is not None:
+                                how = "patched"
+                            else:  # the stage declined: its folder starts again empty for the full run
+                                child = None
+                                if stage_path.exists():
+                                    shutil.rmtree(stage_path)
+                                progress.log(f"[{stage.name}] cannot be patched for these changes")
+                        if result is None:
+                            if reuse is not None:
+                                progress.log(f"[{stage.name}] inputs changed: rebuilt in full")
+                            if stage.isolated and fork_safe():
+                                (result, shown, own), child = run_forked(_run_in_child, stage, ctx)
+                                progress.restore(shown)
+                            else:
+                                result = stage.run(ctx)
+                    except (BuildError, InvalidRequest):
+                        raise
+                    except Exception as exc:
+                        raise BuildError(f"stage '{stage.name}' failed: {type(exc).__name__}: {exc}") from exc
+                if reuse is not None:
+                    (patched if how == "patched" else rebuilt).append(stage.name)
+                    if how == "patched":
+                        progress.log(f"[{stage.name}] inputs changed: patched from {reuse.path.name}")
+                heap.release()  # what the stage freed goes back to the system before the next stage
+                cost = m.record()
+                if child is not None:  # the stage's own process (and its workers): its peak is the step's
+                    cost["build_process_peak_rss_mb"] = cost["peak_rss_mb"]  # the waiting parent's, unchanged
+                    cost["peak_rss_mb"] = round(max(child.peak_rss_mb, own["peak_mb"]), 1)  # the kernel's is lazy
+                    cost["forked"] = True
+                    cost["process_rss_start_mb"] = round(own["rss_start_mb"], 1)
+                    cost["process_peak_rss_mb"] = round(own["peak_mb"], 1)
+                if job is not None and how == "patched":  # patched in its own process while earlier stages ran
+                    cost["waited_s"] = cost["seconds"]
+                    cost["seconds"] = round(time.perf_counter() - job[2], 3)
+                    cost["early"] = True
+                cost["output_bytes"] = dir_bytes(stage_path)
+                steps[stage.name] = cost
+                secs = cost["seconds"]
+                counts = ", ".join(f"{k}={v:,}" for k, v in result.counts.items())
+                progress.done(counts, seconds=secs)  # the whole stage, even when it restarted the progress task
+                state["stages"][stage.name] = {
+                    "version": stage.version,
+                    "outputs": result.outputs,
+                    "counts": result.counts,
+                    "info": result.info,
+                    "seconds": secs,
+                    "cost": cost,
+                    "input_key": key,
+                    **({"patched_from": reuse.path.name} if how == "patched" else {}),
+                }
+                if stage.name in hashed:  # a later stage reads it by content (early cut-off of an update)
+                    state["stages"][stage.name]["output_sha256"] = tree_sha256(stage_path)
                 _write_json_atomic(state_path, state)
-                reused.append(stage.name)
-                progress.log(f"[{stage.name}] inputs unchanged (content hash): reused from {reuse.path.name}")
-                continue
-            progress.task(stage.name)
-            child = None
-            how = "built"
-            with StepMeter() as m:
-                try:
-                    result = None
-                    if reuse is not None and patch is not None and stage.patch is not None:
-                        if stage.isolated and fork_safe():
-                            (result, shown, own), child = run_forked(_patch_in_child, stage, ctx, patch)
-                            progress.restore(shown)
-                        else:
-                            result = stage.patch(ctx, patch)
-                        if result is not None:
-                            how = "patched"
-                        else:  # the stage declined: its folder starts again empty for the full run
-                            child = None
-                            if stage_path.exists():
-                                shutil.rmtree(stage_path)
-                            progress.log(f"[{stage.name}] cannot be patched for these changes")
-                    if result is None:
-                        if reuse is not None:
-                            progress.log(f"[{stage.name}] inputs changed: rebuilt in full")
-                        if stage.isolated and fork_safe():
-                            (result, shown, own), child = run_forked(_run_in_child, stage, ctx)
-                            progress.restore(shown)
-                        else:
-                            result = stage.run(ctx)
-                except (BuildError, InvalidRequest):
-                    raise
-                except Exception as exc:
-                    raise BuildError(f"stage '{stage.name}' failed: {type(exc).__name__}: {exc}") from exc
-            if reuse is not None:
-                (patched if how == "patched" else rebuilt).append(stage.name)
-                if how == "patched":
-                    progress.log(f"[{stage.name}] inputs changed: patched from {reuse.path.name}")
-            heap.release()  # what the stage freed goes back to the system before the next stage
-            cost = m.record()
-            if child is not None:  # the stage's own process (and its workers): its peak is the step's
-                cost["build_process_peak_rss_mb"] = cost["peak_rss_mb"]  # the waiting parent's, unchanged
-                cost["peak_rss_mb"] = round(max(child.peak_rss_mb, own["peak_mb"]), 1)  # the kernel's is lazy
-                cost["forked"] = True
-                cost["process_rss_start_mb"] = round(own["rss_start_mb"], 1)
-                cost["process_peak_rss_mb"] = round(own["peak_mb"], 1)
-            cost["output_bytes"] = dir_bytes(stage_path)
-            steps[stage.name] = cost
-            secs = cost["seconds"]
-            counts = ", ".join(f"{k}={v:,}" for k, v in result.counts.items())
-            progress.done(counts, seconds=secs)  # the whole stage, even when it restarted the progress task
-            state["stages"][stage.name] = {
-                "version": stage.version,
-                "outputs": result.outputs,
-                "counts": result.counts,
-                "info": result.info,
-                "seconds": secs,
-                "cost": cost,
-                "input_key": key,
-                **({"patched_from": reuse.path.name} if how == "patched" else {}),
-            }
-            if stage.name in hashed:  # a later stage reads it by content (early cut-off of an update)
-                state["stages"][stage.name]["output_sha256"] = tree_sha256(stage_path)
-            _write_json_atomic(state_path, state)
+        finally:
+            for job in early.values():  # a stage failed: the patches started early go too
+                job[0].kill()
         m = StepMeter().__enter__()
         source_info = state["stages"].get("source", {}).get("info", {})
         manifest = {
@@ -471,6 +510,42 @@ def _run_in_child(stage: Stage, ctx: BuildContext) -> tuple[StageResult, dict, d
     rss0 = rss_mb()
     result = stage.run(ctx)
     return result, ctx.progress.shown(), {"rss_start_mb": rss0, "peak_mb": max(peak_mb(), rss0)}
+
+
+EARLY_PATCHES = 2  # stage patches run at once beside the stage in the foreground (an update)
+
+
+def _ready(stage: Stage, done: dict) -> bool:
+    """Whether everything `stage` reads exists: it names what it reads (`needs`), the stages it names
+    are done, and the source stage (its bbox) is, where it reads that. A stage that names nothing reads
+    every earlier stage."""
+    if stage.needs is None:
+        return False
+    for need in stage.needs:
+        kind, _, what = need.partition(":")
+        if (kind == "stage" and what not in done) or (need == "bbox" and "source" not in done):
+            return False
+    return True
+
+
+class _Recorder(Progress):
+    """The progress of a stage patched early (beside another stage): its log lines, shown when the
+    build reaches the stage; its updates are not shown."""
+
+    def __init__(self, name: str):
+        super().__init__(quiet=True)
+        self.restore({"name": name, "total": None, "last": 0.0})
+        self.lines: list[str] = []
+
+    def log(self, message: str) -> None:
+        self.lines.append(message)
+
+
+def _patch_early(stage: Stage, ctx: BuildContext, patch: PatchInputs):
+    """`_patch_in_child` for a stage patched early: its log lines recorded, returned with its result."""
+    rec = _Recorder(stage.name)
+    result, shown, own = _patch_in_child(stage, replace(ctx, progress=rec), patch)
+    return result, shown, own, rec.lines
 
 
 def _patch_in_child(stage: Stage, ctx: BuildContext, patch: PatchInputs) -> tuple[StageResult | None, dict, dict]:

@@ -13,7 +13,7 @@ import osmium
 from geoengine.bundler import middle
 from geoengine.bundler.middle import FOLDER as STORE
 from geoengine.bundler.pbfscan import scan_pbf
-from geoengine.bundler.pipeline import BuildContext, Stage, StageResult
+from geoengine.bundler.pipeline import BuildContext, Stage, StageResult, link_file
 
 
 class _Counter(osmium.SimpleHandler):
@@ -108,19 +108,25 @@ EXTRACT = "extract.osm.pbf"
 
 def run(ctx: BuildContext) -> StageResult:
     pbf = ctx.inputs.osm.name.endswith(".pbf")  # an .osm/.osm.gz/.bz2 input is not kept (update needs a PBF)
-    scan = scan_pbf(ctx.inputs.osm, keep=True) if pbf else None
     out = ctx.stage_dir("source")
     stored = []
-    if scan is not None:
-        stored = [f"source/{STORE}/{f}" for f in middle.write(out / STORE, scan.pop("objects"))]
+    scan = None
+    if pbf:
+        writer = middle.StoreWriter(out / STORE)
+        scan = scan_pbf(ctx.inputs.osm, sink=writer)
+        if scan is not None:
+            stored = [f"source/{STORE}/{f}" for f in writer.close()]
+        else:  # not a PBF this scanner reads: osmium counts it, and the bundle has no store
+            shutil.rmtree(out / STORE)
     return _finish(ctx, out, describe_extract(ctx.inputs.osm, scan), pbf, stored)
 
 
-def _finish(ctx: BuildContext, out, desc: dict, pbf: bool, stored: list[str]) -> StageResult:
+def _finish(ctx: BuildContext, out, desc: dict, pbf: bool, stored: list[str], link: bool = False) -> StageResult:
     (out / "extract.json").write_text(json.dumps({"file": ctx.inputs.osm.name, **desc}, indent=2))
     outputs = ["source/extract.json"]
     if pbf:
-        shutil.copyfile(ctx.inputs.osm, out / EXTRACT)
+        # the update's own new extract is linked; a user's file is copied (it may be rewritten in place)
+        (link_file if link else shutil.copyfile)(ctx.inputs.osm, out / EXTRACT)
         outputs.append(f"source/{EXTRACT}")
     outputs += stored
     info = {"bbox": desc["bbox"], "bbox_from": desc["bbox_from"], "center": desc["center"], "file": ctx.inputs.osm.name}
@@ -134,12 +140,11 @@ def patch(ctx: BuildContext, p) -> StageResult | None:
     extract copied."""
     if p.store is None or p.osc is None or not ctx.inputs.osm.name.endswith(".pbf"):
         return None
-    objects = p.store.patched(p.osc)
     out = ctx.stage_dir("source")
-    stored = [f"source/{STORE}/{f}" for f in middle.write(out / STORE, objects)]
-    new = middle.Store(objects)
+    stored = [f"source/{STORE}/{f}" for f in p.store.write_patched(out / STORE, p.osc)]
+    new = middle.Store.open(out / STORE)
     scan = {"nodes": new.count("n"), "ways": new.count("w"), "relations": new.count("r"), "bbox": new.bbox()}
-    return _finish(ctx, out, describe_extract(ctx.inputs.osm, scan), True, stored)
+    return _finish(ctx, out, describe_extract(ctx.inputs.osm, scan), True, stored, link=True)
 
 
 STAGE = Stage(name="source", run=run, describe="describe the OSM extract: bbox, centre, object counts; keep a copy "

@@ -198,7 +198,10 @@ def apply_changes(extract: Path, files: list[Path], out: Path, header: dict[str,
         merge = osmium.MergeInputReader()
         for path in files:
             merge.add_file(str(path))
-        writer = osmium.io.Writer(osmium.io.File(str(out)), h)
+        # written without compression: 2.3x the size of a zlib PBF, written (and read again by the stages
+        # that run in full, and by the next update) in a third of the time (0.5 s against 1.5 s of CPU at 16
+        # copies of Liechtenstein); geoengine.bundler.pbfscan and osmium read it alike
+        writer = osmium.io.Writer(osmium.io.File(str(out), "pbf,pbf_compression=none"), h)
         try:
             merge.apply_to_reader(reader, writer, False)
         finally:

@@ -23,15 +23,12 @@ of the bundle, and polygon output is the point where the bundle holds no polygon
 
 from __future__ import annotations
 
-import functools
 import math
 from collections.abc import Mapping
-from dataclasses import dataclass
 from typing import Any
 
 from geoengine import __version__
-from geoengine.dialects import DialectError
-from geoengine.errors import GeoengineError, InvalidRequest, NotFound
+from geoengine.dialects import DialectError, Reply, replies
 from geoengine.services.geocoding_docs import (
     GEOCODEJSON_RANKS,
     address_rank,
@@ -58,23 +55,11 @@ OSM_TYPE_LETTER = {"node": "N", "way": "W", "relation": "R"}
 OSM_TYPE_NAME = {"N": "node", "W": "way", "R": "relation"}
 
 
-
 class NominatimError(DialectError):
     """An answer in Nominatim's error shape: HTTP `status` with {"error": {"code", "message"}}."""
 
     def body(self) -> dict:
         return {"error": {"code": self.status, "message": self.message}}
-
-
-@dataclass(frozen=True, slots=True)
-class Reply:
-    status: int
-    doc: Any  # a JSON document (dict or list), or text for media type TEXT
-    media_type: str = JSON
-
-
-def error_reply(exc: NominatimError) -> Reply:
-    return Reply(exc.status, exc.body())
 
 
 # -- parameters, as Nominatim's ASGI adaptor reads them -------------------------------------------------
@@ -86,8 +71,7 @@ class Params:
         self.header_lang = accept_language
 
     def get(self, name: str, default: str | None = None) -> str | None:
-        v = self.raw.get(name)
-        return default if v is None else v
+        return self.raw.get(name, default)
 
     def get_int(self, name: str, default: int | None = None) -> int:
         return self._number(name, default, int)
@@ -175,8 +159,7 @@ def parse_countries(text: str | None) -> list[str] | None:
     codes = [c.lower() for c in text.split(",") if len(c) == 2]
     if not codes:
         return None
-    letters = [c for c in codes if c.isascii() and c.isalpha()]
-    return letters
+    return [c for c in codes if c.isascii() and c.isalpha()]
 
 
 def parse_excluded(text: str | None) -> list[str] | None:
@@ -250,15 +233,7 @@ def _options(p: Params, geometry: tuple[str, ...], addressdetails: bool) -> dict
             "geometry": geometry}
 
 
-def _clamped_zoom(p: Params) -> int:
-    return max(0, min(18, p.get_int("zoom", 18)))
-
-
 # -- writing results -------------------------------------------------------------------------------
-def _osm_letter(place) -> str | None:
-    return OSM_TYPE_LETTER.get(place.osm_type) if place.osm_type else None
-
-
 def _point_geometry(place) -> dict:
     return {"type": "Point", "coordinates": [round(place.lon, 7), round(place.lat, 7)]}
 
@@ -270,7 +245,7 @@ def _geometry(place, wanted: bool) -> dict:
 
 def _osm_ident(place) -> dict:
     """osm_type and osm_id of a place with an OSM id (none for another source)."""
-    if _osm_letter(place) is None or place.osm_id is None:
+    if OSM_TYPE_LETTER.get(place.osm_type) is None or place.osm_id is None:
         return {}
     return {"osm_type": place.osm_type, "osm_id": place.osm_id}
 
@@ -280,7 +255,7 @@ def _geometry_fields(place, kinds: tuple[str, ...]) -> dict:
     lon, lat = f"{place.lon:.7f}", f"{place.lat:.7f}"
     for k in kinds:
         if k == "geojson":
-            out["geojson"] = getattr(place, "geometry", None) or _point_geometry(place)
+            out["geojson"] = _geometry(place, True)
         elif k == "text":
             out["geotext"] = f"POINT({lon} {lat})"
         elif k == "kml":
@@ -374,32 +349,8 @@ def render(places, fmt: str, opts: dict, single: bool = False):
     return {"type": "FeatureCollection", "geocoding": head, "features": [geocodejson_feature(p, opts) for p in places]}
 
 
-def _engine_error(exc: GeoengineError) -> NominatimError:
-    if isinstance(exc, InvalidRequest):
-        msg = "; ".join(e.message for e in exc.errors) if exc.errors else exc.detail
-        return NominatimError(msg or exc.detail, 400)
-    if isinstance(exc, NotFound):
-        return NominatimError(exc.detail, 404)
-    return NominatimError(exc.detail, exc.status)
-
-
-# -- endpoints -------------------------------------------------------------------------------------------
-def _replies(endpoint):
-    """An endpoint whose refusals, its own and the engine's (`_engine_error`), are Nominatim's error
-    replies."""
-    @functools.wraps(endpoint)
-    def replying(*args) -> Reply:
-        try:
-            return endpoint(*args)
-        except NominatimError as exc:
-            return error_reply(exc)
-        except GeoengineError as exc:
-            return error_reply(_engine_error(exc))
-
-    return replying
-
-
-@_replies
+# -- endpoints: each a Reply, its refusals Nominatim's error objects (JSON, `JSON`'s media type) --------
+@replies(NominatimError)
 def search(engine, params: Mapping[str, str], accept_language: str | None = None) -> Reply:
     """GET /search?format=...: free-form (`q`) or structured search."""
     p = Params(params, accept_language)
@@ -439,14 +390,14 @@ def search(engine, params: Mapping[str, str], accept_language: str | None = None
     return Reply(200, render(places, fmt, opts))
 
 
-@_replies
+@replies(NominatimError)
 def reverse(engine, params: Mapping[str, str], accept_language: str | None = None) -> Reply:
     """GET /reverse?lat=..&lon=..&format=...: the place at a point, at the detail `zoom` asks for."""
     p = Params(params, accept_language)
     fmt = parse_format(p, "xml")
     lat, lon = p.get_float("lat"), p.get_float("lon")
     geometry = geometry_options(p, fmt)
-    zoom = _clamped_zoom(p)
+    zoom = max(0, min(18, p.get_int("zoom", 18)))
     layers = parse_layers(p.get("layer"))
     opts = _options(p, geometry, True)
     if -90 <= lat <= 90 and -180 <= lon <= 180:
@@ -458,7 +409,7 @@ def reverse(engine, params: Mapping[str, str], accept_language: str | None = Non
     return Reply(200, render(places[:1], fmt, opts, single=True))
 
 
-@_replies
+@replies(NominatimError)
 def lookup(engine, params: Mapping[str, str], accept_language: str | None = None) -> Reply:
     """GET /lookup?osm_ids=N1,W2,R3&format=...: places by OSM id, in the order asked."""
     p = Params(params, accept_language)
@@ -476,7 +427,7 @@ def lookup(engine, params: Mapping[str, str], accept_language: str | None = None
     return Reply(200, render(places, fmt, opts))
 
 
-@_replies
+@replies(NominatimError)
 def details(engine, params: Mapping[str, str], accept_language: str | None = None) -> Reply:
     """GET /details?place_id=.. or ?osmtype=N&osmid=..: one place with its names, address and tags."""
     p = Params(params, accept_language)
@@ -523,15 +474,11 @@ def details(engine, params: Mapping[str, str], accept_language: str | None = Non
     return Reply(200, doc)
 
 
-def status(engine, params: Mapping[str, str]) -> Reply:
+@replies(NominatimError)
+def status(engine, params: Mapping[str, str], accept_language: str | None = None) -> Reply:
     """GET /status?format=text|json: "OK", or {status, message, data_updated, software_version,
     database_version}."""
-    p = Params(params)
-    try:
-        fmt = parse_format(p, "text", ("text", "json"))
-    except NominatimError as exc:
-        return error_reply(exc)
-    if fmt == "text":
+    if parse_format(Params(params), "text", ("text", "json")) == "text":
         return Reply(200, "OK", TEXT)
     info = engine.info()
     doc = {"status": 0, "message": "OK"}

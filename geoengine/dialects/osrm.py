@@ -6,8 +6,8 @@ the engine's answers are put in OSRM's response shapes (`code`, `routes`, `waypo
 Route (bearings, junction arms, annotations, street names). Errors are OSRM's: HTTP 400 with `{"code", "message"}` (see
 docs/osrm.md for the mapping of every field and docs/errors.md for the error shape).
 
-No HTTP here: `geoengine/server/routes/osrm.py` calls `run(service, engine, profile, coordinates,
-query)` and returns what it gives.
+No HTTP here: `geoengine/server/routes/osrm.py` calls `run(service, engine, version, profile,
+coordinates, query)` and sends the `Reply` it gives.
 """
 
 from __future__ import annotations
@@ -20,23 +20,15 @@ from typing import Any
 import numpy as np
 
 from geoengine.costing.schema import COSTINGS
-from geoengine.dialects import DialectError
-from geoengine.errors import (
-    GeoengineError,
-    InvalidRequest,
-    NoRoute,
-    NotFound,
-    Unprocessable,
-    Unsnappable,
-)
-from geoengine.geo import decode_polyline, haversine_m
-from geoengine.services.models import PROFILE_COSTING
+from geoengine.dialects import DialectError, Reply, replies
+from geoengine.errors import GeoengineError, InvalidRequest, NotFound, Unprocessable, Unsnappable
+from geoengine.geo import decode_polyline
+from geoengine.services.models import PROFILE_COSTING, Location
 from geoengine.services.osrm_steps import (
-    edge_names,
     matchings_and_tracepoints,
     nearest_waypoints,
     route_object,
-    waypoint,
+    table_document,
     waypoints,
 )
 
@@ -90,26 +82,24 @@ class OsrmError(DialectError):
     def body(self) -> dict:
         return {"code": self.code, "message": self.message}
 
+    @classmethod
+    def of(cls, exc: GeoengineError, service: str = "route", *_args) -> OsrmError:
+        """A domain error of the engine -> the OSRM code a client of that service expects."""
+        detail = exc.detail if getattr(exc, "detail", None) else str(exc)
+        if isinstance(exc, Unsnappable):
+            return cls("NoSegment", detail)
+        if isinstance(exc, Unprocessable):  # NoRoute among them
+            return cls(_NO_RESULT.get(service, "NoRoute"), detail)
+        if isinstance(exc, InvalidRequest):
+            return cls("InvalidValue", detail)
+        if isinstance(exc, NotFound):
+            return cls("InvalidUrl", detail)
+        # 5xx (Unavailable, BackendTimeout, ...): not the client's fault, keep the status
+        code = {503: "ServiceUnavailable", 504: "Timeout"}.get(exc.status, "InternalError")
+        return cls(code, detail, exc.status if exc.status >= 500 else 400)
+
 
 _NO_RESULT = {"route": "NoRoute", "table": "NoTable", "match": "NoMatch", "trip": "NoTrips", "nearest": "NoSegment"}
-
-
-def from_engine_error(exc: GeoengineError, service: str) -> OsrmError:
-    """A domain error of the engine -> the OSRM code a client of that service expects."""
-    detail = exc.detail if getattr(exc, "detail", None) else str(exc)
-    if isinstance(exc, Unsnappable):
-        return OsrmError("NoSegment", detail)
-    if isinstance(exc, NoRoute):
-        return OsrmError(_NO_RESULT[service], detail)
-    if isinstance(exc, Unprocessable):
-        return OsrmError(_NO_RESULT[service], detail)
-    if isinstance(exc, InvalidRequest):
-        return OsrmError("InvalidValue", detail)
-    if isinstance(exc, NotFound):
-        return OsrmError("InvalidUrl", detail)
-    # 5xx (Unavailable, BackendTimeout, ...): not the client's fault, keep the status
-    code = {503: "ServiceUnavailable", 504: "Timeout"}.get(exc.status, "InternalError")
-    return OsrmError(code, detail, exc.status if exc.status >= 500 else 400)
 
 
 # ------------------------------------------------------------------------------------------------------
@@ -359,15 +349,11 @@ def _check_size(service: str, n: int) -> None:
         raise OsrmError("InvalidValue", f"the {service} service needs at least {minimum} coordinates, got {n}")
 
 
-def _directions_type(q: dict) -> str:
-    """Maneuvers only when steps are asked for: they cost more than the route itself."""
-    return "maneuvers" if q.get("steps") else "none"
-
-
 def _body(costing: str, q: dict, **parts) -> dict:
     """A request body of the engine for `costing`: the directions the query asks for, its exclude classes."""
-    body: dict[str, Any] = {**parts, "costing": costing,
-                            "directions_options": {"units": "kilometers", "directions_type": _directions_type(q)}}
+    # maneuvers only when steps are asked for: they cost more than the route itself
+    directions = {"units": "kilometers", "directions_type": "maneuvers" if q.get("steps") else "none"}
+    body: dict[str, Any] = {**parts, "costing": costing, "directions_options": directions}
     co = _costing_options(costing, q)
     if co:
         body["costing_options"] = co
@@ -415,54 +401,12 @@ def route(engine, profile: str, coordinates: str, query: Mapping[str, str]) -> d
 
 def table(engine, profile: str, coordinates: str, query: Mapping[str, str]) -> dict:
     coords, costing, q = _request("table", profile, coordinates, query)
-    si = q["sources"] if q["sources"] is not None else list(range(len(coords)))
-    di = q["destinations"] if q["destinations"] is not None else list(range(len(coords)))
-    src, dst = coords[si], coords[di]
-    radius = np.array([np.nan if r is None else min(max(r, 1.0), 100.0) for r in q["radius"]], dtype=np.float64)
-    sr, dr = radius[si], radius[di]
-    hinted = [i for i in range(len(coords)) if q["heading"][i] is not None or q["side"][i] is not None]
+    hinted = any(q["heading"][i] is not None or q["side"][i] is not None for i in range(len(coords)))
     locs = None
     if hinted:  # bearings / approaches: those points are snapped with them, as a route's are
-        from geoengine.services.models import Location
-
         locs = [Location(**_location(lo, la, q, i)) for i, (lo, la) in enumerate(coords.tolist())]
-    res = engine.router.matrix(src, dst, costing, (_costing_options(costing, q) or {}).get(costing),
-                               source_radius=None if np.isnan(sr).all() else sr,
-                               target_radius=None if np.isnan(dr).all() else dr,
-                               source_locations=None if locs is None else [locs[i] for i in si],
-                               target_locations=None if locs is None else [locs[i] for i in di])
-    time_s = np.asarray(res.time_s, dtype=np.float64) * q["scale_factor"]
-    dist_m = np.asarray(res.distance_m, dtype=np.float64)
-    out: dict[str, Any] = {"code": "Ok"}
-    missing = ~np.isfinite(time_s)
-    if q["fallback_speed"] is not None and missing.any():
-        a = src if q["fallback_coordinate"] == "input" else np.asarray(res.sources)
-        b = dst if q["fallback_coordinate"] == "input" else np.asarray(res.targets)
-        crow = haversine_m(a[:, 1][:, None], a[:, 0][:, None], b[:, 1][None, :], b[:, 0][None, :])
-        dist_m = np.where(missing, crow, dist_m)
-        time_s = np.where(missing, crow / q["fallback_speed"], time_s)
-        out["fallback_speed_cells"] = np.argwhere(missing).tolist()
-        missing = ~np.isfinite(time_s)
-    if "duration" in q["annotations"]:
-        out["durations"] = _table_values(time_s, missing)
-    if "distance" in q["annotations"]:
-        out["distances"] = _table_values(dist_m, missing)
-    if not q["skip_waypoints"]:  # each point where it snapped, the distance to it, the street's name
-        for name, given, snapped, edges in (("sources", src, res.sources, res.edges[0]),
-                                            ("destinations", dst, res.targets, res.edges[1])):
-            snapped = np.asarray(snapped)
-            d = haversine_m(given[:, 1], given[:, 0], snapped[:, 1], snapped[:, 0])
-            out[name] = [waypoint(lo, la, di, street, q) for (lo, la), di, street in
-                         zip(snapped.tolist(), np.atleast_1d(d).tolist(), edge_names(engine, edges), strict=True)]
-    return out
-
-
-def _table_values(a: np.ndarray, missing: np.ndarray) -> list:
-    rows = np.round(np.where(missing, 0.0, a), 1).tolist()
-    if missing.any():
-        for i, j in np.argwhere(missing).tolist():
-            rows[i][j] = None
-    return rows
+    options = (_costing_options(costing, q) or {}).get(costing)
+    return {"code": "Ok", **table_document(engine, coords, costing, options, q, locs)}
 
 
 def nearest(engine, profile: str, coordinates: str, query: Mapping[str, str]) -> dict:
@@ -536,15 +480,11 @@ def match(engine, profile: str, coordinates: str, query: Mapping[str, str]) -> d
 _SERVICES = {"route": route, "table": table, "match": match, "nearest": nearest, "trip": trip}
 
 
-def run(service: str, engine, version: str, profile: str, coordinates: str, query: Mapping[str, str]) -> dict:
-    """One OSRM request -> its response body. Raises OsrmError (engine errors are mapped)."""
+@replies(OsrmError)
+def run(service: str, engine, version: str, profile: str, coordinates: str, query: Mapping[str, str]) -> Reply:
+    """One OSRM request -> its Reply: the response body, or OSRM's {code, message} (engine errors mapped)."""
     if service not in _SERVICES:
         raise OsrmError("InvalidService", f"unknown service '{service}'; services: {', '.join(SERVICES)}")
     if version != "v1":
         raise OsrmError("InvalidVersion", f"unknown version '{version}'; this server speaks v1")
-    try:
-        return _SERVICES[service](engine, profile, coordinates, query)
-    except OsrmError:
-        raise
-    except GeoengineError as exc:
-        raise from_engine_error(exc, service) from None
+    return Reply(200, _SERVICES[service](engine, profile, coordinates, query))

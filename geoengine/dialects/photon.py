@@ -18,8 +18,7 @@ from __future__ import annotations
 import math
 from collections.abc import Iterable
 
-from geoengine.dialects import DialectError
-from geoengine.errors import GeoengineError, InvalidRequest
+from geoengine.dialects import DialectError, Reply, replies
 from geoengine.services.geocoding_docs import filtered_places, layer_of
 
 LANGUAGES = ("en", "de", "fr", "it")  # Photon's default language set
@@ -176,15 +175,12 @@ def feature(place) -> dict:
             props[key] = value
     if place.name and not (kind == "house" and place.name == props.get("housenumber")):
         props["name"] = place.name
-    own = {"street": kind == "street", "city": kind == "city", "district": kind == "district",
-           "county": kind == "county", "state": kind == "state", "country": kind == "country",
-           "locality": kind == "locality"}
     fields = (("street", a.get("road")), ("locality", a.get("neighbourhood") or a.get("quarter") or a.get("hamlet")),
               ("district", a.get("suburb") or a.get("city_district") or a.get("district")),
               ("city", a.get("city") or a.get("town") or a.get("village") or a.get("municipality")),
               ("county", a.get("county")), ("state", a.get("state")), ("country", a.get("country")))
     for key, value in fields:
-        if value and not (own[key] and value == place.name):
+        if value and not (kind == key and value == place.name):  # the place's own layer names it
             props[key] = value
     if a.get("postcode"):
         props["postcode"] = a["postcode"]
@@ -202,74 +198,55 @@ def collection(places) -> dict:
     return {"type": "FeatureCollection", "features": [feature(p) for p in places]}
 
 
-def _engine_error(exc: GeoengineError) -> PhotonError:
-    if isinstance(exc, InvalidRequest) and exc.errors:
-        return PhotonError("; ".join(e.message for e in exc.errors), 400)
-    return PhotonError(exc.detail, exc.status)
+# -- endpoints: each a Reply, its refusals Photon's {"message"} ---------------------------------------------
+@replies(PhotonError)
+def search(engine, pairs: Iterable[tuple[str, str]], accept_language: str | None = None) -> Reply:
+    """GET /photon/api?q=...: a FeatureCollection."""
+    p = Params(pairs, SEARCH_PARAMS, accept_language)
+    lang = _lang(p)
+    limit = _limit(p, DEFAULT_LIMIT)
+    p.boolean("debug", False)
+    dedupe = p.boolean("dedupe", True)
+    layers = _layers(p.all("layer"))
+    tags = _osm_tags(p.all("osm_tag"))
+    zoom = p.integer("zoom")
+    scale = p.double("location_bias_scale")
+    point = _lat_lon(p, mandatory=False)
+    bbox = _bbox(p.one("bbox"))
+    countries = [c.lower() for c in p.all("countrycode")] or None
+    q = p.one("q") or ""
+    if not q.strip():
+        raise PhotonError("q parameter is required when no include categories are specified")
+    del zoom  # Photon turns zoom into a bias radius; the engine's bias has its own (docs/geocoding.md)
+    if scale is not None:
+        scale = max(0.0, min(1.0, scale))
+    # one plain key:value filter is the engine's; the rest of Photon's grammar (a key alone, negations,
+    # several filters) filters a larger candidate list here
+    k, _, v = tags[0].partition(":") if len(tags) == 1 else ("", "", "")
+    engine_tag = tags[0] if k and v and "!" not in tags[0] else None
+    post = bool(layers) or (bool(tags) and engine_tag is None)
+    countries = [c for c in countries or () if len(c) == 2 and c.isascii() and c.isalpha()] or None
+    places = list(engine.geocode(
+        q, limit=min(MAX_LIMIT, limit * 3) if post else limit, lang=lang, viewbox=bbox,
+        bounded=bbox is not None, countrycodes=countries, osm_tag=engine_tag, dedupe=dedupe,
+        lat=None if point is None else point[0], lon=None if point is None else point[1],
+        location_bias_scale=scale))
+    return Reply(200, collection(filtered_places(places, layers, tags if engine_tag is None else None)[:limit]))
 
 
-# -- endpoints --------------------------------------------------------------------------------------------
-def search(engine, pairs: Iterable[tuple[str, str]], accept_language: str | None = None) -> tuple[int, dict]:
-    """GET /photon/api?q=...: (status, FeatureCollection or {"message"})."""
-    try:
-        p = Params(pairs, SEARCH_PARAMS, accept_language)
-        lang = _lang(p)
-        limit = _limit(p, DEFAULT_LIMIT)
-        p.boolean("debug", False)
-        dedupe = p.boolean("dedupe", True)
-        layers = _layers(p.all("layer"))
-        tags = _osm_tags(p.all("osm_tag"))
-        zoom = p.integer("zoom")
-        scale = p.double("location_bias_scale")
-        point = _lat_lon(p, mandatory=False)
-        bbox = _bbox(p.one("bbox"))
-        countries = [c.lower() for c in p.all("countrycode")] or None
-        q = p.one("q") or ""
-        if not q.strip():
-            raise PhotonError("q parameter is required when no include categories are specified")
-        del zoom  # Photon turns zoom into a bias radius; the engine's bias has its own (docs/geocoding.md)
-        if scale is not None:
-            scale = max(0.0, min(1.0, scale))
-        # one plain key:value filter is the engine's; the rest of Photon's grammar (a key alone, negations,
-        # several filters) filters a larger candidate list here
-        k, _, v = tags[0].partition(":") if len(tags) == 1 else ("", "", "")
-        engine_tag = tags[0] if k and v and "!" not in tags[0] else None
-        post = bool(layers) or (bool(tags) and engine_tag is None)
-        countries = [c for c in countries or () if len(c) == 2 and c.isascii() and c.isalpha()] or None
-        places = list(engine.geocode(
-            q, limit=min(MAX_LIMIT, limit * 3) if post else limit, lang=lang, viewbox=bbox,
-            bounded=bbox is not None, countrycodes=countries, osm_tag=engine_tag, dedupe=dedupe,
-            lat=None if point is None else point[0], lon=None if point is None else point[1],
-            location_bias_scale=scale))
-        return 200, collection(filtered_places(places, layers, tags if engine_tag is None else None)[:limit])
-    except (PhotonError, GeoengineError) as exc:
-        return _error(exc)
-
-
-def reverse(engine, pairs: Iterable[tuple[str, str]], accept_language: str | None = None) -> tuple[int, dict]:
-    """GET /photon/reverse?lat=..&lon=..: (status, FeatureCollection of the place there, or {"message"})."""
-    try:
-        p = Params(pairs, REVERSE_PARAMS, accept_language)
-        lat, lon = _lat_lon(p, mandatory=True)
-        lang = _lang(p)
-        limit = _limit(p, 1)
-        layers = _layers(p.all("layer"))
-        tags = _osm_tags(p.all("osm_tag"))
-        radius = p.double("radius")
-        if radius is not None and not radius > 0:
-            raise PhotonError("Invalid value for 'radius' parameter.")
-        p.boolean("distance_sort", True)
-        places = list(engine.reverse(lon=lon, lat=lat, zoom=18, lang=lang))
-        places = filtered_places(places, layers, tags)
-        if radius is not None:
-            from geoengine.geo import haversine_m
-
-            places = [pl for pl in places if float(haversine_m(lat, lon, pl.lat, pl.lon)) <= radius * 1000]
-        return 200, collection(places[:limit])
-    except (PhotonError, GeoengineError) as exc:
-        return _error(exc)
-
-
-def _error(exc) -> tuple[int, dict]:
-    err = exc if isinstance(exc, PhotonError) else _engine_error(exc)
-    return err.status, err.body()
+@replies(PhotonError)
+def reverse(engine, pairs: Iterable[tuple[str, str]], accept_language: str | None = None) -> Reply:
+    """GET /photon/reverse?lat=..&lon=..: a FeatureCollection of the place there."""
+    p = Params(pairs, REVERSE_PARAMS, accept_language)
+    lat, lon = _lat_lon(p, mandatory=True)
+    lang = _lang(p)
+    limit = _limit(p, 1)
+    layers = _layers(p.all("layer"))
+    tags = _osm_tags(p.all("osm_tag"))
+    radius = p.double("radius")
+    if radius is not None and not radius > 0:
+        raise PhotonError("Invalid value for 'radius' parameter.")
+    p.boolean("distance_sort", True)
+    places = filtered_places(list(engine.reverse(lon=lon, lat=lat, zoom=18, lang=lang)), layers, tags,
+                             None if radius is None else (lat, lon, radius * 1000))
+    return Reply(200, collection(places[:limit]))

@@ -20,13 +20,8 @@ from geoengine.errors import FieldError, InvalidRequest
 from geoengine.services.matching import MapMatchRequest
 from geoengine.services.matrix import MatrixRequest
 from geoengine.services.models import Costing, IsochroneCosting, Lat, Location, Lon, costing_validator
-from geoengine.services.valhalla_edges import (
-    edge_attributes,
-    edge_coordinates,
-    expansion_edges,
-    locate_documents,
-    resample,
-)
+from geoengine.services.elevation import resampled_profile
+from geoengine.services.valhalla_edges import edge_attributes, expansion_document, locate_documents
 
 ACTIONS = ("route", "isochrone", "sources_to_targets", "optimized_route", "trace_route", "trace_attributes",
            "height", "locate", "status", "expansion")
@@ -139,15 +134,6 @@ def trace_attributes(engine, req: TraceRequest) -> dict:
 
 
 # ------------------------------------------------------------------------------------------------------
-# /optimized_route
-# ------------------------------------------------------------------------------------------------------
-def optimized_route(engine, body) -> dict:
-    """The /optimised_route document: Valhalla's optimized_route trip (first and last fixed) plus
-    geoengine's `optimized_order` and `optimisation`."""
-    return engine.optimised_route(body)
-
-
-# ------------------------------------------------------------------------------------------------------
 # /height
 # ------------------------------------------------------------------------------------------------------
 class HeightPoint(BaseModel):
@@ -175,22 +161,14 @@ class HeightRequest(BaseModel):
 def height(engine, req: HeightRequest) -> dict:
     if (req.shape is None) == (req.encoded_polyline is None):
         raise InvalidRequest(errors=[FieldError("shape", "give exactly one of shape and encoded_polyline")])
-    max_points = engine.settings.elevation_max_points
     if req.shape is not None:
-        lats = np.array([p.lat for p in req.shape], dtype=np.float64)
-        lons = np.array([p.lon for p in req.shape], dtype=np.float64)
-        prof = engine.elevation_profile(lats=lats, lons=lons, max_points=None if req.resample_distance else max_points)
+        prof = resampled_profile(engine, req.resample_distance,
+                                 lats=np.array([p.lat for p in req.shape], dtype=np.float64),
+                                 lons=np.array([p.lon for p in req.shape], dtype=np.float64))
     else:
-        prof = engine.elevation_profile(encoded_polyline=req.encoded_polyline,
-                                        precision=6 if req.shape_format == "polyline6" else 5,
-                                        max_points=None if req.resample_distance else max_points)
+        prof = resampled_profile(engine, req.resample_distance, encoded_polyline=req.encoded_polyline,
+                                 precision=6 if req.shape_format == "polyline6" else 5)
     lats, lons = prof.lats, prof.lons
-    if req.resample_distance:
-        lats, lons = resample(lats, lons, float(req.resample_distance))
-        if len(lats) > max_points:
-            raise InvalidRequest.field("resample_distance", f"resampling gives {len(lats)} points; at most "
-                                       f"{max_points} are allowed per request")
-        prof = engine.elevation_profile(lats=lats, lons=lons, max_points=max_points)
     h = np.round(prof.heights, req.height_precision)
     heights = [None if np.isnan(x) else (int(x) if req.height_precision == 0 else float(x)) for x in h.tolist()]
     out: dict[str, Any] = {}
@@ -269,7 +247,6 @@ EXPANSION_PROPERTIES = ("duration", "distance", "cost", "edge_id", "edge_status"
 # routingpy 1.3 sends the plural names of Valhalla's first expansion API
 _PLURAL = {"durations": "duration", "distances": "distance", "costs": "cost", "edge_ids": "edge_id",
            "statuses": "edge_status"}
-MAX_EXPANSION_EDGES = 200_000
 
 
 class ExpansionContour(BaseModel):
@@ -325,37 +302,9 @@ def expansion(engine, req: ExpansionRequest) -> dict:
                             "costing": req.costing, "costing_options": req.costing_options,
                             "directions_options": {"directions_type": "none"}})
         metric, limit = "time", float(doc["trip"]["summary"]["time"])
-    reach = engine.isochrone_reach(loc.lon, loc.lat, req.costing, req.costing_options, metric=metric, limit=limit)
-    edges, value, settled = expansion_edges(reach, limit, dedupe=req.skip_opposites or req.dedupe)
-    if len(edges) > MAX_EXPANSION_EDGES:
-        raise InvalidRequest.field("contours", f"the expansion has {len(edges)} edges; at most "
-                                   f"{MAX_EXPANSION_EDGES} are returned: use a smaller contour")
-    coords = edge_coordinates(engine.graph, edges)
-    status_ = np.where(settled, "s", "r").tolist()
-    props = [_PLURAL.get(p, p) for p in req.expansion_properties]
-    columns: dict[str, list] = {}
-    for p in props:
-        if p == "duration" and metric == "time" or p == "distance" and metric == "distance" or p == "cost":
-            columns[p] = (np.round(value, 1) if metric == "time" else np.round(value)).tolist()
-        elif p == "edge_id":
-            columns[p] = edges.tolist()
-        elif p == "edge_status":
-            columns[p] = status_
-        elif p == "expansion_type":
-            columns[p] = [0] * len(edges)
-    names = list(columns)
-    features = [{"type": "Feature", "geometry": {"type": "LineString", "coordinates": cs},
-                 "properties": {n: columns[n][i] for n in names}} for i, cs in enumerate(coords)]
-    out: dict[str, Any] = {"type": "FeatureCollection", "features": features,
-                           "properties": {"algorithm": "dijkstras", "metric": metric}}
-    missing = [p for p in props if p not in columns]
-    if missing:
-        out["warnings"] = [f"{p} is not available for a {metric} expansion" for p in missing]
+    out = expansion_document(engine, loc, req.costing, req.costing_options, metric, limit,
+                             [_PLURAL.get(p, p) for p in req.expansion_properties], req.skip_opposites or req.dedupe)
     if req.id is not None:
         out["id"] = req.id
     return out
 
-
-__all__ = ["ACTIONS", "ExpansionRequest", "HeightRequest", "LocateRequest", "SourcesToTargetsRequest",
-           "StatusRequest", "TraceRequest", "expansion", "height", "locate", "matrix_document",
-           "optimized_route", "sources_to_targets", "status", "trace_attributes", "trace_route"]

@@ -39,4 +39,5 @@ def run(ctx: BuildContext) -> StageResult:
     )
 
 
-STAGE = Stage(name="search", run=run, describe="search documents (OSM places, POIs, streets, addresses; GeoNames) and index", isolated=True)
+STAGE = Stage(name="search", run=run, describe="search documents (OSM places, POIs, streets, addresses; GeoNames) and index", isolated=True,
+              needs=("input:osm", "input:places", "input:admin1", "bbox", "settings"))

@@ -155,27 +155,25 @@ class Admission:
 
     async def _gateway(self, scope, send, heads: Heads, path: str) -> bool:
         status = auth_status(path)
-        title = "Unauthorized" if status == 401 else "Forbidden"
         if heads.key is None:
-            await send_problem(send, status, "missing X-Gateway-Key header", title)
-            return False
-        if heads.host is None:
-            await send_problem(send, status, "missing X-Gateway-Host header", title)
-            return False
-        if not self.host_matches(heads.host):
-            await send_problem(send, status, "X-Gateway-Host does not match this service's host", title)
-            return False
-        key = heads.key.decode("latin-1")
-        try:
-            if self.keystore.remote:  # a network store (Redis): never block the event loop on it
-                record = await anyio.to_thread.run_sync(self.keystore.authenticate, key)
-            else:
-                record = self.keystore.authenticate(key)
-        except GeoengineError as exc:  # the shared state is unreachable: 503, never an unchecked request
-            await send_problem(send, exc.status, exc.detail, exc.title, exc.headers)
-            return False
-        if record is None:
-            await send_problem(send, status, "invalid or revoked API key", title)
+            refusal = "missing X-Gateway-Key header"
+        elif heads.host is None:
+            refusal = "missing X-Gateway-Host header"
+        elif not self.host_matches(heads.host):
+            refusal = "X-Gateway-Host does not match this service's host"
+        else:
+            key = heads.key.decode("latin-1")
+            try:
+                if self.keystore.remote:  # a network store (Redis): never block the event loop on it
+                    record = await anyio.to_thread.run_sync(self.keystore.authenticate, key)
+                else:
+                    record = self.keystore.authenticate(key)
+            except GeoengineError as exc:  # the shared state is unreachable: 503, never an unchecked request
+                await send_problem(send, exc.status, exc.detail, exc.title, exc.headers)
+                return False
+            refusal = "invalid or revoked API key" if record is None else None
+        if refusal is not None:
+            await send_problem(send, status, refusal, "Unauthorized" if status == 401 else "Forbidden")
             return False
         if not await self._count(send, record, path):
             return False

@@ -48,6 +48,7 @@ from geoengine.server.routes import tiles as TI
 from geoengine.server.routes import valhalla as VA
 from geoengine.services.directions import DirectionsRequest, DirectionsResponse
 from geoengine.services.documents.trip import RouteResponse
+from geoengine.services.elevation import ElevationRequest
 from geoengine.services.isochrone import IsochroneRequest, IsochroneResponse
 from geoengine.services.matching import MapMatchRequest, MapMatchResponse, TraceAttributesResponse
 from geoengine.services.matrix import MatrixRequest, MatrixResponse
@@ -89,7 +90,6 @@ class Endpoint:
     quota: str | Callable[[str], str] = "non_tile"  # tile | non_tile | routing, or per path (gateway/keys.py)
     web: str | Callable[[str], str | None] | None = None  # the publishable-key scope that may call it (tiles, search)
     unauthorized: bool | Callable[[str], bool] = False  # a missing or bad key is a 401 (the spec's listings), else 403
-    group: str | None = None  # the bundle group it reads (server/lifecycle.py: 503 when damaged); default from quota, tag
     model: object = None  # the 200 response model documented (or `response_model` in `doc`: checked too)
     below_asgi: bool = True  # answered below ASGI too (False: it needs the ASGI scope, or is never inline)
     cached: bool = False  # answers kept by path and query string (server/answers.py)
@@ -153,8 +153,10 @@ def _body(model):
     return parse
 
 
-def _call(name: str):
-    """`engine.<name>(request)` as a run step."""
+def _call(name: str, keywords: bool = False):
+    """`engine.<name>(request)` as a run step (`keywords`: the request a dict of the call's keywords)."""
+    if keywords:
+        return lambda engine, kw: getattr(engine, name)(**kw)
     return lambda engine, req: getattr(engine, name)(req)
 
 
@@ -177,13 +179,6 @@ def _get_action(action: str, run) -> Endpoint:
 
 
 # ---------------------------------------------------------------------------------------- fast parse steps
-def _nominatim_parse(req: Request):
-    path = req.params[0]
-    if not NO.fast_path(path, req.query):
-        return None
-    return path, req.query, NO.header(req.headers, b"accept-language")
-
-
 def _osrm_parse(req: Request):
     query = _query(req)
     return None if query is None else (*req.params, query)
@@ -241,7 +236,7 @@ TABLE: tuple[Endpoint, ...] = (
              tag="System", doc={"summary": "Liveness check", "response_model": SY.Health}),
     # the shared paths first: /search and /status with Nominatim's `format` are Nominatim's (`when`)
     Endpoint("GET /search|/reverse (Nominatim)", "/reverse", ("GET",), call=NO.call, route=NO.request,
-             match=lambda p: (p,) if p in ("/search", "/reverse") else None, parse=_nominatim_parse,
+             match=lambda p: (p,) if p in ("/search", "/reverse") else None, parse=NO.parse,
              when=NO.takes, web="search", tag=NO.TAG, doc=NO.REVERSE_DOC, paths=(("/reverse", NO.request, NO.REVERSE_DOC),
                                                                     ("/search", NO.request, NO.HIDDEN))),
     Endpoint("GET /lookup|/details|/status (Nominatim)", "/lookup", ("GET",), call=NO.call, route=NO.request,
@@ -253,7 +248,7 @@ TABLE: tuple[Endpoint, ...] = (
              parse=_model(RouteRequest), inline=_cheap_route, quota="routing", model=RouteResponse, tag=_R,
              doc={"summary": "Turn-by-turn route between two or more locations", "responses": {422: {
                  "description": "A location cannot be snapped (the detail names its index) or no route exists"}}}),
-    Endpoint("POST /matrix", "/matrix", ("POST",), lambda engine, req: engine.matrix_request(req),
+    Endpoint("POST /matrix", "/matrix", ("POST",), _call("matrix_request"),
              route=_body(MatrixRequest), parse=_model(MatrixRequest), inline=_never, quota="routing", unauthorized=True,
              model=MatrixResponse, below_asgi=False, tag=_R,
              doc={"summary": "Many-to-many travel times and distances",
@@ -269,12 +264,12 @@ TABLE: tuple[Endpoint, ...] = (
               503: {"description": "The bundle has no routing graph"}}, out=IsochroneResponse),
     Endpoint("GET /elevation", "/elevation", ("GET",), EL.point, route=EL.point_params,
              parse=lambda req: EL.plain_point(_query(req)), tag=EL.TAG, doc=EL.GET_DOC),
-    Endpoint("POST /elevation", "/elevation", ("POST",), call=EL.profile_answer, route=_body(EL.ElevationRequest),
-             parse=_model(EL.ElevationRequest), tag=EL.TAG, doc=EL.POST_DOC),
-    Endpoint("GET /search", "/search", ("GET",), SE.search, route=SE.search_params,
+    Endpoint("POST /elevation", "/elevation", ("POST",), call=EL.profile_answer, route=_body(ElevationRequest),
+             parse=_model(ElevationRequest), tag=EL.TAG, doc=EL.POST_DOC),
+    Endpoint("GET /search", "/search", ("GET",), _call("search", True), route=SE.search_params,
              parse=_search(SE.plain_search), cached=True, model=SE.SearchResponse, web="search", tag=_S,
              doc={"summary": "Autocomplete search of places and POIs", "responses": SE.ERRORS}),
-    Endpoint("GET /search/reverse", "/search/reverse", ("GET",), SE.reverse, route=SE.reverse_params,
+    Endpoint("GET /search/reverse", "/search/reverse", ("GET",), _call("reverse", True), route=SE.reverse_params,
              parse=_search(SE.plain_reverse), cached=True, model=SE.ReverseResponse, web="search", tag=_S,
              doc={"summary": "Nearest places and POIs to a coordinate", "responses": SE.ERRORS}),
     Endpoint("GET /search/detail", "/search/detail/{doc_id}", ("GET",), lambda engine, doc_id: engine.place(doc_id),
@@ -311,7 +306,7 @@ TABLE: tuple[Endpoint, ...] = (
     *(_get_action(a, fn) for a, fn in VA.GET_ACTIONS),
     # the OSRM dialect (docs/osrm.md): one route per service
     Endpoint("GET OSRM", "/{service}/v1/{profile}/{coordinates}", ("GET",), call=OS.call, match=OS.parse_path,
-             parse=_osrm_parse, inline=OS.fast_inline, quota=OS.quota, unauthorized=OS.unauthorized,
+             parse=_osrm_parse, inline=OS.inline, quota=OS.quota, unauthorized=OS.unauthorized,
              on_error=OS.error_answer, tag=OS.TAG,
              paths=tuple((f"/{s}/{{version}}/{{profile}}/{{coordinates}}", OS.params(s), OS.doc(s))
                          for s in OS.SERVICES)),
@@ -347,10 +342,6 @@ def _matching(path: str, strip: bool = True):
             if match(p))
 
 
-def _find(path: str):
-    return next(_matching(path), None)
-
-
 def methods(path: str) -> str:
     """The methods the table's routes answer on `path` exactly (HEAD with GET, as Starlette's routes):
     the `Allow` of a 405."""
@@ -358,11 +349,10 @@ def methods(path: str) -> str:
     return ", ".join(sorted(out | ({"HEAD"} if "GET" in out else set())))
 
 
-def classify(path: str) -> tuple[Endpoint, str] | None:
+def classify(path: str) -> tuple[Endpoint, str, tuple[str, str | None]] | None:
     """The first entry whose declared path matches `path` (any method, a trailing slash ignored), with
-    that declared path; None for a path the table does not declare."""
-    hit = _find(path)
-    return None if hit is None else (hit[0], hit[1])
+    that declared path and its (quota class, publishable scope); None for a path the table does not declare."""
+    return next(_matching(path), None)
 
 
 _CLASSES: dict[str, tuple[str, str | None]] = {}  # path_class of the paths seen (admission asks per request)
@@ -373,7 +363,7 @@ def path_class(path: str) -> tuple[str, str | None]:
     publishable keys may call it. A path the table does not declare is non_tile, for no publishable key."""
     cls = _CLASSES.get(path)
     if cls is None:
-        hit = _find(path)
+        hit = classify(path)
         cls = ("non_tile", None) if hit is None else hit[2]
         if len(path) <= 256:  # kept for the next request of the path: at most 16,384 paths of 256 bytes
             if len(_CLASSES) >= 16_384:
@@ -394,9 +384,7 @@ def group(path: str) -> str | None:
     hit = classify(path)
     if hit is None:
         return None
-    ep, declared = hit
-    if ep.group is not None:
-        return ep.group
+    ep, declared, _cls = hit
     if ep.quota_of(declared) == "routing" or ep.tag == _R:
         return "routing"
     if _of(ep.web, declared) == "search":

@@ -46,6 +46,13 @@ def json_answer(doc, status: int = 200) -> Answer:
     return body_answer(dumps(doc), status)
 
 
+def reply_answer(reply, content_type=JSON_CT) -> Answer:
+    """A dialect's Reply (geoengine.dialects): its JSON document (as `content_type`), or its text."""
+    if reply.media_type is None:
+        return body_answer(dumps(reply.doc), reply.status, content_type)
+    return body_answer(reply.doc.encode(), reply.status, (b"content-type", reply.media_type.encode()))
+
+
 def problem_bytes(status: int, detail: str, title: str | None = None, errors=None) -> bytes:
     from geoengine.errors import problem_document
 

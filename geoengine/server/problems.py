@@ -18,6 +18,7 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 from geoengine.errors import FieldError, GeoengineError, field_path
 from geoengine.server import endpoints
 from geoengine.server.framing import PROBLEM_JSON, dumps, problem_bytes
+from geoengine.validation import error_message
 
 log = logging.getLogger("geoengine.server")
 
@@ -35,14 +36,10 @@ def request_field_path(loc) -> str:
 
 
 def _validation_message(err: dict) -> str:
-    kind = err.get("type", "")
-    msg = err.get("msg", "invalid value")
-    if kind == "json_invalid":
+    if err.get("type", "") == "json_invalid":
         ctx = err.get("ctx", {}) or {}
-        return f"malformed JSON: {ctx.get('error', msg)}"
-    if msg.startswith("Value error, "):
-        msg = msg[len("Value error, "):]
-    return msg
+        return f"malformed JSON: {ctx.get('error', err.get('msg', 'invalid value'))}"
+    return error_message(err)
 
 
 _NOT_OBJECT = ("model_attributes_type", "dict_type", "model_type")

@@ -10,6 +10,8 @@ Nominatim 5's and Photon's, cited per function; docs/geocoding.md lists what dif
 
 from __future__ import annotations
 
+from geoengine.geo import haversine_m
+
 # Nominatim's address keys, most specific first (the order of its `address` objects).
 ADDRESS_ORDER = ("house_number", "house_name", "road", "hamlet", "croft", "isolated_dwelling", "neighbourhood",
                  "allotments", "quarter", "city_block", "residential", "farm", "farmyard", "industrial",
@@ -141,12 +143,16 @@ def layer_of(place) -> str:
     return "other"
 
 
-def filtered_places(places: list, layers, tags) -> list:
-    """The places of the asked layers that pass the osm_tag filters."""
+def filtered_places(places: list, layers, tags, within: tuple[float, float, float] | None = None) -> list:
+    """The places of the asked layers that pass the osm_tag filters (and lie `within` (lat, lon, metres):
+    Photon's reverse radius)."""
     if layers:
         places = [pl for pl in places if layer_of(pl) in layers]
     if tags:
         places = [pl for pl in places if tag_match(pl, tags)]
+    if within is not None:
+        lat, lon, metres = within
+        places = [pl for pl in places if float(haversine_m(lat, lon, pl.lat, pl.lon)) <= metres]
     return places
 
 

@@ -370,6 +370,55 @@ def nearest_waypoints(engine, c, number: int, q: dict) -> list[dict]:
     return wps
 
 
+def table_document(engine, coords: np.ndarray, costing: str, options: dict | None, q: dict, locations=None) -> dict:
+    """OSRM's /table answer (without its code) from the router's matrix between `q`'s sources and
+    destinations (indices into `coords`, all when None): durations (times scale_factor) and distances,
+    crow-fly estimates at fallback_speed for the pairs without a route, and where each point snapped
+    with the street's name. `locations`: a Location per coordinate when some carry bearings or approaches."""
+    si = q["sources"] if q["sources"] is not None else list(range(len(coords)))
+    di = q["destinations"] if q["destinations"] is not None else list(range(len(coords)))
+    src, dst = coords[si], coords[di]
+    radius = np.array([np.nan if r is None else min(max(r, 1.0), 100.0) for r in q["radius"]], dtype=np.float64)
+    sr, dr = radius[si], radius[di]
+    res = engine.router.matrix(src, dst, costing, options,
+                               source_radius=None if np.isnan(sr).all() else sr,
+                               target_radius=None if np.isnan(dr).all() else dr,
+                               source_locations=None if locations is None else [locations[i] for i in si],
+                               target_locations=None if locations is None else [locations[i] for i in di])
+    time_s = np.asarray(res.time_s, dtype=np.float64) * q["scale_factor"]
+    dist_m = np.asarray(res.distance_m, dtype=np.float64)
+    out: dict[str, Any] = {}
+    missing = ~np.isfinite(time_s)
+    if q["fallback_speed"] is not None and missing.any():
+        a = src if q["fallback_coordinate"] == "input" else np.asarray(res.sources)
+        b = dst if q["fallback_coordinate"] == "input" else np.asarray(res.targets)
+        crow = haversine_m(a[:, 1][:, None], a[:, 0][:, None], b[:, 1][None, :], b[:, 0][None, :])
+        dist_m = np.where(missing, crow, dist_m)
+        time_s = np.where(missing, crow / q["fallback_speed"], time_s)
+        out["fallback_speed_cells"] = np.argwhere(missing).tolist()
+        missing = ~np.isfinite(time_s)
+    if "duration" in q["annotations"]:
+        out["durations"] = _table_values(time_s, missing)
+    if "distance" in q["annotations"]:
+        out["distances"] = _table_values(dist_m, missing)
+    if not q["skip_waypoints"]:  # each point where it snapped, the distance to it, the street's name
+        for name, given, snapped, edges in (("sources", src, res.sources, res.edges[0]),
+                                            ("destinations", dst, res.targets, res.edges[1])):
+            snapped = np.asarray(snapped)
+            d = haversine_m(given[:, 1], given[:, 0], snapped[:, 1], snapped[:, 0])
+            out[name] = [waypoint(lo, la, di, street, q) for (lo, la), di, street in
+                         zip(snapped.tolist(), np.atleast_1d(d).tolist(), edge_names(engine, edges), strict=True)]
+    return out
+
+
+def _table_values(a: np.ndarray, missing: np.ndarray) -> list:
+    rows = np.round(np.where(missing, 0.0, a), 1).tolist()
+    if missing.any():
+        for i, j in np.argwhere(missing).tolist():
+            rows[i][j] = None
+    return rows
+
+
 def matchings_and_tracepoints(engine, matched: list, res, q: dict, mode: str) -> tuple[list[dict], list[dict | None]]:
     """OSRM's /match answer parts from the matcher's result `res` and its `matched` routes (one per matched
     section): a Route per matching with its confidence (the share of its trace points matched), and per

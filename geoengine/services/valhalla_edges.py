@@ -15,7 +15,7 @@ from typing import Any
 
 import numpy as np
 
-from geoengine.errors import Unprocessable
+from geoengine.errors import InvalidRequest, Unprocessable
 from geoengine.geo import bearing_deg, encode_polyline, haversine_m
 from geoengine.graph import tags as T
 
@@ -157,6 +157,43 @@ def expansion_edges(reach, limit: float, dedupe: bool = False) -> tuple[np.ndarr
     order = np.argsort(value, kind="stable")  # in the order of the search
     edges, value = edges[order], value[order]
     return edges, value, settled[edges]
+
+
+MAX_EXPANSION_EDGES = 200_000
+
+
+def expansion_document(engine, loc, costing: str, costing_options: dict | None, metric: str, limit: float,
+                       properties: list[str], dedupe: bool) -> dict:
+    """Valhalla's /expansion FeatureCollection: the edges the search from `loc` reaches within `limit`
+    (seconds or metres of `metric`), in its order, one LineString each with the asked `properties`
+    (duration or distance as the metric's value, cost, edge_id, edge_status s/r, expansion_type), and a
+    warning for each property the metric has not."""
+    reach = engine.isochrone_reach(loc.lon, loc.lat, costing, costing_options, metric=metric, limit=limit)
+    edges, value, settled = expansion_edges(reach, limit, dedupe=dedupe)
+    if len(edges) > MAX_EXPANSION_EDGES:
+        raise InvalidRequest.field("contours", f"the expansion has {len(edges)} edges; at most "
+                                   f"{MAX_EXPANSION_EDGES} are returned: use a smaller contour")
+    coords = edge_coordinates(engine.graph, edges)
+    status_ = np.where(settled, "s", "r").tolist()
+    columns: dict[str, list] = {}
+    for p in properties:
+        if p == "duration" and metric == "time" or p == "distance" and metric == "distance" or p == "cost":
+            columns[p] = (np.round(value, 1) if metric == "time" else np.round(value)).tolist()
+        elif p == "edge_id":
+            columns[p] = edges.tolist()
+        elif p == "edge_status":
+            columns[p] = status_
+        elif p == "expansion_type":
+            columns[p] = [0] * len(edges)
+    names = list(columns)
+    features = [{"type": "Feature", "geometry": {"type": "LineString", "coordinates": cs},
+                 "properties": {n: columns[n][i] for n in names}} for i, cs in enumerate(coords)]
+    out: dict[str, Any] = {"type": "FeatureCollection", "features": features,
+                           "properties": {"algorithm": "dijkstras", "metric": metric}}
+    missing = [p for p in properties if p not in columns]
+    if missing:
+        out["warnings"] = [f"{p} is not available for a {metric} expansion" for p in missing]
+    return out
 
 
 def edge_coordinates(g, edges: np.ndarray) -> list[list]:

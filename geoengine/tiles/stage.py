@@ -292,4 +292,4 @@ def _copy_tiles(writer: MBTilesWriter, old_path, stored: dict, planned: dict, re
 
 
 STAGE = Stage(name="tiles", run=run, describe="vector tiles z0-14 (Protomaps basemap schema) in an MBTiles archive",
-              isolated=True, patch=patch)
+              isolated=True, patch=patch, needs=("input:osm", "bbox", "region"))

@@ -103,6 +103,24 @@ def test_nearest_waypoints_one_per_segment(andorra):
     assert all(len(w["nodes"]) == 2 and set(w["nodes"]) <= osm and "hint" not in w for w in wps)
 
 
+def test_table_document_scales_rounds_and_snaps(andorra):
+    coords = np.array([A, B], dtype=np.float64)
+    q = {"sources": [0], "destinations": None, "radius": [None, None], "scale_factor": 2.0, "fallback_speed": None,
+         "fallback_coordinate": "input", "annotations": ["duration", "distance"], "skip_waypoints": False,
+         "generate_hints": False}
+    doc = S.table_document(andorra, coords, "auto", None, q)
+    res = andorra.router.matrix(coords[:1], coords, "auto", None)
+    assert doc["durations"] == np.round(np.asarray(res.time_s, dtype=np.float64) * 2.0, 1).tolist()
+    assert doc["distances"] == np.round(np.asarray(res.distance_m, dtype=np.float64), 1).tolist()
+    assert [len(doc["sources"]), len(doc["destinations"])] == [1, 2]
+    assert all(w["distance"] >= 0 and "hint" not in w for w in doc["sources"] + doc["destinations"])
+    assert "fallback_speed_cells" not in doc
+
+
+def test_table_values_leave_cells_without_a_route_null():
+    assert S._table_values(np.array([[1.04, np.inf]]), np.array([[False, True]])) == [[1.0, None]]
+
+
 # -- valhalla_edges -------------------------------------------------------------------------------------
 def test_expansion_edges_equal_a_plain_reading():
     rng = np.random.default_rng(5)
@@ -167,6 +185,25 @@ def test_locate_and_edge_attributes_on_the_real_graph(andorra):
     assert attrs["traversability"] in ("both", "forward") and attrs["drive_on_right"] is True
 
 
+def test_expansion_document_columns_and_warnings(andorra):
+    loc = SimpleNamespace(lon=A[0], lat=A[1])
+    doc = V.expansion_document(andorra, loc, "auto", None, "time", 60.0, ["duration", "edge_id", "distance"], False)
+    feats = doc["features"]
+    assert feats and doc["properties"] == {"algorithm": "dijkstras", "metric": "time"}
+    assert all(set(f["properties"]) == {"duration", "edge_id"} and f["properties"]["duration"] <= 60.0 for f in feats)
+    assert doc["warnings"] == ["distance is not available for a time expansion"]
+
+
+def test_resampled_profile_steps_along_the_shape(andorra):
+    from geoengine.services.elevation import resampled_profile
+
+    lats, lons = np.array([A[1], B[1]]), np.array([A[0], B[0]])
+    plain = resampled_profile(andorra, None, lats=lats, lons=lons)
+    assert plain.lats.tolist() == lats.tolist()
+    every = resampled_profile(andorra, 500.0, lats=lats, lons=lons)
+    assert len(every.lats) == len(V.resample(lats, lons, 500.0)[0]) > 2
+
+
 # -- geocoding_docs -------------------------------------------------------------------------------------
 def _place(**kw):
     base = dict(place_id=1, osm_type="node", osm_id=1, category="place", type="village", place_rank=19,
@@ -207,6 +244,12 @@ def test_photon_layers_and_tag_filters():
     assert G.filtered_places([shop, village], ["district"], None) == [shop, village]
     assert G.filtered_places([shop, village], ["city"], None) == []
     assert G.filtered_places([shop, village], None, ["shop"]) == [shop]
+
+
+def test_photon_reverse_radius_keeps_the_places_within():
+    near, far = _place(lat=42.5, lon=1.5), _place(lat=42.51, lon=1.5)  # 0 m and about 1.1 km away
+    assert G.filtered_places([near, far], None, None, (42.5, 1.5, 1000.0)) == [near]
+    assert G.filtered_places([near, far], None, None, (42.5, 1.5, 1200.0)) == [near, far]
 
 
 def test_osm_ref_of_a_real_search_row(andorra):

@@ -49,8 +49,16 @@ def test_patched_store_equals_the_new_extracts(edits, tmp_path):
     middle.write(tmp_path / "old", scan["objects"])
     store = middle.Store.open(tmp_path / "old")
     changes = read_changes([edits["osc"]])
-    patched = store.patched(changes.osc)
-    assert _store_objects(patched) == _osmium_objects(edits["new"])
+    want = _osmium_objects(edits["new"])
+    for chunk in (1 << 22, 997):  # one chunk, and many (each chunk merges the new ids of its range)
+        store.CHUNK = chunk
+        store.write_patched(tmp_path / f"new-{chunk}", changes.osc)
+        patched = middle.Store.open(tmp_path / f"new-{chunk}")
+        assert _store_objects(patched.arrays) == want
+    # the same bytes as a store written from the new extract's scan
+    middle.write(tmp_path / "scan", scan_pbf(edits["new"], keep=True)["objects"])
+    for f in middle.files():
+        assert (tmp_path / "scan" / f).read_bytes() == (tmp_path / "new-997" / f).read_bytes(), f
     # the check reads the versions from the store as the osmium scan does
     assert existing_versions(edits["old"], changes, store) == existing_versions(edits["old"], changes)
 

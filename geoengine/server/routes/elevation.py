@@ -5,108 +5,17 @@ shape); the FastAPI routes give the 400s."""
 
 from __future__ import annotations
 
-import operator
-from typing import Annotated
-
-import numpy as np
 import pydantic_core
-from pydantic import BaseModel, ConfigDict, Field, ValidatorFunctionWrapHandler, field_validator
-from typing_extensions import TypedDict
 
 from geoengine.server.framing import body_answer
 from geoengine.server.routes.search import REQUIRED, Param, fastapi_step, plain_step
-
-_LAT = operator.itemgetter("lat")
-_LON = operator.itemgetter("lon")
-
-
-class ElevationPoint(BaseModel):
-    lat: float = Field(description="Latitude as given")
-    lon: float = Field(description="Longitude as given")
-    elevation_m: float = Field(description="Height above mean sea level in metres (bilinear over the DEM, 0.1 m)")
-
-
-class ShapePoint(TypedDict):
-    """A point of `shape`. A TypedDict, not a model: validating 2,000 of them costs a third as much."""
-
-    __pydantic_config__ = ConfigDict(extra="forbid", strict=True)  # type: ignore[misc]
-
-    lat: Annotated[float, Field(ge=-90, le=90, strict=True, allow_inf_nan=False, description="Latitude in degrees")]
-    lon: Annotated[float, Field(ge=-180, le=180, strict=True, allow_inf_nan=False, description="Longitude in degrees")]
-
-
-class _CheckedShape(list):
-    """A `shape` already checked in bulk, carrying its coordinates as arrays."""
-
-    lats: np.ndarray
-    lons: np.ndarray
-
-
-_NUMBER_TYPES = {float, int}
-
-
-class ElevationRequest(BaseModel):
-    """Exactly one of `shape` and `encoded_polyline`, with at most 2,000 points by default
-    (the deployment's GEOENGINE_ELEVATION_MAX_POINTS); more is a 400 that states the limit."""
-
-    model_config = ConfigDict(
-        extra="forbid",
-        strict=True,  # JSON types as declared: "yes" or 1 is not a boolean
-        json_schema_extra={
-            "examples": [
-                {"shape": [{"lat": 42.5063, "lon": 1.5218}, {"lat": 42.5345, "lon": 1.5803}]},
-                {"encoded_polyline": "wbkapAog{{Aoav@ggqB", "range": True},
-            ]
-        },
-    )
-
-    shape: list[ShapePoint] | None = Field(
-        default=None, description="Points to sample, in order; required when encoded_polyline is absent"
-    )
-    encoded_polyline: str | None = Field(
-        default=None, description="The points as a precision-6 encoded polyline; required when shape is absent"
-    )
-    range: bool = Field(
-        default=False,
-        description="When true the response carries `range_height` (cumulative great-circle distance and "
-        "height per point) instead of `height`",
-    )
-
-    @field_validator("shape", mode="wrap")
-    @classmethod
-    def _bulk_check(cls, value, handler: ValidatorFunctionWrapHandler):
-        """The common case, a list of {lat, lon} numbers in range, is checked in bulk (numpy and C-level
-        maps, a third of the per-point validation's time on 2,000 points). Anything else goes through
-        the per-point validation, which names the offending field (`shape[3].lat`)."""
-        if type(value) is list and value:
-            try:
-                lats, lons = list(map(_LAT, value)), list(map(_LON, value))
-            except (KeyError, TypeError):
-                return handler(value)
-            types = set(map(type, lats))
-            types.update(map(type, lons))
-            if types <= _NUMBER_TYPES and sum(map(len, value)) == 2 * len(value):
-                la = np.array(lats, dtype=np.float64)
-                lo = np.array(lons, dtype=np.float64)
-                if bool(np.all(np.abs(la) <= 90.0)) and bool(np.all(np.abs(lo) <= 180.0)):  # NaN fails too
-                    checked = _CheckedShape(value)
-                    checked.lats, checked.lons = la, lo
-                    return checked
-        return handler(value)
-
-
-class HeightResponse(BaseModel):
-    height: list[float | None] = Field(
-        description="Height in metres (0.1 m) per point, in request order; null outside DEM coverage or where the DEM has only voids"
-    )
-
-
-class RangeHeightResponse(BaseModel):
-    range_height: list[tuple[float, float | None]] = Field(
-        description="Per point `[cumulative_distance_m, elevation_m]`: great-circle distance from the first point "
-        "(0.1 m) and height (0.1 m, null where there is none). `height` is not repeated (as in Valhalla)."
-    )
-
+from geoengine.services.elevation import (
+    ElevationPoint,
+    ElevationRequest,
+    HeightResponse,
+    RangeHeightResponse,
+    point_document,
+)
 
 _ERRORS = {
     400: {"description": "Coordinates out of range, both or neither of shape and encoded_polyline, a malformed "
@@ -140,27 +49,10 @@ def plain_point(params: dict | None) -> dict | None:
 
 
 def point(engine, req: dict) -> dict:
-    lat, lon = req["lat"], req["lon"]
-    return {"lat": lat, "lon": lon, "elevation_m": round(engine.elevation_at(lat=lat, lon=lon), 1)}
+    return point_document(engine, req["lat"], req["lon"])
 
 
 def profile_answer(state, body: ElevationRequest):
     """POST /elevation's answer, serialised directly (the declared models document it): NaN, a missing
     height, becomes null."""
-    engine = state.engine
-    shape = body.shape
-    if shape is not None:
-        if isinstance(shape, _CheckedShape):
-            lats, lons = shape.lats, shape.lons
-        else:
-            lats = np.fromiter(map(_LAT, shape), dtype=np.float64, count=len(shape))
-            lons = np.fromiter(map(_LON, shape), dtype=np.float64, count=len(shape))
-        prof = engine.elevation_profile(lats=lats, lons=lons, encoded_polyline=body.encoded_polyline)
-    else:
-        prof = engine.elevation_profile(encoded_polyline=body.encoded_polyline)
-    heights = np.round(prof.heights, 1)
-    if body.range:
-        doc = {"range_height": np.column_stack((np.round(prof.distances, 1), heights)).tolist()}
-    else:
-        doc = {"height": heights.tolist()}
-    return body_answer(pydantic_core.to_json(doc, inf_nan_mode="null"))
+    return body_answer(pydantic_core.to_json(state.engine.elevation_request(body), inf_nan_mode="null"))

@@ -15,29 +15,30 @@ from urllib.parse import parse_qsl
 from fastapi import Request
 
 from geoengine.dialects import nominatim as N
-from geoengine.server.framing import body_answer, dumps
+from geoengine.server.framing import body_answer, reply_answer
+from geoengine.server.routes import json_responses
+from geoengine.server.routes import query_param as _string
 
 TAG = "Nominatim dialect"
 HIDDEN = {"include_in_schema": False}
 
-ENDPOINTS = {"/search": N.search, "/reverse": N.reverse, "/lookup": N.lookup, "/details": N.details}
-
-
-def has_format(query_string: bytes) -> bool:
-    """Whether a query string carries Nominatim's `format` parameter (the dialect's switch)."""
-    if b"format" not in query_string:
-        return False
-    return any(k == "format" for k, _ in parse_qsl(query_string.decode("latin-1"), keep_blank_values=True))
-
-
+ENDPOINTS = {"/search": N.search, "/reverse": N.reverse, "/lookup": N.lookup, "/details": N.details,
+             "/status": N.status}
 CACHED_PATHS = ("/search", "/reverse", "/lookup")  # answers kept in the app's answer cache (server/answers.py)
 _JSON = (b"content-type", N.JSON.encode())
 
 
-def fast_path(path: str, query_string: bytes) -> bool:
-    """Whether the hot path and the front door answer this GET as the Nominatim dialect: /reverse, and
-    /search with `format`."""
-    return path == "/reverse" or (path == "/search" and has_format(query_string))
+def _takes(path: str, query_string: bytes) -> bool:
+    """Whether a request of `path` is this dialect's: /search and /status only with Nominatim's `format`
+    parameter (the dialect's switch)."""
+    if path not in ("/search", "/status"):
+        return True
+    return b"format" in query_string and any(k == "format" for k, _ in pairs(query_string))
+
+
+def pairs(query_string: bytes) -> list[tuple[str, str]]:
+    """The query string's (name, value) pairs, in order, blank values kept (the dialects' parameters)."""
+    return parse_qsl(query_string.decode("latin-1"), keep_blank_values=True)
 
 
 def header(headers, name: bytes) -> bytes | None:
@@ -50,7 +51,7 @@ def header(headers, name: bytes) -> bytes | None:
 def takes(scope) -> bool:
     """Whether a request is this dialect's: /reverse, /lookup and /details always, /search and /status
     with `format`."""
-    return _path(scope) not in ("/search", "/status") or has_format(scope["query_string"])
+    return _takes(_path(scope), scope["query_string"])
 
 
 def _path(scope) -> str:
@@ -65,6 +66,13 @@ def request(request: Request) -> tuple[str, bytes, bytes | None]:
     return _path(scope), scope["query_string"], header(scope["headers"], b"accept-language")
 
 
+def parse(req) -> tuple[str, bytes, bytes | None] | None:
+    """The fast parse step (the table's Request): `request`'s triple, for GET /reverse, and /search with
+    `format`."""
+    path = req.params[0]
+    return (path, req.query, header(req.headers, b"accept-language")) if _takes(path, req.query) else None
+
+
 def call(state, req):
     """(path, query string, Accept-Language) of a Nominatim request answered (the routes and the fast
     dispatch), through the app's answer cache (server/answers.py): a 200 JSON answer is kept by path,
@@ -77,27 +85,16 @@ def call(state, req):
     if body is not None:
         return body_answer(body, 200, _JSON)
     # the query parameters as Nominatim reads them: the last value of a repeated one
-    params = dict(parse_qsl(query_string.decode("latin-1"), keep_blank_values=True))
-    if path == "/status":
-        reply = N.status(engine, params)
-    else:
-        reply = ENDPOINTS[path](engine, params, None if language is None else language.decode("latin-1"))
-    if reply.media_type == N.TEXT:
-        return body_answer(reply.doc.encode(), reply.status, (b"content-type", reply.media_type.encode()))
-    body = dumps(reply.doc)
+    reply = ENDPOINTS[path](engine, dict(pairs(query_string)), None if language is None else language.decode("latin-1"))
+    answer = reply_answer(reply, _JSON)
     if cache is not None and reply.status == 200:
-        cache.put(engine, "nominatim" + path, key, body)
-    return body_answer(body, reply.status, _JSON)
+        cache.put(engine, "nominatim" + path, key, answer[2])
+    return answer
 
 
-def _string(name: str, description: str, required: bool = False, **schema) -> dict:
-    return {"name": name, "in": "query", "required": required, "description": description,
-            "schema": {"type": "string", **schema}}
-
-
-_FORMAT = {"name": "format", "in": "query", "required": True,
-           "description": "json, jsonv2, geojson or geocodejson (Nominatim's xml is not offered)",
-           "schema": {"type": "string", "enum": list(N.FORMATS)}}
+_NUMBER = {"type": "number"}
+_FORMAT = _string("format", "json, jsonv2, geojson or geocodejson (Nominatim's xml is not offered)", required=True,
+                  enum=list(N.FORMATS))
 _COMMON = [
     _string("accept-language", "Preferred languages (as the Accept-Language header, which is read when this "
             "is absent): names and the address in the first available"),
@@ -128,8 +125,7 @@ _ANY_ANSWER = {"anyOf": [{"type": "array", "items": _RESULT}, {"type": "object",
 
 
 def _responses(ok_description: str, not_found: bool = False) -> dict:
-    out = {200: {"description": ok_description, "content": {"application/json": {"schema": _ANY_ANSWER}}},
-           400: {"description": "Nominatim's error object", "content": {"application/json": {"schema": _ERROR}}}}
+    out = json_responses(ok_description, _ANY_ANSWER, "Nominatim's error object", _ERROR)
     if not_found:
         out[404] = {"description": "No place with that id", "content": {"application/json": {"schema": _ERROR}}}
     return out
@@ -142,12 +138,10 @@ REVERSE_DOC = dict(
     "`{\"error\": \"Unable to geocode\"}`. See docs/geocoding.md.",
     responses=_responses("The place (addressdetails default 1)"),
     openapi_extra={"parameters": [
-        {"name": "lat", "in": "query", "required": True, "schema": {"type": "number"},
-         "description": "Latitude (outside -90..90: `{\"error\": \"Unable to geocode\"}`, as Nominatim)"},
-        {"name": "lon", "in": "query", "required": True, "schema": {"type": "number"}, "description": "Longitude"},
-        _FORMAT, {"name": "zoom", "in": "query", "required": False, "schema": {"type": "integer"},
-                  "description": "0-18, clamped (default 18)"},
-        *_COMMON]})
+        _string("lat", "Latitude (outside -90..90: `{\"error\": \"Unable to geocode\"}`, as Nominatim)",
+                _NUMBER, True),
+        _string("lon", "Longitude", _NUMBER, True), _FORMAT,
+        _string("zoom", "0-18, clamped (default 18)", {"type": "integer"}), *_COMMON]})
 LOOKUP_DOC = dict(
     summary="Nominatim lookup: places by OSM id",
     description="Nominatim's /lookup: `osm_ids` N123,W456,R789 (at most 50; malformed ids are skipped).",

@@ -1,16 +1,17 @@
 """The OSRM dialect (docs/osrm.md): `GET /{service}/v1/{profile}/{coordinates}` for route, table, match,
 nearest and trip, with OSRM's query options and response shapes. Thin: one dialect call
-(geoengine.dialects.osrm.run, through `answer`) in the thread pool; its errors are OSRM's
-`{code, message}` bodies with HTTP 400 (docs/errors.md). One entry of the endpoint table
-(server/endpoints.py) with one FastAPI route per service; a two-coordinate route or a nearest runs on
-the event loop (`fast_inline`), the rest in the thread pool."""
+(geoengine.dialects.osrm.run) in the thread pool; its errors are OSRM's `{code, message}` bodies with
+HTTP 400 (docs/errors.md). One entry of the endpoint table (server/endpoints.py) with one FastAPI route
+per service; a two-coordinate route or a nearest runs on the event loop (`inline`), the rest in the
+thread pool."""
 
 from __future__ import annotations
 
 from fastapi import Request
 
 from geoengine.dialects import osrm as O
-from geoengine.server.framing import json_answer
+from geoengine.server.framing import reply_answer
+from geoengine.server.routes import json_responses, query_param
 
 TAG = "OSRM dialect"
 SERVICES = O.SERVICES
@@ -60,17 +61,10 @@ def parse_path(path: str) -> tuple[str, str, str, str] | None:
     return parts[1], parts[2], parts[3], parts[4]
 
 
-def answer(engine, service: str, version: str, profile: str, coordinates: str, query: dict) -> tuple[int, dict]:
-    """(HTTP status, body) of one request: the service's document, or OSRM's `{code, message}`."""
-    try:
-        return 200, O.run(service, engine, version, profile, coordinates, query)
-    except O.OsrmError as exc:
-        return exc.status, exc.body()
-
-
-def inline(service: str, coordinates: str, query: dict) -> bool:
+def inline(req) -> bool:
     """Whether a request is cheap enough for the event loop (as a point-to-point POST /route is): a
     route between two coordinates without alternatives, or a nearest. The rest go to the thread pool."""
+    service, _version, _profile, coordinates, query = req
     if service == "nearest":
         return True
     return (service == "route" and coordinates.count(";") == 1
@@ -79,18 +73,13 @@ def inline(service: str, coordinates: str, query: dict) -> bool:
 
 def call(state, req) -> tuple:
     """(service, version, profile, coordinates, query) answered: the document or OSRM's error."""
-    status, doc = answer(state.engine, *req)
-    return json_answer(doc, status)
+    service, *rest = req
+    return reply_answer(O.run(service, state.engine, *rest))
 
 
 def error_answer(exc, req) -> tuple:
     """The thread pool's timeout as OSRM's {code, message}."""
-    err = O.from_engine_error(exc, req[0])
-    return json_answer(err.body(), err.status)
-
-
-def fast_inline(req) -> bool:
-    return inline(req[0], req[3], req[4])
+    return reply_answer(O.OsrmError.of(exc, req[0]).reply())
 
 
 def quota(path: str) -> str:
@@ -116,9 +105,5 @@ def doc(service: str) -> dict:
         summary=_SUMMARIES[service],
         description="`profile`: driving, walking, cycling, car, foot, bike or a costing name. `coordinates`: "
         "`lon,lat;lon,lat...`, `polyline(...)` or `polyline6(...)`, optionally with `.json`. See docs/osrm.md.",
-        responses={200: {"description": "code Ok", "content": {"application/json": {"schema": _OK}}},
-                   400: {"description": "OSRM error (HTTP 400 for every OSRM code)",
-                         "content": {"application/json": {"schema": ERROR_SCHEMA}}}},
-        openapi_extra={"parameters": [{"name": p, "in": "query", "required": False, "schema": {"type": "string"},
-                                       "description": _DESCRIPTIONS.get(p, "")}
-                                      for p in sorted(O.OPTIONS[service])]})
+        responses=json_responses("code Ok", _OK, "OSRM error (HTTP 400 for every OSRM code)", ERROR_SCHEMA),
+        openapi_extra={"parameters": [query_param(p, _DESCRIPTIONS.get(p, "")) for p in sorted(O.OPTIONS[service])]})

@@ -4,26 +4,20 @@ geoengine.dialects.photon; its (status, document) is sent as JSON."""
 
 from __future__ import annotations
 
-from urllib.parse import parse_qsl
-
 from geoengine.dialects import photon as P
-from geoengine.server.framing import json_answer
+from geoengine.server.framing import reply_answer
+from geoengine.server.routes import json_responses
+from geoengine.server.routes import query_param as _p
+from geoengine.server.routes.nominatim import pairs
 
 TAG = "Photon dialect"
-_CT = "application/json"
 
 
 def call(state, req):
     """A Photon request, (path, query string, Accept-Language) as the Nominatim dialect's, answered."""
     path, query_string, language = req
-    pairs = parse_qsl(query_string.decode("latin-1"), keep_blank_values=True)
     fn = P.search if path.rstrip("/") == "/photon/api" else P.reverse
-    status, doc = fn(state.engine, pairs, None if language is None else language.decode("latin-1"))
-    return json_answer(doc, status)
-
-
-def _p(name: str, description: str, schema: dict, required: bool = False) -> dict:
-    return {"name": name, "in": "query", "required": required, "description": description, "schema": schema}
+    return reply_answer(fn(state.engine, pairs(query_string), None if language is None else language.decode("latin-1")))
 
 
 _FEATURES = {"type": "object", "required": ["type", "features"], "properties": {
@@ -35,9 +29,8 @@ _FEATURES = {"type": "object", "required": ["type", "features"], "properties": {
                                                 "housenumber, name, street, locality, district, city, county, state, "
                                                 "country, postcode, countrycode, extent"}}}}}}
 _ERROR = {"type": "object", "required": ["message"], "properties": {"message": {"type": "string"}}}
-_RESPONSES = {200: {"description": "Photon's GeoJSON FeatureCollection",
-                    "content": {_CT: {"schema": _FEATURES}}},
-              400: {"description": "Photon's error: {\"message\": ...}", "content": {_CT: {"schema": _ERROR}}}}
+_RESPONSES = json_responses("Photon's GeoJSON FeatureCollection", _FEATURES, "Photon's error: {\"message\": ...}",
+                            _ERROR)
 _LAT = {"type": "number", "minimum": -90, "maximum": 90}
 _LON = {"type": "number", "minimum": -180, "maximum": 180}
 _BASE = [

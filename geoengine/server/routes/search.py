@@ -210,11 +210,3 @@ plain_search, plain_reverse = plain_step(SEARCH), plain_step(REVERSE)
 
 def detail_param(doc_id: str = Path(..., description="A document id or canonical id returned by search")) -> str:
     return doc_id
-
-
-def search(engine, kw: dict) -> dict:
-    return engine.search(**kw)
-
-
-def reverse(engine, kw: dict) -> dict:
-    return engine.reverse(**kw)

@@ -28,15 +28,11 @@ class Health(BaseModel):
                                              "when it came from a replication stream")
 
 
-def format_uptime(seconds: float) -> str:
-    return str(timedelta(seconds=int(seconds)))
-
-
 def health_doc(engine: Engine, params=None) -> dict:
     """The body of GET /health (the route, the hot path and the front door write it)."""
     info = engine.info()
     up = engine.uptime_seconds()
-    return {"status": "ok", "uptime": format_uptime(up), "uptime_s": round(up, 3), "version": info["geoengine_version"],
+    return {"status": "ok", "uptime": str(timedelta(seconds=int(up))), "uptime_s": round(up, 3), "version": info["geoengine_version"],
             "region": info["region"], "stages": info["stages"], "speeds": info.get("speeds"), "profiles": info.get("profiles"),
             "data_timestamp": info["data_timestamp"], "data_age_s": info["data_age_s"],
             "replication_sequence": info["replication_sequence"]}

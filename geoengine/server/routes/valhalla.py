@@ -32,12 +32,17 @@ _OK = {"sources_to_targets": {"model": MatrixResponse, "description": "As POST /
        "height": {"description": "{shape|encoded_polyline, height} or {..., range_height}"},
        "locate": {"description": "One object per location: input_lat, input_lon, edges, nodes"},
        "expansion": {"description": "GeoJSON FeatureCollection, one LineString per edge"}}
+def _optimised(engine, body) -> dict:
+    return engine.optimised_route(body)
+
+
 # (action, body model, dialect call, summary, responses) of the POST actions
 POSTS = (
     ("sources_to_targets", V.SourcesToTargetsRequest, V.sources_to_targets,
      "Valhalla matrix: times and distances between sources and targets", _ERRORS),
-    ("optimized_route", OptimisedRouteRequest, V.optimized_route,
-     "Valhalla optimized route (first and last location fixed)", _ERRORS),
+    # the /optimised_route document: Valhalla's trip (first and last fixed), `optimized_order`, `optimisation`
+    ("optimized_route", OptimisedRouteRequest, _optimised, "Valhalla optimized route (first and last location fixed)",
+     _ERRORS),
     ("trace_route", V.TraceRequest, V.trace_route, "Valhalla map matching: the matched route as a trip", _ERRORS),
     ("trace_attributes", V.TraceRequest, V.trace_attributes,
      "Valhalla map matching: matched edges (with use) and points", _ERRORS),
@@ -68,21 +73,17 @@ def json_param(params: dict) -> bytes | None:
     return params["json"].encode()
 
 
-def _parse_json(raw: str | None) -> dict:
-    if raw is None:
+def json_query(json: str | None = Query(None, include_in_schema=False)) -> dict:
+    """The FastAPI parse step of `GET /{action}?json=`: the body, a JSON object (else a 400 naming `json`)."""
+    if json is None:
         raise InvalidRequest.field("json", "the json query parameter (the request body as JSON) is required")
     try:
-        data = jsonlib.loads(raw)
+        data = jsonlib.loads(json)
     except ValueError as exc:
         raise InvalidRequest.field("json", f"malformed JSON: {exc}") from None
     if not isinstance(data, dict):
         raise InvalidRequest.field("json", "must be a JSON object")
     return data
-
-
-def json_query(json: str | None = Query(None, include_in_schema=False)) -> dict:
-    """The FastAPI parse step of `GET /{action}?json=`: the body, a JSON object (else a 400 naming `json`)."""
-    return _parse_json(json)
 
 
 def _validated(model, fn):
@@ -92,7 +93,7 @@ def _validated(model, fn):
 # (action, run) of the GET ?json= forms but GET /route's (its own entry, answered by the fast dispatch)
 GET_ACTIONS = (
     ("isochrone", lambda engine, data: engine.isochrone(data)),
-    ("optimized_route", V.optimized_route),
+    ("optimized_route", _optimised),
     *((a, _validated(m, fn)) for a, m, fn, _s, _r in POSTS if a != "optimized_route"),
 )
 _BODY_MODELS = {"route": "RouteRequest", "isochrone": "IsochroneRequest", "optimized_route": "OptimisedRouteRequest",
