@@ -16,6 +16,7 @@ through a handler that only looks their id up.
 
 from __future__ import annotations
 
+from array import array
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -57,7 +58,7 @@ class FeatureSet:
         self.min_zoom.append(feat.min_zoom)
         self.props.append(schema.properties(feat, tags))
 
-    def add_many(self, geoms, layers, min_zooms, props, wkbs=None) -> None:
+    def add_many(self, geoms, layers, min_zooms, props, wkbs=None, objs=None) -> None:
         self.geoms.extend(geoms.tolist() if isinstance(geoms, np.ndarray) else geoms)
         self.layer.extend(layers)
         self.min_zoom.extend(min_zooms)
@@ -77,9 +78,12 @@ class _BoundaryRelations(osmium.SimpleHandler):
     def __init__(self):
         super().__init__()
         self.way_level: dict[int, int] = {}
+        self.kept: list = []  # (id, tags, members) of the relations a patch reads (see boundary_relations)
 
     def relation(self, r):
         tags = r.tags
+        if tags.get("type") in ("multipolygon", "boundary") or tags.get("boundary") == "administrative":
+            self.kept.append((r.id, dict(tags), [(m.type, m.ref, m.role) for m in r.members]))
         if tags.get("boundary") != "administrative":
             return
         level = schema.admin_level(tags)
@@ -94,9 +98,16 @@ class _BoundaryRelations(osmium.SimpleHandler):
 
 def boundary_way_levels(osm_path) -> dict[int, int]:
     """The lowest admin level of the boundary relations each way is a member of (a relations-only pass)."""
+    return boundary_relations(osm_path)[0]
+
+
+def boundary_relations(osm_path) -> tuple[dict[int, int], list]:
+    """boundary_way_levels, and (id, tags, members (type, ref, role)) of every relation osmium may make an
+    area of (type multipolygon or boundary) or that gives ways a boundary level: what a patch of the
+    tile stage needs to make their features again (geoengine.tiles.kept). One relations-only pass."""
     rel = _BoundaryRelations()
     rel.apply_file(str(osm_path), filters=[osmium.filter.EntityFilter(osmium.osm.RELATION)])
-    return rel.way_level
+    return rel.way_level, rel.kept
 
 
 def read_tags(obj) -> dict[str, str]:
@@ -169,6 +180,8 @@ def _merc_wkbs(wkbs: list[bytes]) -> list[bytes]:
 
 
 LAYER_INDEX = {name: i for i, name in enumerate(schema.LAYERS)}
+# the object a feature comes from, as one int64: its OSM id << 2 | its type (OBJ_OTHER: the earth, the sea)
+OBJ_NODE, OBJ_WAY, OBJ_RELATION, OBJ_OTHER = 0, 1, 2, 3
 FLUSH = 4096  # objects per vectorised batch
 _WAY_KEYS = (*schema.LINE_KEYS, "natural")  # natural=coastline
 
@@ -187,10 +200,24 @@ class _Collector(osmium.SimpleHandler):
         self.factory = osmium.geom.WKBFactory()
         self._src: list = []  # per object: hex WKB (lon/lat) from osmium, or a shapely geometry (lon/lat)
         self._meta: list = []  # per object: ([(layer, min_zoom, props)], poi (layer, min_zoom, props) | None, coast)
+        self._objs = array("q")  # per object: its code (OSM id << 2 | OBJ_NODE, OBJ_WAY or OBJ_RELATION)
+        # the tags a feature-making callback read, per way (the ids, and an index into `tag_sets`): what a
+        # patch needs to make an unchanged way's features again (geoengine.tiles.kept)
+        self.way_ids = array("q")
+        self.way_tag_set = array("q")
+        self.tag_sets: dict = {}
 
-    def _push(self, src, feats, poi=None, coast: bool = False) -> None:
+    def _keep_tags(self, way_id: int, key) -> None:
+        t = self.tag_sets.get(key)
+        if t is None:
+            t = self.tag_sets[key] = len(self.tag_sets)
+        self.way_ids.append(way_id)
+        self.way_tag_set.append(t)
+
+    def _push(self, src, feats, poi=None, coast: bool = False, obj: int = -1) -> None:
         self._src.append(src)
         self._meta.append((feats, poi, coast))
+        self._objs.append(obj)
         if len(self._src) >= FLUSH:
             self.flush()
 
@@ -228,11 +255,11 @@ class _Collector(osmium.SimpleHandler):
     def flush(self) -> None:
         if not self._src:
             return
-        src, meta = self._src, self._meta
-        self._src, self._meta = [], []
+        src, meta, objs = self._src, self._meta, self._objs
+        self._src, self._meta, self._objs = [], [], array("q")
         geoms, wkbs = self._geometries(src)
         geoms = self._fix(geoms, wkbs, meta)
-        out_g, out_l, out_z, out_p, out_w = [], [], [], [], []
+        out_g, out_l, out_z, out_p, out_w, out_o = [], [], [], [], [], []
         pois = _points_on_surface(geoms, meta)
         for i, (feats, poi, coast) in enumerate(meta):
             g = geoms[i]
@@ -241,22 +268,25 @@ class _Collector(osmium.SimpleHandler):
             if coast:
                 self.sink.coastlines.extend(shapely.get_parts(g).tolist())
             w = wkbs[i]
+            o = objs[i]
             for layer, mz, props in feats:
                 out_g.append(g)
                 out_l.append(layer)
                 out_z.append(mz)
                 out_p.append(props)
                 out_w.append(w)
+                out_o.append(o)
             if poi is not None:
                 out_g.append(pois[i])
                 out_l.append(poi[0])
                 out_z.append(poi[1])
                 out_p.append(poi[2])
                 out_w.append(None)
+                out_o.append(o)
         if out_g:
             arr = np.empty(len(out_g), dtype=object)
             arr[:] = out_g
-            self.sink.add_many(arr, out_l, out_z, out_p, out_w)
+            self.sink.add_many(arr, out_l, out_z, out_p, out_w, out_o)
 
 
 def _entry(feat: schema.Feature, tags) -> tuple[int, int, dict]:
@@ -327,14 +357,16 @@ class _PointsAndLines(_Collector):
             tags = read_tags(n)
             feats = schema.node_features(tags)
         if feats:
-            self._push(self.factory.create_point(n), [_entry(f, tags) for f in feats])
+            self._push(self.factory.create_point(n), [_entry(f, tags) for f in feats], obj=(n.id << 2) | OBJ_NODE)
 
     def way(self, w, level=None, store=None):
         """A way's line; `store` (a node-location index) when the way's nodes carry no locations."""
+        wid = w._pyosmium_data.id()  # (w.id: a Python property around it)
         if level is None:
-            level = self.boundary_ways.get(w._pyosmium_data.id())  # (w.id: a Python property around it)
+            level = self.boundary_ways.get(wid)
         tags = read_tags(w)
         key = (level, *[kv for kv in tags.items() if kv[0] in schema.WAY_READ_KEYS])
+        self._keep_tags(wid, key[1:])
         hit = self._kinds.get(key)
         if hit is None:
             hit = self._classify(tags, level, key)
@@ -348,7 +380,7 @@ class _PointsAndLines(_Collector):
             src = self._runs(w, locs)  # nodes without a location (a clipped extract), or fewer than 2 points
             if src is None:
                 return
-        self._push(src, entries, coast=coast)
+        self._push(src, entries, coast=coast, obj=(wid << 2) | OBJ_WAY)
 
     _KINDS_CAP = 16384  # tag sets remembered (named ways' are not; refs, free text must not grow it)
 
@@ -383,11 +415,16 @@ class _PointsAndLines(_Collector):
                 cur = []
         if len(cur) >= 2:
             runs.append(cur)
+        ids = getattr(self.sink, "way_flags", None)  # (a spool: which ways were counted, for a patch)
         if not runs:
             self.sink.skipped_ways += 1
+            if ids is not None:
+                ids.append((w.id << 1) | 1)
             return None
         if missing:
             self.sink.partial_ways += 1
+            if ids is not None:
+                ids.append(w.id << 1)
         lines = [shapely.linestrings(np.asarray(r, dtype=np.float64)) for r in runs]
         return lines[0] if len(lines) == 1 else shapely.multilinestrings(lines)
 
@@ -448,17 +485,22 @@ class _Areas(_Collector):
 
     def area(self, a):
         d = getattr(a, "_pyosmium_data", None)
+        aid = d.id() if d is not None else a.id  # 2 * the way's id, or 2 * the relation's + 1
         if d is not None and d.tags_size() == 1:
             key = d.tags_next(d.tags_begin())  # (key, value): no dict
             hit = self._kinds.get(key)
             if hit is None:
                 hit = self._classify({key[0]: key[1]}, key)
+            kept = (key,)
         else:
             tags = read_tags(a)
             key = tuple([kv for kv in tags.items() if kv[0] in schema.AREA_KEYS])
             hit = self._kinds.get(key)
             if hit is None:
                 hit = self._classify(tags, key)
+            kept = key
+        if not aid & 1:
+            self._keep_tags(aid >> 1, kept)
         feats, poi = hit
         if not feats and poi is None:
             return
@@ -468,7 +510,7 @@ class _Areas(_Collector):
             src = _area_polygons(a)
             if src is None:
                 return
-        self._push(src, feats, poi)
+        self._push(src, feats, poi, obj=((aid >> 1) << 2) | (OBJ_RELATION if aid & 1 else OBJ_WAY))
 
     def _classify(self, tags: dict, key: tuple) -> tuple[list, tuple | None]:
         """An area's entries and its POI's entry (or None) from its tags, remembered under `key`."""

@@ -36,7 +36,7 @@ from geoengine.bundler import heap
 from geoengine.bundler.isolate import die_with
 from geoengine.tiles import mvt, schema, simplify
 from geoengine.tiles import tiler as T
-from geoengine.tiles.features import STREAMS, WORLD, _entry, boundary_way_levels
+from geoengine.tiles.features import OBJ_OTHER, STREAMS, WORLD, _entry, boundary_relations
 
 PARTITION_ZOOM = 10
 MAX_PARTITIONS = 16
@@ -72,7 +72,8 @@ def _tile_spans(bounds: np.ndarray, z: int, grow: float, rng) -> np.ndarray:
     ]).astype(np.int64)
 
 
-SEQ_STRIDE = 1 << 40  # collection order across streams: stream k's features have seq (k + 1) * SEQ_STRIDE + i
+SEQ_STRIDE = 1 << 40  # collection order across streams: stream k's features have seq ((k + 1) * SEQ_STRIDE + i) * SEQ_GAP
+SEQ_GAP = 1 << 16  # room between two features' seqs: a patch puts an object's new features between its neighbours'
 
 
 class Spool:
@@ -103,6 +104,16 @@ class Spool:
         self.coastlines: list = []
         self.skipped_ways = 0
         self.partial_ways = 0
+        self.way_flags = array("q")  # the ways counted in partial_ways (id << 1) and skipped_ways (id << 1 | 1)
+        # per feature, in add order (what geoengine.tiles.kept keeps): seq, object code, layer, min zoom,
+        # Mercator bounds and size (sqrt of the area, the length, inf for points); written to
+        # `index_files` (one per stream, not held in memory: the cut's workers fork from this process),
+        # or held in `index` while `captured` is set
+        self.index: list[np.ndarray] = []
+        self.index_files: list[Path] = []
+        self._ix = None
+        self.kept_tags: dict = {}  # per stream: (way ids, tag set ids, tag sets) of its collector
+        self.relations: list | None = None  # features.boundary_relations's (read by the first stream)
 
     def __len__(self) -> int:
         return self.n
@@ -111,16 +122,18 @@ class Spool:
         return {name: self.counts_by_layer[i] for i, name in enumerate(schema.LAYERS)}
 
     clip_box = None  # while set, features are clipped to it as features.clip_to_box does
+    captured = None  # a list: (WKB, layer, min zoom, props) of each feature added, in order, instead of spooling
     keep = None  # a set of partitions: only their files are written (a patch cuts only those)
     reach = None  # per zoom, tile ids: only features that can reach one of them are kept for the cut
 
-    def add(self, geom, feat: schema.Feature, tags) -> None:
+    def add(self, geom, feat: schema.Feature, tags, obj: int = -1) -> None:
         geoms = np.empty(1, dtype=object)
         geoms[0] = geom
         layer, min_zoom, props = _entry(feat, tags)
-        self.add_many(geoms, [layer], [min_zoom], [props])
+        self.add_many(geoms, [layer], [min_zoom], [props], objs=[obj])
 
-    def add_many(self, geoms: np.ndarray, layers, min_zooms, props, wkbs: list | None = None) -> None:
+    def add_many(self, geoms: np.ndarray, layers, min_zooms, props, wkbs: list | None = None,
+                 objs=None) -> None:
         """Spool features (object array of Mercator geometries, layer indices, min zooms, properties)
         in order: the geometry work is vectorised, then each record is written to its partitions.
         `wkbs` may give a geometry's WKB (what shapely.to_wkb would write; None where not known)."""
@@ -128,6 +141,7 @@ class Spool:
             wkbs = [None] * len(geoms)
         layers = np.asarray(layers, dtype=np.int64)
         min_zooms = np.asarray(min_zooms, dtype=np.int64)
+        objs = np.full(len(geoms), -1, dtype=np.int64) if objs is None else np.asarray(objs, dtype=np.int64)
         if self.clip_box is not None:
             # most features lie inside the box and are left as they are: for a rectangle, "contains
             # properly" is "the bounds lie strictly inside" (empty geometries: NaN bounds, not kept)
@@ -143,7 +157,7 @@ class Spool:
                     keep[i] = True
             if not keep.all():
                 idx = np.flatnonzero(keep)
-                geoms, layers, min_zooms = geoms[idx], layers[idx], min_zooms[idx]
+                geoms, layers, min_zooms, objs = geoms[idx], layers[idx], min_zooms[idx], objs[idx]
                 props, wkbs = [props[i] for i in idx], [wkbs[i] for i in idx]
         n = len(geoms)
         if n == 0:
@@ -161,8 +175,19 @@ class Spool:
         spans = _tile_spans(b, self.pz, self.grow, self.prange)
         mz = np.minimum(min_zooms, self.maxzoom)
         not_earth = layers != _EARTH
-        seqs = np.arange(self.next_seq, self.next_seq + n, dtype=np.int64)
+        seqs = np.arange(self.next_seq, self.next_seq + n, dtype=np.int64) * SEQ_GAP
         self.next_seq += n
+        rows = _index_rows(seqs, objs, layers, min_zooms, b, size)
+        if self.captured is None:
+            if self._ix is None:
+                path = self.folder / f"index.{self.stream}.rows"
+                self._ix = open(path, "ab")
+                self.index_files.append(path)
+            self._ix.write(rows.tobytes())
+        else:
+            self.index.append(rows)  # a patch's small extract: the records, nothing written
+            self.captured.extend(zip(wkbs, layers.tolist(), min_zooms.tolist(), props, strict=True))
+            return
         self.n += n
         counts = np.bincount(layers, minlength=len(schema.LAYERS))
         self.counts_by_layer = [int(c) + int(d) for c, d in zip(self.counts_by_layer, counts.tolist(), strict=True)]
@@ -215,6 +240,9 @@ class Spool:
 
     def finish(self) -> None:
         """Close this stream's partition files (the partitions they hold stay in `written`)."""
+        if self._ix is not None:
+            self._ix.close()
+            self._ix = None
         for key, fh in self.files.items():
             fh.close()
             self.written.add(key)
@@ -225,11 +253,15 @@ class Spool:
         self.n += other.n
         self.counts_by_layer = [a + b for a, b in zip(self.counts_by_layer, other.counts_by_layer, strict=True)]
         self.written |= other.written
-        for name in ("shared", "low", "low_bounds", "shared_spans", "coastlines"):
+        for name in ("shared", "low", "low_bounds", "shared_spans", "coastlines", "index", "index_files"):
             getattr(self, name).extend(getattr(other, name))
         self.all_bounds.extend(other.all_bounds)
         self.skipped_ways += other.skipped_ways
         self.partial_ways += other.partial_ways
+        self.way_flags.extend(other.way_flags)
+        self.kept_tags.update(other.kept_tags)
+        if other.relations is not None:
+            self.relations = other.relations
 
     def close(self) -> list[tuple[int, int]]:
         """Close the partition files; the partitions to cut (with a file, or under a shared feature)."""
@@ -238,6 +270,17 @@ class Spool:
         for x0, y0, x1, y1 in self.shared_spans:
             keys.update((x, y) for x in range(x0, x1 + 1) for y in range(y0, y1 + 1))
         return sorted(keys)
+
+
+INDEX_DTYPE = np.dtype([("seq", "<i8"), ("obj", "<i8"), ("layer", "<i2"), ("min_zoom", "<i2"),
+                        ("bounds", "<f8", (4,)), ("size", "<f8")])
+
+
+def _index_rows(seqs, objs, layers, min_zooms, bounds, size) -> np.ndarray:
+    rows = np.empty(len(seqs), dtype=INDEX_DTYPE)
+    rows["seq"], rows["obj"], rows["layer"], rows["min_zoom"] = seqs, objs, layers, min_zooms
+    rows["bounds"], rows["size"] = bounds, size
+    return rows
 
 
 def _clip_one(geom, box):
@@ -310,6 +353,10 @@ def _cut_partition(key: tuple[int, int]) -> list[tuple[int, int, int, bytes]]:
     px, py = key
     pz = job["pz"]
     recs = _load(job["folder"], key) + list(job["shared"])
+    if job.get("seqs") is not None:  # a patch: only the records that can reach a tile to cut, before parsing
+        s = np.fromiter((r[0] for r in recs), dtype=np.int64, count=len(recs))
+        hit = np.isin(s, job["seqs"])
+        recs = [r for r, h in zip(recs, hit.tolist(), strict=True) if h]
     geoms = shapely.from_wkb(np.fromiter((r[1] for r in recs), dtype=object, count=len(recs)))  # one call
     recs = [(s, g, lay, mz, p) for (s, _w, lay, mz, p), g in zip(recs, geoms.tolist(), strict=True)]
     only = job.get("only")
@@ -495,7 +542,7 @@ def _cut_spooled(spool: Spool, partitions: list[tuple[int, int]], bbox, *, proce
         low = [r for r, h in zip(low, hit.tolist(), strict=True) if h]
     T._STATE = _state_of(low, maxzoom)
     _JOB = {"folder": spool.folder, "shared": spool.shared, "maxzoom": maxzoom, "bbox": bbox, "pz": spool.pz,
-            "full_grid": full_grid, "only": only}
+            "full_grid": full_grid, "only": only, "seqs": getattr(spool, "reach_seqs", None)}
     try:
         if processes <= 1:
             for t in low_tasks:
@@ -521,18 +568,25 @@ def _cut_spooled(spool: Spool, partitions: list[tuple[int, int]], bbox, *, proce
 
 
 def _collect_stream(k: int, osm_path, bbox, folder: Path, maxzoom: int, partition_zoom: int, box,
-                    keep: set | None = None, way_level: dict | None = None) -> Spool:
+                    keep: set | None = None, way_level: dict | None = None, capture: bool = False) -> Spool:
     """Collect stream k into its own spool. The points-and-lines stream reads the boundary relations
     first (their member ways are boundary lines) when `way_level` is not given; the areas stream does
     not need them, so it starts at once while the other process reads them."""
+    relations = None
     if way_level is None and STREAMS[k].needs_boundaries:
-        way_level = boundary_way_levels(osm_path)
+        way_level, relations = boundary_relations(osm_path)
     spool = Spool(folder, bbox, maxzoom, partition_zoom, stream=f"s{k}", first_seq=(k + 1) * SEQ_STRIDE)
+    if relations is not None:
+        spool.relations = relations
+    if capture:  # (geoengine.tiles.slim: the features of a small extract, with their records)
+        spool.captured = []
     spool.clip_box = box
     if keep is not None:
         spool.reach = keep
         spool.keep = _partitions_of(keep, spool.pz)
-    STREAMS[k](spool, way_level).collect(osm_path)
+    collector = STREAMS[k](spool, way_level)
+    collector.collect(osm_path)
+    spool.kept_tags[k] = (collector.way_ids, collector.way_tag_set, list(collector.tag_sets))
     spool.clip_box = None
     spool.finish()
     return spool
@@ -577,7 +631,7 @@ def _collect_spooled(osm_path, bbox, folder: Path, *, maxzoom: int = T.MAXZOOM, 
     x1, y1 = lonlat_to_merc(bbox[2], bbox[3])
     box = shapely.box(float(x0), float(y0), float(x1), float(y1))
     spool.clip_box = box
-    spool.add(box, schema.Feature("earth", "earth", 0), {})
+    spool.add(box, schema.Feature("earth", "earth", 0), {}, obj=OBJ_OTHER)
     spool.clip_box = None
     args = (osm_path, bbox, folder, maxzoom, partition_zoom, box, keep)
     processes = processes or min(os.cpu_count() or 1, len(STREAMS))
@@ -612,7 +666,7 @@ def _collect_spooled(osm_path, bbox, folder: Path, *, maxzoom: int = T.MAXZOOM, 
             land, sea = split
             spool.replace_earth(land)
             spool.next_seq = (len(STREAMS) + 1) * SEQ_STRIDE  # after every stream, as in features.collect
-            spool.add(sea, schema.Feature("water", "ocean", 0, "ocean"), {})
+            spool.add(sea, schema.Feature("water", "ocean", 0, "ocean"), {}, obj=(1 << 2) | OBJ_OTHER)
     # the batches' temporaries stay on glibc's heap once freed; the cut's workers fork from this process
     # and would carry them
     heap.release()

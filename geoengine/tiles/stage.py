@@ -13,9 +13,10 @@ import numpy as np
 from geoengine.bundle import STAGE_VERSIONS
 from geoengine.bundler.measure import cpu_s
 from geoengine.bundler.pipeline import BuildContext, Stage, StageResult
+from geoengine.tiles import kept as K
 from geoengine.tiles import schema
 from geoengine.tiles.mbtiles import MBTilesWriter
-from geoengine.tiles.spool import collect_spooled, cut_spooled, plan_cut
+from geoengine.tiles.spool import collect_spooled, cut_spooled, plan_cut, reaching
 from geoengine.tiles.tiler import MAXZOOM, MINZOOM
 
 ATTRIBUTION = "© OpenStreetMap contributors"
@@ -59,15 +60,20 @@ def run(ctx: BuildContext) -> StageResult:
 
     for z, x, y, data in cut_spooled(fs, partitions, bbox, on_step=on_step, plan=plan):
         writer.add(z, x, y, data)
-    shutil.rmtree(spool_dir, ignore_errors=True)
     tiles, nbytes = writer.count, writer.bytes
     writer.close(_metadata(ctx, sid, bbox))
     counts = _counts(fs, tiles)
+    t_cut = time.time() - t0 - t_collect
+    # the collection is kept for `geoengine update` (geoengine.tiles.kept): the partition files are moved,
+    # the index and the ways' node refs (a Numba pass over the PBF's way blocks) written
+    kept_bytes = K.save(out / K.FOLDER, fs, spool_dir, ctx.inputs.osm)
+    shutil.rmtree(spool_dir, ignore_errors=True)
     return StageResult(
         outputs=[f"tiles/{sid}.mbtiles"],
         counts=counts,
         info={"source": sid, "bytes": nbytes, "minzoom": MINZOOM, "maxzoom": MAXZOOM, "partitions": len(plan.partitions),
-              "collect_seconds": round(t_collect, 3), "cut_seconds": round(time.time() - t0 - t_collect, 3)},
+              "collect_seconds": round(t_collect, 3), "cut_seconds": round(t_cut, 3),
+              "kept_bytes": kept_bytes, "keep_seconds": round(time.time() - t0 - t_collect - t_cut, 3)},
     )
 
 
@@ -93,7 +99,7 @@ def _metadata(ctx: BuildContext, sid: str, bbox) -> dict:
 
 
 def _counts(fs, tiles: int) -> dict:
-    counts = {"tiles": tiles, "features": len(fs), **{f"features_{k}": v for k, v in fs.counts().items()}}
+    counts = {"tiles": tiles, "features": fs.n, **{f"features_{k}": v for k, v in fs.counts().items()}}
     if fs.partial_ways or fs.skipped_ways:
         counts["ways_with_missing_nodes"] = fs.partial_ways
         counts["ways_skipped"] = fs.skipped_ways
@@ -125,9 +131,9 @@ def _catalog_title(name: str | None) -> str | None:
     return getattr(region, "title", None)
 
 # A patch re-cuts at most this share of the tiles a full cut visits; above it the stage runs in full
-# (measured at 16 copies of Liechtenstein: 175 tiles of 4,160 cut again took 0.9x a full run's CPU, 1,638 took 1.9x;
-# docs/updates.md).
-PATCH_MAX_SHARE = 0.10
+# (measured at 16 copies of Liechtenstein with the kept collection: 175 tiles of 4,160 cut again took 0.28x a
+# full run's CPU, 1,592 took 0.62-0.82x; docs/updates.md).
+PATCH_MAX_SHARE = 0.50
 
 
 def _stored(path) -> dict[int, np.ndarray]:
@@ -167,14 +173,15 @@ def _why_not(ctx: BuildContext, p, sid: str, old_path) -> str | None:
 
 
 def patch(ctx: BuildContext, p) -> StageResult | None:
-    """`geoengine update`'s partial rebuild (Stage.patch): collect the new extract's features as `run`
-    does, cut again only the tiles the change touches (geoengine.tiles.patch: the old and new bounds of
-    every changed object and of every object made of one, grown by each zoom's clipping buffer) and the
-    tiles the new cut visits that the old archive lacks, and copy every other tile's bytes from the old
-    archive in SQLite. None (the stage then runs in full) when the old tiles were made by another stage
-    version, geoengine or box, when a coastline changed, or when more than PATCH_MAX_SHARE of the tiles
-    would be cut again."""
+    """`geoengine update`'s partial rebuild (Stage.patch), from the old bundle's kept collection and the
+    change alone (geoengine.tiles.slim: the affected objects' features made again, the collection
+    patched; no pass over either extract), then the tiles those features' old and new bounds touch cut
+    again (geoengine.tiles.patch) and every other tile's bytes copied from the old archive in SQLite.
+    None (the stage then runs in full) when the old tiles were made by another stage version, geoengine
+    or box, when the old bundle keeps no collection or object store, when a coastline changed, or when
+    more than PATCH_MAX_SHARE of the tiles would be cut again."""
     from geoengine.tiles import patch as P
+    from geoengine.tiles import slim
     from geoengine.tiles.spool import restrict_plan
 
     bbox = ctx.bbox
@@ -185,55 +192,56 @@ def patch(ctx: BuildContext, p) -> StageResult | None:
     sid = source_id(ctx)
     old_path = p.old_dir("tiles") / f"{sid}.mbtiles"
     why = _why_not(ctx, p, sid, old_path)
+    old_kept = p.old_dir("tiles") / K.FOLDER
+    if why is None and not (old_kept / "meta.pkl").exists():
+        why = "the old bundle keeps no tile collection (built before it)"
+    if why is None and (getattr(p, "osc", None) is None or getattr(p, "store", None) is None):
+        why = "the old bundle keeps no object store (node locations)"
     if why is not None:
         ctx.progress.log(f"[tiles] not patched: {why}")
         return None
-    try:
-        aff = P.affected(p.old_extract, p.new_extract, p.changes, bbox, ctx.stage_dir("tiles") / "affected")
-    except P.TooManyIds as exc:
-        ctx.progress.log(f"[tiles] not patched: {exc}")
-        return None
-    if aff.coastline:
-        ctx.progress.log("[tiles] not patched: a coastline changed (land and sea are split again)")
-        return None
-    touched = P.touched_by_features(aff.features, bbox)
-    stored = _stored(old_path)
-    n_old = sum(len(v) for v in stored.values())
-    n_hit = sum(int(np.isin(stored[z], touched[z]).sum()) for z in stored)
-    t_find = time.time() - t0
-    cpu.append(cpu_s())
-    if n_old and n_hit > PATCH_MAX_SHARE * n_old:
-        ctx.progress.log(f"[tiles] not patched: the change touches {n_hit:,} of the {n_old:,} tiles")
-        return None
     out = ctx.stage_dir("tiles")
-    spool_dir = out / "spool"
-    # only the features that can reach a touched tile are written to disk or held (every feature is
-    # still collected: the counts, and where tiles exist, are decided over all of them)
-    fs, partitions = collect_spooled(ctx.inputs.osm, bbox, spool_dir, keep=touched)
-    t_collect = time.time() - t0 - t_find
+    work = out / K.FOLDER
+    shutil.rmtree(work, ignore_errors=True)
+
+    def decline(msg: str):
+        shutil.rmtree(work, ignore_errors=True)
+        ctx.progress.log(f"[tiles] not patched: {msg}")
+
+    try:
+        fs, feats, objects = slim.build(bbox, p, slim.Old(old_kept), work)
+    except (slim.Decline, LookupError) as exc:
+        decline(str(exc))
+        return None
+    t_collect = time.time() - t0
     cpu.append(cpu_s())
-    plan = plan_cut(fs, partitions, bbox)
+    touched = P.touched_by_features(feats, bbox)
+    stored = _stored(old_path)
+    plan = plan_cut(fs, [], bbox)
     planned, met = P.planned_tiles(fs, plan, bbox)
     recut = {z: ids[np.isin(ids, touched.get(z, ()))] for z, ids in planned.items()}
     n_planned = sum(len(v) for v in planned.values())
     n_recut = sum(len(v) for v in recut.values())
-    why = None
+    t_find = time.time() - t0 - t_collect
+    cpu.append(cpu_s())
     if n_recut > PATCH_MAX_SHARE * n_planned:
-        why = f"{n_recut:,} of the {n_planned:,} tiles would be cut again"
-    else:
-        # Away from the change a zoom's tiles are those of the old cut unless the zoom switched to every
-        # tile of the box (FULL_GRID_FACTOR) from the tiles features meet: decline where it may have
-        # and some untouched tile the new cut visits is not in the old archive.
-        z = P.grid_may_have_grown(planned, met, stored, touched, bbox)
-        if z is not None:
-            why = f"the tiles of zoom {z} may have become every tile of the box"
-    if why is not None:
-        shutil.rmtree(spool_dir, ignore_errors=True)
-        ctx.progress.log(f"[tiles] not patched: {why}")
+        decline(f"{n_recut:,} of the {n_planned:,} tiles would be cut again")
         return None
-    ctx.progress.log(f"[tiles] {len(fs):,} features collected in {t_collect:.1f}s; the change touches "
-                     f"{sum(aff.objects.values()):,} objects: {n_recut:,} of {n_planned:,} tiles to cut again")
+    # Away from the change a zoom's tiles are those of the old cut unless the zoom switched to every
+    # tile of the box (FULL_GRID_FACTOR) from the tiles features meet: decline where it may have
+    # and some untouched tile the new cut visits is not in the old archive.
+    z = P.grid_may_have_grown(planned, met, stored, touched, bbox)
+    if z is not None:
+        decline(f"the tiles of zoom {z} may have become every tile of the box")
+        return None
+    ctx.progress.log(f"[tiles] the change touches {sum(objects.values()):,} objects "
+                     f"({len(feats[0]['bounds']):,} features before, {len(feats[1]['bounds']):,} after): "
+                     f"{n_recut:,} of {n_planned:,} tiles to cut again")
     small = restrict_plan(plan, recut, fs.pz)
+    # the partitions' records that can reach a tile to cut (by the index's bounds): only they are parsed
+    ix = fs.index
+    fs.reach_seqs = np.sort(ix["seq"][reaching(np.asarray(ix["bounds"]), {z: v for z, v in recut.items()
+                                                                           if z >= fs.pz})])
     path = out / f"{sid}.mbtiles"
     writer = MBTilesWriter(path)
     ctx.progress.task("tiles", total=len(small.low_tasks) + len(small.partitions))
@@ -247,7 +255,6 @@ def patch(ctx: BuildContext, p) -> StageResult | None:
     for z, x, y, data in cut_spooled(fs, small.partitions, bbox, on_step=on_step, plan=small, only=recut):
         writer.add(z, x, y, data)
         made += 1
-    shutil.rmtree(spool_dir, ignore_errors=True)
     t_cut = time.time() - t0 - t_find - t_collect
     cpu.append(cpu_s())
     copied, copied_bytes = _copy_tiles(writer, old_path, stored, planned, recut)
@@ -259,13 +266,15 @@ def patch(ctx: BuildContext, p) -> StageResult | None:
         counts=_counts(fs, tiles),
         info={"source": sid, "bytes": nbytes, "minzoom": MINZOOM, "maxzoom": MAXZOOM,
               "partitions": len(small.partitions),
-              "patch": {"objects": aff.objects, "boxes": len(aff.boxes), "tiles_planned": n_planned,
+              "patch": {"objects": objects, "features_before": len(feats[0]["bounds"]),
+                        "features_after": len(feats[1]["bounds"]), "tiles_planned": n_planned,
                         "tiles_recut": n_recut, "tiles_made": made, "tiles_copied": copied,
-                        "find_seconds": round(t_find, 3),
-                        # CPU (this process and its workers) of finding the tiles, collecting, cutting, copying
-                        "cpu_seconds": dict(zip(("find", "collect", "cut", "copy"),
+                        # CPU (this process and its workers) of patching the collection, finding the
+                        # tiles, cutting, copying
+                        "cpu_seconds": dict(zip(("collection", "find", "cut", "copy"),
                                                 (round(b - a, 3) for a, b in zip(cpu, cpu[1:]))))},
-              "collect_seconds": round(t_collect, 3), "cut_seconds": round(t_cut, 3),
+              "collect_seconds": round(t_collect, 3), "find_seconds": round(t_find, 3),
+              "cut_seconds": round(t_cut, 3),
               "copy_seconds": round(time.time() - t0 - t_find - t_collect - t_cut, 3)},
     )
 

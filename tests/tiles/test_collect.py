@@ -45,8 +45,8 @@ class _EveryNodeTagRead(F._PointsAndLines):
 class _WkbSink(F.FeatureSet):
     """A FeatureSet that keeps the WKB the collector hands the spool with each geometry (None: unknown)."""
 
-    def add_many(self, geoms, layers, min_zooms, props, wkbs=None) -> None:
-        super().add_many(geoms, layers, min_zooms, props, wkbs)
+    def add_many(self, geoms, layers, min_zooms, props, wkbs=None, objs=None) -> None:
+        super().add_many(geoms, layers, min_zooms, props, wkbs, objs)
         self.wkbs = getattr(self, "wkbs", []) + list(wkbs if wkbs is not None else [None] * len(geoms))
 
     def check_wkbs(self) -> int:

@@ -1,9 +1,11 @@
-"""The tile stage's patch (geoengine/tiles/stage.py `patch`, geoengine/tiles/patch.py): an update cuts
-again only the tiles a change touches and copies the others from the old archive, and every tile of the
-result (all zooms) is byte for byte the tile a full build of the new extract makes: on the Liechtenstein
-change of tests/update/edits.py, and on a second change (a multipolygon's inner member deleted, a node
-shared by an area and another way moved). It declines, and the stage runs in full, when the change
-touches too large a share of the tiles or the old tiles were made by another stage version."""
+"""The tile stage's patch (geoengine/tiles/stage.py `patch`, slim.py, patch.py): an update patches the kept
+collection from the change alone, cuts again only the tiles the change touches and copies the others from
+the old archive, and every tile of the result (all zooms) is byte for byte the tile a full build of the
+new extract makes: on the Liechtenstein change of tests/update/edits.py, on a second change (a
+multipolygon's inner member deleted, a node shared by an area and another way moved), on update_bench's
+spread change (without reading either extract), and on two updates in a row. It declines, and the stage
+runs in full, when the change touches too large a share of the tiles, the old tiles were made by another
+geoengine, or the old bundle keeps no collection."""
 
 from __future__ import annotations
 
@@ -14,7 +16,6 @@ import sqlite3
 from pathlib import Path
 
 import osmium
-import pytest
 
 from geoengine.bundle import Bundle
 from geoengine.bundler.pipeline import BuildInputs, PatchInputs, build
@@ -22,6 +23,7 @@ from geoengine.bundler.update import read_changes, update
 from geoengine.progress import NullProgress
 from geoengine.tiles import stage as tile_stage
 
+from .conftest import EXTRACT
 from .conftest import archive_tiles as _tiles
 from .conftest import linked_copy, publish_copy
 
@@ -198,61 +200,155 @@ def test_the_patch_declines_tiles_of_another_geoengine(old_bundle, edits, upd_se
                                f"{tile_stage.source_id(ctx)}.mbtiles") is None
 
 
-def _expected_boxes(extract: Path, changes) -> list[tuple]:
-    """What the change touches in `extract`, by a plain scan of the whole (small) file: the changed
-    nodes, every way that changed or holds a changed node, every multipolygon relation with area
-    features that changed or holds one of those, over all its members."""
+def _named(bundle: Path, tmp_path: Path) -> Path:
+    """The bundle's kept extract under the original file's name (the archive's name and title come from it)."""
+    import shutil
+
+    dst = tmp_path / "named" / Path(EXTRACT).name
+    dst.parent.mkdir(parents=True, exist_ok=True)
+    dst.unlink(missing_ok=True)
+    shutil.copy(bundle / "source" / "extract.osm.pbf", dst)
+    return dst
+
+
+def _no_extracts(monkeypatch):
+    """The collection's patch gets extract paths that do not exist: it reads neither extract."""
+    import dataclasses
+
+    from geoengine.tiles import slim
+
+    real = slim.build
+
+    def build(bbox, p, old, work, **kw):
+        gone = Path("/nonexistent/extract.osm.pbf")
+        return real(bbox, dataclasses.replace(p, old_extract=gone, new_extract=gone), old, work, **kw)
+
+    monkeypatch.setattr(slim, "build", build)
+
+
+def test_the_spread_change_is_patched_from_the_kept_collection(old_bundle, upd_settings, tmp_path, monkeypatch):
+    """update_bench's spread change (every 50th way of the extract: a changed tag, its first node moved
+    ~5 m) on Liechtenstein, patched without reading either extract: every tile equals the full build's."""
+    import sys
+
+    sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "benchmarks"))
+    from update_bench import make_change
+
+    _no_extracts(monkeypatch)
+    monkeypatch.setattr(tile_stage, "PATCH_MAX_SHARE", 1.0)  # (a cost policy; here the patch must be exact)
+    osc = tmp_path / "spread.osc.gz"
+    made = make_change(Path(os.path.realpath(old_bundle)) / "source" / "extract.osm.pbf", osc, 0.02)
+    assert made["ways_changed"] > 100
+    out = publish_copy(old_bundle, tmp_path)
+    result = update(out, upd_settings, diffs=[osc], progress=NullProgress())
+    assert "tiles" in result["stages_patched"], result
+    full = build(BuildInputs(osm=_named(out, tmp_path)), tmp_path / "full" / "li", upd_settings, progress=NullProgress())
+    assert _assert_same_archive(out, full, old_bundle) > 0
+    entry = Bundle.open(out).stages["tiles"]
+    assert entry["counts"] == Bundle.open(full).stages["tiles"]["counts"]
+    assert entry["info"]["patch"]["objects"]["w"] >= made["ways_changed"]
+
+
+def test_a_second_update_patches_the_patched_collection(old_bundle, edits, upd_settings, tmp_path, monkeypatch):
+    """Two updates in a row (the Liechtenstein change, then the second change made on its result): the
+    second patches the collection the first one wrote, and the archive equals a full build's again; the
+    kept collection too, feature for feature (the index, less the seqs, which a patch places in the gaps)."""
+    import numpy as np
+
+    from geoengine.tiles import kept as K
+
+    _no_extracts(monkeypatch)
+    monkeypatch.setattr(tile_stage, "PATCH_MAX_SHARE", 1.0)
+    out = publish_copy(old_bundle, tmp_path)
+    first = update(out, upd_settings, diffs=[edits["osc"]], progress=NullProgress())
+    assert "tiles" in first["stages_patched"]
+    second = make_second_change(_named(out, tmp_path), tmp_path / "second")
+    result = update(out, upd_settings, diffs=[second["osc"]], progress=NullProgress())
+    assert "tiles" in result["stages_patched"], result
+    full = build(BuildInputs(osm=second["new"]), tmp_path / "full" / "li", upd_settings, progress=NullProgress())
+    _assert_same_archive(out, full, old_bundle)
+    a = np.load(out / "tiles" / K.FOLDER / "index.npy")
+    b = np.load(full / "tiles" / K.FOLDER / "index.npy")
+    assert len(a) == len(b)
+    assert (a["obj"] == b["obj"]).all() and (a["layer"] == b["layer"]).all()  # the same order
+    assert np.array_equal(a["bounds"], b["bounds"], equal_nan=True)
+    wa, wb = (K.load_ways(x / "tiles" / K.FOLDER / "ways") for x in (out, full))
+    for k in range(3):  # ids, offsets, refs
+        assert np.array_equal(wa[k], wb[k]), k
+    assert sorted(wa[3].tolist()) == sorted(wb[3].tolist())
+
+
+def test_the_patch_declines_an_old_bundle_without_a_collection(old_bundle, edits, upd_settings, tmp_path):
+    """A bundle built before the collection was kept: the stage runs in full (and keeps one)."""
+    import shutil
+
+    src = linked_copy(old_bundle, tmp_path / "old")
+    shutil.rmtree(src / "tiles" / "collection")
+    out = tmp_path / "bundles" / "li"
+    out.parent.mkdir(parents=True)
+    from geoengine.bundler.pipeline import publish
+
+    publish(src, out)
+    result = update(out, upd_settings, diffs=[edits["osc"]], progress=NullProgress())
+    assert "tiles" in result["stages_rebuilt"]
+    assert (out / "tiles" / "collection" / "index.npy").exists()
+
+
+def make_tie_change(src: Path, out_dir: Path) -> dict:
+    """A node moved (~20 m) on a way that two or more area relations with features share as their last
+    member way (osmium completes them there, in an order the patch must reproduce). Writes `new/<name>`
+    and `change.osc.gz`."""
     from geoengine.tiles import schema
 
-    ch = {t: set(changes.low[t]) | set(changes.deleted[t]) for t in ("n", "w", "r")}
-    _expected_boxes.relations = 0
-    loc, ways, rels = {}, {}, []
-    for o in osmium.FileProcessor(str(extract)):
-        if o.is_node():
-            loc[o.id] = (o.location.lon, o.location.lat)
-        elif o.is_way():
+    ways: dict[int, list[int]] = {}
+    rels = []
+    for o in osmium.FileProcessor(str(src), osmium.osm.WAY | osmium.osm.RELATION):
+        if o.is_way():
             ways[o.id] = [n.ref for n in o.nodes]
-        else:
+        elif o.tags.get("type") in ("multipolygon", "boundary"):
             tags = {k: v for k, v in dict(o.tags).items() if k != "type"}
-            if o.tags.get("type") == "multipolygon" and schema.area_features(tags):
+            if schema.area_features(tags):  # (areas with features: their order shows in the tiles)
                 rels.append((o.id, [m.ref for m in o.members if m.type == "w"]))
+    at: dict[int, list[int]] = {}
+    for rid, ms in rels:
+        present = [w for w in ms if w in ways]
+        if present:
+            at.setdefault(max(present), []).append(rid)
+    way = next(w for w, rs in sorted(at.items()) if len(rs) >= 2 and len(ways[w]) >= 3)
+    node = ways[way][1]
+    out_dir.mkdir(parents=True, exist_ok=True)
+    (out_dir / "new").mkdir(exist_ok=True)
+    new_path, osc_path = out_dir / "new" / src.name, out_dir / "change.osc.gz"
+    h = osmium.io.Header()
+    reader = osmium.io.Reader(str(src), osmium.osm.osm_entity_bits.NOTHING)
+    h.add_box(reader.header().box())
+    reader.close()
+    full, change = osmium.SimpleWriter(str(new_path), header=h), osmium.SimpleWriter(str(osc_path))
+    try:
+        for o in osmium.FileProcessor(str(src)):
+            if o.is_node() and o.id == node:
+                n = o.replace(version=o.version + 1, timestamp=WHEN2, changeset=3, uid=1, user="geoengine-test",
+                              location=(o.location.lon + 0.0002, o.location.lat + 0.0001))
+                full.add_node(n)
+                change.add_node(n)
+            elif o.is_node():
+                full.add_node(o)
+            elif o.is_way():
+                full.add_way(o)
+            else:
+                full.add_relation(o)
+    finally:
+        full.close()
+        change.close()
+    return {"new": new_path, "osc": osc_path, "way": way, "relations": at[way]}
 
-    def box(refs):
-        pts = [loc[r] for r in refs if r in loc]
-        xs, ys = [p[0] for p in pts], [p[1] for p in pts]
-        return (min(xs), min(ys), max(xs), max(ys))
 
-    out = [(*loc[i], *loc[i]) for i in ch["n"] if i in loc]
-    hit = {w for w, refs in ways.items() if w in ch["w"] or any(r in ch["n"] for r in refs)}
-    out += [box(ways[w]) for w in hit]
-    for rid, members in rels:
-        if rid in ch["r"] or any(w in hit for w in members):
-            out.append(box([r for w in members if w in ways for r in ways[w]]))
-            _expected_boxes.relations += 1
-    return out
-
-
-@pytest.mark.parametrize("which", ["edits", "second"])
-def test_the_touched_boxes_cover_every_object_made_of_a_changed_one(edits, tmp_path, which):
-    from geoengine.tiles import patch as P
-
-    if which == "edits":
-        old, new, osc = edits["old"], edits["new"], edits["osc"]
-    else:
-        second = make_second_change(edits["old"], tmp_path / "second")
-        old, new, osc = edits["old"], second["new"], second["osc"]
-    changes = read_changes([osc])
-    before = P.affected_in(old, changes)
-    # the new extract as the patch reads it: the objects that held a changed one before (no second search
-    # of the forward references), and with the features collected
-    after = P.affected_in(new, changes, holders=before.holders)
-    assert after.boxes == P.affected_in(new, changes, bbox=BOX, scratch=tmp_path / "scratch", holders=before.holders).boxes
-    for extract, found in ((old, before), (new, after)):
-        got = found.boxes
-        want = _expected_boxes(extract, changes)
-        assert len(want) > 2
-        for b in want:
-            assert any(g[0] <= b[0] + 1e-9 and g[1] <= b[1] + 1e-9 and g[2] >= b[2] - 1e-9 and g[3] >= b[3] - 1e-9
-                       for g in got), (extract, b)
-        if which == "second":  # the moved node's multipolygon and the one that lost a member: their areas
-            assert _expected_boxes.relations >= 2
+def test_relations_completing_at_one_way_keep_osmium_order(old_bundle, edits, upd_settings, tmp_path, monkeypatch):
+    _no_extracts(monkeypatch)
+    monkeypatch.setattr(tile_stage, "PATCH_MAX_SHARE", 1.0)
+    tie = make_tie_change(edits["old"], tmp_path / "tie")
+    assert len(tie["relations"]) >= 2
+    r = _update_and_full(old_bundle, tie["new"], tie["osc"], upd_settings, tmp_path)
+    assert "tiles" in r["result"]["stages_patched"], r["result"]
+    assert r["entry"]["info"]["patch"]["objects"]["r"] >= 2
+    assert _assert_same_archive(r["out"], r["full"], old_bundle) > 0
