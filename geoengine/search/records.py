@@ -1,0 +1,373 @@
+"""What the search stage's OSM read produced, kept in the bundle (`search/records.pkl`) for `geoengine update`:
+osm2pgsql's "slim" design. A full run keeps, per OSM object, the records the read made of it (documents,
+street ways, interpolation ways, address nodes, postcode samples, way boxes and shapes, boundaries), the tags
+and node refs of the tagged ways, and the relations the area assembler reads with their members and their
+member ways' node refs. An update (`patch_read`) finds the objects a change affects (the changed ones, the
+kept ways holding a changed node), reads just those again with the stage's own reader (`osm.read_osm` on a
+small extract written from the change's objects and the kept ones, node locations from the update's node
+store), puts their records in place of the old ones, and the later phases run on the result as in a full
+run. Every record is ordered by its object (documents: nodes', ways', closed ways' areas', relations', each
+by id: osm.py's `finish_areas`), so a record's place follows from its object alone.
+
+Declined (the stage runs in full): a changed relation the assembler or the boundaries read, a change to one
+of their member ways (or a node of one): an administrative boundary's geometry decides the hierarchy of every
+document in it; a changed closed boundary way; an object id that is negative or unknown to the kept refs."""
+
+from __future__ import annotations
+
+import json
+import pickle
+import tempfile
+from array import array
+from pathlib import Path
+
+import numpy as np
+import shapely
+
+from geoengine.search.docset import DocSet, TextColumn, pack_columns, row_columns, take_docs, unpack_columns
+from geoengine.search.osm import STREET_COLUMNS, Boundary, InterpolationWays, StreetWays
+
+FORMAT = 1
+FILE = "records.pkl"
+INTERP_COLUMNS = ["id", "kind", "street", "addr_place", "postcode", "ends", "node_id", "xy"]
+# document key: class << 61 | id (class 0 node, 1 way, 2 a closed way's area, 3 relation: the documents' order)
+SHIFT = np.int64(61)
+
+
+def _keys(cls: np.ndarray, ids: np.ndarray) -> np.ndarray:
+    return (np.asarray(cls, np.int64) << SHIFT) | np.asarray(ids, np.int64)
+
+
+def doc_keys(ds: DocSet, n_plain: int | None = None) -> np.ndarray:
+    """The key of every document (rows from `n_plain` on are area documents)."""
+    n = len(ds)
+    n_plain = n if n_plain is None else n_plain
+    ids = np.fromiter((int(i.rsplit(":", 1)[1]) for i in ds.id), np.int64, n)
+    cls = np.fromiter(({"n": 0, "w": 1, "r": 3}[k] for k in ds.kind), np.int64, n)
+    cls[n_plain:][cls[n_plain:] == 1] = 2
+    return _keys(cls, ids)
+
+
+def _np(a, dtype) -> np.ndarray:
+    return np.frombuffer(a, dtype).copy() if len(a) else np.zeros(0, dtype)
+
+
+def _csr(ids, ends, refs) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(ids, ends, refs) sorted by id."""
+    ids, ends, refs = _np(ids, np.int64), _np(ends, np.int64), _np(refs, np.int64)
+    o = np.argsort(ids, kind="stable")
+    return ids[o], *_take_csr(ends, refs, o)
+
+
+def _take_csr(ends: np.ndarray, refs: np.ndarray, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    lens = (ends[1:] - ends[:-1])[rows]
+    new_ends = np.concatenate([[0], np.cumsum(lens)]).astype(np.int64)
+    idx = np.repeat(ends[:-1][rows] - new_ends[:-1], lens) + np.arange(int(new_ends[-1]))
+    return new_ends, refs[idx]
+
+
+def records_of(ds: DocSet, streets: StreetWays, boundaries: list[Boundary], h) -> dict:
+    """The records of `read_osm`'s output (before the later phases change it)."""
+    rec: dict = {"format": FORMAT}
+    keys = doc_keys(ds, getattr(h, "n_plain", None))
+    rec["doc.key"] = keys
+    pack_columns(ds, row_columns(), rec, "doc.")
+    pack_columns(streets, STREET_COLUMNS, rec, "street.")
+    pack_columns(h.interpolations, INTERP_COLUMNS, rec, "interp.")
+    rec["addr_node_id"] = _np(h.addr_node_id, np.int64)
+    rec["pc.key"] = _keys(_np(h.pc_kind, np.int8), _np(h.pc_id, np.int64))
+    rec["pc.xy"] = _np(h.pc_xy, np.float64)
+    pack_columns(h, ["pc_code"], rec, "pc.")
+    rec["box.key"] = keys[_np(h.box_row, np.int64)]
+    rec["box"] = _np(h.box, np.float64)
+    rec["shape.key"] = keys[_np(h.shape_row, np.int64)]
+    rec["shape.closed"] = _np(h.shape_closed, np.int8)
+    rec["shape.box"] = _np(h.shape_box, np.float64)
+    rec["shape.len"] = _np(h.shape_len, np.float64)
+    rec["labels"] = (np.fromiter(h.labels.keys(), np.int64, len(h.labels)),
+                     np.fromiter(h.labels.values(), np.int64, len(h.labels)))
+    rec["boundaries"] = [(b.name, b.admin_level, shapely.to_wkb(b.geom), b.country_code, b.osm_id, b.names, b.place,
+                          b.postcode, int(keys[b.row]) if b.row >= 0 else -1, b.osm_type, b.country_hint)
+                         for b in boundaries]
+    rec["unassembled_ids"] = list(h.unassembled_ids)
+    wid, wends, wrefs = _np(h.wrec_id, np.int64), _np(h.wrec_ends, np.int64), _np(h.wrec_refs, np.int64)
+    o = np.argsort(wid, kind="stable")
+    rec["wrec.id"] = wid[o]
+    rec["wrec.ends"], rec["wrec.refs"] = _take_csr(wends, wrefs, o)
+    rec["wrec.tags"] = [h.wrec_tags[k] for k in o.tolist()]
+    rec["mw.id"], rec["mw.ends"], rec["mw.refs"] = _csr(h.mw_id, h.mw_ends, h.mw_refs)
+    rec["rel.id"] = _np(h.rel_id, np.int64)
+    rec["rel.ends"] = _np(h.rel_ends, np.int64)
+    rec["rel.mtype"], rec["rel.mref"] = _np(h.rel_mtype, np.int8), _np(h.rel_mref, np.int64)
+    rec["rel.mrole"] = list(h.rel_mrole)
+    rec["rel.tags"] = [h.rel_tags[k] for k in range(len(h.rel_id))]
+    return rec
+
+
+def save(folder: Path, rec: dict) -> str:
+    with open(Path(folder) / FILE, "wb") as fh:
+        pickle.dump(rec, fh, protocol=pickle.HIGHEST_PROTOCOL)
+    return FILE
+
+
+def load(folder: Path) -> dict | None:
+    path = Path(folder) / FILE
+    if not path.exists():
+        return None
+    with open(path, "rb") as fh:
+        rec = pickle.load(fh)
+    return rec if isinstance(rec, dict) and rec.get("format") == FORMAT else None
+
+
+class Reader:
+    """What `build_documents` reads of `read_osm`'s handler, rebuilt from records."""
+
+
+def _typed(code: str, values) -> array:
+    out = array(code)
+    out.frombytes(np.ascontiguousarray(values).tobytes())
+    return out
+
+
+def from_records(rec: dict) -> tuple[DocSet, StreetWays, list[Boundary], Reader]:
+    """(documents, street ways, boundaries, reader) as `read_osm` returns them, from records."""
+    ds = unpack_columns(DocSet(), row_columns(), rec, "doc.")
+    streets = unpack_columns(StreetWays(), STREET_COLUMNS, rec, "street.")
+    r = Reader()
+    r.interpolations = unpack_columns(InterpolationWays(), INTERP_COLUMNS, rec, "interp.")
+    keys = rec["doc.key"]
+
+    def rows(k: np.ndarray) -> np.ndarray:
+        return np.searchsorted(keys, k).astype(np.int64)
+
+    r.addr_node_id = _typed("q", rec["addr_node_id"])
+    r.addr_node_row = _typed("q", rows(rec["addr_node_id"]))  # (node keys: class 0)
+    r.pc_xy = _typed("d", rec["pc.xy"])
+    r.pc_code = unpack_columns(Reader(), ["pc_code"], rec, "pc.").pc_code
+    r.box_row, r.box = _typed("q", rows(rec["box.key"])), _typed("d", rec["box"])
+    r.shape_row = _typed("q", rows(rec["shape.key"]))
+    r.shape_closed, r.shape_box, r.shape_len = (_typed("b", rec["shape.closed"]), _typed("d", rec["shape.box"]),
+                                                _typed("d", rec["shape.len"]))
+    r.labels = dict(zip(rec["labels"][0].tolist(), rec["labels"][1].tolist(), strict=True))
+    r.unassembled = len(rec["unassembled_ids"])
+    boundaries = []
+    for name, level, wkb, cc, oid, names, place, postcode, key, otype, hint in rec["boundaries"]:
+        row = int(np.searchsorted(keys, key)) if key >= 0 else -1
+        boundaries.append(Boundary(name, level, shapely.from_wkb(wkb), cc, oid, names, place, postcode, row, otype, hint))
+    return ds, streets, boundaries, r
+
+
+# ---------------------------------------------------------------------------------------------- the update
+
+
+class Declined(Exception):
+    """The records cannot be patched exactly for this change (the message says why)."""
+
+
+def _refs_of(ends: np.ndarray, refs: np.ndarray, k: int) -> np.ndarray:
+    return refs[ends[k]:ends[k + 1]]
+
+
+def _ways_holding(ids: np.ndarray, ends: np.ndarray, refs: np.ndarray, nodes: np.ndarray) -> np.ndarray:
+    """The ids of the ways (CSR) with a node in `nodes` (sorted)."""
+    if not len(nodes) or not len(refs):
+        return np.zeros(0, np.int64)
+    pos = np.clip(np.searchsorted(nodes, refs), 0, len(nodes) - 1)
+    hit = nodes[pos] == refs
+    owner = np.repeat(np.arange(len(ids)), ends[1:] - ends[:-1])
+    return np.unique(ids[owner[hit]])
+
+
+def affected(rec: dict, osc) -> tuple[np.ndarray, np.ndarray]:
+    """(node ids, way ids) whose records a change can alter, sorted; raises Declined for what is not patched."""
+    nodes = np.asarray(osc.node_ids(), np.int64)
+    ways = np.asarray(osc.way_ids(), np.int64)
+    for t, ids in (("node", nodes), ("way", ways), ("relation", np.asarray(osc.relation_ids(), np.int64))):
+        if len(ids) and ids[0] < 0:
+            raise Declined(f"a negative {t} id")
+    tracked = set(rec["rel.id"].tolist())
+    for rid, r in osc.relations.items():
+        t = r.tags
+        if rid in tracked or t.get("type") in ("multipolygon", "boundary") or t.get("boundary") in (
+                "administrative", "postal_code"):
+            raise Declined(f"relation {rid} is a multipolygon or boundary")
+    ways = np.union1d(ways, _ways_holding(rec["wrec.id"], rec["wrec.ends"], rec["wrec.refs"], nodes))
+    members = np.union1d(rec["mw.id"], rec["rel.mref"][rec["rel.mtype"] == 1])
+    hit = np.intersect1d(ways, members)
+    if len(hit):
+        raise Declined(f"{len(hit)} member ways of multipolygons or boundaries changed (way {int(hit[0])})")
+    moved_members = _ways_holding(rec["mw.id"], rec["mw.ends"], rec["mw.refs"], nodes)
+    if len(moved_members):
+        raise Declined(f"nodes of {len(moved_members)} member ways of multipolygons or boundaries changed")
+    return nodes, ways
+
+
+def _mini_extract(path: Path, rec: dict, osc, nodes: np.ndarray, ways: np.ndarray, locations) -> None:
+    """The affected objects as an OSM file: the changed nodes (tags, location), the affected ways (the
+    change's, else the kept tags and refs) and the nodes they hold (locations of the new extract)."""
+    import osmium
+
+    wid, wends, wrefs, wtags = rec["wrec.id"], rec["wrec.ends"], rec["wrec.refs"], rec["wrec.tags"]
+    out_ways = []
+    for w in ways.tolist():
+        o = osc.ways.get(w)
+        if o is not None:
+            if o.deleted:
+                continue
+            out_ways.append((w, o.tags, list(o.refs)))
+            continue
+        k = int(np.searchsorted(wid, w))
+        if k >= len(wid) or wid[k] != w:
+            raise Declined(f"way {w} holds a changed node but is not kept")  # (a way of no tags: cannot be)
+        out_ways.append((w, json.loads(wtags[k]), _refs_of(wends, wrefs, k).tolist()))
+    for _, tags, _ in out_ways:
+        if tags.get("boundary") == "administrative":
+            raise Declined("a closed boundary way changed")
+    need = np.unique(np.asarray([r for _, _, refs in out_ways for r in refs], np.int64))
+    lon, lat, found = locations(need) if len(need) else (np.zeros(0), np.zeros(0), np.zeros(0, bool))
+    node_out = {}
+    for i, n in enumerate(need.tolist()):
+        if found[i]:
+            node_out[n] = (float(lon[i]), float(lat[i]), {})
+    for n in nodes.tolist():
+        o = osc.nodes[n]
+        if o.deleted or o.lon is None:
+            node_out.pop(n, None)
+            continue
+        node_out[n] = (o.lon, o.lat, o.tags)
+    path.unlink(missing_ok=True)
+    w = osmium.SimpleWriter(str(path))
+    try:
+        for n in sorted(node_out):
+            x, y, tags = node_out[n]
+            w.add_node(osmium.osm.mutable.Node(id=n, version=1, location=osmium.osm.Location(x, y), tags=tags))
+        for i, tags, refs in out_ways:
+            w.add_way(osmium.osm.mutable.Way(id=i, version=1, nodes=refs, tags=tags))
+    finally:
+        w.close()
+
+
+def _merge_table(old_keys: np.ndarray, new_keys: np.ndarray, drop: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(old rows kept, new rows added, the order of old kept + new added that sorts them by key): old rows
+    whose key is in `drop` go, new rows whose key is in `drop` come."""
+    keep = np.flatnonzero(~np.isin(old_keys, drop))
+    add = np.flatnonzero(np.isin(new_keys, drop))
+    order = np.argsort(np.concatenate([old_keys[keep], new_keys[add]]), kind="stable")
+    return keep, add, order
+
+
+def _concat_rows(a, b, ka: np.ndarray, kb: np.ndarray, order: np.ndarray, kind: str):
+    """Rows `ka` of column a, then `kb` of b, in `order`."""
+    if kind == "array":
+        both = np.concatenate([np.asarray(a)[ka], np.asarray(b)[kb]])
+        return both[order]
+    both = [a[i] for i in ka.tolist()] + [b[i] for i in kb.tolist()]
+    return [both[i] for i in order.tolist()]
+
+
+def patch_read(rec: dict, osc, locations, work: Path) -> dict:
+    """The records of the new extract: `rec`'s, the affected objects' read again. Raises Declined."""
+    from geoengine.search.osm import read_osm
+
+    nodes, ways = affected(rec, osc)
+    mini = Path(work) / "search-patch.osm.pbf"
+    _mini_extract(mini, rec, osc, nodes, ways, locations)
+    ds, streets, boundaries, h = read_osm(mini, processes=1)
+    if len(h.rel_id) or boundaries or h.unassembled_ids:
+        raise Declined("the change makes a boundary")
+    new = records_of(ds, streets, boundaries, h)
+    drop_docs = np.union1d(_keys(np.zeros(len(nodes)), nodes),
+                           np.union1d(_keys(np.ones(len(ways)), ways), _keys(np.full(len(ways), 2), ways)))
+    if np.isin(rec["doc.key"], _keys(np.full(len(ways), 2), ways)).any():
+        raise Declined("a closed way's area document changed")
+    out: dict = {"format": FORMAT}
+    # documents
+    keep, add, order = _merge_table(rec["doc.key"], new["doc.key"], drop_docs)
+    old_ds = unpack_columns(DocSet(), row_columns(), rec, "doc.")
+    rows = [("o", i) for i in keep.tolist()] + [("n", i) for i in add.tolist()]
+    rows = [rows[i] for i in order.tolist()]
+    merged = DocSet()
+    from geoengine.search.docset import extend_docs
+
+    # runs of rows from one side, taken together
+    start = 0
+    while start < len(rows):
+        side = rows[start][0]
+        stop = start
+        while stop < len(rows) and rows[stop][0] == side:
+            stop += 1
+        extend_docs(merged, take_docs(old_ds if side == "o" else ds, [r for _, r in rows[start:stop]]))
+        start = stop
+    out["doc.key"] = np.concatenate([rec["doc.key"][keep], new["doc.key"][add]])[order]
+    pack_columns(merged, row_columns(), out, "doc.")
+    del old_ds, merged
+    # street ways, interpolation ways (by way id)
+    for prefix, cols, obj in (("street.", STREET_COLUMNS, StreetWays), ("interp.", INTERP_COLUMNS, InterpolationWays)):
+        a, b = unpack_columns(obj(), cols, rec, prefix), unpack_columns(obj(), cols, new, prefix)
+        ka, kb = _np(a.id, np.int64), _np(b.id, np.int64)
+        keep, add, order = _merge_table(ka, kb, ways)
+        m = obj()
+        for c in cols:
+            if c in ("ends", "xy", "node_id"):
+                continue
+            ca, cb = getattr(a, c), getattr(b, c)
+            if isinstance(ca, array):
+                setattr(m, c, _typed(ca.typecode, _concat_rows(_np(ca, ca.typecode), _np(cb, cb.typecode), keep, add,
+                                                              order, "array")))
+            elif isinstance(ca, TextColumn):
+                both = [ca[i] for i in keep.tolist()] + [cb[i] for i in add.tolist()]
+                col = TextColumn()
+                for i in order.tolist():
+                    col.append(both[i])
+                setattr(m, c, col)
+            else:
+                setattr(m, c, _concat_rows(ca, cb, keep, add, order, "list"))
+        # vertices (xy pairs, ends in vertices for streets, in nodes for interpolations; node_id alongside)
+        ea, eb = _np(a.ends, np.int64), _np(b.ends, np.int64)
+        xa, xb = _np(a.xy, np.float64).reshape(-1, 2), _np(b.xy, np.float64).reshape(-1, 2)
+        e1, xy1 = _take_csr(ea, xa, keep)
+        e2, xy2 = _take_csr(eb, xb, add)
+        ends = np.concatenate([e1, e2[1:] + e1[-1]])
+        xy = np.concatenate([xy1, xy2])
+        ends, xy = _take_csr(ends, xy, order)
+        m.ends, m.xy = _typed("q", ends), _typed("d", xy)
+        if prefix == "interp.":
+            _, n1 = _take_csr(ea, _np(a.node_id, np.int64), keep)
+            _, n2 = _take_csr(eb, _np(b.node_id, np.int64), add)
+            _, nid = _take_csr(np.concatenate([e1, e2[1:] + e1[-1]]), np.concatenate([n1, n2]), order)
+            m.node_id = _typed("q", nid)
+        pack_columns(m, cols, out, prefix)
+    # address nodes, postcode samples, boxes, shapes
+    keep, add, order = _merge_table(rec["addr_node_id"], new["addr_node_id"], nodes)
+    out["addr_node_id"] = np.concatenate([rec["addr_node_id"][keep], new["addr_node_id"][add]])[order]
+    drop_pc = np.union1d(_keys(np.zeros(len(nodes)), nodes), _keys(np.ones(len(ways)), ways))
+    keep, add, order = _merge_table(rec["pc.key"], new["pc.key"], drop_pc)
+    out["pc.key"] = np.concatenate([rec["pc.key"][keep], new["pc.key"][add]])[order]
+    out["pc.xy"] = np.concatenate([rec["pc.xy"].reshape(-1, 2)[keep], new["pc.xy"].reshape(-1, 2)[add]])[order].ravel()
+    codes = (unpack_columns(Reader(), ["pc_code"], rec, "pc.").pc_code, unpack_columns(Reader(), ["pc_code"], new, "pc.").pc_code)
+    pack_columns(type("C", (), {"pc_code": _concat_rows(*codes, keep, add, order, "list")})(), ["pc_code"], out, "pc.")
+    keep, add, order = _merge_table(rec["box.key"], new["box.key"], drop_docs)
+    out["box.key"] = np.concatenate([rec["box.key"][keep], new["box.key"][add]])[order]
+    out["box"] = np.concatenate([rec["box"].reshape(-1, 4)[keep], new["box"].reshape(-1, 4)[add]])[order].ravel()
+    # shapes are in document order (finish_areas): by their document's key
+    keep, add, order = _merge_table(rec["shape.key"], new["shape.key"], drop_docs)
+    out["shape.key"] = np.concatenate([rec["shape.key"][keep], new["shape.key"][add]])[order]
+    out["shape.closed"] = np.concatenate([rec["shape.closed"][keep], new["shape.closed"][add]])[order]
+    out["shape.box"] = np.concatenate([rec["shape.box"].reshape(-1, 4)[keep], new["shape.box"].reshape(-1, 4)[add]])[order].ravel()
+    out["shape.len"] = np.concatenate([rec["shape.len"][keep], new["shape.len"][add]])[order]
+    # unchanged: labels, boundaries (their documents' keys), relations and their member ways
+    for k in ("labels", "boundaries", "unassembled_ids", "mw.id", "mw.ends", "mw.refs", "rel.id", "rel.ends",
+              "rel.mtype", "rel.mref", "rel.mrole", "rel.tags"):
+        out[k] = rec[k]
+    # the tagged ways' tags and refs
+    keep, add, order = _merge_table(rec["wrec.id"], new["wrec.id"], ways)
+    out["wrec.id"] = np.concatenate([rec["wrec.id"][keep], new["wrec.id"][add]])[order]
+    e1, r1 = _take_csr(rec["wrec.ends"], rec["wrec.refs"], keep)
+    e2, r2 = _take_csr(new["wrec.ends"], new["wrec.refs"], add)
+    out["wrec.ends"], out["wrec.refs"] = _take_csr(np.concatenate([e1, e2[1:] + e1[-1]]), np.concatenate([r1, r2]), order)
+    out["wrec.tags"] = _concat_rows(rec["wrec.tags"], new["wrec.tags"], keep, add, order, "list")
+    return out
+
+
+def temp_dir() -> str:
+    return tempfile.mkdtemp(prefix="geoengine-search-patch-")
