@@ -1,0 +1,201 @@
+"""The search stage's patch (geoengine/search/records.py) on the real Liechtenstein extract: the records the
+full run keeps, the affected objects read again, the later phases rerun. Every index file must equal a full
+run's on the new extract byte for byte, and the patched records the full run's in content; a change of a
+boundary's member way is declined. (The update flow itself: test_update.py's byte comparison.)"""
+
+from __future__ import annotations
+
+import filecmp
+from pathlib import Path
+
+import numpy as np
+import osmium
+import pytest
+
+from geoengine.bundler.osc import OscObjects
+from geoengine.search import records
+from geoengine.search.documents import build_documents
+from geoengine.search.write import write_index
+from tests.conftest import data_file
+
+from .conftest import EXTRACT
+from .edits import WHEN
+
+
+def records_equal(a: dict, b: dict) -> bool:
+    def eq(x, y):
+        if isinstance(x, np.ndarray) or isinstance(y, np.ndarray):
+            return (isinstance(x, np.ndarray) and isinstance(y, np.ndarray) and x.dtype == y.dtype
+                    and np.array_equal(x, y))
+        if isinstance(x, (tuple, list)):
+            return type(x) is type(y) and len(x) == len(y) and all(eq(p, q) for p, q in zip(x, y, strict=True))
+        return x == y
+
+    return set(a) == set(b) and all(eq(a[k], b[k]) for k in a)
+
+
+def full_run(path: Path, out: Path) -> tuple[dict, list[str]]:
+    out.mkdir(parents=True, exist_ok=True)
+    got = {}
+    ds, _ = build_documents(path, keep=lambda *a: got.setdefault("rec", records.records_of(*a)))
+    files, _ = write_index(out, ds)
+    return got["rec"], files
+
+
+def locations_of(path: Path):
+    """PatchInputs.locations' stand-in: every node of the new extract (a pass over it: the test's only)."""
+    ids, lon, lat = [], [], []
+    for n in osmium.FileProcessor(str(path), osmium.osm.NODE):
+        ok = n.location.valid()
+        ids.append(n.id)
+        lon.append(n.location.lon if ok else np.nan)
+        lat.append(n.location.lat if ok else np.nan)
+    ids, lon, lat = np.asarray(ids), np.asarray(lon), np.asarray(lat)
+
+    def loc(q):
+        k = np.clip(np.searchsorted(ids, q), 0, len(ids) - 1)
+        found = (ids[k] == q) & np.isfinite(lon[k])
+        return np.where(found, lon[k], np.nan), np.where(found, lat[k], np.nan), found
+
+    return loc
+
+
+def osc_of(path: Path) -> OscObjects:
+    o = OscObjects()
+    for obj in osmium.FileProcessor(str(path)):
+        o.add(obj)
+    return o
+
+
+def write_versions(src: Path, out: Path, nodes: dict, ways: dict) -> tuple[Path, Path]:
+    """The new extract (every object of `src`, `nodes`/`ways` id -> new object, None: deleted, new ids added)
+    and the change file between them."""
+    out.mkdir(parents=True, exist_ok=True)
+    new, osc = out / "new.osm.pbf", out / "change.osc"
+    for p in (new, osc):
+        p.unlink(missing_ok=True)
+    full, change = osmium.SimpleWriter(str(new)), osmium.SimpleWriter(str(osc))
+    pending_nodes = dict(nodes)
+    try:
+        for o in osmium.FileProcessor(str(src)):
+            if o.is_node():
+                if o.id in pending_nodes:
+                    n = pending_nodes.pop(o.id)
+                    if n is None:
+                        change.add_node(osmium.osm.mutable.Node(id=o.id, version=o.version + 1, timestamp=WHEN,
+                                                                visible=False, tags={}))
+                    else:
+                        full.add_node(n)
+                        change.add_node(n)
+                    continue
+                full.add_node(o)
+            else:
+                for i in sorted(pending_nodes):  # created nodes, before the ways
+                    full.add_node(pending_nodes[i])
+                    change.add_node(pending_nodes[i])
+                pending_nodes.clear()
+                if o.is_way() and o.id in ways:
+                    w = ways[o.id]
+                    full.add_way(w)
+                    change.add_way(w)
+                    continue
+                full.add_way(o) if o.is_way() else full.add_relation(o)
+    finally:
+        full.close()
+        change.close()
+    return new, osc
+
+
+@pytest.fixture(scope="module")
+def old_records(tmp_path_factory):
+    src = data_file(EXTRACT)
+    rec, _ = full_run(src, tmp_path_factory.mktemp("search-old"))
+    return src, rec
+
+
+def patched_equals_full(old: dict, new: Path, osc: Path, root: Path) -> None:
+    want, files = full_run(new, root / "full")
+    rec = records.patch_read(old, osc_of(osc), locations_of(new), root)
+    ds, _ = build_documents(None, read=records.from_records(rec))
+    (root / "patched").mkdir()
+    got_files, _ = write_index(root / "patched", ds)
+    assert got_files == files
+    differ = [f for f in files if not filecmp.cmp(root / "full" / f, root / "patched" / f, shallow=False)]
+    assert differ == []
+    assert records_equal(rec, want)
+
+
+def test_the_update_edits_patch_to_the_full_runs_index(old_records, tmp_path):
+    """tests/update/edits.py's change: road nodes moved, a new road, a deleted road, a renamed street, a
+    new address, a new turn restriction (a relation the search read ignores)."""
+    from .edits import make_versions
+
+    _, old = old_records
+    ed = make_versions(data_file(EXTRACT), tmp_path / "edits")
+    patched_equals_full(old, ed["new"], ed["osc"], tmp_path)
+
+
+def test_pois_places_and_addresses_patch_to_the_full_runs_index(old_records, tmp_path):
+    """A POI moved 300 m, a POI deleted, a place node renamed (the streets' localities and the display
+    names of what lies near it change), a new address on a real street."""
+    src, old = old_records
+    pois, place, street = [], None, None
+
+    def plain(o):  # (pyosmium's objects are valid only while the file is read)
+        return {"id": o.id, "version": o.version, "lon": o.location.lon, "lat": o.location.lat, "tags": dict(o.tags)}
+
+    for o in osmium.FileProcessor(str(src), osmium.osm.NODE | osmium.osm.WAY):
+        if o.is_node() and o.tags.get("amenity") and o.tags.get("name") and len(pois) < 2:
+            pois.append(plain(o))
+        elif o.is_node() and o.tags.get("place") == "village" and place is None:
+            place = plain(o)
+        elif o.is_way() and o.tags.get("highway") == "residential" and o.tags.get("name") and street is None:
+            street = o.tags["name"]
+    maxid = max(o.id for o in osmium.FileProcessor(str(src), osmium.osm.NODE))
+    moved, deleted = pois
+
+    def node(d, **kw):
+        d = {**d, **kw}
+        return osmium.osm.mutable.Node(id=d["id"], version=d["version"] + 1, timestamp=WHEN,
+                                       location=(d["lon"], d["lat"]), tags=d["tags"])
+
+    nodes = {
+        moved["id"]: node(moved, lon=moved["lon"] + 0.003, lat=moved["lat"] + 0.002),
+        deleted["id"]: None,
+        place["id"]: node(place, tags={**place["tags"], "name": "Neudorf am Diff"}),
+        maxid + 1: osmium.osm.mutable.Node(id=maxid + 1, version=1, timestamp=WHEN, location=(9.521, 47.141),
+                                           tags={"addr:housenumber": "42a", "addr:street": street}),
+    }
+    new, osc = write_versions(src, tmp_path / "v", nodes, {})
+    patched_equals_full(old, new, osc, tmp_path)
+
+
+def test_a_changed_boundary_member_is_declined(old_records, tmp_path):
+    """A member way of an administrative boundary retagged: the boundary's geometry decides the hierarchy
+    of every document in it; the patch declines (the stage then runs in full)."""
+    import json
+
+    src, old = old_records
+    admin = [k for k, t in enumerate(old["rel.tags"]) if json.loads(t).get("boundary") == "administrative"]
+    assert admin
+    members = set()
+    for k in admin:
+        a, b = old["rel.ends"][k], old["rel.ends"][k + 1]
+        members.update(old["rel.mref"][a:b][old["rel.mtype"][a:b] == 1].tolist())
+    way = node = None
+    for o in osmium.FileProcessor(str(src), osmium.osm.WAY):
+        if o.id in members:
+            way = o.replace(version=o.version + 1, timestamp=WHEN, tags={**dict(o.tags), "note": "x"},
+                            nodes=[n.ref for n in o.nodes])
+            node = o.nodes[1].ref
+            break
+    new, osc = write_versions(src, tmp_path / "v", {}, {way.id: way})
+    with pytest.raises(records.Declined, match="member ways"):
+        records.patch_read(old, osc_of(osc), locations_of(new), tmp_path)
+    # a node of it moved (the way itself unchanged)
+    moved = next(osmium.osm.mutable.Node(id=n.id, version=n.version + 1, timestamp=WHEN, tags=dict(n.tags),
+                                         location=(n.location.lon + 0.0001, n.location.lat))
+                 for n in osmium.FileProcessor(str(src), osmium.osm.NODE) if n.id == node)
+    new, osc = write_versions(src, tmp_path / "v2", {node: moved}, {})
+    with pytest.raises(records.Declined, match="member ways"):
+        records.patch_read(old, osc_of(osc), locations_of(new), tmp_path)
