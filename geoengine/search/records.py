@@ -178,58 +178,88 @@ def _ways_holding(ids: np.ndarray, ends: np.ndarray, refs: np.ndarray, nodes: np
     return np.unique(ids[owner[hit]])
 
 
-def affected(rec: dict, osc) -> tuple[np.ndarray, np.ndarray]:
-    """(node ids, way ids) whose records a change can alter, sorted; raises Declined for what is not patched."""
-    nodes = np.asarray(osc.node_ids(), np.int64)
-    ways = np.asarray(osc.way_ids(), np.int64)
-    for t, ids in (("node", nodes), ("way", ways), ("relation", np.asarray(osc.relation_ids(), np.int64))):
-        if len(ids) and ids[0] < 0:
-            raise Declined(f"a negative {t} id")
-    tracked = set(rec["rel.id"].tolist())
-    for rid, r in osc.relations.items():
-        t = r.tags
-        if rid in tracked or t.get("type") in ("multipolygon", "boundary") or t.get("boundary") in (
-                "administrative", "postal_code"):
-            raise Declined(f"relation {rid} is a multipolygon or boundary")
-    ways = np.union1d(ways, _ways_holding(rec["wrec.id"], rec["wrec.ends"], rec["wrec.refs"], nodes))
-    members = np.union1d(rec["mw.id"], rec["rel.mref"][rec["rel.mtype"] == 1])
-    hit = np.intersect1d(ways, members)
-    if len(hit):
-        raise Declined(f"{len(hit)} member ways of multipolygons or boundaries changed (way {int(hit[0])})")
-    moved_members = _ways_holding(rec["mw.id"], rec["mw.ends"], rec["mw.refs"], nodes)
-    if len(moved_members):
-        raise Declined(f"nodes of {len(moved_members)} member ways of multipolygons or boundaries changed")
-    return nodes, ways
+def tracked(tags: dict) -> bool:
+    """A relation the search read keeps (osm.py's `relation`: what the area assembler or the boundaries read)."""
+    return tags.get("boundary") in ("administrative", "postal_code") or tags.get("type") in ("multipolygon", "boundary")
 
 
-def _mini_extract(path: Path, rec: dict, osc, nodes: np.ndarray, ways: np.ndarray, locations) -> None:
-    """The affected objects as an OSM file: the changed nodes (tags, location), the affected ways (the
-    change's, else the kept tags and refs) and the nodes they hold (locations of the new extract)."""
+class Change:
+    """The objects whose records a change can alter: `nodes` (changed), `ways` (changed, or holding a changed
+    node), `rels` (tracked relations changed, or with a member way in `ways`), all sorted int64; and the
+    members of each relation of `rels` after the change (`members`: id -> [(type, ref, role)]) and tags."""
+
+    def __init__(self, rec: dict, osc):
+        self.nodes = np.asarray(osc.node_ids(), np.int64)
+        ways = np.asarray(osc.way_ids(), np.int64)
+        for t, ids in (("node", self.nodes), ("way", ways), ("relation", np.asarray(osc.relation_ids(), np.int64))):
+            if len(ids) and ids[0] < 0:
+                raise Declined(f"a negative {t} id")
+        ways = np.union1d(ways, _ways_holding(rec["wrec.id"], rec["wrec.ends"], rec["wrec.refs"], self.nodes))
+        self.ways = np.union1d(ways, _ways_holding(rec["mw.id"], rec["mw.ends"], rec["mw.refs"], self.nodes))
+        rid, ends, mtype, mref = rec["rel.id"], rec["rel.ends"], rec["rel.mtype"], rec["rel.mref"]
+        owner = np.repeat(np.arange(len(rid)), ends[1:] - ends[:-1])
+        hit = (mtype == 1) & np.isin(mref, self.ways)
+        rels = set(rid[owner[hit]].tolist())
+        kept = set(rid.tolist())
+        for r, o in osc.relations.items():
+            if r in kept or tracked(o.tags):
+                rels.add(r)
+        self.rels = np.asarray(sorted(rels), np.int64)
+        self.old_rel = {int(r): k for r, k in zip(rid.tolist(), range(len(rid)), strict=True) if r in rels}
+        self.members: dict[int, list] = {}
+        self.tags: dict[int, dict] = {}
+        for r in self.rels.tolist():
+            o = osc.relations.get(r)
+            if o is not None:
+                if not o.deleted and tracked(o.tags):
+                    self.members[r], self.tags[r] = list(o.members), o.tags
+                continue
+            k = self.old_rel[r]
+            a, b = ends[k], ends[k + 1]
+            self.members[r] = [("nwr"[t], ref, role) for t, ref, role in
+                               zip(mtype[a:b].tolist(), mref[a:b].tolist(), rec["rel.mrole"][a:b], strict=True)]
+            self.tags[r] = json.loads(rec["rel.tags"][k])
+        # the relations' member ways (after the change) and before it: their records of membership (mw) change
+        self.member_ways = np.unique(np.asarray([ref for m in self.members.values() for t, ref, _ in m if t == "w"],
+                                                np.int64))
+        old_members = [mref[ends[k]:ends[k + 1]][mtype[ends[k]:ends[k + 1]] == 1] for k in self.old_rel.values()]
+        self.old_member_ways = np.unique(np.concatenate(old_members)) if old_members else np.zeros(0, np.int64)
+
+
+def _mini_extract(path: Path, rec: dict, osc, ch: Change, locations) -> None:
+    """The affected objects as an OSM file: the changed nodes (tags, location), the affected ways and the
+    member ways of the affected relations (the change's, else the kept tags and refs: a member way kept for
+    its refs alone has no tag the read uses) with the nodes they hold (locations of the new extract), the
+    affected relations (the change's, else the kept ones)."""
     import osmium
 
     wid, wends, wrefs, wtags = rec["wrec.id"], rec["wrec.ends"], rec["wrec.refs"], rec["wrec.tags"]
+    mid, mends, mrefs = rec["mw.id"], rec["mw.ends"], rec["mw.refs"]
+    known_members = set(rec["rel.mref"][rec["rel.mtype"] == 1].tolist())
     out_ways = []
-    for w in ways.tolist():
+    for w in np.union1d(ch.ways, ch.member_ways).tolist():
         o = osc.ways.get(w)
         if o is not None:
-            if o.deleted:
-                continue
-            out_ways.append((w, o.tags, list(o.refs)))
+            if not o.deleted:
+                out_ways.append((w, o.tags, list(o.refs)))
             continue
         k = int(np.searchsorted(wid, w))
-        if k >= len(wid) or wid[k] != w:
-            raise Declined(f"way {w} holds a changed node but is not kept")  # (a way of no tags: cannot be)
-        out_ways.append((w, json.loads(wtags[k]), _refs_of(wends, wrefs, k).tolist()))
-    for _, tags, _ in out_ways:
-        if tags.get("boundary") == "administrative":
-            raise Declined("a closed boundary way changed")
+        if k < len(wid) and wid[k] == w:
+            out_ways.append((w, json.loads(wtags[k]), _refs_of(wends, wrefs, k).tolist()))
+            continue
+        k = int(np.searchsorted(mid, w))
+        if k < len(mid) and mid[k] == w:
+            out_ways.append((w, {}, _refs_of(mends, mrefs, k).tolist()))
+        elif w not in known_members:  # a way the full run read no refs of: a relation's new member
+            raise Declined(f"way {w}, new in a multipolygon or boundary, is not kept")
+        # (else a member missing from the extract, as in the full run)
     need = np.unique(np.asarray([r for _, _, refs in out_ways for r in refs], np.int64))
     lon, lat, found = locations(need) if len(need) else (np.zeros(0), np.zeros(0), np.zeros(0, bool))
     node_out = {}
     for i, n in enumerate(need.tolist()):
         if found[i]:
             node_out[n] = (float(lon[i]), float(lat[i]), {})
-    for n in nodes.tolist():
+    for n in ch.nodes.tolist():
         o = osc.nodes[n]
         if o.deleted or o.lon is None:
             node_out.pop(n, None)
@@ -243,6 +273,8 @@ def _mini_extract(path: Path, rec: dict, osc, nodes: np.ndarray, ways: np.ndarra
             w.add_node(osmium.osm.mutable.Node(id=n, version=1, location=osmium.osm.Location(x, y), tags=tags))
         for i, tags, refs in out_ways:
             w.add_way(osmium.osm.mutable.Way(id=i, version=1, nodes=refs, tags=tags))
+        for r in sorted(ch.members):
+            w.add_relation(osmium.osm.mutable.Relation(id=r, version=1, members=ch.members[r], tags=ch.tags[r]))
     finally:
         w.close()
 
@@ -269,17 +301,16 @@ def patch_read(rec: dict, osc, locations, work: Path) -> dict:
     """The records of the new extract: `rec`'s, the affected objects' read again. Raises Declined."""
     from geoengine.search.osm import read_osm
 
-    nodes, ways = affected(rec, osc)
+    ch = Change(rec, osc)
+    nodes, ways, rels = ch.nodes, ch.ways, ch.rels
     mini = Path(work) / "search-patch.osm.pbf"
-    _mini_extract(mini, rec, osc, nodes, ways, locations)
+    _mini_extract(mini, rec, osc, ch, locations)
     ds, streets, boundaries, h = read_osm(mini, processes=1)
-    if len(h.rel_id) or boundaries or h.unassembled_ids:
-        raise Declined("the change makes a boundary")
     new = records_of(ds, streets, boundaries, h)
-    drop_docs = np.union1d(_keys(np.zeros(len(nodes)), nodes),
-                           np.union1d(_keys(np.ones(len(ways)), ways), _keys(np.full(len(ways), 2), ways)))
-    if np.isin(rec["doc.key"], _keys(np.full(len(ways), 2), ways)).any():
-        raise Declined("a closed way's area document changed")
+    del streets, boundaries, h
+    drop_docs = np.concatenate([_keys(np.zeros(len(nodes)), nodes), _keys(np.ones(len(ways)), ways),
+                                _keys(np.full(len(ways), 2), ways), _keys(np.full(len(rels), 3), rels)])
+    drop_docs.sort()
     out: dict = {"format": FORMAT}
     # documents
     keep, add, order = _merge_table(rec["doc.key"], new["doc.key"], drop_docs)
@@ -355,10 +386,39 @@ def patch_read(rec: dict, osc, locations, work: Path) -> dict:
     out["shape.closed"] = np.concatenate([rec["shape.closed"][keep], new["shape.closed"][add]])[order]
     out["shape.box"] = np.concatenate([rec["shape.box"].reshape(-1, 4)[keep], new["shape.box"].reshape(-1, 4)[add]])[order].ravel()
     out["shape.len"] = np.concatenate([rec["shape.len"][keep], new["shape.len"][add]])[order]
-    # unchanged: labels, boundaries (their documents' keys), relations and their member ways
-    for k in ("labels", "boundaries", "unassembled_ids", "mw.id", "mw.ends", "mw.refs", "rel.id", "rel.ends",
-              "rel.mtype", "rel.mref", "rel.mrole", "rel.tags"):
-        out[k] = rec[k]
+    # boundaries (of closed ways and relations), labels, relations, the boundaries built from members
+    bkey = [_keys(np.asarray([2 if b[9] == "w" else 3 for b in r["boundaries"]], np.int64),
+                  np.asarray([b[4] for b in r["boundaries"]], np.int64)) for r in (rec, new)]
+    keep, add, order = _merge_table(bkey[0], bkey[1], drop_docs)
+    out["boundaries"] = _concat_rows(rec["boundaries"], new["boundaries"], keep, add, order, "list")
+    keep, add, order = _merge_table(rec["labels"][0], new["labels"][0], rels)
+    out["labels"] = tuple(np.concatenate([rec["labels"][i][keep], new["labels"][i][add]])[order] for i in (0, 1))
+    ua, ub = (np.asarray(r["unassembled_ids"], np.int64) for r in (rec, new))
+    keep, add, order = _merge_table(ua, ub, rels)
+    out["unassembled_ids"] = np.concatenate([ua[keep], ub[add]])[order].tolist()
+    keep, add, order = _merge_table(rec["rel.id"], new["rel.id"], rels)
+    out["rel.id"] = np.concatenate([rec["rel.id"][keep], new["rel.id"][add]])[order]
+    for col in ("mtype", "mref"):
+        e1, v1 = _take_csr(rec["rel.ends"], rec["rel." + col], keep)
+        e2, v2 = _take_csr(new["rel.ends"], new["rel." + col], add)
+        out["rel.ends"], out["rel." + col] = _take_csr(np.concatenate([e1, e2[1:] + e1[-1]]), np.concatenate([v1, v2]),
+                                                       order)
+    roles = [rec["rel.mrole"][rec["rel.ends"][k]:rec["rel.ends"][k + 1]] for k in keep.tolist()] + [
+        new["rel.mrole"][new["rel.ends"][k]:new["rel.ends"][k + 1]] for k in add.tolist()]
+    out["rel.mrole"] = [x for i in order.tolist() for x in roles[i]]
+    out["rel.tags"] = _concat_rows(rec["rel.tags"], new["rel.tags"], keep, add, order, "list")
+    # the member ways' refs: of every way a kept relation names, the mini read's where it read it, else the old
+    members = np.unique(out["rel.mref"][out["rel.mtype"] == 1])
+    # (a way outside `ways` has the same refs; a member way of `ways` is in the mini read when it is in the extract:
+    # each relation naming it is one of `rels`)
+    keep = np.flatnonzero(np.isin(rec["mw.id"], members) & ~np.isin(rec["mw.id"], ways)
+                          & ~np.isin(rec["mw.id"], new["mw.id"]))
+    add = np.flatnonzero(np.isin(new["mw.id"], members))
+    order = np.argsort(np.concatenate([rec["mw.id"][keep], new["mw.id"][add]]), kind="stable")
+    out["mw.id"] = np.concatenate([rec["mw.id"][keep], new["mw.id"][add]])[order]
+    e1, v1 = _take_csr(rec["mw.ends"], rec["mw.refs"], keep)
+    e2, v2 = _take_csr(new["mw.ends"], new["mw.refs"], add)
+    out["mw.ends"], out["mw.refs"] = _take_csr(np.concatenate([e1, e2[1:] + e1[-1]]), np.concatenate([v1, v2]), order)
     # the tagged ways' tags and refs
     keep, add, order = _merge_table(rec["wrec.id"], new["wrec.id"], ways)
     out["wrec.id"] = np.concatenate([rec["wrec.id"][keep], new["wrec.id"][add]])[order]

@@ -76,7 +76,7 @@ def patch(ctx: BuildContext, p: PatchInputs) -> StageResult | None:
     work = records.temp_dir()
     try:
         new = records.patch_read(rec, p.osc, p.locations, work)
-    except records.Declined as exc:
+    except (records.Declined, LookupError) as exc:  # (LookupError: the old bundle keeps no node store)
         log(f"[search] not patched: {exc}")
         return None
     finally:

@@ -170,9 +170,9 @@ def test_pois_places_and_addresses_patch_to_the_full_runs_index(old_records, tmp
     patched_equals_full(old, new, osc, tmp_path)
 
 
-def test_a_changed_boundary_member_is_declined(old_records, tmp_path):
-    """A member way of an administrative boundary retagged: the boundary's geometry decides the hierarchy
-    of every document in it; the patch declines (the stage then runs in full)."""
+def test_a_changed_boundary_patches_to_the_full_runs_index(old_records, tmp_path):
+    """A member way of an administrative boundary retagged and one of its nodes moved 100 m (the boundary's
+    geometry decides the hierarchy of every document in it: the later phases rerun on the patched records)."""
     import json
 
     src, old = old_records
@@ -184,18 +184,33 @@ def test_a_changed_boundary_member_is_declined(old_records, tmp_path):
         members.update(old["rel.mref"][a:b][old["rel.mtype"][a:b] == 1].tolist())
     way = node = None
     for o in osmium.FileProcessor(str(src), osmium.osm.WAY):
-        if o.id in members:
+        if o.id in members and len(o.nodes) > 3:
             way = o.replace(version=o.version + 1, timestamp=WHEN, tags={**dict(o.tags), "note": "x"},
                             nodes=[n.ref for n in o.nodes])
             node = o.nodes[1].ref
             break
-    new, osc = write_versions(src, tmp_path / "v", {}, {way.id: way})
-    with pytest.raises(records.Declined, match="member ways"):
-        records.patch_read(old, osc_of(osc), locations_of(new), tmp_path)
-    # a node of it moved (the way itself unchanged)
     moved = next(osmium.osm.mutable.Node(id=n.id, version=n.version + 1, timestamp=WHEN, tags=dict(n.tags),
-                                         location=(n.location.lon + 0.0001, n.location.lat))
+                                         location=(n.location.lon + 0.001, n.location.lat))
                  for n in osmium.FileProcessor(str(src), osmium.osm.NODE) if n.id == node)
-    new, osc = write_versions(src, tmp_path / "v2", {node: moved}, {})
-    with pytest.raises(records.Declined, match="member ways"):
-        records.patch_read(old, osc_of(osc), locations_of(new), tmp_path)
+    new, osc = write_versions(src, tmp_path / "v", {node: moved}, {way.id: way})
+    ch = records.Change(old, osc_of(osc))
+    assert len(ch.rels) and set(ch.rels.tolist()) & {int(old["rel.id"][k]) for k in admin}
+    patched_equals_full(old, new, osc, tmp_path)
+
+
+def test_a_relation_gaining_a_way_the_records_lack_is_declined(old_records, tmp_path):
+    """A multipolygon that names a way the full run kept nothing of (no tags of use, no relation before):
+    its refs are not in the records, so the patch declines (the stage runs in full)."""
+    src, old = old_records
+    known = set(old["wrec.id"].tolist()) | set(old["mw.id"].tolist())
+    way = next(o.id for o in osmium.FileProcessor(str(src), osmium.osm.WAY) if o.id not in known)
+    maxid = max(r.id for r in osmium.FileProcessor(str(src), osmium.osm.RELATION))
+    osc = tmp_path / "rel.osc"
+    w = osmium.SimpleWriter(str(osc))
+    try:
+        w.add_relation(osmium.osm.mutable.Relation(id=maxid + 1, version=1, members=[("w", way, "outer")],
+                                                   tags={"type": "multipolygon", "natural": "wood", "name": "Diffwald"}))
+    finally:
+        w.close()
+    with pytest.raises(records.Declined, match="not kept"):
+        records.patch_read(old, osc_of(osc), locations_of(src), tmp_path)
