@@ -154,6 +154,13 @@ class Boundary:
     country_hint: str | None = None  # the country its tags name (ISO3166-1/-2, is_in:country_code), upper case
 
 
+def makes_records(tags: dict) -> bool:
+    """Whether a relation's tags may make a record of the read (a boundary, or an area `area` keeps): those
+    whose member ways' node refs are kept for updates (search/records.py)."""
+    return (tags.get("boundary") in ("administrative", "postal_code") or "name" in tags or "addr:housenumber" in tags
+            or not POI_KEY_SET.isdisjoint(tags))
+
+
 def country_hint(tags: dict) -> str | None:
     """The ISO 3166-1 alpha-2 code of the country a boundary's tags name: its own ISO3166-1 code, the prefix
     of its ISO3166-2 code (ES-CT: ES), else is_in:country_code / country_code / addr:country."""
@@ -332,10 +339,11 @@ class _Handler:
         self.rel_id = array("q")
         self.rel_tags = TextColumn()
         self.rel_ends = array("q", [0])
+        self.rel_rec = array("b")  # 1: its tags may make a record (`makes_records`)
         self.rel_mtype = array("b")  # 0 node, 1 way, 2 relation
         self.rel_mref = array("q")
         self.rel_mrole: list[str] = []
-        self.tracked_members: set[int] = set()  # member way ids of those relations
+        self.tracked_members: set[int] = set()  # member way ids of those relations that may make a record
         self.mw_id = array("q")
         self.mw_ends = array("q", [0])
         self.mw_refs = array("q")
@@ -433,10 +441,13 @@ class _Handler:
         self.pc_id.append(oid)
 
     def _record_way(self, w, tags: dict) -> None:
-        """The tags and node refs of a tagged way (kept for updates: search/records.py)."""
-        self.wrec_id.append(w.id)
+        """The tags and node refs of a way that makes a record (kept for updates: search/records.py)."""
+        d = w._pyosmium_data
+        nl = d.nodes()
+        get = nl.get
+        self.wrec_id.append(d.id())
         self.wrec_tags.append(_json(tags))
-        self.wrec_refs.extend([nd.ref for nd in w.nodes])
+        self.wrec_refs.extend([get(d, i).ref for i in range(nl.size(d))])
         self.wrec_ends.append(len(self.wrec_refs))
 
     def relation(self, r):
@@ -444,15 +455,19 @@ class _Handler:
         the boundary to that place node), and the members of every administrative or postal boundary."""
         kind = r.tags.get("boundary")
         if kind in ("administrative", "postal_code") or r.tags.get("type") in ("multipolygon", "boundary"):
-            # (what the area assembler reads, and more): kept for updates with its members' node refs
+            # (what the area assembler reads, and more): kept for updates, and the node refs of the member ways
+            # of those that may make a record
+            tags = tag_dict(r.tags)
+            rec = makes_records(tags)
             self.rel_id.append(r.id)
-            self.rel_tags.append(_json(tag_dict(r.tags)))
+            self.rel_tags.append(_json(tags))
+            self.rel_rec.append(rec)
             for m in r.members:
                 t = "nwr".find(m.type)
                 self.rel_mtype.append(t)
                 self.rel_mref.append(m.ref)
                 self.rel_mrole.append(m.role)
-                if t == 1:
+                if t == 1 and rec:
                     self.tracked_members.add(m.ref)
             self.rel_ends.append(len(self.rel_mref))
         if kind == "postal_code" or (kind == "administrative" and "name" in r.tags
@@ -494,7 +509,10 @@ class _Handler:
         if wid not in self.tracked_members:
             return
         self.mw_id.append(wid)
-        self.mw_refs.extend([nd.ref for nd in w.nodes])
+        d = w._pyosmium_data
+        nl = d.nodes()
+        get = nl.get
+        self.mw_refs.extend([get(d, i).ref for i in range(nl.size(d))])
         self.mw_ends.append(len(self.mw_refs))
         if wid in self.boundary_members:
             xy = way_xy(w)
@@ -541,17 +559,19 @@ class _Handler:
         street = hw in STREET_HIGHWAYS and ("name" in tags or "ref" in tags) and "place" not in tags
         if self.part is not None and street != (self.part == "nodes"):
             return  # (the other process's way)
-        self._record_way(w, tags)
         wid = d.id()
         doc = None if street else self._doc(tags, "w", wid)
         if not street and doc is None:
             code = own_postcode(tags) if tags.get("boundary") != "postal_code" else None
+            if code or tags.get("boundary") == "administrative":  # (a closed one is an area: `area`)
+                self._record_way(w, tags)
             if code:  # no document, but a postcode: its centre
                 pts = way_xy(w)
                 if len(pts):
                     arr = pts[:-1] if len(pts) > 2 and d.is_closed() else pts
                     self._postcode_sample(code, *(float(v) for v in mean_xy(arr)), 1, wid)
             return  # (most buildings) no document: its node locations are never read
+        self._record_way(w, tags)  # (a way of no record keeps none: its tags alone decide)
         arr = way_xy(w)
         if not len(arr):
             return

@@ -25,7 +25,7 @@ import numpy as np
 import shapely
 
 from geoengine.search.docset import DocSet, TextColumn, pack_columns, row_columns, take_docs, unpack_columns
-from geoengine.search.osm import STREET_COLUMNS, Boundary, InterpolationWays, StreetWays
+from geoengine.search.osm import STREET_COLUMNS, Boundary, InterpolationWays, StreetWays, makes_records
 
 FORMAT = 1
 FILE = "records.pkl"
@@ -98,6 +98,7 @@ def records_of(ds: DocSet, streets: StreetWays, boundaries: list[Boundary], h) -
     rec["mw.id"], rec["mw.ends"], rec["mw.refs"] = _csr(h.mw_id, h.mw_ends, h.mw_refs)
     rec["rel.id"] = _np(h.rel_id, np.int64)
     rec["rel.ends"] = _np(h.rel_ends, np.int64)
+    rec["rel.rec"] = _np(h.rel_rec, np.int8)
     rec["rel.mtype"], rec["rel.mref"] = _np(h.rel_mtype, np.int8), _np(h.rel_mref, np.int64)
     rec["rel.mrole"] = list(h.rel_mrole)
     rec["rel.tags"] = [h.rel_tags[k] for k in range(len(h.rel_id))]
@@ -222,6 +223,9 @@ class Change:
         # the relations' member ways (after the change) and before it: their records of membership (mw) change
         self.member_ways = np.unique(np.asarray([ref for m in self.members.values() for t, ref, _ in m if t == "w"],
                                                 np.int64))
+        # the member ways of those that may make a record (their node refs must be known)
+        self.record_member_ways = {ref for r, m in self.members.items() if makes_records(self.tags[r])
+                                   for t, ref, _ in m if t == "w"}
         old_members = [mref[ends[k]:ends[k + 1]][mtype[ends[k]:ends[k + 1]] == 1] for k in self.old_rel.values()]
         self.old_member_ways = np.unique(np.concatenate(old_members)) if old_members else np.zeros(0, np.int64)
 
@@ -235,7 +239,8 @@ def _mini_extract(path: Path, rec: dict, osc, ch: Change, locations) -> None:
 
     wid, wends, wrefs, wtags = rec["wrec.id"], rec["wrec.ends"], rec["wrec.refs"], rec["wrec.tags"]
     mid, mends, mrefs = rec["mw.id"], rec["mw.ends"], rec["mw.refs"]
-    known_members = set(rec["rel.mref"][rec["rel.mtype"] == 1].tolist())
+    rflag = np.repeat(rec["rel.rec"], rec["rel.ends"][1:] - rec["rel.ends"][:-1]).astype(bool)
+    known_members = set(rec["rel.mref"][(rec["rel.mtype"] == 1) & rflag].tolist())
     out_ways = []
     for w in np.union1d(ch.ways, ch.member_ways).tolist():
         o = osc.ways.get(w)
@@ -250,9 +255,10 @@ def _mini_extract(path: Path, rec: dict, osc, ch: Change, locations) -> None:
         k = int(np.searchsorted(mid, w))
         if k < len(mid) and mid[k] == w:
             out_ways.append((w, {}, _refs_of(mends, mrefs, k).tolist()))
-        elif w not in known_members:  # a way the full run read no refs of: a relation's new member
+        elif w in ch.record_member_ways and w not in known_members:  # the full run read no refs of it
             raise Declined(f"way {w}, new in a multipolygon or boundary, is not kept")
-        # (else a member missing from the extract, as in the full run)
+        # (else a member missing from the extract, as in the full run, or of a relation that makes no record:
+        # left out, that relation is read only for its membership, which its members' own areas depend on)
     need = np.unique(np.asarray([r for _, _, refs in out_ways for r in refs], np.int64))
     lon, lat, found = locations(need) if len(need) else (np.zeros(0), np.zeros(0), np.zeros(0, bool))
     node_out = {}
@@ -407,8 +413,10 @@ def patch_read(rec: dict, osc, locations, work: Path) -> dict:
         new["rel.mrole"][new["rel.ends"][k]:new["rel.ends"][k + 1]] for k in add.tolist()]
     out["rel.mrole"] = [x for i in order.tolist() for x in roles[i]]
     out["rel.tags"] = _concat_rows(rec["rel.tags"], new["rel.tags"], keep, add, order, "list")
+    out["rel.rec"] = np.concatenate([rec["rel.rec"][keep], new["rel.rec"][add]])[order]
     # the member ways' refs: of every way a kept relation names, the mini read's where it read it, else the old
-    members = np.unique(out["rel.mref"][out["rel.mtype"] == 1])
+    rflag = np.repeat(out["rel.rec"], out["rel.ends"][1:] - out["rel.ends"][:-1]).astype(bool)
+    members = np.unique(out["rel.mref"][(out["rel.mtype"] == 1) & rflag])
     # (a way outside `ways` has the same refs; a member way of `ways` is in the mini read when it is in the extract:
     # each relation naming it is one of `rels`)
     keep = np.flatnonzero(np.isin(rec["mw.id"], members) & ~np.isin(rec["mw.id"], ways)
