@@ -332,10 +332,10 @@ class _Handler:
         # process's `way` handles (ways that make a record, or may after a change); the relations the area
         # assembler or `relation` reads (multipolygons, boundaries): tags and members; the node refs of
         # their member ways (`member_way`)
-        self.wrec_id = array("q")
-        self.wrec_tags = TextColumn()
-        self.wrec_ends = array("q", [0])
-        self.wrec_refs = array("q")
+        self.keep_ways: str | None = None  # where the kept ways go: `{keep_ways}-{part}.osm.pbf` (read_osm)
+        self.ways_out = None  # its osmium writer during the main pass
+        self.kept_files: list[str] = []  # the names of the files written
+        self.wrec_id = array("q")  # the ways that make a record (their tags alone decide)
         self.rel_id = array("q")
         self.rel_tags = TextColumn()
         self.rel_ends = array("q", [0])
@@ -344,9 +344,6 @@ class _Handler:
         self.rel_mref = array("q")
         self.rel_mrole: list[str] = []
         self.tracked_members: set[int] = set()  # member way ids of those relations that may make a record
-        self.mw_id = array("q")
-        self.mw_ends = array("q", [0])
-        self.mw_refs = array("q")
         self.streets = StreetWays()
         self.boundaries: list[Boundary] = []
         self.wkb = osmium.geom.WKBFactory()
@@ -441,14 +438,12 @@ class _Handler:
         self.pc_id.append(oid)
 
     def _record_way(self, w, tags: dict) -> None:
-        """The tags and node refs of a way that makes a record (kept for updates: search/records.py)."""
-        d = w._pyosmium_data
-        nl = d.nodes()
-        get = nl.get
-        self.wrec_id.append(d.id())
-        self.wrec_tags.append(_json(tags))
-        self.wrec_refs.extend([get(d, i).ref for i in range(nl.size(d))])
-        self.wrec_ends.append(len(self.wrec_refs))
+        """A way that makes a record: its id, and the way itself (tags, node refs) written to the kept ways
+        (search/records.py), unless `member_way` wrote it."""
+        wid = w._pyosmium_data.id()
+        self.wrec_id.append(wid)
+        if self.ways_out is not None and (self.part == "rest" or wid not in self.tracked_members):
+            self.ways_out.add_way(w)
 
     def relation(self, r):
         """First pass: the label (else admin_centre) node of each administrative boundary (Nominatim links
@@ -508,12 +503,8 @@ class _Handler:
         wid = w._pyosmium_data.id()
         if wid not in self.tracked_members:
             return
-        self.mw_id.append(wid)
-        d = w._pyosmium_data
-        nl = d.nodes()
-        get = nl.get
-        self.mw_refs.extend([get(d, i).ref for i in range(nl.size(d))])
-        self.mw_ends.append(len(self.mw_refs))
+        if self.ways_out is not None:  # (kept for updates: search/records.py)
+            self.ways_out.add_way(w)
         if wid in self.boundary_members:
             xy = way_xy(w)
             if len(xy) == len(w.nodes) and len(xy) >= 2:
@@ -852,8 +843,7 @@ def _reader(path: str, entities, pool) -> osmium.io.Reader:
 
 
 # the reader's columns the forked reader hands back besides its documents and streets
-CHILD_COLUMNS = ["addr_node_id", "addr_node_row", "pc_xy", "pc_code", "pc_kind", "pc_id", "wrec_id", "wrec_tags",
-                 "wrec_ends", "wrec_refs", "mw_id", "mw_ends", "mw_refs"]
+CHILD_COLUMNS = ["addr_node_id", "addr_node_row", "pc_xy", "pc_code", "pc_kind", "pc_id", "wrec_id", "kept_files"]
 STREET_COLUMNS = ["id", "lat", "lon", "importance", "ends", "xy", "name", "name_en", "names", "category", "detail",
                   "postcode"]
 
@@ -871,7 +861,7 @@ def read_processes() -> int:
     return 2 if (os.cpu_count() or 1) > 1 and hasattr(os, "fork") else 1
 
 
-def read_osm(path, processes: int | None = None) -> tuple[DocSet, StreetWays, list[Boundary], _Handler]:
+def read_osm(path, processes: int | None = None, keep_ways: str | None = None) -> tuple[DocSet, StreetWays, list[Boundary], _Handler]:
     """(documents but streets, named street ways, administrative and postal boundaries, the reader with the
     interpolation ways, boundary labels and address nodes) of an OSM file.
 
@@ -881,6 +871,7 @@ def read_osm(path, processes: int | None = None) -> tuple[DocSet, StreetWays, li
     come back as bytes and arrays (docset.pack_columns), and its documents go first: a file's nodes come
     before its ways, so the documents keep the one-process order and every byte of the index."""
     h = _Handler(None if (processes or read_processes()) < 2 else "rest")
+    h.keep_ways = keep_ways
     area = osmium.area.AreaManager()
     pool = osmium.io.ThreadPool()
     with _reader(str(path), osmium.osm.RELATION, pool) as rd:
@@ -900,7 +891,7 @@ def read_osm(path, processes: int | None = None) -> tuple[DocSet, StreetWays, li
     fd, state = tempfile.mkstemp(prefix="geoengine-search-read-", suffix=".state")
     os.close(fd)
     child = mp.get_context("fork").Process(target=_read_child, args=(str(path), state, os.getpid(), h.boundary_members,
-                                                                            h.tracked_members),
+                                                                            h.tracked_members, keep_ways),
                                            daemon=True)
     child.start()
     try:
@@ -936,6 +927,29 @@ def _main_pass(path, h: _Handler, area, pool) -> None:
     reach Python, and the boundary member ways before the filter (untagged ones are common. osmium's
     IdFilter would pass only those, but its dense id set takes 512 kB per 4 million ids it spans: GBs at 16
     copies)."""
+    if h.keep_ways is not None:
+        _open_kept(h)
+    try:
+        _main_pass_ways(path, h, area, pool)
+    finally:
+        if h.ways_out is not None:
+            h.ways_out.close()
+            h.ways_out = None
+
+
+KEPT_FORMAT = "pbf,pbf_compression=none,add_metadata=false"  # (decoded without zlib by records.kept_refs)
+
+
+def _open_kept(h: _Handler) -> None:
+    """The writer of the ways this process keeps for updates (search/records.py): an uncompressed PBF."""
+    path = f"{h.keep_ways}-{h.part or 'all'}.osm.pbf"
+    if os.path.exists(path):
+        os.unlink(path)
+    h.ways_out = osmium.SimpleWriter(osmium.io.File(path, KEPT_FORMAT))
+    h.kept_files.append(os.path.basename(path))
+
+
+def _main_pass_ways(path, h: _Handler, area, pool) -> None:
     lh = osmium.NodeLocationsForWays(osmium.index.create_map(LOCATION_INDEX))
     lh.ignore_errors()
     members = [_Callbacks(way=h.member_way)] if h.tracked_members and h.part != "rest" else []
@@ -954,7 +968,8 @@ def _main_pass(path, h: _Handler, area, pool) -> None:
 
 
 
-def _read_child(path: str, state: str, parent: int, boundary_members: set[int], tracked: set[int]) -> None:  # pragma: no cover - forked
+def _read_child(path: str, state: str, parent: int, boundary_members: set[int], tracked: set[int],
+                keep_ways: str | None = None) -> None:  # pragma: no cover - forked
     """The node documents, named street ways and boundary member ways of `path` (read_osm's child), left in
     `state` as bytes and arrays, or ("error", message): the parent raises it."""
     import pickle
@@ -967,6 +982,7 @@ def _read_child(path: str, state: str, parent: int, boundary_members: set[int], 
         h = _Handler("nodes")
         h.boundary_members = boundary_members
         h.tracked_members = tracked
+        h.keep_ways = keep_ways
         _main_pass(path, h, None, osmium.io.ThreadPool())
         out = pack_columns(h.docs, row_columns())
         pack_columns(h.streets, STREET_COLUMNS, out, "street.")
@@ -998,12 +1014,8 @@ def _merge_parts(h: _Handler, packed: dict) -> tuple[DocSet, StreetWays, list[Bo
     h.streets = unpack_columns(StreetWays(), STREET_COLUMNS, packed, "street.")
     mine = {k: getattr(h, k) for k in CHILD_COLUMNS}
     unpack_columns(h, CHILD_COLUMNS, packed, "h.")
-    for k in ("pc_xy", "pc_code", "pc_kind", "pc_id", "wrec_id", "wrec_refs"):
+    for k in ("pc_xy", "pc_code", "pc_kind", "pc_id", "wrec_id", "kept_files"):
         getattr(h, k).extend(mine[k])
-    from geoengine.search.docset import _concat_text
-
-    _concat_text(h.wrec_tags, mine["wrec_tags"])
-    h.wrec_ends.extend(np.frombuffer(mine["wrec_ends"], np.int64)[1:] + h.wrec_ends[-1])
     for col in (h.box_row, h.shape_row):
         moved = np.frombuffer(col, np.int64) + n
         del col[:]

@@ -23,6 +23,9 @@ from pathlib import Path
 
 import numpy as np
 import shapely
+from numba import njit
+
+from geoengine.bundler.pbfscan import _blobs, _fields, _skip_at, _varint_at
 
 from geoengine.search.docset import DocSet, TextColumn, pack_columns, row_columns, take_docs, unpack_columns
 from geoengine.search.osm import STREET_COLUMNS, Boundary, InterpolationWays, StreetWays, makes_records
@@ -90,12 +93,9 @@ def records_of(ds: DocSet, streets: StreetWays, boundaries: list[Boundary], h) -
                           b.postcode, int(keys[b.row]) if b.row >= 0 else -1, b.osm_type, b.country_hint)
                          for b in boundaries]
     rec["unassembled_ids"] = list(h.unassembled_ids)
-    wid, wends, wrefs = _np(h.wrec_id, np.int64), _np(h.wrec_ends, np.int64), _np(h.wrec_refs, np.int64)
-    o = np.argsort(wid, kind="stable")
-    rec["wrec.id"] = wid[o]
-    rec["wrec.ends"], rec["wrec.refs"] = _take_csr(wends, wrefs, o)
-    rec["wrec.tags"] = [h.wrec_tags[k] for k in o.tolist()]
-    rec["mw.id"], rec["mw.ends"], rec["mw.refs"] = _csr(h.mw_id, h.mw_ends, h.mw_refs)
+    rec["wrec.id"] = np.unique(_np(h.wrec_id, np.int64))
+    # the kept ways' files (osm.py's `_record_way`, `member_way`), each with the ids a later one replaced
+    rec["ways"] = [(name, np.zeros(0, np.int64)) for name in h.kept_files]
     rec["rel.id"] = _np(h.rel_id, np.int64)
     rec["rel.ends"] = _np(h.rel_ends, np.int64)
     rec["rel.rec"] = _np(h.rel_rec, np.int8)
@@ -161,6 +161,113 @@ def from_records(rec: dict) -> tuple[DocSet, StreetWays, list[Boundary], Reader]
 # ---------------------------------------------------------------------------------------------- the update
 
 
+@njit(cache=True, nogil=True)
+def _group_way_refs(buf, g0, g1, ids, ends, refs, nw, nr):
+    """The id (field 1) and node refs (field 8: packed, zigzag, delta) of every Way (field 3) of the
+    PrimitiveGroup buf[g0:g1], appended at ids[nw], refs[nr] (ends[k + 1]: the end of way k's refs);
+    returns (nw, nr), or (-1, -1) on a wire type protobuf does not have."""
+    pos = g0
+    while pos < g1:
+        key, pos = _varint_at(buf, pos)
+        f = key >> 3
+        w = key & 7
+        if w != 2:
+            pos = _skip_at(buf, pos, w)
+            if pos < 0:
+                return -1, -1
+            continue
+        ln, pos = _varint_at(buf, pos)
+        end = pos + ln
+        if f == 3:
+            p = pos
+            while p < end:
+                k2, p = _varint_at(buf, p)
+                f2 = k2 >> 3
+                w2 = k2 & 7
+                if f2 == 1 and w2 == 0:
+                    ids[nw], p = _varint_at(buf, p)
+                elif f2 == 8 and w2 == 2:
+                    ln2, p = _varint_at(buf, p)
+                    e2 = p + ln2
+                    acc = np.int64(0)
+                    while p < e2:
+                        v, p = _varint_at(buf, p)
+                        acc += (v >> 1) ^ -(v & 1)
+                        refs[nr] = acc
+                        nr += 1
+                else:
+                    p = _skip_at(buf, p, w2)
+                    if p < 0:
+                        return -1, -1
+            nw += 1
+            ends[nw] = nr
+        pos = end
+    return nw, nr
+
+
+def _file_refs(path: Path) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(ids, ends, refs) of the ways of an uncompressed PBF of ways (the kept ways), in file order."""
+    parts = []
+    for btype, data in _blobs(path):
+        if btype != "OSMData":
+            continue
+        buf = np.frombuffer(data, np.uint8)
+        for f, _w, v in _fields(data):
+            if f != 2:
+                continue
+            g0, g1 = v
+            cap = g1 - g0 + 1
+            ids, ends, refs = np.empty(cap // 4 + 1, np.int64), np.zeros(cap // 4 + 2, np.int64), np.empty(cap, np.int64)
+            nw, nr = _group_way_refs(buf, g0, g1, ids, ends, refs, 0, 0)
+            if nw < 0:
+                raise Declined(f"{path.name}: not a PBF this reader knows")
+            parts.append((ids[:nw], ends[:nw + 1], refs[:nr]))
+    if not parts:
+        return np.zeros(0, np.int64), np.zeros(1, np.int64), np.zeros(0, np.int64)
+    shift = np.cumsum([0] + [len(r) for _, _, r in parts])
+    ends = np.concatenate([[0]] + [e[1:] + shift[k] for k, (_, e, _) in enumerate(parts)])
+    return np.concatenate([i for i, _, _ in parts]), ends.astype(np.int64), np.concatenate([r for _, _, r in parts])
+
+
+def kept_refs(folder: Path, rec: dict) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(ids, ends, refs) of every kept way, sorted by id: a way of a later file replaces an earlier one's,
+    each file's replaced ids left out."""
+    ids, ends, refs, rank = [], [np.zeros(1, np.int64)], [], []
+    at = 0
+    for k, (name, excluded) in enumerate(rec["ways"]):
+        i, e, r = _file_refs(Path(folder) / name)
+        keep = np.flatnonzero(~np.isin(i, excluded))
+        e2, r2 = _take_csr(e, r, keep)
+        ids.append(i[keep])
+        ends.append(e2[1:] + at)
+        refs.append(r2)
+        rank.append(np.full(len(keep), k))
+        at += len(r2)
+    ids = np.concatenate(ids) if ids else np.zeros(0, np.int64)
+    ends = np.concatenate(ends)
+    refs = np.concatenate(refs) if refs else np.zeros(0, np.int64)
+    rank = np.concatenate(rank) if rank else np.zeros(0, np.int64)
+    o = np.lexsort((-rank, ids))  # by id, the latest file first
+    first = np.ones(len(o), bool)
+    first[1:] = ids[o][1:] != ids[o][:-1]
+    o = o[first]
+    e, r = _take_csr(ends, refs, o)
+    return ids[o], e, r
+
+
+def kept_objects(folder: Path, rec: dict, wanted: set[int]) -> dict[int, tuple[dict, list[int]]]:
+    """(tags, node refs) of the kept ways `wanted` (the latest file's)."""
+    import osmium
+
+    out = {}
+    for name, excluded in rec["ways"]:
+        skip = set(excluded.tolist())
+        for w in osmium.FileProcessor(str(Path(folder) / name), osmium.osm.WAY):
+            if w.id in wanted and w.id not in skip:
+                out[w.id] = (dict(w.tags), [n.ref for n in w.nodes])
+    return out
+
+
 class Declined(Exception):
     """The records cannot be patched exactly for this change (the message says why)."""
 
@@ -189,14 +296,13 @@ class Change:
     node), `rels` (tracked relations changed, or with a member way in `ways`), all sorted int64; and the
     members of each relation of `rels` after the change (`members`: id -> [(type, ref, role)]) and tags."""
 
-    def __init__(self, rec: dict, osc):
+    def __init__(self, rec: dict, osc, kept: tuple[np.ndarray, np.ndarray, np.ndarray]):
         self.nodes = np.asarray(osc.node_ids(), np.int64)
         ways = np.asarray(osc.way_ids(), np.int64)
         for t, ids in (("node", self.nodes), ("way", ways), ("relation", np.asarray(osc.relation_ids(), np.int64))):
             if len(ids) and ids[0] < 0:
                 raise Declined(f"a negative {t} id")
-        ways = np.union1d(ways, _ways_holding(rec["wrec.id"], rec["wrec.ends"], rec["wrec.refs"], self.nodes))
-        self.ways = np.union1d(ways, _ways_holding(rec["mw.id"], rec["mw.ends"], rec["mw.refs"], self.nodes))
+        self.ways = np.union1d(ways, _ways_holding(*kept, self.nodes))
         rid, ends, mtype, mref = rec["rel.id"], rec["rel.ends"], rec["rel.mtype"], rec["rel.mref"]
         owner = np.repeat(np.arange(len(rid)), ends[1:] - ends[:-1])
         hit = (mtype == 1) & np.isin(mref, self.ways)
@@ -230,32 +336,26 @@ class Change:
         self.old_member_ways = np.unique(np.concatenate(old_members)) if old_members else np.zeros(0, np.int64)
 
 
-def _mini_extract(path: Path, rec: dict, osc, ch: Change, locations) -> None:
+def _mini_extract(path: Path, rec: dict, osc, ch: Change, locations, folder: Path, kept_ids: np.ndarray) -> None:
     """The affected objects as an OSM file: the changed nodes (tags, location), the affected ways and the
-    member ways of the affected relations (the change's, else the kept tags and refs: a member way kept for
-    its refs alone has no tag the read uses) with the nodes they hold (locations of the new extract), the
-    affected relations (the change's, else the kept ones)."""
+    member ways of the affected relations (the change's, else the kept ones) with the nodes they hold
+    (locations of the new extract), the affected relations (the change's, else the kept ones)."""
     import osmium
 
-    wid, wends, wrefs, wtags = rec["wrec.id"], rec["wrec.ends"], rec["wrec.refs"], rec["wrec.tags"]
-    mid, mends, mrefs = rec["mw.id"], rec["mw.ends"], rec["mw.refs"]
     rflag = np.repeat(rec["rel.rec"], rec["rel.ends"][1:] - rec["rel.ends"][:-1]).astype(bool)
     known_members = set(rec["rel.mref"][(rec["rel.mtype"] == 1) & rflag].tolist())
+    wanted = np.union1d(ch.ways, ch.member_ways)
+    objs = kept_objects(folder, rec, set(np.intersect1d(wanted, kept_ids).tolist()))
     out_ways = []
-    for w in np.union1d(ch.ways, ch.member_ways).tolist():
+    for w in wanted.tolist():
         o = osc.ways.get(w)
         if o is not None:
             if not o.deleted:
                 out_ways.append((w, o.tags, list(o.refs)))
             continue
-        k = int(np.searchsorted(wid, w))
-        if k < len(wid) and wid[k] == w:
-            out_ways.append((w, json.loads(wtags[k]), _refs_of(wends, wrefs, k).tolist()))
-            continue
-        k = int(np.searchsorted(mid, w))
-        if k < len(mid) and mid[k] == w:
-            out_ways.append((w, {}, _refs_of(mends, mrefs, k).tolist()))
-        elif w in ch.record_member_ways and w not in known_members:  # the full run read no refs of it
+        if w in objs:
+            out_ways.append((w, *objs[w]))
+        elif w in ch.record_member_ways and w not in known_members:  # the full run kept nothing of it
             raise Declined(f"way {w}, new in a multipolygon or boundary, is not kept")
         # (else a member missing from the extract, as in the full run, or of a relation that makes no record:
         # left out, that relation is read only for its membership, which its members' own areas depend on)
@@ -303,15 +403,19 @@ def _concat_rows(a, b, ka: np.ndarray, kb: np.ndarray, order: np.ndarray, kind: 
     return [both[i] for i in order.tolist()]
 
 
-def patch_read(rec: dict, osc, locations, work: Path) -> dict:
-    """The records of the new extract: `rec`'s, the affected objects' read again. Raises Declined."""
+def patch_read(rec: dict, osc, locations, work: Path, folder: Path) -> dict:
+    """The records of the new extract: `rec`'s (of the stage folder `folder`), the affected objects' read
+    again in `work`. `out["_files"]`: (path, name) of the kept ways' file to place in the new stage folder
+    beside the old ones (`link_kept`). Raises Declined."""
     from geoengine.search.osm import read_osm
 
-    ch = Change(rec, osc)
+    kept = kept_refs(folder, rec)
+    ch = Change(rec, osc, kept)
     nodes, ways, rels = ch.nodes, ch.ways, ch.rels
     mini = Path(work) / "search-patch.osm.pbf"
-    _mini_extract(mini, rec, osc, ch, locations)
-    ds, streets, boundaries, h = read_osm(mini, processes=1)
+    _mini_extract(mini, rec, osc, ch, locations, folder, kept[0])
+    del kept
+    ds, streets, boundaries, h = read_osm(mini, processes=1, keep_ways=str(Path(work) / "ways"))
     new = records_of(ds, streets, boundaries, h)
     del streets, boundaries, h
     drop_docs = np.concatenate([_keys(np.zeros(len(nodes)), nodes), _keys(np.ones(len(ways)), ways),
@@ -414,27 +518,40 @@ def patch_read(rec: dict, osc, locations, work: Path) -> dict:
     out["rel.mrole"] = [x for i in order.tolist() for x in roles[i]]
     out["rel.tags"] = _concat_rows(rec["rel.tags"], new["rel.tags"], keep, add, order, "list")
     out["rel.rec"] = np.concatenate([rec["rel.rec"][keep], new["rel.rec"][add]])[order]
-    # the member ways' refs: of every way a kept relation names, the mini read's where it read it, else the old
-    rflag = np.repeat(out["rel.rec"], out["rel.ends"][1:] - out["rel.ends"][:-1]).astype(bool)
-    members = np.unique(out["rel.mref"][(out["rel.mtype"] == 1) & rflag])
-    # (a way outside `ways` has the same refs; a member way of `ways` is in the mini read when it is in the extract:
-    # each relation naming it is one of `rels`)
-    keep = np.flatnonzero(np.isin(rec["mw.id"], members) & ~np.isin(rec["mw.id"], ways)
-                          & ~np.isin(rec["mw.id"], new["mw.id"]))
-    add = np.flatnonzero(np.isin(new["mw.id"], members))
-    order = np.argsort(np.concatenate([rec["mw.id"][keep], new["mw.id"][add]]), kind="stable")
-    out["mw.id"] = np.concatenate([rec["mw.id"][keep], new["mw.id"][add]])[order]
-    e1, v1 = _take_csr(rec["mw.ends"], rec["mw.refs"], keep)
-    e2, v2 = _take_csr(new["mw.ends"], new["mw.refs"], add)
-    out["mw.ends"], out["mw.refs"] = _take_csr(np.concatenate([e1, e2[1:] + e1[-1]]), np.concatenate([v1, v2]), order)
-    # the tagged ways' tags and refs
+    # the ways that make a record; the kept ways: the old files less what the mini read replaces or the full
+    # run would no longer keep, then the mini read's file (less what the full run would not keep)
     keep, add, order = _merge_table(rec["wrec.id"], new["wrec.id"], ways)
     out["wrec.id"] = np.concatenate([rec["wrec.id"][keep], new["wrec.id"][add]])[order]
-    e1, r1 = _take_csr(rec["wrec.ends"], rec["wrec.refs"], keep)
-    e2, r2 = _take_csr(new["wrec.ends"], new["wrec.refs"], add)
-    out["wrec.ends"], out["wrec.refs"] = _take_csr(np.concatenate([e1, e2[1:] + e1[-1]]), np.concatenate([r1, r2]), order)
-    out["wrec.tags"] = _concat_rows(rec["wrec.tags"], new["wrec.tags"], keep, add, order, "list")
+    rflag = np.repeat(out["rel.rec"], out["rel.ends"][1:] - out["rel.ends"][:-1]).astype(bool)
+    members = np.unique(out["rel.mref"][(out["rel.mtype"] == 1) & rflag])
+    mini_ids = kept_refs(work, new)[0]
+    redo = np.union1d(np.union1d(ways, ch.member_ways), ch.old_member_ways)
+    gone = redo[~np.isin(redo, out["wrec.id"]) & ~np.isin(redo, members)]
+    drop = np.union1d(np.union1d(ways, mini_ids), gone)
+    out["ways"] = [(name, np.union1d(excl, drop)) for name, excl in rec["ways"]]
+    name = f"ways-u{len(out['ways'])}.osm.pbf"
+    out["ways"].append((name, mini_ids[~np.isin(mini_ids, out["wrec.id"]) & ~np.isin(mini_ids, members)]))
+    out["_files"] = [(Path(work) / n, name) for n, _ in new["ways"]]  # (one file: the mini read's single process)
     return out
+
+
+def link_kept(rec: dict, old: Path, new_files: list, out: Path) -> list[str]:
+    """Place the kept ways' files of patched records in the stage folder `out`: the old ones (hard links to
+    the old bundle's, a bundle's files never change) and the patch's own; returns their names."""
+    import os
+    import shutil
+
+    names = []
+    fresh = {name: src for src, name in new_files}
+    for name, _ in rec["ways"]:
+        src = fresh.get(name, Path(old) / name)
+        dst = Path(out) / name
+        try:
+            os.link(src, dst)
+        except OSError:
+            shutil.copyfile(src, dst)
+        names.append(name)
+    return names
 
 
 def temp_dir() -> str:

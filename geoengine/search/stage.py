@@ -25,7 +25,12 @@ def run(ctx: BuildContext, read=None, info_extra: dict | None = None) -> StageRe
     kept: list[str] = []
 
     def keep(ds, streets, boundaries, reader):  # what the read made, for updates (search/records.py)
-        rec = records.records_of(ds, streets, boundaries, reader) if read is None else read[1]
+        if read is None:
+            rec = records.records_of(ds, streets, boundaries, reader)
+        else:  # (patched: the old bundle's kept ways' files and the patch's beside them)
+            rec, old_dir = read[1], read[2]
+            kept.extend(records.link_kept(rec, old_dir, rec.pop("_files"), out))
+        kept.extend(name for name, _ in rec["ways"] if name not in kept)
         kept.append(records.save(out, rec))
 
     # the objects that exist before the stage (in the build, the forked stage process shares them with the
@@ -35,7 +40,8 @@ def run(ctx: BuildContext, read=None, info_extra: dict | None = None) -> StageRe
     gc.freeze()
     try:
         ds, info = build_documents(ctx.inputs.osm, ctx.inputs.places, ctx.inputs.admin1, bbox=ctx.bbox, world=scope,
-                                   read=None if read is None else read[0], keep=keep)
+                                   read=None if read is None else read[0], keep=keep,
+                                   keep_ways=str(out / "ways") if read is None else None)
         read = None
         t1 = time.perf_counter()
         files, counts = write_index(out, ds, release=True)
@@ -75,17 +81,17 @@ def patch(ctx: BuildContext, p: PatchInputs) -> StageResult | None:
         return None
     work = records.temp_dir()
     try:
-        new = records.patch_read(rec, p.osc, p.locations, work)
-    except (records.Declined, LookupError) as exc:  # (LookupError: the old bundle keeps no node store)
-        log(f"[search] not patched: {exc}")
-        return None
+        try:
+            new = records.patch_read(rec, p.osc, p.locations, work, p.old_dir("search"))
+        except (records.Declined, LookupError) as exc:  # (LookupError: the old bundle keeps no node store)
+            log(f"[search] not patched: {exc}")
+            return None
+        del rec
+        read = (records.from_records(new), new, p.old_dir("search"))
+        t1 = time.perf_counter()
+        return run(ctx, read=read, info_extra={"patched": {"records_seconds": round(t1 - t0, 3)}})
     finally:
         shutil.rmtree(work, ignore_errors=True)
-    del rec
-    t1 = time.perf_counter()
-    read = (records.from_records(new), new)
-    return run(ctx, read=read, info_extra={"patched": {"records_seconds": round(t1 - t0, 3)}})
-
 
 STAGE = Stage(name="search", run=run, describe="search documents (OSM places, POIs, streets, addresses; GeoNames) and index",
               isolated=True, patch=patch)

@@ -22,7 +22,20 @@ from .conftest import EXTRACT
 from .edits import WHEN
 
 
-def records_equal(a: dict, b: dict) -> bool:
+def kept_ways(folder: Path, rec: dict) -> dict:
+    """id -> (tags, refs) of the kept ways of records in `folder` (their files: a later one replaces)."""
+    ids = records.kept_refs(folder, rec)[0]
+    return records.kept_objects(folder, rec, set(ids.tolist()))
+
+
+def records_equal(a: dict, b: dict, folders: tuple | None = None) -> bool:
+    """Records equal in content; the kept ways compared as the ways their files hold (the patch's files are
+    the old ones with a file of its own beside them: not the full run's files) when `folders` are given."""
+    if folders is not None:
+        if kept_ways(folders[0], a) != kept_ways(folders[1], b):
+            return False
+        a, b = ({k: v for k, v in r.items() if k not in ("ways", "_files")} for r in (a, b))
+
     def eq(x, y):
         if isinstance(x, np.ndarray) or isinstance(y, np.ndarray):
             return (isinstance(x, np.ndarray) and isinstance(y, np.ndarray) and x.dtype == y.dtype
@@ -37,7 +50,8 @@ def records_equal(a: dict, b: dict) -> bool:
 def full_run(path: Path, out: Path) -> tuple[dict, list[str]]:
     out.mkdir(parents=True, exist_ok=True)
     got = {}
-    ds, _ = build_documents(path, keep=lambda *a: got.setdefault("rec", records.records_of(*a)))
+    ds, _ = build_documents(path, keep=lambda *a: got.setdefault("rec", records.records_of(*a)),
+                            keep_ways=str(out / "ways"))
     files, _ = write_index(out, ds)
     return got["rec"], files
 
@@ -109,20 +123,26 @@ def write_versions(src: Path, out: Path, nodes: dict, ways: dict) -> tuple[Path,
 @pytest.fixture(scope="module")
 def old_records(tmp_path_factory):
     src = data_file(EXTRACT)
-    rec, _ = full_run(src, tmp_path_factory.mktemp("search-old"))
-    return src, rec
+    folder = tmp_path_factory.mktemp("search-old")
+    rec, _ = full_run(src, folder)
+    return src, rec, folder
 
 
-def patched_equals_full(old: dict, new: Path, osc: Path, root: Path) -> None:
+def patched_equals_full(old_records, new: Path, osc: Path, root: Path) -> dict:
+    _, old, folder = old_records
     want, files = full_run(new, root / "full")
-    rec = records.patch_read(old, osc_of(osc), locations_of(new), root)
+    work = root / "work"
+    work.mkdir()
+    rec = records.patch_read(old, osc_of(osc), locations_of(new), work, folder)
     ds, _ = build_documents(None, read=records.from_records(rec))
     (root / "patched").mkdir()
     got_files, _ = write_index(root / "patched", ds)
     assert got_files == files
     differ = [f for f in files if not filecmp.cmp(root / "full" / f, root / "patched" / f, shallow=False)]
     assert differ == []
-    assert records_equal(rec, want)
+    records.link_kept(rec, folder, rec.pop("_files"), root / "patched")
+    assert records_equal(rec, want, (root / "patched", root / "full"))
+    return rec
 
 
 def test_the_update_edits_patch_to_the_full_runs_index(old_records, tmp_path):
@@ -130,15 +150,14 @@ def test_the_update_edits_patch_to_the_full_runs_index(old_records, tmp_path):
     new address, a new turn restriction (a relation the search read ignores)."""
     from .edits import make_versions
 
-    _, old = old_records
     ed = make_versions(data_file(EXTRACT), tmp_path / "edits")
-    patched_equals_full(old, ed["new"], ed["osc"], tmp_path)
+    patched_equals_full(old_records, ed["new"], ed["osc"], tmp_path)
 
 
 def test_pois_places_and_addresses_patch_to_the_full_runs_index(old_records, tmp_path):
     """A POI moved 300 m, a POI deleted, a place node renamed (the streets' localities and the display
     names of what lies near it change), a new address on a real street."""
-    src, old = old_records
+    src, old, _ = old_records
     pois, place, street = [], None, None
 
     def plain(o):  # (pyosmium's objects are valid only while the file is read)
@@ -167,7 +186,7 @@ def test_pois_places_and_addresses_patch_to_the_full_runs_index(old_records, tmp
                                            tags={"addr:housenumber": "42a", "addr:street": street}),
     }
     new, osc = write_versions(src, tmp_path / "v", nodes, {})
-    patched_equals_full(old, new, osc, tmp_path)
+    patched_equals_full(old_records, new, osc, tmp_path)
 
 
 def test_a_changed_boundary_patches_to_the_full_runs_index(old_records, tmp_path):
@@ -175,7 +194,7 @@ def test_a_changed_boundary_patches_to_the_full_runs_index(old_records, tmp_path
     geometry decides the hierarchy of every document in it: the later phases rerun on the patched records)."""
     import json
 
-    src, old = old_records
+    src, old, folder = old_records
     admin = [k for k, t in enumerate(old["rel.tags"]) if json.loads(t).get("boundary") == "administrative"]
     assert admin
     members = set()
@@ -193,16 +212,16 @@ def test_a_changed_boundary_patches_to_the_full_runs_index(old_records, tmp_path
                                          location=(n.location.lon + 0.001, n.location.lat))
                  for n in osmium.FileProcessor(str(src), osmium.osm.NODE) if n.id == node)
     new, osc = write_versions(src, tmp_path / "v", {node: moved}, {way.id: way})
-    ch = records.Change(old, osc_of(osc))
+    ch = records.Change(old, osc_of(osc), records.kept_refs(folder, old))
     assert len(ch.rels) and set(ch.rels.tolist()) & {int(old["rel.id"][k]) for k in admin}
-    patched_equals_full(old, new, osc, tmp_path)
+    patched_equals_full(old_records, new, osc, tmp_path)
 
 
 def test_a_relation_gaining_a_way_the_records_lack_is_declined(old_records, tmp_path):
     """A multipolygon that names a way the full run kept nothing of (no tags of use, no relation before):
     its refs are not in the records, so the patch declines (the stage runs in full)."""
-    src, old = old_records
-    known = set(old["wrec.id"].tolist()) | set(old["mw.id"].tolist())
+    src, old, folder = old_records
+    known = set(records.kept_refs(folder, old)[0].tolist())
     way = next(o.id for o in osmium.FileProcessor(str(src), osmium.osm.WAY) if o.id not in known)
     maxid = max(r.id for r in osmium.FileProcessor(str(src), osmium.osm.RELATION))
     osc = tmp_path / "rel.osc"
@@ -213,4 +232,4 @@ def test_a_relation_gaining_a_way_the_records_lack_is_declined(old_records, tmp_
     finally:
         w.close()
     with pytest.raises(records.Declined, match="not kept"):
-        records.patch_read(old, osc_of(osc), locations_of(src), tmp_path)
+        records.patch_read(old, osc_of(osc), locations_of(src), tmp_path, folder)
