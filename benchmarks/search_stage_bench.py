@@ -87,7 +87,7 @@ def main() -> None:
             def keep(*read):
                 records.save(out, records.records_of(*read))
 
-            ds, info = build_documents(a.pbf, a.places, a.admin1, keep=keep)
+            ds, info = build_documents(a.pbf, a.places, a.admin1, keep=keep, keep_ways=str(out / "ways"))
         except ImportError:
             ds, info = build_documents(a.pbf, a.places, a.admin1)
         c2, t2 = time.process_time(), time.perf_counter()

@@ -23,9 +23,6 @@ from pathlib import Path
 
 import numpy as np
 import shapely
-from numba import njit
-
-from geoengine.bundler.pbfscan import _blobs, _fields, _skip_at, _varint_at
 
 from geoengine.search.docset import DocSet, TextColumn, pack_columns, row_columns, take_docs, unpack_columns
 from geoengine.search.osm import STREET_COLUMNS, Boundary, InterpolationWays, StreetWays, makes_records
@@ -161,52 +158,11 @@ def from_records(rec: dict) -> tuple[DocSet, StreetWays, list[Boundary], Reader]
 # ---------------------------------------------------------------------------------------------- the update
 
 
-@njit(cache=True, nogil=True)
-def _group_way_refs(buf, g0, g1, ids, ends, refs, nw, nr):
-    """The id (field 1) and node refs (field 8: packed, zigzag, delta) of every Way (field 3) of the
-    PrimitiveGroup buf[g0:g1], appended at ids[nw], refs[nr] (ends[k + 1]: the end of way k's refs);
-    returns (nw, nr), or (-1, -1) on a wire type protobuf does not have."""
-    pos = g0
-    while pos < g1:
-        key, pos = _varint_at(buf, pos)
-        f = key >> 3
-        w = key & 7
-        if w != 2:
-            pos = _skip_at(buf, pos, w)
-            if pos < 0:
-                return -1, -1
-            continue
-        ln, pos = _varint_at(buf, pos)
-        end = pos + ln
-        if f == 3:
-            p = pos
-            while p < end:
-                k2, p = _varint_at(buf, p)
-                f2 = k2 >> 3
-                w2 = k2 & 7
-                if f2 == 1 and w2 == 0:
-                    ids[nw], p = _varint_at(buf, p)
-                elif f2 == 8 and w2 == 2:
-                    ln2, p = _varint_at(buf, p)
-                    e2 = p + ln2
-                    acc = np.int64(0)
-                    while p < e2:
-                        v, p = _varint_at(buf, p)
-                        acc += (v >> 1) ^ -(v & 1)
-                        refs[nr] = acc
-                        nr += 1
-                else:
-                    p = _skip_at(buf, p, w2)
-                    if p < 0:
-                        return -1, -1
-            nw += 1
-            ends[nw] = nr
-        pos = end
-    return nw, nr
-
-
 def _file_refs(path: Path) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """(ids, ends, refs) of the ways of an uncompressed PBF of ways (the kept ways), in file order."""
+    from geoengine.bundler.pbfscan import _blobs, _fields  # (numba: only an update loads it here)
+    from geoengine.search.keptways import _group_way_refs
+
     parts = []
     for btype, data in _blobs(path):
         if btype != "OSMData":
