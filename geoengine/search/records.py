@@ -1,17 +1,17 @@
-"""What the search stage's OSM read produced, kept in the bundle (`search/records.pkl`) for `geoengine update`:
-osm2pgsql's "slim" design. A full run keeps, per OSM object, the records the read made of it (documents,
-street ways, interpolation ways, address nodes, postcode samples, way boxes and shapes, boundaries), the tags
-and node refs of the tagged ways, and the relations the area assembler reads with their members and their
-member ways' node refs. An update (`patch_read`) finds the objects a change affects (the changed ones, the
-kept ways holding a changed node), reads just those again with the stage's own reader (`osm.read_osm` on a
-small extract written from the change's objects and the kept ones, node locations from the update's node
-store), puts their records in place of the old ones, and the later phases run on the result as in a full
-run. Every record is ordered by its object (documents: nodes', ways', closed ways' areas', relations', each
-by id: osm.py's `finish_areas`), so a record's place follows from its object alone.
+"""What the search stage's OSM read produced, kept in the bundle for `geoengine update`: osm2pgsql's "slim"
+design. A full run keeps, per OSM object, the records the read made of it (`records.pkl`: documents, street
+ways, interpolation ways, address nodes, postcode samples, way boxes and shapes, boundaries), the ways that
+make a record or are members of a relation that may make one (`ways-*.osm.pbf`, written by osmium: tags and
+node refs), and the multipolygon and boundary relations (tags, members). An update (`patch_read`) finds the
+objects a change affects (`Change`: the changed ones, the kept ways holding a changed node, the relations
+with an affected member way), reads just those again with the stage's own reader (`osm.read_osm` on a small
+extract written from the change's objects and the kept ones, node locations from the update's node store),
+puts their records in place of the old ones, and the later phases run on the result as in a full run.
+Every record is ordered by its object (documents: nodes', ways', closed ways' areas', relations', each by id:
+osm.py's `finish_areas`), so a record's place follows from its object alone.
 
-Declined (the stage runs in full): a changed relation the assembler or the boundaries read, a change to one
-of their member ways (or a node of one): an administrative boundary's geometry decides the hierarchy of every
-document in it; a changed closed boundary way; an object id that is negative or unknown to the kept refs."""
+Declined (`Declined`: the stage runs in full): a negative id; a multipolygon or boundary that gains a member
+way the full run kept nothing of (its refs were never read)."""
 
 from __future__ import annotations
 
@@ -52,14 +52,8 @@ def _np(a, dtype) -> np.ndarray:
     return np.frombuffer(a, dtype).copy() if len(a) else np.zeros(0, dtype)
 
 
-def _csr(ids, ends, refs) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """(ids, ends, refs) sorted by id."""
-    ids, ends, refs = _np(ids, np.int64), _np(ends, np.int64), _np(refs, np.int64)
-    o = np.argsort(ids, kind="stable")
-    return ids[o], *_take_csr(ends, refs, o)
-
-
 def _take_csr(ends: np.ndarray, refs: np.ndarray, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(ends, values) of rows `rows` of a CSR (ends, values), in that order."""
     lens = (ends[1:] - ends[:-1])[rows]
     new_ends = np.concatenate([[0], np.cumsum(lens)]).astype(np.int64)
     idx = np.repeat(ends[:-1][rows] - new_ends[:-1], lens) + np.arange(int(new_ends[-1]))
@@ -226,10 +220,6 @@ def kept_objects(folder: Path, rec: dict, wanted: set[int]) -> dict[int, tuple[d
 
 class Declined(Exception):
     """The records cannot be patched exactly for this change (the message says why)."""
-
-
-def _refs_of(ends: np.ndarray, refs: np.ndarray, k: int) -> np.ndarray:
-    return refs[ends[k]:ends[k + 1]]
 
 
 def _ways_holding(ids: np.ndarray, ends: np.ndarray, refs: np.ndarray, nodes: np.ndarray) -> np.ndarray:
