@@ -96,6 +96,12 @@ def records_of(ds: DocSet, streets: StreetWays, boundaries: list[Boundary], h) -
     return rec
 
 
+def pack_docs(rec: dict, ds: DocSet) -> None:
+    """The documents of patched records, packed as `records_of` packs them (before the later phases)."""
+    if "doc.id.len" not in rec:
+        pack_columns(ds, row_columns(), rec, "doc.")
+
+
 def save(folder: Path, rec: dict) -> str:
     with open(Path(folder) / FILE, "wb") as fh:
         pickle.dump(rec, fh, protocol=pickle.HIGHEST_PROTOCOL)
@@ -122,8 +128,9 @@ def _typed(code: str, values) -> array:
 
 
 def from_records(rec: dict) -> tuple[DocSet, StreetWays, list[Boundary], Reader]:
-    """(documents, street ways, boundaries, reader) as `read_osm` returns them, from records."""
-    ds = unpack_columns(DocSet(), row_columns(), rec, "doc.")
+    """(documents, street ways, boundaries, reader) as `read_osm` returns them, from records (the documents
+    of patched records are `rec["_docs"]`, a DocSet: taken, and packed again by `pack_docs`)."""
+    ds = rec.pop("_docs") if "_docs" in rec else unpack_columns(DocSet(), row_columns(), rec, "doc.")
     streets = unpack_columns(StreetWays(), STREET_COLUMNS, rec, "street.")
     r = Reader()
     r.interpolations = unpack_columns(InterpolationWays(), INTERP_COLUMNS, rec, "interp.")
@@ -386,7 +393,7 @@ def patch_read(rec: dict, osc, locations, work: Path, folder: Path) -> dict:
         extend_docs(merged, take_docs(old_ds if side == "o" else ds, [r for _, r in rows[start:stop]]))
         start = stop
     out["doc.key"] = np.concatenate([rec["doc.key"][keep], new["doc.key"][add]])[order]
-    pack_columns(merged, row_columns(), out, "doc.")
+    out["_docs"] = merged  # (packed when the records are kept, `pack_docs`: not held twice meanwhile)
     del old_ds, merged
     # street ways, interpolation ways (by way id)
     for prefix, cols, obj in (("street.", STREET_COLUMNS, StreetWays), ("interp.", INTERP_COLUMNS, InterpolationWays)):

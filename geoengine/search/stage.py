@@ -29,6 +29,7 @@ def run(ctx: BuildContext, read=None, info_extra: dict | None = None) -> StageRe
             rec = records.records_of(ds, streets, boundaries, reader)
         else:  # (patched: the old bundle's kept ways' files and the patch's beside them)
             rec, old_dir = read[1], read[2]
+            records.pack_docs(rec, ds)
             kept.extend(records.link_kept(rec, old_dir, rec.pop("_files"), out))
         kept.extend(name for name, _ in rec["ways"] if name not in kept)
         kept.append(records.save(out, rec))
@@ -88,6 +89,7 @@ def patch(ctx: BuildContext, p: PatchInputs) -> StageResult | None:
             return None
         del rec
         read = (records.from_records(new), new, p.old_dir("search"))
+        del new
         t1 = time.perf_counter()
         return run(ctx, read=read, info_extra={"patched": {"records_seconds": round(t1 - t0, 3)}})
     finally:

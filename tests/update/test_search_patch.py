@@ -134,7 +134,9 @@ def patched_equals_full(old_records, new: Path, osc: Path, root: Path) -> dict:
     work = root / "work"
     work.mkdir()
     rec = records.patch_read(old, osc_of(osc), locations_of(new), work, folder)
-    ds, _ = build_documents(None, read=records.from_records(rec))
+    read = records.from_records(rec)
+    records.pack_docs(rec, read[0])  # (as the stage keeps them, before the later phases)
+    ds, _ = build_documents(None, read=read)
     (root / "patched").mkdir()
     got_files, _ = write_index(root / "patched", ds)
     assert got_files == files
