@@ -461,7 +461,7 @@ class _Handler:
                 t = "nwr".find(m.type)
                 self.rel_mtype.append(t)
                 self.rel_mref.append(m.ref)
-                self.rel_mrole.append(m.role)
+                self.rel_mrole.append(_intern(m.role))  # (a few roles: one string each)
                 if t == 1 and rec:
                     self.tracked_members.add(m.ref)
             self.rel_ends.append(len(self.rel_mref))
