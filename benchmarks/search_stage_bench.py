@@ -81,7 +81,15 @@ def main() -> None:
         threading.Thread(target=poll, daemon=True).start()
         t1 = time.perf_counter()
         gc.freeze()  # as the build stage does (search/stage.py): what exists before it is not collected
-        ds, info = build_documents(a.pbf, a.places, a.admin1)
+        try:  # as the build stage does: the read's records kept for updates (search/records.py), where the tree has them
+            from geoengine.search import records
+
+            def keep(*read):
+                records.save(out, records.records_of(*read))
+
+            ds, info = build_documents(a.pbf, a.places, a.admin1, keep=keep, keep_ways=str(out / "ways"))
+        except ImportError:
+            ds, info = build_documents(a.pbf, a.places, a.admin1)
         c2, t2 = time.process_time(), time.perf_counter()
         write_index(out, ds, release=True)  # as the build stage calls it
         steps = info.get("steps", []) + [{"step": "write_index", "wall_s": round(time.perf_counter() - t2, 3),

@@ -156,6 +156,24 @@ def extend_docs(ds: DocSet, other: DocSet) -> None:
             mine.extend(theirs)
 
 
+def take_docs(ds: DocSet, rows) -> DocSet:
+    """A DocSet of rows `rows` of `ds` (their row columns, in that order)."""
+    out = DocSet()
+    rows = list(rows)
+    for name in row_columns():
+        col = getattr(ds, name)
+        if isinstance(col, TextColumn):
+            new = TextColumn()
+            for r in rows:
+                new.append(col[r])
+        elif isinstance(col, array):
+            new = array(col.typecode, [col[r] for r in rows])
+        else:
+            new = [col[r] for r in rows]
+        setattr(out, name, new)
+    return out
+
+
 # the columns of few distinct values: one string object per value when unpacked (as the reader interns them)
 _FEW = frozenset(("index", "doc_type", "place_class", "category", "source", "kind", "osm_tag", "categories",
                   "display_name", "country"))

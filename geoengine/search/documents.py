@@ -191,12 +191,16 @@ class _Steps:
 
 def build_documents(osm_path, places_path=None, admin1_path=None, *, bbox=None, world: str = "important",
                     world_min_population: int = 50_000, progress=None,
-                    mmap_threshold: int | None = MMAP_THRESHOLD) -> tuple[DocSet, dict]:
+                    mmap_threshold: int | None = MMAP_THRESHOLD, read=None, keep=None,
+                    keep_ways: str | None = None) -> tuple[DocSet, dict]:
     """Every document of a bundle. `world`: "all" keeps the whole GeoNames table, "important" the places
     near the extract's data (inside its bbox plus 0.1 degree, and within NEAR_DATA_DEG of an OSM document:
     an extract with far-apart parts does not take in the places between them) and the world's capitals, admin seats and places of at
     least `world_min_population`, "region" only those inside the bbox. `mmap_threshold`: glibc's mmap
-    threshold for the stage (None: the allocator's own, dynamic)."""
+    threshold for the stage (None: the allocator's own, dynamic). `read`: `read_osm`'s output to start from
+    instead of reading `osm_path` (an update's patched records: search/records.py); `keep`: called with it
+    before the later phases change it (the full run keeps the records); `keep_ways`: where the read writes the
+    ways it keeps for updates (osm.py's `_open_kept`)."""
     if mmap_threshold:
         # the steps make and free many arrays of a few MB: with glibc's dynamic threshold (up to 32 MB, and
         # a forked stage process inherits the build process's) they came from the heap and their holes
@@ -204,9 +208,15 @@ def build_documents(osm_path, places_path=None, admin1_path=None, *, bbox=None, 
         # threshold for the rest of the process: the build runs this stage in a forked child
         heap.mmap_threshold(mmap_threshold)
     step = _Steps()
-    ds, streets, boundaries, reader = read_osm(osm_path)  # ds: the documents of OSM nodes, ways, relations
+    # ds: the documents of OSM nodes, ways, relations
+    ds, streets, boundaries, reader = read_osm(osm_path, keep_ways=keep_ways) if read is None else read
+    read = None
     heap.release()  # what the OSM reader's threads freed, under the steps after it (50-80 MB at 64 copies)
     step("read_osm")
+    if keep is not None:
+        keep(ds, streets, boundaries, reader)
+        heap.release()
+        step("keep_records")
     info: dict = {}
     n_points = len(ds)
     if bbox is None:  # (no lists of Python floats: they outlived the bbox, 16 MB at 64 copies)

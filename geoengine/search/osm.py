@@ -149,9 +149,16 @@ class Boundary:
     names: dict | None = None  # name and name:xx
     place: str | None = None  # its own place=* tag
     postcode: str | None = None  # a postal_code boundary's code
-    row: int = -1  # its document's row (-1: none)
+    row: int = -1  # its document's row (-1: none; while reading, -2 - k: the k-th area document, _Handler.adocs)
     osm_type: str = "r"  # "w": a closed way tagged as the boundary (Autaugaville in Nominatim's test extract)
     country_hint: str | None = None  # the country its tags name (ISO3166-1/-2, is_in:country_code), upper case
+
+
+def makes_records(tags: dict) -> bool:
+    """Whether a relation's tags may make a record of the read (a boundary, or an area `area` keeps): those
+    whose member ways' node refs are kept for updates (search/records.py)."""
+    return (tags.get("boundary") in ("administrative", "postal_code") or "name" in tags or "addr:housenumber" in tags
+            or not POI_KEY_SET.isdisjoint(tags))
 
 
 def country_hint(tags: dict) -> str | None:
@@ -310,7 +317,33 @@ class _Handler:
         # None: the whole extract; "nodes": the node documents and the named street ways (the forked reader of
         # read_osm); "rest": every other way, the areas and relations (read_osm's own process)
         self.part = part
-        self.docs = DocSet()  # the documents of nodes, ways and relations (not streets), in file order
+        self.docs = DocSet()  # the documents of nodes and ways (not streets), in file order
+        # the documents of assembled areas (relations, closed boundary ways): after the read they follow the way
+        # documents, closed ways' then relations', each by id (`finish_areas`). libosmium hands areas out in
+        # buffers flushed by their size (buildings' areas fill them), so the order they come in depends on
+        # every area of the extract; sorted, a document's row follows from its own object (search/records.py)
+        self.adocs = DocSet()
+        self.ashape_row = array("q")  # the area documents' shapes (`_shape`), rows of adocs
+        self.ashape_closed = array("b")
+        self.ashape_box = array("d")
+        self.ashape_len = array("d")
+        self.unassembled_ids: list[int] = []  # the boundary relations `unassembled_boundaries` built
+        # kept for `geoengine update` (search/records.py): the tags and node refs of every tagged way this
+        # process's `way` handles (ways that make a record, or may after a change); the relations the area
+        # assembler or `relation` reads (multipolygons, boundaries): tags and members; the node refs of
+        # their member ways (`member_way`)
+        self.keep_ways: str | None = None  # where the kept ways go: `{keep_ways}-{part}.osm.pbf` (read_osm)
+        self.ways_out = None  # its osmium writer during the main pass
+        self.kept_files: list[str] = []  # the names of the files written
+        self.wrec_id = array("q")  # the ways that make a record (their tags alone decide)
+        self.rel_id = array("q")
+        self.rel_tags = TextColumn()
+        self.rel_ends = array("q", [0])
+        self.rel_rec = array("b")  # 1: its tags may make a record (`makes_records`)
+        self.rel_mtype = array("b")  # 0 node, 1 way, 2 relation
+        self.rel_mref = array("q")
+        self.rel_mrole: list[str] = []
+        self.tracked_members: set[int] = set()  # member way ids of those relations that may make a record
         self.streets = StreetWays()
         self.boundaries: list[Boundary] = []
         self.wkb = osmium.geom.WKBFactory()
@@ -329,6 +362,8 @@ class _Handler:
         # the postcodes of objects that make no document (lon, lat, code): centres of Nominatim's postcodes
         self.pc_xy = array("d")
         self.pc_code: list[str] = []
+        self.pc_kind = array("b")  # the object each came from: 0 node, 1 way; its id
+        self.pc_id = array("q")
         # the shape of the way and relation documents Nominatim ranks below 30 (parks, water, rivers): row,
         # closed (an area), bounding box, length in degrees (their postcode follows their geometry)
         self.shape_row = array("q")
@@ -375,28 +410,61 @@ class _Handler:
             )
         return None
 
-    def _emit(self, tags: dict, osm_type: str, osm_id: int, lat: float, lon: float) -> int:
-        """The row of the new document, or -1."""
+    def _emit(self, tags: dict, osm_type: str, osm_id: int, lat: float, lon: float, docs: DocSet | None = None) -> int:
+        """The row of the new document (in `docs`, default self.docs), or -1."""
         doc = self._doc(tags, osm_type, osm_id)
         if doc is None:
             return -1
-        return self.docs.add(**doc, lat=lat, lon=lon)
+        return (self.docs if docs is None else docs).add(**doc, lat=lat, lon=lon)
 
-    def _shape(self, row: int, closed: bool, box, length: float) -> None:
+    def _shape(self, row: int, closed: bool, box, length: float, area: bool = False) -> None:
+        """The shape of document `row` (of adocs when `area`)."""
+        if area:
+            self.ashape_row.append(row)
+            self.ashape_closed.append(closed)
+            self.ashape_box.extend(float(v) for v in box)
+            self.ashape_len.append(length)
+            return
         self.shape_row.append(row)
         self.shape_closed.append(closed)
         self.shape_box.extend(float(v) for v in box)
         self.shape_len.append(length)
 
-    def _postcode_sample(self, code: str, lon: float, lat: float) -> None:
+    def _postcode_sample(self, code: str, lon: float, lat: float, kind: int = 0, oid: int = 0) -> None:
         self.pc_code.append(code)
         self.pc_xy.append(lon)
         self.pc_xy.append(lat)
+        self.pc_kind.append(kind)
+        self.pc_id.append(oid)
+
+    def _record_way(self, w, tags: dict) -> None:
+        """A way that makes a record: its id, and the way itself (tags, node refs) written to the kept ways
+        (search/records.py), unless `member_way` wrote it."""
+        wid = w._pyosmium_data.id()
+        self.wrec_id.append(wid)
+        if self.ways_out is not None and (self.part == "rest" or wid not in self.tracked_members):
+            self.ways_out.add_way(w)
 
     def relation(self, r):
         """First pass: the label (else admin_centre) node of each administrative boundary (Nominatim links
         the boundary to that place node), and the members of every administrative or postal boundary."""
         kind = r.tags.get("boundary")
+        if kind in ("administrative", "postal_code") or r.tags.get("type") in ("multipolygon", "boundary"):
+            # (what the area assembler reads, and more): kept for updates, and the node refs of the member ways
+            # of those that may make a record
+            tags = tag_dict(r.tags)
+            rec = makes_records(tags)
+            self.rel_id.append(r.id)
+            self.rel_tags.append(_json(tags))
+            self.rel_rec.append(rec)
+            for m in r.members:
+                t = "nwr".find(m.type)
+                self.rel_mtype.append(t)
+                self.rel_mref.append(m.ref)
+                self.rel_mrole.append(_intern(m.role))  # (a few roles: one string each)
+                if t == 1 and rec:
+                    self.tracked_members.add(m.ref)
+            self.rel_ends.append(len(self.rel_mref))
         if kind == "postal_code" or (kind == "administrative" and "name" in r.tags
                                      and r.tags.get("admin_level", "").isdigit()):
             members = [(m.ref, m.role) for m in r.members if m.type == "w"]
@@ -424,7 +492,7 @@ class _Handler:
             return
         row = self._emit(tags, "n", d.id(), loc.lat, loc.lon)
         if row < 0 and own_postcode(tags):
-            self._postcode_sample(own_postcode(tags), loc.lon, loc.lat)
+            self._postcode_sample(own_postcode(tags), loc.lon, loc.lat, 0, d.id())
         if row >= 0 and "addr:housenumber" in tags:
             self.addr_node_id.append(d.id())
             self.addr_node_row.append(row)
@@ -432,7 +500,12 @@ class _Handler:
     def member_way(self, w):
         """Every way (before the document filter): the geometry of a member of a boundary relation, tagged
         or not (untagged members are common: Deatsville's outer ring)."""
-        if w._pyosmium_data.id() in self.boundary_members:
+        wid = w._pyosmium_data.id()
+        if wid not in self.tracked_members:
+            return
+        if self.ways_out is not None:  # (kept for updates: search/records.py)
+            self.ways_out.add_way(w)
+        if wid in self.boundary_members:
             xy = way_xy(w)
             if len(xy) == len(w.nodes) and len(xy) >= 2:
                 self.member_xy[w.id] = xy
@@ -467,6 +540,7 @@ class _Handler:
         if "addr:interpolation" in tags:
             if self.part == "nodes":
                 return
+            self._record_way(w, tags)
             nodes = [(nd.ref, nd.lon, nd.lat) for nd in w.nodes if nd.location.valid()]
             if len(nodes) >= 2:
                 self.interpolations.add(w.id, tags, nodes)
@@ -480,12 +554,15 @@ class _Handler:
         doc = None if street else self._doc(tags, "w", wid)
         if not street and doc is None:
             code = own_postcode(tags) if tags.get("boundary") != "postal_code" else None
+            if code or tags.get("boundary") == "administrative":  # (a closed one is an area: `area`)
+                self._record_way(w, tags)
             if code:  # no document, but a postcode: its centre
                 pts = way_xy(w)
                 if len(pts):
                     arr = pts[:-1] if len(pts) > 2 and d.is_closed() else pts
-                    self._postcode_sample(code, *(float(v) for v in mean_xy(arr)))
+                    self._postcode_sample(code, *(float(v) for v in mean_xy(arr)), 1, wid)
             return  # (most buildings) no document: its node locations are never read
+        self._record_way(w, tags)  # (a way of no record keeps none: its tags alone decide)
         arr = way_xy(w)
         if not len(arr):
             return
@@ -547,10 +624,10 @@ class _Handler:
             if osm_type == "w" and ("place" in tags or classify(tags) is not None):
                 pass  # the way's own document (`way`) is its row: linked after the read (read_osm)
             elif "place" in tags or classify(tags) is not None:
-                b.row = self._emit(tags, osm_type, osm_id, c.y, c.x)
+                b.row = -2 - self._emit(tags, osm_type, osm_id, c.y, c.x, self.adocs)  # (-1 stays -1)
             else:  # a named boundary is a place document (a country, county, municipality) of its admin level
                 key = ADMIN_KEYS[level]
-                b.row = self.docs.add(
+                b.row = -2 - self.adocs.add(
                     id=f"osm:{OSM_TYPES[osm_type]}:{osm_id}", index="places", doc_type="place", name=tags["name"],
                     name_en=tags.get("name:en"), names=name_variants(tags), place_class=key, category=None,
                     importance=min(1.0, ADMIN_IMPORTANCE[level] + _wiki_bonus(tags)), source="osm", kind=osm_type,
@@ -564,9 +641,9 @@ class _Handler:
                 self.boundaries.append(Boundary(code, 0, geom, osm_id=osm_id, postcode=code))
             return
         if "place" in tags or "addr:housenumber" in tags or classify(tags) is not None:
-            row = self._emit(tags, osm_type, osm_id, c.y, c.x)
-            if row >= 0 and not rank30(self.docs.osm_tag[row]):
-                self._shape(row, True, geom.bounds, 0.0)
+            row = self._emit(tags, osm_type, osm_id, c.y, c.x, self.adocs)
+            if row >= 0 and not rank30(self.adocs.osm_tag[row]):
+                self._shape(row, True, geom.bounds, 0.0, area=True)
 
     def unassembled_boundaries(self) -> int:
         """The boundary relations the area assembler left out (a member way missing from a clipped extract),
@@ -580,12 +657,50 @@ class _Handler:
             geom = member_polygon(members, self.member_xy)
             if geom is not None:
                 self._area(tags, geom, "r", rid)
+                self.unassembled_ids.append(rid)
                 added += 1
-        for b in self.boundaries:
-            if b.osm_type == "w" and b.row < 0:
-                b.row = self.boundary_way_row.get(b.osm_id, -1)
         self.member_xy.clear()
         return added
+
+    def finish_areas(self) -> None:
+        """After the read: the area documents after the others, closed ways' then relations', each by id (see
+        `adocs`), their rows in the boundaries and shapes; the boundaries in the same order (closed ways',
+        then relations', by id); a closed boundary way that is a document itself linked to its row."""
+        from geoengine.search.docset import extend_docs, take_docs
+
+        n, ad = len(self.docs), self.adocs
+        self.n_plain = n  # the documents before the area documents
+        inv = np.zeros(0, np.int64)
+        if len(ad):
+            keys = [(k != "w", int(i.rsplit(":", 1)[1])) for k, i in zip(ad.kind, ad.id, strict=True)]
+            order = sorted(range(len(ad)), key=keys.__getitem__)
+            inv = np.empty(len(ad), np.int64)
+            inv[order] = np.arange(len(ad))
+            extend_docs(self.docs, take_docs(ad, order))
+        self.adocs = DocSet()
+        for b in self.boundaries:
+            if b.row <= -2:
+                b.row = n + int(inv[-2 - b.row])
+            elif b.osm_type == "w" and b.row < 0:
+                b.row = self.boundary_way_row.get(b.osm_id, -1)
+        self.boundaries.sort(key=lambda b: (b.osm_type != "w", b.osm_id))
+        if len(self.ashape_row):
+            rows = np.concatenate([np.frombuffer(self.shape_row, np.int64),
+                                   n + inv[np.frombuffer(self.ashape_row, np.int64)]])
+            closed = np.concatenate([np.frombuffer(self.shape_closed, np.int8), np.frombuffer(self.ashape_closed, np.int8)])
+            box = np.concatenate([np.frombuffer(self.shape_box, np.float64), np.frombuffer(self.ashape_box, np.float64)])
+            length = np.concatenate([np.frombuffer(self.shape_len, np.float64), np.frombuffer(self.ashape_len, np.float64)])
+            o = np.argsort(rows, kind="stable")
+            self.shape_row, self.shape_closed = _typed("q", rows[o]), _typed("b", closed[o])
+            self.shape_box, self.shape_len = _typed("d", box.reshape(-1, 4)[o]), _typed("d", length[o])
+        for name in ("ashape_row", "ashape_closed", "ashape_box", "ashape_len"):
+            del getattr(self, name)[:]
+
+
+def _typed(code: str, values: np.ndarray) -> array:
+    out = array(code)
+    out.frombytes(np.ascontiguousarray(values).tobytes())
+    return out
 
 
 def member_polygon(members: list[tuple[int, str]], member_xy: dict[int, np.ndarray]):
@@ -727,6 +842,8 @@ def _reader(path: str, entities, pool) -> osmium.io.Reader:
                 os.environ.pop(k, None)
 
 
+# the reader's columns the forked reader hands back besides its documents and streets
+CHILD_COLUMNS = ["addr_node_id", "addr_node_row", "pc_xy", "pc_code", "pc_kind", "pc_id", "wrec_id", "kept_files"]
 STREET_COLUMNS = ["id", "lat", "lon", "importance", "ends", "xy", "name", "name_en", "names", "category", "detail",
                   "postcode"]
 
@@ -744,7 +861,7 @@ def read_processes() -> int:
     return 2 if (os.cpu_count() or 1) > 1 and hasattr(os, "fork") else 1
 
 
-def read_osm(path, processes: int | None = None) -> tuple[DocSet, StreetWays, list[Boundary], _Handler]:
+def read_osm(path, processes: int | None = None, keep_ways: str | None = None) -> tuple[DocSet, StreetWays, list[Boundary], _Handler]:
     """(documents but streets, named street ways, administrative and postal boundaries, the reader with the
     interpolation ways, boundary labels and address nodes) of an OSM file.
 
@@ -754,6 +871,7 @@ def read_osm(path, processes: int | None = None) -> tuple[DocSet, StreetWays, li
     come back as bytes and arrays (docset.pack_columns), and its documents go first: a file's nodes come
     before its ways, so the documents keep the one-process order and every byte of the index."""
     h = _Handler(None if (processes or read_processes()) < 2 else "rest")
+    h.keep_ways = keep_ways
     area = osmium.area.AreaManager()
     pool = osmium.io.ThreadPool()
     with _reader(str(path), osmium.osm.RELATION, pool) as rd:
@@ -764,6 +882,7 @@ def read_osm(path, processes: int | None = None) -> tuple[DocSet, StreetWays, li
     if h.part is None:
         _main_pass(path, h, area, osmium.io.ThreadPool())
         h.unassembled = h.unassembled_boundaries()
+        h.finish_areas()
         return h.docs, h.streets, h.boundaries, h
     import multiprocessing as mp
     import pickle
@@ -771,7 +890,8 @@ def read_osm(path, processes: int | None = None) -> tuple[DocSet, StreetWays, li
 
     fd, state = tempfile.mkstemp(prefix="geoengine-search-read-", suffix=".state")
     os.close(fd)
-    child = mp.get_context("fork").Process(target=_read_child, args=(str(path), state, os.getpid(), h.boundary_members),
+    child = mp.get_context("fork").Process(target=_read_child, args=(str(path), state, os.getpid(), h.boundary_members,
+                                                                            h.tracked_members, keep_ways),
                                            daemon=True)
     child.start()
     try:
@@ -807,9 +927,32 @@ def _main_pass(path, h: _Handler, area, pool) -> None:
     reach Python, and the boundary member ways before the filter (untagged ones are common. osmium's
     IdFilter would pass only those, but its dense id set takes 512 kB per 4 million ids it spans: GBs at 16
     copies)."""
+    if h.keep_ways is not None:
+        _open_kept(h)
+    try:
+        _main_pass_ways(path, h, area, pool)
+    finally:
+        if h.ways_out is not None:
+            h.ways_out.close()
+            h.ways_out = None
+
+
+KEPT_FORMAT = "pbf,pbf_compression=none,add_metadata=false"  # (decoded without zlib by records.kept_refs)
+
+
+def _open_kept(h: _Handler) -> None:
+    """The writer of the ways this process keeps for updates (search/records.py): an uncompressed PBF."""
+    path = f"{h.keep_ways}-{h.part or 'all'}.osm.pbf"
+    if os.path.exists(path):
+        os.unlink(path)
+    h.ways_out = osmium.SimpleWriter(osmium.io.File(path, KEPT_FORMAT))
+    h.kept_files.append(os.path.basename(path))
+
+
+def _main_pass_ways(path, h: _Handler, area, pool) -> None:
     lh = osmium.NodeLocationsForWays(osmium.index.create_map(LOCATION_INDEX))
     lh.ignore_errors()
-    members = [_Callbacks(way=h.member_way)] if h.boundary_members and h.part != "rest" else []
+    members = [_Callbacks(way=h.member_way)] if h.tracked_members and h.part != "rest" else []
     if h.part == "nodes":
         with _reader(str(path), osmium.osm.NODE | osmium.osm.WAY, pool) as rd:
             # nodes of a document key; ways with a highway and a name or ref (the street ways)
@@ -825,7 +968,8 @@ def _main_pass(path, h: _Handler, area, pool) -> None:
 
 
 
-def _read_child(path: str, state: str, parent: int, boundary_members: set[int]) -> None:  # pragma: no cover - forked
+def _read_child(path: str, state: str, parent: int, boundary_members: set[int], tracked: set[int],
+                keep_ways: str | None = None) -> None:  # pragma: no cover - forked
     """The node documents, named street ways and boundary member ways of `path` (read_osm's child), left in
     `state` as bytes and arrays, or ("error", message): the parent raises it."""
     import pickle
@@ -837,10 +981,12 @@ def _read_child(path: str, state: str, parent: int, boundary_members: set[int]) 
     try:
         h = _Handler("nodes")
         h.boundary_members = boundary_members
+        h.tracked_members = tracked
+        h.keep_ways = keep_ways
         _main_pass(path, h, None, osmium.io.ThreadPool())
         out = pack_columns(h.docs, row_columns())
         pack_columns(h.streets, STREET_COLUMNS, out, "street.")
-        pack_columns(h, ["addr_node_id", "addr_node_row", "pc_xy", "pc_code"], out, "h.")
+        pack_columns(h, CHILD_COLUMNS, out, "h.")
         ids = np.fromiter(h.member_xy, np.int64, len(h.member_xy))
         xy = [h.member_xy[k] for k in ids.tolist()]
         out["member"] = (ids, np.cumsum([0] + [len(a) for a in xy]),
@@ -866,10 +1012,10 @@ def _merge_parts(h: _Handler, packed: dict) -> tuple[DocSet, StreetWays, list[Bo
     extend_docs(docs, h.docs)
     h.docs = docs
     h.streets = unpack_columns(StreetWays(), STREET_COLUMNS, packed, "street.")
-    mine = (h.pc_xy, h.pc_code)
-    unpack_columns(h, ["addr_node_id", "addr_node_row", "pc_xy", "pc_code"], packed, "h.")
-    h.pc_xy.extend(mine[0])
-    h.pc_code.extend(mine[1])
+    mine = {k: getattr(h, k) for k in CHILD_COLUMNS}
+    unpack_columns(h, CHILD_COLUMNS, packed, "h.")
+    for k in ("pc_xy", "pc_code", "pc_kind", "pc_id", "wrec_id", "kept_files"):
+        getattr(h, k).extend(mine[k])
     for col in (h.box_row, h.shape_row):
         moved = np.frombuffer(col, np.int64) + n
         del col[:]
@@ -882,4 +1028,5 @@ def _merge_parts(h: _Handler, packed: dict) -> tuple[DocSet, StreetWays, list[Bo
     h.member_xy = {k: xy[ends[i]:ends[i + 1]] for i, k in enumerate(ids.tolist())}
     h.part = None
     h.unassembled = h.unassembled_boundaries()
+    h.finish_areas()
     return h.docs, h.streets, h.boundaries, h

@@ -63,8 +63,9 @@ def test_the_update_publishes_a_new_version_and_says_what_it_rebuilt(versions, e
     # patched, tests/update/test_store.py; graph: its kept read patched; routing: the old CCH order carried over,
     # tests/update/test_routing_patch.py; tiles: only the tiles the change touches are cut again,
     # tests/update/test_update_tiles.py), and the update says so
-    assert res["stages_rebuilt"] == ["search"] and res["stages_reused"] == []
-    assert res["stages_patched"] == ["source", "graph", "routing", "tiles"]  # graph: tests/update/test_graph_patch.py
+    # (search: its kept records patched, tests/update/test_search_patch.py)
+    assert res["stages_rebuilt"] == [] and res["stages_reused"] == []
+    assert res["stages_patched"] == ["source", "graph", "routing", "search", "tiles"]  # graph: tests/update/test_graph_patch.py
     assert res["objects"] == {"nodes": {"changed": 7, "created": 2, "deleted": 0},
                               "ways": {"changed": 3, "created": 1, "deleted": 1},
                               "relations": {"changed": 1, "created": 1, "deleted": 0}}
@@ -95,6 +96,24 @@ def test_the_manifest_and_info_record_the_data_age(versions):
     assert info["data_age_s"] > 10 * 365 * 86400
     m = e["updated"].bundle.manifest
     assert m["update"]["diffs"] == ["change.osc.gz"] and m["update"]["from"] == Path(versions["before"]).name
+
+
+def test_the_patched_search_index_is_the_full_builds_byte_for_byte(versions):
+    """The search stage was patched (search/records.py): every index file equals the full build's, and the
+    kept records equal the full build's in content (pickle may share equal strings differently; the kept ways
+    are the old bundle's files with the patch's beside them)."""
+    from geoengine.search import records
+
+    from .test_search_patch import records_equal
+
+    up, full = versions["out"] / "search", versions["full"] / "search"
+    want = records.load(full)
+    index = sorted(p.name for p in full.iterdir() if p.name != records.FILE and not p.name.startswith("ways-"))
+    assert index == sorted(p.name for p in up.iterdir() if p.name != records.FILE and not p.name.startswith("ways-"))
+    for name in index:
+        assert (up / name).read_bytes() == (full / name).read_bytes(), name
+    assert records_equal(records.load(up), want, (up, full))
+    assert "search" in versions["result"]["stages_patched"]
 
 
 def test_the_road_graph_equals_the_full_builds(versions):

@@ -1,0 +1,511 @@
+"""What the search stage's OSM read produced, kept in the bundle for `geoengine update`: osm2pgsql's "slim"
+design. A full run keeps, per OSM object, the records the read made of it (`records.pkl`: documents, street
+ways, interpolation ways, address nodes, postcode samples, way boxes and shapes, boundaries), the ways that
+make a record or are members of a relation that may make one (`ways-*.osm.pbf`, written by osmium: tags and
+node refs), and the multipolygon and boundary relations (tags, members). An update (`patch_read`) finds the
+objects a change affects (`Change`: the changed ones, the kept ways holding a changed node, the relations
+with an affected member way), reads just those again with the stage's own reader (`osm.read_osm` on a small
+extract written from the change's objects and the kept ones, node locations from the update's node store),
+puts their records in place of the old ones, and the later phases run on the result as in a full run.
+Every record is ordered by its object (documents: nodes', ways', closed ways' areas', relations', each by id:
+osm.py's `finish_areas`), so a record's place follows from its object alone.
+
+Declined (`Declined`: the stage runs in full): a negative id; a multipolygon or boundary that gains a member
+way the full run kept nothing of (its refs were never read)."""
+
+from __future__ import annotations
+
+import json
+import pickle
+import tempfile
+from array import array
+from pathlib import Path
+
+import numpy as np
+import shapely
+
+from geoengine.search.docset import DocSet, TextColumn, pack_columns, row_columns, take_docs, unpack_columns
+from geoengine.search.osm import STREET_COLUMNS, Boundary, InterpolationWays, StreetWays, makes_records
+
+FORMAT = 1
+FILE = "records.pkl"
+INTERP_COLUMNS = ["id", "kind", "street", "addr_place", "postcode", "ends", "node_id", "xy"]
+# document key: class << 61 | id (class 0 node, 1 way, 2 a closed way's area, 3 relation: the documents' order)
+SHIFT = np.int64(61)
+
+
+def _keys(cls: np.ndarray, ids: np.ndarray) -> np.ndarray:
+    return (np.asarray(cls, np.int64) << SHIFT) | np.asarray(ids, np.int64)
+
+
+def doc_keys(ds: DocSet, n_plain: int | None = None) -> np.ndarray:
+    """The key of every document (rows from `n_plain` on are area documents)."""
+    n = len(ds)
+    n_plain = n if n_plain is None else n_plain
+    ids = np.fromiter((int(i.rsplit(":", 1)[1]) for i in ds.id), np.int64, n)
+    cls = np.fromiter(({"n": 0, "w": 1, "r": 3}[k] for k in ds.kind), np.int64, n)
+    cls[n_plain:][cls[n_plain:] == 1] = 2
+    return _keys(cls, ids)
+
+
+def _np(a, dtype) -> np.ndarray:
+    return np.frombuffer(a, dtype).copy() if len(a) else np.zeros(0, dtype)
+
+
+def _take_csr(ends: np.ndarray, refs: np.ndarray, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(ends, values) of rows `rows` of a CSR (ends, values), in that order."""
+    lens = (ends[1:] - ends[:-1])[rows]
+    new_ends = np.concatenate([[0], np.cumsum(lens)]).astype(np.int64)
+    idx = np.repeat(ends[:-1][rows] - new_ends[:-1], lens) + np.arange(int(new_ends[-1]))
+    return new_ends, refs[idx]
+
+
+def records_of(ds: DocSet, streets: StreetWays, boundaries: list[Boundary], h) -> dict:
+    """The records of `read_osm`'s output (before the later phases change it)."""
+    rec: dict = {"format": FORMAT}
+    keys = doc_keys(ds, getattr(h, "n_plain", None))
+    rec["doc.key"] = keys
+    pack_columns(ds, row_columns(), rec, "doc.")
+    pack_columns(streets, STREET_COLUMNS, rec, "street.")
+    pack_columns(h.interpolations, INTERP_COLUMNS, rec, "interp.")
+    rec["addr_node_id"] = _np(h.addr_node_id, np.int64)
+    rec["pc.key"] = _keys(_np(h.pc_kind, np.int8), _np(h.pc_id, np.int64))
+    rec["pc.xy"] = _np(h.pc_xy, np.float64)
+    pack_columns(h, ["pc_code"], rec, "pc.")
+    rec["box.key"] = keys[_np(h.box_row, np.int64)]
+    rec["box"] = _np(h.box, np.float64)
+    rec["shape.key"] = keys[_np(h.shape_row, np.int64)]
+    rec["shape.closed"] = _np(h.shape_closed, np.int8)
+    rec["shape.box"] = _np(h.shape_box, np.float64)
+    rec["shape.len"] = _np(h.shape_len, np.float64)
+    rec["labels"] = (np.fromiter(h.labels.keys(), np.int64, len(h.labels)),
+                     np.fromiter(h.labels.values(), np.int64, len(h.labels)))
+    rec["boundaries"] = [(b.name, b.admin_level, shapely.to_wkb(b.geom), b.country_code, b.osm_id, b.names, b.place,
+                          b.postcode, int(keys[b.row]) if b.row >= 0 else -1, b.osm_type, b.country_hint)
+                         for b in boundaries]
+    rec["unassembled_ids"] = list(h.unassembled_ids)
+    rec["wrec.id"] = np.unique(_np(h.wrec_id, np.int64))
+    # the kept ways' files (osm.py's `_record_way`, `member_way`), each with the ids a later one replaced
+    rec["ways"] = [(name, np.zeros(0, np.int64)) for name in h.kept_files]
+    rec["rel.id"] = _np(h.rel_id, np.int64)
+    rec["rel.ends"] = _np(h.rel_ends, np.int64)
+    rec["rel.rec"] = _np(h.rel_rec, np.int8)
+    rec["rel.mtype"], rec["rel.mref"] = _np(h.rel_mtype, np.int8), _np(h.rel_mref, np.int64)
+    rec["rel.mrole"] = list(h.rel_mrole)
+    rec["rel.tags"] = [h.rel_tags[k] for k in range(len(h.rel_id))]
+    return rec
+
+
+def pack_docs(rec: dict, ds: DocSet) -> None:
+    """The documents of patched records, packed as `records_of` packs them (before the later phases)."""
+    if "doc.id.len" not in rec:
+        pack_columns(ds, row_columns(), rec, "doc.")
+
+
+def save(folder: Path, rec: dict) -> str:
+    with open(Path(folder) / FILE, "wb") as fh:
+        pickle.dump(rec, fh, protocol=pickle.HIGHEST_PROTOCOL)
+    return FILE
+
+
+def load(folder: Path) -> dict | None:
+    path = Path(folder) / FILE
+    if not path.exists():
+        return None
+    with open(path, "rb") as fh:
+        rec = pickle.load(fh)
+    return rec if isinstance(rec, dict) and rec.get("format") == FORMAT else None
+
+
+class Reader:
+    """What `build_documents` reads of `read_osm`'s handler, rebuilt from records."""
+
+
+def _typed(code: str, values) -> array:
+    out = array(code)
+    out.frombytes(np.ascontiguousarray(values).tobytes())
+    return out
+
+
+def from_records(rec: dict) -> tuple[DocSet, StreetWays, list[Boundary], Reader]:
+    """(documents, street ways, boundaries, reader) as `read_osm` returns them, from records (the documents
+    of patched records are `rec["_docs"]`, a DocSet: taken, and packed again by `pack_docs`)."""
+    ds = rec.pop("_docs") if "_docs" in rec else unpack_columns(DocSet(), row_columns(), rec, "doc.")
+    streets = unpack_columns(StreetWays(), STREET_COLUMNS, rec, "street.")
+    r = Reader()
+    r.interpolations = unpack_columns(InterpolationWays(), INTERP_COLUMNS, rec, "interp.")
+    keys = rec["doc.key"]
+
+    def rows(k: np.ndarray) -> np.ndarray:
+        return np.searchsorted(keys, k).astype(np.int64)
+
+    r.addr_node_id = _typed("q", rec["addr_node_id"])
+    r.addr_node_row = _typed("q", rows(rec["addr_node_id"]))  # (node keys: class 0)
+    r.pc_xy = _typed("d", rec["pc.xy"])
+    r.pc_code = unpack_columns(Reader(), ["pc_code"], rec, "pc.").pc_code
+    r.box_row, r.box = _typed("q", rows(rec["box.key"])), _typed("d", rec["box"])
+    r.shape_row = _typed("q", rows(rec["shape.key"]))
+    r.shape_closed, r.shape_box, r.shape_len = (_typed("b", rec["shape.closed"]), _typed("d", rec["shape.box"]),
+                                                _typed("d", rec["shape.len"]))
+    r.labels = dict(zip(rec["labels"][0].tolist(), rec["labels"][1].tolist(), strict=True))
+    r.unassembled = len(rec["unassembled_ids"])
+    boundaries = []
+    for name, level, wkb, cc, oid, names, place, postcode, key, otype, hint in rec["boundaries"]:
+        row = int(np.searchsorted(keys, key)) if key >= 0 else -1
+        boundaries.append(Boundary(name, level, shapely.from_wkb(wkb), cc, oid, names, place, postcode, row, otype, hint))
+    return ds, streets, boundaries, r
+
+
+# ---------------------------------------------------------------------------------------------- the update
+
+
+def _file_refs(path: Path) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(ids, ends, refs) of the ways of an uncompressed PBF of ways (the kept ways), in file order."""
+    from geoengine.bundler.pbfscan import _blobs, _fields  # (numba: only an update loads it here)
+    from geoengine.search.keptways import _group_way_refs
+
+    parts = []
+    for btype, data in _blobs(path):
+        if btype != "OSMData":
+            continue
+        buf = np.frombuffer(data, np.uint8)
+        for f, _w, v in _fields(data):
+            if f != 2:
+                continue
+            g0, g1 = v
+            cap = g1 - g0 + 1
+            ids, ends, refs = np.empty(cap // 4 + 1, np.int64), np.zeros(cap // 4 + 2, np.int64), np.empty(cap, np.int64)
+            nw, nr = _group_way_refs(buf, g0, g1, ids, ends, refs, 0, 0)
+            if nw < 0:
+                raise Declined(f"{path.name}: not a PBF this reader knows")
+            parts.append((ids[:nw], ends[:nw + 1], refs[:nr]))
+    if not parts:
+        return np.zeros(0, np.int64), np.zeros(1, np.int64), np.zeros(0, np.int64)
+    shift = np.cumsum([0] + [len(r) for _, _, r in parts])
+    ends = np.concatenate([[0]] + [e[1:] + shift[k] for k, (_, e, _) in enumerate(parts)])
+    return np.concatenate([i for i, _, _ in parts]), ends.astype(np.int64), np.concatenate([r for _, _, r in parts])
+
+
+def kept_refs(folder: Path, rec: dict) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(ids, ends, refs) of every kept way, sorted by id: a way of a later file replaces an earlier one's,
+    each file's replaced ids left out."""
+    ids, ends, refs, rank = [], [np.zeros(1, np.int64)], [], []
+    at = 0
+    for k, (name, excluded) in enumerate(rec["ways"]):
+        i, e, r = _file_refs(Path(folder) / name)
+        keep = np.flatnonzero(~np.isin(i, excluded))
+        e2, r2 = _take_csr(e, r, keep)
+        ids.append(i[keep])
+        ends.append(e2[1:] + at)
+        refs.append(r2)
+        rank.append(np.full(len(keep), k))
+        at += len(r2)
+    ids = np.concatenate(ids) if ids else np.zeros(0, np.int64)
+    ends = np.concatenate(ends)
+    refs = np.concatenate(refs) if refs else np.zeros(0, np.int64)
+    rank = np.concatenate(rank) if rank else np.zeros(0, np.int64)
+    o = np.lexsort((-rank, ids))  # by id, the latest file first
+    first = np.ones(len(o), bool)
+    first[1:] = ids[o][1:] != ids[o][:-1]
+    o = o[first]
+    e, r = _take_csr(ends, refs, o)
+    return ids[o], e, r
+
+
+def kept_objects(folder: Path, rec: dict, wanted: set[int]) -> dict[int, tuple[dict, list[int]]]:
+    """(tags, node refs) of the kept ways `wanted` (the latest file's)."""
+    import osmium
+
+    out = {}
+    for name, excluded in rec["ways"]:
+        skip = set(excluded.tolist())
+        for w in osmium.FileProcessor(str(Path(folder) / name), osmium.osm.WAY):
+            if w.id in wanted and w.id not in skip:
+                out[w.id] = (dict(w.tags), [n.ref for n in w.nodes])
+    return out
+
+
+class Declined(Exception):
+    """The records cannot be patched exactly for this change (the message says why)."""
+
+
+def _ways_holding(ids: np.ndarray, ends: np.ndarray, refs: np.ndarray, nodes: np.ndarray) -> np.ndarray:
+    """The ids of the ways (CSR) with a node in `nodes` (sorted)."""
+    if not len(nodes) or not len(refs):
+        return np.zeros(0, np.int64)
+    pos = np.clip(np.searchsorted(nodes, refs), 0, len(nodes) - 1)
+    hit = nodes[pos] == refs
+    owner = np.repeat(np.arange(len(ids)), ends[1:] - ends[:-1])
+    return np.unique(ids[owner[hit]])
+
+
+def tracked(tags: dict) -> bool:
+    """A relation the search read keeps (osm.py's `relation`: what the area assembler or the boundaries read)."""
+    return tags.get("boundary") in ("administrative", "postal_code") or tags.get("type") in ("multipolygon", "boundary")
+
+
+class Change:
+    """The objects whose records a change can alter: `nodes` (changed), `ways` (changed, or holding a changed
+    node), `rels` (tracked relations changed, or with a member way in `ways`), all sorted int64; and the
+    members of each relation of `rels` after the change (`members`: id -> [(type, ref, role)]) and tags."""
+
+    def __init__(self, rec: dict, osc, kept: tuple[np.ndarray, np.ndarray, np.ndarray]):
+        self.nodes = np.asarray(osc.node_ids(), np.int64)
+        ways = np.asarray(osc.way_ids(), np.int64)
+        for t, ids in (("node", self.nodes), ("way", ways), ("relation", np.asarray(osc.relation_ids(), np.int64))):
+            if len(ids) and ids[0] < 0:
+                raise Declined(f"a negative {t} id")
+        self.ways = np.union1d(ways, _ways_holding(*kept, self.nodes))
+        rid, ends, mtype, mref = rec["rel.id"], rec["rel.ends"], rec["rel.mtype"], rec["rel.mref"]
+        owner = np.repeat(np.arange(len(rid)), ends[1:] - ends[:-1])
+        hit = (mtype == 1) & np.isin(mref, self.ways)
+        rels = set(rid[owner[hit]].tolist())
+        kept = set(rid.tolist())
+        for r, o in osc.relations.items():
+            if r in kept or tracked(o.tags):
+                rels.add(r)
+        self.rels = np.asarray(sorted(rels), np.int64)
+        self.old_rel = {int(r): k for r, k in zip(rid.tolist(), range(len(rid)), strict=True) if r in rels}
+        self.members: dict[int, list] = {}
+        self.tags: dict[int, dict] = {}
+        for r in self.rels.tolist():
+            o = osc.relations.get(r)
+            if o is not None:
+                if not o.deleted and tracked(o.tags):
+                    self.members[r], self.tags[r] = list(o.members), o.tags
+                continue
+            k = self.old_rel[r]
+            a, b = ends[k], ends[k + 1]
+            self.members[r] = [("nwr"[t], ref, role) for t, ref, role in
+                               zip(mtype[a:b].tolist(), mref[a:b].tolist(), rec["rel.mrole"][a:b], strict=True)]
+            self.tags[r] = json.loads(rec["rel.tags"][k])
+        # the relations' member ways (after the change) and before it: their records of membership (mw) change
+        self.member_ways = np.unique(np.asarray([ref for m in self.members.values() for t, ref, _ in m if t == "w"],
+                                                np.int64))
+        # the member ways of those that may make a record (their node refs must be known)
+        self.record_member_ways = {ref for r, m in self.members.items() if makes_records(self.tags[r])
+                                   for t, ref, _ in m if t == "w"}
+        old_members = [mref[ends[k]:ends[k + 1]][mtype[ends[k]:ends[k + 1]] == 1] for k in self.old_rel.values()]
+        self.old_member_ways = np.unique(np.concatenate(old_members)) if old_members else np.zeros(0, np.int64)
+
+
+def _mini_extract(path: Path, rec: dict, osc, ch: Change, locations, folder: Path, kept_ids: np.ndarray) -> None:
+    """The affected objects as an OSM file: the changed nodes (tags, location), the affected ways and the
+    member ways of the affected relations (the change's, else the kept ones) with the nodes they hold
+    (locations of the new extract), the affected relations (the change's, else the kept ones)."""
+    import osmium
+
+    rflag = np.repeat(rec["rel.rec"], rec["rel.ends"][1:] - rec["rel.ends"][:-1]).astype(bool)
+    known_members = set(rec["rel.mref"][(rec["rel.mtype"] == 1) & rflag].tolist())
+    wanted = np.union1d(ch.ways, ch.member_ways)
+    objs = kept_objects(folder, rec, set(np.intersect1d(wanted, kept_ids).tolist()))
+    out_ways = []
+    for w in wanted.tolist():
+        o = osc.ways.get(w)
+        if o is not None:
+            if not o.deleted:
+                out_ways.append((w, o.tags, list(o.refs)))
+            continue
+        if w in objs:
+            out_ways.append((w, *objs[w]))
+        elif w in ch.record_member_ways and w not in known_members:  # the full run kept nothing of it
+            raise Declined(f"way {w}, new in a multipolygon or boundary, is not kept")
+        # (else a member missing from the extract, as in the full run, or of a relation that makes no record:
+        # left out, that relation is read only for its membership, which its members' own areas depend on)
+    need = np.unique(np.asarray([r for _, _, refs in out_ways for r in refs], np.int64))
+    lon, lat, found = locations(need) if len(need) else (np.zeros(0), np.zeros(0), np.zeros(0, bool))
+    node_out = {}
+    for i, n in enumerate(need.tolist()):
+        if found[i]:
+            node_out[n] = (float(lon[i]), float(lat[i]), {})
+    for n in ch.nodes.tolist():
+        o = osc.nodes[n]
+        if o.deleted or o.lon is None:
+            node_out.pop(n, None)
+            continue
+        node_out[n] = (o.lon, o.lat, o.tags)
+    path.unlink(missing_ok=True)
+    w = osmium.SimpleWriter(str(path))
+    try:
+        for n in sorted(node_out):
+            x, y, tags = node_out[n]
+            w.add_node(osmium.osm.mutable.Node(id=n, version=1, location=osmium.osm.Location(x, y), tags=tags))
+        for i, tags, refs in out_ways:
+            w.add_way(osmium.osm.mutable.Way(id=i, version=1, nodes=refs, tags=tags))
+        for r in sorted(ch.members):
+            w.add_relation(osmium.osm.mutable.Relation(id=r, version=1, members=ch.members[r], tags=ch.tags[r]))
+    finally:
+        w.close()
+
+
+def _merge_table(old_keys: np.ndarray, new_keys: np.ndarray, drop: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(old rows kept, new rows added, the order of old kept + new added that sorts them by key): old rows
+    whose key is in `drop` go, new rows whose key is in `drop` come."""
+    keep = np.flatnonzero(~np.isin(old_keys, drop))
+    add = np.flatnonzero(np.isin(new_keys, drop))
+    order = np.argsort(np.concatenate([old_keys[keep], new_keys[add]]), kind="stable")
+    return keep, add, order
+
+
+def _concat_rows(a, b, ka: np.ndarray, kb: np.ndarray, order: np.ndarray, kind: str):
+    """Rows `ka` of column a, then `kb` of b, in `order`."""
+    if kind == "array":
+        both = np.concatenate([np.asarray(a)[ka], np.asarray(b)[kb]])
+        return both[order]
+    both = [a[i] for i in ka.tolist()] + [b[i] for i in kb.tolist()]
+    return [both[i] for i in order.tolist()]
+
+
+def patch_read(rec: dict, osc, locations, work: Path, folder: Path) -> dict:
+    """The records of the new extract: `rec`'s (of the stage folder `folder`), the affected objects' read
+    again in `work`. `out["_files"]`: (path, name) of the kept ways' file to place in the new stage folder
+    beside the old ones (`link_kept`). Raises Declined."""
+    from geoengine.search.osm import read_osm
+
+    kept = kept_refs(folder, rec)
+    ch = Change(rec, osc, kept)
+    nodes, ways, rels = ch.nodes, ch.ways, ch.rels
+    mini = Path(work) / "search-patch.osm.pbf"
+    _mini_extract(mini, rec, osc, ch, locations, folder, kept[0])
+    del kept
+    ds, streets, boundaries, h = read_osm(mini, processes=1, keep_ways=str(Path(work) / "ways"))
+    new = records_of(ds, streets, boundaries, h)
+    del streets, boundaries, h
+    drop_docs = np.concatenate([_keys(np.zeros(len(nodes)), nodes), _keys(np.ones(len(ways)), ways),
+                                _keys(np.full(len(ways), 2), ways), _keys(np.full(len(rels), 3), rels)])
+    drop_docs.sort()
+    out: dict = {"format": FORMAT}
+    # documents
+    keep, add, order = _merge_table(rec["doc.key"], new["doc.key"], drop_docs)
+    old_ds = unpack_columns(DocSet(), row_columns(), rec, "doc.")
+    rows = [("o", i) for i in keep.tolist()] + [("n", i) for i in add.tolist()]
+    rows = [rows[i] for i in order.tolist()]
+    merged = DocSet()
+    from geoengine.search.docset import extend_docs
+
+    # runs of rows from one side, taken together
+    start = 0
+    while start < len(rows):
+        side = rows[start][0]
+        stop = start
+        while stop < len(rows) and rows[stop][0] == side:
+            stop += 1
+        extend_docs(merged, take_docs(old_ds if side == "o" else ds, [r for _, r in rows[start:stop]]))
+        start = stop
+    out["doc.key"] = np.concatenate([rec["doc.key"][keep], new["doc.key"][add]])[order]
+    out["_docs"] = merged  # (packed when the records are kept, `pack_docs`: not held twice meanwhile)
+    del old_ds, merged
+    # street ways, interpolation ways (by way id)
+    for prefix, cols, obj in (("street.", STREET_COLUMNS, StreetWays), ("interp.", INTERP_COLUMNS, InterpolationWays)):
+        a, b = unpack_columns(obj(), cols, rec, prefix), unpack_columns(obj(), cols, new, prefix)
+        ka, kb = _np(a.id, np.int64), _np(b.id, np.int64)
+        keep, add, order = _merge_table(ka, kb, ways)
+        m = obj()
+        for c in cols:
+            if c in ("ends", "xy", "node_id"):
+                continue
+            ca, cb = getattr(a, c), getattr(b, c)
+            if isinstance(ca, array):
+                setattr(m, c, _typed(ca.typecode, _concat_rows(_np(ca, ca.typecode), _np(cb, cb.typecode), keep, add,
+                                                              order, "array")))
+            elif isinstance(ca, TextColumn):
+                both = [ca[i] for i in keep.tolist()] + [cb[i] for i in add.tolist()]
+                col = TextColumn()
+                for i in order.tolist():
+                    col.append(both[i])
+                setattr(m, c, col)
+            else:
+                setattr(m, c, _concat_rows(ca, cb, keep, add, order, "list"))
+        # vertices (xy pairs, ends in vertices for streets, in nodes for interpolations; node_id alongside)
+        ea, eb = _np(a.ends, np.int64), _np(b.ends, np.int64)
+        xa, xb = _np(a.xy, np.float64).reshape(-1, 2), _np(b.xy, np.float64).reshape(-1, 2)
+        e1, xy1 = _take_csr(ea, xa, keep)
+        e2, xy2 = _take_csr(eb, xb, add)
+        ends = np.concatenate([e1, e2[1:] + e1[-1]])
+        xy = np.concatenate([xy1, xy2])
+        ends, xy = _take_csr(ends, xy, order)
+        m.ends, m.xy = _typed("q", ends), _typed("d", xy)
+        if prefix == "interp.":
+            _, n1 = _take_csr(ea, _np(a.node_id, np.int64), keep)
+            _, n2 = _take_csr(eb, _np(b.node_id, np.int64), add)
+            _, nid = _take_csr(np.concatenate([e1, e2[1:] + e1[-1]]), np.concatenate([n1, n2]), order)
+            m.node_id = _typed("q", nid)
+        pack_columns(m, cols, out, prefix)
+    # address nodes, postcode samples, boxes, shapes
+    keep, add, order = _merge_table(rec["addr_node_id"], new["addr_node_id"], nodes)
+    out["addr_node_id"] = np.concatenate([rec["addr_node_id"][keep], new["addr_node_id"][add]])[order]
+    drop_pc = np.union1d(_keys(np.zeros(len(nodes)), nodes), _keys(np.ones(len(ways)), ways))
+    keep, add, order = _merge_table(rec["pc.key"], new["pc.key"], drop_pc)
+    out["pc.key"] = np.concatenate([rec["pc.key"][keep], new["pc.key"][add]])[order]
+    out["pc.xy"] = np.concatenate([rec["pc.xy"].reshape(-1, 2)[keep], new["pc.xy"].reshape(-1, 2)[add]])[order].ravel()
+    codes = (unpack_columns(Reader(), ["pc_code"], rec, "pc.").pc_code, unpack_columns(Reader(), ["pc_code"], new, "pc.").pc_code)
+    pack_columns(type("C", (), {"pc_code": _concat_rows(*codes, keep, add, order, "list")})(), ["pc_code"], out, "pc.")
+    keep, add, order = _merge_table(rec["box.key"], new["box.key"], drop_docs)
+    out["box.key"] = np.concatenate([rec["box.key"][keep], new["box.key"][add]])[order]
+    out["box"] = np.concatenate([rec["box"].reshape(-1, 4)[keep], new["box"].reshape(-1, 4)[add]])[order].ravel()
+    # shapes are in document order (finish_areas): by their document's key
+    keep, add, order = _merge_table(rec["shape.key"], new["shape.key"], drop_docs)
+    out["shape.key"] = np.concatenate([rec["shape.key"][keep], new["shape.key"][add]])[order]
+    out["shape.closed"] = np.concatenate([rec["shape.closed"][keep], new["shape.closed"][add]])[order]
+    out["shape.box"] = np.concatenate([rec["shape.box"].reshape(-1, 4)[keep], new["shape.box"].reshape(-1, 4)[add]])[order].ravel()
+    out["shape.len"] = np.concatenate([rec["shape.len"][keep], new["shape.len"][add]])[order]
+    # boundaries (of closed ways and relations), labels, relations, the boundaries built from members
+    bkey = [_keys(np.asarray([2 if b[9] == "w" else 3 for b in r["boundaries"]], np.int64),
+                  np.asarray([b[4] for b in r["boundaries"]], np.int64)) for r in (rec, new)]
+    keep, add, order = _merge_table(bkey[0], bkey[1], drop_docs)
+    out["boundaries"] = _concat_rows(rec["boundaries"], new["boundaries"], keep, add, order, "list")
+    keep, add, order = _merge_table(rec["labels"][0], new["labels"][0], rels)
+    out["labels"] = tuple(np.concatenate([rec["labels"][i][keep], new["labels"][i][add]])[order] for i in (0, 1))
+    ua, ub = (np.asarray(r["unassembled_ids"], np.int64) for r in (rec, new))
+    keep, add, order = _merge_table(ua, ub, rels)
+    out["unassembled_ids"] = np.concatenate([ua[keep], ub[add]])[order].tolist()
+    keep, add, order = _merge_table(rec["rel.id"], new["rel.id"], rels)
+    out["rel.id"] = np.concatenate([rec["rel.id"][keep], new["rel.id"][add]])[order]
+    for col in ("mtype", "mref"):
+        e1, v1 = _take_csr(rec["rel.ends"], rec["rel." + col], keep)
+        e2, v2 = _take_csr(new["rel.ends"], new["rel." + col], add)
+        out["rel.ends"], out["rel." + col] = _take_csr(np.concatenate([e1, e2[1:] + e1[-1]]), np.concatenate([v1, v2]),
+                                                       order)
+    roles = [rec["rel.mrole"][rec["rel.ends"][k]:rec["rel.ends"][k + 1]] for k in keep.tolist()] + [
+        new["rel.mrole"][new["rel.ends"][k]:new["rel.ends"][k + 1]] for k in add.tolist()]
+    out["rel.mrole"] = [x for i in order.tolist() for x in roles[i]]
+    out["rel.tags"] = _concat_rows(rec["rel.tags"], new["rel.tags"], keep, add, order, "list")
+    out["rel.rec"] = np.concatenate([rec["rel.rec"][keep], new["rel.rec"][add]])[order]
+    # the ways that make a record; the kept ways: the old files less what the mini read replaces or the full
+    # run would no longer keep, then the mini read's file (less what the full run would not keep)
+    keep, add, order = _merge_table(rec["wrec.id"], new["wrec.id"], ways)
+    out["wrec.id"] = np.concatenate([rec["wrec.id"][keep], new["wrec.id"][add]])[order]
+    rflag = np.repeat(out["rel.rec"], out["rel.ends"][1:] - out["rel.ends"][:-1]).astype(bool)
+    members = np.unique(out["rel.mref"][(out["rel.mtype"] == 1) & rflag])
+    mini_ids = kept_refs(work, new)[0]
+    redo = np.union1d(np.union1d(ways, ch.member_ways), ch.old_member_ways)
+    gone = redo[~np.isin(redo, out["wrec.id"]) & ~np.isin(redo, members)]
+    drop = np.union1d(np.union1d(ways, mini_ids), gone)
+    out["ways"] = [(name, np.union1d(excl, drop)) for name, excl in rec["ways"]]
+    name = f"ways-u{len(out['ways'])}.osm.pbf"
+    out["ways"].append((name, mini_ids[~np.isin(mini_ids, out["wrec.id"]) & ~np.isin(mini_ids, members)]))
+    out["_files"] = [(Path(work) / n, name) for n, _ in new["ways"]]  # (one file: the mini read's single process)
+    return out
+
+
+def link_kept(rec: dict, old: Path, new_files: list, out: Path) -> list[str]:
+    """Place the kept ways' files of patched records in the stage folder `out`: the old ones (hard links to
+    the old bundle's, a bundle's files never change) and the patch's own; returns their names."""
+    import os
+    import shutil
+
+    names = []
+    fresh = {name: src for src, name in new_files}
+    for name, _ in rec["ways"]:
+        src = fresh.get(name, Path(old) / name)
+        dst = Path(out) / name
+        try:
+            os.link(src, dst)
+        except OSError:
+            shutil.copyfile(src, dst)
+        names.append(name)
+    return names
+
+
+def temp_dir() -> str:
+    return tempfile.mkdtemp(prefix="geoengine-search-patch-")
