@@ -5,6 +5,9 @@ from __future__ import annotations
 
 import json
 import os
+import subprocess
+import sys
+from pathlib import Path
 
 import pytest
 
@@ -16,6 +19,8 @@ from geoengine.config import Settings
 from geoengine.errors import BuildError, BundleError, InvalidRequest
 
 from .conftest import SHARED_DATA
+
+ROOT = Path(__file__).resolve().parents[1]
 
 
 @pytest.fixture
@@ -284,58 +289,71 @@ def _timed_stages(log, answer, slow_fails: bool = False, wait: bool = True):
             Stage(name="quick", run=quick_run, patch=quick_patch, isolated=True, needs=("input:osm",))]
 
 
-@pytest.mark.parametrize("answer", [None, 9])
-def test_an_update_patches_a_stage_early_beside_the_stages_before_it(tmp_path, tmp_settings, monkeypatch, answer):
-    """A stage whose needs are met is patched in its own process while an earlier stage it does not read
-    still runs; its log lines are shown when the build reaches it; a declined early patch runs in full
-    on a clean folder."""
+def early_case(root: str, answer, slow_fails: bool = False) -> dict:
+    """The early-patch case, run in a fresh process (`_in_fresh_process`): a process whose numba parallel
+    layer has started (an earlier test's kernels) may not fork, and the update then patches in place."""
     import io
 
+    from geoengine.bundler.isolate import fork_safe
     from geoengine.bundler.pipeline import PatchInputs
     from geoengine.progress import Progress
 
+    root = Path(root)
+    settings = Settings(home=root / "home", data_mirror=str(SHARED_DATA))
     for name in ("slow", "quick"):
-        monkeypatch.setitem(STAGE_VERSIONS, name, 1)
-    out = tmp_path / "b"
-    log = tmp_path / "times.txt"
-    first = andorra_inputs(tmp_settings)
-    build(first, out, tmp_settings, stages=_timed_stages(log, answer, wait=False))
+        STAGE_VERSIONS[name] = 1
+    out, log = root / "b", root / "times.txt"
+    first = andorra_inputs(settings)
+    build(first, out, settings, stages=_timed_stages(log, answer, wait=False))
     log.unlink()
-    old = Bundle.open(out)
-    other = BuildInputs(osm=SHARED_DATA / "monaco" / "monaco.osm.gz", region="andorra")
-    patch = PatchInputs(old=old, old_extract=first.osm, new_extract=other.osm, files=(), changes=None)
-    report: dict = {}
-    stream = io.StringIO()
-    build(other, out, tmp_settings, stages=_timed_stages(log, answer), reuse=old, patch=patch, report=report,
-          progress=Progress(stream=stream))
-    times = {parts[0]: (float(parts[1]), float(parts[2])) for parts in (line.split() for line in log.read_text().splitlines())}
-    assert "slow-saw-quick" in times  # the patch started while the slow stage ran
-    assert "[quick] a line from the early patch" in stream.getvalue()
-    entry = Bundle.open(out).stages["quick"]
-    if answer is None:
-        assert times["quick-run"][0] >= times["slow-run"][1]  # the full run, in its turn
-        assert report["stages_rebuilt"] == ["slow", "quick"] and report["stages_patched"] == []
-        assert (out / "quick" / "y").read_text() == "run" and not (out / "quick" / "leftover").exists()
-    else:
-        assert "quick-run" not in times
-        assert report["stages_patched"] == ["quick"] and entry["counts"] == {"n": 9}
-        assert entry["cost"]["early"] and entry["cost"]["waited_s"] <= entry["cost"]["seconds"]
-        assert (out / "quick" / "y").read_text() == "patched"
-
-
-def test_a_failed_stage_stops_the_patches_started_early(tmp_path, tmp_settings, monkeypatch):
-    from geoengine.bundler.pipeline import PatchInputs
-
-    for name in ("slow", "quick"):
-        monkeypatch.setitem(STAGE_VERSIONS, name, 1)
-    out = tmp_path / "b"
-    log = tmp_path / "times.txt"
-    first = andorra_inputs(tmp_settings)
-    build(first, out, tmp_settings, stages=_timed_stages(log, 9, wait=False))
     old = Bundle.open(out)
     before = os.path.realpath(out)
     other = BuildInputs(osm=SHARED_DATA / "monaco" / "monaco.osm.gz", region="andorra")
     patch = PatchInputs(old=old, old_extract=first.osm, new_extract=other.osm, files=(), changes=None)
-    with pytest.raises(BuildError, match="slow failed"):
-        build(other, out, tmp_settings, stages=_timed_stages(log, 9, slow_fails=True), reuse=old, patch=patch)
-    assert os.path.realpath(out) == before  # nothing published
+    report: dict = {}
+    stream = io.StringIO()
+    error = None
+    try:
+        build(other, out, settings, stages=_timed_stages(log, answer, slow_fails=slow_fails), reuse=old,
+              patch=patch, report=report, progress=Progress(stream=stream))
+    except BuildError as exc:
+        error = str(exc)
+    times = {parts[0]: (float(parts[1]), float(parts[2])) for parts in (line.split() for line in log.read_text().splitlines())}
+    entry = None if error else Bundle.open(out).stages["quick"]
+    return {"fork_safe": fork_safe(), "times": times, "log": stream.getvalue(), "report": report, "error": error,
+            "entry": entry, "y": None if error else (out / "quick" / "y").read_text(),
+            "leftover": (out / "quick" / "leftover").exists(), "published_same": os.path.realpath(out) == before}
+
+
+def _in_fresh_process(tmp_path, answer, slow_fails: bool = False) -> dict:
+    code = ("import json, sys; from tests.test_bundler import early_case; "
+            f"print(json.dumps(early_case({str(tmp_path)!r}, {answer!r}, {slow_fails!r})))")
+    run = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=300)
+    assert run.returncode == 0, run.stderr[-3000:]
+    return json.loads(run.stdout.strip().splitlines()[-1])
+
+
+@pytest.mark.parametrize("answer", [None, 9])
+def test_an_update_patches_a_stage_early_beside_the_stages_before_it(tmp_path, answer):
+    """A stage whose needs are met is patched in its own process while an earlier stage it does not read
+    still runs; its log lines are shown when the build reaches it; a declined early patch runs in full
+    on a clean folder."""
+    r = _in_fresh_process(tmp_path, answer)
+    times, report = r["times"], r["report"]
+    assert r["fork_safe"]
+    assert "slow-saw-quick" in times  # the patch started while the slow stage ran
+    assert "[quick] a line from the early patch" in r["log"]
+    if answer is None:
+        assert times["quick-run"][0] >= times["slow-run"][1]  # the full run, in its turn
+        assert report["stages_rebuilt"] == ["slow", "quick"] and report["stages_patched"] == []
+        assert r["y"] == "run" and not r["leftover"]
+    else:
+        assert "quick-run" not in times
+        assert report["stages_patched"] == ["quick"] and r["entry"]["counts"] == {"n": 9}
+        assert r["entry"]["cost"]["early"] and r["entry"]["cost"]["waited_s"] <= r["entry"]["cost"]["seconds"]
+        assert r["y"] == "patched"
+
+
+def test_a_failed_stage_stops_the_patches_started_early(tmp_path):
+    r = _in_fresh_process(tmp_path, 9, slow_fails=True)
+    assert "slow failed" in r["error"] and r["published_same"]  # nothing published
