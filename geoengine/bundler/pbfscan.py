@@ -123,7 +123,7 @@ def _fixed(offset: int, granularity: int, values: np.ndarray) -> np.ndarray:
 
 
 @njit(cache=True, nogil=True)
-def _varint_at(buf, pos):
+def varint_at(buf, pos):
     result = np.int64(0)
     shift = 0
     while True:
@@ -136,11 +136,11 @@ def _varint_at(buf, pos):
 
 
 @njit(cache=True, nogil=True)
-def _skip_at(buf, pos, wire):
+def skip_at(buf, pos, wire):
     if wire == 0:
-        _, pos = _varint_at(buf, pos)
+        _, pos = varint_at(buf, pos)
     elif wire == 2:
-        ln, pos = _varint_at(buf, pos)
+        ln, pos = varint_at(buf, pos)
         pos += ln
     elif wire == 1:
         pos += 8
@@ -152,55 +152,75 @@ def _skip_at(buf, pos, wire):
 
 
 @njit(cache=True, nogil=True)
-def _group_objects(buf, g0, g1, field, ids, versions):
-    """The id (field 1) and Info's version (field 4, its field 1) of every length-delimited `field` (3:
-    Way, 4: Relation) of the PrimitiveGroup buf[g0:g1], into ids/versions; returns how many, or -1 on
-    a wire type protobuf does not have."""
-    n = 0
+def group_objects(buf, g0, g1, field, ids, versions, ends, refs, n, nr):
+    """Every length-delimited `field` (3: Way, 4: Relation) of the PrimitiveGroup buf[g0:g1]: its id
+    (field 1) at ids[n], its Info's version (field 4, its field 1) at versions[n] unless `versions` is
+    empty, and, for ways when `refs` is not empty, its node refs (field 8: packed, zigzag, delta)
+    appended at refs[nr] (ends[k + 1]: the end of way k's refs). Returns (n, nr) after them, or (-1, -1)
+    on a wire type protobuf does not have."""
+    want_refs = field == 3 and len(refs) > 0
     pos = g0
     while pos < g1:
-        key, pos = _varint_at(buf, pos)
+        key, pos = varint_at(buf, pos)
         f = key >> 3
         w = key & 7
         if w != 2:
-            pos = _skip_at(buf, pos, w)
+            pos = skip_at(buf, pos, w)
             if pos < 0:
-                return -1
+                return -1, -1
             continue
-        ln, pos = _varint_at(buf, pos)
+        ln, pos = varint_at(buf, pos)
         end = pos + ln
         if f == field:
             oid = np.int64(0)
             ver = np.int64(0)
             p = pos
             while p < end:
-                k2, p = _varint_at(buf, p)
+                k2, p = varint_at(buf, p)
                 f2 = k2 >> 3
                 w2 = k2 & 7
                 if f2 == 1 and w2 == 0:
-                    oid, p = _varint_at(buf, p)
+                    oid, p = varint_at(buf, p)
                 elif f2 == 4 and w2 == 2:
-                    ln2, p = _varint_at(buf, p)
+                    ln2, p = varint_at(buf, p)
                     e2 = p + ln2
                     q = p
                     while q < e2:
-                        k3, q = _varint_at(buf, q)
+                        k3, q = varint_at(buf, q)
                         if (k3 >> 3) == 1 and (k3 & 7) == 0:
-                            ver, q = _varint_at(buf, q)
+                            ver, q = varint_at(buf, q)
                         else:
-                            q = _skip_at(buf, q, k3 & 7)
+                            q = skip_at(buf, q, k3 & 7)
                             if q < 0:
-                                return -1
+                                return -1, -1
                     p = e2
+                elif want_refs and f2 == 8 and w2 == 2:
+                    ln2, p = varint_at(buf, p)
+                    e2 = p + ln2
+                    acc = np.int64(0)
+                    while p < e2:
+                        v, p = varint_at(buf, p)
+                        acc += (v >> 1) ^ -(v & 1)
+                        refs[nr] = acc
+                        nr += 1
                 else:
-                    p = _skip_at(buf, p, w2)
+                    p = skip_at(buf, p, w2)
                     if p < 0:
-                        return -1
+                        return -1, -1
             ids[n] = oid
-            versions[n] = ver
+            if len(versions):
+                versions[n] = ver
             n += 1
+            if want_refs:
+                ends[n] = nr
         pos = end
-    return n
+    return n, nr
+
+
+@njit(cache=True, nogil=True)
+def group_way_refs(buf, g0, g1, ids, ends, refs, nw, nr):
+    """group_objects for the ways' ids and node refs (no versions)."""
+    return group_objects(buf, g0, g1, 3, ids, ids[:0], ends, refs, nw, nr)
 
 
 class Collector:
@@ -266,7 +286,7 @@ def scan_pbf(path: str | Path, keep: bool = False, sink=None) -> dict | None:
                         buf = np.frombuffer(data, dtype=np.uint8)
                     cap = (g1 - g0) // 4 + 1
                     ids, vers = np.empty(cap, np.int64), np.empty(cap, np.int64)
-                    n = _group_objects(buf, g0, g1, first, ids, vers)
+                    n, _ = group_objects(buf, g0, g1, first, ids, vers, ids[:0], ids[:0], 0, 0)
                     if n < 0:
                         raise ValueError("unsupported protobuf wire type")
                     if first == 3:

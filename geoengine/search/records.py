@@ -162,7 +162,7 @@ def from_records(rec: dict) -> tuple[DocSet, StreetWays, list[Boundary], Reader]
 def _file_refs(path: Path) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """(ids, ends, refs) of the ways of an uncompressed PBF of ways (the kept ways), in file order."""
     from geoengine.bundler.pbfscan import _blobs, _fields  # (numba: only an update loads it here)
-    from geoengine.search.keptways import _group_way_refs
+    from geoengine.bundler.pbfscan import group_way_refs as _group_way_refs
 
     parts = []
     for btype, data in _blobs(path):

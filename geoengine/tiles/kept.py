@@ -25,92 +25,37 @@ from pathlib import Path
 import numba
 import numpy as np
 
-from geoengine.bundler.pbfscan import _blobs
+from geoengine.bundler.pbfscan import _blobs, group_way_refs, skip_at, varint_at
 
 FORMAT = 2
 FOLDER = "collection"  # under the stage's folder
 
 
 @numba.njit(cache=True, nogil=True)
-def _varint(buf, pos):
-    result = np.int64(0)
-    shift = 0
-    while True:
-        b = np.int64(buf[pos])
-        pos += 1
-        result |= (b & 0x7F) << shift
-        if b < 0x80:
-            return result, pos
-        shift += 7
-
-
-@numba.njit(cache=True, nogil=True)
-def _skip(buf, pos, wire):
-    if wire == 0:
-        _, pos = _varint(buf, pos)
-    elif wire == 2:
-        ln, pos = _varint(buf, pos)
-        pos += ln
-    elif wire == 1:
-        pos += 8
-    elif wire == 5:
-        pos += 4
-    else:
-        return -1
-    return pos
-
-
-@numba.njit(cache=True, nogil=True)
 def _block_ways(buf, ids, counts, refs):
-    """The ways of one PrimitiveBlock: ids, node counts and refs (delta-decoded) written from index 0.
-    Returns (ways, refs) written, or (-1, -1) on a field it cannot read."""
+    """The ways of one PrimitiveBlock: ids, node counts and refs (delta-decoded) written from index 0
+    (pbfscan.group_way_refs over each PrimitiveGroup). Returns (ways, refs) written, or (-1, -1) on a
+    field it cannot read."""
+    ends = np.zeros(len(ids) + 1, np.int64)
     nw = 0
     nr = 0
     pos = 0
     n = len(buf)
     while pos < n:
-        key, pos = _varint(buf, pos)
+        key, pos = varint_at(buf, pos)
         field, wire = key >> 3, key & 7
         if field == 2 and wire == 2:  # PrimitiveGroup
-            ln, pos = _varint(buf, pos)
-            gend = pos + ln
-            while pos < gend:
-                gkey, pos = _varint(buf, pos)
-                gf, gw = gkey >> 3, gkey & 7
-                if gf == 3 and gw == 2:  # Way
-                    wl, pos = _varint(buf, pos)
-                    wend = pos + wl
-                    wid = np.int64(0)
-                    start = nr
-                    while pos < wend:
-                        wkey, pos = _varint(buf, pos)
-                        wf, ww = wkey >> 3, wkey & 7
-                        if wf == 1 and ww == 0:
-                            wid, pos = _varint(buf, pos)
-                        elif wf == 8 and ww == 2:  # refs: packed sint64, delta coded
-                            rl, pos = _varint(buf, pos)
-                            rend = pos + rl
-                            last = np.int64(0)
-                            while pos < rend:
-                                u, pos = _varint(buf, pos)
-                                last += (u >> 1) ^ -(u & 1)
-                                refs[nr] = last
-                                nr += 1
-                        else:
-                            pos = _skip(buf, pos, ww)
-                            if pos < 0:
-                                return -1, -1
-                    ids[nw] = wid
-                    counts[nw] = nr - start
-                    nw += 1
-                else:
-                    pos = _skip(buf, pos, gw)
-                    if pos < 0:
-                        return -1, -1
+            ln, pos = varint_at(buf, pos)
+            nw, nr = group_way_refs(buf, pos, pos + ln, ids, ends, refs, nw, nr)
+            if nw < 0:
+                return -1, -1
+            pos += ln
         else:
-            pos = _skip(buf, pos, wire)
+            pos = skip_at(buf, pos, wire)
             if pos < 0:
                 return -1, -1
+    for k in range(nw):
+        counts[k] = ends[k + 1] - ends[k]
     return nw, nr
 
 
@@ -199,7 +144,7 @@ def save(folder: Path, spool, spool_dir: Path, osm_path) -> int | None:
     del index
     spool_dir.rename(folder / "parts")
     low = list(zip((r[0] for r in spool.low), shapely.to_wkb([r[1] for r in spool.low]).tolist() if spool.low else [],
-                   (r[2] for r in spool.low), (r[3] for r in spool.low), (r[4] for r in spool.low)))
+                   (r[2] for r in spool.low), (r[3] for r in spool.low), (r[4] for r in spool.low), strict=True))
     _dump(folder / "low.pkl", low)
     _dump(folder / "shared.pkl", spool.shared)
     _dump(folder / "relations.pkl", spool.relations or [])

@@ -340,7 +340,7 @@ def build(ctx_bbox, p, old: Old, work: Path, maxzoom: int = T.MAXZOOM, pz: int =
     lowb = ab[not_earth & (mzc < pz)]
     geoms = shapely.from_wkb([r[1] for r in low]) if low else []
     spool = SimpleNamespace(
-        folder=parts_new, shared=shared, low=[(s, g, lay, mz, pr) for (s, _w, lay, mz, pr), g in zip(low, list(geoms))],
+        folder=parts_new, shared=shared, low=[(s, g, lay, mz, pr) for (s, _w, lay, mz, pr), g in zip(low, list(geoms), strict=True)],
         low_bounds=lowb, all_bounds=ab[not_earth].tobytes(), pz=pz, maxzoom=maxzoom, prange=prange,
         n=len(index_new), index=index_new, counts=lambda: {name: int(counts[i]) for i, name in enumerate(schema.LAYERS)},
         skipped_ways=meta["skipped_ways"], partial_ways=meta["partial_ways"])

@@ -272,7 +272,8 @@ def patch(ctx: BuildContext, p) -> StageResult | None:
                         # CPU (this process and its workers) of patching the collection, finding the
                         # tiles, cutting, copying
                         "cpu_seconds": dict(zip(("collection", "find", "cut", "copy"),
-                                                (round(b - a, 3) for a, b in zip(cpu, cpu[1:]))))},
+                                                (round(b - a, 3) for a, b in zip(cpu, cpu[1:], strict=False)),
+                                                strict=False))},
               "collect_seconds": round(t_collect, 3), "find_seconds": round(t_find, 3),
               "cut_seconds": round(t_cut, 3),
               "copy_seconds": round(time.time() - t0 - t_find - t_collect - t_cut, 3)},

@@ -23,9 +23,8 @@ from geoengine.bundler.update import read_changes, update
 from geoengine.progress import NullProgress
 from geoengine.tiles import stage as tile_stage
 
-from .conftest import EXTRACT
+from .conftest import EXTRACT, linked_copy, publish_copy
 from .conftest import archive_tiles as _tiles
-from .conftest import linked_copy, publish_copy
 
 WHEN2 = dt.datetime(2015, 7, 29, 10, 0, 0, tzinfo=dt.UTC)
 BOX = (9.47, 47.04, 9.64, 47.28)  # around Liechtenstein (lon/lat)
@@ -134,12 +133,8 @@ def make_second_change(src: Path, out_dir: Path) -> dict:
                 r = bumped(o, members=[(m.type, m.ref, m.role) for m in o.members if not (m.type == "w" and m.ref == inner)])
                 full.add_relation(r)
                 change.add_relation(r)
-            elif o.is_node():
-                full.add_node(o)
-            elif o.is_way():
-                full.add_way(o)
             else:
-                full.add_relation(o)
+                full.add(o)
     finally:
         full.close()
         change.close()
@@ -331,12 +326,8 @@ def make_tie_change(src: Path, out_dir: Path) -> dict:
                               location=(o.location.lon + 0.0002, o.location.lat + 0.0001))
                 full.add_node(n)
                 change.add_node(n)
-            elif o.is_node():
-                full.add_node(o)
-            elif o.is_way():
-                full.add_way(o)
             else:
-                full.add_relation(o)
+                full.add(o)
     finally:
         full.close()
         change.close()
