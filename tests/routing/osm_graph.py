@@ -133,3 +133,39 @@ def to_scipy(n, offsets, targets, weights):
     # at the tolerance tests use)
     w = np.where(w[first] == 0, 1e-12, w[first])
     return sp.csr_matrix((w, (u[first], v[first])), shape=(n, n))
+
+
+def check_against_dijkstra(graph, topo, prof, rng, n_src: int = 4, n_tgt: int = 50) -> int:
+    """A customised hierarchy of `topo` for the profile `prof`, against scipy's Dijkstra on the same turn
+    graph: the table, batch pairs and point-to-point costs for `n_src` x `n_tgt` random usable edges, and
+    every point-to-point path's arcs summing to its cost. Returns how many pairs are reachable."""
+    import pytest
+    from scipy.sparse.csgraph import dijkstra as scipy_dijkstra
+
+    off, tgt, w, packed = prof.turn_csr()
+    ch = topo.customise(off, tgt, w, packed)
+    usable = np.flatnonzero(prof.usable)
+    if len(usable) < 2:
+        return 0
+    src = rng.choice(usable, n_src)
+    dst = rng.choice(usable, n_tgt)
+    D = scipy_dijkstra(to_scipy(graph.n_edges, off, tgt, w), indices=src)[:, dst]
+    T, S = ch.table(src, dst)
+    np.testing.assert_allclose(T, D, rtol=1e-9, atol=1e-6)
+    P, _ = ch.query_pairs(src[:, None].repeat(n_tgt, 1).ravel(), np.tile(dst, n_src))
+    np.testing.assert_allclose(P.reshape(n_src, n_tgt), D, rtol=1e-9, atol=1e-6)
+    # point to point with unpacking: the path's arcs sum to the cost
+    for i in range(n_src):
+        j = int(np.flatnonzero(np.isfinite(D[i]))[0]) if np.isfinite(D[i]).any() else 0
+        r = ch.query(int(src[i]), int(dst[j]))
+        assert r.primary == pytest.approx(D[i, j], rel=1e-9, abs=1e-6)
+        if r.found:
+            p = np.asarray(r.path)
+            a, b = p[:-1], p[1:]
+            cost = 0.0
+            for x, y in zip(a.tolist(), b.tolist(), strict=True):
+                ks = np.flatnonzero(tgt[off[x]:off[x + 1]] == y)
+                assert len(ks), "path arc not in the turn graph"
+                cost += w[off[x] + ks].min()
+            assert cost == pytest.approx(r.primary, rel=1e-9, abs=1e-6)
+    return int(np.isfinite(D).sum())

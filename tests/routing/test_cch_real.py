@@ -9,8 +9,7 @@ import zlib
 
 import numpy as np
 import pytest
-from osm_graph import to_scipy
-from scipy.sparse.csgraph import dijkstra as scipy_dijkstra
+from osm_graph import check_against_dijkstra
 
 from geoengine.costing import COSTINGS, TABLES, default_options, parse_costing_options
 from geoengine.routing.cch import CCHTopology
@@ -45,36 +44,6 @@ def bundle(request, engine_for):
     return request.param, engine.graph, topo
 
 
-def check(graph, topo, prof, rng):
-    off, tgt, w, packed = prof.turn_csr()
-    ch = topo.customise(off, tgt, w, packed)
-    usable = np.flatnonzero(prof.usable)
-    if len(usable) < 2:
-        return 0
-    src = rng.choice(usable, N_SRC)
-    dst = rng.choice(usable, N_TGT)
-    D = scipy_dijkstra(to_scipy(graph.n_edges, off, tgt, w), indices=src)[:, dst]
-    T, S = ch.table(src, dst)
-    np.testing.assert_allclose(T, D, rtol=1e-9, atol=1e-6)
-    P, _ = ch.query_pairs(src[:, None].repeat(N_TGT, 1).ravel(), np.tile(dst, N_SRC))
-    np.testing.assert_allclose(P.reshape(N_SRC, N_TGT), D, rtol=1e-9, atol=1e-6)
-    # point to point with unpacking: the path's arcs sum to the cost
-    for i in range(N_SRC):
-        j = int(np.flatnonzero(np.isfinite(D[i]))[0]) if np.isfinite(D[i]).any() else 0
-        r = ch.query(int(src[i]), int(dst[j]))
-        assert r.primary == pytest.approx(D[i, j], rel=1e-9, abs=1e-6)
-        if r.found:
-            p = np.asarray(r.path)
-            a, b = p[:-1], p[1:]
-            cost = 0.0
-            for x, y in zip(a.tolist(), b.tolist(), strict=True):
-                ks = np.flatnonzero(tgt[off[x]:off[x + 1]] == y)
-                assert len(ks), "path arc not in the turn graph"
-                cost += w[off[x] + ks].min()
-            assert cost == pytest.approx(r.primary, rel=1e-9, abs=1e-6)
-    return int(np.isfinite(D).sum())
-
-
 @pytest.mark.parametrize("costing", COSTINGS)
 def test_every_option_extreme_equals_dijkstra(bundle, costing):
     name, graph, topo = bundle
@@ -84,7 +53,7 @@ def test_every_option_extreme_equals_dijkstra(bundle, costing):
     for label, raw in sets:
         opts = default_options(costing) if raw is None else parse_costing_options(costing, raw)
         try:
-            found += check(graph, topo, Profile(graph, costing, opts), rng)
+            found += check_against_dijkstra(graph, topo, Profile(graph, costing, opts), rng)
         except AssertionError as exc:
             raise AssertionError(f"{name} {costing} {label}: {exc}") from exc
     assert found > 0  # the pairs are not all unreachable
@@ -98,7 +67,7 @@ def test_blocked_edges_equal_dijkstra(bundle):
     blocked[2 * segs] = True
     blocked[2 * segs + 1] = True
     for costing in ("auto", "pedestrian"):
-        assert check(graph, topo, Profile(graph, costing, blocked=blocked), rng) > 0
+        assert check_against_dijkstra(graph, topo, Profile(graph, costing, blocked=blocked), rng) > 0
 
 
 def test_parallel_order_is_the_serial_order(bundle, monkeypatch):

@@ -22,7 +22,6 @@ from pathlib import Path
 import numpy as np
 import osmium
 import pytest
-from scipy.sparse.csgraph import dijkstra as scipy_dijkstra
 
 import geoengine
 from geoengine.bundle import Bundle
@@ -34,7 +33,7 @@ from geoengine.routing import patch as routing_patch
 from geoengine.routing.cch import CCHTopology
 from geoengine.routing.profile import Profile
 from tests.conftest import data_file
-from tests.routing.osm_graph import to_scipy
+from tests.routing.osm_graph import check_against_dijkstra
 
 from .conftest import EXTRACT, publish_copy
 from .edits import WHEN
@@ -86,24 +85,10 @@ def changed(old_bundle, upd_settings, edits, tmp_path_factory):
 
 
 def _check_against_dijkstra(bundle_path: Path, costing: str, rng) -> int:
+    """The bundle's (patched) hierarchy for `costing` against scipy's Dijkstra on the same turn graph."""
     graph = Graph.open(bundle_path / "graph")
     topo = CCHTopology.load(bundle_path / "routing" / "cch")
-    prof = Profile(graph, costing, default_options(costing))
-    off, tgt, w, packed = prof.turn_csr()
-    ch = topo.customise(off, tgt, w, packed)
-    usable = np.flatnonzero(prof.usable)
-    src = rng.choice(usable, N_SRC)
-    dst = rng.choice(usable, N_TGT)
-    D = scipy_dijkstra(to_scipy(graph.n_edges, off, tgt, w), indices=src)[:, dst]
-    T, _ = ch.table(src, dst)
-    np.testing.assert_allclose(T, D, rtol=1e-9, atol=1e-6)
-    P, _ = ch.query_pairs(src[:, None].repeat(N_TGT, 1).ravel(), np.tile(dst, N_SRC))
-    np.testing.assert_allclose(P.reshape(N_SRC, N_TGT), D, rtol=1e-9, atol=1e-6)
-    for i in range(N_SRC):  # point to point (elimination-tree walk, unpacked path)
-        j = int(np.argmax(np.isfinite(D[i])))
-        r = ch.query(int(src[i]), int(dst[j]))
-        assert r.primary == pytest.approx(D[i, j], rel=1e-9, abs=1e-6)
-    return int(np.isfinite(D).sum())
+    return check_against_dijkstra(graph, topo, Profile(graph, costing, default_options(costing)), rng, N_SRC, N_TGT)
 
 
 def _engine_routes_equal_plain_dijkstra(out: Path, upd_settings, rng, costing: str) -> None:
