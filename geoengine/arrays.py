@@ -46,6 +46,17 @@ def member(values, table) -> np.ndarray:
     return t[pos] == v
 
 
+def run_indices(starts, lengths) -> np.ndarray:
+    """int64 indices of the runs [starts[i], starts[i] + lengths[i]), one run after the other (a CSR's
+    rows gathered without a Python loop)."""
+    lengths = np.asarray(lengths, dtype=np.int64)
+    total = int(lengths.sum())
+    if total == 0:
+        return np.zeros(0, np.int64)
+    ends = np.cumsum(lengths)
+    return np.repeat(np.asarray(starts, dtype=np.int64) - (ends - lengths), lengths) + np.arange(total, dtype=np.int64)
+
+
 def readonly(a) -> np.ndarray:
     """A read-only view of `a` (a np.memmap becomes a plain ndarray over the same mapping, cheaper to
     index); see the module docstring."""

@@ -35,7 +35,7 @@ from pathlib import Path
 
 import numpy as np
 
-from geoengine.arrays import member
+from geoengine.arrays import member, run_indices
 from geoengine.graph import build as B
 from geoengine.graph import tags as T
 from geoengine.graph.raw import RAW_DIR, RAW_FORMAT, ids_increasing, load_raw, read_meta
@@ -63,16 +63,6 @@ def _locate(locations, ids: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     lon, lat, found = locations(uniq)
     x, y = _fixed(np.asarray(lon, dtype=np.float64), np.asarray(lat, dtype=np.float64), found)
     return x[inv], y[inv]
-
-
-def _gather(starts: np.ndarray, lengths: np.ndarray) -> np.ndarray:
-    """int64 indices of the runs [starts[i], starts[i] + lengths[i]) one after the other."""
-    lengths = lengths.astype(np.int64)
-    total = int(lengths.sum())
-    if total == 0:
-        return np.zeros(0, np.int64)
-    ends = np.cumsum(lengths)
-    return np.repeat(starts.astype(np.int64) - (ends - lengths), lengths) + np.arange(total, dtype=np.int64)
 
 
 def _patch_nodes(old: dict, osc) -> dict:
@@ -188,7 +178,7 @@ def patch_raw(old_graph: Path, osc, locations) -> dict | str:
     starts_new = p_old + np.concatenate([[0], np.cumsum(lengths_new)[:-1]]).astype(np.int64)
     lengths = np.concatenate([lengths_old, lengths_new])[order]
     starts = np.concatenate([starts_old, starts_new])[order]
-    idx = _gather(starts, lengths)
+    idx = run_indices(starts, lengths)
     fresh_refs = np.concatenate(new_refs) if new_refs else np.zeros(0, np.int64)
     refs = np.concatenate([old_refs, fresh_refs])[idx]
     x = np.concatenate([np.asarray(old["x"]), np.zeros(len(fresh_refs), np.int32)])[idx]

@@ -35,6 +35,8 @@ from pathlib import Path
 
 import numpy as np
 
+from geoengine.arrays import run_indices
+
 MAX_CHANGED = 0.02  # share of vertices new or removed above which the patch declines (full rerun)
 # supergraph edges of a carried order, against those of the last nested dissection (recorded as
 # `nd_edges` in the stage's info through patches), above which the stage declines (routing/stage.py)
@@ -111,7 +113,7 @@ def carried_rank(old_rank, old_of_new, uoff, uadj, place: str = "neighbour") -> 
             starts, ends = uoff[fresh], uoff[fresh + 1]
             lens = (ends - starts).astype(np.int64)
             owner = np.repeat(np.arange(len(fresh)), lens)
-            pos = np.repeat(starts - np.cumsum(lens) + lens, lens) + np.arange(int(lens.sum()))
+            pos = run_indices(starts, lens)
             nb = np.asarray(uadj)[pos]
             val = np.where(matched[nb], key[nb], -1.0)
             best = np.full(len(fresh), -1.0)
