@@ -421,8 +421,10 @@ def make_parser() -> argparse.ArgumentParser:
 
     u = sub.add_parser("update", help="apply OpenStreetMap change files to a bundle and publish it atomically",
                        description="Apply OsmChange files (--diff, repeatable) or the new diffs of a replication "
-                       "server (--replication URL) to the OSM extract the bundle keeps, rebuild the stages whose "
-                       "inputs changed (the others are reused by content hash) and publish the result at BUNDLE "
+                       "server (--replication URL) to the OSM extract the bundle keeps, patch each stage whose inputs "
+                       "changed from what the bundle kept of its read and the change (a stage that cannot be "
+                       "patched is rebuilt in full, and the output says so; the others are reused by content "
+                       "hash) and publish the result at BUNDLE "
                        "atomically; a running `geoengine serve` switches to it between requests. Change files "
                        "that do not follow the bundle's data are refused and nothing is published. See "
                        "docs/updates.md.")
