@@ -18,12 +18,14 @@ copies), and its CPU grows by about a third (the versions' decoding and the writ
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import numpy as np
 
 FOLDER = "store"
-FORMAT = 1
+FORMAT = 1  # recorded in the store's META file; a store of another format is not read (Store.open: None)
+META = "store.json"
 TYPES = ("n", "w", "r")
 _COLUMNS = {"n": ("id", "version", "x", "y"), "w": ("id", "version"), "r": ("id", "version")}
 _DTYPES = {"id": np.int64, "version": np.int32, "x": np.int32, "y": np.int32}
@@ -106,7 +108,8 @@ class StoreWriter:
                 for c in _COLUMNS[t]:
                     np.save(self.folder / f"{t}_{c}.npy", arrays[c])
                 del arrays
-        return out
+        (self.folder / META).write_text(json.dumps({"format": FORMAT, "counts": self.count}))
+        return [*out, META]
 
 
 class Store:
@@ -120,6 +123,11 @@ class Store:
         """The store in `folder`, or None when the bundle has none (built before it, or from a file that
         is not a PBF)."""
         folder = Path(folder)
+        try:
+            if json.loads((folder / META).read_text()).get("format") != FORMAT:
+                return None
+        except (OSError, ValueError):
+            return None
         if not all((folder / f).exists() for f in files()):
             return None
         return cls({t: {c: np.load(folder / f"{t}_{c}.npy", mmap_mode="r") for c in _COLUMNS[t]} for t in TYPES})

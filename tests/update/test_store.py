@@ -42,6 +42,8 @@ def test_scan_keeps_what_osmium_reads(rel, tmp_path):
     assert _store_objects(store.arrays) == _osmium_objects(path)
     assert store.bbox() == scan["bbox"]
     assert middle.Store.open(tmp_path / "missing") is None
+    (tmp_path / middle.META).write_text('{"format": 0}')  # another format's store is not read
+    assert middle.Store.open(tmp_path) is None
 
 
 def test_patched_store_equals_the_new_extracts(edits, tmp_path):
@@ -57,7 +59,7 @@ def test_patched_store_equals_the_new_extracts(edits, tmp_path):
         assert _store_objects(patched.arrays) == want
     # the same bytes as a store written from the new extract's scan
     middle.write(tmp_path / "scan", scan_pbf(edits["new"], keep=True)["objects"])
-    for f in middle.files():
+    for f in [*middle.files(), middle.META]:
         assert (tmp_path / "scan" / f).read_bytes() == (tmp_path / "new-997" / f).read_bytes(), f
     # the check reads the versions from the store as the osmium scan does
     assert existing_versions(edits["old"], changes, store) == existing_versions(edits["old"], changes)
