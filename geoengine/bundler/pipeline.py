@@ -436,7 +436,8 @@ def build(
                     (patched if how == "patched" else rebuilt).append(stage.name)
                     if how == "patched":
                         progress.log(f"[{stage.name}] inputs changed: patched from {reuse.path.name}")
-                heap.release()  # what the stage freed goes back to the system before the next stage
+                if child is None:  # (a forked stage's memory went with its process)
+                    heap.release()  # what the stage freed goes back to the system before the next stage
                 cost = m.record()
                 if child is not None:  # the stage's own process (and its workers): its peak is the step's
                     cost["build_process_peak_rss_mb"] = cost["peak_rss_mb"]  # the waiting parent's, unchanged

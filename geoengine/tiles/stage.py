@@ -268,7 +268,8 @@ def patch(ctx: BuildContext, p) -> StageResult | None:
               "partitions": len(small.partitions),
               "patch": {"objects": objects, "features_before": len(feats[0]["bounds"]),
                         "features_after": len(feats[1]["bounds"]), "tiles_planned": n_planned,
-                        "tiles_recut": n_recut, "tiles_made": made, "tiles_copied": copied,
+                        "tiles_recut": n_recut, "tiles_made": made,
+                        "tiles_recut_per_zoom": [int(len(recut.get(z, ()))) for z in range(MINZOOM, MAXZOOM + 1)], "tiles_copied": copied,
                         # CPU (this process and its workers) of patching the collection, finding the
                         # tiles, cutting, copying
                         "cpu_seconds": dict(zip(("collection", "find", "cut", "copy"),
