@@ -39,6 +39,9 @@ class StageResult:
     outputs: list[str] = field(default_factory=list)
     counts: dict[str, int] = field(default_factory=dict)
     info: dict = field(default_factory=dict)
+    # files the build hard-links into the bundle (path relative to it -> file) once its inputs are all
+    # written (`PatchInputs.wait_extract`: an update writes its new extract beside the stages)
+    links: dict[str, str] = field(default_factory=dict)
 
 
 @dataclass
@@ -90,7 +93,14 @@ class PatchInputs:
 
     `osc` (geoengine.bundler.osc.OscObjects): the changed objects themselves, newest version each, with
     tags, locations, refs and members. `store`: the old bundle's object store (geoengine.bundler.middle;
-    None for a bundle built before it), behind `locations`."""
+    None for a bundle built before it), behind `locations`.
+
+    `wait_extract` (None: `new_extract` is written): the update writes the new extract in its own
+    process beside the stages, which read it only to run in full; the build calls this before any stage
+    runs in full and before it publishes (it returns when the file is written, or raises the writer's
+    error). Meanwhile the extract's content is known by `extract_id` (a hash of the old extract's and the
+    change files' hashes: stage keys use it) and its header by `new_header` (the fields the update sets;
+    its box is the old extract's)."""
 
     old: Bundle
     old_extract: Path
@@ -99,6 +109,9 @@ class PatchInputs:
     changes: object
     osc: object = None
     store: object = None
+    wait_extract: Callable[[], None] | None = None
+    extract_id: str | None = None
+    new_header: dict | None = None
 
     def locations(self, ids) -> tuple:
         """(lon, lat, found) of any nodes in the NEW extract (after the change): float64 arrays equal to
@@ -160,7 +173,7 @@ def stage_key(stage: Stage, input_docs: list[dict], ctx: BuildContext) -> str:
     are in `ctx.results`; a named stage counts by its output files' hash, the default by their keys."""
     doc: dict = {"stage": stage.name, "version": stage.version, "geoengine": __version__}
     if stage.needs is None:
-        doc["inputs"] = [(d["role"], Path(d["path"]).name, d["sha256"]) for d in input_docs]
+        doc["inputs"] = [(d["role"], Path(d["path"]).name, _content(d)) for d in input_docs]
         doc["region"] = ctx.inputs.region
         doc["settings"] = {k: getattr(ctx.settings, k, None) for k in BUILD_SETTINGS}
         doc["stages"] = {name: e.get("input_key") for name, e in ctx.results.items()}
@@ -168,7 +181,7 @@ def stage_key(stage: Stage, input_docs: list[dict], ctx: BuildContext) -> str:
         for need in stage.needs:
             kind, _, what = need.partition(":")
             if kind == "input":
-                doc[need] = [(Path(d["path"]).name, d["sha256"]) for d in input_docs if d["role"] == what]
+                doc[need] = [(Path(d["path"]).name, _content(d)) for d in input_docs if d["role"] == what]
             elif kind == "stage":
                 doc[need] = ctx.results.get(what, {}).get("output_sha256")
             elif need == "bbox":
@@ -180,6 +193,11 @@ def stage_key(stage: Stage, input_docs: list[dict], ctx: BuildContext) -> str:
             else:
                 raise ValueError(f"stage {stage.name}: unknown need '{need}'")
     return hashlib.sha256(json.dumps(doc, sort_keys=True, default=str).encode()).hexdigest()
+
+
+def _content(doc: dict) -> str:
+    """An input's content hash: its file's sha256, or the identity of an extract an update still writes."""
+    return doc.get("sha256") or doc["derived_sha256"]
 
 
 def tree_sha256(root: Path, skip: tuple[str, ...] = ()) -> str:
@@ -326,10 +344,29 @@ def build(
         with StepMeter() as m:
             input_docs = []
             for role, p in inputs.listed():
+                if patch is not None and patch.wait_extract is not None and p == patch.new_extract:
+                    # still being written: its identity (the old extract's and the changes'), its size later
+                    input_docs.append({"role": role, "path": str(p), "size": None, "sha256": None,
+                                       "derived_sha256": patch.extract_id})
+                    continue
                 input_docs.append({"role": role, "path": str(p), "size": p.stat().st_size, "sha256": sha256_file(p)})
         steps["inputs"] = m.record()
+        links: dict[str, str] = {}
+
+        def inputs_written() -> None:
+            """Wait for an input the update still writes; then record its size and link what waited for it."""
+            if patch is None or patch.wait_extract is None:
+                return
+            patch.wait_extract()
+            for d in input_docs:
+                if d["size"] is None:
+                    d["size"] = Path(d["path"]).stat().st_size
+            for rel, src in links.items():
+                if not (work / rel).exists():
+                    link_file(Path(src), work / rel)
+
         plan = {
-            "inputs": [(d["role"], d["sha256"]) for d in input_docs],
+            "inputs": [(d["role"], _content(d)) for d in input_docs],
             "stage_versions": {s.name: s.version for s in stages},
         }
         state_path = work / "progress.json"
@@ -421,6 +458,7 @@ def build(
                                     shutil.rmtree(stage_path)
                                 progress.log(f"[{stage.name}] cannot be patched for these changes")
                         if result is None:
+                            inputs_written()  # a full run reads the inputs
                             if reuse is not None:
                                 progress.log(f"[{stage.name}] inputs changed: rebuilt in full")
                             if stage.isolated and fork_safe():
@@ -464,12 +502,16 @@ def build(
                     "input_key": key,
                     **({"patched_from": reuse.path.name} if how == "patched" else {}),
                 }
+                links.update(result.links)
                 if stage.name in hashed:  # a later stage reads it by content (early cut-off of an update)
+                    if result.links:
+                        inputs_written()
                     state["stages"][stage.name]["output_sha256"] = tree_sha256(stage_path, stage.kept)
                 _write_json_atomic(state_path, state)
         finally:
             for job in early.values():  # a stage failed: the patches started early go too
                 job[0].kill()
+        inputs_written()
         m = StepMeter().__enter__()
         source_info = state["stages"].get("source", {}).get("info", {})
         manifest = {

@@ -58,15 +58,17 @@ def _count(path, scan=None) -> _Counter:
     return counter
 
 
-def describe_extract(path, scan: dict | None = None) -> dict:
+def describe_extract(path, scan: dict | None = None, header_of: tuple | None = None) -> dict:
     """bbox [min_lon, min_lat, max_lon, max_lat] (the header's, else the nodes'), centre and counts.
-    `scan`: pbfscan.scan_pbf's figures of the file when the caller has them."""
+    `scan`: pbfscan.scan_pbf's figures of the file when the caller has them. `header_of` (a file
+    `geoengine update` is still writing, `path` unread): (a file whose header box it copies, the
+    header fields it sets)."""
     counter = _count(path, scan)
-    reader = osmium.io.Reader(str(path), osmium.osm.osm_entity_bits.NOTHING)
+    reader = osmium.io.Reader(str(header_of[0] if header_of else path), osmium.osm.osm_entity_bits.NOTHING)
     try:
         header = reader.header()
         box = header.box()
-        replication = replication_header(header)
+        replication = replication_header(header_of[1] if header_of else header)
     finally:
         reader.close()
     if box.valid():
@@ -121,30 +123,38 @@ def run(ctx: BuildContext) -> StageResult:
     return _finish(ctx, out, describe_extract(ctx.inputs.osm, scan), pbf, stored)
 
 
-def _finish(ctx: BuildContext, out, desc: dict, pbf: bool, stored: list[str], link: bool = False) -> StageResult:
+def _finish(ctx: BuildContext, out, desc: dict, pbf: bool, stored: list[str], link: bool = False,
+            later: bool = False) -> StageResult:
     (out / "extract.json").write_text(json.dumps({"file": ctx.inputs.osm.name, **desc}, indent=2))
     outputs = ["source/extract.json"]
+    links = {}
     if pbf:
-        # the update's own new extract is linked; a user's file is copied (it may be rewritten in place)
-        (link_file if link else shutil.copyfile)(ctx.inputs.osm, out / EXTRACT)
+        if later:  # the update's new extract, still being written: linked by the build when it is
+            links[f"source/{EXTRACT}"] = str(ctx.inputs.osm)
+        else:  # the update's own new extract is linked; a user's file is copied (it may be rewritten in place)
+            (link_file if link else shutil.copyfile)(ctx.inputs.osm, out / EXTRACT)
         outputs.append(f"source/{EXTRACT}")
     outputs += stored
     info = {"bbox": desc["bbox"], "bbox_from": desc["bbox_from"], "center": desc["center"], "file": ctx.inputs.osm.name}
     info.update({k: desc[k] for k in ("data_timestamp", "replication_sequence", "replication_url")})
-    return StageResult(outputs=outputs, counts=desc["counts"], info=info)
+    return StageResult(outputs=outputs, counts=desc["counts"], info=info, links=links)
 
 
 def patch(ctx: BuildContext, p) -> StageResult | None:
     """`geoengine update`'s partial rebuild: the object store patched with the change (no pass over the
     new extract: its counts and, without a header box, its bbox come from the patched store), the new
-    extract copied."""
+    extract linked. Where the update writes the new extract beside the stages (`PatchInputs.new_header`),
+    its header is the old extract's box and the update's fields, and the build links the file once it
+    is written (`StageResult.links`)."""
     if p.store is None or p.osc is None or not ctx.inputs.osm.name.endswith(".pbf"):
         return None
     out = ctx.stage_dir("source")
     stored = [f"source/{STORE}/{f}" for f in p.store.write_patched(out / STORE, p.osc)]
     new = middle.Store.open(out / STORE)
     scan = {"nodes": new.count("n"), "ways": new.count("w"), "relations": new.count("r"), "bbox": new.bbox()}
-    return _finish(ctx, out, describe_extract(ctx.inputs.osm, scan), True, stored, link=True)
+    later = p.new_header is not None
+    header_of = (p.old_extract, p.new_header) if later else None
+    return _finish(ctx, out, describe_extract(ctx.inputs.osm, scan, header_of), True, stored, link=True, later=later)
 
 
 STAGE = Stage(name="source", run=run, describe="describe the OSM extract: bbox, centre, object counts; keep a copy "

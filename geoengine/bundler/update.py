@@ -29,6 +29,8 @@ from __future__ import annotations
 
 import datetime as dt
 import fcntl
+import hashlib
+import json
 import shutil
 import time
 from dataclasses import dataclass, field
@@ -210,6 +212,63 @@ def apply_changes(extract: Path, files: list[Path], out: Path, header: dict[str,
         reader.close()
 
 
+class _ApplyBeside:
+    """`apply_changes` in a forked child, beside the build's stages: no stage patch reads the new extract
+    (they read the object store and the change), so it is needed only by a stage that runs in full and
+    by the published bundle (`PatchInputs.wait_extract`)."""
+
+    def __init__(self, job, started: float, steps: dict, progress: Progress, text: str):
+        self.job, self.started, self.steps, self.progress, self.text = job, started, steps, progress, text
+        self.done = False
+
+    @classmethod
+    def start(cls, extract: Path, files: list[Path], out: Path, header: dict, steps: dict, progress: Progress,
+              text: str) -> _ApplyBeside | None:
+        """Start writing `out`; None where this process may not fork (then the caller applies)."""
+        from geoengine.bundler.isolate import fork_safe, start_forked
+
+        if not fork_safe():
+            return None
+        progress.log(f"applying {len(files)} change file(s) to {extract} beside the stages: {text}")
+        return cls(start_forked(apply_changes, extract, files, out, header), time.perf_counter(), steps, progress, text)
+
+    def wait(self) -> None:
+        """Return when the new extract is written; raise the writer's error."""
+        if self.done:
+            return
+        t0 = time.perf_counter()
+        try:
+            _, used = self.job.wait()
+        except BuildError:
+            raise
+        except Exception as exc:
+            raise UpdateError(f"the change files could not be applied to the extract: {type(exc).__name__}: {exc}") \
+                from exc
+        finally:
+            self.done = True
+        now = time.perf_counter()
+        self.steps["apply"] = {"seconds": round(now - self.started, 3), "cpu_seconds": round(used.cpu_seconds, 3),
+                               "peak_rss_mb": round(used.peak_rss_mb, 1), "waited_s": round(now - t0, 3),
+                               "beside_stages": True}
+        self.progress.log(f"applied the change file(s) in {now - self.started:.1f}s (beside the stages)")
+
+    def stop(self) -> None:
+        if not self.done:
+            self.job.kill()
+            self.done = True
+
+
+def extract_identity(manifest: dict, files: list[Path], header: dict) -> str:
+    """The new extract's content, named before it is written: the old extract's (the bundle's osm input's
+    hash, or its own identity) and the change files' hashes, with the header fields the update sets."""
+    from geoengine.bundler.fetch import sha256_file
+
+    old = next((d.get("sha256") or d.get("derived_sha256") for d in manifest.get("inputs", []) if d.get("role") == "osm"),
+               None)
+    doc = {"extract": old, "changes": [sha256_file(f) for f in files], "header": header}
+    return hashlib.sha256(json.dumps(doc, sort_keys=True).encode()).hexdigest()
+
+
 @dataclass
 class Fetched:
     files: list[Path]
@@ -340,6 +399,7 @@ def update(
         if scratch.exists():
             shutil.rmtree(scratch)
         scratch.mkdir(parents=True)
+        writing = None
         try:
             header: dict[str, str] = {}
             record: dict = {"from": old.path.name, "from_created": m.get("created"), "extract": f"source/{EXTRACT}"}
@@ -390,19 +450,26 @@ def update(
                         header["osmosis_replication_base_url"] = m["replication_url"]
             name = m.get("stages", {}).get("source", {}).get("info", {}).get("file") or EXTRACT
             new_extract = scratch / name  # the extract's own name: a tile source is named after it
-            with StepMeter() as meter:
-                apply_changes(extract, files, new_extract, header)
-            steps["apply"] = meter.record()
-            progress.log(f"applied {len(files)} change file(s) to {extract} in {steps['apply']['seconds']:.1f}s: "
-                         + "; ".join(f"{k} {v['changed']:,} changed ({v['created']:,} new, {v['deleted']:,} deleted)"
-                                     for k, v in record["objects"].items()))
+            what = "; ".join(f"{k} {v['changed']:,} changed ({v['created']:,} new, {v['deleted']:,} deleted)"
+                             for k, v in record["objects"].items())
+            writing = _ApplyBeside.start(extract, files, new_extract, header, steps, progress, what)
+            if writing is None:
+                with StepMeter() as meter:
+                    apply_changes(extract, files, new_extract, header)
+                steps["apply"] = meter.record()
+                progress.log(f"applied {len(files)} change file(s) to {extract} in {steps['apply']['seconds']:.1f}s: "
+                             + what)
             inputs.osm = new_extract
             build_report: dict = {"steps": steps}
+            beside = {} if writing is None else {"wait_extract": writing.wait, "new_header": header,
+                                                 "extract_id": extract_identity(m, files, header)}
             patch = PatchInputs(old=old, old_extract=extract, new_extract=new_extract, files=tuple(files),
-                                changes=changes, osc=changes.osc, store=store)
+                                changes=changes, osc=changes.osc, store=store, **beside)
             build(inputs, out, settings, progress=progress, report=build_report, reuse=old,
                   manifest_extra={"update": record}, keep_replaced=True, patch=patch)
         finally:
+            if writing is not None:
+                writing.stop()
             shutil.rmtree(scratch, ignore_errors=True)
     new = Bundle.open(out)
     result = {
