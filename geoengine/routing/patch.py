@@ -55,14 +55,12 @@ def _topology_ok(old_cch: Path) -> bool:
 
 
 def same_turns(old_graph, new_graph) -> bool:
-    """Whether the two graphs' possible turns (the topology's input: n, offsets, targets) are equal."""
-    from geoengine.routing.customise import possible_turns
-
+    """Whether the two graphs' possible turns (the topology's input: n, offsets, targets) are equal: the
+    arrays `customise.possible_turns` makes them of (each edge's end node, each node's out-edges) are."""
     if old_graph.n_edges != new_graph.n_edges:
         return False
-    oo, ot = possible_turns(old_graph)
-    no, nt = possible_turns(new_graph)
-    return np.array_equal(oo, no) and np.array_equal(ot, nt)
+    return all(np.array_equal(np.asarray(getattr(old_graph, a)), np.asarray(getattr(new_graph, a)))
+               for a in ("edge_dst", "node_out_offsets", "node_out_edges"))
 
 
 def _seg_keys(graph) -> np.ndarray:
@@ -148,7 +146,7 @@ def patch_topology(old_graph, new_graph, old_cch: Path, out_cch: Path, *, max_ch
         for f in CCHTopology.files():
             link_file(old_cch / f, out_cch / f)
         topo = CCHTopology.load(out_cch, mmap=True)
-        return topo, {"patch": "same topology: order and supergraph linked from the old bundle",
+        return topo, {"patch": "same topology: order and supergraph linked from the old bundle", "same_turns": True,
                       "seconds": round(time.perf_counter() - t0, 3)}
     old_of_new = match_edges(old_graph, new_graph)
     kept = int((old_of_new >= 0).sum())

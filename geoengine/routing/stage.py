@@ -94,8 +94,9 @@ def _finish(ctx: BuildContext, graph, topo, topo_info: dict) -> StageResult:
     ctx.progress.update(1, f"CCH topology ({info['topology']['seconds']:.1f}s, {topo.edges} edges)")
     # every possible turn must join two vertices the topology connects (what the router's set_base
     # raises on otherwise); each costing's turn graph is a subset of them by construction
-    # (graph.turns.TurnBase)
-    topo.check(*possible_turns(graph))
+    # (graph.turns.TurnBase). A topology linked from the old bundle for the same turns was checked there.
+    if not topo_info.get("same_turns"):
+        topo.check(*possible_turns(graph))
     del topo  # saved and checked; the costings' checks below need only the graph
     heap.release()
     for i, costing in enumerate(COSTINGS):

@@ -115,6 +115,12 @@ def test_moved_nodes_link_the_old_order_and_supergraph(moved):
     assert "routing" in res["stages_patched"] and "routing" not in res["stages_rebuilt"], res  # (tiles too)
     entry = Bundle.open(out).stages["routing"]
     assert entry["info"]["topology"]["patch"].startswith("same topology")
+    # same_turns compares the arrays possible_turns is made of: here the turns are equal, as computed
+    from geoengine.routing.customise import possible_turns
+
+    old_g, new_g = Graph.open(moved["old"].path / "graph"), Graph.open(out / "graph")
+    assert routing_patch.same_turns(old_g, new_g)
+    assert all(np.array_equal(a, b) for a, b in zip(possible_turns(old_g), possible_turns(new_g), strict=True))
     # the topology files are the old bundle's (hard links): neither ordered nor contracted again
     cch = out / "routing" / "cch"
     assert {p.name: p.stat().st_ino for p in cch.iterdir()} == moved["old_inodes"]
@@ -138,6 +144,10 @@ def test_a_new_and_a_deleted_road_carry_the_old_order_over(changed, edits):
     assert entry["info"]["topology"]["patch"].startswith("order carried over")
     old_g, new_g = Graph.open(changed["old"].path / "graph"), Graph.open(out / "graph")
     assert not routing_patch.same_turns(old_g, new_g)
+    from geoengine.routing.customise import possible_turns
+
+    po, pn = possible_turns(old_g), possible_turns(new_g)
+    assert len(po[1]) != len(pn[1]) or not np.array_equal(po[1], pn[1])  # (as computed)
     old_rank = np.load(changed["old"].path / "routing" / "cch" / "rank.npy")
     new_rank = np.load(out / "routing" / "cch" / "rank.npy")
     m = routing_patch.match_edges(old_g, new_g)
