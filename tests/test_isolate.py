@@ -153,3 +153,33 @@ def slow():
 run_forked(slow)
 """
     assert_child_dies_with_parent(script, pidfile, env=dict(os.environ, PYTHONPATH=ROOT), what="the stage's child")
+
+
+_SHARED_CONTEXT = """
+import json
+import numba, numpy as np
+from geoengine.bundler.isolate import fork_safe, run_forked, share_kernel_context
+share_kernel_context()
+
+@numba.njit(parallel=True, cache=False)
+def total(a):
+    s = 0.0
+    for i in numba.prange(len(a)):
+        s += a[i]
+    return s
+
+def child():
+    return {"sum": total(np.ones(1000)), "layer": numba.threading_layer()}
+
+print(json.dumps({"fork_safe": fork_safe(), "child": run_forked(child)[0], "after": fork_safe()}))
+"""
+
+
+def test_the_kernel_context_made_before_forking_leaves_the_process_fork_safe():
+    """share_kernel_context (pipeline.build calls it before forking its stages) starts no thread: the
+    process may still fork, and its child runs a parallel kernel."""
+    run = subprocess.run([sys.executable, "-c", _SHARED_CONTEXT], cwd=ROOT, capture_output=True, text=True,
+                         timeout=300, env={**os.environ, "PYTHONPATH": ROOT})
+    assert run.returncode == 0, run.stderr[-3000:]
+    r = json.loads(run.stdout.strip().splitlines()[-1])
+    assert r["fork_safe"] and r["child"]["sum"] == 1000.0 and r["child"]["layer"] in ("omp", "tbb", "workqueue")

@@ -64,6 +64,16 @@ def fork_safe() -> bool:
     return not getattr(parallel, "_is_initialized", False)
 
 
+def share_kernel_context() -> None:
+    """Make Numba's CPU target context (its registries and builtins: about 0.13 s) in this process, so
+    that the children it forks inherit it: a forked stage then loads its first cached kernel in about
+    15 ms instead of 0.16 s (measured on this machine). It starts no thread: the process may still fork
+    (`fork_safe`)."""
+    from numba.core.registry import cpu_target
+
+    cpu_target.target_context.refresh()
+
+
 def run_forked(fn: Callable, *args):
     """`fn(*args)` in a forked child; returns (its value, ChildUsage). Raises what it raised."""
     return start_forked(fn, *args).wait()

@@ -25,7 +25,7 @@ from pathlib import Path
 from geoengine import __version__
 from geoengine.bundle import FORMAT, FORMAT_VERSION, STAGE_VERSIONS, Bundle
 from geoengine.bundler import heap
-from geoengine.bundler.isolate import fork_safe, run_forked, start_forked
+from geoengine.bundler.isolate import fork_safe, run_forked, share_kernel_context, start_forked
 from geoengine.bundler.measure import StepMeter, dir_bytes, peak_mb, reset_peak, rss_mb
 from geoengine.config import Settings
 from geoengine.errors import BuildError, InvalidRequest
@@ -330,6 +330,8 @@ def build(
     steps: dict[str, dict] = {} if report is None else report.setdefault("steps", {})
     with StepMeter() as m:
         stages = stages if stages is not None else all_stages()  # imports the stage modules (numba, ...)
+        if fork_safe() and any(s.isolated for s in stages):
+            share_kernel_context()  # made once here, not in each forked stage
     steps["load_stages"] = m.record()
     out = Path(out).expanduser().absolute()
     out.parent.mkdir(parents=True, exist_ok=True)
