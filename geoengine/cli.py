@@ -415,7 +415,7 @@ def make_parser() -> argparse.ArgumentParser:
     b.add_argument("--report", metavar="FILE", help="write every build step's wall, CPU, peak RSS and output size "
                    "as JSON to FILE (see docs/scale.md)")
     b.add_argument("--no-warm", action="store_true", help="do not fill the compile cache for the new bundle")
-    b.set_defaults(func=cmd_build)
+    b.set_defaults(func=cmd_build, quick_exit=True)
 
     from geoengine.bundler.update import MAX_DIFFS
 
@@ -441,7 +441,7 @@ def make_parser() -> argparse.ArgumentParser:
                    help=f"at most N replication diffs per run (default {MAX_DIFFS})")
     u.add_argument("--quiet", action="store_true", help="no progress output")
     u.add_argument("--report", metavar="FILE", help="write every step's wall, CPU, peak RSS and what was reused as JSON")
-    u.set_defaults(func=cmd_update)
+    u.set_defaults(func=cmd_update, quick_exit=True)
 
     w = sub.add_parser("warm", help="fill the compile cache (Numba) for builds and bundles' request paths",
                        description="Build the compile kit (a bundle of a few dozen junctions: every build stage's "
@@ -544,7 +544,7 @@ def main(argv: list[str] | None = None) -> int:
         parser.print_help()
         return 2
     try:
-        return args.func(args) or 0
+        code = args.func(args) or 0
     except GeoengineError as exc:
         print(f"error: {exc.detail}", file=sys.stderr)
         return 1
@@ -554,6 +554,13 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:
         print("interrupted", file=sys.stderr)
         return 130
+    if argv is None and getattr(args, "quick_exit", False):
+        # a build or an update has published and closed everything it wrote: the process ends here,
+        # without the interpreter's teardown of every module's objects (about 0.2 s after an update)
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(code)
+    return code
 
 
 if __name__ == "__main__":
