@@ -106,8 +106,6 @@ def build(ctx_bbox, p, old: Old, work: Path, maxzoom: int = T.MAXZOOM, pz: int =
     a SimpleNamespace spool (folder, shared, low with geometries, low_bounds, all_bounds, pz, maxzoom,
     counts) and the old and new features of the affected objects (for `patch.touched_by_features`)."""
     osc = p.osc
-    if old.meta["coastlines"]:
-        raise Decline("the extract has coastlines (land and sea are split over all of them)")
     ch_n = osc.node_ids()
     ch_w = osc.way_ids()
     # 1. the affected objects
