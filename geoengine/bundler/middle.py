@@ -166,6 +166,23 @@ class Store:
             return None
         return [int(x.min()) / 1e7, int(y.min()) / 1e7, int(x.max()) / 1e7, int(y.max()) / 1e7]
 
+    def bbox_after(self, osc, bbox) -> list[float] | None:
+        """What `bbox()` gives of the store after the change `osc` (`write_patched`'s), found from the
+        change's nodes alone, without the new store: `bbox` is this store's `bbox()`. None where a changed
+        node held one of its extremes (the box may shrink: only the whole new store tells)."""
+        if bbox is None:
+            return None
+        ext = [int(round(v * 1e7)) for v in bbox]
+        changed, cx, cy, live = osc.node_arrays()
+        if len(changed):
+            x, y, found = self.fixed(changed)
+            if (found & ((x == ext[0]) | (y == ext[1]) | (x == ext[2]) | (y == ext[3]))).any():
+                return None
+            if live.any():
+                ext = [min(ext[0], int(cx[live].min())), min(ext[1], int(cy[live].min())),
+                       max(ext[2], int(cx[live].max())), max(ext[3], int(cy[live].max()))]
+        return [ext[0] / 1e7, ext[1] / 1e7, ext[2] / 1e7, ext[3] / 1e7]
+
     CHUNK = 1 << 22  # objects of the old store merged at a time (write_patched)
 
     def write_patched(self, folder: Path, osc) -> list[str]:

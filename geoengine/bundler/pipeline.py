@@ -112,6 +112,10 @@ class PatchInputs:
     wait_extract: Callable[[], None] | None = None
     extract_id: str | None = None
     new_header: dict | None = None
+    # the new extract's bbox where the update knows it before the source stage reports it (the old one,
+    # or grown by new nodes: middle.Store.bbox_after): stages that read only the bbox of the source stage
+    # may then be patched before it ends (checked against its result)
+    bbox: tuple | None = None
 
     def locations(self, ids) -> tuple:
         """(lon, lat, found) of any nodes in the NEW extract (after the change): float64 arrays equal to
@@ -394,25 +398,44 @@ def build(
         # own process while the stages before it still run (at most EARLY_PATCHES at once)
         early: dict[str, tuple] = {}
         early_ok = reuse is not None and patch is not None and fork_safe()
+        foreseen = early_ok and patch.bbox is not None  # the bbox is known before the source stage's result
 
         def start_early(after: int) -> None:
-            for later in stages[after:]:
+            for later in reversed(stages[after:]):  # the last stages first: tiles and search are the largest
                 if len(early) >= EARLY_PATCHES:
                     return
+                known = "source" in state["stages"] or not foreseen
+                seen = ctx if known else replace(ctx, results={**ctx.results,
+                                                               "source": {"info": {"bbox": list(patch.bbox)}}})
                 if (later.name in early or later.name in state["stages"] or later.patch is None
-                        or not later.isolated or not _ready(later, state["stages"]) or not later.applies(ctx)):
+                        or not later.isolated or not _ready(later, seen.results) or not later.applies(ctx)):
                     continue
-                k = stage_key(later, input_docs, ctx)
+                k = stage_key(later, input_docs, seen)
                 prior = reuse.stages.get(later.name)
                 if prior is not None and prior.get("input_key") == k:
                     continue  # reused, below
                 if (work / later.name).exists():
                     shutil.rmtree(work / later.name)
-                early[later.name] = (start_forked(_patch_early, later, ctx, patch), k, time.perf_counter())
+                early[later.name] = (start_forked(_patch_early, later, seen, patch), k, time.perf_counter(),
+                                     None if known else patch.bbox)
+
+        def check_foreseen() -> None:
+            """The source stage has reported the bbox: patches started with the foreseen one go on when
+            it is the same, and start again otherwise."""
+            for name in [n for n, job in early.items() if job[3] is not None]:
+                job = early[name]
+                if ctx.bbox is not None and list(ctx.bbox) == list(job[3]):
+                    early[name] = job[:3] + (None,)
+                else:
+                    job[0].kill()
+                    del early[name]
+                    progress.log(f"[{name}] started again: the bbox is not the one foreseen")
 
         try:
             for i, stage in enumerate(stages):
                 if early_ok:
+                    if "source" in state["stages"]:
+                        check_foreseen()
                     start_early(i + 1)
                 if stage.name in state["stages"]:
                     progress.log(f"[{stage.name}] already built, skipped")

@@ -258,6 +258,19 @@ class _ApplyBeside:
             self.done = True
 
 
+def foreseen_bbox(manifest: dict, store, changes) -> tuple | None:
+    """The new extract's bbox as its source stage will report it, known before that stage: the header's
+    box (copied from the old extract) or the nodes' box (`Store.bbox_after`: from the change's nodes);
+    None where only the new store tells (a changed node held an extreme of the old box)."""
+    info = manifest.get("stages", {}).get("source", {}).get("info", {})
+    bbox, origin = info.get("bbox"), info.get("bbox_from")
+    if not bbox or origin not in ("header", "nodes"):
+        return None
+    if origin == "nodes":
+        bbox = store.bbox_after(changes.osc, bbox) if store is not None else None
+    return tuple(round(v, 7) for v in bbox) if bbox else None
+
+
 def extract_identity(manifest: dict, files: list[Path], header: dict) -> str:
     """The new extract's content, named before it is written: the old extract's (the bundle's osm input's
     hash, or its own identity) and the change files' hashes, with the header fields the update sets."""
@@ -464,7 +477,8 @@ def update(
             beside = {} if writing is None else {"wait_extract": writing.wait, "new_header": header,
                                                  "extract_id": extract_identity(m, files, header)}
             patch = PatchInputs(old=old, old_extract=extract, new_extract=new_extract, files=tuple(files),
-                                changes=changes, osc=changes.osc, store=store, **beside)
+                                changes=changes, osc=changes.osc, store=store, bbox=foreseen_bbox(m, store, changes),
+                                **beside)
             build(inputs, out, settings, progress=progress, report=build_report, reuse=old,
                   manifest_extra={"update": record}, keep_replaced=True, patch=patch)
         finally:

@@ -86,3 +86,83 @@ def test_an_extract_that_cannot_be_written_fails_the_update_and_publishes_nothin
     assert "no space left on device" in r["error"]
     assert os.path.realpath(out) == before and (out / "manifest.json").exists()
     assert not (out.parent / f".{out.name}.update").exists()
+
+
+_FORESEEN = """
+import json, sys, time
+from pathlib import Path
+from geoengine.bundle import Bundle
+from geoengine.bundler.middle import Store
+from geoengine.bundler.pipeline import BuildInputs, PatchInputs, Stage, StageResult, build
+from geoengine.bundler.source import STAGE as SOURCE
+from geoengine.bundler.update import apply_changes, read_changes
+from geoengine.bundler import pipeline
+from geoengine.config import Settings
+from geoengine.progress import Progress
+
+old_path, osc, new, home, guess, log = (Path(a) for a in sys.argv[1:7])
+pipeline.STAGE_VERSIONS["boxed"] = 1
+
+def boxed_patch(ctx, p):
+    with open(log, "a") as fh:
+        fh.write(json.dumps({"bbox": list(ctx.bbox), "t": time.time()}) + "\\n")
+    (ctx.stage_dir("boxed") / "bbox").write_text(json.dumps(list(ctx.bbox)))
+    return StageResult(outputs=["boxed/bbox"], counts={"n": 1})
+
+def slow_source_patch(ctx, p):
+    time.sleep(0.5)
+    r = SOURCE.patch(ctx, p)
+    with open(log, "a") as fh:
+        fh.write(json.dumps({"source_done": time.time()}) + "\\n")
+    return r
+
+stages = [Stage(name="source", run=SOURCE.run, patch=slow_source_patch, isolated=True, needs=SOURCE.needs),
+          Stage(name="boxed", run=boxed_patch, patch=boxed_patch, isolated=True, needs=("input:osm", "bbox"))]
+old = Bundle.open(old_path)
+settings = Settings(home=home)
+changes = read_changes([osc])
+apply_changes(old.path / "source" / "extract.osm.pbf", [osc], new, {})
+bbox = json.loads(guess.read_text())
+patch = PatchInputs(old=old, old_extract=old.path / "source" / "extract.osm.pbf", new_extract=new, files=(osc,),
+                    changes=changes, osc=changes.osc, store=Store.open(old.path / "source" / "store"),
+                    bbox=tuple(bbox) if bbox else None)
+lines = []
+class P(Progress):
+    def log(self, m):
+        lines.append(m)
+out = old_path.parent / "new"
+build(BuildInputs(osm=new), out, settings, stages=stages, reuse=old, patch=patch, progress=P(quiet=True))
+print(json.dumps({"lines": lines, "bbox": json.loads((out / "boxed" / "bbox").read_text()),
+                  "source_bbox": Bundle.open(out).stages["source"]["info"]["bbox"]}))
+"""
+
+
+def _foreseen(old_bundle, edits, tmp_path, guess) -> tuple[dict, list]:
+    from .conftest import linked_copy
+
+    old = linked_copy(old_bundle, tmp_path / "old")
+    (tmp_path / "guess.json").write_text(json.dumps(guess))
+    args = [str(old), str(edits["osc"]), str(tmp_path / "new.osm.pbf"), str(tmp_path / "home"),
+            str(tmp_path / "guess.json"), str(tmp_path / "log.jsonl")]
+    run = subprocess.run([sys.executable, "-c", _FORESEEN, *args], cwd=ROOT, capture_output=True, text=True,
+                         timeout=600, env={**os.environ, "PYTHONPATH": str(ROOT)})
+    assert run.returncode == 0, run.stderr[-3000:]
+    log = [json.loads(line) for line in (tmp_path / "log.jsonl").read_text().splitlines()]
+    return json.loads(run.stdout.strip().splitlines()[-1]), log
+
+
+def test_a_stage_that_reads_the_bbox_is_patched_before_the_source_stage_ends(old_bundle, edits, tmp_path):
+    """With the bbox foreseen (PatchInputs.bbox, update.foreseen_bbox), a patch that reads only the bbox of
+    the source stage starts beside it; a wrong guess is caught when the source stage reports its bbox, and
+    the patch runs again with the right one."""
+    right = geoengine.bundle.Bundle.open(old_bundle).stages["source"]["info"]["bbox"]  # a header's box
+    r, log = _foreseen(old_bundle, edits, tmp_path / "right", right)
+    done = next(e["source_done"] for e in log if "source_done" in e)
+    (started,) = [e for e in log if "bbox" in e]
+    assert started["t"] < done and started["bbox"] == right == r["bbox"] == r["source_bbox"]
+    assert not any("started again" in line for line in r["lines"])
+    wrong = [right[0] - 0.5, *right[1:]]
+    r, log = _foreseen(old_bundle, edits, tmp_path / "wrong", wrong)
+    seen = [e["bbox"] for e in log if "bbox" in e]
+    assert seen[0] == wrong and seen[-1] == right == r["bbox"]  # started again with the source stage's
+    assert any("[boxed] started again" in line for line in r["lines"])

@@ -86,3 +86,46 @@ def test_locations_are_osmiums_in_the_new_extract(edits, tmp_path):
     x_old, _, had = store.fixed(np.asarray(edits["moved_nodes"], np.int64))
     lon_new, _, _ = middle.locations(store, changes.osc, np.asarray(edits["moved_nodes"], np.int64))
     assert had.all() and (x_old / 1e7 != lon_new).any()  # the change moves them: the overlay is read
+
+
+def _node_change(path, nodes) -> object:
+    """A change file of nodes (id, version, lon, lat; lon None: deleted), read as an update reads it."""
+    writer = osmium.SimpleWriter(str(path))
+    try:
+        for i, v, lon, lat in nodes:
+            if lon is None:
+                writer.add_node(osmium.osm.mutable.Node(id=i, version=v, visible=False))
+            else:
+                writer.add_node(osmium.osm.mutable.Node(id=i, version=v, location=(lon, lat)))
+    finally:
+        writer.close()
+    return read_changes([path]).osc
+
+
+def test_the_box_after_a_change_is_the_patched_stores(edits, tmp_path):
+    """`bbox_after` (what lets an update's patches start before the source stage) gives the patched
+    store's bbox, or None where a changed node held an extreme of the old box."""
+    scan = scan_pbf(edits["old"], keep=True)
+    middle.write(tmp_path / "old", scan["objects"])
+    store = middle.Store.open(tmp_path / "old")
+    box = store.bbox()
+    a = store.arrays["n"]
+    west = int(a["id"][int(np.argmin(a["x"]))])  # the node on the box's west edge
+    inner = int(a["id"][int(np.argsort(a["x"])[len(a["x"]) // 2])])
+    top = int(a["id"].max())
+    lon0, lat0 = float(a["x"][len(a["x"]) // 2]) / 1e7, float(a["y"][len(a["y"]) // 2]) / 1e7
+    cases = {
+        "the edits": (read_changes([edits["osc"]]).osc, True),
+        "inside": (_node_change(tmp_path / "in.osc", [(inner, 99, lon0 + 1e-4, lat0)]), True),
+        "grows": (_node_change(tmp_path / "grow.osc", [(top + 1, 1, box[2] + 0.01, box[3] + 0.02)]), True),
+        "west moved": (_node_change(tmp_path / "west.osc", [(west, 99, box[0] + 0.001, lat0)]), False),
+        "west deleted": (_node_change(tmp_path / "wdel.osc", [(west, 99, None, None)]), False),
+    }
+    for name, (osc, known) in cases.items():
+        got = store.bbox_after(osc, box)
+        if not known:
+            assert got is None, name
+            continue
+        store.write_patched(tmp_path / name, osc)
+        assert got == middle.Store.open(tmp_path / name).bbox(), name
+    assert store.bbox_after(cases["grows"][0], box) != box  # (the box grew)
