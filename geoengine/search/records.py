@@ -356,6 +356,76 @@ def _concat_rows(a, b, ka: np.ndarray, kb: np.ndarray, order: np.ndarray, kind: 
     return [both[i] for i in order.tolist()]
 
 
+_DTYPES = {"q": np.int64, "d": np.float64, "b": np.int8, "B": np.uint8, "i": np.int32, "l": np.int64, "f": np.float32}
+
+
+def _array_col(packed: dict, key: str) -> np.ndarray:
+    """An array("q"/"d"/...) column of `pack_columns`' output as numpy (a view of its bytes)."""
+    code, raw = packed[key + ".array"]
+    return np.frombuffer(raw, _DTYPES[code])
+
+
+def _gather(values: np.ndarray, lens: np.ndarray, rows: np.ndarray) -> np.ndarray:
+    """The values of rows `rows` of ragged rows of `lens` values each (consecutive in `values`), in that order."""
+    starts = np.concatenate([[0], np.cumsum(lens)[:-1]]).astype(np.int64) if len(lens) else np.zeros(0, np.int64)
+    n = lens[rows]
+    out_starts = np.concatenate([[0], np.cumsum(n)[:-1]]).astype(np.int64) if len(n) else np.zeros(0, np.int64)
+    idx = np.repeat(starts[rows] - out_starts, n) + np.arange(int(n.sum()), dtype=np.int64)
+    return values[idx]
+
+
+def _take_strings(a: dict, b: dict, key: str, rows: np.ndarray, out: dict) -> None:
+    """Rows `rows` of the strings `key` (`_pack_strings`: lengths in characters, -1 None, and one UTF-8 text)
+    of a then b, packed as `_pack_strings` packs them."""
+    lens = np.concatenate([a[key + ".len"], b[key + ".len"]])
+    text = (a[key + ".text"] + b[key + ".text"]).decode("utf-8", "surrogatepass")
+    chars = np.frombuffer(text.encode("utf-32-le", "surrogatepass"), np.uint32)
+    picked = _gather(chars, np.maximum(lens, 0), rows)
+    out[key + ".len"] = lens[rows]
+    out[key + ".text"] = picked.tobytes().decode("utf-32-le", "surrogatepass").encode("utf-8", "surrogatepass")
+
+
+def _take_packed(a: dict, b: dict, prefix: str, names: list[str], rows: np.ndarray, out: dict) -> None:
+    """Rows `rows` (of a's rows then b's) of the one-value-a-row columns `names` of two `pack_columns`
+    outputs, into `out` as `pack_columns` would pack those rows' values (a TextColumn's bytes compact, in row
+    order, as `take_docs` leaves them)."""
+    rows = np.asarray(rows, np.int64)
+    for name in names:
+        key = prefix + name
+        if key + ".array" in a:
+            code = a[key + ".array"][0]
+            out[key + ".array"] = (code, np.concatenate([_array_col(a, key), _array_col(b, key)])[rows].tobytes())
+        elif key + ".textcol" in a:
+            (ba, sa, ta), (bb, sb, tb) = a[key + ".textcol"], b[key + ".textcol"]
+            start = np.concatenate([np.frombuffer(sa, np.int64), np.frombuffer(sb, np.int64)])
+            stop = np.concatenate([np.frombuffer(ta, np.int64), np.frombuffer(tb, np.int64)])
+            shift = np.concatenate([np.zeros(len(sa) // 8, np.int64), np.full(len(sb) // 8, len(ba), np.int64)])
+            start, stop = start[rows], stop[rows]
+            none = start < 0
+            lens = np.where(none, 0, stop - start)
+            buf = np.frombuffer(ba + bb, np.uint8)
+            offs = np.where(none, 0, start + shift[rows])
+            n = len(rows)
+            out_start = np.concatenate([[0], np.cumsum(lens)[:-1]]).astype(np.int64) if n else np.zeros(0, np.int64)
+            idx = np.repeat(offs - out_start, lens) + np.arange(int(lens.sum()), dtype=np.int64)
+            new_start = np.where(none, -1, out_start)
+            new_stop = np.where(none, -1, out_start + lens)
+            out[key + ".textcol"] = (buf[idx].tobytes(), new_start.tobytes(), new_stop.tobytes())
+        elif key + ".count" in a:
+            counts = np.concatenate([a[key + ".count"], b[key + ".count"]])
+            flat = np.maximum(counts, 0)
+            n_flat_a = int(np.maximum(a[key + ".count"], 0).sum())
+            flat_rows = _gather(np.arange(len(a[key + ".len"]) + len(b[key + ".len"]), dtype=np.int64), flat, rows)
+            assert n_flat_a == len(a[key + ".len"])
+            _take_strings(a, b, key, flat_rows, out)
+            out[key + ".count"] = counts[rows]
+        elif key + ".bool" in a:
+            out[key + ".bool"] = np.concatenate([a[key + ".bool"], b[key + ".bool"]])[rows]
+        else:
+            _take_strings(a, b, key, rows, out)
+
+
+
 def patch_read(rec: dict, osc, locations, work: Path, folder: Path) -> dict:
     """The records of the new extract: `rec`'s (of the stage folder `folder`), the affected objects' read
     again in `work`. `out["_files"]`: (path, name) of the kept ways' file to place in the new stage folder
@@ -375,62 +445,26 @@ def patch_read(rec: dict, osc, locations, work: Path, folder: Path) -> dict:
                                 _keys(np.full(len(ways), 2), ways), _keys(np.full(len(rels), 3), rels)])
     drop_docs.sort()
     out: dict = {"format": FORMAT}
-    # documents
+    # documents, street ways, interpolation ways (by way id): merged in their packed form (numpy gathers over
+    # the columns' bytes: no Python object per document or way)
     keep, add, order = _merge_table(rec["doc.key"], new["doc.key"], drop_docs)
-    old_ds = unpack_columns(DocSet(), row_columns(), rec, "doc.")
-    rows = [("o", i) for i in keep.tolist()] + [("n", i) for i in add.tolist()]
-    rows = [rows[i] for i in order.tolist()]
-    merged = DocSet()
-    from geoengine.search.docset import extend_docs
-
-    # runs of rows from one side, taken together
-    start = 0
-    while start < len(rows):
-        side = rows[start][0]
-        stop = start
-        while stop < len(rows) and rows[stop][0] == side:
-            stop += 1
-        extend_docs(merged, take_docs(old_ds if side == "o" else ds, [r for _, r in rows[start:stop]]))
-        start = stop
-    out["doc.key"] = np.concatenate([rec["doc.key"][keep], new["doc.key"][add]])[order]
-    out["_docs"] = merged  # (packed when the records are kept, `pack_docs`: not held twice meanwhile)
-    del old_ds, merged
-    # street ways, interpolation ways (by way id)
-    for prefix, cols, obj in (("street.", STREET_COLUMNS, StreetWays), ("interp.", INTERP_COLUMNS, InterpolationWays)):
-        a, b = unpack_columns(obj(), cols, rec, prefix), unpack_columns(obj(), cols, new, prefix)
-        ka, kb = _np(a.id, np.int64), _np(b.id, np.int64)
+    rows = np.concatenate([keep, add + len(rec["doc.key"])])[order]
+    _take_packed(rec, new, "doc.", row_columns(), rows, out)
+    out["doc.key"] = np.concatenate([rec["doc.key"], new["doc.key"]])[rows]
+    for prefix, cols, csr in (("street.", STREET_COLUMNS, ("xy",)), ("interp.", INTERP_COLUMNS, ("xy", "node_id"))):
+        ka, kb = _array_col(rec, prefix + "id"), _array_col(new, prefix + "id")
         keep, add, order = _merge_table(ka, kb, ways)
-        m = obj()
-        for c in cols:
-            if c in ("ends", "xy", "node_id"):
-                continue
-            ca, cb = getattr(a, c), getattr(b, c)
-            if isinstance(ca, array):
-                setattr(m, c, _typed(ca.typecode, _concat_rows(_np(ca, ca.typecode), _np(cb, cb.typecode), keep, add,
-                                                              order, "array")))
-            elif isinstance(ca, TextColumn):
-                both = [ca[i] for i in keep.tolist()] + [cb[i] for i in add.tolist()]
-                col = TextColumn()
-                for i in order.tolist():
-                    col.append(both[i])
-                setattr(m, c, col)
-            else:
-                setattr(m, c, _concat_rows(ca, cb, keep, add, order, "list"))
+        rows = np.concatenate([keep, add + len(ka)])[order]
+        _take_packed(rec, new, prefix, [c for c in cols if c not in ("ends", *csr)], rows, out)
         # vertices (xy pairs, ends in vertices for streets, in nodes for interpolations; node_id alongside)
-        ea, eb = _np(a.ends, np.int64), _np(b.ends, np.int64)
-        xa, xb = _np(a.xy, np.float64).reshape(-1, 2), _np(b.xy, np.float64).reshape(-1, 2)
-        e1, xy1 = _take_csr(ea, xa, keep)
-        e2, xy2 = _take_csr(eb, xb, add)
-        ends = np.concatenate([e1, e2[1:] + e1[-1]])
-        xy = np.concatenate([xy1, xy2])
-        ends, xy = _take_csr(ends, xy, order)
-        m.ends, m.xy = _typed("q", ends), _typed("d", xy)
-        if prefix == "interp.":
-            _, n1 = _take_csr(ea, _np(a.node_id, np.int64), keep)
-            _, n2 = _take_csr(eb, _np(b.node_id, np.int64), add)
-            _, nid = _take_csr(np.concatenate([e1, e2[1:] + e1[-1]]), np.concatenate([n1, n2]), order)
-            m.node_id = _typed("q", nid)
-        pack_columns(m, cols, out, prefix)
+        ea, eb = _array_col(rec, prefix + "ends"), _array_col(new, prefix + "ends")
+        ends = np.concatenate([ea, eb[1:] + ea[-1]])
+        for c in csr:
+            va, vb = _array_col(rec, prefix + c), _array_col(new, prefix + c)
+            width = 2 if c == "xy" else 1
+            e, v = _take_csr(ends, np.concatenate([va, vb]).reshape(-1, width), rows)
+            out[prefix + c + ".array"] = (rec[prefix + c + ".array"][0], v.tobytes())
+        out[prefix + "ends.array"] = ("q", e.astype(np.int64).tobytes())
     # address nodes, postcode samples, boxes, shapes
     keep, add, order = _merge_table(rec["addr_node_id"], new["addr_node_id"], nodes)
     out["addr_node_id"] = np.concatenate([rec["addr_node_id"][keep], new["addr_node_id"][add]])[order]
