@@ -313,16 +313,17 @@ def _fixed(c: int | None, deg: float) -> int:
 
 
 def kept_tags(folder: Path, rec: dict, wanted: set[int]) -> dict[int, dict]:
-    """The tags of the kept ways `wanted` (the latest file's)."""
-    import osmium
+    """The tags of the kept ways `wanted` (the latest file's), read by search/pbfways.py's compiled walk of
+    the files (only the wanted ways reach Python)."""
+    from geoengine.search.pbfways import way_tags
 
+    want = np.asarray(sorted(wanted), np.int64)
     out = {}
     for name, excluded in rec["ways"]:
-        skip = set(excluded.tolist())
-        for w in osmium.FileProcessor(str(Path(folder) / name), osmium.osm.WAY):
-            i = w.id
-            if i in wanted and i not in skip:
-                out[i] = dict(w.tags)
+        try:
+            out.update(way_tags(Path(folder) / name, np.setdiff1d(want, excluded)))
+        except ValueError as exc:
+            raise Declined(str(exc)) from None
     return out
 
 

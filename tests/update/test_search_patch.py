@@ -284,3 +284,18 @@ def test_tags_that_need_escaping_patch_to_the_full_runs_index(old_records, tmp_p
                                                 tags={**poi["tags"], "name": odd, "a b": "c=d"})}
     new, osc = write_versions(src, tmp_path / "v", nodes, {street.id: street})
     patched_equals_full(old_records, new, osc, tmp_path)
+
+
+def test_kept_tags_are_osmiums(old_records):
+    """records.kept_tags (search/pbfways.py: the kept ways' files walked by compiled loops, only the wanted
+    ways decoded) gives what pyosmium reads of the same ways, tags in the same order, the later file's way
+    where two files hold one."""
+    _, old, folder = old_records
+    ids = records.kept_refs(folder, old)[0]
+    want = {w: tags for w, (tags, _) in kept_ways(folder, old).items()}
+    some = set(ids[:: 7].tolist()) | {int(ids[-1]), 1}  # (1: no such way)
+    got = records.kept_tags(folder, old, some)
+    assert set(got) == some - {1} and all(list(got[w].items()) == list(want[w].items()) for w in got)
+    everything = records.kept_tags(folder, old, set(ids.tolist()))
+    assert list(everything) != [] and {w: list(t.items()) for w, t in everything.items()} == {
+        w: list(t.items()) for w, t in want.items()}
