@@ -433,13 +433,18 @@ def _gather(values: np.ndarray, lens: np.ndarray, rows: np.ndarray) -> np.ndarra
 
 def _take_strings(a: dict, b: dict, key: str, rows: np.ndarray, out: dict) -> None:
     """Rows `rows` of the strings `key` (`_pack_strings`: lengths in characters, -1 None, and one UTF-8 text)
-    of a then b, packed as `_pack_strings` packs them."""
+    of a then b, packed as `_pack_strings` packs them: the values' bytes gathered as they are (a value's
+    characters start at the bytes that are not UTF-8 continuation bytes; no decoding)."""
     lens = np.concatenate([a[key + ".len"], b[key + ".len"]])
-    text = (a[key + ".text"] + b[key + ".text"]).decode("utf-8", "surrogatepass")
-    chars = np.frombuffer(text.encode("utf-32-le", "surrogatepass"), np.uint32)
-    picked = _gather(chars, np.maximum(lens, 0), rows)
+    text = a[key + ".text"] + b[key + ".text"]
+    raw = np.frombuffer(text, np.uint8)
+    char_at = np.flatnonzero((raw & 0xC0) != 0x80)  # the byte offset of every character
+    char_at = np.concatenate([char_at, [len(raw)]]).astype(np.int64)
+    n = np.maximum(lens, 0)
+    first = np.concatenate([[0], np.cumsum(n)]).astype(np.int64)  # each value's first character, and the end
+    nbytes = char_at[first[1:]] - char_at[first[:-1]]
     out[key + ".len"] = lens[rows]
-    out[key + ".text"] = picked.tobytes().decode("utf-32-le", "surrogatepass").encode("utf-8", "surrogatepass")
+    out[key + ".text"] = _gather(raw, nbytes, rows).tobytes()
 
 
 def _take_packed(a: dict, b: dict, prefix: str, names: list[str], rows: np.ndarray, out: dict) -> None:
