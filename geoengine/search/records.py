@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import json
 import pickle
+import re
 import tempfile
 from array import array
 from pathlib import Path
@@ -289,53 +290,109 @@ class Change:
         self.old_member_ways = np.unique(np.concatenate(old_members)) if old_members else np.zeros(0, np.int64)
 
 
-def _mini_extract(path: Path, rec: dict, osc, ch: Change, locations, folder: Path, kept_ids: np.ndarray) -> None:
-    """The affected objects as an OSM file: the changed nodes (tags, location), the affected ways and the
-    member ways of the affected relations (the change's, else the kept ones) with the nodes they hold
-    (locations of the new extract), the affected relations (the change's, else the kept ones)."""
-    import osmium
+_OPL_SAFE = re.compile(r"[^A-Za-z0-9_.:;/\-]")
 
+
+def _opl(text: str) -> str:
+    """`text` escaped for OPL (osmium's text format): every character but letters, digits and `_.:;/-` as
+    %<hex code point>%."""
+    return _OPL_SAFE.sub(lambda m: f"%{ord(m.group()):x}%", text)
+
+
+def _opl_tags(tags) -> str:
+    return ",".join(f"{_opl(k)}={_opl(v)}" for k, v in tags.items())
+
+
+def _opl_coord(c: int) -> str:
+    """A coordinate in 1e-7 degrees (osmium's fixed point) as its exact decimal text."""
+    return f"{'-' if c < 0 else ''}{abs(c) // 10_000_000}.{abs(c) % 10_000_000:07d}"
+
+
+def _fixed(c: int | None, deg: float) -> int:
+    return int(c) if c is not None else round(deg * 1e7)
+
+
+def kept_tags(folder: Path, rec: dict, wanted: set[int]) -> dict[int, dict]:
+    """The tags of the kept ways `wanted` (the latest file's), read by search/pbfways.py's compiled walk of
+    the files (only the wanted ways reach Python)."""
+    from geoengine.search.pbfways import way_tags
+
+    want = np.asarray(sorted(wanted), np.int64)
+    out = {}
+    for name, excluded in rec["ways"]:
+        try:
+            out.update(way_tags(Path(folder) / name, np.setdiff1d(want, excluded)))
+        except ValueError as exc:
+            raise Declined(str(exc)) from None
+    return out
+
+
+def _mini_extract(path: Path, rec: dict, osc, ch: Change, locations, folder: Path,
+                  kept: tuple[np.ndarray, np.ndarray, np.ndarray]) -> None:
+    """The affected objects as an OSM file (OPL text, which osmium reads in C++: a Python object per node
+    written cost 0.3 s at 16 copies): the changed nodes (tags, location), the affected ways and the member
+    ways of the affected relations (the change's, else the kept ones: refs from `kept`, kept_refs' arrays)
+    with the nodes they hold (locations of the new extract), the affected relations (the change's, else the
+    kept ones)."""
+    kept_ids, kept_ends, kept_refs_ = kept
     rflag = np.repeat(rec["rel.rec"], rec["rel.ends"][1:] - rec["rel.ends"][:-1]).astype(bool)
     known_members = set(rec["rel.mref"][(rec["rel.mtype"] == 1) & rflag].tolist())
     wanted = np.union1d(ch.ways, ch.member_ways)
-    objs = kept_objects(folder, rec, set(np.intersect1d(wanted, kept_ids).tolist()))
-    out_ways = []
-    for w in wanted.tolist():
-        o = osc.ways.get(w)
-        if o is not None:
-            if not o.deleted:
-                out_ways.append((w, o.tags, list(o.refs)))
-            continue
-        if w in objs:
-            out_ways.append((w, *objs[w]))
-        elif w in ch.record_member_ways and w not in known_members:  # the full run kept nothing of it
-            raise Declined(f"way {w}, new in a multipolygon or boundary, is not kept")
+    from_osc = np.asarray([w for w in wanted.tolist() if w in osc.ways], np.int64)
+    rest = np.setdiff1d(wanted, from_osc)
+    pos = np.clip(np.searchsorted(kept_ids, rest), 0, max(len(kept_ids) - 1, 0))
+    have = (kept_ids[pos] == rest) if len(kept_ids) else np.zeros(len(rest), bool)
+    if not have.all():
+        lost = rest[~have]
+        bad = [w for w in lost.tolist() if w in ch.record_member_ways and w not in known_members]
+        if bad:  # the full run kept nothing of it
+            raise Declined(f"way {bad[0]}, new in a multipolygon or boundary, is not kept")
         # (else a member missing from the extract, as in the full run, or of a relation that makes no record:
         # left out, that relation is read only for its membership, which its members' own areas depend on)
-    need = np.unique(np.asarray([r for _, _, refs in out_ways for r in refs], np.int64))
+    rows = pos[have]
+    rest = rest[have]
+    r_ends, r_refs = _take_csr(kept_ends, kept_refs_, rows)
+    tags = kept_tags(folder, rec, set(rest.tolist()))
+    out_ways: dict[int, tuple[dict, object]] = {}
+    for k, w in enumerate(rest.tolist()):
+        out_ways[w] = (tags[w], r_refs[r_ends[k]:r_ends[k + 1]].tolist())
+    for w in from_osc.tolist():
+        o = osc.ways[w]
+        if not o.deleted:
+            out_ways[w] = (o.tags, list(o.refs))
+    osc_refs = [r for w in from_osc.tolist() if w in out_ways for r in out_ways[w][1]]
+    need = np.union1d(r_refs, np.asarray(osc_refs, np.int64))
     lon, lat, found = locations(need) if len(need) else (np.zeros(0), np.zeros(0), np.zeros(0, bool))
-    node_out = {}
-    for i, n in enumerate(need.tolist()):
-        if found[i]:
-            node_out[n] = (float(lon[i]), float(lat[i]), {})
+    # the changed nodes: their own tags and location (a deleted one, or one without a location, left out)
+    changed = {}
+    gone = []
     for n in ch.nodes.tolist():
         o = osc.nodes[n]
         if o.deleted or o.lon is None:
-            node_out.pop(n, None)
-            continue
-        node_out[n] = (o.lon, o.lat, o.tags)
+            gone.append(n)
+        else:
+            changed[n] = o
+    ids = np.union1d(need[found], np.asarray(list(changed), np.int64))
+    ids = ids[~np.isin(ids, np.asarray(gone, np.int64))]
+    k = np.clip(np.searchsorted(need, ids), 0, max(len(need) - 1, 0))
+    xs = np.round(lon[k] * 1e7).astype(np.int64).tolist() if len(need) else [0] * len(ids)
+    ys = np.round(lat[k] * 1e7).astype(np.int64).tolist() if len(need) else [0] * len(ids)
+    lines = []
+    for n, x, y in zip(ids.tolist(), xs, ys, strict=True):
+        o = changed.get(n)
+        if o is None:
+            lines.append(f"n{n} v1 T x{_opl_coord(x)} y{_opl_coord(y)}")
+        else:
+            lines.append(f"n{n} v1 T{_opl_tags(o.tags)} x{_opl_coord(_fixed(o.x, o.lon))} "
+                         f"y{_opl_coord(_fixed(o.y, o.lat))}")
+    for w in sorted(out_ways):
+        t, refs = out_ways[w]
+        lines.append(f"w{w} v1 T{_opl_tags(t)} N" + ",".join([f"n{r}" for r in refs]))
+    for r in sorted(ch.members):
+        members = ",".join(f"{t}{ref}@{_opl(role)}" for t, ref, role in ch.members[r])
+        lines.append(f"r{r} v1 T{_opl_tags(ch.tags[r])} M{members}")
     path.unlink(missing_ok=True)
-    w = osmium.SimpleWriter(str(path))
-    try:
-        for n in sorted(node_out):
-            x, y, tags = node_out[n]
-            w.add_node(osmium.osm.mutable.Node(id=n, version=1, location=osmium.osm.Location(x, y), tags=tags))
-        for i, tags, refs in out_ways:
-            w.add_way(osmium.osm.mutable.Way(id=i, version=1, nodes=refs, tags=tags))
-        for r in sorted(ch.members):
-            w.add_relation(osmium.osm.mutable.Relation(id=r, version=1, members=ch.members[r], tags=ch.tags[r]))
-    finally:
-        w.close()
+    path.write_text("\n".join(lines) + "\n", encoding="utf-8")
 
 
 def _merge_table(old_keys: np.ndarray, new_keys: np.ndarray, drop: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -356,6 +413,81 @@ def _concat_rows(a, b, ka: np.ndarray, kb: np.ndarray, order: np.ndarray, kind: 
     return [both[i] for i in order.tolist()]
 
 
+_DTYPES = {"q": np.int64, "d": np.float64, "b": np.int8, "B": np.uint8, "i": np.int32, "l": np.int64, "f": np.float32}
+
+
+def _array_col(packed: dict, key: str) -> np.ndarray:
+    """An array("q"/"d"/...) column of `pack_columns`' output as numpy (a view of its bytes)."""
+    code, raw = packed[key + ".array"]
+    return np.frombuffer(raw, _DTYPES[code])
+
+
+def _gather(values: np.ndarray, lens: np.ndarray, rows: np.ndarray) -> np.ndarray:
+    """The values of rows `rows` of ragged rows of `lens` values each (consecutive in `values`), in that order."""
+    starts = np.concatenate([[0], np.cumsum(lens)[:-1]]).astype(np.int64) if len(lens) else np.zeros(0, np.int64)
+    n = lens[rows]
+    out_starts = np.concatenate([[0], np.cumsum(n)[:-1]]).astype(np.int64) if len(n) else np.zeros(0, np.int64)
+    idx = np.repeat(starts[rows] - out_starts, n) + np.arange(int(n.sum()), dtype=np.int64)
+    return values[idx]
+
+
+def _take_strings(a: dict, b: dict, key: str, rows: np.ndarray, out: dict) -> None:
+    """Rows `rows` of the strings `key` (`_pack_strings`: lengths in characters, -1 None, and one UTF-8 text)
+    of a then b, packed as `_pack_strings` packs them: the values' bytes gathered as they are (a value's
+    characters start at the bytes that are not UTF-8 continuation bytes; no decoding)."""
+    lens = np.concatenate([a[key + ".len"], b[key + ".len"]])
+    text = a[key + ".text"] + b[key + ".text"]
+    raw = np.frombuffer(text, np.uint8)
+    char_at = np.flatnonzero((raw & 0xC0) != 0x80)  # the byte offset of every character
+    char_at = np.concatenate([char_at, [len(raw)]]).astype(np.int64)
+    n = np.maximum(lens, 0)
+    first = np.concatenate([[0], np.cumsum(n)]).astype(np.int64)  # each value's first character, and the end
+    nbytes = char_at[first[1:]] - char_at[first[:-1]]
+    out[key + ".len"] = lens[rows]
+    out[key + ".text"] = _gather(raw, nbytes, rows).tobytes()
+
+
+def _take_packed(a: dict, b: dict, prefix: str, names: list[str], rows: np.ndarray, out: dict) -> None:
+    """Rows `rows` (of a's rows then b's) of the one-value-a-row columns `names` of two `pack_columns`
+    outputs, into `out` as `pack_columns` would pack those rows' values (a TextColumn's bytes compact, in row
+    order, as `take_docs` leaves them)."""
+    rows = np.asarray(rows, np.int64)
+    for name in names:
+        key = prefix + name
+        if key + ".array" in a:
+            code = a[key + ".array"][0]
+            out[key + ".array"] = (code, np.concatenate([_array_col(a, key), _array_col(b, key)])[rows].tobytes())
+        elif key + ".textcol" in a:
+            (ba, sa, ta), (bb, sb, tb) = a[key + ".textcol"], b[key + ".textcol"]
+            start = np.concatenate([np.frombuffer(sa, np.int64), np.frombuffer(sb, np.int64)])
+            stop = np.concatenate([np.frombuffer(ta, np.int64), np.frombuffer(tb, np.int64)])
+            shift = np.concatenate([np.zeros(len(sa) // 8, np.int64), np.full(len(sb) // 8, len(ba), np.int64)])
+            start, stop = start[rows], stop[rows]
+            none = start < 0
+            lens = np.where(none, 0, stop - start)
+            buf = np.frombuffer(ba + bb, np.uint8)
+            offs = np.where(none, 0, start + shift[rows])
+            n = len(rows)
+            out_start = np.concatenate([[0], np.cumsum(lens)[:-1]]).astype(np.int64) if n else np.zeros(0, np.int64)
+            idx = np.repeat(offs - out_start, lens) + np.arange(int(lens.sum()), dtype=np.int64)
+            new_start = np.where(none, -1, out_start)
+            new_stop = np.where(none, -1, out_start + lens)
+            out[key + ".textcol"] = (buf[idx].tobytes(), new_start.tobytes(), new_stop.tobytes())
+        elif key + ".count" in a:
+            counts = np.concatenate([a[key + ".count"], b[key + ".count"]])
+            flat = np.maximum(counts, 0)
+            n_flat_a = int(np.maximum(a[key + ".count"], 0).sum())
+            flat_rows = _gather(np.arange(len(a[key + ".len"]) + len(b[key + ".len"]), dtype=np.int64), flat, rows)
+            assert n_flat_a == len(a[key + ".len"])
+            _take_strings(a, b, key, flat_rows, out)
+            out[key + ".count"] = counts[rows]
+        elif key + ".bool" in a:
+            out[key + ".bool"] = np.concatenate([a[key + ".bool"], b[key + ".bool"]])[rows]
+        else:
+            _take_strings(a, b, key, rows, out)
+
+
+
 def patch_read(rec: dict, osc, locations, work: Path, folder: Path) -> dict:
     """The records of the new extract: `rec`'s (of the stage folder `folder`), the affected objects' read
     again in `work`. `out["_files"]`: (path, name) of the kept ways' file to place in the new stage folder
@@ -365,8 +497,8 @@ def patch_read(rec: dict, osc, locations, work: Path, folder: Path) -> dict:
     kept = kept_refs(folder, rec)
     ch = Change(rec, osc, kept)
     nodes, ways, rels = ch.nodes, ch.ways, ch.rels
-    mini = Path(work) / "search-patch.osm.pbf"
-    _mini_extract(mini, rec, osc, ch, locations, folder, kept[0])
+    mini = Path(work) / "search-patch.opl"
+    _mini_extract(mini, rec, osc, ch, locations, folder, kept)
     del kept
     ds, streets, boundaries, h = read_osm(mini, processes=1, keep_ways=str(Path(work) / "ways"))
     new = records_of(ds, streets, boundaries, h)
@@ -375,62 +507,26 @@ def patch_read(rec: dict, osc, locations, work: Path, folder: Path) -> dict:
                                 _keys(np.full(len(ways), 2), ways), _keys(np.full(len(rels), 3), rels)])
     drop_docs.sort()
     out: dict = {"format": FORMAT}
-    # documents
+    # documents, street ways, interpolation ways (by way id): merged in their packed form (numpy gathers over
+    # the columns' bytes: no Python object per document or way)
     keep, add, order = _merge_table(rec["doc.key"], new["doc.key"], drop_docs)
-    old_ds = unpack_columns(DocSet(), row_columns(), rec, "doc.")
-    rows = [("o", i) for i in keep.tolist()] + [("n", i) for i in add.tolist()]
-    rows = [rows[i] for i in order.tolist()]
-    merged = DocSet()
-    from geoengine.search.docset import extend_docs
-
-    # runs of rows from one side, taken together
-    start = 0
-    while start < len(rows):
-        side = rows[start][0]
-        stop = start
-        while stop < len(rows) and rows[stop][0] == side:
-            stop += 1
-        extend_docs(merged, take_docs(old_ds if side == "o" else ds, [r for _, r in rows[start:stop]]))
-        start = stop
-    out["doc.key"] = np.concatenate([rec["doc.key"][keep], new["doc.key"][add]])[order]
-    out["_docs"] = merged  # (packed when the records are kept, `pack_docs`: not held twice meanwhile)
-    del old_ds, merged
-    # street ways, interpolation ways (by way id)
-    for prefix, cols, obj in (("street.", STREET_COLUMNS, StreetWays), ("interp.", INTERP_COLUMNS, InterpolationWays)):
-        a, b = unpack_columns(obj(), cols, rec, prefix), unpack_columns(obj(), cols, new, prefix)
-        ka, kb = _np(a.id, np.int64), _np(b.id, np.int64)
+    rows = np.concatenate([keep, add + len(rec["doc.key"])])[order]
+    _take_packed(rec, new, "doc.", row_columns(), rows, out)
+    out["doc.key"] = np.concatenate([rec["doc.key"], new["doc.key"]])[rows]
+    for prefix, cols, csr in (("street.", STREET_COLUMNS, ("xy",)), ("interp.", INTERP_COLUMNS, ("xy", "node_id"))):
+        ka, kb = _array_col(rec, prefix + "id"), _array_col(new, prefix + "id")
         keep, add, order = _merge_table(ka, kb, ways)
-        m = obj()
-        for c in cols:
-            if c in ("ends", "xy", "node_id"):
-                continue
-            ca, cb = getattr(a, c), getattr(b, c)
-            if isinstance(ca, array):
-                setattr(m, c, _typed(ca.typecode, _concat_rows(_np(ca, ca.typecode), _np(cb, cb.typecode), keep, add,
-                                                              order, "array")))
-            elif isinstance(ca, TextColumn):
-                both = [ca[i] for i in keep.tolist()] + [cb[i] for i in add.tolist()]
-                col = TextColumn()
-                for i in order.tolist():
-                    col.append(both[i])
-                setattr(m, c, col)
-            else:
-                setattr(m, c, _concat_rows(ca, cb, keep, add, order, "list"))
+        rows = np.concatenate([keep, add + len(ka)])[order]
+        _take_packed(rec, new, prefix, [c for c in cols if c not in ("ends", *csr)], rows, out)
         # vertices (xy pairs, ends in vertices for streets, in nodes for interpolations; node_id alongside)
-        ea, eb = _np(a.ends, np.int64), _np(b.ends, np.int64)
-        xa, xb = _np(a.xy, np.float64).reshape(-1, 2), _np(b.xy, np.float64).reshape(-1, 2)
-        e1, xy1 = _take_csr(ea, xa, keep)
-        e2, xy2 = _take_csr(eb, xb, add)
-        ends = np.concatenate([e1, e2[1:] + e1[-1]])
-        xy = np.concatenate([xy1, xy2])
-        ends, xy = _take_csr(ends, xy, order)
-        m.ends, m.xy = _typed("q", ends), _typed("d", xy)
-        if prefix == "interp.":
-            _, n1 = _take_csr(ea, _np(a.node_id, np.int64), keep)
-            _, n2 = _take_csr(eb, _np(b.node_id, np.int64), add)
-            _, nid = _take_csr(np.concatenate([e1, e2[1:] + e1[-1]]), np.concatenate([n1, n2]), order)
-            m.node_id = _typed("q", nid)
-        pack_columns(m, cols, out, prefix)
+        ea, eb = _array_col(rec, prefix + "ends"), _array_col(new, prefix + "ends")
+        ends = np.concatenate([ea, eb[1:] + ea[-1]])
+        for c in csr:
+            va, vb = _array_col(rec, prefix + c), _array_col(new, prefix + c)
+            width = 2 if c == "xy" else 1
+            e, v = _take_csr(ends, np.concatenate([va, vb]).reshape(-1, width), rows)
+            out[prefix + c + ".array"] = (rec[prefix + c + ".array"][0], v.tobytes())
+        out[prefix + "ends.array"] = ("q", e.astype(np.int64).tobytes())
     # address nodes, postcode samples, boxes, shapes
     keep, add, order = _merge_table(rec["addr_node_id"], new["addr_node_id"], nodes)
     out["addr_node_id"] = np.concatenate([rec["addr_node_id"][keep], new["addr_node_id"][add]])[order]

@@ -27,10 +27,9 @@ def run(ctx: BuildContext, read=None, info_extra: dict | None = None) -> StageRe
     def keep(ds, streets, boundaries, reader):  # what the read made, for updates (search/records.py)
         if read is None:
             rec = records.records_of(ds, streets, boundaries, reader)
-        else:  # (patched: the old bundle's kept ways' files and the patch's beside them)
-            rec, old_dir = read[1], read[2]
-            records.pack_docs(rec, ds)
-            kept.extend(records.link_kept(rec, old_dir, rec.pop("_files"), out))
+        else:  # (patched: the records and kept ways' files are in place already, `patch`)
+            kept.extend(read[1])
+            return
         kept.extend(name for name, _ in rec["ways"] if name not in kept)
         kept.append(records.save(out, rec))
 
@@ -60,6 +59,16 @@ def run(ctx: BuildContext, read=None, info_extra: dict | None = None) -> StageRe
     )
 
 
+def _trim() -> None:
+    """The heap's free memory back to the system (heap.release without its garbage collection: the records
+    are arrays and bytes, freed as they go; a full collection of the forked process cost 0.06 s a call)."""
+    from geoengine.bundler import heap
+
+    libc = heap._libc()
+    if libc is not None:
+        libc.malloc_trim(0)
+
+
 def patch(ctx: BuildContext, p: PatchInputs) -> StageResult | None:
     """The stage for an update: the old bundle's records (search/records.py) with the objects the change
     affects read again, then the later phases and the index as a full run makes them; None (a full run)
@@ -80,6 +89,12 @@ def patch(ctx: BuildContext, p: PatchInputs) -> StageResult | None:
     if changed > PATCH_MAX_SHARE * max(1, len(rec["doc.key"]) + len(rec["wrec.id"])):
         log(f"[search] not patched: {changed:,} changed objects, too many to pay")
         return None
+    # the merge's temporaries (numpy arrays of a few MB) mapped and unmapped, not left as holes in the heap (a
+    # forked stage process inherits the build process's dynamic threshold; build_documents sets the same)
+    from geoengine.bundler import heap
+    from geoengine.search.documents import MMAP_THRESHOLD
+
+    heap.mmap_threshold(MMAP_THRESHOLD)
     work = records.temp_dir()
     try:
         try:
@@ -88,8 +103,16 @@ def patch(ctx: BuildContext, p: PatchInputs) -> StageResult | None:
             log(f"[search] not patched: {exc}")
             return None
         del rec
-        read = (records.from_records(new), new, p.old_dir("search"))
+        _trim()
+        # the patched records kept now (the old bundle's kept ways' files hard-linked, the patch's beside
+        # them), so that they are not held under the later phases (the stage's peak)
+        out = ctx.stage_dir("search")
+        kept = records.link_kept(new, p.old_dir("search"), new.pop("_files"), out)
+        kept.extend(name for name, _ in new["ways"] if name not in kept)
+        kept.append(records.save(out, new))
+        read = (records.from_records(new), kept)
         del new
+        _trim()
         t1 = time.perf_counter()
         return run(ctx, read=read, info_extra={"patched": {"records_seconds": round(t1 - t0, 3)}})
     finally:

@@ -110,3 +110,26 @@ def test_a_build_without_the_grid_takes_geonames_and_says_so(monkeypatch, caplog
     assert info["countries_from_grid"] == "no data/search/country_grid.bin"
     assert "country_grid.bin is missing" in caplog.text
     assert sum(c is not None for c in ds.country) > 0.9 * len(ds.country)
+
+
+def test_the_cached_grid_is_the_grid(tmp_path, monkeypatch):
+    """country_grid() keeps the decompressed arrays in the cache folder after the first read and reads them
+    from there: the same arrays, the same answers (a stale or broken cache file is read again from the
+    xz file)."""
+    from geoengine.search import countries
+
+    monkeypatch.setenv("GEOENGINE_CACHE", str(tmp_path / "cache"))
+    want = CountryGrid(countries.grid_path())
+    first = country_grid()
+    cache = countries._cache_path(countries.grid_path())
+    assert cache is not None and cache.exists() and cache.parent.parent == tmp_path / "cache"
+    second = country_grid()
+    for got in (first, second):
+        assert got.source == want.source and got.cc.dtype == want.cc.dtype and got.cc.tolist() == want.cc.tolist()
+        for k in ("area", "poly_rings", "ring_ends", "xy", "box"):
+            assert getattr(got, k).dtype == getattr(want, k).dtype and np.array_equal(getattr(got, k), getattr(want, k)), k
+    rng = np.random.default_rng(7)
+    lon, lat = rng.uniform(-10, 30, 5000), rng.uniform(35, 60, 5000)
+    assert (second.codes(lon, lat) == want.codes(lon, lat)).all()
+    cache.write_bytes(b"not a zip")
+    assert country_grid().cc.tolist() == want.cc.tolist()

@@ -235,3 +235,67 @@ def test_a_relation_gaining_a_way_the_records_lack_is_declined(old_records, tmp_
         w.close()
     with pytest.raises(records.Declined, match="not kept"):
         records.patch_read(old, osc_of(osc), locations_of(src), tmp_path, folder)
+
+
+def test_the_packed_merge_takes_rows_as_take_docs_does(old_records):
+    """records._take_packed (the patch's merge of the documents in their packed form) gives, for any rows of
+    two packed DocSets, what packing take_docs' rows gives: every column kind (numbers, TextColumn, strings
+    with None and empty ones, lists of names and categories, flags)."""
+    from geoengine.search.docset import DocSet, extend_docs, pack_columns, row_columns, take_docs, unpack_columns
+
+    _, old, _ = old_records
+    cols = row_columns()
+    a = unpack_columns(DocSet(), cols, old, "doc.")
+    n = len(a.id)
+    half = np.arange(n // 2, n)
+    b = take_docs(a, half.tolist())  # a second part, as the patch's small read gives
+    b.name[0], b.name_en[1], b.detail[2] = "", None, None  # (an empty string, a None, a None detail)
+    pa, pb = pack_columns(a, cols), pack_columns(b, cols)
+    rows = np.random.default_rng(3).permutation(n + len(half))[: n // 2]
+    both = DocSet()
+    extend_docs(both, a)
+    extend_docs(both, b)
+    want = pack_columns(take_docs(both, rows.tolist()), cols)
+    got: dict = {}
+    records._take_packed(pa, pb, "", cols, rows, got)
+    assert set(got) == set(want)
+    for k in want:
+        assert type(got[k]) is type(want[k]), k
+        if isinstance(want[k], np.ndarray):
+            assert got[k].dtype == want[k].dtype and np.array_equal(got[k], want[k]), k
+        else:
+            assert got[k] == want[k], k
+
+
+def test_tags_that_need_escaping_patch_to_the_full_runs_index(old_records, tmp_path):
+    """The small extract is OPL text: tag values with spaces, commas, '=', '@', '%', quotes, non-ASCII letters
+    and a character beyond the BMP, on a POI node, a street way and a node moved, must read back as they are."""
+    src, _, _ = old_records
+    odd = 'Zum "Löwen", A=B @ 100% – Ünterland 🏔 \\ end'
+    poi = street = None
+    for o in osmium.FileProcessor(str(src), osmium.osm.NODE | osmium.osm.WAY):
+        if o.is_node() and poi is None and o.tags.get("amenity") and o.tags.get("name"):
+            poi = {"id": o.id, "version": o.version, "lon": o.location.lon, "lat": o.location.lat, "tags": dict(o.tags)}
+        elif o.is_way() and street is None and o.tags.get("highway") == "residential" and o.tags.get("name"):
+            street = o.replace(version=o.version + 1, timestamp=WHEN,
+                               tags={**dict(o.tags), "name": odd, "name:en": "x,y=z"}, nodes=[n.ref for n in o.nodes])
+    nodes = {poi["id"]: osmium.osm.mutable.Node(id=poi["id"], version=poi["version"] + 1, timestamp=WHEN,
+                                                location=(poi["lon"] + 0.0001234, poi["lat"] - 0.0000567),
+                                                tags={**poi["tags"], "name": odd, "a b": "c=d"})}
+    new, osc = write_versions(src, tmp_path / "v", nodes, {street.id: street})
+    patched_equals_full(old_records, new, osc, tmp_path)
+
+
+def test_kept_tags_are_osmiums(old_records):
+    """records.kept_tags (search/pbfways.py: the kept ways' files walked by compiled loops, only the wanted
+    ways decoded) gives what pyosmium reads of the same ways, tags in the same order, the later file's way
+    where two files hold one."""
+    _, old, folder = old_records
+    ids = records.kept_refs(folder, old)[0]
+    want = {w: tags for w, (tags, _) in kept_ways(folder, old).items()}
+    some = set(ids[:: 7].tolist()) | {int(ids[-1]), 1}  # (1: no such way)
+    got = records.kept_tags(folder, old, some)
+    assert set(got) == some - {1} and all(list(got[w].items()) == list(want[w].items()) for w in got)
+    everything = records.kept_tags(folder, old, set(ids.tolist()))
+    assert list(everything) != [] and {w: list(t.items()) for w, t in everything.items()} == {
+        w: list(t.items()) for w, t in want.items()}
