@@ -88,3 +88,21 @@ def test_a_second_kit_child_leaves_while_one_holds_the_lock(tmp_path, monkeypatc
 def test_warm_help_names_the_kit(args):
     out = subprocess.run([sys.executable, "-m", "geoengine", *args], capture_output=True, text=True, check=True)
     assert "--no-kit" in out.stdout and "compile kit" in out.stdout
+
+
+def test_the_kit_update_patches_every_stage(tmp_path, settings):
+    """`build_and_warm` updates the kit (`update_kit`) so that an update's kernels are compiled too: each
+    stage's patch runs, none declines."""
+    from geoengine.bundler.pipeline import BuildInputs, build
+    from geoengine.engine import Engine
+    from geoengine.progress import NullProgress
+    from geoengine.tiles import stage as tiles_stage
+
+    inputs = BuildInputs(osm=warmkit.write_extract(tmp_path / "kit.osm.pbf"), dem=[warmkit.write_dem(tmp_path)])
+    out = build(inputs, tmp_path / "bundle", settings, progress=NullProgress())
+    share = tiles_stage.PATCH_MAX_SHARE
+    patched = warmkit.update_kit(out, tmp_path, settings)
+    assert tiles_stage.PATCH_MAX_SHARE == share  # (restored)
+    assert {"source", "graph", "routing", "search", "tiles"} <= set(patched), patched
+    engine = Engine.open(out, settings=settings)
+    assert "Kit Avenue" in [r["name"] for r in engine.search("Kit Avenue")["results"]]

@@ -7,8 +7,9 @@ junctions compiles exactly what a country's build compiles. The kit's extract is
 a place, a POI, an address and an interpolation line) and its DEM is one SRTM tile of a smooth surface. It is
 not map data and nothing is ever answered from it: it only gives the kernels their argument types.
 
-- `geoengine warm` with no bundle to warm builds the kit and warms its request paths (`./dev setup` and
-  `pip install geoengine && geoengine warm` therefore leave a full cache).
+- `geoengine warm` with no bundle to warm builds the kit, updates it with a small change (`update_kit`:
+  every stage's patch, so that a first `geoengine update` compiles nothing either) and warms its request
+  paths (`./dev setup` and `pip install geoengine && geoengine warm` therefore leave a full cache).
 - `geoengine build` in an environment whose cache has not seen the kit starts the kit's build in a child
   process at once (`start_in_background`), so the compile runs on the other core while the source and graph
   stages read the user's extract, and says so with how long it takes once.
@@ -207,8 +208,57 @@ def write_dem(folder: Path) -> Path:
     return out
 
 
+def write_change(extract: Path, path: Path) -> Path:
+    """A change to the kit (.osc.gz at `path`): a junction moved about 10 m, a street renamed, the POI
+    retagged: what an update patches in every stage (no new road, so the routing stage keeps its order)."""
+    import datetime as dt
+
+    import osmium
+
+    when = dt.datetime(2030, 1, 1, tzinfo=dt.UTC)
+    path.unlink(missing_ok=True)
+    w = osmium.SimpleWriter(str(path))
+    try:
+        for o in osmium.FileProcessor(str(extract)):
+            if o.is_node() and o.id in (GRID + 2, GRID * GRID + 2):  # a junction, the cafe
+                loc = o.location
+                tags = dict(o.tags)
+                if "amenity" in tags:
+                    tags["cuisine"] = "regional"
+                w.add_node(o.replace(version=o.version + 1, timestamp=when, tags=tags,
+                                     location=(loc.lon + 0.0001, loc.lat + 0.00005)))
+            elif o.is_way() and o.id == 2:  # Row 1
+                w.add_way(o.replace(version=o.version + 1, timestamp=when, nodes=[n.ref for n in o.nodes],
+                                    tags={**dict(o.tags), "name": "Kit Avenue"}))
+    finally:
+        w.close()
+    return path
+
+
+def update_kit(out: Path, tmp: Path, settings) -> list[str]:
+    """Apply `write_change` to the kit's bundle with `geoengine update` (the update's own kernels: the object
+    store's, the graph's, search's and tiles' patches, the tile splice); returns the stages it patched.
+    The stages' bounds on the share of a change they patch are lifted for it: in a bundle of a few dozen
+    ways any change is a large share, and the point is to run every patch once."""
+    from geoengine.bundler.update import update
+    from geoengine.graph import patch as graph_patch
+    from geoengine.search import stage as search_stage
+    from geoengine.tiles import stage as tiles_stage
+
+    bounds = [(m, m.PATCH_MAX_SHARE) for m in (graph_patch, search_stage, tiles_stage)]
+    try:
+        for m, _ in bounds:
+            m.PATCH_MAX_SHARE = 1.0
+        change = write_change(Path(out) / "source" / "extract.osm.pbf", tmp / "kit-change.osc.gz")
+        return update(out, settings, diffs=[change])["stages_patched"]
+    finally:
+        for m, v in bounds:
+            m.PATCH_MAX_SHARE = v
+
+
 def build_and_warm(log=None) -> float:
-    """Build the kit in a temporary folder, warm its request paths and write the stamp; returns seconds."""
+    """Build the kit in a temporary folder, update it (`update_kit`), warm its request paths and write the
+    stamp; returns seconds."""
     from geoengine.analysis.warm import warm
     from geoengine.bundler.pipeline import BuildInputs, build
     from geoengine.config import Settings
@@ -221,6 +271,9 @@ def build_and_warm(log=None) -> float:
         settings = Settings.from_env(home=str(tmp / "home"))
         inputs = BuildInputs(osm=write_extract(tmp / "kit.osm.pbf"), dem=[write_dem(tmp)])
         out = build(inputs, tmp / "bundle", settings, progress=NullProgress())
+        patched = update_kit(out, tmp, settings)  # before `warm`: the update forks, and warm's kernels are parallel
+        if log:
+            log(f"[warm] compile kit updated: {', '.join(patched) or 'no stage'} patched")
         warm(Engine.open(out, settings=settings))
     stamp = stamp_path()
     stamp.parent.mkdir(parents=True, exist_ok=True)
