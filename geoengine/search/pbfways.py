@@ -135,7 +135,7 @@ def way_tags(path: Path, wanted: np.ndarray) -> dict[int, dict[str, str]]:
         starts, lens = starts[:ns].tolist(), lens[:ns].tolist()
         strings: dict[int, str] = {}
 
-        def s(k: int) -> str:
+        def s(k: int, strings=strings, data=data, starts=starts, lens=lens) -> str:  # (this block's table)
             got = strings.get(k)
             if got is None:
                 got = strings[k] = data[starts[k]:starts[k] + lens[k]].decode("utf-8")

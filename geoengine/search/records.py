@@ -25,7 +25,8 @@ from pathlib import Path
 import numpy as np
 import shapely
 
-from geoengine.search.docset import DocSet, TextColumn, pack_columns, row_columns, take_docs, unpack_columns
+from geoengine.search import opl
+from geoengine.search.docset import DocSet, pack_columns, row_columns, unpack_columns
 from geoengine.search.osm import STREET_COLUMNS, Boundary, InterpolationWays, StreetWays, makes_records
 
 FORMAT = 1
@@ -303,11 +304,6 @@ def _opl_tags(tags) -> str:
     return ",".join(f"{_opl(k)}={_opl(v)}" for k, v in tags.items())
 
 
-def _opl_coord(c: int) -> str:
-    """A coordinate in 1e-7 degrees (osmium's fixed point) as its exact decimal text."""
-    return f"{'-' if c < 0 else ''}{abs(c) // 10_000_000}.{abs(c) % 10_000_000:07d}"
-
-
 def _fixed(c: int | None, deg: float) -> int:
     return int(c) if c is not None else round(deg * 1e7)
 
@@ -355,7 +351,7 @@ def _mini_extract(path: Path, rec: dict, osc, ch: Change, locations, folder: Pat
     tags = kept_tags(folder, rec, set(rest.tolist()))
     out_ways: dict[int, tuple[dict, object]] = {}
     for k, w in enumerate(rest.tolist()):
-        out_ways[w] = (tags[w], r_refs[r_ends[k]:r_ends[k + 1]].tolist())
+        out_ways[w] = (tags[w], r_refs[r_ends[k]:r_ends[k + 1]])
     for w in from_osc.tolist():
         o = osc.ways[w]
         if not o.deleted:
@@ -375,24 +371,26 @@ def _mini_extract(path: Path, rec: dict, osc, ch: Change, locations, folder: Pat
     ids = np.union1d(need[found], np.asarray(list(changed), np.int64))
     ids = ids[~np.isin(ids, np.asarray(gone, np.int64))]
     k = np.clip(np.searchsorted(need, ids), 0, max(len(need) - 1, 0))
-    xs = np.round(lon[k] * 1e7).astype(np.int64).tolist() if len(need) else [0] * len(ids)
-    ys = np.round(lat[k] * 1e7).astype(np.int64).tolist() if len(need) else [0] * len(ids)
-    lines = []
-    for n, x, y in zip(ids.tolist(), xs, ys, strict=True):
-        o = changed.get(n)
-        if o is None:
-            lines.append(f"n{n} v1 T x{_opl_coord(x)} y{_opl_coord(y)}")
-        else:
-            lines.append(f"n{n} v1 T{_opl_tags(o.tags)} x{_opl_coord(_fixed(o.x, o.lon))} "
-                         f"y{_opl_coord(_fixed(o.y, o.lat))}")
-    for w in sorted(out_ways):
-        t, refs = out_ways[w]
-        lines.append(f"w{w} v1 T{_opl_tags(t)} N" + ",".join([f"n{r}" for r in refs]))
+    xs = np.round(lon[k] * 1e7).astype(np.int64) if len(need) else np.zeros(len(ids), np.int64)
+    ys = np.round(lat[k] * 1e7).astype(np.int64) if len(need) else np.zeros(len(ids), np.int64)
+    tagged = {}
+    for n, o in changed.items():  # the changed nodes: their own tags and location
+        i = int(np.searchsorted(ids, n))
+        xs[i], ys[i] = _fixed(o.x, o.lon), _fixed(o.y, o.lat)
+        tagged[i] = _opl_tags(o.tags)
+    ways = sorted(out_ways)
+    refs = [np.asarray(out_ways[w][1], np.int64) for w in ways]
+    ends = np.zeros(len(ways) + 1, np.int64)
+    np.cumsum([len(r) for r in refs], out=ends[1:])
+    ref_text = opl.ref_lists(np.concatenate(refs) if refs else np.zeros(0, np.int64), ends)
+    lines = [f"w{w} v1 T{_opl_tags(out_ways[w][0])} N{t}" for w, t in zip(ways, ref_text, strict=True)]
     for r in sorted(ch.members):
         members = ",".join(f"{t}{ref}@{_opl(role)}" for t, ref, role in ch.members[r])
         lines.append(f"r{r} v1 T{_opl_tags(ch.tags[r])} M{members}")
     path.unlink(missing_ok=True)
-    path.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    with open(path, "wb") as fh:
+        fh.write(opl.node_lines(ids, xs, ys, tagged))
+        fh.write(("\n".join(lines) + "\n").encode("utf-8") if lines else b"")
 
 
 def _merge_table(old_keys: np.ndarray, new_keys: np.ndarray, drop: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:

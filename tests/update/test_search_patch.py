@@ -241,7 +241,14 @@ def test_the_packed_merge_takes_rows_as_take_docs_does(old_records):
     """records._take_packed (the patch's merge of the documents in their packed form) gives, for any rows of
     two packed DocSets, what packing take_docs' rows gives: every column kind (numbers, TextColumn, strings
     with None and empty ones, lists of names and categories, flags)."""
-    from geoengine.search.docset import DocSet, extend_docs, pack_columns, row_columns, take_docs, unpack_columns
+    from geoengine.search.docset import (
+        DocSet,
+        extend_docs,
+        pack_columns,
+        row_columns,
+        take_docs,
+        unpack_columns,
+    )
 
     _, old, _ = old_records
     cols = row_columns()
