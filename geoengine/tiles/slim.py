@@ -2,7 +2,7 @@
 over either extract (docs/tiles.md, "Updates: the stage's patch").
 
 1. **The affected objects**, from the kept arrays and `PatchInputs.osc`: every changed node; every changed
-   way and every kept way holding a changed node (the kept node refs, one `np.isin`); every area or
+   way and every kept way holding a changed node (the kept node refs, one binary search each); every area or
    boundary relation (kept, or in the change) that changed, or holds an affected way or a changed node;
    the member ways of a changed boundary relation (their boundary level).
 2. **Their new features**, made by the collection's own code (`spool._collect_stream`, both streams: the
@@ -47,6 +47,18 @@ class Decline(Exception):
     """The patch cannot make the full run's collection exactly (the message says why)."""
 
 
+def _isin(a, b) -> np.ndarray:
+    """np.isin(a, b) by a binary search of each of a in b sorted (b small, a as large as the region: no
+    sort of a)."""
+    a = np.asarray(a)
+    b = np.unique(np.asarray(b, dtype=a.dtype if a.dtype.kind == "i" else np.int64))
+    if len(b) == 0 or len(a) == 0:
+        return np.zeros(len(a), dtype=bool)
+    k = np.searchsorted(b, a)
+    k[k == len(b)] = 0
+    return b[k] == a
+
+
 def _area_relation(tags: dict) -> bool:
     """Does osmium's area handler take this relation (features.boundary_relations keeps these)?"""
     return tags.get("type") in ("multipolygon", "boundary")
@@ -85,7 +97,7 @@ class Old:
         want = np.asarray(sorted(ids), dtype=np.int64)
         for k in sorted(self.tags):
             wids, tids, sets = self.tags[k]
-            hit = np.flatnonzero(np.isin(wids, want))
+            hit = np.flatnonzero(_isin(wids, want))
             for i, t in zip(wids[hit].tolist(), tids[hit].tolist(), strict=True):
                 out.setdefault(i, {}).update(dict(sets[t]))
         return out
@@ -101,6 +113,71 @@ def _completing_way(members, present) -> tuple[int, int]:
     return w, max(i for i, m in enumerate(members) if m[0] == "w" and m[1] == w)
 
 
+def _completing(rels: dict, ids: np.ndarray, old: Old, gone: np.ndarray, born: np.ndarray):
+    """`_completing_way` of the relations `ids` (sorted; one absent from `rels` has none), over arrays: the
+    ways present in the new extract are the old collection's less `gone` plus `born` (sorted). Returns
+    (ids, way (-1: none), place)."""
+    pairs = [(j, pos, m[1]) for j, r in enumerate(ids.tolist()) if r in rels
+             for pos, m in enumerate(rels[r][1]) if m[0] == "w"]
+    w = np.full(len(ids), -1, dtype=np.int64)
+    place = np.zeros(len(ids), dtype=np.int64)
+    if pairs:
+        a = np.asarray(pairs, dtype=np.int64).reshape(-1, 3)
+        ref = a[:, 2]
+        ok = old.has_way(ref)
+        if len(gone):
+            ok &= ~_isin(ref, gone)
+        if len(born):
+            ok |= _isin(ref, born)
+        a = a[ok]
+        if len(a):
+            # per relation the largest way id, at its last place: the last row of (relation, ref, place)
+            a = a[np.lexsort((a[:, 1], a[:, 2], a[:, 0]))]
+            last = np.r_[a[1:, 0] != a[:-1, 0], True]
+            w[a[last, 0]] = a[last, 2]
+            place[a[last, 0]] = a[last, 1]
+    return ids, w, place
+
+
+def _write_small(path: Path, tmp: Path, nid, lon, lat, found, osc, way_rows: dict, tags_w: dict, hold: dict) -> None:
+    """The small extract as OPL: the untagged nodes' lines made here (osmium's fixed-point coordinates
+    from lon/lat = x / 1e7, exactly), the change's nodes, the ways and the relations written by osmium."""
+    nid = nid[found]
+    xs = np.rint(lon[found] * 1e7).astype(np.int64)
+    ys = np.rint(lat[found] * 1e7).astype(np.int64)
+    tmp.unlink(missing_ok=True)
+    written = 0
+    with osmium.SimpleWriter(str(tmp)) as wr:
+        for i, x, y in zip(nid.tolist(), xs.tolist(), ys.tolist(), strict=True):
+            o = osc.nodes.get(i)
+            if o is not None:
+                wr.add_node(osmium.osm.mutable.Node(id=i, location=(x / 1e7, y / 1e7), tags=o.tags, version=1))
+                written += 1
+        for w in sorted(way_rows):
+            o = osc.ways.get(w)
+            wr.add_way(osmium.osm.mutable.Way(id=w, nodes=way_rows[w], tags=o.tags if o is not None else
+                                              tags_w.get(w, {}), version=1))
+        for rid in sorted(hold):
+            tags, members = hold[rid]
+            wr.add_relation(osmium.osm.mutable.Relation(id=rid, members=members, tags=tags, version=1))
+    text = tmp.read_bytes()
+    tmp.unlink()
+    lines = text.split(b"\n")
+    mine = {int(ln[1:ln.index(b" ")]): ln for ln in lines[:written]}  # (osmium writes them first)
+    rest = b"\n".join(lines[written:])
+
+    cols = [nid.tolist()]
+    for v in (xs, ys):
+        av = np.abs(v)
+        cols += [np.where(v < 0, b"-", b"").tolist(), (av // 10000000).tolist(), (av % 10000000).tolist()]
+    lines = [b"n%d v1 x%s%d.%07d y%s%d.%07d\n" % t for t in zip(*cols, strict=True)]
+    for k in np.flatnonzero(_isin(nid, np.fromiter(mine, dtype=np.int64, count=len(mine)))).tolist():
+        lines[k] = mine[int(nid[k])] + b"\n"
+    with open(path, "wb") as fh:
+        fh.write(b"".join(lines))
+        fh.write(rest)
+
+
 def build(ctx_bbox, p, old: Old, work: Path, maxzoom: int = T.MAXZOOM, pz: int = S.PARTITION_ZOOM):
     """The new kept collection in `work` (a folder in the new bundle's stage folder) and what the cut needs:
     a SimpleNamespace spool (folder, shared, low with geometries, low_bounds, all_bounds, pz, maxzoom,
@@ -109,7 +186,7 @@ def build(ctx_bbox, p, old: Old, work: Path, maxzoom: int = T.MAXZOOM, pz: int =
     ch_n = osc.node_ids()
     ch_w = osc.way_ids()
     # 1. the affected objects
-    hit = np.flatnonzero(np.isin(old.refs, ch_n)) if len(ch_n) else np.zeros(0, np.int64)
+    hit = np.flatnonzero(_isin(old.refs, ch_n)) if len(ch_n) else np.zeros(0, np.int64)
     holders = np.unique(old.wid[np.searchsorted(old.off, hit, side="right") - 1]) if len(hit) else np.zeros(0, np.int64)
     aff_w = np.union1d(holders, ch_w)
     # relations: the new state of the kept ones
@@ -178,21 +255,9 @@ def build(ctx_bbox, p, old: Old, work: Path, maxzoom: int = T.MAXZOOM, pz: int =
     lon, lat, found = p.locations(nid)
     tags_w = old.way_tags(set(way_rows) - set(osc.ways))
     work.mkdir(parents=True, exist_ok=True)
-    small = work / "affected.osm.pbf"
+    small = work / "affected.opl"
     small.unlink(missing_ok=True)
-    with osmium.SimpleWriter(str(small)) as wr:
-        for i, x, y, f in zip(nid.tolist(), lon.tolist(), lat.tolist(), found.tolist(), strict=True):
-            if not f:
-                continue
-            o = osc.nodes.get(i)
-            wr.add_node(osmium.osm.mutable.Node(id=i, location=(x, y), tags=o.tags if o is not None else {}, version=1))
-        for w in sorted(way_rows):
-            o = osc.ways.get(w)
-            wr.add_way(osmium.osm.mutable.Way(id=w, nodes=way_rows[w], tags=o.tags if o is not None else
-                                              tags_w.get(w, {}), version=1))
-        for rid in sorted(hold):
-            tags, members = hold[rid]
-            wr.add_relation(osmium.osm.mutable.Relation(id=rid, members=members, tags=tags, version=1))
+    _write_small(small, work / "affected-wr.opl", nid, lon, lat, found, osc, way_rows, tags_w, hold)
     x0, y0 = lonlat_to_merc(ctx_bbox[0], ctx_bbox[1])
     x1, y1 = lonlat_to_merc(ctx_bbox[2], ctx_bbox[3])
     box = shapely.box(float(x0), float(y0), float(x1), float(y1))
@@ -216,7 +281,7 @@ def build(ctx_bbox, p, old: Old, work: Path, maxzoom: int = T.MAXZOOM, pz: int =
             continue
         rows = np.concatenate(sp.index)
         recs = sp.captured
-        keep = np.isin(rows["obj"], aff_codes)
+        keep = _isin(rows["obj"], aff_codes)
         rows = rows[keep]
         recs = [r for r, h in zip(recs, keep.tolist(), strict=True) if h]
         rows["seq"] = k  # (the stream, until placed)
@@ -225,22 +290,14 @@ def build(ctx_bbox, p, old: Old, work: Path, maxzoom: int = T.MAXZOOM, pz: int =
     new = np.concatenate(new_rows) if new_rows else np.zeros(0, dtype=S.INDEX_DTYPE)
     # 3. their place in collection order
     index = np.asarray(old.index)
-    drop = np.isin(index["obj"], aff_codes)
+    drop = _isin(index["obj"], aff_codes)
     rest = index[~drop]
-    present_all = None  # (lazily) every way present in the new extract
-
-    def completing(members):
-        nonlocal present_all
-        if present_all is None:
-            present_all = set(old.wid.tolist())
-            present_all -= deleted
-            present_all.update(created)
-        return _completing_way(members, present_all)
-
+    gone = np.asarray(sorted(deleted), dtype=np.int64)
+    born = np.asarray(sorted(created), dtype=np.int64)
     rel_rows = np.unique(rest["obj"][(rest["obj"] & 3) == OBJ_RELATION] >> 2)
-    w_old = {int(r): completing(old.relations[int(r)][1]) if int(r) in old.relations else (-1, 0)
-             for r in rel_rows.tolist()}
-    seq = _place(rest, new, w_old, {r: completing(rels_new[r][1]) for r in aff_r if r in rels_new})
+    w_old = _completing(old.relations, rel_rows, old, gone, born)
+    aff_new = np.asarray(sorted(r for r in aff_r if r in rels_new), dtype=np.int64)
+    seq = _place(rest, new, w_old, _completing(rels_new, aff_new, old, gone, born))
     new["seq"] = seq
     # 4. the new collection
     prange = T.tile_range(ctx_bbox, pz)
@@ -293,7 +350,7 @@ def build(ctx_bbox, p, old: Old, work: Path, maxzoom: int = T.MAXZOOM, pz: int =
     index_new = index_new[np.argsort(index_new["seq"], kind="stable")]
     counts = np.bincount(index_new["layer"].astype(np.int64), minlength=len(schema.LAYERS))
     # the ways, tag sets, flags and relations of the new state
-    keep_w = ~np.isin(old.wid, np.asarray(sorted(set(osc.ways)), dtype=np.int64))
+    keep_w = ~_isin(old.wid, np.asarray(sorted(set(osc.ways)), dtype=np.int64))
     cnt = np.diff(old.off)
     add = sorted(w for w in created)
     wid = np.concatenate([old.wid[keep_w], np.asarray(add, dtype=np.int64)])
@@ -308,17 +365,17 @@ def build(ctx_bbox, p, old: Old, work: Path, maxzoom: int = T.MAXZOOM, pz: int =
     off = np.zeros(len(wid) + 1, dtype=np.int64)
     np.cumsum(c, out=off[1:])
     remade = np.asarray(sorted(aff_w_set), dtype=np.int64)
-    flags = old.flags[~np.isin(old.flags >> 1, remade)]
+    flags = old.flags[~_isin(old.flags >> 1, remade)]
     nf = np.asarray(new_flags, dtype=np.int64)
-    nf = nf[np.isin(nf >> 1, remade)]
+    nf = nf[_isin(nf >> 1, remade)]
     flags = np.concatenate([flags, nf])
     tags = {}
     for k, (wids, tids, sets) in old.tags.items():
-        keep = ~np.isin(wids, remade)
+        keep = ~_isin(wids, remade)
         nw, nt, ns = new_tags.get(k, (np.zeros(0, np.int64), np.zeros(0, np.int64), []))
         nw = np.frombuffer(nw, dtype=np.int64) if not isinstance(nw, np.ndarray) else nw
         nt = np.frombuffer(nt, dtype=np.int64) if not isinstance(nt, np.ndarray) else nt
-        sel = np.isin(nw, remade)
+        sel = _isin(nw, remade)
         tags[k] = (np.concatenate([wids[keep], nw[sel]]), np.concatenate([tids[keep], nt[sel] + len(sets)]),
                    list(sets) + list(ns))
     meta = dict(old.meta)
@@ -371,10 +428,16 @@ def _place(rest: np.ndarray, new: np.ndarray, w_old: dict, w_new: dict) -> np.nd
             kn = ((tn == OBJ_WAY).astype(np.int64) << 62) | idn
         else:  # at the way osmium emits the area at; relations before that way's own, by member place, id
             def w_of(t, i, wmap):
-                wp = [wmap.get(int(x), (-1, 0)) if tt == OBJ_RELATION else (int(x), 0)
-                      for tt, x in zip(t.tolist(), i.tolist(), strict=True)]
-                a = np.asarray(wp, dtype=np.int64).reshape(-1, 2)
+                rids, rw, rp = wmap
+                a = np.zeros((len(t), 2), dtype=np.int64)
                 own = t == OBJ_WAY
+                isr = t == OBJ_RELATION
+                a[:, 0] = np.where(isr, -1, i)
+                if len(rids) and isr.any():
+                    j = np.minimum(np.searchsorted(rids, i[isr]), len(rids) - 1)
+                    hit = rids[j] == i[isr]
+                    a[np.flatnonzero(isr)[hit], 0] = rw[j[hit]]
+                    a[np.flatnonzero(isr)[hit], 1] = rp[j[hit]]
                 k2 = np.where(own, 0, (a[:, 1] << 40) | i)
                 return a[:, 0], np.column_stack([(a[:, 0] << 1) | own, k2])
             wr, pr = w_of(tr, ir, w_old)
@@ -383,8 +446,12 @@ def _place(rest: np.ndarray, new: np.ndarray, w_old: dict, w_new: dict) -> np.nd
                 raise Decline("a relation's area has no member way present")
             if (ir >= 1 << 40).any() or (idn >= 1 << 40).any():
                 raise Decline("relation ids too large for the order key")
-            _, rank = np.unique(np.concatenate([pr, pn]), axis=0, return_inverse=True)
-            rank = rank.ravel()
+            both = np.concatenate([pr, pn]).reshape(-1, 2)
+            order = np.lexsort((both[:, 1], both[:, 0]))
+            sb = both[order]
+            step = np.r_[False, (sb[1:] != sb[:-1]).any(axis=1)] if len(sb) else np.zeros(0, bool)
+            rank = np.empty(len(both), dtype=np.int64)
+            rank[order] = np.cumsum(step)
             kr, kn = rank[:len(pr)], rank[len(pr):]
         if len(kr) > 1 and (np.diff(kr) < 0).any():  # the kept keys must follow the seqs (the order rule)
             raise Decline("the kept features are not in the order the patch assumes")
