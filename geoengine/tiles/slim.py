@@ -29,6 +29,7 @@ import pickle
 from pathlib import Path
 from types import SimpleNamespace
 
+import numba
 import numpy as np
 import osmium
 import shapely
@@ -45,6 +46,49 @@ _EARTH = schema.LAYERS.index("earth")
 
 class Decline(Exception):
     """The patch cannot make the full run's collection exactly (the message says why)."""
+
+
+@numba.njit(cache=True, nogil=True)
+def _hits(a, table, mask):
+    """Indices i with a[i] in the open-addressing hash table `table` (slots mask + 1, -1 empty)."""
+    out = np.empty(len(a), np.int64)
+    n = 0
+    for i in range(len(a)):
+        v = a[i]
+        h = (v * np.int64(-7046029254386353131)) >> 17 & mask
+        while True:
+            t = table[h]
+            if t == v:
+                out[n] = i
+                n += 1
+                break
+            if t == -1:
+                break
+            h = (h + 1) & mask
+    return out[:n]
+
+
+@numba.njit(cache=True, nogil=True)
+def _table(b, mask):
+    table = np.full(mask + 1, -1, np.int64)
+    for v in b:
+        h = (v * np.int64(-7046029254386353131)) >> 17 & mask
+        while table[h] != -1 and table[h] != v:
+            h = (h + 1) & mask
+        table[h] = v
+    return table
+
+
+def _where_in(a, b) -> np.ndarray:
+    """np.flatnonzero(np.isin(a, b)) for ids a (int64, as large as the region) and b (few, >= 0): one hash
+    lookup each, in a Numba kernel."""
+    b = np.asarray(b, dtype=np.int64)
+    if len(b) == 0 or len(a) == 0:
+        return np.zeros(0, np.int64)
+    if b.min() < 0:
+        return np.flatnonzero(_isin(a, b))
+    mask = (1 << max(int(len(b) * 2).bit_length() + 1, 4)) - 1
+    return _hits(np.asarray(a, dtype=np.int64), _table(b, mask), mask)
 
 
 def _isin(a, b) -> np.ndarray:
@@ -179,6 +223,13 @@ def _write_small(path: Path, tmp: Path, nid, lon, lat, found, osc, way_rows: dic
 
 
 def build(ctx_bbox, p, old: Old, work: Path, maxzoom: int = T.MAXZOOM, pz: int = S.PARTITION_ZOOM):
+    """`_build` with the cyclic garbage collector off (spool.gc_paused: the partitions' records are
+    hundreds of thousands of tuples, none in a cycle)."""
+    with S.gc_paused():
+        return _build(ctx_bbox, p, old, work, maxzoom, pz)
+
+
+def _build(ctx_bbox, p, old: Old, work: Path, maxzoom: int = T.MAXZOOM, pz: int = S.PARTITION_ZOOM):
     """The new kept collection in `work` (a folder in the new bundle's stage folder) and what the cut needs:
     a SimpleNamespace spool (folder, shared, low with geometries, low_bounds, all_bounds, pz, maxzoom,
     counts) and the old and new features of the affected objects (for `patch.touched_by_features`)."""
@@ -186,7 +237,7 @@ def build(ctx_bbox, p, old: Old, work: Path, maxzoom: int = T.MAXZOOM, pz: int =
     ch_n = osc.node_ids()
     ch_w = osc.way_ids()
     # 1. the affected objects
-    hit = np.flatnonzero(_isin(old.refs, ch_n)) if len(ch_n) else np.zeros(0, np.int64)
+    hit = _where_in(old.refs, ch_n)
     holders = np.unique(old.wid[np.searchsorted(old.off, hit, side="right") - 1]) if len(hit) else np.zeros(0, np.int64)
     aff_w = np.union1d(holders, ch_w)
     # relations: the new state of the kept ones
