@@ -183,6 +183,43 @@ def _completing(rels: dict, ids: np.ndarray, old: Old, gone: np.ndarray, born: n
     return ids, w, place
 
 
+@numba.njit(cache=True, nogil=True)
+def _merge_ways(wid, off, refs, uid, uoff, urefs, live):
+    """The kept ways (sorted ids, CSR offsets, refs) after the change's ways `uid` (sorted; refs in CSR
+    form, `live` False where deleted): one merge of the two sorted lists, the change's way taking an old
+    one's place."""
+    n_w = len(wid) + len(uid)
+    n_r = len(refs) + len(urefs)
+    nid = np.empty(n_w, np.int64)
+    noff = np.zeros(n_w + 1, np.int64)
+    nref = np.empty(n_r, np.int64)
+    i = 0
+    j = 0
+    w = 0
+    r = 0
+    while i < len(wid) or j < len(uid):
+        if j >= len(uid) or (i < len(wid) and wid[i] < uid[j]):
+            a, b = off[i], off[i + 1]
+            nref[r:r + b - a] = refs[a:b]
+            nid[w] = wid[i]
+            r += b - a
+            w += 1
+            noff[w] = r
+            i += 1
+            continue
+        if i < len(wid) and wid[i] == uid[j]:
+            i += 1
+        if live[j]:
+            a, b = uoff[j], uoff[j + 1]
+            nref[r:r + b - a] = urefs[a:b]
+            nid[w] = uid[j]
+            r += b - a
+            w += 1
+            noff[w] = r
+        j += 1
+    return nid[:w], noff[:w + 1], nref[:r]
+
+
 def _write_small(path: Path, tmp: Path, nid, lon, lat, found, osc, way_rows: dict, tags_w: dict, hold: dict) -> None:
     """The small extract as OPL: the untagged nodes' lines made here (osmium's fixed-point coordinates
     from lon/lat = x / 1e7, exactly), the change's nodes, the ways and the relations written by osmium."""
@@ -401,20 +438,14 @@ def _build(ctx_bbox, p, old: Old, work: Path, maxzoom: int = T.MAXZOOM, pz: int 
     index_new = index_new[np.argsort(index_new["seq"], kind="stable")]
     counts = np.bincount(index_new["layer"].astype(np.int64), minlength=len(schema.LAYERS))
     # the ways, tag sets, flags and relations of the new state
-    keep_w = ~_isin(old.wid, np.asarray(sorted(set(osc.ways)), dtype=np.int64))
-    cnt = np.diff(old.off)
-    add = sorted(w for w in created)
-    wid = np.concatenate([old.wid[keep_w], np.asarray(add, dtype=np.int64)])
-    c = np.concatenate([cnt[keep_w], np.asarray([len(osc.ways[w].refs) for w in add], dtype=np.int64)])
-    kept_refs = old.refs[np.repeat(keep_w, cnt)]
-    refs = np.concatenate([kept_refs] + [np.asarray(osc.ways[w].refs, dtype=np.int64) for w in add])
-    order = np.argsort(wid, kind="stable")
-    starts = np.concatenate([[0], np.cumsum(c)[:-1]])
-    idx = np.repeat(starts[order] - np.concatenate([[0], np.cumsum(c[order])[:-1]]), c[order]) + \
-        np.arange(int(c.sum()))
-    wid, c, refs = wid[order], c[order], refs[idx]
-    off = np.zeros(len(wid) + 1, dtype=np.int64)
-    np.cumsum(c, out=off[1:])
+    upd = sorted(osc.ways)
+    upd_refs = [[] if osc.ways[w].deleted else osc.ways[w].refs for w in upd]
+    upd_off = np.zeros(len(upd) + 1, dtype=np.int64)
+    np.cumsum([len(r) for r in upd_refs], out=upd_off[1:])
+    wid, off, refs = _merge_ways(
+        old.wid, old.off, np.asarray(old.refs), np.asarray(upd, dtype=np.int64), upd_off,
+        np.asarray([x for r in upd_refs for x in r], dtype=np.int64),
+        np.asarray([not osc.ways[w].deleted for w in upd], dtype=np.bool_))
     remade = np.asarray(sorted(aff_w_set), dtype=np.int64)
     flags = old.flags[~_isin(old.flags >> 1, remade)]
     nf = np.asarray(new_flags, dtype=np.int64)
