@@ -112,6 +112,27 @@ def _kept_relation(tags: dict) -> bool:
     return _area_relation(tags) or tags.get("boundary") == "administrative"
 
 
+_MTYPE = {"n": 0, "w": 1, "r": 2}
+
+
+class Members:
+    """Relations' members as arrays: `rids` (sorted), per member its relation's place in `rids` (`rel`),
+    type (0 node, 1 way, 2 relation), ref and place among the relation's members; `area` per relation."""
+
+    def __init__(self, rels: dict, ids=None):
+        self.rids = np.asarray(sorted(rels if ids is None else (r for r in ids if r in rels)), dtype=np.int64)
+        rows = [(j, _MTYPE.get(m[0], 3), m[1], pos) for j, r in enumerate(self.rids.tolist())
+                for pos, m in enumerate(rels[r][1])]
+        a = np.asarray(rows, dtype=np.int64).reshape(-1, 4)
+        self.rel, self.typ, self.ref, self.pos = a[:, 0], a[:, 1], a[:, 2], a[:, 3]
+        self.area = np.asarray([_area_relation(rels[r][0]) for r in self.rids.tolist()], dtype=bool)
+
+    def holding(self, typ: int, ids) -> np.ndarray:
+        """The places in `rids` of the relations with a member of type `typ` among `ids`."""
+        sel = self.typ == typ
+        return np.unique(self.rel[sel][_isin(self.ref[sel], np.asarray(sorted(ids), dtype=np.int64))])
+
+
 class Old:
     """The old bundle's kept collection."""
 
@@ -124,6 +145,13 @@ class Old:
         self.wid, self.off, self.refs, self.flags = K.load_ways(folder / "ways")
         self.tags = K.load_pickle(folder / "tags.pkl")
         self.relations = {r[0]: (r[1], r[2]) for r in K.load_pickle(folder / "relations.pkl")}
+        self._members = None
+
+    @property
+    def members(self) -> Members:
+        if self._members is None:
+            self._members = Members(self.relations)
+        return self._members
 
     def way_refs(self, i: int) -> list[int] | None:
         k = np.searchsorted(self.wid, i)
@@ -157,15 +185,20 @@ def _completing_way(members, present) -> tuple[int, int]:
     return w, max(i for i, m in enumerate(members) if m[0] == "w" and m[1] == w)
 
 
-def _completing(rels: dict, ids: np.ndarray, old: Old, gone: np.ndarray, born: np.ndarray):
-    """`_completing_way` of the relations `ids` (sorted; one absent from `rels` has none), over arrays: the
+def _completing(mem: Members, ids: np.ndarray, old: Old, gone: np.ndarray, born: np.ndarray):
+    """`_completing_way` of the relations `ids` (sorted; one absent from `mem` has none), over arrays: the
     ways present in the new extract are the old collection's less `gone` plus `born` (sorted). Returns
     (ids, way (-1: none), place)."""
-    pairs = [(j, pos, m[1]) for j, r in enumerate(ids.tolist()) if r in rels
-             for pos, m in enumerate(rels[r][1]) if m[0] == "w"]
+    at = np.searchsorted(mem.rids, ids)
+    inside = at < len(mem.rids)
+    inside[inside] = mem.rids[at[inside]] == ids[inside]
+    j_of = np.full(len(mem.rids), -1, dtype=np.int64)  # a relation's place in ids
+    j_of[at[inside]] = np.flatnonzero(inside)
+    sel = (mem.typ == 1) & (j_of[mem.rel] >= 0) if len(mem.rids) else np.zeros(0, bool)
+    pairs = np.column_stack([j_of[mem.rel[sel]], mem.pos[sel], mem.ref[sel]]) if len(mem.rids) else []
     w = np.full(len(ids), -1, dtype=np.int64)
     place = np.zeros(len(ids), dtype=np.int64)
-    if pairs:
+    if len(pairs):
         a = np.asarray(pairs, dtype=np.int64).reshape(-1, 3)
         ref = a[:, 2]
         ok = old.has_way(ref)
@@ -286,14 +319,14 @@ def _build(ctx_bbox, p, old: Old, work: Path, maxzoom: int = T.MAXZOOM, pz: int 
     aff_w_set = set(aff_w.tolist())
     ch_n_set = set(ch_n.tolist())
     changed_rels = set(osc.relations)
-    aff_r: set[int] = set()
-    for state in (old.relations, rels_new):
-        for rid, (tags, members) in state.items():
-            if not _area_relation(tags):
-                continue
-            if rid in changed_rels or any((m[0] == "w" and m[1] in aff_w_set) or (m[0] == "n" and m[1] in ch_n_set)
-                                          for m in members):
-                aff_r.add(rid)
+    # the area relations holding an affected way or a changed node (the unchanged ones are the same in
+    # both states), and every changed one that is an area relation before or after
+    om = old.members
+    hit = np.union1d(om.holding(1, aff_w_set), om.holding(0, ch_n_set))
+    aff_r: set[int] = set(om.rids[hit[om.area[hit]]].tolist())
+    for rid in changed_rels:
+        if any(rid in state and _area_relation(state[rid][0]) for state in (old.relations, rels_new)):
+            aff_r.add(rid)
     # a changed boundary relation: its member ways (old and new) take another level
     relevel: set[int] = set()
     for rid in changed_rels:
@@ -329,9 +362,12 @@ def _build(ctx_bbox, p, old: Old, work: Path, maxzoom: int = T.MAXZOOM, pz: int 
     way_rows = {w: refs_of(w) for w in live}
     # the relations that hold those ways: their areas (osmium's membership), their levels
     hold = {}
-    for rid, (tags, members) in rels_new.items():
-        if rid in aff_r or any(m[0] == "w" and m[1] in way_rows for m in members):
-            hold[rid] = (tags, members)
+    for rid in om.rids[om.holding(1, way_rows)].tolist():  # (the unchanged relations: their old members)
+        if rid not in changed_rels and rid in rels_new:
+            hold[rid] = rels_new[rid]
+    for rid in aff_r | changed_rels:
+        if rid in rels_new and (rid in aff_r or any(m[0] == "w" and m[1] in way_rows for m in rels_new[rid][1])):
+            hold[rid] = rels_new[rid]
     node_ids = set()
     for refs in way_rows.values():
         node_ids.update(refs)
@@ -383,9 +419,9 @@ def _build(ctx_bbox, p, old: Old, work: Path, maxzoom: int = T.MAXZOOM, pz: int 
     gone = np.asarray(sorted(deleted), dtype=np.int64)
     born = np.asarray(sorted(created), dtype=np.int64)
     rel_rows = np.unique(rest["obj"][(rest["obj"] & 3) == OBJ_RELATION] >> 2)
-    w_old = _completing(old.relations, rel_rows, old, gone, born)
+    w_old = _completing(om, rel_rows, old, gone, born)
     aff_new = np.asarray(sorted(r for r in aff_r if r in rels_new), dtype=np.int64)
-    seq = _place(rest, new, w_old, _completing(rels_new, aff_new, old, gone, born))
+    seq = _place(rest, new, w_old, _completing(Members(rels_new, aff_new.tolist()), aff_new, old, gone, born))
     new["seq"] = seq
     # 4. the new collection
     prange = T.tile_range(ctx_bbox, pz)
