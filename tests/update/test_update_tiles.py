@@ -343,3 +343,58 @@ def test_relations_completing_at_one_way_keep_osmium_order(old_bundle, edits, up
     assert "tiles" in r["result"]["stages_patched"], r["result"]
     assert r["entry"]["info"]["patch"]["objects"]["r"] >= 2
     assert _assert_same_archive(r["out"], r["full"], old_bundle) > 0
+
+
+def test_the_slim_patch_array_paths_equal_their_python_definitions(old_bundle):
+    """slim.py's array paths on the Liechtenstein bundle's kept collection, against the plain Python they
+    replace: the kept ways holding some nodes (a Numba hash lookup), the relations holding some ways and
+    nodes and the way each relation completes at (slim.Members), and the kept ways after a change that
+    deletes, replaces and adds ways (one Numba merge)."""
+    import numpy as np
+
+    from geoengine.tiles import slim
+
+    old = slim.Old(Path(os.path.realpath(old_bundle)) / "tiles" / "collection")
+    rng = np.random.default_rng(29)
+    refs = np.asarray(old.refs)
+    nodes = np.unique(np.concatenate([rng.choice(refs, 300), [refs.max() + 1, 1]]))
+    assert np.array_equal(slim._where_in(refs, nodes), np.flatnonzero(np.isin(refs, nodes)))
+    assert len(slim._where_in(refs, nodes)) >= 300
+    # the relations' members
+    mem = old.members
+    rels = old.relations
+    assert len(rels) > 20
+    ways = set(rng.choice(old.wid, 400).tolist()) | {m[1] for r in list(rels.values())[:10] for m in r[1] if m[0] == "w"}
+    nset = set(nodes.tolist()) | set([m[1] for r in rels.values() for m in r[1] if m[0] == "n"][:5])
+    for typ, ids, t in ((1, ways, "w"), (0, nset, "n")):
+        want = sorted(r for r, (_tags, ms) in rels.items() if any(m[0] == t and m[1] in ids for m in ms))
+        got = mem.rids[mem.holding(typ, ids)].tolist()
+        assert got == want and want
+    assert mem.area.tolist() == [slim._area_relation(rels[r][0]) for r in mem.rids.tolist()]
+    # the way each relation completes at, some member ways deleted and some ways created
+    members_w = sorted({m[1] for r in rels.values() for m in r[1] if m[0] == "w"})
+    gone = np.unique(rng.choice(members_w, 60))
+    born = np.asarray([max(members_w) + 5], dtype=np.int64)
+    present = (set(old.wid.tolist()) - set(gone.tolist())) | set(born.tolist())
+    ids = np.asarray(sorted(rels) + [max(rels) + 1], dtype=np.int64)
+    got_ids, w, place = slim._completing(mem, ids, old, gone, born)
+    want = [slim._completing_way(rels[r][1], present) if r in rels else (-1, 0) for r in ids.tolist()]
+    assert list(zip(w.tolist(), place.tolist(), strict=True)) == want
+    assert sum(1 for x in want if x[0] >= 0) > 20 and any(x[1] > 0 for x in want)
+    # the kept ways after a change: deleted, replaced (other refs), created
+    sel = rng.choice(len(old.wid), 200, replace=False)
+    uid = np.unique(np.concatenate([old.wid[sel], [old.wid.max() + 3, old.wid.max() + 9], [1]]))
+    live = rng.random(len(uid)) < 0.6
+    lens = np.where(live, rng.integers(2, 6, len(uid)), 0)
+    uoff = np.concatenate([[0], np.cumsum(lens)]).astype(np.int64)
+    urefs = rng.integers(1, 10**9, int(uoff[-1])).astype(np.int64)
+    wid, off, newrefs = slim._merge_ways(old.wid, old.off, refs, uid, uoff, urefs, live)
+    d = {int(w): (int(old.off[k]), int(old.off[k + 1])) for k, w in enumerate(old.wid)}
+    for k, u in enumerate(uid.tolist()):
+        d.pop(u, None)
+    ks = sorted(set(d) | {u for k, u in enumerate(uid.tolist()) if live[k]})
+    assert wid.tolist() == ks
+    upd = {u: urefs[uoff[k]:uoff[k + 1]] for k, u in enumerate(uid.tolist()) if live[k]}
+    want_refs = np.concatenate([upd[w] if w in upd else refs[d[w][0]:d[w][1]] for w in ks])
+    assert np.array_equal(newrefs, want_refs)
+    assert np.array_equal(np.diff(off), [len(upd[w]) if w in upd else d[w][1] - d[w][0] for w in ks])
