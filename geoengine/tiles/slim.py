@@ -262,11 +262,10 @@ def _write_small(path: Path, tmp: Path, nid, lon, lat, found, osc, way_rows: dic
     tmp.unlink(missing_ok=True)
     written = 0
     with osmium.SimpleWriter(str(tmp)) as wr:
-        for i, x, y in zip(nid.tolist(), xs.tolist(), ys.tolist(), strict=True):
-            o = osc.nodes.get(i)
-            if o is not None:
-                wr.add_node(osmium.osm.mutable.Node(id=i, location=(x / 1e7, y / 1e7), tags=o.tags, version=1))
-                written += 1
+        chg = _where_in(nid, np.fromiter(osc.nodes, dtype=np.int64, count=len(osc.nodes)))
+        for i, x, y in zip(nid[chg].tolist(), xs[chg].tolist(), ys[chg].tolist(), strict=True):
+            wr.add_node(osmium.osm.mutable.Node(id=i, location=(x / 1e7, y / 1e7), tags=osc.nodes[i].tags, version=1))
+            written += 1
         for w in sorted(way_rows):
             o = osc.ways.get(w)
             wr.add_way(osmium.osm.mutable.Way(id=w, nodes=way_rows[w], tags=o.tags if o is not None else
@@ -285,7 +284,7 @@ def _write_small(path: Path, tmp: Path, nid, lon, lat, found, osc, way_rows: dic
         av = np.abs(v)
         cols += [np.where(v < 0, b"-", b"").tolist(), (av // 10000000).tolist(), (av % 10000000).tolist()]
     lines = [b"n%d v1 x%s%d.%07d y%s%d.%07d\n" % t for t in zip(*cols, strict=True)]
-    for k in np.flatnonzero(_isin(nid, np.fromiter(mine, dtype=np.int64, count=len(mine)))).tolist():
+    for k in chg.tolist():
         lines[k] = mine[int(nid[k])] + b"\n"
     with open(path, "wb") as fh:
         fh.write(b"".join(lines))
