@@ -35,6 +35,7 @@ import osmium
 import shapely
 
 from geoengine.bundler.pipeline import link_file
+from geoengine.search.opl import node_lines
 from geoengine.tiles import kept as K
 from geoengine.tiles import schema
 from geoengine.tiles import spool as S
@@ -254,8 +255,9 @@ def _merge_ways(wid, off, refs, uid, uoff, urefs, live):
 
 
 def _write_small(path: Path, tmp: Path, nid, lon, lat, found, osc, way_rows: dict, tags_w: dict, hold: dict) -> None:
-    """The small extract as OPL: the untagged nodes' lines made here (osmium's fixed-point coordinates
-    from lon/lat = x / 1e7, exactly), the change's nodes, the ways and the relations written by osmium."""
+    """The small extract as OPL: the untagged nodes' lines made by search.opl.node_lines (osmium's
+    fixed-point coordinates from lon/lat = x / 1e7, exactly), the change's nodes, the ways and the
+    relations written by osmium."""
     nid = nid[found]
     xs = np.rint(lon[found] * 1e7).astype(np.int64)
     ys = np.rint(lat[found] * 1e7).astype(np.int64)
@@ -279,15 +281,11 @@ def _write_small(path: Path, tmp: Path, nid, lon, lat, found, osc, way_rows: dic
     mine = {int(ln[1:ln.index(b" ")]): ln for ln in lines[:written]}  # (osmium writes them first)
     rest = b"\n".join(lines[written:])
 
-    cols = [nid.tolist()]
-    for v in (xs, ys):
-        av = np.abs(v)
-        cols += [np.where(v < 0, b"-", b"").tolist(), (av // 10000000).tolist(), (av % 10000000).tolist()]
-    lines = [b"n%d v1 x%s%d.%07d y%s%d.%07d\n" % t for t in zip(*cols, strict=True)]
+    lines = node_lines(nid, xs, ys, {}).split(b"\n")  # (search.opl: a compiled loop)
     for k in chg.tolist():
-        lines[k] = mine[int(nid[k])] + b"\n"
+        lines[k] = mine[int(nid[k])]
     with open(path, "wb") as fh:
-        fh.write(b"".join(lines))
+        fh.write(b"\n".join(lines))
         fh.write(rest)
 
 
