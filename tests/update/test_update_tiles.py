@@ -390,7 +390,7 @@ def test_the_slim_patch_array_paths_equal_their_python_definitions(old_bundle):
     urefs = rng.integers(1, 10**9, int(uoff[-1])).astype(np.int64)
     wid, off, newrefs = slim._merge_ways(old.wid, old.off, refs, uid, uoff, urefs, live)
     d = {int(w): (int(old.off[k]), int(old.off[k + 1])) for k, w in enumerate(old.wid)}
-    for k, u in enumerate(uid.tolist()):
+    for u in uid.tolist():
         d.pop(u, None)
     ks = sorted(set(d) | {u for k, u in enumerate(uid.tolist()) if live[k]})
     assert wid.tolist() == ks
