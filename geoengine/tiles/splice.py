@@ -521,7 +521,7 @@ def affected_codes(p, old_kept: Path, new_kept: Path, old_index: np.ndarray, new
     ch_n = np.asarray(osc.node_ids(), dtype=np.int64)
     ch_w = np.asarray(osc.way_ids(), dtype=np.int64)
     wid, off, refs, _ = K.load_ways(old_kept / "ways")
-    hit = np.flatnonzero(np.isin(refs, ch_n)) if len(ch_n) and len(refs) else np.zeros(0, np.int64)
+    hit = np.flatnonzero(_in_sorted(np.asarray(refs), np.sort(ch_n))) if len(ch_n) and len(refs) else np.zeros(0, np.int64)
     holders = np.unique(wid[np.searchsorted(off, hit, side="right") - 1]) if len(hit) else np.zeros(0, np.int64)
     ways = set(np.union1d(holders, ch_w).tolist())
     nodes = set(ch_n.tolist())
@@ -577,16 +577,25 @@ def old_tiles(old_path: Path, keys: np.ndarray) -> dict[int, bytes]:
     return out
 
 
-def _layer_of(index: np.ndarray, seqs: np.ndarray) -> np.ndarray | None:
-    i = np.minimum(np.searchsorted(index["seq"], seqs), max(len(index) - 1, 0))
-    if len(seqs) and (len(index) == 0 or (index["seq"][i] != seqs).any()):
-        return None
-    return index["layer"][i].astype(np.int64)
+def _layer_of(seq: np.ndarray, layer: np.ndarray, seqs: np.ndarray) -> np.ndarray:
+    """The layers of the features `seqs` (-1: not in the index `seq`, sorted, with `layer`)."""
+    i = np.minimum(np.searchsorted(seq, seqs), max(len(seq) - 1, 0))
+    if len(seq) == 0:
+        return np.full(len(seqs), -1, dtype=np.int64)
+    return np.where(seq[i] == seqs, layer[i], -1).astype(np.int64)
 
 
-def splice_one(old_gz: bytes, old_entries: np.ndarray, old_layers: np.ndarray, dropped: np.ndarray,
+def _in_sorted(values: np.ndarray, sorted_set: np.ndarray) -> np.ndarray:
+    """np.isin(values, sorted_set) by binary search (the set is small, the values many)."""
+    if len(sorted_set) == 0:
+        return np.zeros(len(values), dtype=bool)
+    i = np.minimum(np.searchsorted(sorted_set, values), len(sorted_set) - 1)
+    return sorted_set[i] == values
+
+
+def splice_one(old_gz: bytes, old_entries: np.ndarray, old_layers: np.ndarray, old_keep: np.ndarray,
                mini: tuple | None):
-    """One tile spliced: the old tile's pieces less the features whose seqs are `dropped`, the mini tile's
+    """One tile spliced: the old tile's pieces less the features not `old_keep` (the affected objects'), the mini tile's
     (gzip bytes, entries, layers) merged in by (layer, seq). Returns (gzip bytes or None: no feature
     left, entries, mixed), or None when the splice cannot be exact (the caller cuts the tile again)."""
     pieces = []
@@ -642,7 +651,7 @@ def splice_one(old_gz: bytes, old_entries: np.ndarray, old_layers: np.ndarray, d
     else:
         buf, L, F, Kk, V, Vd = pieces[0]
     # the old entries less the dropped ones, then the new ones
-    keep0 = ~np.isin(np.where(ents[0] >= 0, ents[0], -1 - ents[0]), dropped) if old_gz is not None else None
+    keep0 = old_keep if old_gz is not None else None
     e = [ents[0][keep0]] if keep0 is not None else []
     ly = [lays[0][keep0]] if keep0 is not None else []
     rw = [srcs[0][keep0]] if keep0 is not None else []
@@ -672,3 +681,85 @@ def splice_one(old_gz: bytes, old_entries: np.ndarray, old_layers: np.ndarray, d
 
 def gz_none():
     return None, np.zeros(0, dtype=np.int64), False
+
+
+def splice_tiles(fs, p, old_kept: Path, new_kept: Path, old_path: Path, kept: Kept, recut: dict, plan, bbox,
+                 on_step=None):
+    """The touched tiles `recut` (per zoom, sorted ids) that can be spliced, spliced: returns (tiles
+    [(z, x, y, gzip bytes)], their records [(z, x, y, entries, mixed)], the tiles to cut again as before
+    (per zoom, sorted ids), info)."""
+    from geoengine.tiles.spool import cut_spooled, restrict_plan
+
+    keys_z = {z: tile_key(z, ids) for z, ids in recut.items() if len(ids)}
+    keys = np.sort(np.concatenate(list(keys_z.values()))) if keys_z else np.zeros(0, np.int64)
+    rows = kept.rows(keys)
+    ok = (rows >= 0)
+    ok[ok] = ~kept.mixed[rows[ok]]
+    old_index = np.load(old_kept / "index.npy", mmap_mode="r")
+    new_index = np.asarray(fs.index)
+    codes = affected_codes(p, old_kept, new_kept, np.asarray(old_index), new_index)
+    oi = np.asarray(old_index)
+    o_seq, o_lay = np.ascontiguousarray(oi["seq"]), np.ascontiguousarray(oi["layer"])
+    n_seq, n_lay = np.ascontiguousarray(new_index["seq"]), np.ascontiguousarray(new_index["layer"])
+    dropped = np.sort(o_seq[_in_sorted(np.ascontiguousarray(oi["obj"]), codes)])
+    new_seqs = np.sort(n_seq[_in_sorted(np.ascontiguousarray(new_index["obj"]), codes)])
+    to_splice = keys[ok]
+    only = {}
+    for z in range(15):
+        sel = to_splice[(to_splice >> 56) == z]
+        if len(sel):
+            only[z] = np.sort(((sel >> 28) & 0xFFFFFFF) << 32 | (sel & 0xFFFFFFF))
+    mini_rec: list = []
+    mini_gz: dict[int, bytes] = {}
+    if only and len(new_seqs):
+        mini = mini_spool(fs, new_seqs)
+        mplan = restrict_plan(plan, only, fs.pz)
+        for z, x, y, data in cut_spooled(mini, mplan.partitions, bbox, plan=mplan, only=only, record=mini_rec,
+                                         on_step=on_step):
+            mini_gz[int(tile_key(z, [x << 32 | y])[0])] = data
+    mini_of = {int(tile_key(z, [x << 32 | y])[0]): (e, m) for z, x, y, e, m in mini_rec}
+    olds = old_tiles(old_path, to_splice)
+    # every old entry of the tiles to splice at once: its layer, and whether it is kept
+    r_ok = rows[ok]
+    lens = kept.off[r_ok + 1] - kept.off[r_ok]
+    at = np.repeat(kept.off[r_ok] - np.concatenate([[0], np.cumsum(lens)[:-1]]), lens) + np.arange(int(lens.sum()))
+    ent_all = kept.seqs[at]
+    s_all = np.where(ent_all >= 0, ent_all, -1 - ent_all)
+    lay_all = _layer_of(o_seq, o_lay, s_all)
+    keep_all = ~_in_sorted(s_all, dropped)
+    first = np.concatenate([[0], np.cumsum(lens)]).tolist()
+    made, record, again = [], [], []
+    spliced = fell = 0
+    for t, k in enumerate(to_splice.tolist()):
+        z, x, y = k >> 56, (k >> 28) & 0xFFFFFFF, k & 0xFFFFFFF
+        res = None
+        mo = mini_of.get(k)
+        if k in olds and not (mo is not None and mo[1]):
+            a, b = first[t], first[t + 1]
+            ent, lay = ent_all[a:b], lay_all[a:b]
+            mini = None
+            if mo is not None:
+                me = np.asarray(mo[0], dtype=np.int64)
+                ml = _layer_of(n_seq, n_lay, np.where(me >= 0, me, -1 - me))
+                mini = None if (ml < 0).any() else (mini_gz[k], me, ml)
+            if not (lay < 0).any() and (mo is None or mini is not None):
+                res = splice_one(olds[k], ent, lay, keep_all[a:b], mini)
+        if res is None:
+            again.append(k)
+            fell += 1
+            continue
+        gz, entries, mixed = res
+        spliced += 1
+        if gz is not None:
+            made.append((z, x, y, gz))
+            record.append((z, x, y, entries, mixed))
+    again = np.sort(np.concatenate([keys[~ok], np.asarray(again, dtype=np.int64)]))
+    cut = {}
+    for z in range(15):
+        sel = again[(again >> 56) == z]
+        if len(sel):
+            cut[z] = np.sort(((sel >> 28) & 0xFFFFFFF) << 32 | (sel & 0xFFFFFFF))
+    info = {"tiles_spliced": spliced, "tiles_splice_declined": fell, "tiles_not_kept": int((~ok).sum()),
+            "mini_tiles": len(mini_gz), "objects_spliced": int(len(codes)), "features_dropped": int(len(dropped)),
+            "features_spliced": int(len(new_seqs))}
+    return made, record, cut, info
