@@ -714,8 +714,9 @@ def splice_tiles(fs, p, old_kept: Path, new_kept: Path, old_path: Path, kept: Ke
     if only and len(new_seqs):
         mini = mini_spool(fs, new_seqs)
         mplan = restrict_plan(plan, only, fs.pz)
+        # in this process: the features are few, a pool's forks would cost more than they save
         for z, x, y, data in cut_spooled(mini, mplan.partitions, bbox, plan=mplan, only=only, record=mini_rec,
-                                         on_step=on_step):
+                                         on_step=on_step, processes=1):
             mini_gz[int(tile_key(z, [x << 32 | y])[0])] = data
     mini_of = {int(tile_key(z, [x << 32 | y])[0]): (e, m) for z, x, y, e, m in mini_rec}
     olds = old_tiles(old_path, to_splice)
