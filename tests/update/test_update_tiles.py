@@ -276,6 +276,23 @@ def test_the_spread_change_is_patched_from_the_kept_collection(old_bundle, upd_s
     _assert_same_seq_lists(out, full)
 
 
+def test_an_old_bundle_without_seq_lists_cuts_the_touched_tiles_again(old_bundle, edits, upd_settings, tmp_path):
+    """A bundle built before the seq lists were kept (a collection without tileseqs.npz): the touched tiles
+    are cut again as before, the archive is the full build's, and no partial seq lists are written."""
+    from geoengine.tiles import kept as K
+    from geoengine.tiles import splice
+
+    out = publish_copy(old_bundle, tmp_path)
+    (out / "tiles" / K.FOLDER / splice.FILE).unlink()
+    result = update(out, upd_settings, diffs=[edits["osc"]], progress=NullProgress())
+    assert "tiles" in result["stages_patched"], result
+    full = build(BuildInputs(osm=edits["new"]), tmp_path / "full" / "li", upd_settings, progress=NullProgress())
+    assert _assert_same_archive(out, full, old_bundle) > 0
+    info = Bundle.open(out).stages["tiles"]["info"]["patch"]
+    assert info["splice"] is None and info["tiles_made"] > 0, info
+    assert not (out / "tiles" / K.FOLDER / splice.FILE).exists()
+
+
 def test_a_second_update_patches_the_patched_collection(old_bundle, edits, upd_settings, tmp_path, monkeypatch):
     """Two updates in a row (the Liechtenstein change, then the second change made on its result): the
     second patches the collection the first one wrote, and the archive equals a full build's again; the
