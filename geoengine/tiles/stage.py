@@ -263,13 +263,17 @@ def patch(ctx: BuildContext, p) -> StageResult | None:
     made = 0
     if kept_seqs is not None:
         ctx.progress.task("tiles", total=None)
-        spliced, srec, cut, splice_info = SP.splice_tiles(fs, p, old_kept, work, old_path, kept_seqs, recut, plan,
-                                                          bbox, on_step=on_step)
+        try:
+            spliced, srec, cut, splice_info = SP.splice_tiles(fs, p, old_kept, work, old_path, kept_seqs, recut,
+                                                              plan, bbox, on_step=on_step)
+        except (ValueError, IndexError, KeyError, OSError, EOFError) as exc:  # then cut them all again
+            ctx.progress.log(f"[tiles] not spliced: {type(exc).__name__}: {exc}")
+            spliced, srec, cut, splice_info = [], [], recut, {"error": f"{type(exc).__name__}: {exc}"}
         for z, x, y, data in spliced:
             writer.add(z, x, y, data)
         made = len(spliced)  # (tiles made: spliced or cut again)
         record.extend(srec)
-        ctx.progress.log(f"[tiles] {splice_info['tiles_spliced']:,} tiles spliced, "
+        ctx.progress.log(f"[tiles] {splice_info.get('tiles_spliced', 0):,} tiles spliced, "
                          f"{sum(len(v) for v in cut.values()):,} to cut again")
     t_splice = time.time() - t0 - t_find - t_collect
     cpu.append(cpu_s())
