@@ -59,7 +59,7 @@ def cut(folder: Path, n: int) -> int:
     gc.disable()  # as the stage's cut (spool.gc_paused)
     c0, t0 = cpu(), time.time()
     for key in keys:
-        for z, x, y, data in sorted(S._cut_partition(key)):
+        for z, x, y, data, *_ in sorted(S._cut_partition(key), key=lambda t: t[:3]):
             digest.update(f"{z}/{x}/{y}".encode())
             digest.update(data)
             tiles += 1

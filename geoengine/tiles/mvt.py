@@ -590,7 +590,10 @@ def _frame(starts, feat, types, gbuf, goff, toff, tkey, tcls, tenc, key_local, c
     order) the bytes of its feature messages, the key ids and the value bytes ids of its tables in
     order of first use. `feat[i]` is feature i's row in the tag table, `types[i]` its MVT type (0: not
     drawn, nothing of it is written), its geometry gbuf[goff[i]:goff[i + 1]]. `key_local` and
-    `cls_local` (the table's scratch, all -1) are left as they were found."""
+    `cls_local` (the table's scratch, all -1) are left as they were found. `mixed`: some value entry
+    stands for features whose own values encode differently (1 and 1.0: one class, the first one's
+    bytes), so the tile's bytes do not give every feature's own values (geoengine.tiles.splice then cuts
+    the tile again rather than splice it)."""
     n = len(feat)
     size = 64
     n_tags = 1
@@ -612,6 +615,7 @@ def _frame(starts, feat, types, gbuf, goff, toff, tkey, tcls, tenc, key_local, c
     pos = 0
     nk_all = 0
     nv_all = 0
+    mixed = False
     for layer in range(len(starts) - 1):
         k0 = nk_all
         v0 = nv_all
@@ -632,6 +636,8 @@ def _frame(starts, feat, types, gbuf, goff, toff, tkey, tcls, tenc, key_local, c
                     vals_out[nv_all] = tenc[t]
                     cls_seen[nv_all] = ci
                     nv_all += 1
+                elif vals_out[v0 + cls_local[ci]] != tenc[t]:
+                    mixed = True  # e.g. 1 and 1.0 in one layer: the entry is the first one's bytes
                 tl = _put_varint(tags, tl, key_local[ki])
                 tl = _put_varint(tags, tl, cls_local[ci])
             glen = goff[i + 1] - goff[i]
@@ -661,26 +667,29 @@ def _frame(starts, feat, types, gbuf, goff, toff, tkey, tcls, tenc, key_local, c
             key_local[keys_out[j]] = -1
         for j in range(v0, nv_all):
             cls_local[cls_seen[j]] = -1
-    return out[:pos], feat_end, keys_out[:nk_all], keys_end, vals_out[:nv_all], vals_end
+    return out[:pos], feat_end, keys_out[:nk_all], keys_end, vals_out[:nv_all], vals_end, mixed
 
 
 def encode_tile(names: list[str], starts: np.ndarray, geoms: np.ndarray, dims: np.ndarray, feat: np.ndarray,
-                table: TagTable, frame=None) -> bytes:
+                table: TagTable, frame=None, flags: list | None = None) -> bytes:
     """The tile's bytes: layer l (named names[l]) holds geometries starts[l]..starts[l + 1] (with their
     shapely dimensions), whose properties are rows `feat` of `table`; what `mapbox_vector_tile.encode`
     makes of the same layers with extent 4096, y down and make-valid. With a `frame`, the geometries are
     in Mercator and are moved into the tile's frame while encoding (`geometry_buffer`)."""
     gbuf, goff, types = geometry_buffer(geoms, dims, frame)
-    return frame_tile(names, starts, feat, types, gbuf, goff, table)
+    return frame_tile(names, starts, feat, types, gbuf, goff, table, flags)
 
 
 def frame_tile(names: list[str], starts: np.ndarray, feat: np.ndarray, types: np.ndarray, gbuf: np.ndarray,
-               goff: np.ndarray, table: TagTable) -> bytes:
+               goff: np.ndarray, table: TagTable, flags: list | None = None) -> bytes:
     """`encode_tile` from its geometries' encoded bytes (`geometry_buffer`: geometry i of the tile is
-    gbuf[goff[i]:goff[i + 1]], of MVT type types[i]; `goff` may be a slice of a buffer of several tiles)."""
-    data, feat_end, keys, keys_end, vals, vals_end = _frame(
+    gbuf[goff[i]:goff[i + 1]], of MVT type types[i]; `goff` may be a slice of a buffer of several tiles).
+    `flags` (a list): the tile's `mixed` (`_frame`) is appended to it."""
+    data, feat_end, keys, keys_end, vals, vals_end, mixed = _frame(
         np.asarray(starts, dtype=np.int64), np.asarray(feat, dtype=np.int64), types, gbuf, goff, table.off,
         table.key, table.cls, table.enc, table.key_local, table.cls_local)
+    if flags is not None:
+        flags.append(bool(mixed))
     raw = data.tobytes()
     fe, ke, ve = feat_end.tolist(), keys_end.tolist(), vals_end.tolist()
     keys_l, vals_l = keys.tolist(), vals.tolist()

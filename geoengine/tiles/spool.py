@@ -326,7 +326,10 @@ def _state_of(records: list[tuple], maxzoom: int) -> dict:
     fs.layer = [r[2] for r in records]
     fs.min_zoom = [r[3] for r in records]
     fs.props = [r[4] for r in records]
-    return T._prepare(fs, maxzoom)
+    st = T._prepare(fs, maxzoom)
+    # each feature's seq: tiler._encode_batch then returns each tile's features (geoengine.tiles.splice)
+    st["seq"] = np.fromiter((r[0] for r in records), dtype=np.int64, count=len(records))
+    return st
 
 
 _JOB: dict = {}  # set in the parent before the pool forks
@@ -516,13 +519,19 @@ def restrict_plan(plan: CutPlan, only: dict, pz: int) -> CutPlan:
 
 
 def cut_spooled(spool: Spool, partitions: list[tuple[int, int]], bbox, *, processes: int | None = None,
-                on_step=None, plan: CutPlan | None = None, only: dict | None = None):
+                on_step=None, plan: CutPlan | None = None, only: dict | None = None, record: list | None = None):
     """Yield (z, x, y, gzip bytes) of every tile: low zooms from memory, then partition by partition.
     `on_step(1)` after each of the plan's low tasks and partitions (`plan_cut`, made here when not given).
     The garbage collector is off meanwhile (`gc_paused`). `only` (a patch, per zoom the sorted ids
-    x << 32 | y of tiles the plan visits): cut those tiles alone (`restrict_plan` first)."""
+    x << 32 | y of tiles the plan visits): cut those tiles alone (`restrict_plan` first). `record` (a
+    list): (z, x, y, seqs, mixed) of each tile is appended to it (tiler._tile_seqs; geoengine.tiles.splice)."""
     with gc_paused():
-        yield from _cut_spooled(spool, partitions, bbox, processes=processes, on_step=on_step, plan=plan, only=only)
+        for t in _cut_spooled(spool, partitions, bbox, processes=processes, on_step=on_step, plan=plan, only=only):
+            if len(t) == 5:
+                if record is not None:
+                    record.append((t[0], t[1], t[2], *t[4]))
+                t = t[:4]
+            yield t
 
 
 def _cut_spooled(spool: Spool, partitions: list[tuple[int, int]], bbox, *, processes: int | None = None,

@@ -58,7 +58,8 @@ def run(ctx: BuildContext) -> StageResult:
         done[0] += k
         ctx.progress.update(done[0], "of tile batches and partitions")
 
-    for z, x, y, data in cut_spooled(fs, partitions, bbox, on_step=on_step, plan=plan):
+    record: list = []  # each tile's features (geoengine.tiles.splice), kept for `geoengine update`
+    for z, x, y, data in cut_spooled(fs, partitions, bbox, on_step=on_step, plan=plan, record=record):
         writer.add(z, x, y, data)
     tiles, nbytes = writer.count, writer.bytes
     writer.close(_metadata(ctx, sid, bbox))
@@ -67,6 +68,11 @@ def run(ctx: BuildContext) -> StageResult:
     # the collection is kept for `geoengine update` (geoengine.tiles.kept): the partition files are moved,
     # the index and the ways' node refs (a Numba pass over the PBF's way blocks) written
     kept_bytes = K.save(out / K.FOLDER, fs, spool_dir, ctx.inputs.osm)
+    if kept_bytes is not None:
+        from geoengine.tiles import splice
+
+        kept_bytes += splice.save_record(out / K.FOLDER, record)
+    del record
     shutil.rmtree(spool_dir, ignore_errors=True)
     return StageResult(
         outputs=[f"tiles/{sid}.mbtiles"],
@@ -237,29 +243,60 @@ def patch(ctx: BuildContext, p) -> StageResult | None:
     ctx.progress.log(f"[tiles] the change touches {sum(objects.values()):,} objects "
                      f"({len(feats[0]['bounds']):,} features before, {len(feats[1]['bounds']):,} after): "
                      f"{n_recut:,} of {n_planned:,} tiles to cut again")
-    small = restrict_plan(plan, recut, fs.pz)
-    # the partitions' records that can reach a tile to cut (by the index's bounds): only they are parsed
-    ix = fs.index
-    fs.reach_seqs = np.sort(ix["seq"][reaching(np.asarray(ix["bounds"]), {z: v for z, v in recut.items()
-                                                                           if z >= fs.pz})])
     path = out / f"{sid}.mbtiles"
     writer = MBTilesWriter(path)
-    ctx.progress.task("tiles", total=len(small.low_tasks) + len(small.partitions))
     done = [0]
 
     def on_step(k):
         done[0] += k
         ctx.progress.update(done[0], "of tile batches and partitions")
 
+    # the splice (geoengine.tiles.splice): a touched tile made from its old bytes and the affected
+    # objects' features alone; the tiles it cannot splice (or all, when the old bundle kept no seq lists)
+    # are cut again from every feature that reaches them
+    from geoengine.tiles import splice as SP
+
+    kept_seqs = SP.Kept.load(old_kept)
+    record: list = []
+    splice_info = None
+    cut = recut
     made = 0
-    for z, x, y, data in cut_spooled(fs, small.partitions, bbox, on_step=on_step, plan=small, only=recut):
-        writer.add(z, x, y, data)
-        made += 1
+    if kept_seqs is not None:
+        ctx.progress.task("tiles", total=None)
+        try:
+            spliced, srec, cut, splice_info = SP.splice_tiles(fs, p, old_kept, work, old_path, kept_seqs, recut,
+                                                              plan, bbox, on_step=on_step)
+        except (ValueError, IndexError, KeyError, OSError, EOFError) as exc:  # then cut them all again
+            ctx.progress.log(f"[tiles] not spliced: {type(exc).__name__}: {exc}")
+            spliced, srec, cut, splice_info = [], [], recut, {"error": f"{type(exc).__name__}: {exc}"}
+        for z, x, y, data in spliced:
+            writer.add(z, x, y, data)
+        made = len(spliced)  # (tiles made: spliced or cut again)
+        record.extend(srec)
+        ctx.progress.log(f"[tiles] {splice_info.get('tiles_spliced', 0):,} tiles spliced, "
+                         f"{sum(len(v) for v in cut.values()):,} to cut again")
+    t_splice = time.time() - t0 - t_find - t_collect
+    cpu.append(cpu_s())
+    small = restrict_plan(plan, cut, fs.pz)
+    # the partitions' records that can reach a tile to cut (by the index's bounds): only they are parsed
+    ix = fs.index
+    fs.reach_seqs = np.sort(ix["seq"][reaching(np.asarray(ix["bounds"]), {z: v for z, v in cut.items()
+                                                                           if z >= fs.pz})])
+    ctx.progress.task("tiles", total=len(small.low_tasks) + len(small.partitions))
+    if any(len(v) for v in cut.values()):
+        for z, x, y, data in cut_spooled(fs, small.partitions, bbox, on_step=on_step, plan=small, only=cut,
+                                         record=record):
+            writer.add(z, x, y, data)
+            made += 1
     t_cut = time.time() - t0 - t_find - t_collect
     cpu.append(cpu_s())
     copied, copied_bytes = _copy_tiles(writer, old_path, stored, planned, recut)
     tiles, nbytes = writer.count, writer.bytes
     writer.close(_metadata(ctx, sid, bbox))
+    if kept_seqs is not None:  # the new seq lists: the copied tiles' old ones, the others' new ones
+        gone = [SP.tile_key(z, ids[np.isin(ids, recut.get(z, ())) | ~np.isin(ids, planned.get(z, ()))])
+                for z, ids in stored.items()]
+        SP.save(work, *SP.merged(kept_seqs, np.sort(np.concatenate(gone)), SP.from_record(record)))
     cpu.append(cpu_s())
     return StageResult(
         outputs=[f"tiles/{sid}.mbtiles"],
@@ -268,15 +305,15 @@ def patch(ctx: BuildContext, p) -> StageResult | None:
               "partitions": len(small.partitions),
               "patch": {"objects": objects, "features_before": len(feats[0]["bounds"]),
                         "features_after": len(feats[1]["bounds"]), "tiles_planned": n_planned,
-                        "tiles_recut": n_recut, "tiles_made": made,
+                        "tiles_recut": n_recut, "tiles_made": made, "splice": splice_info,
                         "tiles_recut_per_zoom": [int(len(recut.get(z, ()))) for z in range(MINZOOM, MAXZOOM + 1)], "tiles_copied": copied,
                         # CPU (this process and its workers) of patching the collection, finding the
                         # tiles, cutting, copying
-                        "cpu_seconds": dict(zip(("collection", "find", "cut", "copy"),
+                        "cpu_seconds": dict(zip(("collection", "find", "splice", "cut", "copy"),
                                                 (round(b - a, 3) for a, b in zip(cpu, cpu[1:], strict=False)),
                                                 strict=False))},
               "collect_seconds": round(t_collect, 3), "find_seconds": round(t_find, 3),
-              "cut_seconds": round(t_cut, 3),
+              "splice_seconds": round(t_splice, 3), "cut_seconds": round(t_cut - t_splice, 3),
               "copy_seconds": round(time.time() - t0 - t_find - t_collect - t_cut, 3)},
     )
 

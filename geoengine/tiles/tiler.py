@@ -149,6 +149,9 @@ def _encode_batch(task) -> list[tuple[int, int, int, bytes]]:
     simp_dims = shapely.get_dimensions(simp)
     k = EXTENT / size
     made = []  # per tile with features, in order: (x, y, bytes) or (x, y, None) until the batch is encoded
+    seq = st.get("seq")  # (set by spool._state_of: then each tile's seqs are returned too)
+    recs: list = []
+    flags: list | None = [] if seq is not None else None
     batch = []  # the tiles encoded together: (fis, clipped, want, lay, tile minx, tile maxy)
     for x, y in tiles:
         minx, miny, maxx, maxy = tile_bounds(z, x, y)
@@ -196,10 +199,16 @@ def _encode_batch(task) -> list[tuple[int, int, int, bytes]]:
         order = np.argsort(lay, kind="stable")
         fis, clipped, want, lay = fis[order], clipped[order], want[order], lay[order]
         if alone:
-            made.append((x, y, mvt.encode_tile(*_layers(lay), clipped, want, fis, st["tags"])))
+            gb, go, ty = mvt.geometry_buffer(clipped, want)
+            made.append((x, y, mvt.frame_tile(*_layers(lay), fis, ty, gb, go, st["tags"], flags)))
+            if seq is not None:
+                recs.append(_tile_seqs(seq[fis], ty))
         else:
             made.append((x, y, None))
             batch.append((fis, clipped, want, lay, minx, maxy))
+            if seq is not None:
+                recs.append(None)
+                flags.append(None)
     if batch:
         counts = np.array([len(t[0]) for t in batch])
         gbuf, goff, types = mvt.geometry_buffer(
@@ -212,8 +221,22 @@ def _encode_batch(task) -> list[tuple[int, int, int, bytes]]:
                 j = next(pending)
                 fis, _, _, lay, _, _ = batch[j]
                 a, b = first[j], first[j + 1]
-                made[i] = (x, y, mvt.frame_tile(*_layers(lay), fis, types[a:b], gbuf, goff[a:b + 1], st["tags"]))
+                fl = [] if seq is not None else None
+                made[i] = (x, y, mvt.frame_tile(*_layers(lay), fis, types[a:b], gbuf, goff[a:b + 1], st["tags"], fl))
+                if seq is not None:
+                    recs[i] = _tile_seqs(seq[fis], types[a:b])
+                    flags[i] = fl[0]
+    if seq is not None:  # what geoengine.tiles.splice keeps of each tile: its features' seqs, its `mixed`
+        return [(z, x, y, gzip.compress(data, compresslevel=6, mtime=0), (r, f))
+                for (x, y, data), r, f in zip(made, recs, flags, strict=True)]
     return [(z, x, y, gzip.compress(data, compresslevel=6, mtime=0)) for x, y, data in made]
+
+
+def _tile_seqs(seqs: np.ndarray, types: np.ndarray) -> np.ndarray:
+    """A tile's features' seqs in the tile's order (layer by layer, collection order within one), a
+    feature that writes nothing (MVT type 0: its layer is still written) as -1 - seq."""
+    s = np.asarray(seqs, dtype=np.int64)
+    return np.where(np.asarray(types) == 0, -1 - s, s)
 
 
 def _layers(lay: np.ndarray) -> tuple[list[str], np.ndarray]:

@@ -50,8 +50,8 @@ def test_every_tile_of_a_real_extract_is_byte_identical(rel, bbox, monkeypatch):
         last.update(geoms=geoms, dims=dims, frame=frame, goff=goff)
         return gbuf, goff, types
 
-    def both(names, starts, feat, types, gbuf, goff, table):
-        new = frame_tile(names, starts, feat, types, gbuf, goff, table)
+    def both(names, starts, feat, types, gbuf, goff, table, flags=None):
+        new = frame_tile(names, starts, feat, types, gbuf, goff, table, flags)
         if "props" not in tiler._STATE:
             return new  # mvt.warm, before the cut
         # this tile's geometries among the last geometry_buffer call's (goff is a slice of its offsets)

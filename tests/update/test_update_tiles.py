@@ -66,6 +66,36 @@ def test_the_patched_archive_equals_the_full_builds_on_the_liechtenstein_change(
     assert 0 < info["tiles_recut"] < info["tiles_planned"] / 4, info
     assert info["tiles_copied"] > 0 and info["tiles_made"] + info["tiles_copied"] == r["entry"]["counts"]["tiles"]
     assert r["entry"]["counts"] == Bundle.open(r["full"]).stages["tiles"]["counts"]
+    _assert_spliced(info)
+    _assert_same_seq_lists(r["out"], r["full"])
+
+
+def _assert_spliced(info: dict) -> None:
+    """The touched tiles were spliced (geoengine.tiles.splice), not cut again: every one the old bundle
+    kept a seq list of."""
+    sp = info["splice"]
+    assert sp is not None and sp["tiles_spliced"] > 0, info
+    assert sp["tiles_splice_declined"] == 0, info
+    assert sp["tiles_spliced"] + sp["tiles_not_kept"] == info["tiles_recut"], info
+
+
+def _assert_same_seq_lists(updated: Path, full: Path) -> None:
+    """The patched bundle's seq lists name the full build's features, tile for tile (by their place in
+    the kept index: a patch's seqs are in the gaps, the order is the same)."""
+    import numpy as np
+
+    from geoengine.tiles import kept as K
+    from geoengine.tiles import splice
+
+    lists = []
+    for b in (updated, full):
+        folder = b / "tiles" / K.FOLDER
+        kept, seq = splice.Kept.load(folder), np.load(folder / "index.npy")["seq"]
+        e = kept.seqs
+        pos = np.searchsorted(seq, np.where(e >= 0, e, -1 - e))
+        lists.append((kept.key, kept.off, np.where(e >= 0, pos, -1 - pos), kept.mixed))
+    for a, b in zip(*lists, strict=True):
+        assert np.array_equal(a, b)
 
 
 def make_second_change(src: Path, out_dir: Path) -> dict:
@@ -242,6 +272,25 @@ def test_the_spread_change_is_patched_from_the_kept_collection(old_bundle, upd_s
     entry = Bundle.open(out).stages["tiles"]
     assert entry["counts"] == Bundle.open(full).stages["tiles"]["counts"]
     assert entry["info"]["patch"]["objects"]["w"] >= made["ways_changed"]
+    _assert_spliced(entry["info"]["patch"])
+    _assert_same_seq_lists(out, full)
+
+
+def test_an_old_bundle_without_seq_lists_cuts_the_touched_tiles_again(old_bundle, edits, upd_settings, tmp_path):
+    """A bundle built before the seq lists were kept (a collection without tileseqs.npz): the touched tiles
+    are cut again as before, the archive is the full build's, and no partial seq lists are written."""
+    from geoengine.tiles import kept as K
+    from geoengine.tiles import splice
+
+    out = publish_copy(old_bundle, tmp_path)
+    (out / "tiles" / K.FOLDER / splice.FILE).unlink()
+    result = update(out, upd_settings, diffs=[edits["osc"]], progress=NullProgress())
+    assert "tiles" in result["stages_patched"], result
+    full = build(BuildInputs(osm=edits["new"]), tmp_path / "full" / "li", upd_settings, progress=NullProgress())
+    assert _assert_same_archive(out, full, old_bundle) > 0
+    info = Bundle.open(out).stages["tiles"]["info"]["patch"]
+    assert info["splice"] is None and info["tiles_made"] > 0, info
+    assert not (out / "tiles" / K.FOLDER / splice.FILE).exists()
 
 
 def test_a_second_update_patches_the_patched_collection(old_bundle, edits, upd_settings, tmp_path, monkeypatch):
@@ -262,6 +311,9 @@ def test_a_second_update_patches_the_patched_collection(old_bundle, edits, upd_s
     assert "tiles" in result["stages_patched"], result
     full = build(BuildInputs(osm=second["new"]), tmp_path / "full" / "li", upd_settings, progress=NullProgress())
     _assert_same_archive(out, full, old_bundle)
+    # the second update spliced from the seq lists the first one wrote
+    _assert_spliced(Bundle.open(out).stages["tiles"]["info"]["patch"])
+    _assert_same_seq_lists(out, full)
     a = np.load(out / "tiles" / K.FOLDER / "index.npy")
     b = np.load(full / "tiles" / K.FOLDER / "index.npy")
     assert len(a) == len(b)
