@@ -601,7 +601,7 @@ def splice_one(old_gz: bytes, old_entries: np.ndarray, old_layers: np.ndarray, o
     pieces = []
     ents, lays, srcs = [], [], []
     base_f = 0
-    for src, (gz, entries, layers) in enumerate(((old_gz, old_entries, old_layers), mini or (None, None, None))):
+    for gz, entries, layers in ((old_gz, old_entries, old_layers), mini or (None, None, None)):
         if gz is None:
             continue
         d = decode(gzip.decompress(gz))
