@@ -26,6 +26,7 @@ The caller (`stage.patch`) then plans, cuts the touched tiles and copies the oth
 from __future__ import annotations
 
 import pickle
+import shutil
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -515,6 +516,7 @@ def _build(ctx_bbox, p, old: Old, work: Path, maxzoom: int = T.MAXZOOM, pz: int 
         n=len(index_new), index=index_new, counts=lambda: {name: int(counts[i]) for i, name in enumerate(schema.LAYERS)},
         skipped_ways=meta["skipped_ways"], partial_ways=meta["partial_ways"])
     objects = {"n": len(ch_n), "w": len(aff_w_set), "r": len(aff_r)}
+    shutil.rmtree(scratch, ignore_errors=True)  # the small extract's spools: a full run keeps no such folder
     return spool, [_feats(old_rows), _feats(new)], objects
 
 

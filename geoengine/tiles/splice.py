@@ -22,7 +22,9 @@ So a tile is a function of the ordered list of its features' (layer, seq, tags, 
 from __future__ import annotations
 
 import gzip
+import os
 import sqlite3
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -598,13 +600,27 @@ def splice_one(old_gz: bytes, old_entries: np.ndarray, old_layers: np.ndarray, o
     """One tile spliced: the old tile's pieces less the features not `old_keep` (the affected objects'), the mini tile's
     (gzip bytes, entries, layers) merged in by (layer, seq). Returns (gzip bytes or None: no feature
     left, entries, mixed), or None when the splice cannot be exact (the caller cuts the tile again)."""
+    res = _splice_raw(None if old_gz is None else gzip.decompress(old_gz), old_entries, old_layers, old_keep,
+                      None if mini is None else (gzip.decompress(mini[0]), *mini[1:]))
+    if res is None or res[0] is None:
+        return res
+    return _gzip(res[0]), res[1], res[2]
+
+
+def _gzip(data: bytes) -> bytes:
+    return gzip.compress(data, compresslevel=6, mtime=0)  # as the cut compresses a tile (tiler._encode_batch)
+
+
+def _splice_raw(old: bytes, old_entries: np.ndarray, old_layers: np.ndarray, old_keep: np.ndarray,
+                mini: tuple | None):
+    """`splice_one` on the tiles' bytes gunzipped, returning the new tile's bytes unzipped."""
     pieces = []
     ents, lays, srcs = [], [], []
     base_f = 0
-    for gz, entries, layers in ((old_gz, old_entries, old_layers), mini or (None, None, None)):
-        if gz is None:
+    for raw, entries, layers in ((old, old_entries, old_layers), mini or (None, None, None)):
+        if raw is None:
             continue
-        d = decode(gzip.decompress(gz))
+        d = decode(raw)
         if d is None:
             return None
         buf, L, F, Kk, V, Vd = d
@@ -651,11 +667,11 @@ def splice_one(old_gz: bytes, old_entries: np.ndarray, old_layers: np.ndarray, o
     else:
         buf, L, F, Kk, V, Vd = pieces[0]
     # the old entries less the dropped ones, then the new ones
-    keep0 = old_keep if old_gz is not None else None
+    keep0 = old_keep if old is not None else None
     e = [ents[0][keep0]] if keep0 is not None else []
     ly = [lays[0][keep0]] if keep0 is not None else []
     rw = [srcs[0][keep0]] if keep0 is not None else []
-    if len(ents) > (1 if old_gz is not None else 0):
+    if len(ents) > (1 if old is not None else 0):
         e.append(ents[-1])
         ly.append(lays[-1])
         rw.append(srcs[-1])
@@ -676,7 +692,7 @@ def splice_one(old_gz: bytes, old_entries: np.ndarray, old_layers: np.ndarray, o
     if res is None:
         return None
     data, mixed = res
-    return gzip.compress(data, compresslevel=6, mtime=0), e, mixed
+    return data, e, mixed
 
 
 def gz_none():
@@ -720,40 +736,49 @@ def splice_tiles(fs, p, old_kept: Path, new_kept: Path, old_path: Path, kept: Ke
             mini_gz[int(tile_key(z, [x << 32 | y])[0])] = data
     mini_of = {int(tile_key(z, [x << 32 | y])[0]): (e, m) for z, x, y, e, m in mini_rec}
     olds = old_tiles(old_path, to_splice)
-    # every old entry of the tiles to splice at once: its layer, and whether it is kept
-    r_ok = rows[ok]
-    lens = kept.off[r_ok + 1] - kept.off[r_ok]
-    at = np.repeat(kept.off[r_ok] - np.concatenate([[0], np.cumsum(lens)[:-1]]), lens) + np.arange(int(lens.sum()))
-    ent_all = kept.seqs[at]
-    s_all = np.where(ent_all >= 0, ent_all, -1 - ent_all)
-    lay_all = _layer_of(o_seq, o_lay, s_all)
-    keep_all = ~_in_sorted(s_all, dropped)
-    first = np.concatenate([[0], np.cumsum(lens)]).tolist()
-    made, record, again = [], [], []
-    spliced = fell = 0
-    for t, k in enumerate(to_splice.tolist()):
-        z, x, y = k >> 56, (k >> 28) & 0xFFFFFFF, k & 0xFFFFFFF
-        res = None
-        mo = mini_of.get(k)
-        if k in olds and not (mo is not None and mo[1]):
-            a, b = first[t], first[t + 1]
-            ent, lay = ent_all[a:b], lay_all[a:b]
-            mini = None
-            if mo is not None:
-                me = np.asarray(mo[0], dtype=np.int64)
-                ml = _layer_of(n_seq, n_lay, np.where(me >= 0, me, -1 - me))
-                mini = None if (ml < 0).any() else (mini_gz[k], me, ml)
-            if not (lay < 0).any() and (mo is None or mini is not None):
-                res = splice_one(olds[k], ent, lay, keep_all[a:b], mini)
-        if res is None:
-            again.append(k)
-            fell += 1
-            continue
-        gz, entries, mixed = res
-        spliced += 1
-        if gz is not None:
-            made.append((z, x, y, gz))
-            record.append((z, x, y, entries, mixed))
+    # gunzipped and gzipped again on every core (zlib lets go of the GIL): the other core is often idle by
+    # now, the search patch done
+    pool = ThreadPoolExecutor(max_workers=os.cpu_count() or 1)
+    try:
+        olds = dict(zip(olds, pool.map(gzip.decompress, olds.values()), strict=True))
+        mini_gz = dict(zip(mini_gz, pool.map(gzip.decompress, mini_gz.values()), strict=True))
+        # every old entry of the tiles to splice at once: its layer, and whether it is kept
+        r_ok = rows[ok]
+        lens = kept.off[r_ok + 1] - kept.off[r_ok]
+        at = np.repeat(kept.off[r_ok] - np.concatenate([[0], np.cumsum(lens)[:-1]]), lens) + np.arange(int(lens.sum()))
+        ent_all = kept.seqs[at]
+        s_all = np.where(ent_all >= 0, ent_all, -1 - ent_all)
+        lay_all = _layer_of(o_seq, o_lay, s_all)
+        keep_all = ~_in_sorted(s_all, dropped)
+        first = np.concatenate([[0], np.cumsum(lens)]).tolist()
+        made, record, again = [], [], []
+        spliced = fell = 0
+        for t, k in enumerate(to_splice.tolist()):
+            z, x, y = k >> 56, (k >> 28) & 0xFFFFFFF, k & 0xFFFFFFF
+            res = None
+            mo = mini_of.get(k)
+            if k in olds and not (mo is not None and mo[1]):
+                a, b = first[t], first[t + 1]
+                ent, lay = ent_all[a:b], lay_all[a:b]
+                mini = None
+                if mo is not None:
+                    me = np.asarray(mo[0], dtype=np.int64)
+                    ml = _layer_of(n_seq, n_lay, np.where(me >= 0, me, -1 - me))
+                    mini = None if (ml < 0).any() else (mini_gz[k], me, ml)
+                if not (lay < 0).any() and (mo is None or mini is not None):
+                    res = _splice_raw(olds[k], ent, lay, keep_all[a:b], mini)
+            if res is None:
+                again.append(k)
+                fell += 1
+                continue
+            raw, entries, mixed = res
+            spliced += 1
+            if raw is not None:
+                made.append((z, x, y, raw))
+                record.append((z, x, y, entries, mixed))
+        made = [(z, x, y, gz) for (z, x, y, _), gz in zip(made, pool.map(_gzip, [m[3] for m in made]), strict=True)]
+    finally:
+        pool.shutdown()
     again = np.sort(np.concatenate([keys[~ok], np.asarray(again, dtype=np.int64)]))
     cut = {}
     for z in range(15):
