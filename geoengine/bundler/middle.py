@@ -23,6 +23,10 @@ from pathlib import Path
 
 import numpy as np
 
+#: the copy of the extract a bundle keeps beside its store (`source/`: geoengine update applies change files to
+#: it); named here, where `geoengine update` reads it before the stage modules (and Numba) are imported
+EXTRACT = "extract.osm.pbf"
+
 FOLDER = "store"
 FORMAT = 1  # recorded in the store's META file; a store of another format is not read (Store.open: None)
 META = "store.json"

@@ -11,6 +11,7 @@ import shutil
 import osmium
 
 from geoengine.bundler import middle
+from geoengine.bundler.middle import EXTRACT  # noqa: F401  (the copy of the extract a bundle keeps)
 from geoengine.bundler.middle import FOLDER as STORE
 from geoengine.bundler.pbfscan import scan_pbf
 from geoengine.bundler.pipeline import BuildContext, Stage, StageResult, link_file
@@ -102,10 +103,6 @@ def replication_header(header) -> dict:
         "replication_sequence": int(seq) if seq.strip().isdigit() else None,
         "replication_url": header.get("osmosis_replication_base_url") or None,
     }
-
-
-#: the copy of the extract a bundle keeps (geoengine update applies change files to it)
-EXTRACT = "extract.osm.pbf"
 
 
 def run(ctx: BuildContext) -> StageResult:

@@ -365,10 +365,9 @@ def update(
     and publish the result there. Returns what was done: `published` (bool), `reason` when nothing
     was, the changes' counts, the data's timestamp and sequence, and the stages reused and rebuilt."""
     from geoengine.bundler.measure import StepMeter
+    from geoengine.bundler.middle import EXTRACT, Store
     from geoengine.bundler.middle import FOLDER as STORE
-    from geoengine.bundler.middle import Store
     from geoengine.bundler.pipeline import BuildInputs, PatchInputs, build
-    from geoengine.bundler.source import EXTRACT
 
     progress = progress or NullProgress()
     steps: dict = {} if report is None else report.setdefault("steps", {})

@@ -514,7 +514,10 @@ def _build(ctx_bbox, p, old: Old, work: Path, maxzoom: int = T.MAXZOOM, pz: int 
         folder=parts_new, shared=shared, low=[(s, g, lay, mz, pr) for (s, _w, lay, mz, pr), g in zip(low, list(geoms), strict=True)],
         low_bounds=lowb, all_bounds=ab[not_earth].tobytes(), pz=pz, maxzoom=maxzoom, prange=prange,
         n=len(index_new), index=index_new, counts=lambda: {name: int(counts[i]) for i, name in enumerate(schema.LAYERS)},
-        skipped_ways=meta["skipped_ways"], partial_ways=meta["partial_ways"])
+        skipped_ways=meta["skipped_ways"], partial_ways=meta["partial_ways"],
+        # the objects whose features were made again (every difference between the two collections) and
+        # their new partition records, for the splice's mini tiles (no partition file read again)
+        affected=aff_codes, new_parts=new_by_part)
     objects = {"n": len(ch_n), "w": len(aff_w_set), "r": len(aff_r)}
     shutil.rmtree(scratch, ignore_errors=True)  # the small extract's spools: a full run keeps no such folder
     return spool, [_feats(old_rows), _feats(new)], objects

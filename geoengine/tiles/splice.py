@@ -563,7 +563,7 @@ def mini_spool(fs, seqs: np.ndarray):
         s = np.fromiter((r[0] for r in recs), dtype=np.int64, count=len(recs))
         return [recs[i] for i in np.flatnonzero(np.isin(s, seqs)).tolist()]
     return SimpleNamespace(folder=fs.folder, shared=pick(fs.shared), low=pick(fs.low), pz=fs.pz,
-                           maxzoom=fs.maxzoom, reach_seqs=seqs)
+                           maxzoom=fs.maxzoom, reach_seqs=seqs, parts=getattr(fs, "new_parts", None))
 
 
 def old_tiles(old_path: Path, keys: np.ndarray) -> dict[int, bytes]:
@@ -713,7 +713,9 @@ def splice_tiles(fs, p, old_kept: Path, new_kept: Path, old_path: Path, kept: Ke
     ok[ok] = ~kept.mixed[rows[ok]]
     old_index = np.load(old_kept / "index.npy", mmap_mode="r")
     new_index = np.asarray(fs.index)
-    codes = affected_codes(p, old_kept, new_kept, np.asarray(old_index), new_index)
+    codes = getattr(fs, "affected", None)  # slim's: exactly the objects whose features differ
+    if codes is None:
+        codes = affected_codes(p, old_kept, new_kept, np.asarray(old_index), new_index)
     oi = np.asarray(old_index)
     o_seq, o_lay = np.ascontiguousarray(oi["seq"]), np.ascontiguousarray(oi["layer"])
     n_seq, n_lay = np.ascontiguousarray(new_index["seq"]), np.ascontiguousarray(new_index["layer"])

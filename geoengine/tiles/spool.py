@@ -355,7 +355,8 @@ def _cut_partition(key: tuple[int, int]) -> list[tuple[int, int, int, bytes]]:
     job = _JOB
     px, py = key
     pz = job["pz"]
-    recs = _load(job["folder"], key) + list(job["shared"])
+    parts = job.get("parts")  # (a splice's mini cut: its partitions' records in memory)
+    recs = (list(parts.get(key, ())) if parts is not None else _load(job["folder"], key)) + list(job["shared"])
     if job.get("seqs") is not None:  # a patch: only the records that can reach a tile to cut, before parsing
         s = np.fromiter((r[0] for r in recs), dtype=np.int64, count=len(recs))
         hit = np.isin(s, job["seqs"])
@@ -551,7 +552,8 @@ def _cut_spooled(spool: Spool, partitions: list[tuple[int, int]], bbox, *, proce
         low = [r for r, h in zip(low, hit.tolist(), strict=True) if h]
     T._STATE = _state_of(low, maxzoom)
     _JOB = {"folder": spool.folder, "shared": spool.shared, "maxzoom": maxzoom, "bbox": bbox, "pz": spool.pz,
-            "full_grid": full_grid, "only": only, "seqs": getattr(spool, "reach_seqs", None)}
+            "full_grid": full_grid, "only": only, "seqs": getattr(spool, "reach_seqs", None),
+            "parts": getattr(spool, "parts", None)}
     try:
         if processes <= 1:
             for t in low_tasks:
