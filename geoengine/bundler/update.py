@@ -230,7 +230,8 @@ class _ApplyBeside:
         if not fork_safe():
             return None
         progress.log(f"applying {len(files)} change file(s) to {extract} beside the stages: {text}")
-        return cls(start_forked(apply_changes, extract, files, out, header), time.perf_counter(), steps, progress, text)
+        return cls(start_forked(_apply_yielding, extract, files, out, header), time.perf_counter(), steps, progress,
+                   text)
 
     def wait(self) -> None:
         """Return when the new extract is written; raise the writer's error."""
@@ -269,6 +270,18 @@ def foreseen_bbox(manifest: dict, store, changes) -> tuple | None:
     if origin == "nodes":
         bbox = store.bbox_after(changes.osc, bbox) if store is not None else None
     return tuple(round(v, 7) for v in bbox) if bbox else None
+
+
+def _apply_yielding(extract: Path, files: list[Path], out: Path, header: dict) -> None:
+    """`apply_changes` at a lower scheduling priority: the new extract is needed only when the build
+    publishes (or runs a stage in full), so the stages' patches come first on a busy machine."""
+    import os
+
+    try:
+        os.nice(10)
+    except OSError:
+        pass
+    apply_changes(extract, files, out, header)
 
 
 def extract_identity(manifest: dict, files: list[Path], header: dict) -> str:
