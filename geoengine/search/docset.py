@@ -187,19 +187,17 @@ def _pack_strings(values: list, out: dict, key: str) -> None:
 
 
 def _unpack_strings(packed: dict, key: str, few: bool) -> list:
-    lens = packed[key + ".len"]
+    """`_pack_strings`' values again (a column of `few` distinct values shares one string object per value)."""
+    lens = np.asarray(packed[key + ".len"])
     text = packed[key + ".text"].decode("utf-8", "surrogatepass")
-    ends = np.cumsum(np.maximum(lens, 0)).tolist()
-    out = []
-    seen: dict[str, str] = {}
-    start = 0
-    for n, end in zip(lens.tolist(), ends, strict=True):
-        if n < 0:
-            out.append(None)
-        else:
-            v = text[start:end]
-            out.append(seen.setdefault(v, v) if few else v)
-        start = end
+    ends = np.cumsum(np.maximum(lens, 0))
+    starts = (ends - np.maximum(lens, 0)).tolist()
+    out = [text[a:b] for a, b in zip(starts, ends.tolist(), strict=True)]
+    if few:
+        seen: dict[str, str] = {}
+        out = [seen.setdefault(v, v) for v in out]
+    for i in np.flatnonzero(lens < 0).tolist():
+        out[i] = None
     return out
 
 
