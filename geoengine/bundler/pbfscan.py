@@ -152,6 +152,21 @@ def skip_at(buf, pos, wire):
 
 
 @njit(cache=True, nogil=True)
+def message_at(buf, pos):
+    """The field at buf[pos:]: (its number, its payload's start, its end) for a length-delimited one; other
+    fields are skipped, as (-1, end, end); (-2, -1, -1) on a wire type protobuf does not have."""
+    key, pos = varint_at(buf, pos)
+    w = key & 7
+    if w != 2:
+        pos = skip_at(buf, pos, w)
+        if pos < 0:
+            return -2, -1, -1
+        return -1, pos, pos
+    ln, pos = varint_at(buf, pos)
+    return key >> 3, pos, pos + ln
+
+
+@njit(cache=True, nogil=True)
 def group_objects(buf, g0, g1, field, ids, versions, ends, refs, n, nr):
     """Every length-delimited `field` (3: Way, 4: Relation) of the PrimitiveGroup buf[g0:g1]: its id
     (field 1) at ids[n], its Info's version (field 4, its field 1) at versions[n] unless `versions` is
@@ -161,16 +176,9 @@ def group_objects(buf, g0, g1, field, ids, versions, ends, refs, n, nr):
     want_refs = field == 3 and len(refs) > 0
     pos = g0
     while pos < g1:
-        key, pos = varint_at(buf, pos)
-        f = key >> 3
-        w = key & 7
-        if w != 2:
-            pos = skip_at(buf, pos, w)
-            if pos < 0:
-                return -1, -1
-            continue
-        ln, pos = varint_at(buf, pos)
-        end = pos + ln
+        f, pos, end = message_at(buf, pos)
+        if f == -2:
+            return -1, -1
         if f == field:
             oid = np.int64(0)
             ver = np.int64(0)

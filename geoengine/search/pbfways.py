@@ -11,7 +11,7 @@ from pathlib import Path
 import numpy as np
 from numba import njit
 
-from geoengine.bundler.pbfscan import _blobs, _fields, skip_at, varint_at
+from geoengine.bundler.pbfscan import _blobs, _fields, message_at, skip_at, varint_at
 
 
 @njit(cache=True, nogil=True)
@@ -22,16 +22,9 @@ def group_way_tags(buf, g0, g1, wanted, ids, kv_ends, keys, vals, n, nk):
     counts that differ, a wire type protobuf does not have)."""
     pos = g0
     while pos < g1:
-        key, pos = varint_at(buf, pos)
-        f = key >> 3
-        w = key & 7
-        if w != 2:
-            pos = skip_at(buf, pos, w)
-            if pos < 0:
-                return -1, -1
-            continue
-        ln, pos = varint_at(buf, pos)
-        end = pos + ln
+        f, pos, end = message_at(buf, pos)
+        if f == -2:
+            return -1, -1
         if f == 3:
             oid = np.int64(0)
             ks0 = ks1 = vs0 = vs1 = np.int64(-1)

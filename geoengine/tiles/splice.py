@@ -323,25 +323,6 @@ def _same_class(buf, V, Vd, a, b):
 
 
 @numba.njit(cache=True, nogil=True)
-def _put(out, pos, v):
-    while v >= 0x80:
-        out[pos] = np.uint8((v & 0x7F) | 0x80)
-        v >>= 7
-        pos += 1
-    out[pos] = np.uint8(v)
-    return pos + 1
-
-
-@numba.njit(cache=True, nogil=True)
-def _vlen(v):
-    n = 1
-    while v >= 0x80:
-        v >>= 7
-        n += 1
-    return n
-
-
-@numba.njit(cache=True, nogil=True)
 def _splice(buf, L, F, K, V, Vd, rows, lstart):
     """The layers' bytes (features, keys, values) of a tile whose out-layer j holds features
     rows[lstart[j]:lstart[j + 1]] (rows of F, in order; a layer may hold none: its features were of type
@@ -420,7 +401,7 @@ def _splice(buf, L, F, K, V, Vd, rows, lstart):
                         if _same_bytes(buf, K[kent[o], 0], K[kent[o], 1], K[kr, 0], K[kr, 1]):
                             break
                         h = (h + np.uint64(1)) & mask
-                    tl = _put(tags, tl, o)
+                    tl = mvt._put_varint(tags, tl, o)
                     # the value's entry (by class; its bytes are the first one's)
                     h = _value_hash(buf, V, Vd, vr) & mask
                     while True:
@@ -437,22 +418,22 @@ def _splice(buf, L, F, K, V, Vd, rows, lstart):
                                 mixed = True
                             break
                         h = (h + np.uint64(1)) & mask
-                    tl = _put(tags, tl, o)
+                    tl = mvt._put_varint(tags, tl, o)
             glen = F[f, 5] - F[f, 4]
-            body = 2 + 1 + _vlen(glen) + glen
+            body = 2 + 1 + mvt._varint_len(glen) + glen
             if tl > 0:
-                body += 1 + _vlen(tl) + tl
+                body += 1 + mvt._varint_len(tl) + tl
             out[pos] = 0x12
-            pos = _put(out, pos + 1, body)
+            pos = mvt._put_varint(out, pos + 1, body)
             if tl > 0:
                 out[pos] = 0x12
-                pos = _put(out, pos + 1, tl)
+                pos = mvt._put_varint(out, pos + 1, tl)
                 out[pos:pos + tl] = tags[:tl]
                 pos += tl
             out[pos] = 0x18
             out[pos + 1] = np.uint8(F[f, 3])
             out[pos + 2] = 0x22
-            pos = _put(out, pos + 3, glen)
+            pos = mvt._put_varint(out, pos + 3, glen)
             out[pos:pos + glen] = buf[F[f, 4]:F[f, 5]]
             pos += glen
         for o in range(nk):
