@@ -10,6 +10,7 @@ rename. A failed or interrupted build never touches the published bundle.
 from __future__ import annotations
 
 import fcntl
+import gc
 import hashlib
 import json
 import os
@@ -627,6 +628,10 @@ def _patch_in_child(stage: Stage, ctx: BuildContext, patch: PatchInputs) -> tupl
     """`_run_in_child` for a stage's `patch`."""
     reset_peak()
     rss0 = rss_mb()
+    # a patch's own process: the cyclic collector off while it runs (its objects are freed by reference
+    # counting; a patch makes hundreds of thousands of strings and tuples, none in a cycle, and each
+    # collection walked them: about 6 % of the search patch's CPU). The process ends with the patch.
+    gc.disable()
     result = stage.patch(ctx, patch)
     return result, ctx.progress.shown(), {"rss_start_mb": rss0, "peak_mb": max(peak_mb(), rss0)}
 
