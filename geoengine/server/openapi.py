@@ -245,7 +245,9 @@ def _fix_constraint_names(node) -> None:
             _fix_constraint_names(v)
 
 
-_TYPES_PATTERN = r"^(place|poi)(,(place|poi))*$"
+# what `search.requests.parse_types` accepts: blank is every type; items are trimmed and empty ones
+# skipped, but one must be named
+_TYPES_PATTERN = r"^\s*$|^(\s*,)*\s*(place|poi)\s*(,\s*((place|poi)\s*)?)*$"
 def _tighten_params(path: str, method: str, params: list[dict]) -> None:
     by_name = {p["name"]: p for p in params}
     if path in ("/search", "/search/reverse") and "types" in by_name:

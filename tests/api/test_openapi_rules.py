@@ -108,3 +108,20 @@ def test_osrm_coordinates_are_decimal_degrees(served, coords, ok):
     assert bool(re.fullmatch(param["schema"]["pattern"], coords)) == ok
     resp = client.get(f"/route/v1/driving/{coords}")
     assert (resp.status_code == 200) == ok, resp.text
+
+
+@pytest.mark.parametrize(("types", "ok"), [("", True), ("place", True), ("place, poi", True), ("poi,", True),
+                                           (",,", False), ("street", False), ("place,street", False)])
+def test_search_types_document_and_server_agree(served, types, ok):
+    """`types` as search.requests.parse_types reads it (empty is every type, items trimmed, empty items
+    skipped): the document's pattern says the same (schemathesis found an empty `types` the server
+    accepted and the pattern refused)."""
+    import re
+
+    client, doc = served
+    for path in ("/search", "/search/reverse"):
+        param = next(p for p in doc["paths"][path]["get"]["parameters"] if p["name"] == "types")
+        assert bool(re.fullmatch(param["schema"]["pattern"], types)) == ok, path
+    resp = client.get("/search", params={"q": "Andorra", "types": types})
+    assert (resp.status_code == 200) == ok, resp.text
+    assert resp.status_code < 500
