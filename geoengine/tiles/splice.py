@@ -31,9 +31,7 @@ from types import SimpleNamespace
 import numba
 import numpy as np
 
-from geoengine.tiles import kept as K
 from geoengine.tiles import mvt, schema
-from geoengine.tiles.features import OBJ_NODE, OBJ_RELATION, OBJ_WAY
 
 FILE = "tileseqs.npz"
 _NAMES = [n.encode("utf-8") for n in schema.LAYERS]
@@ -493,49 +491,6 @@ def warm() -> None:
 
 # ----------------------------------------------------------------------------------------- the patch
 
-def affected_codes(p, old_kept: Path, new_kept: Path, old_index: np.ndarray, new_index: np.ndarray) -> np.ndarray:
-    """Object codes (id << 2 | kind) whose features may differ between the old and the new collection: a
-    superset of those geoengine.tiles.slim makes again (their old features are dropped from a tile and
-    their new ones, from the new collection, spliced in; an object of the set that did not change has
-    the same features in both, so a larger set only costs time). The changed nodes, ways and relations;
-    the kept ways holding a changed node; the relations (old or new) holding one of those ways or nodes;
-    every member way of a changed relation; every object one of whose index rows differs."""
-    osc = p.osc
-    ch_n = np.asarray(osc.node_ids(), dtype=np.int64)
-    ch_w = np.asarray(osc.way_ids(), dtype=np.int64)
-    wid, off, refs, _ = K.load_ways(old_kept / "ways")
-    hit = np.flatnonzero(_in_sorted(np.asarray(refs), np.sort(ch_n))) if len(ch_n) and len(refs) else np.zeros(0, np.int64)
-    holders = np.unique(wid[np.searchsorted(off, hit, side="right") - 1]) if len(hit) else np.zeros(0, np.int64)
-    ways = set(np.union1d(holders, ch_w).tolist())
-    nodes = set(ch_n.tolist())
-    changed_r = set(osc.relations)
-    rels = set(changed_r)
-    member_ways = set()
-    for path in (old_kept / "relations.pkl", new_kept / "relations.pkl"):
-        for rid, _tags, members in K.load_pickle(path):
-            if rid in changed_r:
-                member_ways.update(m[1] for m in members if m[0] == "w")
-                continue
-            for m in members:
-                if (m[0] == "w" and m[1] in ways) or (m[0] == "n" and m[1] in nodes):
-                    rels.add(rid)
-                    break
-    ways |= member_ways
-    codes = [(ch_n << 2) | OBJ_NODE, (np.asarray(sorted(ways), dtype=np.int64) << 2) | OBJ_WAY,
-             (np.asarray(sorted(rels), dtype=np.int64) << 2) | OBJ_RELATION]
-    # rows that differ (by seq: a kept feature keeps its seq)
-    fields = ("obj", "layer", "min_zoom", "bounds", "size")
-    for a, b in ((old_index, new_index), (new_index, old_index)):
-        i = np.minimum(np.searchsorted(b["seq"], a["seq"]), max(len(b) - 1, 0))
-        same = (b["seq"][i] == a["seq"]) if len(b) else np.zeros(len(a), bool)
-        for f in fields:
-            x, y = a[f], b[f][i]
-            eq = (x == y) | ((x != x) & (y != y))  # (NaN bounds of an empty geometry)
-            same &= eq.reshape(len(a), -1).all(axis=1)
-        codes.append(np.asarray(a["obj"][~same], dtype=np.int64))
-    return np.unique(np.concatenate(codes))
-
-
 def mini_spool(fs, seqs: np.ndarray):
     """A spool-like set of the collection `fs`'s features with those seqs alone (cut_spooled's input)."""
     def pick(recs):
@@ -544,7 +499,7 @@ def mini_spool(fs, seqs: np.ndarray):
         s = np.fromiter((r[0] for r in recs), dtype=np.int64, count=len(recs))
         return [recs[i] for i in np.flatnonzero(np.isin(s, seqs)).tolist()]
     return SimpleNamespace(folder=fs.folder, shared=pick(fs.shared), low=pick(fs.low), pz=fs.pz,
-                           maxzoom=fs.maxzoom, reach_seqs=seqs, parts=getattr(fs, "new_parts", None))
+                           maxzoom=fs.maxzoom, reach_seqs=seqs, parts=fs.new_parts)
 
 
 def old_tiles(old_path: Path, keys: np.ndarray) -> dict[int, bytes]:
@@ -694,9 +649,7 @@ def splice_tiles(fs, p, old_kept: Path, new_kept: Path, old_path: Path, kept: Ke
     ok[ok] = ~kept.mixed[rows[ok]]
     old_index = np.load(old_kept / "index.npy", mmap_mode="r")
     new_index = np.asarray(fs.index)
-    codes = getattr(fs, "affected", None)  # slim's: exactly the objects whose features differ
-    if codes is None:
-        codes = affected_codes(p, old_kept, new_kept, np.asarray(old_index), new_index)
+    codes = fs.affected  # slim's: exactly the objects whose features differ between the two collections
     oi = np.asarray(old_index)
     o_seq, o_lay = np.ascontiguousarray(oi["seq"]), np.ascontiguousarray(oi["layer"])
     n_seq, n_lay = np.ascontiguousarray(new_index["seq"]), np.ascontiguousarray(new_index["layer"])
