@@ -10,24 +10,27 @@ from numba import njit
 
 
 @njit(cache=True, nogil=True)
+def _put_digits(out, pos, v, n):
+    """The last n decimal digits of v >= 0 at out[pos:], zero-padded; returns the position after them."""
+    for k in range(n - 1, -1, -1):
+        out[pos + k] = 48 + v % 10
+        v //= 10
+    return pos + n
+
+
+@njit(cache=True, nogil=True)
 def _put_int(out, pos, v):
     """The decimal text of v at out[pos:]; returns the position after it."""
     if v < 0:
         out[pos] = 45
         pos += 1
         v = -v
-    if v == 0:
-        out[pos] = 48
-        return pos + 1
-    n = 0
-    t = v
+    n = 1
+    t = v // 10
     while t > 0:
         t //= 10
         n += 1
-    for k in range(n - 1, -1, -1):
-        out[pos + k] = 48 + v % 10
-        v //= 10
-    return pos + n
+    return _put_digits(out, pos, v, n)
 
 
 @njit(cache=True, nogil=True)
@@ -39,11 +42,7 @@ def _put_coord(out, pos, c):
         c = -c
     pos = _put_int(out, pos, c // 10_000_000)
     out[pos] = 46
-    f = c % 10_000_000
-    for k in range(7, 0, -1):
-        out[pos + k] = 48 + f % 10
-        f //= 10
-    return pos + 8
+    return _put_digits(out, pos + 1, c % 10_000_000, 7)
 
 
 @njit(cache=True, nogil=True)
